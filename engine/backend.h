@@ -1,0 +1,96 @@
+// Backend: tensor storage and the ops the transformer forward needs. model.cpp is written once
+// against this interface; backend_cpu.* and backend_cuda.* implement it. The CPU backend is the
+// oracle every other backend is tested against.
+//
+// Conventions:
+// - A Tensor is a 2-D row-major view (rows x cols, cols contiguous) in backend memory.
+//   Activations are F32 unless said otherwise. Weights keep their GGUF type (a [out, in]
+//   matrix: rows = output features, each row of `cols` input features).
+// - Ops are issued in order and may run asynchronously; `read()` is the only point where the
+//   host waits for results.
+// - Per-step index data (tokens, positions, slots, block tables, logit rows) is handed over once
+//   by `begin_step()`; ops that need it use the current step's copy.
+// - Batch invariance: every op computes each row with the same arithmetic in the same order
+//   whatever the number of rows, so a sequence's results never depend on its batch mates.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "engine/step_plan.h"
+#include "kernels/ggml_type.h"
+
+namespace pagoda {
+
+struct Tensor {
+  void* data = nullptr;
+  GgmlType type = GgmlType::F32;
+  int64_t rows = 0;
+  int64_t cols = 0;
+};
+
+struct RopeConfig {
+  int head_dim = 0;        // rotated dims per head (n_rot)
+  float freq_base = 10000.0f;
+  float freq_scale = 1.0f; // positions are multiplied by this (linear scaling)
+  bool neox = false;       // false: llama pairs (2i, 2i+1); true: NeoX/qwen2 halves (i, i+d/2)
+};
+
+struct KvCacheConfig {
+  int n_layers = 0;
+  int num_blocks = 0;
+  int block_size = 16;
+  int n_kv_heads = 0;
+  int head_dim = 0;
+  GgmlType type = GgmlType::F16;  // F16 or F32
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+
+  // ---- memory ----
+  // A weight from the model file. The CPU backend may return a view of `host_data` (which
+  // outlives the backend); others copy (and may convert) it.
+  virtual Tensor upload_weight(const void* host_data, GgmlType type, int64_t rows, int64_t cols) = 0;
+  // An F32 activation buffer, zero-initialised; freed with the backend.
+  virtual Tensor alloc(int64_t rows, int64_t cols) = 0;
+  // Bytes one KV block takes over all layers (K and V), to size the cache from a budget.
+  virtual size_t kv_block_bytes(const KvCacheConfig& cfg) const = 0;
+  virtual void init_kv_cache(const KvCacheConfig& cfg) = 0;
+
+  // ---- per step ----
+  virtual void begin_step(const StepPlan& plan) = 0;
+  // Applies plan.block_copies then plan.k_shifts to the KV cache.
+  virtual void apply_cache_edits(const RopeConfig& rope) = 0;
+
+  // ---- ops (n = rows of the current step unless stated) ----
+  virtual void embed(const Tensor& table, Tensor& out) = 0;  // out[t] = table[tokens[t]]
+  virtual void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out, int64_t n) = 0;
+  // out[i, :] = W x[i, :] for i < n   (out has W.rows columns, x has W.cols)
+  virtual void matmul(const Tensor& w, const Tensor& x, Tensor& out, int64_t n) = 0;
+  virtual void add_bias(Tensor& x, const Tensor& bias, int64_t n) = 0;  // x[i] += bias (1 x cols)
+  virtual void add(Tensor& x, const Tensor& y, int64_t n) = 0;          // x += y
+  virtual void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out, int64_t n) = 0;
+  // Rotates each head of x (n x n_heads*head_dim) by the step's positions.
+  virtual void rope(Tensor& x, int n_heads, const RopeConfig& rope) = 0;
+  // Writes K and V rows of the step's tokens to their slots in layer `layer`.
+  virtual void store_kv(int layer, const Tensor& k, const Tensor& v) = 0;
+  // Causal attention of every step token over its sequence's cached tokens 0..position.
+  virtual void attention(int layer, const Tensor& q, Tensor& out, int n_heads, int n_kv_heads,
+                         int head_dim, float scale) = 0;
+  // out[j] = x[logit_rows[j]] for every logit row of the step.
+  virtual void gather_logit_rows(const Tensor& x, Tensor& out) = 0;
+
+  // For tests and debugging: one KV block of one layer as F32, laid out
+  // [block_size][n_kv_heads][head_dim] for K and for V.
+  virtual void read_kv_block(int layer, int block, float* k_out, float* v_out) = 0;
+  virtual void write_kv_block(int layer, int block, const float* k, const float* v) = 0;
+
+  // Copies `rows` rows of x (F32) to host memory; waits for all queued work.
+  virtual void read(const Tensor& x, int64_t rows, float* host) = 0;
+};
+
+}  // namespace pagoda

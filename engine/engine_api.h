@@ -1,0 +1,98 @@
+// The engine as the HTTP layer sees it: submit a tokenized request, read its deltas from a
+// channel, abort it. Implemented by LlmEngine (engine/engine.*) and by test doubles.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/sampling_params.h"
+
+namespace pagoda {
+
+struct GenerationRequest {
+  std::vector<int32_t> prompt;   // already tokenized, BOS included when the model wants it
+  SamplingParams sampling;
+  StopParams stop;
+  int n = 1;                     // choices; siblings share the prompt's KV blocks
+  int n_keep = -1;               // tokens kept on context shift; -1 = server default
+};
+
+enum class FinishReason { None, Stop, Length, Abort, Error };
+const char* finish_reason_name(FinishReason r);  // "stop", "length", "abort", "error"
+
+struct TopLogprob {
+  int32_t token = 0;
+  float logprob = 0;
+};
+
+struct TokenLogprob {
+  int32_t token = 0;
+  float logprob = 0;
+  std::vector<TopLogprob> top;  // most likely first
+};
+
+// One piece of output for one choice. Text is UTF-8-complete and never contains (a prefix of)
+// a stop string that may still match; tokens are the ids that produced it.
+struct Delta {
+  int index = 0;                 // choice index (0..n-1)
+  std::string text;
+  std::vector<int32_t> tokens;
+  std::vector<TokenLogprob> logprobs;  // one per token when logprobs were requested
+  FinishReason finish = FinishReason::None;
+  std::string error;             // set when finish == Error
+};
+
+struct Usage {
+  int prompt_tokens = 0;
+  int completion_tokens = 0;      // over all choices
+  int cached_prompt_tokens = 0;   // served from the prefix cache
+};
+
+// A submitted request. Thread-safe; owned jointly by the caller and the engine.
+class RequestStream {
+ public:
+  virtual ~RequestStream() = default;
+  // Next delta, waiting up to `timeout`; nullopt on timeout. After every choice has finished,
+  // returns nullopt immediately and done() is true.
+  virtual std::optional<Delta> next(std::chrono::milliseconds timeout) = 0;
+  virtual bool done() const = 0;
+  virtual Usage usage() const = 0;  // final once done()
+  // Stops generation and frees the request's KV blocks on the engine's next step.
+  virtual void abort() = 0;
+};
+
+struct EngineStats {
+  int running = 0;
+  int waiting = 0;
+  int kv_blocks_total = 0;
+  int kv_blocks_used = 0;
+  int kv_blocks_cached = 0;       // free but holding reusable prefix data
+  uint64_t preemptions = 0;
+  uint64_t prompt_tokens = 0;     // total prompt tokens processed (computed + cached)
+  uint64_t prompt_tokens_cached = 0;
+  uint64_t generation_tokens = 0;
+  uint64_t steps = 0;             // forward passes done; the step loop's heartbeat
+  double last_step_unix_s = 0;
+  bool alive = false;             // the engine thread is running
+};
+
+struct SubmitError {
+  std::string message;
+  std::string code;  // e.g. "context_length_exceeded", "queue_full"
+};
+
+class EngineApi {
+ public:
+  virtual ~EngineApi() = default;
+  // Returns the stream, or an error when the request can never run (too long) or the queue is
+  // full. Never blocks on generation.
+  virtual std::shared_ptr<RequestStream> submit(GenerationRequest req, SubmitError* err) = 0;
+  virtual EngineStats stats() const = 0;
+  virtual int context_size() const = 0;
+};
+
+}  // namespace pagoda

@@ -1,0 +1,43 @@
+// Model hyper-parameters and architecture, read from GGUF metadata ("<arch>.*" keys).
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace pagoda::gguf { class GgufFile; }
+
+namespace pagoda {
+
+enum class Arch { Llama, Qwen2 };
+const char* arch_name(Arch a);  // "llama", "qwen2"
+
+struct ModelConfigError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct ModelConfig {
+  Arch arch = Arch::Llama;
+  std::string name;            // general.name, or the file name
+  int n_layers = 0;            // <arch>.block_count
+  int dim = 0;                 // <arch>.embedding_length
+  int ff_dim = 0;              // <arch>.feed_forward_length
+  int n_heads = 0;             // <arch>.attention.head_count
+  int n_kv_heads = 0;          // <arch>.attention.head_count_kv (default n_heads)
+  int head_dim = 0;            // dim / n_heads (or <arch>.attention.key_length)
+  int n_rot = 0;               // <arch>.rope.dimension_count (default head_dim)
+  int vocab_size = 0;          // rows of token_embd.weight
+  int ctx_train = 0;           // <arch>.context_length
+  float rms_eps = 1e-5f;       // <arch>.attention.layer_norm_rms_epsilon
+  float rope_freq_base = 10000.0f;  // <arch>.rope.freq_base
+  float rope_freq_scale = 1.0f;     // 1 / <arch>.rope.scale_linear (or rope.scaling.factor, type linear)
+  bool rope_neox = false;      // qwen2: true (NeoX halves); llama: false (pairs)
+  bool qkv_bias = false;       // qwen2: Q, K, V projections carry biases
+  bool tied_embeddings = false;  // no output.weight: the LM head reuses token_embd.weight
+
+  // Reads and validates (positive sizes, heads divide dim, n_kv_heads divides n_heads, the
+  // tensors the architecture needs are present with the right shapes and supported types).
+  // Throws ModelConfigError naming the key or tensor at fault.
+  static ModelConfig from_gguf(const gguf::GgufFile& file);
+};
+
+}  // namespace pagoda

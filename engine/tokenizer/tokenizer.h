@@ -1,0 +1,48 @@
+// Tokenizer built from a GGUF file's `tokenizer.*` metadata: SentencePiece-style BPE ("llama")
+// and byte-level BPE ("gpt2") with the pre-tokenizer named by `tokenizer.ggml.pre`.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace pagoda::gguf { class GgufFile; }
+
+namespace pagoda {
+
+struct TokenizerError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+class Tokenizer {
+ public:
+  // Throws TokenizerError for a missing/unsupported model or pre-tokenizer, or bad metadata.
+  static std::unique_ptr<Tokenizer> from_gguf(const gguf::GgufFile& file);
+  virtual ~Tokenizer() = default;
+
+  // `add_special`: prepend BOS / append EOS as the vocabulary's add_bos/add_eos flags say.
+  // `parse_special`: control-token text in `text` becomes the control token.
+  virtual std::vector<int32_t> encode(std::string_view text, bool add_special,
+                                      bool parse_special) const = 0;
+  // The bytes a token stands for when decoded (byte tokens -> the byte; SPM "▁" -> space;
+  // byte-level BPE -> original bytes). Control tokens give their text only if `special`.
+  virtual std::string token_to_piece(int32_t id, bool special = false) const = 0;
+  // Concatenated pieces; SPM drops the one leading space it added when encoding.
+  virtual std::string decode(const std::vector<int32_t>& ids, bool special = false) const = 0;
+
+  virtual int32_t vocab_size() const = 0;
+  virtual const std::string& token_text(int32_t id) const = 0;  // as stored in the vocabulary
+  virtual int32_t bos_id() const = 0;   // -1 when absent
+  virtual int32_t eos_id() const = 0;
+  virtual int32_t eot_id() const = 0;
+  virtual bool add_bos() const = 0;
+  virtual bool add_eos() const = 0;
+  virtual bool is_control(int32_t id) const = 0;
+  // End of generation: EOS, EOT and similar tokens.
+  virtual bool is_eog(int32_t id) const = 0;
+};
+
+}  // namespace pagoda

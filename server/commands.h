@@ -1,0 +1,13 @@
+// The `pagoda` subcommands. Each returns the process exit code; argv[0] is the subcommand.
+#pragma once
+
+namespace pagoda::cli {
+
+int serve(int argc, char** argv);          // server/cmd_serve.cpp
+int generate(int argc, char** argv);       // server/cmd_generate.cpp
+int bench(int argc, char** argv);          // server/bench/cmd_bench.cpp
+int make_model(int argc, char** argv);     // server/cmd_make_model.cpp
+int tokenize(int argc, char** argv);       // server/cmd_tokenize.cpp
+int chat_template(int argc, char** argv);  // server/cmd_chat_template.cpp
+
+}  // namespace pagoda::cli

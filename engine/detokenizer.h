@@ -1,0 +1,48 @@
+// Incremental detokenization for streaming and stop-string matching across token boundaries.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace pagoda {
+
+class Tokenizer;
+
+// Turns a stream of token ids into text pieces that are always complete UTF-8 and, joined,
+// equal tokenizer.decode(all ids) (each character emitted exactly once).
+class IncrementalDetokenizer {
+ public:
+  // `prompt` gives context (e.g. SPM's leading-space rule); it is never emitted.
+  IncrementalDetokenizer(const Tokenizer& tok, const std::vector<int32_t>& prompt);
+  // Appends one token; returns the newly completed text (possibly empty).
+  std::string push(int32_t token);
+  // Text still held back (an incomplete UTF-8 tail), rendered with replacement characters.
+  std::string flush();
+
+ private:
+  const Tokenizer& tok_;
+  std::vector<int32_t> ids_;
+  size_t prefix_offset_ = 0;  // implementation state (the implementer may change these)
+  size_t read_offset_ = 0;
+  std::string pending_;
+};
+
+// Finds stop strings in streamed text without leaking any part of a stop string to the client.
+class StopStringMatcher {
+ public:
+  explicit StopStringMatcher(std::vector<std::string> stops);
+  // Feeds new text; returns the text that is now safe to emit. After a match, returns the text
+  // before the stop string and matched() is true; further input is ignored.
+  std::string feed(const std::string& text);
+  // At the end of generation: whatever is still held back (no stop matched).
+  std::string flush();
+  bool matched() const { return matched_; }
+
+ private:
+  std::vector<std::string> stops_;
+  std::string held_;
+  bool matched_ = false;
+};
+
+}  // namespace pagoda

@@ -1,0 +1,2 @@
+# GGUF reader/writer, model metadata and make-model (engineer "gguf").
+pagoda_test(unit/test_gguf.cpp unit pagoda_gguf)

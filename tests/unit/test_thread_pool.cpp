@@ -1,0 +1,77 @@
+// ThreadPool: coverage and static partitioning, exceptions, idle workers that do not spin.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <ctime>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "kernels/cpu/thread_pool.h"
+
+using pagoda::cpu::ThreadPool;
+
+TEST_CASE("parallel_for covers every task exactly once with the static split") {
+  for (int threads : {1, 2, 3, 5}) {
+    ThreadPool pool(threads);
+    REQUIRE(pool.size() == threads);
+    for (int64_t n : {1, 2, 3, 7, 64, 1000}) {
+      std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+      std::vector<int> owner(static_cast<size_t>(n), -1);
+      std::atomic<int> empty_ranges{0};  // Catch assertions are not thread-safe: count instead
+      pool.parallel_for(n, [&](int64_t b, int64_t e, int t) {
+        if (b >= e) empty_ranges++;
+        for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)]++, owner[static_cast<size_t>(i)] = t;
+      });
+      REQUIRE(empty_ranges == 0);
+      for (int64_t i = 0; i < n; ++i) {
+        REQUIRE(hits[static_cast<size_t>(i)] == 1);
+        // Ownership follows ThreadPool::range exactly (deterministic partitioning).
+        const int t = owner[static_cast<size_t>(i)];
+        const auto [b, e] = ThreadPool::range(n, threads, t);
+        REQUIRE((b <= i && i < e));
+      }
+    }
+  }
+}
+
+TEST_CASE("the calling thread takes range 0 and many jobs run back to back") {
+  ThreadPool pool(2);
+  const auto caller = std::this_thread::get_id();
+  std::atomic<int64_t> sum{0};
+  std::atomic<int> wrong_thread{0};
+  for (int rep = 0; rep < 20000; ++rep) {
+    pool.parallel_for(2, [&](int64_t b, int64_t e, int t) {
+      if ((t == 0) != (std::this_thread::get_id() == caller)) wrong_thread++;
+      sum += e - b;
+    });
+  }
+  REQUIRE(sum == 40000);
+  REQUIRE(wrong_thread == 0);
+}
+
+TEST_CASE("exceptions propagate to the caller and the pool stays usable") {
+  ThreadPool pool(3);
+  CHECK_THROWS_AS(pool.parallel_for(3, [](int64_t, int64_t, int t) {
+    if (t == 2) throw std::runtime_error("boom");
+  }), std::runtime_error);
+  std::atomic<int> n{0};
+  pool.parallel_for(3, [&](int64_t b, int64_t e, int) { n += static_cast<int>(e - b); });
+  CHECK(n == 3);
+  // Nesting is refused rather than deadlocking.
+  CHECK_THROWS_AS(pool.parallel_for(1, [&](int64_t, int64_t, int) { pool.parallel_for(1, [](int64_t, int64_t, int) {}); }),
+                  std::logic_error);
+}
+
+TEST_CASE("idle workers block instead of spinning") {
+  ThreadPool pool(2);
+  pool.parallel_for(2, [](int64_t, int64_t, int) {});
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // past the spin window
+  timespec a{}, b{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &a);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &b);
+  const double cpu_ms = (b.tv_sec - a.tv_sec) * 1e3 + (b.tv_nsec - a.tv_nsec) / 1e6;
+  CHECK(cpu_ms < 20.0);  // a spinning worker would burn ~200 ms here
+}

@@ -1,1 +1,298 @@
-// placeholder: replaced by its implementation
+#include "engine/backend_cpu.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <thread>
+
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/quants.h"
+#include "kernels/cpu/thread_pool.h"
+
+namespace pagoda {
+namespace {
+
+// Below this many element-operations an op runs on the calling thread: waking the pool costs
+// more than the work (decode steps are full of such small ops).
+constexpr int64_t kMinParallelWork = 32 * 1024;
+
+float* f32(const Tensor& t) { return static_cast<float*>(t.data); }
+
+void require(bool ok, const char* what) {
+  if (!ok) throw std::invalid_argument(std::string("CpuBackend: ") + what);
+}
+
+}  // namespace
+
+void CpuBackend::AlignedFree::operator()(void* p) const { std::free(p); }
+
+CpuBackend::CpuBackend(int n_threads) {
+  if (n_threads <= 0) n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  pool_ = std::make_unique<cpu::ThreadPool>(n_threads);
+  scratch_.resize(static_cast<size_t>(n_threads));
+}
+
+CpuBackend::~CpuBackend() = default;
+
+std::string CpuBackend::name() const { return "cpu"; }
+
+int CpuBackend::n_threads() const { return static_cast<int>(scratch_.size()); }
+
+template <class Fn>
+void CpuBackend::for_rows(int64_t n, int64_t cost_per_row, Fn&& fn) {
+  if (n <= 0) return;
+  if (n == 1 || n * cost_per_row < kMinParallelWork || n_threads() == 1) {
+    fn(int64_t{0}, n, 0);
+    return;
+  }
+  pool_->parallel_for(n, [&](int64_t begin, int64_t end, int thread) { fn(begin, end, thread); });
+}
+
+void* CpuBackend::allocate(size_t bytes) {
+  const size_t rounded = (std::max<size_t>(bytes, 1) + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, rounded);
+  if (!p) throw std::bad_alloc();
+  std::memset(p, 0, rounded);
+  return p;
+}
+
+Tensor CpuBackend::upload_weight(const void* host_data, GgmlType type, int64_t rows, int64_t cols) {
+  // Zero-copy: the mapped file outlives the backend; ops never write to weights.
+  return Tensor{const_cast<void*>(host_data), type, rows, cols};
+}
+
+Tensor CpuBackend::alloc(int64_t rows, int64_t cols) {
+  require(rows > 0 && cols > 0, "alloc: rows and cols must be positive");
+  void* p = allocate(static_cast<size_t>(rows * cols) * sizeof(float));
+  buffers_.emplace_back(static_cast<uint8_t*>(p));
+  return Tensor{p, GgmlType::F32, rows, cols};
+}
+
+size_t CpuBackend::kv_block_bytes(const KvCacheConfig& cfg) const {
+  const size_t elem = cfg.type == GgmlType::F32 ? 4 : 2;
+  return 2 * static_cast<size_t>(cfg.n_layers) * cfg.block_size * cfg.n_kv_heads * cfg.head_dim * elem;
+}
+
+void CpuBackend::init_kv_cache(const KvCacheConfig& cfg) {
+  require(cfg.n_layers > 0 && cfg.num_blocks > 0 && cfg.block_size > 0 && cfg.n_kv_heads > 0 &&
+              cfg.head_dim > 0,
+          "init_kv_cache: every size must be positive");
+  require(cfg.type == GgmlType::F16 || cfg.type == GgmlType::F32,
+          "init_kv_cache: the KV cache type must be f16 or f32");
+  kv_cfg_ = cfg;
+  k_pools_.clear();
+  v_pools_.clear();
+  const size_t per_layer = kv_block_bytes(cfg) / (2 * static_cast<size_t>(cfg.n_layers)) * cfg.num_blocks;
+  for (int l = 0; l < cfg.n_layers; ++l) {
+    k_pools_.emplace_back(static_cast<uint8_t*>(allocate(per_layer)));
+    v_pools_.emplace_back(static_cast<uint8_t*>(allocate(per_layer)));
+  }
+}
+
+cpu::KvPool CpuBackend::pool(const std::vector<Buffer>& pools, int layer) const {
+  require(layer >= 0 && layer < static_cast<int>(pools.size()), "layer out of range (is the KV cache initialised?)");
+  cpu::KvPool p;
+  p.data = pools[static_cast<size_t>(layer)].get();
+  p.type = kv_cfg_.type;
+  p.block_size = kv_cfg_.block_size;
+  p.n_kv_heads = kv_cfg_.n_kv_heads;
+  p.head_dim = kv_cfg_.head_dim;
+  p.num_blocks = kv_cfg_.num_blocks;
+  return p;
+}
+
+void CpuBackend::begin_step(const StepPlan& plan) {
+  const size_t n = plan.tokens.size();
+  require(plan.positions.size() == n && plan.slots.size() == n && plan.token_seq.size() == n,
+          "step plan: tokens, positions, slots and token_seq differ in length");
+  const int64_t n_slots = static_cast<int64_t>(kv_cfg_.num_blocks) * kv_cfg_.block_size;
+  const auto block_ok = [&](int32_t b) { return b >= 0 && b < kv_cfg_.num_blocks; };
+  for (const auto& s : plan.seqs) {
+    require(s.block_table_offset >= 0 && s.n_blocks >= 0 &&
+                static_cast<size_t>(s.block_table_offset) + s.n_blocks <= plan.block_tables.size(),
+            "step plan: a block table lies outside block_tables");
+    for (int32_t i = 0; i < s.n_blocks; ++i)
+      require(block_ok(plan.block_tables[static_cast<size_t>(s.block_table_offset + i)]),
+              "step plan: block id out of range");
+  }
+  int max_ctx = 0;
+  for (size_t t = 0; t < n; ++t) {
+    require(plan.slots[t] >= 0 && plan.slots[t] < n_slots, "step plan: slot out of range");
+    require(plan.token_seq[t] >= 0 && static_cast<size_t>(plan.token_seq[t]) < plan.seqs.size(),
+            "step plan: token_seq out of range");
+    const auto& s = plan.seqs[static_cast<size_t>(plan.token_seq[t])];
+    require(plan.positions[t] >= 0 &&
+                static_cast<int64_t>(plan.positions[t]) < static_cast<int64_t>(s.n_blocks) * kv_cfg_.block_size,
+            "step plan: position beyond its sequence's block table");
+    max_ctx = std::max(max_ctx, plan.positions[t] + 1);
+  }
+  for (int32_t r : plan.logit_rows)
+    require(r >= 0 && static_cast<size_t>(r) < n, "step plan: logit row out of range");
+  for (const auto& c : plan.block_copies)
+    require(block_ok(c.src) && block_ok(c.dst), "step plan: block copy id out of range");
+  for (const auto& s : plan.k_shifts) require(block_ok(s.block), "step plan: K-shift block out of range");
+  plan_ = plan;
+  max_ctx_ = max_ctx;
+}
+
+void CpuBackend::apply_cache_edits(const RopeConfig& rope) {
+  const int n_layers = static_cast<int>(k_pools_.size());
+  for (const auto& c : plan_.block_copies) {
+    for (int l = 0; l < n_layers; ++l) {
+      cpu::kv_copy_block(pool(k_pools_, l), c.src, c.dst);
+      cpu::kv_copy_block(pool(v_pools_, l), c.src, c.dst);
+    }
+  }
+  if (plan_.k_shifts.empty()) return;
+  const cpu::RopeParams rp{rope.head_dim, rope.freq_base, rope.freq_scale, rope.neox};
+  std::vector<float> cs(static_cast<size_t>(rope.head_dim));
+  for (const auto& s : plan_.k_shifts) {
+    cpu::rope_angles(rp, s.delta, cs.data(), cs.data() + rope.head_dim / 2);
+    for_rows(n_layers, kv_cfg_.block_size * kv_cfg_.n_kv_heads * kv_cfg_.head_dim,
+             [&](int64_t begin, int64_t end, int) {
+               for (int64_t l = begin; l < end; ++l)
+                 cpu::kv_rope_block(pool(k_pools_, static_cast<int>(l)), s.block, rp, cs.data(),
+                                    cs.data() + rope.head_dim / 2);
+             });
+  }
+}
+
+void CpuBackend::embed(const Tensor& table, Tensor& out) {
+  const int64_t n = plan_.n_tokens();
+  for (int64_t t = 0; t < n; ++t)
+    require(plan_.tokens[static_cast<size_t>(t)] >= 0 && plan_.tokens[static_cast<size_t>(t)] < table.rows,
+            "embed: token id out of range");
+  const size_t row_bytes = ggml_row_size(table.type, table.cols);
+  for_rows(n, table.cols, [&](int64_t begin, int64_t end, int) {
+    for (int64_t t = begin; t < end; ++t) {
+      const auto* src = static_cast<const uint8_t*>(table.data) + row_bytes * plan_.tokens[static_cast<size_t>(t)];
+      cpu::dequantize_row(table.type, src, f32(out) + t * out.cols, table.cols);
+    }
+  });
+}
+
+void CpuBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out, int64_t n) {
+  require(weight.type == GgmlType::F32, "rms_norm: the weight must be f32");
+  for_rows(n, x.cols, [&](int64_t begin, int64_t end, int) {
+    for (int64_t i = begin; i < end; ++i)
+      cpu::rms_norm_row(f32(x) + i * x.cols, f32(weight), eps, f32(out) + i * out.cols, x.cols);
+  });
+}
+
+void CpuBackend::matmul(const Tensor& w, const Tensor& x, Tensor& out, int64_t n) {
+  require(x.cols == w.cols && out.cols == w.rows, "matmul: shapes do not match");
+  cpu::matmul(*pool_, w.type, w.data, w.rows, w.cols, f32(x), n, f32(out));
+}
+
+void CpuBackend::add_bias(Tensor& x, const Tensor& bias, int64_t n) {
+  require(bias.type == GgmlType::F32, "add_bias: the bias must be f32");
+  for_rows(n, x.cols, [&](int64_t begin, int64_t end, int) {
+    for (int64_t i = begin; i < end; ++i) cpu::add_row(f32(x) + i * x.cols, f32(bias), x.cols);
+  });
+}
+
+void CpuBackend::add(Tensor& x, const Tensor& y, int64_t n) {
+  for_rows(n, x.cols, [&](int64_t begin, int64_t end, int) {
+    for (int64_t i = begin; i < end; ++i) cpu::add_row(f32(x) + i * x.cols, f32(y) + i * y.cols, x.cols);
+  });
+}
+
+void CpuBackend::silu_mul(const Tensor& gate, const Tensor& up, Tensor& out, int64_t n) {
+  for_rows(n, gate.cols * 8, [&](int64_t begin, int64_t end, int) {
+    for (int64_t i = begin; i < end; ++i)
+      cpu::silu_mul_row(f32(gate) + i * gate.cols, f32(up) + i * up.cols, f32(out) + i * out.cols, gate.cols);
+  });
+}
+
+void CpuBackend::rope(Tensor& x, int n_heads, const RopeConfig& rope) {
+  const int head_dim = static_cast<int>(x.cols / n_heads);
+  require(rope.head_dim > 0 && rope.head_dim <= head_dim && rope.head_dim % 2 == 0,
+          "rope: rotated dims must be even and at most head_dim");
+  const cpu::RopeParams rp{rope.head_dim, rope.freq_base, rope.freq_scale, rope.neox};
+  const int half = rope.head_dim / 2;
+  for_rows(plan_.n_tokens(), x.cols * 4, [&](int64_t begin, int64_t end, int) {
+    std::vector<float> cs(static_cast<size_t>(2 * half));
+    for (int64_t t = begin; t < end; ++t) {
+      cpu::rope_angles(rp, plan_.positions[static_cast<size_t>(t)], cs.data(), cs.data() + half);
+      cpu::rope_apply(f32(x) + t * x.cols, n_heads, head_dim, rp, cs.data(), cs.data() + half);
+    }
+  });
+}
+
+void CpuBackend::store_kv(int layer, const Tensor& k, const Tensor& v) {
+  const cpu::KvPool kp = pool(k_pools_, layer), vp = pool(v_pools_, layer);
+  require(k.cols == kp.row_elems() && v.cols == vp.row_elems(), "store_kv: row width differs from the cache's");
+  for_rows(plan_.n_tokens(), k.cols * 2, [&](int64_t begin, int64_t end, int) {
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t slot = plan_.slots[static_cast<size_t>(t)];
+      cpu::kv_store_row(kp, slot, f32(k) + t * k.cols);
+      cpu::kv_store_row(vp, slot, f32(v) + t * v.cols);
+    }
+  });
+}
+
+void CpuBackend::attention(int layer, const Tensor& q, Tensor& out, int n_heads, int n_kv_heads,
+                           int head_dim, float scale) {
+  const cpu::KvPool kp = pool(k_pools_, layer), vp = pool(v_pools_, layer);
+  require(n_kv_heads == kp.n_kv_heads && head_dim == kp.head_dim && n_heads % n_kv_heads == 0,
+          "attention: head layout differs from the cache's");
+  const int g = n_heads / n_kv_heads;
+  const size_t need = static_cast<size_t>(g) * max_ctx_ + 2 * static_cast<size_t>(head_dim);
+  for (auto& s : scratch_)
+    if (s.size() < need) s.resize(need);
+  const int64_t n_tasks = static_cast<int64_t>(plan_.n_tokens()) * n_kv_heads;
+  // One task per (token, KV head): the g query heads sharing a KV head read each K/V row once.
+  // Later tokens of a prefill attend to more positions, so tasks are dealt out round-robin
+  // (thread i takes tasks i, i + T, ...) rather than in contiguous ranges.
+  const auto run = [&](int64_t first, int64_t stride, int thread) {
+    float* scratch = scratch_[static_cast<size_t>(thread)].data();
+    for (int64_t task = first; task < n_tasks; task += stride) {
+      const size_t t = static_cast<size_t>(task / n_kv_heads);
+      const int kvh = static_cast<int>(task % n_kv_heads);
+      const auto& seq = plan_.seqs[static_cast<size_t>(plan_.token_seq[t])];
+      const int32_t* table = plan_.block_tables.data() + seq.block_table_offset;
+      const int64_t head_off = static_cast<int64_t>(kvh) * g * head_dim;
+      cpu::attention_group(f32(q) + static_cast<int64_t>(t) * q.cols + head_off, g, head_dim, scale, kp, vp,
+                           kvh, table, plan_.positions[t] + 1, scratch,
+                           f32(out) + static_cast<int64_t>(t) * out.cols + head_off);
+    }
+  };
+  const int64_t work = n_tasks * max_ctx_ * head_dim * g * 4;
+  if (n_tasks == 1 || work < kMinParallelWork || n_threads() == 1) {
+    run(0, 1, 0);
+  } else {
+    const int T = n_threads();
+    pool_->parallel_for(T, [&](int64_t begin, int64_t, int thread) { run(begin, T, thread); });
+  }
+}
+
+void CpuBackend::gather_logit_rows(const Tensor& x, Tensor& out) {
+  require(static_cast<int64_t>(plan_.logit_rows.size()) <= out.rows, "gather_logit_rows: output too small");
+  for (size_t j = 0; j < plan_.logit_rows.size(); ++j)
+    std::memcpy(f32(out) + static_cast<int64_t>(j) * out.cols,
+                f32(x) + static_cast<int64_t>(plan_.logit_rows[j]) * x.cols, sizeof(float) * static_cast<size_t>(x.cols));
+}
+
+void CpuBackend::read_kv_block(int layer, int block, float* k_out, float* v_out) {
+  const cpu::KvPool kp = pool(k_pools_, layer), vp = pool(v_pools_, layer);
+  require(block >= 0 && block < kv_cfg_.num_blocks, "read_kv_block: block out of range");
+  cpu::kv_load_rows(kp, static_cast<int64_t>(block) * kp.block_size, kp.block_size, k_out);
+  cpu::kv_load_rows(vp, static_cast<int64_t>(block) * vp.block_size, vp.block_size, v_out);
+}
+
+void CpuBackend::write_kv_block(int layer, int block, const float* k, const float* v) {
+  const cpu::KvPool kp = pool(k_pools_, layer), vp = pool(v_pools_, layer);
+  require(block >= 0 && block < kv_cfg_.num_blocks, "write_kv_block: block out of range");
+  for (int s = 0; s < kp.block_size; ++s) {
+    const int64_t slot = static_cast<int64_t>(block) * kp.block_size + s;
+    cpu::kv_store_row(kp, slot, k + s * kp.row_elems());
+    cpu::kv_store_row(vp, slot, v + s * vp.row_elems());
+  }
+}
+
+void CpuBackend::read(const Tensor& x, int64_t rows, float* host) {
+  std::memcpy(host, x.data, sizeof(float) * static_cast<size_t>(rows * x.cols));
+}
+
+}  // namespace pagoda

@@ -1,0 +1,199 @@
+// Portable implementations of kernels/cpu/ops.h, and the dispatch to the AVX-512 variants.
+// Reductions use 8 independent lane accumulators combined in a fixed order, which the compiler
+// can vectorize without changing the result and which never depends on the batch.
+#include "kernels/cpu/ops.h"
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+
+#include "kernels/cpu/ops_impl.h"
+#include "kernels/cpu/quants.h"
+
+namespace pagoda::cpu {
+
+// Lives here, not in ops_avx512.cpp, so no AVX-512 instruction runs before the check.
+bool detail::ops_have_avx512() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+}
+
+namespace {
+
+bool use_avx512() {
+  static const bool yes = detail::ops_have_avx512();
+  return yes;
+}
+
+float dot_portable(const float* a, const float* b, int64_t n) {
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int l = 0; l < 8; ++l) acc[l] += a[i + l] * b[i + l];
+  for (int l = 0; i < n; ++i, ++l) acc[l] += a[i] * b[i];
+  return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+}
+
+void rms_norm_portable(const float* x, const float* w, float eps, float* y, int64_t n) {
+  const float ss = dot_portable(x, x, n);
+  const float scale = 1.0f / std::sqrt(ss / static_cast<float>(n) + eps);
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale * w[i];
+}
+
+void silu_mul_portable(const float* gate, const float* up, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    out[i] = g / (1.0f + std::exp(-g)) * up[i];
+  }
+}
+
+void softmax_portable(float* x, int64_t n) {
+  float mx = -INFINITY;
+  for (int64_t i = 0; i < n; ++i) mx = std::fmax(mx, x[i]);
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - mx);
+    sum += x[i];
+  }
+  const float inv = 1.0f / sum;
+  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+// Address of (slot, kv_head) in a pool, in elements of the pool's type.
+inline int64_t kv_offset(const KvPool& p, int64_t slot, int kv_head) {
+  return slot * p.row_elems() + static_cast<int64_t>(kv_head) * p.head_dim;
+}
+
+// n elements of a pool at element offset `off` as floats.
+void kv_load(const KvPool& p, int64_t off, int64_t n, float* out) {
+  if (p.type == GgmlType::F32) {
+    std::memcpy(out, static_cast<const float*>(p.data) + off, static_cast<size_t>(n) * 4);
+  } else {
+    const uint16_t* src = static_cast<const uint16_t*>(p.data) + off;
+    for (int64_t i = 0; i < n; ++i) out[i] = fp16_to_fp32(src[i]);
+  }
+}
+
+void kv_save(const KvPool& p, int64_t off, int64_t n, const float* in) {
+  if (p.type == GgmlType::F32) {
+    std::memcpy(static_cast<float*>(p.data) + off, in, static_cast<size_t>(n) * 4);
+  } else {
+    uint16_t* dst = static_cast<uint16_t*>(p.data) + off;
+    for (int64_t i = 0; i < n; ++i) dst[i] = fp32_to_fp16(in[i]);
+  }
+}
+
+void attention_portable(const float* q, int g, int head_dim, float scale, const KvPool& k,
+                        const KvPool& v, int kv_head, const int32_t* block_table, int n_ctx,
+                        float* scratch, float* out) {
+  float* scores = scratch;  // [g][n_ctx]
+  float* row = scratch + static_cast<int64_t>(g) * n_ctx;
+  const int bs = k.block_size;
+  for (int i = 0; i < n_ctx; ++i) {
+    const int64_t slot = static_cast<int64_t>(block_table[i / bs]) * bs + i % bs;
+    kv_load(k, kv_offset(k, slot, kv_head), head_dim, row);
+    for (int j = 0; j < g; ++j)
+      scores[static_cast<int64_t>(j) * n_ctx + i] = dot_portable(q + j * head_dim, row, head_dim) * scale;
+  }
+  for (int j = 0; j < g; ++j) softmax_portable(scores + static_cast<int64_t>(j) * n_ctx, n_ctx);
+  std::memset(out, 0, sizeof(float) * static_cast<size_t>(g) * head_dim);
+  for (int i = 0; i < n_ctx; ++i) {
+    const int64_t slot = static_cast<int64_t>(block_table[i / bs]) * bs + i % bs;
+    kv_load(v, kv_offset(v, slot, kv_head), head_dim, row);
+    for (int j = 0; j < g; ++j) {
+      const float w = scores[static_cast<int64_t>(j) * n_ctx + i];
+      float* o = out + j * head_dim;
+      for (int d = 0; d < head_dim; ++d) o[d] += w * row[d];
+    }
+  }
+}
+
+}  // namespace
+
+void rms_norm_row(const float* x, const float* w, float eps, float* y, int64_t n) {
+  if (use_avx512()) return detail::rms_norm_row_avx512(x, w, eps, y, n);
+  rms_norm_portable(x, w, eps, y, n);
+}
+
+void add_row(float* x, const float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] += y[i];
+}
+
+void silu_mul_row(const float* gate, const float* up, float* out, int64_t n) {
+  if (use_avx512()) return detail::silu_mul_row_avx512(gate, up, out, n);
+  silu_mul_portable(gate, up, out, n);
+}
+
+void softmax_row(float* x, int64_t n) {
+  if (use_avx512()) return detail::softmax_row_avx512(x, n);
+  softmax_portable(x, n);
+}
+
+void rope_angles(const RopeParams& p, double pos, float* cos_out, float* sin_out) {
+  const int half = p.n_rot / 2;
+  for (int i = 0; i < half; ++i) {
+    const double inv_freq = std::pow(static_cast<double>(p.freq_base), -2.0 * i / p.n_rot);
+    const double angle = pos * static_cast<double>(p.freq_scale) * inv_freq;
+    cos_out[i] = static_cast<float>(std::cos(angle));
+    sin_out[i] = static_cast<float>(std::sin(angle));
+  }
+}
+
+void rope_apply(float* x, int n_heads, int head_dim, const RopeParams& p, const float* cos_v,
+                const float* sin_v) {
+  const int half = p.n_rot / 2;
+  for (int h = 0; h < n_heads; ++h) {
+    float* xh = x + static_cast<int64_t>(h) * head_dim;
+    for (int i = 0; i < half; ++i) {
+      const int a = p.neox ? i : 2 * i;
+      const int b = p.neox ? i + half : 2 * i + 1;
+      const float x0 = xh[a], x1 = xh[b];
+      xh[a] = x0 * cos_v[i] - x1 * sin_v[i];
+      xh[b] = x0 * sin_v[i] + x1 * cos_v[i];
+    }
+  }
+}
+
+void kv_store_row(const KvPool& pool, int64_t slot, const float* row) {
+  kv_save(pool, slot * pool.row_elems(), pool.row_elems(), row);
+}
+
+void kv_load_rows(const KvPool& pool, int64_t slot, int64_t n_slots, float* out) {
+  kv_load(pool, slot * pool.row_elems(), n_slots * pool.row_elems(), out);
+}
+
+void attention_group(const float* q, int g, int head_dim, float scale, const KvPool& k,
+                     const KvPool& v, int kv_head, const int32_t* block_table, int n_ctx,
+                     float* scratch, float* out) {
+  if (use_avx512() && head_dim <= 256)
+    return detail::attention_group_avx512(q, g, head_dim, scale, k, v, kv_head, block_table,
+                                          n_ctx, scratch, out);
+  attention_portable(q, g, head_dim, scale, k, v, kv_head, block_table, n_ctx, scratch, out);
+}
+
+void kv_rope_block(const KvPool& k, int64_t block, const RopeParams& p, const float* cos_v,
+                   const float* sin_v) {
+  const int64_t n = k.row_elems();
+  float row_buf[4096];  // one slot's K row; larger rows go through the heap
+  float* row = row_buf;
+  std::unique_ptr<float[]> heap;
+  if (n > 4096) {
+    heap.reset(new float[static_cast<size_t>(n)]);
+    row = heap.get();
+  }
+  for (int s = 0; s < k.block_size; ++s) {
+    const int64_t off = (block * k.block_size + s) * n;
+    kv_load(k, off, n, row);
+    rope_apply(row, k.n_kv_heads, k.head_dim, p, cos_v, sin_v);
+    kv_save(k, off, n, row);
+  }
+}
+
+void kv_copy_block(const KvPool& pool, int64_t src, int64_t dst) {
+  const size_t bytes = static_cast<size_t>(pool.block_elems() * pool.elem_bytes());
+  const auto* base = static_cast<uint8_t*>(pool.data);
+  std::memmove(static_cast<uint8_t*>(pool.data) + dst * bytes, base + src * bytes, bytes);
+}
+
+}  // namespace pagoda::cpu

@@ -1,0 +1,85 @@
+// Non-matmul CPU kernels of the transformer forward: RMSNorm, element-wise ops, softmax, RoPE
+// (both GGUF conventions) and paged attention over a block table.
+//
+// Every function works on one row (or one token/KV-head group) and is single-threaded; the
+// backend spreads rows over its thread pool. Each row is always reduced in the same fixed order,
+// so results never depend on how many rows run together or on which thread (batch invariance).
+// The wide SIMD versions (kernels/cpu/ops_avx512.cpp) are picked at run time when the CPU has
+// AVX-512; they keep the same per-row order on a given machine.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/ggml_type.h"
+
+namespace pagoda::cpu {
+
+// y = x / sqrt(mean(x^2) + eps) * w over n elements (y may alias x).
+void rms_norm_row(const float* x, const float* w, float eps, float* y, int64_t n);
+
+// x += y over n elements.
+void add_row(float* x, const float* y, int64_t n);
+
+// out = silu(gate) * up, silu(g) = g / (1 + exp(-g)); out may alias gate or up.
+void silu_mul_row(const float* gate, const float* up, float* out, int64_t n);
+
+// In-place softmax of n elements: max-subtracted exp, summed left to right.
+void softmax_row(float* x, int64_t n);
+
+// ---- RoPE ----
+// Rotary embedding parameters. Dimension pair i (0 <= i < n_rot/2) rotates by the angle
+// pos * freq_scale * freq_base^(-2i/n_rot). llama convention: the pair is (2i, 2i+1);
+// NeoX (qwen2): (i, i + n_rot/2). Dimensions n_rot..head_dim-1 are left alone.
+struct RopeParams {
+  int n_rot = 0;
+  float freq_base = 10000.0f;
+  float freq_scale = 1.0f;
+  bool neox = false;
+};
+
+// Fills cos_out/sin_out (n_rot/2 entries each) with the rotation for position `pos` (a
+// position or, for a K-shift, a position delta). Angles are computed in double precision.
+void rope_angles(const RopeParams& p, double pos, float* cos_out, float* sin_out);
+
+// Rotates `n_heads` heads of a row (head h at x + h*head_dim) by precomputed angles.
+void rope_apply(float* x, int n_heads, int head_dim, const RopeParams& p, const float* cos_v,
+                const float* sin_v);
+
+// ---- paged KV cache ----
+// One layer's K or V pool: [num_blocks][block_size][n_kv_heads][head_dim], F16 or F32.
+struct KvPool {
+  void* data = nullptr;
+  GgmlType type = GgmlType::F16;
+  int block_size = 16;
+  int n_kv_heads = 0;
+  int head_dim = 0;
+  int64_t num_blocks = 0;
+
+  int64_t row_elems() const { return static_cast<int64_t>(n_kv_heads) * head_dim; }
+  int64_t elem_bytes() const { return type == GgmlType::F16 ? 2 : 4; }
+  int64_t block_elems() const { return row_elems() * block_size; }
+};
+
+// Writes a token's K or V row (n_kv_heads*head_dim floats) to slot `slot` of `pool`.
+void kv_store_row(const KvPool& pool, int64_t slot, const float* row);
+// Reads `n_slots` consecutive slots starting at `slot` as floats.
+void kv_load_rows(const KvPool& pool, int64_t slot, int64_t n_slots, float* out);
+
+// Attention of one token over the logical indices 0..n_ctx-1 of its sequence for the `g`
+// query heads that share KV head `kv_head` (GQA). q holds g heads of head_dim floats
+// back to back; out receives g heads likewise. Index i lives in slot
+// block_table[i / block_size] * block_size + i % block_size. Scores are scaled by `scale`,
+// softmaxed in F32 and V is accumulated in index order. `scratch` must hold
+// g * n_ctx + 2 * head_dim floats.
+void attention_group(const float* q, int g, int head_dim, float scale, const KvPool& k,
+                     const KvPool& v, int kv_head, const int32_t* block_table, int n_ctx,
+                     float* scratch, float* out);
+
+// Rotates the K of every slot of `block` (all KV heads) by precomputed angles (a K-shift).
+void kv_rope_block(const KvPool& k, int64_t block, const RopeParams& p, const float* cos_v,
+                   const float* sin_v);
+
+// Copies block `src` of the pool to block `dst`.
+void kv_copy_block(const KvPool& pool, int64_t src, int64_t dst);
+
+}  // namespace pagoda::cpu

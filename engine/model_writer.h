@@ -1,0 +1,69 @@
+// make-model: writes a random-weight GGUF model of any llama/qwen2 shape and weight type, with
+// a tokenizer (the project's own byte-level vocabulary, or every tokenizer.* key copied from
+// another GGUF). Weights are seeded and deterministic: the same spec gives identical bytes,
+// whatever the number of threads used to generate them.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "engine/gguf.h"
+#include "engine/model_config.h"
+#include "kernels/ggml_type.h"
+
+namespace pagoda {
+
+struct ModelSpec {
+  Arch arch = Arch::Llama;
+  std::string name = "pagoda-random";
+  int n_layers = 2;
+  int dim = 256;
+  int ff_dim = 512;
+  int n_heads = 4;
+  int n_kv_heads = 2;
+  int ctx = 1024;
+  int vocab_size = 0;        // 0: the vocabulary's own size; larger pads the own vocabulary
+  float rope_freq_base = 0;  // 0: the architecture's default (llama 1e4, qwen2 1e6)
+  float rms_eps = 0;         // 0: the architecture's default (llama 1e-5, qwen2 1e-6)
+  GgmlType type = GgmlType::F16;  // matrices and the embedding table; norms/biases stay F32
+  uint64_t seed = 0;
+  std::string vocab_from;    // GGUF path whose tokenizer.* keys are copied; empty: own vocabulary
+};
+
+struct ModelSpecError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// The spec of a named preset ("demo", "tinyllama-1.1b", "llama3-8b"); throws ModelSpecError.
+ModelSpec model_preset(const std::string& name);
+std::vector<std::string> model_preset_names();
+
+// Parses a weight type name accepted by make-model ("f32", "q8_0", ...); throws ModelSpecError.
+GgmlType parse_weight_type(const std::string& name);
+
+// Number of tokens of the project's own byte-level vocabulary (256 bytes + special tokens).
+int builtin_vocab_size();
+
+// Writes the own vocabulary's tokenizer.* keys: model "gpt2", the 256 GPT-2 byte tokens, no
+// merges, control tokens <|bos|> <|eos|> <|im_start|> <|im_end|>, a ChatML chat template, and
+// "<unused_N>" padding up to `vocab_size` (which must be >= builtin_vocab_size()).
+void add_builtin_vocab(gguf::GgufWriter& w, int vocab_size);
+
+// Copies every tokenizer.* key of `src` to `w`; returns the token count. Throws ModelSpecError
+// when `src` has no tokenizer.ggml.tokens.
+int copy_vocab(const gguf::GgufFile& src, gguf::GgufWriter& w);
+
+// Progress of the streaming write: bytes of tensor data produced so far, and the total.
+using ProgressFn = std::function<void(uint64_t done, uint64_t total)>;
+
+// Validates the spec and returns a writer whose tensors are generated on demand (Fillers), so
+// writing a multi-GB model keeps one tensor in memory at a time. `threads` <= 0: all cores.
+gguf::GgufWriter build_model(const ModelSpec& spec, ProgressFn progress = {}, int threads = 0);
+
+// build_model(...).write(path).
+void write_model(const ModelSpec& spec, const std::string& path, ProgressFn progress = {},
+                 int threads = 0);
+
+}  // namespace pagoda

@@ -1,0 +1,114 @@
+#include "kernels/cpu/cpu_features.h"
+
+#include <cstdint>
+#include <cstdlib>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#define PAGODA_X86 1
+#endif
+
+namespace pagoda::cpu {
+
+namespace {
+
+#ifdef PAGODA_X86
+uint64_t read_xcr0() {
+  uint32_t eax, edx;
+  __asm__ volatile("xgetbv" : "=a"(eax), "=d"(edx) : "c"(0));
+  return (static_cast<uint64_t>(edx) << 32) | eax;
+}
+#endif
+
+CpuFeatures detect() {
+  CpuFeatures f;
+#ifdef PAGODA_X86
+  unsigned a, b, c, d;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
+  const bool osxsave = (c >> 27) & 1, avx = (c >> 28) & 1;
+  f.fma = (c >> 12) & 1;
+  f.f16c = (c >> 29) & 1;
+  if (osxsave && avx) {
+    const uint64_t xcr0 = read_xcr0();
+    f.os_avx = (xcr0 & 0x6) == 0x6;            // SSE + AVX state
+    f.os_avx512 = f.os_avx && (xcr0 & 0xE0) == 0xE0;  // opmask + zmm state
+  }
+  if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
+    f.avx2 = (b >> 5) & 1;
+    f.avx512f = (b >> 16) & 1;
+    f.avx512dq = (b >> 17) & 1;
+    f.avx512bw = (b >> 30) & 1;
+    f.avx512vl = (b >> 31) & 1;
+    f.avx512_vnni = (c >> 11) & 1;
+    if (a >= 1 && __get_cpuid_count(7, 1, &a, &b, &c, &d)) f.avx512_bf16 = (a >> 5) & 1;
+  }
+#endif
+  return f;
+}
+
+CpuIsa detect_best() {
+  const CpuFeatures& f = cpu_features();
+  const bool avx2 = f.os_avx && f.avx2 && f.fma && f.f16c;
+  if (avx2 && f.os_avx512 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.avx512_vnni)
+    return CpuIsa::Avx512;
+  return avx2 ? CpuIsa::Avx2 : CpuIsa::Scalar;
+}
+
+}  // namespace
+
+const CpuFeatures& cpu_features() {
+  static const CpuFeatures features = detect();
+  return features;
+}
+
+CpuIsa best_cpu_isa() {
+  static const CpuIsa best = detect_best();
+  return best;
+}
+
+CpuIsa default_cpu_isa() {
+  static const CpuIsa isa = [] {
+    CpuIsa want = best_cpu_isa();
+    const char* env = std::getenv("PAGODA_CPU_ISA");
+    if (env != nullptr && parse_cpu_isa(env, want) && !cpu_supports(want)) want = best_cpu_isa();
+    return want;
+  }();
+  return isa;
+}
+
+const char* cpu_isa_name(CpuIsa isa) {
+  switch (isa) {
+    case CpuIsa::Scalar: return "scalar";
+    case CpuIsa::Avx2: return "avx2";
+    case CpuIsa::Avx512: return "avx512";
+  }
+  return "?";
+}
+
+bool parse_cpu_isa(const std::string& name, CpuIsa& out) {
+  for (CpuIsa isa : {CpuIsa::Scalar, CpuIsa::Avx2, CpuIsa::Avx512})
+    if (name == cpu_isa_name(isa)) {
+      out = isa;
+      return true;
+    }
+  return false;
+}
+
+std::string cpu_features_string() {
+  const CpuFeatures& f = cpu_features();
+  std::string s = std::string("kernels=") + cpu_isa_name(default_cpu_isa()) + " (best " + cpu_isa_name(best_cpu_isa()) + ";";
+  auto add = [&](bool on, const char* name) {
+    if (on) s += std::string(" ") + name;
+  };
+  add(f.avx2, "avx2");
+  add(f.fma, "fma");
+  add(f.f16c, "f16c");
+  add(f.avx512f, "avx512f");
+  add(f.avx512bw, "avx512bw");
+  add(f.avx512vl, "avx512vl");
+  add(f.avx512_vnni, "avx512_vnni");
+  add(f.avx512_bf16, "avx512_bf16");
+  return s + ")";
+}
+
+}  // namespace pagoda::cpu

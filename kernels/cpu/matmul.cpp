@@ -1,0 +1,176 @@
+// matmul dispatch: argument checks, activation quantization, splitting outputs over threads,
+// and the portable scalar kernels (the fallback level, and the definition of the arithmetic the
+// SIMD kernels reproduce; see matmul_internal.h).
+#include "kernels/cpu/matmul.h"
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <new>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/cpu/matmul_internal.h"
+#include "kernels/cpu/quants.h"
+
+namespace pagoda::cpu {
+
+namespace detail {
+
+void quantize_activation_row(const float* x, int64_t k, int8_t* q, float* d, int16_t* s) {
+  for (int64_t b = 0; b < k / 32; ++b) {
+    const float* xb = x + 32 * b;
+    float amax = 0.f;
+    for (int t = 0; t < 32; ++t) amax = std::max(amax, std::fabs(xb[t]));
+    const float db = amax / 127.f;
+    const float id = db != 0.f ? 1.f / db : 0.f;
+    d[b] = db;
+    int sum[2] = {0, 0};
+    for (int t = 0; t < 32; ++t) {
+      const int v = std::clamp(static_cast<int>(std::nearbyint(xb[t] * id)), -127, 127);
+      q[32 * b + t] = static_cast<int8_t>(v);
+      sum[t / 16] += v;
+    }
+    s[2 * b] = static_cast<int16_t>(sum[0]);
+    s[2 * b + 1] = static_cast<int16_t>(sum[1]);
+  }
+}
+
+// Scalar kernels: one (row, output) pair at a time, straight from the GGML blocks.
+void matmul_range_scalar(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
+  const int64_t k = a.k;
+  if (is_quantized(a.type)) {
+    const int64_t nb = k / 32;
+    uint8_t u[32];
+    for (int64_t o = o_begin; o < o_end; ++o) {
+      const uint8_t* row = a.w + o * a.row_bytes;
+      for (int64_t i = 0; i < a.n; ++i) {
+        const int8_t* xq = a.acts.row_q(i);
+        const float* dx = a.acts.row_d(i);
+        const int16_t* xs = a.acts.row_s(i);
+        float acc = 0.f;
+        for (int64_t b = 0; b < nb; ++b) {
+          float s0, s1, m;
+          decode_block32(a.type, row, b, u, s0, s1, m);
+          acc = accumulate_block(a.type, u, s0, s1, m, xq + 32 * b, dx[b], xs[2 * b], xs[2 * b + 1], acc);
+        }
+        a.out[i * a.out_features + o] = acc;
+      }
+    }
+    return;
+  }
+  for (int64_t o = o_begin; o < o_end; ++o) {
+    const uint8_t* row = a.w + o * a.row_bytes;
+    for (int64_t i = 0; i < a.n; ++i) {
+      const float* x = a.x + i * k;
+      float acc = 0.f;
+      switch (a.type) {
+        case GgmlType::F32: {
+          const float* w = reinterpret_cast<const float*>(row);
+          for (int64_t j = 0; j < k; ++j) acc = std::fma(w[j], x[j], acc);
+          break;
+        }
+        case GgmlType::F16: {
+          const uint16_t* w = reinterpret_cast<const uint16_t*>(row);
+          for (int64_t j = 0; j < k; ++j) acc = std::fma(fp16_to_fp32(w[j]), x[j], acc);
+          break;
+        }
+        case GgmlType::BF16: {
+          const uint16_t* w = reinterpret_cast<const uint16_t*>(row);
+          for (int64_t j = 0; j < k; ++j) acc = std::fma(bf16_to_fp32(w[j]), x[j], acc);
+          break;
+        }
+        default: throw std::logic_error("matmul: unexpected type in the scalar float kernel");
+      }
+      a.out[i * a.out_features + o] = acc;
+    }
+  }
+}
+
+}  // namespace detail
+
+namespace {
+
+struct AlignedFree {
+  void operator()(void* p) const { ::operator delete[](p, std::align_val_t(64)); }
+};
+using AlignedBuffer = std::unique_ptr<uint8_t[], AlignedFree>;
+AlignedBuffer aligned_bytes(size_t n) {
+  return AlignedBuffer(static_cast<uint8_t*>(::operator new[](std::max<size_t>(n, 64), std::align_val_t(64))));
+}
+
+// Outputs per task: the SIMD kernels work on tiles of this many outputs, so splits between
+// threads fall on tile boundaries (splits inside a tile would work too: results do not depend
+// on the split, only on the pair's arithmetic).
+int64_t outputs_per_task(CpuIsa isa, bool quantized) {
+  if (!quantized) return 4;
+  switch (isa) {
+    case CpuIsa::Avx512: return 32;
+    case CpuIsa::Avx2: return 8;
+    default: return 4;
+  }
+}
+
+}  // namespace
+
+bool matmul_supports(GgmlType t) {
+  return t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16 || detail::is_quantized(t);
+}
+
+void matmul(ThreadPool& pool, GgmlType wtype, const void* w, int64_t out_features, int64_t in_features,
+            const float* x, int64_t n, float* out) {
+  matmul(pool, default_cpu_isa(), wtype, w, out_features, in_features, x, n, out);
+}
+
+void matmul(ThreadPool& pool, CpuIsa isa, GgmlType wtype, const void* w, int64_t out_features,
+            int64_t in_features, const float* x, int64_t n, float* out) {
+  if (!matmul_supports(wtype))
+    throw std::invalid_argument(std::string("matmul: unsupported weight type ") +
+                                (ggml_type_info(static_cast<uint32_t>(wtype)) ? ggml_type_info(wtype).name : "?"));
+  if (!cpu_supports(isa))
+    throw std::invalid_argument(std::string("matmul: this CPU cannot run ") + cpu_isa_name(isa) + " kernels");
+  const GgmlTypeInfo& info = ggml_type_info(wtype);
+  if (out_features < 0 || n < 0 || in_features <= 0 || in_features % info.block_size != 0)
+    throw std::invalid_argument("matmul: in_features " + std::to_string(in_features) +
+                                " must be a positive multiple of " + info.name + "'s block size " +
+                                std::to_string(info.block_size));
+  if (n == 0 || out_features == 0) return;
+
+  detail::MatmulArgs a{wtype, static_cast<const uint8_t*>(w), ggml_row_size(wtype, in_features), out_features,
+                       in_features, x, {}, n, out};
+  const bool quantized = detail::is_quantized(wtype);
+  AlignedBuffer qbuf;
+  if (quantized) {
+    // Quantize every activation row once; rows are independent, so any split gives the same bytes.
+    const size_t q_bytes = static_cast<size_t>(n * in_features);
+    const size_t d_bytes = static_cast<size_t>(n * (in_features / 32)) * sizeof(float);
+    const size_t s_bytes = static_cast<size_t>(n * (in_features / 16)) * sizeof(int16_t);
+    const size_t q_pad = (q_bytes + 63) / 64 * 64, d_pad = (d_bytes + 63) / 64 * 64;
+    qbuf = aligned_bytes(q_pad + d_pad + s_bytes);
+    a.acts.q = reinterpret_cast<int8_t*>(qbuf.get());
+    a.acts.d = reinterpret_cast<float*>(qbuf.get() + q_pad);
+    a.acts.s = reinterpret_cast<int16_t*>(qbuf.get() + q_pad + d_pad);
+    a.acts.k = in_features;
+    auto* q = const_cast<int8_t*>(a.acts.q);
+    auto* d = const_cast<float*>(a.acts.d);
+    auto* s = const_cast<int16_t*>(a.acts.s);
+    pool.parallel_for(n, [&](int64_t b, int64_t e, int) {
+      for (int64_t i = b; i < e; ++i)
+        detail::quantize_activation_row(x + i * in_features, in_features, q + i * in_features,
+                                        d + i * (in_features / 32), s + i * (in_features / 16));
+    });
+  }
+
+  const int64_t unit = outputs_per_task(isa, quantized);
+  const int64_t tasks = (out_features + unit - 1) / unit;
+  pool.parallel_for(tasks, [&](int64_t b, int64_t e, int) {
+    const int64_t o0 = b * unit, o1 = std::min(out_features, e * unit);
+    switch (isa) {
+      case CpuIsa::Avx512: detail::matmul_range_avx512(a, o0, o1); break;
+      case CpuIsa::Avx2: detail::matmul_range_avx2(a, o0, o1); break;
+      default: detail::matmul_range_scalar(a, o0, o1); break;
+    }
+  });
+}
+
+}  // namespace pagoda::cpu

@@ -1,0 +1,43 @@
+// Matrix multiplication against GGML-typed weights: the heart of the CPU forward pass.
+//
+//   out[i][o] = sum_k w[o][k] * x[i][k]      for i < n, o < out_features, k < in_features
+//
+// w is row-major [out_features][in_features] in its GGML type (rows as stored in GGUF);
+// x and out are row-major F32 ([n][in_features] and [n][out_features]).
+//
+// Numerics and batch invariance: the result for row i never depends on n, on the other rows,
+// on the thread count or on how work is split, because work is only ever split over outputs
+// (never over the k reduction) and every (row, output) pair runs the same arithmetic:
+//   * Quantized weights (Q8_0, Q4_0, Q4_K, Q6_K): each x row is quantized once per call to int8
+//     blocks of 32 (scale amax/127, see quantize_activations) and the products are summed exactly
+//     in integers per block; the pair's float accumulator then takes one fused multiply-add per
+//     block (two for Q4_K's mins and Q6_K's 16-element halves), in block order. Because the
+//     integer sums are exact, every ISA level gives bit-identical results for these types.
+//   * F32, F16, BF16 weights: a float dot product with a fixed per-ISA order (a 16- or 8-lane
+//     fused multiply-add chain over k, then a fixed horizontal sum). Results are identical for
+//     any n and split at a given ISA level, and differ between levels only by rounding.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/thread_pool.h"
+#include "kernels/ggml_type.h"
+
+namespace pagoda::cpu {
+
+// True when matmul handles weights of type t: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K.
+bool matmul_supports(GgmlType t);
+
+// out = x * w^T as above with the default ISA level (default_cpu_isa()), spread over `pool`.
+// in_features must be a multiple of the type's block size (32 or 256 for quantized types).
+// Throws std::invalid_argument for an unsupported type or a bad shape.
+void matmul(ThreadPool& pool, GgmlType wtype, const void* w, int64_t out_features, int64_t in_features,
+            const float* x, int64_t n, float* out);
+
+// The same at an explicit ISA level (tests and benchmarks); throws std::invalid_argument if this
+// CPU cannot run that level.
+void matmul(ThreadPool& pool, CpuIsa isa, GgmlType wtype, const void* w, int64_t out_features,
+            int64_t in_features, const float* x, int64_t n, float* out);
+
+}  // namespace pagoda::cpu

@@ -1,0 +1,298 @@
+// AVX-512 matmul kernels (F/BW/VL/DQ + VNNI). Compiled with AVX-512 flags (see CMakeLists.txt)
+// and only called when cpu_supports(CpuIsa::Avx512).
+//
+// Quantized weights: a thread takes tiles of 32 outputs. For each K chunk of 16 blocks (512
+// elements) it decodes the tile's 32 weight rows into unsigned bytes and interleaves them so that
+// one zmm holds 4 consecutive bytes of 16 different outputs ("lanes = outputs"). One vpdpbusd
+// with a broadcast dword of an activation row then advances 16 outputs by 4 products, and each
+// lane ends a block holding exactly the pair's integer sum: no horizontal reductions at all, and
+// the float epilogue per block is the same sequence as accumulate_block (matmul_internal.h).
+// The decoded tile is reused by every activation row (4 rows per micro-kernel call), which is
+// what makes prefill compute-bound instead of memory-bound.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <new>
+
+#include "kernels/cpu/matmul_internal.h"
+
+namespace pagoda::cpu::detail {
+
+namespace {
+
+constexpr int kLanes = 32;  // outputs per tile: two zmm of 16 lanes
+constexpr int kChunk = 16;  // 32-element blocks per K chunk; a multiple of 8 (K-quant super-blocks)
+constexpr int kRows = 4;    // activation rows per micro-kernel call
+
+// One tile's worth of decoded weights for one K chunk.
+struct alignas(64) Tile {
+  uint8_t qs[kChunk][8][kLanes][4];  // [block][dword group g][lane][byte]: element 4g+byte of the block
+  float s0[kChunk][kLanes];          // scale of elements 0..15 of the block (all 32 unless Q6_K)
+  float s1[kChunk][kLanes];          // scale of elements 16..31 (Q6_K)
+  float m[kChunk][kLanes];           // min term (Q4_K)
+  uint8_t rows[kLanes][kChunk * 32]; // decoded rows before interleaving (generic path)
+};
+
+struct TileDeleter {
+  void operator()(Tile* t) const { ::operator delete(t, std::align_val_t(64)); }
+};
+std::unique_ptr<Tile, TileDeleter> new_tile() {
+  return std::unique_ptr<Tile, TileDeleter>(static_cast<Tile*>(::operator new(sizeof(Tile), std::align_val_t(64))));
+}
+
+__mmask16 lane_mask(int n) { return n >= 16 ? __mmask16(0xFFFF) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1); }
+
+// Interleaves 16 rows of 32 bytes (row r at src + r * stride) so that the 64 bytes at
+// dst + 128 * g hold dword g of rows 0..15 in lane order; xor_mask is applied to every byte.
+// Method: pair row r with row r + 8 in one zmm, run an 8x8 dword transpose inside both 256-bit
+// halves at once (unpack 32, unpack 64), then gather the 128-bit pieces into lane order.
+inline void interleave16(const uint8_t* src, size_t stride, uint8_t* dst, __m512i xor_mask) {
+  __m512i z[8], t[8], u[8];
+  for (int i = 0; i < 8; ++i) {
+    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i * stride));
+    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + (i + 8) * stride));
+    z[i] = _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1);
+  }
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm512_unpacklo_epi32(z[2 * i], z[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_epi32(z[2 * i], z[2 * i + 1]);
+  }
+  for (int h = 0; h < 2; ++h) {  // h = 0: rows 0-3 (8-11); h = 1: rows 4-7 (12-15)
+    u[4 * h + 0] = _mm512_unpacklo_epi64(t[4 * h + 0], t[4 * h + 2]);
+    u[4 * h + 1] = _mm512_unpackhi_epi64(t[4 * h + 0], t[4 * h + 2]);
+    u[4 * h + 2] = _mm512_unpacklo_epi64(t[4 * h + 1], t[4 * h + 3]);
+    u[4 * h + 3] = _mm512_unpackhi_epi64(t[4 * h + 1], t[4 * h + 3]);
+  }
+  // u[g] (g < 4) = [rows 0-3: dword g | rows 0-3: dword g+4 | rows 8-11: g | rows 8-11: g+4],
+  // u[g + 4] the same for rows 4-7 / 12-15.
+  const __m512i lo = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13);
+  const __m512i hi = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
+  for (int g = 0; g < 4; ++g) {
+    _mm512_store_si512(dst + 128 * g, _mm512_xor_si512(_mm512_permutex2var_epi64(u[g], lo, u[g + 4]), xor_mask));
+    _mm512_store_si512(dst + 128 * (g + 4), _mm512_xor_si512(_mm512_permutex2var_epi64(u[g], hi, u[g + 4]), xor_mask));
+  }
+}
+
+// Fills the tile with blocks [b0, b0 + nblk) of outputs [o0, o0 + valid); lanes past `valid`
+// get zero weights and scales.
+template <GgmlType T>
+void fill_tile(Tile& tile, const MatmulArgs& a, int64_t o0, int valid, int64_t b0, int nblk) {
+  if (T == GgmlType::Q8_0 && valid == kLanes) {
+    // Fast path: interleave straight from the GGML blocks (qs at offset 2, stride 34), flipping
+    // the sign bit to get u = q + 128, and convert the 16-bit scales 16 at a time.
+    const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+    const uint8_t* base = a.w + o0 * a.row_bytes;
+    for (int b = 0; b < nblk; ++b) {
+      const uint8_t* blk = base + (b0 + b) * sizeof(BlockQ8_0);
+      interleave16(blk + 2, a.row_bytes, &tile.qs[b][0][0][0], flip);
+      interleave16(blk + 2 + 16 * a.row_bytes, a.row_bytes, &tile.qs[b][0][16][0], flip);
+      alignas(64) uint16_t d[kLanes];
+      for (int l = 0; l < kLanes; ++l) std::memcpy(&d[l], blk + l * a.row_bytes, 2);
+      const __m512 d0 = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(d)));
+      const __m512 d1 = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(d + 16)));
+      _mm512_store_ps(tile.s0[b], d0);
+      _mm512_store_ps(tile.s0[b] + 16, d1);
+    }
+    return;
+  }
+  for (int l = 0; l < kLanes; ++l) {
+    if (l < valid) {
+      const uint8_t* row = a.w + (o0 + l) * a.row_bytes;
+      for (int b = 0; b < nblk; ++b)
+        decode_block32(T, row, b0 + b, tile.rows[l] + 32 * b, tile.s0[b][l], tile.s1[b][l], tile.m[b][l]);
+    } else {
+      std::memset(tile.rows[l], 0, static_cast<size_t>(nblk) * 32);
+      for (int b = 0; b < nblk; ++b) tile.s0[b][l] = tile.s1[b][l] = tile.m[b][l] = 0.f;
+    }
+  }
+  const __m512i none = _mm512_setzero_si512();
+  for (int b = 0; b < nblk; ++b) {
+    interleave16(tile.rows[0] + 32 * b, sizeof(tile.rows[0]), &tile.qs[b][0][0][0], none);
+    interleave16(tile.rows[16] + 32 * b, sizeof(tile.rows[0]), &tile.qs[b][0][16][0], none);
+  }
+}
+
+// Micro-kernel: R activation rows (i0..i0+R-1) x 32 outputs (the tile) over the tile's nblk
+// blocks, continuing the pair accumulators stored in out (or starting from 0 when `first`).
+// Per block and pair: integer sum via vpdpbusd (u8 weights x s8 activations) seeded with the
+// offset correction -offset * sum(x), then acc = fma(float(isum), s * dx, acc) exactly as
+// accumulate_block does; Q6_K does this per 16-element half, Q4_K adds its min term.
+template <GgmlType T, int R>
+void tile_kernel(const Tile& tile, int nblk, int64_t b0, const QuantActs& acts, int64_t i0, float* out, int64_t ldo,
+                 __mmask16 m0, __mmask16 m1, bool first) {
+  __m512 acc[R][2];
+  const int8_t* xq[R];
+  const float* dx[R];
+  const int16_t* xs[R];
+  for (int r = 0; r < R; ++r) {
+    float* o = out + (i0 + r) * ldo;
+    acc[r][0] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m0, o);
+    acc[r][1] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m1, o + 16);
+    xq[r] = acts.row_q(i0 + r);
+    dx[r] = acts.row_d(i0 + r);
+    xs[r] = acts.row_s(i0 + r);
+  }
+  constexpr int off = T == GgmlType::Q8_0 ? 128 : T == GgmlType::Q4_0 ? 8 : T == GgmlType::Q6_K ? 32 : 0;
+  for (int b = 0; b < nblk; ++b) {
+    const int64_t bb = b0 + b;
+    __m512i ia[R][2];
+    auto dot_groups = [&](int g0, int g1) {
+      for (int g = g0; g < g1; ++g) {
+        const __m512i w0 = _mm512_load_si512(&tile.qs[b][g][0][0]);
+        const __m512i w1 = _mm512_load_si512(&tile.qs[b][g][16][0]);
+        for (int r = 0; r < R; ++r) {
+          int32_t x4;
+          std::memcpy(&x4, xq[r] + 32 * bb + 4 * g, 4);
+          const __m512i xv = _mm512_set1_epi32(x4);
+          ia[r][0] = _mm512_dpbusd_epi32(ia[r][0], w0, xv);
+          ia[r][1] = _mm512_dpbusd_epi32(ia[r][1], w1, xv);
+        }
+      }
+    };
+    if constexpr (T == GgmlType::Q6_K) {
+      for (int h = 0; h < 2; ++h) {
+        for (int r = 0; r < R; ++r) ia[r][0] = ia[r][1] = _mm512_set1_epi32(-off * xs[r][2 * bb + h]);
+        dot_groups(4 * h, 4 * h + 4);
+        const float* s = h == 0 ? tile.s0[b] : tile.s1[b];
+        const __m512 s0 = _mm512_load_ps(s), s1 = _mm512_load_ps(s + 16);
+        for (int r = 0; r < R; ++r) {
+          const __m512 d = _mm512_set1_ps(dx[r][bb]);
+          acc[r][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[r][0]), _mm512_mul_ps(s0, d), acc[r][0]);
+          acc[r][1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[r][1]), _mm512_mul_ps(s1, d), acc[r][1]);
+        }
+      }
+    } else {
+      for (int r = 0; r < R; ++r) ia[r][0] = ia[r][1] = _mm512_set1_epi32(-off * (xs[r][2 * bb] + xs[r][2 * bb + 1]));
+      dot_groups(0, 8);
+      const __m512 s0 = _mm512_load_ps(tile.s0[b]), s1 = _mm512_load_ps(tile.s0[b] + 16);
+      for (int r = 0; r < R; ++r) {
+        const __m512 d = _mm512_set1_ps(dx[r][bb]);
+        acc[r][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[r][0]), _mm512_mul_ps(s0, d), acc[r][0]);
+        acc[r][1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[r][1]), _mm512_mul_ps(s1, d), acc[r][1]);
+      }
+      if constexpr (T == GgmlType::Q4_K) {
+        const __m512 mn0 = _mm512_load_ps(tile.m[b]), mn1 = _mm512_load_ps(tile.m[b] + 16);
+        for (int r = 0; r < R; ++r) {
+          const __m512 d = _mm512_set1_ps(dx[r][bb]);
+          const __m512 xsum = _mm512_set1_ps(static_cast<float>(xs[r][2 * bb] + xs[r][2 * bb + 1]));
+          acc[r][0] = _mm512_fnmadd_ps(xsum, _mm512_mul_ps(mn0, d), acc[r][0]);
+          acc[r][1] = _mm512_fnmadd_ps(xsum, _mm512_mul_ps(mn1, d), acc[r][1]);
+        }
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    float* o = out + (i0 + r) * ldo;
+    _mm512_mask_storeu_ps(o, m0, acc[r][0]);
+    _mm512_mask_storeu_ps(o + 16, m1, acc[r][1]);
+  }
+}
+
+template <GgmlType T>
+void quant_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
+  auto tile = new_tile();
+  const int64_t nb = a.k / 32;
+  for (int64_t o0 = o_begin; o0 < o_end; o0 += kLanes) {
+    const int valid = static_cast<int>(std::min<int64_t>(kLanes, o_end - o0));
+    const __mmask16 m0 = lane_mask(valid), m1 = lane_mask(valid - 16);
+    float* out = a.out + o0;
+    for (int64_t b0 = 0; b0 < nb; b0 += kChunk) {
+      const int nblk = static_cast<int>(std::min<int64_t>(kChunk, nb - b0));
+      fill_tile<T>(*tile, a, o0, valid, b0, nblk);
+      const bool first = b0 == 0;
+      int64_t i = 0;
+      for (; i + kRows <= a.n; i += kRows)
+        tile_kernel<T, kRows>(*tile, nblk, b0, a.acts, i, out, a.out_features, m0, m1, first);
+      switch (a.n - i) {
+        case 3: tile_kernel<T, 3>(*tile, nblk, b0, a.acts, i, out, a.out_features, m0, m1, first); break;
+        case 2: tile_kernel<T, 2>(*tile, nblk, b0, a.acts, i, out, a.out_features, m0, m1, first); break;
+        case 1: tile_kernel<T, 1>(*tile, nblk, b0, a.acts, i, out, a.out_features, m0, m1, first); break;
+        default: break;
+      }
+    }
+  }
+}
+
+// ---- Float weights ----------------------------------------------------------------------
+// One zmm accumulator per (row, output) pair: acc = fma(w[k..k+15], x[k..k+15], acc) over k
+// (the last partial chunk with masked, zero-filled loads), then a fixed horizontal sum.
+
+template <GgmlType T>
+inline __m512 load_w16(const uint8_t* row, int64_t k, __mmask16 mask) {
+  if constexpr (T == GgmlType::F32) {
+    return _mm512_maskz_loadu_ps(mask, reinterpret_cast<const float*>(row) + k);
+  } else {
+    const __m256i h = _mm256_maskz_loadu_epi16(mask, reinterpret_cast<const uint16_t*>(row) + k);
+    if constexpr (T == GgmlType::F16) return _mm512_cvtph_ps(h);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));  // bf16 -> f32 is a shift
+  }
+}
+
+// R rows x C outputs.
+template <GgmlType T, int R, int C>
+void float_kernel(const MatmulArgs& a, int64_t i0, int64_t o0) {
+  __m512 acc[R][C];
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
+  const uint8_t* w[C];
+  for (int c = 0; c < C; ++c) w[c] = a.w + (o0 + c) * a.row_bytes;
+  const float* x[R];
+  for (int r = 0; r < R; ++r) x[r] = a.x + (i0 + r) * a.k;
+  auto step = [&](int64_t k, __mmask16 mask) {
+    __m512 wv[C];
+    for (int c = 0; c < C; ++c) wv[c] = load_w16<T>(w[c], k, mask);
+    for (int r = 0; r < R; ++r) {
+      const __m512 xv = _mm512_maskz_loadu_ps(mask, x[r] + k);
+      for (int c = 0; c < C; ++c) acc[r][c] = _mm512_fmadd_ps(wv[c], xv, acc[r][c]);
+    }
+  };
+  int64_t k = 0;
+  for (; k + 16 <= a.k; k += 16) step(k, 0xFFFF);
+  if (k < a.k) step(k, lane_mask(static_cast<int>(a.k - k)));
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) a.out[(i0 + r) * a.out_features + o0 + c] = _mm512_reduce_add_ps(acc[r][c]);
+}
+
+template <GgmlType T, int C>
+void float_rows(const MatmulArgs& a, int64_t i0, int64_t i1, int64_t o0) {
+  int64_t i = i0;
+  for (; i + 4 <= i1; i += 4) float_kernel<T, 4, C>(a, i, o0);
+  switch (i1 - i) {
+    case 3: float_kernel<T, 3, C>(a, i, o0); break;
+    case 2: float_kernel<T, 2, C>(a, i, o0); break;
+    case 1: float_kernel<T, 1, C>(a, i, o0); break;
+    default: break;
+  }
+}
+
+template <GgmlType T>
+void float_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
+  // Rows in chunks whose activations fit in about 512 KiB of L2, so each weight row is read
+  // from memory once per chunk rather than once per 4 rows.
+  const int64_t chunk = std::max<int64_t>(4, (512 * 1024 / (a.k * 4)) / 4 * 4);
+  for (int64_t i0 = 0; i0 < a.n; i0 += chunk) {
+    const int64_t i1 = std::min(a.n, i0 + chunk);
+    int64_t o = o_begin;
+    for (; o + 4 <= o_end; o += 4) float_rows<T, 4>(a, i0, i1, o);
+    for (; o < o_end; ++o) float_rows<T, 1>(a, i0, i1, o);
+  }
+}
+
+}  // namespace
+
+void matmul_range_avx512(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
+  switch (a.type) {
+    case GgmlType::Q8_0: return quant_range<GgmlType::Q8_0>(a, o_begin, o_end);
+    case GgmlType::Q4_0: return quant_range<GgmlType::Q4_0>(a, o_begin, o_end);
+    case GgmlType::Q4_K: return quant_range<GgmlType::Q4_K>(a, o_begin, o_end);
+    case GgmlType::Q6_K: return quant_range<GgmlType::Q6_K>(a, o_begin, o_end);
+    case GgmlType::F32: return float_range<GgmlType::F32>(a, o_begin, o_end);
+    case GgmlType::F16: return float_range<GgmlType::F16>(a, o_begin, o_end);
+    case GgmlType::BF16: return float_range<GgmlType::BF16>(a, o_begin, o_end);
+    default: return;
+  }
+}
+
+}  // namespace pagoda::cpu::detail

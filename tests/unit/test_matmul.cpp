@@ -1,0 +1,160 @@
+// matmul: every weight type at every ISA level this CPU has, odd shapes, against a plain
+// double-precision reference on dequantized weights; bit-exact batch and thread invariance.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/quants.h"
+
+using namespace pagoda;
+using namespace pagoda::cpu;
+
+namespace {
+
+const GgmlType kTypes[] = {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0,
+                           GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K};
+
+bool quantized(GgmlType t) { return ggml_type_info(t).block_size > 1; }
+
+std::vector<CpuIsa> isas() {
+  std::vector<CpuIsa> v;
+  for (CpuIsa i : {CpuIsa::Scalar, CpuIsa::Avx2, CpuIsa::Avx512})
+    if (cpu_supports(i)) v.push_back(i);
+  return v;
+}
+
+struct Problem {
+  GgmlType type;
+  int64_t out, in, n;
+  std::vector<uint8_t> w;    // GGML-typed weights
+  std::vector<float> wf;     // the same weights dequantized
+  std::vector<float> x;
+};
+
+Problem make_problem(GgmlType t, int64_t out, int64_t in, int64_t n, uint32_t seed) {
+  Problem p{t, out, in, n, {}, {}, {}};
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  const size_t row = ggml_row_size(t, in);
+  p.w.resize(row * static_cast<size_t>(out));
+  p.wf.resize(static_cast<size_t>(out * in));
+  std::vector<float> tmp(static_cast<size_t>(in));
+  for (int64_t o = 0; o < out; ++o) {
+    for (auto& v : tmp) v = nd(rng);
+    quantize_row(t, tmp.data(), p.w.data() + o * row, in);
+    dequantize_row(t, p.w.data() + o * row, p.wf.data() + o * in, in);
+  }
+  p.x.resize(static_cast<size_t>(n * in));
+  for (auto& v : p.x) v = nd(rng);
+  return p;
+}
+
+std::vector<float> run(ThreadPool& pool, CpuIsa isa, const Problem& p, int64_t n, const float* x) {
+  std::vector<float> out(static_cast<size_t>(n * p.out), NAN);
+  matmul(pool, isa, p.type, p.w.data(), p.out, p.in, x, n, out.data());
+  return out;
+}
+
+// Checks out against sum_k wf[o][k] * x[i][k] in double. Tolerance per (i, o), justified:
+//  * quantized types: x is quantized per 32-block to int8 with step amax_b/127, so each x
+//    element moves by at most amax_b/254; the result can move by sum_k |w_k| * amax_b(k)/254.
+//    We allow that bound (times 1.01) plus float accumulation rounding below.
+//  * float rounding (all types): one fma or add per element/block, each with relative error
+//    2^-24 of a partial sum bounded by sum_k |w_k x_k|; 4 * k * 2^-24 * sum|w x| covers it
+//    comfortably for these k (the chains are at most k long; horizontal sums add log2 steps).
+void check_against_reference(const Problem& p, const std::vector<float>& out, const std::string& what) {
+  for (int64_t i = 0; i < p.n; ++i) {
+    const float* x = p.x.data() + i * p.in;
+    std::vector<double> blk_amax(static_cast<size_t>((p.in + 31) / 32), 0.0);
+    for (int64_t k = 0; k < p.in; ++k) blk_amax[k / 32] = std::max(blk_amax[k / 32], std::fabs(double(x[k])));
+    for (int64_t o = 0; o < p.out; ++o) {
+      const float* w = p.wf.data() + o * p.in;
+      double ref = 0, abs_sum = 0, quant_bound = 0;
+      for (int64_t k = 0; k < p.in; ++k) {
+        ref += double(w[k]) * x[k];
+        abs_sum += std::fabs(double(w[k]) * x[k]);
+        quant_bound += std::fabs(double(w[k])) * blk_amax[k / 32] / 254.0;
+      }
+      double tol = 4.0 * p.in * std::ldexp(1.0, -24) * abs_sum + 1e-6;
+      if (quantized(p.type)) tol += quant_bound * 1.01;
+      const double got = out[i * p.out + o];
+      if (!(std::fabs(got - ref) <= tol)) {
+        FAIL(what << " row " << i << " out " << o << ": got " << got << " want " << ref << " tol " << tol);
+      }
+    }
+  }
+}
+
+std::string name(GgmlType t, CpuIsa isa, int64_t out, int64_t in, int64_t n) {
+  return std::string(ggml_type_info(t).name) + "/" + cpu_isa_name(isa) + " out=" + std::to_string(out) +
+         " in=" + std::to_string(in) + " n=" + std::to_string(n);
+}
+
+}  // namespace
+
+TEST_CASE("matmul matches the reference for every type, ISA level and odd shapes") {
+  ThreadPool pool(2);
+  INFO(cpu_features_string());
+  for (GgmlType t : kTypes) {
+    const int64_t bs = ggml_type_info(t).block_size;
+    // in: one block (or a few odd elements for float types) and a length crossing the SIMD
+    // kernels' 512-element K chunks with a partial last chunk.
+    const std::vector<int64_t> ins = bs == 1 ? std::vector<int64_t>{67, 1040} : std::vector<int64_t>{std::max<int64_t>(bs, 64), 1280};
+    for (int64_t in : ins)
+      for (int64_t out : {37, 70})
+        for (int64_t n : {1, 3, 17}) {
+          const Problem p = make_problem(t, out, in, n, static_cast<uint32_t>(out * 1000 + in + n));
+          for (CpuIsa isa : isas()) check_against_reference(p, run(pool, isa, p, n, p.x.data()), name(t, isa, out, in, n));
+        }
+  }
+}
+
+TEST_CASE("quantized types give bit-identical results at every ISA level") {
+  ThreadPool pool(2);
+  for (GgmlType t : kTypes) {
+    if (!quantized(t)) continue;
+    const Problem p = make_problem(t, 70, 1280, 5, 7);
+    const auto ref = run(pool, CpuIsa::Scalar, p, p.n, p.x.data());
+    for (CpuIsa isa : isas()) {
+      const auto got = run(pool, isa, p, p.n, p.x.data());
+      INFO(name(t, isa, p.out, p.in, p.n));
+      CHECK(std::memcmp(got.data(), ref.data(), got.size() * sizeof(float)) == 0);
+    }
+  }
+}
+
+TEST_CASE("batch and thread invariance: a row's result is bit-identical whatever n and threads") {
+  ThreadPool pool1(1), pool2(2), pool3(3);
+  for (GgmlType t : kTypes) {
+    const int64_t in = ggml_type_info(t).block_size == 256 ? 768 : 576;
+    const Problem p = make_problem(t, 75, in, 17, 99);
+    for (CpuIsa isa : isas()) {
+      INFO(name(t, isa, p.out, p.in, p.n));
+      const auto all = run(pool2, isa, p, 17, p.x.data());
+      CHECK(std::memcmp(run(pool1, isa, p, 17, p.x.data()).data(), all.data(), all.size() * 4) == 0);
+      CHECK(std::memcmp(run(pool3, isa, p, 17, p.x.data()).data(), all.data(), all.size() * 4) == 0);
+      for (int64_t i = 0; i < 17; ++i) {
+        const auto one = run(pool2, isa, p, 1, p.x.data() + i * in);
+        REQUIRE(std::memcmp(one.data(), all.data() + i * p.out, p.out * 4) == 0);
+      }
+      // A row in the middle of a differently sized batch (n = 6 starting at row 5).
+      const auto mid = run(pool1, isa, p, 6, p.x.data() + 5 * in);
+      CHECK(std::memcmp(mid.data(), all.data() + 5 * p.out, 6 * p.out * 4) == 0);
+    }
+  }
+}
+
+TEST_CASE("bad arguments are refused") {
+  ThreadPool pool(1);
+  float x[64] = {}, out[4];
+  uint8_t w[256] = {};
+  CHECK_THROWS_AS(matmul(pool, GgmlType::Q8_0, w, 1, 48, x, 1, out), std::invalid_argument);
+  CHECK_THROWS_AS(matmul(pool, GgmlType::Q5_0, w, 1, 32, x, 1, out), std::invalid_argument);
+  CHECK_THROWS_AS(matmul(pool, GgmlType::Q4_K, w, 1, 32, x, 1, out), std::invalid_argument);
+  matmul(pool, GgmlType::F32, w, 1, 16, x, 0, out);  // n = 0 is a no-op
+}

@@ -1,10 +1,160 @@
 // Host-callable launchers of the CUDA kernels (one op per .cu file). Plain C++: no CUDA
-// headers here, so engine/ can include it; streams are passed as opaque pointers.
+// headers here, so engine/ can include it; streams are passed as opaque pointers
+// (a cudaStream_t cast to void*; nullptr is the legacy default stream).
+//
+// Common conventions:
+// - Every pointer argument is device memory unless it says "host".
+// - Activations are F32 row-major; `n` is a number of rows (tokens).
+// - The KV cache is F16, one pool per layer for K and one for V, laid out
+//   [num_blocks][block_size][n_kv_heads][head_dim]; a slot is block * block_size + offset.
+// - Launchers only enqueue work; failures (bad launch configuration, missing kernel image)
+//   throw pagoda::cuda::CudaError naming file and line. Nothing here synchronises the host.
 #pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "kernels/ggml_type.h"
 
 namespace pagoda::cuda {
 
+// ---- devices (device_info.cu) ----
+
 // Number of usable CUDA devices; 0 when there is no driver or no device.
 int device_count();
+// True when device 0 can be used; otherwise false and, when `why` is given, the reason
+// (no driver, no device, driver too old, ...).
+bool device_usable(std::string* why);
+// Free and total memory of the current device, in bytes (cudaMemGetInfo).
+void memory_info(size_t* free_bytes, size_t* total_bytes);
+
+// ---- element-wise and row ops ----
+
+// out[t, :] = table[tokens[t], :] as F32, for t < n. `table_type` is F32, F16 or BF16.
+// Tokens outside [0, vocab) give a zero row (the caller validates tokens beforehand).
+void embed(const void* table, GgmlType table_type, int64_t vocab, int64_t dim,
+           const int32_t* tokens, int64_t n, float* out, void* stream);
+
+// out[i, :] = x[i, :] / sqrt(mean(x[i, :]^2) + eps) * w, for i < n.
+void rms_norm(const float* x, const float* w, float eps, float* out, int64_t n, int64_t cols,
+              void* stream);
+
+// In place: rotates the first n_rot dims of every head of x (n x n_heads*head_dim) by the angle
+// positions[t] * freq_scale * freq_base^(-2i/n_rot). neox=false: pairs (2i, 2i+1) (llama);
+// neox=true: pairs (i, i + n_rot/2) (NeoX / qwen2).
+void rope(float* x, const int32_t* positions, int64_t n, int n_heads, int head_dim, int n_rot,
+          float freq_base, float freq_scale, bool neox, void* stream);
+
+// x[i, :] += y[i, :] for i < n.
+void add(float* x, const float* y, int64_t n, int64_t cols, void* stream);
+// x[i, :] += bias for i < n (bias has `cols` entries).
+void add_bias(float* x, const float* bias, int64_t n, int64_t cols, void* stream);
+// out = silu(gate) * up, silu(g) = g / (1 + exp(-g)), elementwise over n x cols.
+void silu_mul(const float* gate, const float* up, float* out, int64_t n, int64_t cols,
+              void* stream);
+
+// out[j, :] = x[rows[j], :] for j < n_rows.
+void gather_rows(const float* x, const int32_t* rows, int64_t n_rows, int64_t cols, float* out,
+                 void* stream);
+
+// ---- conversions for weights ----
+
+// n elements of F32 or F16 at src to bf16 at dst (round to nearest even).
+void convert_to_bf16(const void* src, GgmlType src_type, int64_t n, void* dst, void* stream);
+// n elements (a multiple of the block size) of Q8_0, Q4_0, Q4_K or Q6_K to bf16, following the
+// GGML block layouts (kernels/cpu/quants.h is the reference).
+void dequantize_to_bf16(const void* src, GgmlType src_type, int64_t n, void* dst, void* stream);
+// n elements of F32, F16 or BF16 to F32 (1-D weights: norms, biases).
+void convert_to_f32(const void* src, GgmlType src_type, int64_t n, float* dst, void* stream);
+
+// ---- KV cache ----
+
+// One layer's view of the paged F16 cache.
+struct PagedKv {
+  void* k = nullptr;  // [num_blocks][block_size][n_kv_heads][head_dim] halves
+  void* v = nullptr;
+  int block_size = 0;
+  int n_kv_heads = 0;
+  int head_dim = 0;
+};
+
+// Writes rows k[t], v[t] (F32, n_kv_heads*head_dim each) to slot slots[t] of the layer, as F16.
+// Negative slots are skipped.
+void store_kv(const float* k, const float* v, const int32_t* slots, int64_t n, const PagedKv& kv,
+              void* stream);
+
+// The whole cache (all layers) for cache edits: layer l's K pool starts at
+// k_base + l * layer_stride halves (the same for V).
+struct KvPools {
+  void* k_base = nullptr;
+  void* v_base = nullptr;
+  int64_t layer_stride = 0;  // halves between consecutive layers' pools
+  int n_layers = 0;
+  int block_size = 0;
+  int n_kv_heads = 0;
+  int head_dim = 0;
+};
+
+// For each i < n: copies every slot (K and V, all layers) of block pairs[2i] into block
+// pairs[2i+1]. Assumes no destination is also a source in the same call.
+void block_copy(const KvPools& pools, const int32_t* pairs, int n, void* stream);
+
+// For each i < n: re-ropes in place the K of every slot of block shifts[2i] (all layers, all
+// KV heads) by shifts[2i+1] positions (rotation by delta * freq_scale * theta_i, same pairing
+// as rope()). V is untouched. Assumes the blocks are distinct.
+void k_shift(const KvPools& pools, const int32_t* shifts, int n, int n_rot, float freq_base,
+             float freq_scale, bool neox, void* stream);
+
+// ---- attention ----
+
+// The step's index arrays the attention kernels read.
+struct AttnIndex {
+  const int32_t* positions = nullptr;     // [n_tokens]: a token attends to logical 0..position
+  const int32_t* token_bt = nullptr;      // [n_tokens]: offset of its sequence's block table
+  const int32_t* block_tables = nullptr;  // concatenated block tables
+};
+
+// Keys per split of the decode kernel: a decode row with context c uses ceil(c / this) splits,
+// a number that depends only on that row, so results do not depend on batch mates.
+constexpr int kDecodeSplitKeys = 512;
+// Largest head_dim the attention kernels support.
+constexpr int kMaxHeadDim = 256;
+// Query rows per tile of the prefill kernel.
+constexpr int kPrefillTileQ = 16;
+
+// Floats of scratch attention_decode needs for n_rows rows with contexts up to max_ctx.
+size_t attention_decode_workspace(int64_t n_rows, int n_heads, int head_dim, int max_ctx);
+
+// Single-query attention for the token rows rows[0..n_rows): for each query head h (KV head
+// h / (n_heads / n_kv_heads)), softmax(scale * q.K) V over the token's logical 0..position.
+// q and out are [n_tokens x n_heads*head_dim]. `max_ctx` bounds position + 1 over the rows;
+// `workspace` holds attention_decode_workspace(...) floats.
+void attention_decode(const float* q, float* out, int n_heads, float scale, const PagedKv& kv,
+                      const AttnIndex& idx, const int32_t* rows, int64_t n_rows, int max_ctx,
+                      float* workspace, void* stream);
+
+// Causal attention for tiles of query rows: tiles[2i] is the first token of tile i and
+// tiles[2i+1] its count (1..kPrefillTileQ); a tile's tokens belong to one sequence. Same
+// semantics as attention_decode for every row.
+void attention_prefill(const float* q, float* out, int n_heads, float scale, const PagedKv& kv,
+                       const AttnIndex& idx, const int32_t* tiles, int64_t n_tiles, void* stream);
+
+// ---- sampling ----
+
+// Per-row sampling parameters (device array of n_rows).
+struct SampleParams {
+  float temperature = 0.0f;  // <= 0: greedy (argmax, lowest index on ties)
+  int top_k = 0;             // 0: off; keeps every token whose logit is >= the k-th largest
+  float top_p = 1.0f;        // keeps the smallest top set whose probability reaches top_p
+  float min_p = 0.0f;        // keeps tokens with probability >= min_p * max probability
+  uint64_t seed = 0;         // Philox key
+  uint64_t counter = 0;      // Philox counter (e.g. the number of tokens already generated)
+};
+
+// Samples one token per row of logits (n_rows x vocab) into out[row]. Deterministic for a
+// given (logits, params): the uniform draw is philox_uniform(seed, counter), see philox.h.
+void sample(const float* logits, int64_t n_rows, int vocab, const SampleParams* params,
+            int32_t* out, void* stream);
 
 }  // namespace pagoda::cuda

@@ -1,0 +1,145 @@
+// GPU sampling: one token id per row of logits, so only ids (4 bytes a row) return to the host.
+// Per row (params[row]):
+//   temperature <= 0: argmax (lowest index on ties).
+//   otherwise e_j = exp(logit_j / T - max_k logit_k / T) (the largest is exactly 1), and a token
+//   is kept when e_j >= threshold, threshold = max of
+//     top-k: the k-th largest e (ties at it are kept), when 0 < top_k < vocab;
+//     top-p: the largest t >= the top-k threshold such that the kept mass sum(e_j >= t) is at
+//            least top_p * (mass kept by top-k), when top_p < 1;
+//     min-p: min_p (= min_p * the largest probability, in units of e).
+//   Then u = philox_uniform(seed, counter) and the token is the first index (in vocab order)
+//   whose running sum of kept e exceeds u * (total kept e).
+// Thresholds are found exactly by binary search over the bit patterns of non-negative floats
+// (their order matches the values'), each probe one block-wide count/sum over the vocabulary.
+// Launch: grid (n_rows), 1024 threads. Deterministic: fixed reduction trees, and the final scan
+// walks fixed contiguous chunks in index order.
+// Assumptions: finite logits; vocab >= 1.
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/ops.h"
+#include "kernels/cuda/philox.h"
+
+namespace pagoda::cuda {
+namespace {
+
+constexpr int kThreads = 1024;
+
+__device__ __forceinline__ float bits_to_float(uint32_t b) { return __uint_as_float(b); }
+
+__global__ void sample_kernel(const float* logits, int vocab, const SampleParams* params,
+                              int32_t* out) {
+  __shared__ float scratch[32];
+  __shared__ float chunk_sum[kThreads];
+  __shared__ int s_idx;
+  const int row = blockIdx.x, tid = threadIdx.x;
+  const float* x = logits + (int64_t)row * vocab;
+  const SampleParams p = params[row];
+
+  // Max logit and its lowest index: reduce (value, index) pairs through shared memory.
+  float best = -INFINITY;
+  int best_i = vocab;
+  for (int j = tid; j < vocab; j += kThreads)
+    if (x[j] > best) {  // strictly greater: keeps the lowest index of a tie within a thread
+      best = x[j];
+      best_i = j;
+    }
+  const float mx = block_max(best, scratch);
+  if (tid == 0) s_idx = vocab;
+  __syncthreads();
+  if (best == mx) atomicMin(&s_idx, best_i);
+  __syncthreads();
+  if (p.temperature <= 0.0f) {
+    if (tid == 0) out[row] = s_idx < vocab ? s_idx : 0;
+    return;
+  }
+
+  const float inv_t = 1.0f / p.temperature;
+  const float shift = mx * inv_t;
+  auto e = [&](int j) { return expf(x[j] * inv_t - shift); };
+
+  // Count of e_j >= t and mass of e_j >= t, over the whole row.
+  auto count_ge = [&](float t) {
+    float c = 0.0f;
+    for (int j = tid; j < vocab; j += kThreads) c += e(j) >= t ? 1.0f : 0.0f;
+    return block_sum(c, scratch);
+  };
+  auto mass_ge = [&](float t) {
+    float s = 0.0f;
+    for (int j = tid; j < vocab; j += kThreads) {
+      const float v = e(j);
+      if (v >= t) s += v;
+    }
+    return block_sum(s, scratch);
+  };
+
+  const uint32_t one_bits = __float_as_uint(1.0f);
+  float thr = 0.0f;
+  if (p.top_k > 0 && p.top_k < vocab) {
+    // Largest b in [0, bits(1)] with count(e >= b) >= k. count(0) = vocab >= k holds.
+    uint32_t lo = 0, hi = one_bits;
+    while (lo < hi) {
+      const uint32_t mid = lo + (hi - lo + 1) / 2;
+      if (count_ge(bits_to_float(mid)) >= (float)p.top_k) lo = mid; else hi = mid - 1;
+    }
+    thr = bits_to_float(lo);
+  }
+  if (p.top_p < 1.0f) {
+    const float target = p.top_p * mass_ge(thr);
+    uint32_t lo = __float_as_uint(thr), hi = one_bits;  // cond holds at lo
+    while (lo < hi) {
+      const uint32_t mid = lo + (hi - lo + 1) / 2;
+      if (mass_ge(bits_to_float(mid)) >= target) lo = mid; else hi = mid - 1;
+    }
+    thr = fmaxf(thr, bits_to_float(lo));
+  }
+  if (p.min_p > 0.0f) thr = fmaxf(thr, fminf(p.min_p, 1.0f));
+
+  // Kept mass per contiguous chunk, then a sequential walk over chunks in index order.
+  const int chunk = (vocab + kThreads - 1) / kThreads;
+  const int c_begin = tid * chunk, c_end = min(vocab, c_begin + chunk);
+  float s = 0.0f;
+  for (int j = c_begin; j < c_end; ++j) {
+    const float v = e(j);
+    if (v >= thr) s += v;
+  }
+  chunk_sum[tid] = s;
+  __syncthreads();
+  if (tid == 0) {
+    float total = 0.0f;
+    for (int c = 0; c < kThreads; ++c) total += chunk_sum[c];
+    const float target = philox_uniform(p.seed, p.counter) * total;
+    int pick = -1, last_kept = -1;
+    float run = 0.0f;
+    for (int c = 0; c < kThreads && pick < 0; ++c) {
+      if (chunk_sum[c] == 0.0f) continue;
+      if (run + chunk_sum[c] <= target) {  // the draw lies beyond this chunk
+        run += chunk_sum[c];
+        // remember the chunk's last kept token in case rounding leaves the draw past the end
+        for (int j = min(vocab, (c + 1) * chunk) - 1; j >= c * chunk; --j)
+          if (e(j) >= thr) { last_kept = j; break; }
+        continue;
+      }
+      for (int j = c * chunk; j < min(vocab, (c + 1) * chunk); ++j) {
+        const float v = e(j);
+        if (v < thr) continue;
+        last_kept = j;
+        run += v;
+        if (run > target) { pick = j; break; }
+      }
+    }
+    if (pick < 0) pick = last_kept >= 0 ? last_kept : s_idx;  // rounding fallback
+    out[row] = pick;
+  }
+}
+
+}  // namespace
+
+void sample(const float* logits, int64_t n_rows, int vocab, const SampleParams* params,
+            int32_t* out, void* stream) {
+  if (vocab <= 0) throw CudaError("sample: empty vocabulary");
+  if (n_rows <= 0) return;
+  sample_kernel<<<static_cast<unsigned>(n_rows), kThreads, 0, as_stream(stream)>>>(logits, vocab,
+                                                                                  params, out);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace pagoda::cuda

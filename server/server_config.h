@@ -1,0 +1,64 @@
+// Every `pagoda serve` setting, from a JSON config file (--config) and command-line flags; flags
+// win. Each option has one flag `--some-name` and the same JSON key with underscores
+// (`some_name`), so the two can never drift apart.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace pagoda::server {
+
+struct ConfigError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct ServerConfig {
+  // model and engine
+  std::string model = "models/demo.gguf";
+  std::string served_model_name;     // empty: the model file's stem
+  std::string device = "auto";       // cpu | cuda | auto
+  int threads = 0;                   // CPU threads; 0 = all cores
+  int max_seqs = 64;                 // sequences per step
+  int max_batch_tokens = 2048;       // tokens per step
+  int ctx_size = 0;                  // per-sequence context; 0 = the model's training context
+  std::string kv_cache_memory;       // e.g. "512MiB", "2GB", bytes; empty = engine default
+  int block_size = 16;               // tokens per KV block
+  std::string system_prompt_file;    // prefilled once at start and pinned
+  bool context_shift = true;         // on | off
+  std::string chat_template;         // a Jinja template file overriding the model's own
+  // HTTP
+  std::string host = "127.0.0.1";    // loopback by default: exposing the port is a choice
+  int port = 8080;
+  std::string api_key;
+  std::string api_key_file;          // first line is the key
+  int max_queue = 256;               // sequences allowed to wait beyond max_seqs; then 429
+  double timeout = 600;              // seconds per request; 0 = none
+  std::string cors_origins = "*";    // comma-separated origins; empty = no CORS headers
+  int64_t max_body_bytes = 8 << 20;  // larger bodies get 413
+  int http_threads = 0;              // HTTP worker threads; 0 = max_seqs + max_queue + 8
+  double shutdown_grace = 10;        // seconds to finish in-flight requests on SIGINT/SIGTERM
+  double health_stall = 60;          // /health turns 503 when a step with work takes longer
+  // logging
+  std::string log_format = "text";   // text | json
+  std::string log_level = "info";    // trace | debug | info | warn | error
+
+  // The key the server checks: api_key, or the first line of api_key_file. Empty = no auth.
+  std::string resolve_api_key() const;
+  // kv_cache_memory in bytes (0 = unset). Accepts 123, "123", "512MiB", "2GB", "1.5G".
+  int64_t kv_cache_bytes() const;
+};
+
+// Parses argv (argv[0] is the subcommand). Reads --config first, then applies every flag.
+// Throws ConfigError naming the flag or key at fault. Sets `help` when --help was given.
+ServerConfig parse_server_config(int argc, char** argv, bool* help);
+
+// Applies a JSON object of settings to `cfg` (unknown keys are errors: a typo must not be
+// silently ignored).
+void apply_config_json(const std::string& json_text, const std::string& source, ServerConfig& cfg);
+
+// The --help text listing every option with its default.
+std::string server_usage();
+
+}  // namespace pagoda::server

@@ -115,7 +115,7 @@ int make_model(int argc, char** argv) {
     }
     if (output.empty()) throw ArgError("--output FILE is required");
   } catch (const std::runtime_error& e) {  // ArgError, ModelSpecError
-    std::fprintf(stderr, "pagoda make-model: %s\n\n%s", e.what(), kUsage);
+    std::fprintf(stderr, "pagoda make-model: %s (see pagoda make-model --help)\n", e.what());
     return 2;
   }
   // The copied vocabulary decides the size unless --vocab-size was asked for explicitly.
@@ -138,7 +138,12 @@ int make_model(int argc, char** argv) {
       std::fprintf(stderr, "writing %s: %d%%\n", output.c_str(), percent);
     }
   };
-  write_model(spec, output, progress, threads);
+  try {
+    write_model(spec, output, progress, threads);
+  } catch (const ModelSpecError& e) {  // an impossible shape: a usage error, nothing written
+    std::fprintf(stderr, "pagoda make-model: %s\n", e.what());
+    return 2;
+  }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!quiet)
     std::fprintf(stderr, "wrote %s (%s, %d layers, dim %d, %s) in %.1f s\n", output.c_str(),

@@ -28,6 +28,9 @@ class Model {
   // Bytes of one KV block (all layers, K and V) and cache set-up; call init once before forward.
   size_t kv_block_bytes(int block_size) const;
   void init_kv_cache(int num_blocks, int block_size);
+  // The same with an explicit cache element type (F16 or F32; the overloads above use F16).
+  size_t kv_block_bytes(int block_size, GgmlType kv_type) const;
+  void init_kv_cache(int num_blocks, int block_size, GgmlType kv_type);
 
   // Applies the plan's cache edits, runs the forward pass and writes the logits of
   // plan.logit_rows (in that order) to `logits` as [logit_rows.size() x vocab_size].

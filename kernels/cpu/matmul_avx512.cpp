@@ -18,6 +18,11 @@
 
 #include "kernels/cpu/matmul_internal.h"
 
+// GCC 12's AVX-512 intrinsic headers trip -Wuninitialized on their own _mm512_undefined_*()
+// placeholders when inlined here; the warnings are about the headers, not this code.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
 namespace pagoda::cpu::detail {
 
 namespace {
@@ -190,16 +195,104 @@ void tile_kernel(const Tile& tile, int nblk, int64_t b0, const QuantActs& acts, 
   }
 }
 
+// ---- Q8_0 with few activation rows (decode) ------------------------------------------------
+// Interleaving a tile costs about as much as using it once, so for n < kRows Q8_0 skips it:
+// a zmm holds one block (32 bytes) of two weight rows, vpdpbusd (weights flipped to u8 = q + 128,
+// activations s8) yields 8 partial sums per row, and a transpose-and-add tree turns 8 such
+// registers into one register of 16 per-output integer sums. Those are the same exact integers
+// the tile kernel gets, followed by the same float operations, so results are bit-identical to
+// the tile path (batch invariance holds across the switch).
+
+// Sums each 256-bit half of p[0..7] (p[i] = [row i partials | row i+8 partials]) into lane
+// order rows 0..15.
+inline __m512i reduce_rows16(const __m512i p[8]) {
+  __m512i t[4], u[2];
+  for (int i = 0; i < 4; ++i)
+    t[i] = _mm512_add_epi32(_mm512_unpacklo_epi32(p[2 * i], p[2 * i + 1]), _mm512_unpackhi_epi32(p[2 * i], p[2 * i + 1]));
+  // t[i], per 128-bit piece: [p2i, p2i+1, p2i, p2i+1] pair sums.
+  for (int i = 0; i < 2; ++i)
+    u[i] = _mm512_add_epi32(_mm512_unpacklo_epi64(t[2 * i], t[2 * i + 1]), _mm512_unpackhi_epi64(t[2 * i], t[2 * i + 1]));
+  // u[i], per 128-bit piece c: sums over that piece of p[4i..4i+3]; pieces 0,1 are rows 4i..4i+3
+  // (dwords 0-3 and 4-7), pieces 2,3 rows 4i+8..4i+11.
+  const __m512i even = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13);
+  const __m512i odd = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
+  return _mm512_add_epi32(_mm512_permutex2var_epi64(u[0], even, u[1]), _mm512_permutex2var_epi64(u[0], odd, u[1]));
+}
+
+// R (< kRows) activation rows x outputs [o0, o0 + valid), valid <= 16, over all of k.
+template <int R>
+void q8_0_few_rows(const MatmulArgs& a, int64_t o0, int valid, int64_t i0, const uint8_t* prefetch,
+                   int64_t prefetch_lines) {
+  const uint8_t* row[16];
+  for (int l = 0; l < 16; ++l) row[l] = a.w + (o0 + std::min(l, valid - 1)) * a.row_bytes;  // pad: repeat
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  __m512 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  const int64_t nb = a.k / 32;
+  for (int64_t b = 0; b < nb; ++b) {
+    for (int64_t l = prefetch_lines * b / nb; l < prefetch_lines * (b + 1) / nb; ++l)
+      _mm_prefetch(reinterpret_cast<const char*>(prefetch + 64 * l), _MM_HINT_T0);
+    const size_t off = static_cast<size_t>(b) * sizeof(BlockQ8_0);
+    __m512i w[8];
+    for (int i = 0; i < 8; ++i) {
+      const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row[i] + off + 2));
+      const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row[i + 8] + off + 2));
+      w[i] = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1), flip);
+    }
+    alignas(32) uint16_t dh[16];
+    for (int l = 0; l < 16; ++l) std::memcpy(&dh[l], row[l] + off, 2);
+    const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(dh)));
+    for (int r = 0; r < R; ++r) {
+      const int8_t* xq = a.acts.row_q(i0 + r) + 32 * b;
+      const int16_t* xs = a.acts.row_s(i0 + r) + 2 * b;
+      const __m512i xv = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq)));
+      __m512i p[8];
+      for (int i = 0; i < 8; ++i) p[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[i], xv);
+      const __m512i isum = _mm512_add_epi32(reduce_rows16(p), _mm512_set1_epi32(-128 * (xs[0] + xs[1])));
+      const __m512 d = _mm512_set1_ps(a.acts.row_d(i0 + r)[b]);
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dw, d), acc[r]);
+    }
+  }
+  for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(a.out + (i0 + r) * a.out_features + o0, lane_mask(valid), acc[r]);
+}
+
+void q8_0_few_rows_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
+  for (int64_t o0 = o_begin; o0 < o_end; o0 += 16) {
+    const int valid = static_cast<int>(std::min<int64_t>(16, o_end - o0));
+    // Prefetch the next group of rows (one contiguous range) while this one computes.
+    const int64_t next_rows = std::min<int64_t>(16, std::max<int64_t>(0, o_end - o0 - 16));
+    const uint8_t* next = a.w + (o0 + 16) * a.row_bytes;
+    const int64_t lines = next_rows * static_cast<int64_t>(a.row_bytes) / 64;
+    switch (a.n) {
+      case 1: q8_0_few_rows<1>(a, o0, valid, 0, next, lines); break;
+      case 2: q8_0_few_rows<2>(a, o0, valid, 0, next, lines); break;
+      default: q8_0_few_rows<3>(a, o0, valid, 0, next, lines); break;
+    }
+  }
+}
+
 template <GgmlType T>
 void quant_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
+  if (T == GgmlType::Q8_0 && a.n < kRows) return q8_0_few_rows_range(a, o_begin, o_end);
   auto tile = new_tile();
   const int64_t nb = a.k / 32;
   for (int64_t o0 = o_begin; o0 < o_end; o0 += kLanes) {
     const int valid = static_cast<int>(std::min<int64_t>(kLanes, o_end - o0));
     const __mmask16 m0 = lane_mask(valid), m1 = lane_mask(valid - 16);
     float* out = a.out + o0;
+    // The next tile's weights are one contiguous range; prefetching a slice of it with each
+    // chunk keeps memory busy while this tile computes (32 interleaved row streams are more
+    // than the hardware prefetchers follow well, which caps decode far below bandwidth).
+    const char* next = reinterpret_cast<const char*>(a.w + (o0 + kLanes) * a.row_bytes);
+    const int64_t next_lines = o0 + 2 * kLanes <= o_end ? kLanes * static_cast<int64_t>(a.row_bytes) / 64
+                               : o0 + kLanes < o_end    ? (o_end - o0 - kLanes) * static_cast<int64_t>(a.row_bytes) / 64
+                                                        : 0;
+    const int64_t n_chunks = (nb + kChunk - 1) / kChunk;
     for (int64_t b0 = 0; b0 < nb; b0 += kChunk) {
       const int nblk = static_cast<int>(std::min<int64_t>(kChunk, nb - b0));
+      const int64_t c = b0 / kChunk;
+      for (int64_t l = next_lines * c / n_chunks; l < next_lines * (c + 1) / n_chunks; ++l)
+        _mm_prefetch(next + 64 * l, _MM_HINT_T1);
       fill_tile<T>(*tile, a, o0, valid, b0, nblk);
       const bool first = b0 == 0;
       int64_t i = 0;

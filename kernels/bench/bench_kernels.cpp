@@ -1,0 +1,238 @@
+// Microbenchmarks of the CPU kernels (not a test: prints figures).
+//
+//   pagoda_bench_kernels [--threads N] [--type q8_0] [--quick] [--cpu-time]
+//
+// 1. Streaming-read memory bandwidth (N threads summing a 1 GiB buffer): the ceiling for decode.
+// 2. matmul on TinyLlama-1.1B shapes: n = 1 as GB/s of weights streamed (weights rotated over
+//    enough copies to defeat the L3) and % of (1); n = 128 and 512 as GFLOP/s.
+// 3. The whole TinyLlama matmul stack (22 layers of q,k,v,o,gate,up,down + the output head):
+//    decode tokens/s (n = 1) and prefill tokens/s (n = 128, 512), matmuls only.
+// Every figure is the median of several runs.
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <random>
+#include <string>
+#include <vector>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/quants.h"
+#include "kernels/cpu/thread_pool.h"
+
+using namespace pagoda;
+using namespace pagoda::cpu;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// The machine may be shared: with --cpu-time, a run's time is the process CPU time divided by
+// the thread count (what the work costs when it has the cores), instead of wall time.
+bool g_cpu_time = false;
+int g_threads = 2;
+
+double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+template <class F>
+double median_seconds(int reps, F&& f) {
+  std::vector<double> t;
+  for (int r = 0; r < reps; ++r) {
+    const auto t0 = Clock::now();
+    const double c0 = process_cpu_seconds();
+    f();
+    t.push_back(g_cpu_time ? (process_cpu_seconds() - c0) / g_threads : seconds_since(t0));
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+#if defined(__x86_64__)
+__attribute__((target("avx2"))) uint64_t sum_bytes_avx2(const uint8_t* p, size_t n) {
+  __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+  for (size_t i = 0; i + 128 <= n; i += 128) {
+    a0 = _mm256_xor_si256(a0, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i)));
+    a1 = _mm256_xor_si256(a1, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 32)));
+    a2 = _mm256_xor_si256(a2, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 64)));
+    a3 = _mm256_xor_si256(a3, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 96)));
+  }
+  const __m256i a = _mm256_xor_si256(_mm256_xor_si256(a0, a1), _mm256_xor_si256(a2, a3));
+  return static_cast<uint64_t>(_mm256_extract_epi64(a, 0) ^ _mm256_extract_epi64(a, 1) ^ _mm256_extract_epi64(a, 2) ^
+                               _mm256_extract_epi64(a, 3));
+}
+#endif
+
+uint64_t sum_bytes(const uint8_t* p, size_t n) {
+#if defined(__x86_64__)
+  if (cpu_supports(CpuIsa::Avx2)) return sum_bytes_avx2(p, n);
+#endif
+  uint64_t s = 0;
+  for (size_t i = 0; i + 8 <= n; i += 8) {
+    uint64_t v;
+    std::memcpy(&v, p + i, 8);
+    s ^= v;
+  }
+  return s;
+}
+
+// Random but valid weights of type t, written directly (quantizing a billion floats would take
+// longer than the benchmark): random bytes, with every block's f16 scale(s) set to small values.
+std::vector<uint8_t> random_weights(GgmlType t, int64_t rows, int64_t cols, uint64_t seed) {
+  const size_t row_bytes = ggml_row_size(t, cols);
+  std::vector<uint8_t> w(row_bytes * static_cast<size_t>(rows));
+  std::mt19937_64 rng(seed);
+  for (size_t i = 0; i + 8 <= w.size(); i += 8) {
+    const uint64_t v = rng();
+    std::memcpy(&w[i], &v, 8);
+  }
+  const uint16_t small = fp32_to_fp16(0.01f);
+  const GgmlTypeInfo& info = ggml_type_info(t);
+  if (info.block_size > 1) {
+    for (size_t b = 0; b < w.size() / info.type_size; ++b) {
+      uint8_t* blk = &w[b * info.type_size];
+      if (t == GgmlType::Q6_K) std::memcpy(blk + 208, &small, 2);
+      else std::memcpy(blk, &small, 2);
+      if (t == GgmlType::Q4_K) std::memcpy(blk + 2, &small, 2);
+    }
+  } else if (t == GgmlType::F32) {
+    for (size_t i = 0; i < w.size() / 4; ++i) {
+      const float f = static_cast<float>(i % 17) * 0.01f;
+      std::memcpy(&w[4 * i], &f, 4);
+    }
+  } else {
+    for (size_t i = 0; i < w.size() / 2; ++i) std::memcpy(&w[2 * i], &small, 2);
+  }
+  return w;
+}
+
+std::vector<float> random_x(int64_t n, int64_t k) {
+  std::vector<float> x(static_cast<size_t>(n * k));
+  std::mt19937 rng(1);
+  std::normal_distribution<float> nd;
+  for (auto& v : x) v = nd(rng);
+  return x;
+}
+
+double bench_bandwidth(ThreadPool& pool) {
+  const size_t bytes = size_t(1) << 30;
+  std::vector<uint8_t, std::allocator<uint8_t>> buf(bytes + 64, 1);
+  uint8_t* p = buf.data() + (64 - reinterpret_cast<uintptr_t>(buf.data()) % 64) % 64;
+  std::vector<uint64_t> sink(static_cast<size_t>(pool.size()));
+  const int64_t chunks = 1024;
+  const double s = median_seconds(5, [&] {
+    pool.parallel_for(chunks, [&](int64_t b, int64_t e, int t) {
+      sink[static_cast<size_t>(t)] ^= sum_bytes(p + b * (bytes / chunks), static_cast<size_t>(e - b) * (bytes / chunks));
+    });
+  });
+  return bytes / s / 1e9;
+}
+
+struct Shape {
+  const char* name;
+  int64_t out, in;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int threads = 2;
+  GgmlType type = GgmlType::Q8_0;
+  bool quick = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--threads" && i + 1 < argc) threads = std::stoi(argv[++i]);
+    else if (a == "--quick") quick = true;
+    else if (a == "--cpu-time") g_cpu_time = true;
+    else if (a == "--type" && i + 1 < argc) {
+      const std::string t = argv[++i];
+      bool found = false;
+      for (uint32_t id = 0; id < 40; ++id)
+        if (const GgmlTypeInfo* info = ggml_type_info(id); info && info->supported && t == info->name) type = info->type, found = true;
+      if (!found) return std::fprintf(stderr, "unknown type %s\n", t.c_str()), 2;
+    } else {
+      std::fprintf(stderr, "usage: %s [--threads N] [--type q8_0|q4_0|q4_k|q6_k|f16|bf16|f32] [--quick] [--cpu-time]\n", argv[0]);
+      return 2;
+    }
+  }
+  g_threads = threads;
+  ThreadPool pool(threads);
+  std::printf("%s, %d threads, weights %s\n", cpu_features_string().c_str(), threads, ggml_type_info(type).name);
+  const double bw = bench_bandwidth(pool);
+  std::printf("stream read bandwidth: %.1f GB/s\n", bw);
+
+  const Shape shapes[] = {{"attn q/o 2048x2048", 2048, 2048},
+                          {"ffn gate/up 5632x2048", 5632, 2048},
+                          {"ffn down 2048x5632", 2048, 5632},
+                          {"output 32000x2048", 32000, 2048}};
+  for (const Shape& s : shapes) {
+    const size_t wbytes = ggml_row_size(type, s.in) * static_cast<size_t>(s.out);
+    // PAGODA_BENCH_HOT=1 keeps one copy (weights mostly cache-resident): shows compute limits.
+    const bool hot = std::getenv("PAGODA_BENCH_HOT") != nullptr;
+    const int copies = hot ? 1 : static_cast<int>(std::max<size_t>(1, (256u << 20) / wbytes));
+    std::vector<std::vector<uint8_t>> ws;
+    for (int c = 0; c < copies; ++c) ws.push_back(random_weights(type, s.out, s.in, 10 + c));
+    std::vector<float> out(static_cast<size_t>(512 * s.out));
+    const auto x = random_x(512, s.in);
+    int next = 0;
+    const double t1 = median_seconds(quick ? 5 : 30, [&] {
+      matmul(pool, type, ws[next++ % copies].data(), s.out, s.in, x.data(), 1, out.data());
+    });
+    std::printf("%-24s n=1   %7.3f ms  %6.1f GB/s (%3.0f%% of stream)", s.name, t1 * 1e3, wbytes / t1 / 1e9,
+                100.0 * wbytes / t1 / 1e9 / bw);
+    for (int64_t n : {128, 512}) {
+      if (quick && n == 512) continue;
+      const double t = median_seconds(quick ? 2 : 5, [&] {
+        matmul(pool, type, ws[next++ % copies].data(), s.out, s.in, x.data(), n, out.data());
+      });
+      std::printf("  n=%-3ld %6.1f GFLOP/s", static_cast<long>(n), 2.0 * n * s.out * s.in / t / 1e9);
+    }
+    std::printf("\n");
+  }
+
+  // The whole TinyLlama-1.1B matmul stack.
+  struct Mat {
+    int64_t out, in;
+    std::vector<uint8_t> w;
+  };
+  std::vector<Mat> model;
+  size_t total = 0;
+  const int layers = quick ? 4 : 22;
+  for (int l = 0; l < layers; ++l)
+    for (const auto& [o, i] : {std::pair<int64_t, int64_t>{2048, 2048}, {256, 2048}, {256, 2048}, {2048, 2048},
+                               {5632, 2048}, {5632, 2048}, {2048, 5632}}) {
+      model.push_back({o, i, random_weights(type, o, i, 100 + model.size())});
+      total += model.back().w.size();
+    }
+  model.push_back({32000, 2048, random_weights(type, 32000, 2048, 7)});
+  total += model.back().w.size();
+  const auto x = random_x(512, 5632);
+  std::vector<float> out(static_cast<size_t>(512) * 32000);
+  auto forward = [&](int64_t n) {
+    for (const Mat& m : model) matmul(pool, type, m.w.data(), m.out, m.in, x.data(), n, out.data());
+  };
+  const double td = median_seconds(5, [&] { forward(1); });
+  std::printf("tinyllama matmuls (%d layers, %.2f GB): decode %.1f tok/s (%.1f GB/s, %.0f%% of stream)\n", layers,
+              total / 1e9, 1.0 / td, total / td / 1e9, 100.0 * total / td / 1e9 / bw);
+  for (int64_t n : {128, 512}) {
+    if (quick && n == 512) continue;
+    const double tp = median_seconds(3, [&] { forward(n); });
+    double flops = 0;
+    for (const Mat& m : model) flops += 2.0 * n * m.out * m.in;
+    std::printf("tinyllama matmuls prefill n=%ld: %.1f tok/s (%.1f GFLOP/s)\n", static_cast<long>(n), n / tp,
+                flops / tp / 1e9);
+  }
+  return 0;
+}

@@ -22,10 +22,11 @@ class IncrementalDetokenizer {
 
  private:
   const Tokenizer& tok_;
-  std::vector<int32_t> ids_;
-  size_t prefix_offset_ = 0;  // implementation state (the implementer may change these)
-  size_t read_offset_ = 0;
-  std::string pending_;
+  // Whether a token with visible text has been seen (prompt or output). The first such token
+  // is rendered as decode({token}) so that start-of-text rules (SPM's dropped leading space)
+  // apply exactly as in Tokenizer::decode.
+  bool text_started_ = false;
+  std::string pending_;  // bytes of a UTF-8 character not yet complete
 };
 
 // Finds stop strings in streamed text without leaking any part of a stop string to the client.

@@ -1,0 +1,63 @@
+// Pre-tokenizers for byte-level BPE: split text into words before merges are applied.
+//
+// Each variant reproduces the split regexes of the model's Hugging Face tokenizer.json (as a
+// sequence of "split, keep matches and gaps" stages), written by hand over Unicode category
+// tables instead of a regex engine: std::regex has no \p{L} / \p{N}, and hand-written matchers
+// are much faster.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace pagoda::tok {
+
+// A word: `len` bytes of the input starting at `begin`.
+struct Span {
+  uint32_t begin;
+  uint32_t len;
+};
+
+class PreTokenizer {
+ public:
+  // The pre-tokenizer named by GGUF `tokenizer.ggml.pre`. Throws TokenizerError naming the value
+  // when it is not supported.
+  static PreTokenizer by_name(std::string_view name);
+  // Every name by_name accepts (for messages and tests).
+  static std::vector<std::string> supported_names();
+
+  // Appends the words of `text` to `words`, in order; together they cover `text` exactly.
+  void split(std::string_view text, std::vector<Span>& words) const;
+
+  // Llama 3 style: a word that is itself a vocabulary token is emitted whole, without merges.
+  bool ignore_merges() const { return ignore_merges_; }
+  const std::string& name() const { return name_; }
+
+  // One split stage; public so that the implementation's helpers can see it.
+  struct CharClass {
+    uint8_t flag_mask = 0;                               // unicode::Flag bits that match
+    std::vector<std::pair<uint32_t, uint32_t>> ranges;  // inclusive code point ranges
+    bool contains(uint32_t cp, uint8_t flags) const;
+  };
+  enum class StageKind {
+    kGpt2,           // 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+    kLlama3,         // (?i:'s|..)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,D}| ?[^\s\p{L}\p{N}]+[\r\n]*|
+                     //   \s*[\r\n]+|\s+(?!\S)|\s+   (D = max_digits)
+    kRun,            // [class]{min,max}
+    kSpaceThenRun,   // \s?[class]+
+    kTrailingSpace,  // \s+$
+  };
+  struct Stage {
+    StageKind kind = StageKind::kGpt2;
+    CharClass cls;
+    uint32_t min = 1, max = UINT32_MAX;  // kRun repetition; kLlama3 uses max as max_digits
+  };
+
+ private:
+  std::string name_;
+  std::vector<Stage> stages_;
+  bool ignore_merges_ = false;
+};
+
+}  // namespace pagoda::tok

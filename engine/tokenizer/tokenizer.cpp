@@ -1,0 +1,89 @@
+// Tokenizer::from_gguf and the behaviour shared by all tokenizer kinds.
+#include <string>
+
+#include "engine/gguf.h"
+#include "engine/tokenizer/bpe.h"
+#include "engine/tokenizer/spm.h"
+#include "engine/tokenizer/tokenizer_base.h"
+
+namespace pagoda {
+
+std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const gguf::GgufFile& file) {
+  try {
+    const auto model = file.get_string("tokenizer.ggml.model");
+    if (!model) throw TokenizerError("GGUF file has no tokenizer.ggml.model");
+    if (*model == "llama") return std::make_unique<tok::SpmTokenizer>(file);
+    if (*model == "gpt2") return std::make_unique<tok::BpeTokenizer>(file);
+    throw TokenizerError("unsupported tokenizer.ggml.model \"" + *model +
+                         "\" (supported: llama, gpt2)");
+  } catch (const gguf::GgufError& e) {
+    // A tokenizer key with the wrong type: report it as a tokenizer problem.
+    throw TokenizerError(std::string("bad tokenizer metadata: ") + e.what());
+  }
+}
+
+namespace tok {
+
+std::vector<int32_t> TokenizerBase::encode(std::string_view text, bool add_special,
+                                           bool parse_special) const {
+  std::vector<int32_t> out;
+  out.reserve(text.size() / 3 + 4);
+  if (add_special && vocab_.add_bos) out.push_back(vocab_.bos);
+  std::vector<Fragment> fragments;
+  vocab_.partition(text, parse_special, fragments);
+  bool at_start = true;
+  for (const Fragment& f : fragments) {
+    if (f.token >= 0) {
+      out.push_back(f.token);
+      at_start = true;
+    } else {
+      encode_raw(f.text, at_start, out);
+      at_start = false;
+    }
+  }
+  if (add_special && vocab_.add_eos) out.push_back(vocab_.eos);
+  return out;
+}
+
+bool TokenizerBase::is_special_piece(int32_t id) const {
+  const TokenType t = vocab_.type(id);
+  return t == TokenType::kControl || t == TokenType::kUnknown;
+}
+
+std::string TokenizerBase::token_to_piece(int32_t id, bool special) const {
+  if (!vocab_.valid(id))
+    throw TokenizerError("token id " + std::to_string(id) + " is outside the vocabulary (" +
+                         std::to_string(vocab_.size()) + " tokens)");
+  if (!special && is_special_piece(id)) return {};
+  return pieces_[id];
+}
+
+std::string TokenizerBase::decode(const std::vector<int32_t>& ids, bool special) const {
+  std::string out;
+  bool strip = strips_leading_space();
+  for (int32_t id : ids) {
+    std::string piece = token_to_piece(id, special);
+    if (strip && !is_special_piece(id) && !pieces_[id].empty()) {
+      if (piece[0] == ' ') piece.erase(0, 1);
+      strip = false;
+    }
+    out += piece;
+  }
+  return out;
+}
+
+const std::string& TokenizerBase::token_text(int32_t id) const {
+  if (!vocab_.valid(id))
+    throw TokenizerError("token id " + std::to_string(id) + " is outside the vocabulary (" +
+                         std::to_string(vocab_.size()) + " tokens)");
+  return vocab_.text(id);
+}
+
+bool TokenizerBase::is_control(int32_t id) const {
+  return vocab_.valid(id) && vocab_.type(id) == TokenType::kControl;
+}
+
+bool TokenizerBase::is_eog(int32_t id) const { return vocab_.valid(id) && vocab_.eog[id]; }
+
+}  // namespace tok
+}  // namespace pagoda

@@ -1,0 +1,90 @@
+// The vocabulary shared by every tokenizer kind: token texts, types and scores from GGUF
+// `tokenizer.ggml.*`, special token ids, and the matcher that finds special/user-defined token
+// text inside raw input before the model-specific algorithm runs.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/tokenizer/tokenizer.h"
+
+namespace pagoda::gguf { class GgufFile; }
+
+namespace pagoda::tok {
+
+// GGUF `tokenizer.ggml.token_type` values.
+enum class TokenType : uint8_t {
+  kUndefined = 0,
+  kNormal = 1,
+  kUnknown = 2,
+  kControl = 3,
+  kUserDefined = 4,
+  kUnused = 5,
+  kByte = 6,
+};
+
+// Finds the token texts it holds inside a string: at each position the longest one starting
+// there, scanning left to right (the "leftmost-longest" rule Hugging Face uses for added tokens).
+class TokenTextMatcher {
+ public:
+  void add(std::string_view text, int32_t id);
+  // Length and id of the longest token text starting at `pos`; {0, -1} when none.
+  std::pair<size_t, int32_t> match_at(std::string_view s, size_t pos) const;
+  bool empty() const { return nodes_.size() <= 1; }
+
+ private:
+  struct Node {
+    int32_t token = -1;  // token whose text ends here
+  };
+  std::vector<Node> nodes_{Node{}};
+  std::unordered_map<uint64_t, int32_t> edges_;  // (node << 8 | byte) -> child node
+  bool first_byte_[256] = {};
+};
+
+// A piece of input: either raw text to run through the tokenizer or an already matched token.
+struct Fragment {
+  int32_t token = -1;  // >= 0: a special / user-defined token
+  std::string_view text;
+};
+
+class Vocab {
+ public:
+  // Reads tokens, types, scores and special ids. `spm` selects SentencePiece defaults (add BOS,
+  // ids 1/2/0 for BOS/EOS/UNK when absent). Throws TokenizerError on missing or inconsistent keys.
+  static Vocab load(const gguf::GgufFile& file, bool spm);
+
+  Vocab() = default;
+  Vocab(Vocab&&) = default;
+  Vocab& operator=(Vocab&&) = default;
+  Vocab(const Vocab&) = delete;  // the lookup map points into `text_`
+  Vocab& operator=(const Vocab&) = delete;
+
+  int32_t size() const { return static_cast<int32_t>(text_.size()); }
+  const std::string& text(int32_t id) const { return text_[id]; }
+  TokenType type(int32_t id) const { return type_[id]; }
+  float score(int32_t id) const { return score_.empty() ? 0.0f : score_[id]; }
+  bool valid(int32_t id) const { return id >= 0 && id < size(); }
+  // The id of the token with exactly this text, or -1.
+  int32_t find(std::string_view text) const;
+
+  // Splits `text` into raw fragments and special tokens. User-defined tokens are always
+  // matched; control and unknown-type tokens only when `parse_special`.
+  void partition(std::string_view text, bool parse_special, std::vector<Fragment>& out) const;
+
+  int32_t bos = -1, eos = -1, eot = -1, eom = -1, pad = -1, unk = -1;
+  bool add_bos = false, add_eos = false;
+  std::vector<bool> eog;  // per token: ends generation
+
+ private:
+  std::vector<std::string> text_;
+  std::vector<TokenType> type_;
+  std::vector<float> score_;
+  std::unordered_map<std::string_view, int32_t> ids_;
+  TokenTextMatcher user_defined_;  // always matched
+  TokenTextMatcher all_special_;   // matched with parse_special
+};
+
+}  // namespace pagoda::tok

@@ -1,0 +1,128 @@
+// Real vocabularies from ../shared/testdata/vocab: every test string gives exactly the expected
+// ids, decoding gives the text back, and every token survives decode -> encode -> decode.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "engine/gguf.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "engine/tokenizer/unicode.h"
+
+namespace fs = std::filesystem;
+using pagoda::Tokenizer;
+
+namespace {
+
+const fs::path kVocabDir = fs::path(PAGODA_TESTDATA_DIR) / "vocab";
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  REQUIRE(in.good());
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Splits on every occurrence of `sep` (so a trailing separator gives a final empty item).
+std::vector<std::string> split(const std::string& s, const std::string& sep) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  for (size_t pos; (pos = s.find(sep, start)) != std::string::npos; start = pos + sep.size())
+    out.push_back(s.substr(start, pos - start));
+  out.push_back(s.substr(start));
+  return out;
+}
+
+std::vector<int32_t> parse_ids(const std::string& line) {
+  std::vector<int32_t> ids;
+  std::istringstream in(line);
+  for (int32_t v; in >> v;) ids.push_back(v);
+  return ids;
+}
+
+std::string join(const std::vector<int32_t>& ids) {
+  std::string s;
+  for (int32_t id : ids) s += std::to_string(id) + " ";
+  return s;
+}
+
+// The vocabularies that have test vectors (every ggml-vocab-*.gguf with .inp and .out).
+std::vector<fs::path> vocab_files() {
+  std::vector<fs::path> out;
+  if (!fs::exists(kVocabDir)) return out;
+  for (const auto& e : fs::directory_iterator(kVocabDir)) {
+    const fs::path p = e.path();
+    if (p.extension() == ".gguf" && fs::exists(p.string() + ".inp") && fs::exists(p.string() + ".out"))
+      out.push_back(p);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("every test string of every vocabulary gives the expected ids", "[tokenizer][vocab]") {
+  const auto files = vocab_files();
+  REQUIRE(files.size() >= 6);
+  for (const auto& path : files) {
+    DYNAMIC_SECTION(path.filename().string()) {
+      const auto file = pagoda::gguf::GgufFile::open(path.string());
+      const auto tok = Tokenizer::from_gguf(file);
+      const auto inputs = split(read_file(path.string() + ".inp"), "\n__ggml_vocab_test__\n");
+      const auto outputs = split(read_file(path.string() + ".out"), "\n");
+      REQUIRE(inputs.size() == outputs.size());
+      REQUIRE(inputs.size() > 40);
+      int failures = 0;
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        const auto got = tok->encode(inputs[i], false, false);
+        const auto want = parse_ids(outputs[i]);
+        INFO("string #" << i << ": \"" << inputs[i] << "\"\n got: " << join(got)
+                        << "\nwant: " << join(want));
+        CHECK(got == want);
+        failures += got != want;
+        // Byte-level BPE and SPM with byte fallback are lossless.
+        CHECK(tok->decode(got) == inputs[i]);
+      }
+      CHECK(failures == 0);
+    }
+  }
+}
+
+TEST_CASE("every token's text round-trips through encode and decode", "[tokenizer][vocab]") {
+  for (const auto& path : vocab_files()) {
+    DYNAMIC_SECTION(path.filename().string()) {
+      const auto file = pagoda::gguf::GgufFile::open(path.string());
+      const auto tok = Tokenizer::from_gguf(file);
+      int checked = 0, same_id = 0, skipped = 0, failures = 0;
+      for (int32_t id = 0; id < tok->vocab_size(); ++id) {
+        const std::string text = tok->decode({id});
+        // Excluded: control/unknown/unused tokens (their plain text is empty by design) and
+        // tokens that are only part of a UTF-8 character (byte tokens, partial byte-level
+        // pieces): on their own they are not text that one could type.
+        if (text.empty() || !pagoda::unicode::is_valid_utf8(text)) {
+          ++skipped;
+          continue;
+        }
+        const auto ids = tok->encode(text, false, false);
+        const std::string back = tok->decode(ids);
+        ++checked;
+        same_id += ids.size() == 1 && ids[0] == id;
+        if (back != text) {
+          ++failures;
+          INFO("token " << id << " '" << tok->token_text(id) << "' -> '" << text << "' -> "
+                        << join(ids) << "-> '" << back << "'");
+          CHECK(back == text);
+        }
+      }
+      WARN(path.filename().string() << ": " << checked << " tokens round-trip checked, " << same_id
+                                    << " give back exactly their own id, " << skipped
+                                    << " skipped (control/unused/partial UTF-8)");
+      CHECK(failures == 0);
+      CHECK(checked > tok->vocab_size() / 2);
+    }
+  }
+}

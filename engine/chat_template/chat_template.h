@@ -3,7 +3,9 @@
 // raise_exception, strftime_now.
 #pragma once
 
+#include <ctime>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -30,10 +32,21 @@ class ChatTemplate {
     bool add_generation_prompt = true;
     std::string bos_token = "<s>";
     std::string eos_token = "</s>";
+    // Optional: the same messages / tools with the client's key order kept. When not null they
+    // are used instead of `messages` / `tools`, so `tojson` prints keys in the order the client
+    // sent them, as Python does (nlohmann::json sorts keys).
+    nlohmann::ordered_json messages_ordered;
+    nlohmann::ordered_json tools_ordered;
+    // The time `strftime_now` reports (fields as from localtime); the local time when empty.
+    std::optional<std::tm> now;
   };
+  // Renders with `messages`, `tools` (when not null), `add_generation_prompt`, `bos_token` and
+  // `eos_token` in scope. Throws ChatTemplateError ("template error at line N: ...") on any
+  // failure, including raise_exception() and the limits on output size, loop iterations and
+  // recursion. `messages` must be an array (of anything: the template decides what it accepts).
   std::string render(const Inputs& in) const;
 
-  // The template used when a model ships none.
+  // The template used when a model ships none (ChatML: <|im_start|>role\ncontent<|im_end|>\n).
   static const std::string& chatml_source();
 
  private:

@@ -1,0 +1,67 @@
+// Renders a parsed template: executes statements, evaluates expressions, manages scopes
+// (a new scope per loop iteration and per macro call, as jinja2 does) and enforces the
+// limits that stop runaway templates.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <unordered_map>
+
+#include "engine/chat_template/ast.h"
+
+namespace pagoda::jinja {
+
+// One variable scope; lookups fall back to the parent.
+struct Frame {
+  std::unordered_map<std::string, Value> vars;
+  std::shared_ptr<Frame> parent;
+
+  const Value* lookup(const std::string& name) const;
+};
+
+class Evaluator {
+ public:
+  // `globals` is a dict of the names visible everywhere (functions and render inputs).
+  explicit Evaluator(const Value& globals);
+
+  // Renders `body` in a fresh top-level scope. Throws ChatTemplateError.
+  std::string render(const Body& body);
+
+ private:
+  enum class Flow { Normal, Break, Continue };
+  using FramePtr = std::shared_ptr<Frame>;
+
+  Flow exec(const Body& body, const FramePtr& frame, std::string& out);
+  Flow exec_stmt(const Stmt& s, const FramePtr& frame, std::string& out);
+  Flow exec_for(const Stmt& s, const FramePtr& frame, std::string& out);
+  void exec_set(const Stmt& s, const FramePtr& frame);
+  void assign(const std::vector<Target>& targets, const Value& v, const FramePtr& frame, int line);
+  Value make_macro(const Stmt& s, const FramePtr& frame);
+
+  Value eval(const Expr& e, const FramePtr& frame);
+  Value eval_name(const Expr& e, const FramePtr& frame);
+  Value eval_call(const Expr& e, const FramePtr& frame, const Value* caller = nullptr);
+  Value eval_compare(const Expr& e, const FramePtr& frame);
+  Value eval_binary(const Expr& e, const FramePtr& frame);
+  CallArgs eval_args(const Expr& e, size_t first, const FramePtr& frame);
+  // Applies a filter chain whose innermost operand is the placeholder of a filter block.
+  Value apply_filter_chain(const Expr& chain, Value v, const FramePtr& frame);
+
+  void append(std::string& out, const std::string& s);
+  // Counts nesting; throws past kMaxRecursion.
+  struct DepthGuard {
+    Evaluator& ev;
+    int line;
+    DepthGuard(Evaluator& e, int l);
+    ~DepthGuard() { --ev.depth_; }
+  };
+
+  Value globals_;
+  int depth_ = 0;
+  int64_t iterations_ = 0;
+};
+
+// Prefixes a ChatTemplateError message with the template line.
+[[noreturn]] void rethrow_at_line(const ChatTemplateError& e, int line);
+
+}  // namespace pagoda::jinja

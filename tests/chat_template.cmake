@@ -1,0 +1,2 @@
+# Chat templates (engineer E): language unit tests and the testdata conformance run.
+pagoda_test(unit/test_chat_template_data.cpp unit pagoda_chat_template)

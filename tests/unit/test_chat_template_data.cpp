@@ -1,0 +1,74 @@
+// Every template x case of ../shared/testdata/chat-templates renders byte-for-byte as the
+// Python jinja2 reference (expected/<template>/<case>.txt) or fails (<case>.error).
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "engine/chat_template/chat_template.h"
+
+namespace fs = std::filesystem;
+using pagoda::ChatTemplate;
+using pagoda::ChatTemplateError;
+
+namespace {
+
+const fs::path kDir = fs::path(PAGODA_TESTDATA_DIR) / "chat-templates";
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  REQUIRE(f.good());
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+ChatTemplate::Inputs inputs_for(const nlohmann::ordered_json& c) {
+  ChatTemplate::Inputs in;
+  in.messages_ordered = c.at("messages");
+  if (c.contains("tools")) in.tools_ordered = c.at("tools");
+  in.add_generation_prompt = c.at("add_generation_prompt").get<bool>();
+  in.bos_token = c.value("bos_token", "<s>");
+  in.eos_token = c.value("eos_token", "</s>");
+  std::tm now{};
+  now.tm_year = 2026 - 1900;
+  now.tm_mon = 6;
+  now.tm_mday = 26;
+  now.tm_hour = 12;
+  in.now = now;
+  return in;
+}
+
+}  // namespace
+
+TEST_CASE("every template x case matches the jinja2 reference") {
+  REQUIRE(fs::exists(kDir / "cases.json"));
+  auto cases = nlohmann::ordered_json::parse(slurp(kDir / "cases.json"));
+  int rendered = 0, failed_as_expected = 0, templates = 0;
+  for (const auto& entry : fs::directory_iterator(kDir / "templates")) {
+    if (entry.path().extension() != ".jinja") continue;
+    ++templates;
+    std::string name = entry.path().stem().string();
+    ChatTemplate tmpl(slurp(entry.path()));
+    for (const auto& c : cases) {
+      std::string case_name = c.at("name").get<std::string>();
+      fs::path base = kDir / "expected" / name / case_name;
+      INFO(name << " / " << case_name);
+      if (fs::exists(base.string() + ".txt")) {
+        std::string expected = slurp(base.string() + ".txt");
+        std::string got;
+        REQUIRE_NOTHROW(got = tmpl.render(inputs_for(c)));
+        CHECK(got == expected);
+        rendered += got == expected;
+      } else {
+        REQUIRE(fs::exists(base.string() + ".error"));
+        CHECK_THROWS_AS(tmpl.render(inputs_for(c)), ChatTemplateError);
+        ++failed_as_expected;
+      }
+    }
+  }
+  CHECK(templates == 10);
+  CHECK(rendered + failed_as_expected == templates * static_cast<int>(cases.size()));
+  WARN("rendered exactly: " << rendered << ", failed as expected: " << failed_as_expected);
+}

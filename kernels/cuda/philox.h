@@ -17,11 +17,9 @@ struct Philox4 {
   uint32_t v[4];
 };
 
-// The 4x32 block for counter (lo, hi of `counter`, 0, 0) under key (lo, hi of `seed`).
-PAGODA_HD Philox4 philox4x32_10(uint64_t seed, uint64_t counter) {
-  uint32_t c0 = static_cast<uint32_t>(counter), c1 = static_cast<uint32_t>(counter >> 32);
-  uint32_t c2 = 0, c3 = 0;
-  uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
+// Philox4x32 with 10 rounds on the 128-bit counter (c0..c3) under the 64-bit key (k0, k1).
+PAGODA_HD Philox4 philox4x32_10(uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c3, uint32_t k0,
+                                uint32_t k1) {
   for (int round = 0; round < 10; ++round) {
     const uint64_t p0 = static_cast<uint64_t>(0xD2511F53u) * c0;
     const uint64_t p1 = static_cast<uint64_t>(0xCD9E8D57u) * c2;
@@ -36,6 +34,12 @@ PAGODA_HD Philox4 philox4x32_10(uint64_t seed, uint64_t counter) {
     k1 += 0xBB67AE85u;
   }
   return Philox4{{c0, c1, c2, c3}};
+}
+
+// The block for counter (lo, hi of `counter`, 0, 0) under key (lo, hi of `seed`).
+PAGODA_HD Philox4 philox4x32_10(uint64_t seed, uint64_t counter) {
+  return philox4x32_10(static_cast<uint32_t>(counter), static_cast<uint32_t>(counter >> 32), 0u,
+                       0u, static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
 }
 
 // A uniform float in [0, 1) with 24 random bits, from the first word of the block.

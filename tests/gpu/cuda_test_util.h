@@ -1,0 +1,108 @@
+// Shared helpers of the GPU tests: the skip rule, deterministic data that both backends hold
+// exactly (values rounded to bf16, so F32, F16 and BF16 copies are identical), step plans over
+// explicit block tables, and tolerant comparison.
+#pragma once
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/backend.h"
+#include "engine/step_plan.h"
+#include "kernels/cpu/quants.h"
+#include "kernels/cuda/ops.h"
+
+// Every GPU test starts with this: without a device it passes with a warning.
+#define PAGODA_SKIP_WITHOUT_CUDA()                  \
+  do {                                              \
+    if (pagoda::cuda::device_count() == 0) {        \
+      WARN("no CUDA device: skipped");              \
+      return;                                       \
+    }                                               \
+  } while (0)
+
+namespace pagoda::gputest {
+
+// n floats uniform in [-scale, scale], rounded to bf16 (exact in F32, F16 for |x| < 65504, BF16).
+inline std::vector<float> bf16_values(size_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-scale, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = cpu::bf16_to_fp32(cpu::fp32_to_bf16(dist(rng)));
+  return v;
+}
+
+// A sequence of a test step: its block table, tokens already cached, tokens in this step.
+struct TestSeq {
+  std::vector<int32_t> blocks;
+  int n_past = 0;
+  int n_new = 1;
+};
+
+// Builds a StepPlan for `seqs` (tokens numbered 0..n-1 so that embed() picks row t of a table).
+inline StepPlan make_plan(const std::vector<TestSeq>& seqs, int block_size) {
+  StepPlan p;
+  for (size_t si = 0; si < seqs.size(); ++si) {
+    const TestSeq& s = seqs[si];
+    SeqInStep e;
+    e.seq_id = si;
+    e.first_token = p.n_tokens();
+    e.n_tokens = s.n_new;
+    e.n_past = s.n_past;
+    e.block_table_offset = static_cast<int32_t>(p.block_tables.size());
+    e.n_blocks = static_cast<int32_t>(s.blocks.size());
+    p.block_tables.insert(p.block_tables.end(), s.blocks.begin(), s.blocks.end());
+    for (int i = 0; i < s.n_new; ++i) {
+      const int pos = s.n_past + i;
+      p.tokens.push_back(p.n_tokens());
+      p.positions.push_back(pos);
+      p.slots.push_back(s.blocks[static_cast<size_t>(pos / block_size)] * block_size +
+                        pos % block_size);
+      p.token_seq.push_back(static_cast<int32_t>(si));
+    }
+    p.seqs.push_back(e);
+    if (s.n_new > 0) p.logit_rows.push_back(p.n_tokens() - 1);
+  }
+  return p;
+}
+
+// Loads `values` (rows x cols, bf16-exact) into an F32 activation of `b` through embed():
+// the current step's tokens must be 0..rows-1.
+inline Tensor activation_from(Backend& b, const std::vector<float>& values, int64_t rows,
+                              int64_t cols) {
+  Tensor table = b.upload_weight(values.data(), GgmlType::F32, rows, cols);
+  Tensor x = b.alloc(rows, cols);
+  b.embed(table, x);
+  return x;
+}
+
+inline std::vector<float> read_all(Backend& b, const Tensor& x, int64_t rows) {
+  std::vector<float> v(static_cast<size_t>(rows * x.cols));
+  b.read(x, rows, v.data());
+  return v;
+}
+
+// |a - b| <= atol + rtol * |b| element-wise; reports the first few mismatches.
+inline void require_close(const std::vector<float>& a, const std::vector<float>& b, float atol,
+                          float rtol, const std::string& what) {
+  REQUIRE(a.size() == b.size());
+  int bad = 0;
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double d = std::fabs(static_cast<double>(a[i]) - b[i]);
+    const double lim = atol + rtol * std::fabs(static_cast<double>(b[i]));
+    if (!(d <= lim)) {
+      if (bad < 5) UNSCOPED_INFO(what << ": [" << i << "] gpu " << a[i] << " cpu " << b[i]);
+      ++bad;
+    }
+    worst = std::max(worst, d);
+  }
+  INFO(what << ": " << bad << " of " << a.size() << " outside tolerance, worst |diff| " << worst);
+  CHECK(bad == 0);
+}
+
+}  // namespace pagoda::gputest

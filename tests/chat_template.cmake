@@ -1,2 +1,3 @@
 # Chat templates (engineer E): language unit tests and the testdata conformance run.
+pagoda_test(unit/test_chat_template.cpp unit pagoda_chat_template)
 pagoda_test(unit/test_chat_template_data.cpp unit pagoda_chat_template)

@@ -1,4 +1,5 @@
-// ChatTemplate: parse once (lexer -> parser -> name check), render many times.
+// ChatTemplate: parse once (lexer -> parser), render many times. Unknown filters and tests
+// are reported when reached, as jinja2 3.1 does for untaken branches.
 #include "engine/chat_template/chat_template.h"
 
 #include "engine/chat_template/builtins.h"
@@ -10,42 +11,12 @@ namespace pagoda {
 
 using namespace jinja;
 
-namespace {
-
-// jinja2 rejects unknown filters and tests when compiling, even in branches never taken.
-void check_names(const Expr* e) {
-  if (!e) return;
-  if (e->kind == Expr::Kind::Filter && !find_filter(e->name))
-    throw ChatTemplateError("template syntax error at line " + std::to_string(e->line) + ": no filter named '" + e->name + "'");
-  if (e->kind == Expr::Kind::Test && !find_test(e->name))
-    throw ChatTemplateError("template syntax error at line " + std::to_string(e->line) + ": no test named '" + e->name + "'");
-  for (const auto& a : e->args) check_names(a.get());
-  for (const auto& kv : e->kwargs) check_names(kv.second.get());
-}
-
-void check_names(const Body& body) {
-  for (const auto& s : body) {
-    check_names(s->expr.get());
-    check_names(s->cond.get());
-    for (const auto& [cond, b] : s->branches) {
-      check_names(cond.get());
-      check_names(b);
-    }
-    for (const auto& p : s->params) check_names(p.default_value.get());
-    check_names(s->body);
-    check_names(s->else_body);
-  }
-}
-
-}  // namespace
-
 struct ChatTemplate::Impl {
   Body body;
 };
 
 ChatTemplate::ChatTemplate(const std::string& source) : impl_(std::make_unique<Impl>()) {
   impl_->body = parse(tokenize(source));
-  check_names(impl_->body);
 }
 
 ChatTemplate::~ChatTemplate() = default;

@@ -132,7 +132,17 @@ static std::string map_cps(const std::string& s, uint32_t (*f)(uint32_t)) {
   return encode(cps);
 }
 
-std::string upper(const std::string& s) { return map_cps(s, to_upper); }
+std::string upper(const std::string& s) {
+  if (s.find("\xc3\x9f") == std::string::npos) return map_cps(s, to_upper);
+  // German sharp s has no single-letter capital: Python upper-cases it to "SS".
+  auto cps = decode(s);
+  std::string out;
+  for (uint32_t cp : cps) {
+    if (cp == 0xdf) out += "SS";
+    else append_utf8(out, to_upper(cp));
+  }
+  return out;
+}
 std::string lower(const std::string& s) { return map_cps(s, to_lower); }
 
 std::string title(const std::string& s) {

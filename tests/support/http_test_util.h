@@ -1,0 +1,206 @@
+// Helpers for tests that talk to a pagoda server over loopback HTTP: JSON requests, SSE
+// parsing, metric scraping, and starting/stopping the real `pagoda serve` binary.
+#pragma once
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+namespace pagoda::testing {
+
+using nlohmann::json;
+
+struct HttpResult {
+  int status = 0;
+  std::string body;
+  httplib::Headers headers;
+  json j() const {
+    json v = json::parse(body, nullptr, false);
+    if (v.is_discarded()) throw std::runtime_error("response is not JSON: " + body.substr(0, 200));
+    return v;
+  }
+};
+
+inline httplib::Headers auth_headers(const std::string& key) {
+  if (key.empty()) return {};
+  return {{"Authorization", "Bearer " + key}};
+}
+
+inline HttpResult http_post(int port, const std::string& path, const std::string& body,
+                            const std::string& key = "", int timeout_s = 120) {
+  httplib::Client c("127.0.0.1", port);
+  c.set_read_timeout(timeout_s, 0);
+  auto r = c.Post(path.c_str(), auth_headers(key), body, "application/json");
+  if (!r) return {0, "", {}};
+  return {r->status, r->body, r->headers};
+}
+
+inline HttpResult http_post(int port, const std::string& path, const json& body,
+                            const std::string& key = "", int timeout_s = 120) {
+  return http_post(port, path, body.dump(), key, timeout_s);
+}
+
+inline HttpResult http_get(int port, const std::string& path, const std::string& key = "") {
+  httplib::Client c("127.0.0.1", port);
+  c.set_read_timeout(60, 0);
+  auto r = c.Get(path.c_str(), auth_headers(key));
+  if (!r) return {0, "", {}};
+  return {r->status, r->body, r->headers};
+}
+
+// The `data:` payloads of an SSE body, in order ("[DONE]" included as is).
+inline std::vector<std::string> sse_events(const std::string& body) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  while (pos < body.size()) {
+    size_t end = body.find("\n\n", pos);
+    if (end == std::string::npos) end = body.size();
+    std::string ev = body.substr(pos, end - pos);
+    if (ev.rfind("data: ", 0) == 0) out.push_back(ev.substr(6));
+    pos = end + 2;
+  }
+  return out;
+}
+
+// Concatenated text per choice of a streamed answer (chat deltas or completion text).
+inline std::vector<std::string> sse_texts(const std::vector<std::string>& events, size_t choices) {
+  std::vector<std::string> text(choices);
+  for (const std::string& e : events) {
+    if (e == "[DONE]") continue;
+    json j = json::parse(e);
+    if (!j.contains("choices")) continue;
+    for (const json& c : j["choices"]) {
+      size_t i = c["index"].get<size_t>();
+      if (i >= text.size()) text.resize(i + 1);
+      if (c.contains("delta")) {
+        if (c["delta"].contains("content") && c["delta"]["content"].is_string())
+          text[i] += c["delta"]["content"].get<std::string>();
+      } else if (c.contains("text")) {
+        text[i] += c["text"].get<std::string>();
+      }
+    }
+  }
+  return text;
+}
+
+// The value of an unlabeled Prometheus metric, or -1 when absent.
+inline double metric_value(const std::string& text, const std::string& name) {
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(name + " ", 0) == 0) return std::stod(line.substr(name.size() + 1));
+  }
+  return -1;
+}
+
+// A `pagoda serve` child process on a free loopback port, stopped (SIGTERM) on destruction.
+class ServerProcess {
+ public:
+  ServerProcess(const std::string& binary, std::vector<std::string> args, int port)
+      : port_(port) {
+    log_path_ = "/tmp/pagoda_e2e_" + std::to_string(getpid()) + "_" + std::to_string(port) + ".log";
+    pid_ = fork();
+    if (pid_ < 0) throw std::runtime_error("fork failed");
+    if (pid_ == 0) {
+      FILE* f = std::fopen(log_path_.c_str(), "w");
+      if (f) {
+        dup2(fileno(f), 1);
+        dup2(fileno(f), 2);
+      }
+      std::vector<std::string> all = {binary, "serve", "--host", "127.0.0.1", "--port",
+                                      std::to_string(port)};
+      all.insert(all.end(), args.begin(), args.end());
+      std::vector<char*> argv;
+      for (auto& a : all) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(binary.c_str(), argv.data());
+      _exit(127);
+    }
+  }
+  ~ServerProcess() { stop(); }
+
+  // Waits until /health answers 200; false on timeout or if the process died.
+  bool wait_ready(double timeout_s = 60) {
+    auto t0 = std::chrono::steady_clock::now();
+    while (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < timeout_s) {
+      int st;
+      if (waitpid(pid_, &st, WNOHANG) == pid_) {
+        pid_ = -1;
+        return false;
+      }
+      if (http_get(port_, "/health").status == 200) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  }
+
+  // Sends `sig` and waits up to `timeout_s` for exit; returns the exit status (or -1).
+  int stop(int sig = SIGTERM, double timeout_s = 30) {
+    if (pid_ <= 0) return exit_code_;
+    kill(pid_, sig);
+    auto t0 = std::chrono::steady_clock::now();
+    while (true) {
+      int st;
+      if (waitpid(pid_, &st, WNOHANG) == pid_) {
+        exit_code_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        break;
+      }
+      if (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > timeout_s) {
+        kill(pid_, SIGKILL);
+        waitpid(pid_, &st, 0);
+        exit_code_ = -1;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    pid_ = -1;
+    return exit_code_;
+  }
+
+  bool running() {
+    if (pid_ <= 0) return false;
+    int st;
+    if (waitpid(pid_, &st, WNOHANG) == pid_) {
+      exit_code_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+      pid_ = -1;
+      return false;
+    }
+    return true;
+  }
+
+  std::string log() const {
+    std::ifstream f(log_path_);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+  }
+  int port() const { return port_; }
+
+ private:
+  int port_;
+  pid_t pid_ = -1;
+  int exit_code_ = -1;
+  std::string log_path_;
+};
+
+// A loopback port that was free a moment ago.
+inline int free_port() {
+  httplib::Server s;
+  int p = s.bind_to_any_port("127.0.0.1");
+  return p;
+}
+
+}  // namespace pagoda::testing

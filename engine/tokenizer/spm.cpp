@@ -70,6 +70,14 @@ SpmTokenizer::SpmTokenizer(const gguf::GgufFile& file) : TokenizerBase(Vocab::lo
     std::snprintf(name, sizeof name, "<0x%02X>", b);
     byte_token_[b] = vocab_.find(name);
   }
+  split_words_ = true;
+  for (int32_t id = 0; id < vocab_.size() && split_words_; ++id) {
+    const std::string& t = vocab_.text(id);
+    size_t lead = 0;
+    while (t.compare(lead, kSpaceMark.size(), kSpaceMark) == 0) lead += kSpaceMark.size();
+    if (mergeable(t) >= 0 && t.find(kSpaceMark, lead) != std::string::npos) split_words_ = false;
+  }
+
   std::vector<std::string> pieces(vocab_.size());
   for (int32_t id = 0; id < vocab_.size(); ++id) {
     const std::string& t = vocab_.text(id);
@@ -113,6 +121,11 @@ void SpmTokenizer::byte_fallback(std::string_view bytes, std::vector<int32_t>& o
   }
 }
 
+struct SpmTokenizer::Scratch {
+  std::vector<Symbol> sym;
+  std::vector<Bigram> heap;
+};
+
 void SpmTokenizer::encode_raw(std::string_view text, bool at_start,
                               std::vector<int32_t>& out) const {
   std::string s;
@@ -125,10 +138,27 @@ void SpmTokenizer::encode_raw(std::string_view text, bool at_start,
       s += c;
     }
   }
+  Scratch sc;
+  if (!split_words_) {
+    encode_segment(s, sc, out);
+    return;
+  }
+  // Cut before every "▁" that follows some other character.
+  size_t word = 0;
+  for (size_t pos = s.find(kSpaceMark); pos != std::string::npos; pos = s.find(kSpaceMark, pos)) {
+    if (pos > word && s.compare(pos - kSpaceMark.size(), kSpaceMark.size(), kSpaceMark) != 0) {
+      encode_segment(std::string_view(s).substr(word, pos - word), sc, out);
+      word = pos;
+    }
+    pos += kSpaceMark.size();
+  }
+  encode_segment(std::string_view(s).substr(word), sc, out);
+}
 
+void SpmTokenizer::encode_segment(std::string_view s, Scratch& sc, std::vector<int32_t>& out) const {
   // One symbol per character (an invalid byte is a character of its own).
-  std::vector<Symbol> sym;
-  sym.reserve(s.size());
+  auto& sym = sc.sym;
+  sym.clear();
   for (size_t pos = 0; pos < s.size();) {
     size_t len = 0;
     unicode::decode(s, pos, len);
@@ -138,12 +168,14 @@ void SpmTokenizer::encode_raw(std::string_view text, bool at_start,
     pos += len;
   }
 
-  std::vector<Bigram> heap;
-  heap.reserve(sym.size());
+  auto& heap = sc.heap;
+  heap.clear();
+  const size_t max_len = vocab_.max_token_len();
   auto try_add = [&](int32_t l, int32_t r) {
     if (l < 0 || r < 0) return;
     const uint32_t len = sym[l].len + sym[r].len;
-    const int32_t id = mergeable(std::string_view(s).substr(sym[l].off, len));
+    if (len > max_len) return;
+    const int32_t id = mergeable(s.substr(sym[l].off, len));
     if (id < 0) return;
     heap.push_back({vocab_.score(id), l, len});
     std::push_heap(heap.begin(), heap.end(), BigramLess{});
@@ -167,7 +199,7 @@ void SpmTokenizer::encode_raw(std::string_view text, bool at_start,
   }
 
   for (int32_t i = sym.empty() ? -1 : 0; i >= 0; i = sym[i].next) {
-    const std::string_view piece = std::string_view(s).substr(sym[i].off, sym[i].len);
+    const std::string_view piece = s.substr(sym[i].off, sym[i].len);
     const int32_t id = mergeable(piece);
     if (id >= 0) {
       out.push_back(id);

@@ -23,8 +23,14 @@ class SpmTokenizer final : public TokenizerBase {
   int32_t mergeable(std::string_view piece) const;
   // Appends the byte tokens of `bytes` (the unknown token where a byte token is missing).
   void byte_fallback(std::string_view bytes, std::vector<int32_t>& out) const;
+  struct Scratch;
+  // Merges the escaped text `s` (one symbol per character) and appends its tokens.
+  void encode_segment(std::string_view s, Scratch& sc, std::vector<int32_t>& out) const;
 
   bool add_space_prefix_ = true;
+  // True when no token has "▁" after another character: then no merge can cross the boundary
+  // before a word's "▁", and each word can be merged on its own (same result, much faster).
+  bool split_words_ = false;
   int32_t byte_token_[256];
 };
 

@@ -129,6 +129,16 @@ std::string sanitize_utf8(std::string_view s) {
   for (size_t pos = 0; pos < s.size();) {
     size_t len = 0;
     if (decode(s, pos, len) == kInvalid) {
+      // One U+FFFD per maximal subpart: a lead byte and the continuation bytes that could
+      // still have followed it (the Unicode recommendation).
+      const auto b0 = static_cast<uint8_t>(s[pos]);
+      const size_t n = lead_len(b0);
+      if (n >= 2 && pos + 1 < s.size() && second_ok(b0, static_cast<uint8_t>(s[pos + 1]))) {
+        len = 2;
+        while (len < n && pos + len < s.size() &&
+               (static_cast<uint8_t>(s[pos + len]) & 0xC0) == 0x80)
+          ++len;
+      }
       out += "\xEF\xBF\xBD";
     } else {
       out.append(s.substr(pos, len));

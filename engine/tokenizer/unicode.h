@@ -42,7 +42,7 @@ size_t complete_prefix_len(std::string_view s);
 // True when `s` is entirely valid UTF-8.
 bool is_valid_utf8(std::string_view s);
 
-// Replaces every invalid or incomplete sequence with U+FFFD.
+// Replaces every invalid or incomplete sequence (each maximal subpart) with one U+FFFD.
 std::string sanitize_utf8(std::string_view s);
 
 // GPT-2 byte-level mapping: every byte is shown as a printable code point (printable Latin-1

@@ -1,5 +1,7 @@
 #include "engine/tokenizer/vocab.h"
 
+#include <algorithm>
+#include <cstring>
 #include <string>
 
 #include "engine/gguf.h"
@@ -87,8 +89,8 @@ Vocab Vocab::load(const gguf::GgufFile& f, bool spm) {
     v.score_.assign(scores->begin(), scores->end());
   }
 
-  v.ids_.reserve(static_cast<size_t>(n) * 2);
-  for (int32_t i = 0; i < n; ++i) v.ids_.emplace(v.text_[i], i);
+  v.ids_.build(v.text_);
+  for (const auto& t : v.text_) v.max_len_ = std::max(v.max_len_, t.size());
 
   v.bos = read_id(f, "tokenizer.ggml.bos_token_id", spm ? 1 : -1, n, false);
   v.eos = read_id(f, "tokenizer.ggml.eos_token_id", spm ? 2 : -1, n, false);
@@ -123,9 +125,51 @@ Vocab Vocab::load(const gguf::GgufFile& f, bool spm) {
   return v;
 }
 
-int32_t Vocab::find(std::string_view text) const {
-  const auto it = ids_.find(text);
-  return it == ids_.end() ? -1 : it->second;
+uint64_t TokenIndex::hash(std::string_view s) {
+  // FNV-1a over 8-byte words then the tail, finished with a multiply-xorshift mix.
+  uint64_t h = 0xCBF29CE484222325ull ^ s.size();
+  size_t i = 0;
+  for (; i + 8 <= s.size(); i += 8) {
+    uint64_t w;
+    std::memcpy(&w, s.data() + i, 8);
+    h = (h ^ w) * 0x100000001B3ull;
+    h ^= h >> 29;
+  }
+  uint64_t tail = 0;
+  if (i < s.size()) std::memcpy(&tail, s.data() + i, s.size() - i);
+  h = (h ^ tail) * 0x9E3779B97F4A7C15ull;
+  return h ^ (h >> 32);
+}
+
+void TokenIndex::build(const std::vector<std::string>& texts) {
+  size_t cap = 16;
+  while (cap < texts.size() * 2) cap *= 2;
+  slots_.assign(cap, -1);
+  tags_.assign(cap, 0);
+  mask_ = cap - 1;
+  for (size_t id = 0; id < texts.size(); ++id) {
+    const uint64_t h = hash(texts[id]);
+    for (uint64_t slot = h & mask_;; slot = (slot + 1) & mask_) {
+      if (slots_[slot] < 0) {
+        slots_[slot] = static_cast<int32_t>(id);
+        tags_[slot] = static_cast<uint32_t>(h >> 32);
+        break;
+      }
+      if (tags_[slot] == static_cast<uint32_t>(h >> 32) && texts[slots_[slot]] == texts[id])
+        break;  // duplicate text: the lower id keeps it
+    }
+  }
+}
+
+int32_t TokenIndex::find(std::string_view s, const std::vector<std::string>& texts) const {
+  if (slots_.empty()) return -1;
+  const uint64_t h = hash(s);
+  const auto tag = static_cast<uint32_t>(h >> 32);
+  for (uint64_t slot = h & mask_;; slot = (slot + 1) & mask_) {
+    const int32_t id = slots_[slot];
+    if (id < 0) return -1;
+    if (tags_[slot] == tag && texts[id] == s) return id;
+  }
 }
 
 void Vocab::partition(std::string_view text, bool parse_special, std::vector<Fragment>& out) const {

@@ -44,6 +44,23 @@ class TokenTextMatcher {
   bool first_byte_[256] = {};
 };
 
+// Token text -> id: an open-addressing hash table over the vocabulary's own strings (text is
+// looked up for every candidate merge, so this avoids std::hash and node-based buckets).
+class TokenIndex {
+ public:
+  // Indexes `texts`; find() must be given the same vector (the index keeps no pointer to it,
+  // so the owner may move).
+  void build(const std::vector<std::string>& texts);
+  // The lowest id whose text is exactly `s`, or -1.
+  int32_t find(std::string_view s, const std::vector<std::string>& texts) const;
+
+ private:
+  static uint64_t hash(std::string_view s);
+  std::vector<int32_t> slots_;     // token id, -1 when empty
+  std::vector<uint32_t> tags_;     // upper hash bits of the slot's text, to skip most compares
+  uint64_t mask_ = 0;
+};
+
 // A piece of input: either raw text to run through the tokenizer or an already matched token.
 struct Fragment {
   int32_t token = -1;  // >= 0: a special / user-defined token
@@ -59,7 +76,7 @@ class Vocab {
   Vocab() = default;
   Vocab(Vocab&&) = default;
   Vocab& operator=(Vocab&&) = default;
-  Vocab(const Vocab&) = delete;  // the lookup map points into `text_`
+  Vocab(const Vocab&) = delete;  // large; moved, never copied
   Vocab& operator=(const Vocab&) = delete;
 
   int32_t size() const { return static_cast<int32_t>(text_.size()); }
@@ -68,7 +85,9 @@ class Vocab {
   float score(int32_t id) const { return score_.empty() ? 0.0f : score_[id]; }
   bool valid(int32_t id) const { return id >= 0 && id < size(); }
   // The id of the token with exactly this text, or -1.
-  int32_t find(std::string_view text) const;
+  int32_t find(std::string_view text) const { return ids_.find(text, text_); }
+  // Length in bytes of the longest token text.
+  size_t max_token_len() const { return max_len_; }
 
   // Splits `text` into raw fragments and special tokens. User-defined tokens are always
   // matched; control and unknown-type tokens only when `parse_special`.
@@ -82,7 +101,8 @@ class Vocab {
   std::vector<std::string> text_;
   std::vector<TokenType> type_;
   std::vector<float> score_;
-  std::unordered_map<std::string_view, int32_t> ids_;
+  size_t max_len_ = 0;
+  TokenIndex ids_;
   TokenTextMatcher user_defined_;  // always matched
   TokenTextMatcher all_special_;   // matched with parse_special
 };

@@ -1,0 +1,264 @@
+// Tokenizer units: pre-tokenizer splits, Unicode helpers, special and user-defined tokens, the
+// project's own byte-level vocabulary, and clear errors for bad metadata.
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "engine/gguf.h"
+#include "engine/model_writer.h"
+#include "engine/tokenizer/pretokenize.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "engine/tokenizer/unicode.h"
+
+using pagoda::Tokenizer;
+using pagoda::TokenizerError;
+using pagoda::gguf::GgufFile;
+using pagoda::gguf::GgufWriter;
+using pagoda::gguf::Value;
+using Words = std::vector<std::string>;
+
+namespace {
+
+Words split(const std::string& pre, const std::string& text) {
+  const auto p = pagoda::tok::PreTokenizer::by_name(pre);
+  std::vector<pagoda::tok::Span> spans;
+  p.split(text, spans);
+  Words out;
+  for (const auto& s : spans) out.push_back(text.substr(s.begin, s.len));
+  return out;
+}
+
+std::unique_ptr<Tokenizer> load(const std::string& name) {
+  const auto f = GgufFile::open(std::string(PAGODA_TESTDATA_DIR) + "/vocab/ggml-vocab-" + name + ".gguf");
+  return Tokenizer::from_gguf(f);
+}
+
+std::unique_ptr<Tokenizer> from_writer(const GgufWriter& w) {
+  return Tokenizer::from_gguf(GgufFile::from_bytes(w.to_bytes()));
+}
+
+// A small byte-level BPE vocabulary: the 256 byte tokens plus "ab" (merge "a b") and "<|x|>".
+GgufWriter tiny_bpe(const std::string& pre) {
+  std::vector<std::string> tokens;
+  for (int b = 0; b < 256; ++b) {
+    std::string t;
+    pagoda::unicode::append_utf8(t, pagoda::unicode::byte_to_cp(static_cast<uint8_t>(b)));
+    tokens.push_back(t);
+  }
+  tokens.push_back("ab");
+  tokens.push_back("<|x|>");
+  std::vector<int64_t> types(257, 1);
+  types.push_back(3);
+  GgufWriter w;
+  w.set("tokenizer.ggml.model", Value::from_string("gpt2"));
+  w.set("tokenizer.ggml.pre", Value::from_string(pre));
+  w.set("tokenizer.ggml.tokens", Value::string_array(tokens));
+  w.set("tokenizer.ggml.token_type", Value::i32_array(types));
+  w.set("tokenizer.ggml.merges", Value::string_array({"a b"}));
+  w.set("tokenizer.ggml.eos_token_id", Value::from_u32(257));
+  return w;
+}
+
+std::string error_of(const GgufWriter& w) {
+  try {
+    from_writer(w);
+  } catch (const TokenizerError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+}  // namespace
+
+TEST_CASE("GPT-2 pre-tokenizer", "[tokenizer][pre]") {
+  CHECK(split("gpt-2", "Hello world's  end\n\n 123abc!!") ==
+        Words{"Hello", " world", "'s", " ", " end", "\n\n", " 123", "abc", "!!"});
+  CHECK(split("gpt-2", "I'M  ") == Words{"I", "'", "M", "  "});
+  CHECK(split("default", "tab\there") == Words{"tab", "\t", "here"});
+  CHECK(split("gpt-2", "") == Words{});
+}
+
+TEST_CASE("Llama 3 and Qwen2 pre-tokenizers", "[tokenizer][pre]") {
+  const std::string s = "Hello world's  end\n\n 12345abc!!\n";
+  CHECK(split("llama-bpe", s) ==
+        Words{"Hello", " world", "'s", " ", " end", "\n\n", " ", "123", "45", "abc", "!!\n"});
+  CHECK(split("qwen2", s) == Words{"Hello", " world", "'s", " ", " end", "\n\n", " ", "1", "2", "3",
+                                   "4", "5", "abc", "!!\n"});
+  CHECK(split("llama-bpe", "I'M (ok)") == Words{"I", "'M", " (", "ok", ")"});
+  CHECK(pagoda::tok::PreTokenizer::by_name("llama-bpe").ignore_merges());
+  CHECK_FALSE(pagoda::tok::PreTokenizer::by_name("qwen2").ignore_merges());
+}
+
+TEST_CASE("multi-stage pre-tokenizers", "[tokenizer][pre]") {
+  CHECK(split("deepseek-llm", "Hello, \xE4\xB8\x96\xE7\x95\x8C 123\n") ==
+        Words{"Hello", ",", " ", "\xE4\xB8\x96\xE7\x95\x8C", " ", "123", "\n"});
+  CHECK(split("deepseek-coder", "foo(bar) 42") == Words{"foo", "(", "bar", ")", " ", "4", "2"});
+  CHECK(split("falcon", "Hello, world!! 1234567") ==
+        Words{"Hello", ",", " world", "!!", " ", "123", "456", "7"});
+  CHECK(split("starcoder", "abc 123") == Words{"abc", " ", "1", "2", "3"});
+  CHECK(split("refact", "x1") == Words{"x", "1"});
+}
+
+TEST_CASE("pre-tokenizers cover their input exactly, whatever the bytes", "[tokenizer][pre]") {
+  const std::string nasty = std::string("a\xFF\xC3 b\xE2\x82") + '\0' + "  \r\n\xF0\x9F\xA6\x99 9";
+  for (const auto& name : pagoda::tok::PreTokenizer::supported_names()) {
+    INFO(name);
+    std::string joined;
+    for (const auto& w : split(name, nasty)) {
+      CHECK_FALSE(w.empty());
+      joined += w;
+    }
+    CHECK(joined == nasty);
+  }
+}
+
+TEST_CASE("Unicode helpers", "[tokenizer][unicode]") {
+  using namespace pagoda::unicode;
+  CHECK(flags(U'\u00E9') == kLetter);
+  CHECK(flags(U'\u0663') == kNumber);  // Arabic-Indic digit three
+  CHECK(flags('!') == kPunct);
+  CHECK(flags('+') == kSymbol);
+  CHECK(flags(0x3000) == (kSeparator | kWhitespace));
+  CHECK(flags('\n') == kWhitespace);
+  CHECK(flags(0x1F999) == kSymbol);  // an emoji, outside the BMP
+  CHECK(flags(0x20000) == kLetter);  // CJK extension B
+  for (int b = 0; b < 256; ++b) CHECK(cp_to_byte(byte_to_cp(static_cast<uint8_t>(b))) == b);
+  CHECK(byte_to_cp(' ') == 0x120);  // "Ġ"
+  CHECK(complete_prefix_len("ab\xC3") == 2);
+  CHECK(complete_prefix_len("ab\xF0\x9F\xA6") == 2);
+  CHECK(complete_prefix_len("ab\xF0\x9F\xA6\x99") == 6);
+  CHECK(complete_prefix_len("ab\x80") == 3);      // a stray continuation byte never completes
+  CHECK(complete_prefix_len("ab\xE0\x80") == 4);  // overlong: can never become valid
+  CHECK(sanitize_utf8("a\xFF" "b\xC3") == "a\xEF\xBF\xBD" "b\xEF\xBF\xBD");
+  CHECK(sanitize_utf8("\xF0\x9F\xA6x") == "\xEF\xBF\xBDx");  // one U+FFFD per broken sequence
+  CHECK(sanitize_utf8("\xE0\x80") == "\xEF\xBF\xBD\xEF\xBF\xBD");
+}
+
+TEST_CASE("the project's own byte-level vocabulary", "[tokenizer][builtin]") {
+  GgufWriter w;
+  pagoda::add_builtin_vocab(w, pagoda::builtin_vocab_size() + 3);
+  const auto tok = from_writer(w);
+  const int32_t bos = tok->bos_id(), eos = tok->eos_id();
+  CHECK(tok->token_text(bos) == "<|bos|>");
+  CHECK(tok->token_text(eos) == "<|eos|>");
+  CHECK(tok->add_bos());
+  CHECK(tok->is_eog(eos));
+  const int32_t im_end = tok->eot_id();
+  CHECK(tok->token_text(im_end) == "<|im_end|>");
+  CHECK(tok->is_eog(im_end));
+  CHECK(tok->is_control(im_end));
+
+  const std::string text = "h\xC3\xA9llo \xF0\x9F\xA6\x99\n";
+  const auto ids = tok->encode(text, true, false);
+  REQUIRE(ids.size() == text.size() + 1);
+  CHECK(ids[0] == bos);
+  for (size_t i = 0; i < text.size(); ++i) CHECK(ids[i + 1] == static_cast<uint8_t>(text[i]));
+  CHECK(tok->decode(ids) == text);
+  CHECK(tok->decode(ids, true) == "<|bos|>" + text);
+
+  const std::string chat = "<|im_start|>user\nhi<|im_end|>";
+  const auto special = tok->encode(chat, false, true);
+  CHECK(special.front() == tok->encode("<|im_start|>", false, true)[0]);
+  CHECK(special.back() == im_end);
+  CHECK(special.size() == 2 + std::string("user\nhi").size());
+  const auto plain = tok->encode(chat, false, false);
+  CHECK(plain.size() == chat.size());  // control-token text stays text without parse_special
+  CHECK(tok->decode(plain) == chat);
+  CHECK(tok->token_to_piece(im_end) == "");
+  CHECK(tok->token_to_piece(im_end, true) == "<|im_end|>");
+  CHECK(tok->decode({tok->vocab_size() - 1}) == "");  // unused padding decodes to nothing
+  CHECK_THROWS_AS(tok->token_to_piece(tok->vocab_size()), TokenizerError);
+  CHECK_THROWS_AS(tok->token_to_piece(-1), TokenizerError);
+}
+
+TEST_CASE("SPM special tokens and the added leading space", "[tokenizer][spm]") {
+  const auto tok = load("llama-spm");
+  const auto hello = tok->encode("Hello", false, false);
+  CHECK(tok->encode("Hello", true, false).front() == 1);  // BOS
+  CHECK(tok->encode("Hello", true, false).size() == hello.size() + 1);
+  CHECK(tok->encode("", true, false) == std::vector<int32_t>{1});
+  CHECK(tok->encode("", false, false).empty());
+  // "<s>" is matched as BOS only when parsing special tokens; text after it gets its own "▁".
+  const auto parsed = tok->encode("<s>Hello", false, true);
+  CHECK(parsed.front() == 1);
+  CHECK(std::vector<int32_t>(parsed.begin() + 1, parsed.end()) == hello);
+  const auto unparsed = tok->encode("<s>Hello", false, false);
+  CHECK(std::find(unparsed.begin(), unparsed.end(), 1) == unparsed.end());
+  CHECK(tok->decode(unparsed) == "<s>Hello");
+  // Decoding drops only the one space encoding added.
+  CHECK(tok->decode(tok->encode("  two spaces", true, false)) == "  two spaces");
+  CHECK(tok->decode(tok->encode("\xF0\x9F\xA6\x99 \xFF", false, false)) == "\xF0\x9F\xA6\x99 \xFF");
+}
+
+TEST_CASE("user-defined tokens are always matched, control tokens only when asked", "[tokenizer]") {
+  const auto phi = load("phi-3");
+  // In this vocabulary "</s>" (id 2) is user-defined and "<|user|>" (32010) is a control token.
+  const auto a = phi->encode("a</s>b", false, false);
+  CHECK(std::find(a.begin(), a.end(), 2) != a.end());
+  const auto b = phi->encode("<|user|>\nHi<|end|>", false, false);
+  CHECK(std::find(b.begin(), b.end(), 32010) == b.end());
+  const auto c = phi->encode("<|user|>\nHi<|end|>", false, true);
+  CHECK(c.front() == 32010);
+  CHECK(c.back() == 32007);
+  CHECK(phi->is_eog(32007));  // <|end|>
+  CHECK(phi->is_eog(32000));  // EOS <|endoftext|>
+  CHECK_FALSE(phi->is_eog(32010));
+}
+
+TEST_CASE("BPE merges, special tokens and invalid UTF-8", "[tokenizer][bpe]") {
+  const auto tok = from_writer(tiny_bpe("default"));
+  CHECK(tok->encode("abab", false, false) == std::vector<int32_t>{256, 256});
+  CHECK(tok->encode("ba", false, false) == std::vector<int32_t>{'b', 'a'});
+  CHECK(tok->encode("x<|x|>", false, true) == std::vector<int32_t>{'x', 257});
+  CHECK(tok->encode("<|x|>", false, false).size() == 5);
+  const std::string bad = "\xFF\xFE a\xC3";
+  CHECK(tok->decode(tok->encode(bad, false, false)) == bad);
+  const auto gpt2 = load("gpt-2");
+  CHECK(gpt2->decode(gpt2->encode(bad, false, false)) == bad);
+  CHECK(gpt2->encode("Hello world", false, false) == std::vector<int32_t>{15496, 995});
+  CHECK(gpt2->is_eog(50256));
+  CHECK_FALSE(gpt2->add_bos());
+}
+
+TEST_CASE("bad tokenizer metadata gives clear errors", "[tokenizer][errors]") {
+  CHECK_THAT(error_of(tiny_bpe("no-such-pre")),
+             Catch::Contains("tokenizer.ggml.pre") && Catch::Contains("no-such-pre"));
+  {
+    GgufWriter w = tiny_bpe("default");
+    w.set("tokenizer.ggml.model", Value::from_string("bert"));
+    CHECK_THAT(error_of(w), Catch::Contains("unsupported tokenizer.ggml.model \"bert\""));
+  }
+  {
+    GgufWriter w;
+    w.set("general.architecture", Value::from_string("llama"));
+    CHECK_THAT(error_of(w), Catch::Contains("no tokenizer.ggml.model"));
+    w.set("tokenizer.ggml.model", Value::from_string("llama"));
+    CHECK_THAT(error_of(w), Catch::Contains("no tokenizer.ggml.tokens"));
+  }
+  {
+    GgufWriter w = tiny_bpe("default");
+    w.set("tokenizer.ggml.token_type", Value::i32_array({1, 1}));
+    CHECK_THAT(error_of(w), Catch::Contains("token_type has 2 entries"));
+  }
+  {
+    GgufWriter w = tiny_bpe("default");
+    w.set("tokenizer.ggml.merges", Value::string_array({"ab"}));
+    CHECK_THAT(error_of(w), Catch::Contains("merges[0]"));
+  }
+  {
+    GgufWriter w = tiny_bpe("default");
+    w.set("tokenizer.ggml.add_bos_token", Value::from_bool(true));
+    CHECK_THAT(error_of(w), Catch::Contains("no BOS token"));
+  }
+  {
+    GgufWriter w = tiny_bpe("default");
+    w.set("tokenizer.ggml.eos_token_id", Value::from_u32(100000));
+    CHECK_THAT(error_of(w), Catch::Contains("eos_token_id") && Catch::Contains("outside"));
+  }
+  {
+    GgufWriter w = tiny_bpe("default");
+    w.set("tokenizer.ggml.tokens", Value::from_string("not an array"));
+    CHECK_THAT(error_of(w), Catch::Contains("tokenizer.ggml.tokens"));
+  }
+}

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# GPU verification for a machine with an NVIDIA GPU (written on a machine without one: nothing
+# here has been run on a GPU yet). Steps, each selectable so they fit in separate runs:
+#   build  configure with PAGODA_CUDA=ON (sm_80;90) and build pagoda, the GPU tests, the bench
+#   test   ctest -L gpu (PAGODA_GPU_HEAVY=1 adds the TinyLlama-shape model comparison)
+#   bench  decode benchmark on a llama3-8b-shape bf16 random model (made once with make-model):
+#          tokens/s at batch 1 (with the HBM-bandwidth fraction), 64 and 256
+#   all    the three in order (default)
+# Environment: PAGODA_BUILD_DIR (default build-gpu), JOBS (default nproc), BENCH_MODEL (default
+# /tmp/pagoda-llama3-8b-bf16.gguf), BENCH_BATCHES (default 1,64,256), HBM_TBPS (default 4.8).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${PAGODA_BUILD_DIR:-build-gpu}
+jobs=${JOBS:-$(nproc)}
+what=${1:-all}
+
+do_build() {
+  nvidia-smi || echo "gpu-check: nvidia-smi failed (no driver?)" >&2
+  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DPAGODA_CUDA=ON
+  cmake --build "$build" -j"$jobs" --target pagoda test_cuda_kernels test_cuda_ops \
+    test_cuda_attention test_cuda_model bench_cuda_decode
+}
+
+do_test() {
+  (cd "$build" && ctest -L gpu --output-on-failure)
+}
+
+do_bench() {
+  local model=${BENCH_MODEL:-/tmp/pagoda-llama3-8b-bf16.gguf}
+  if [ ! -f "$model" ]; then
+    echo "gpu-check: writing $model (llama3-8b shape, bf16, random weights)"
+    "$build/pagoda" make-model --preset llama3-8b --type bf16 --output "$model"
+  fi
+  "$build/tests/bench_cuda_decode" --model "$model" --batches "${BENCH_BATCHES:-1,64,256}" \
+    --prompt 128 --new 128 --hbm-tbps "${HBM_TBPS:-4.8}"
+}
+
+case "$what" in
+  build) do_build ;;
+  test) do_test ;;
+  bench) do_bench ;;
+  all)
+    do_build
+    status=0
+    do_test || status=$?
+    do_bench || status=$?
+    exit "$status"
+    ;;
+  *) echo "usage: $0 [build|test|bench|all]" >&2; exit 2 ;;
+esac

@@ -80,6 +80,66 @@ inline void interleave16(const uint8_t* src, size_t stride, uint8_t* dst, __m512
   }
 }
 
+// Decodes blocks [b0, b0 + nblk) of one weight row into lane l of the tile (tile.rows[l] and the
+// scales): the values of decode_block32, computed 32 bytes at a time. For K-quants b0 and nblk
+// are multiples of 8 (whole super-blocks).
+template <GgmlType T>
+void decode_row_chunk(const uint8_t* row, int64_t b0, int nblk, Tile& tile, int l) {
+  uint8_t* u = tile.rows[l];
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03);
+  auto store = [&](int b, __m256i v) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(u + 32 * b), v); };
+  if constexpr (T == GgmlType::Q4_0) {
+    for (int b = 0; b < nblk; ++b) {
+      const BlockQ4_0* blk = reinterpret_cast<const BlockQ4_0*>(row) + b0 + b;
+      const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk->qs));
+      const __m128i lo = _mm_and_si128(v, _mm_set1_epi8(0x0F));
+      const __m128i hi = _mm_and_si128(_mm_srli_epi16(v, 4), _mm_set1_epi8(0x0F));
+      store(b, _mm256_set_m128i(hi, lo));
+      tile.s0[b][l] = _cvtsh_ss(blk->d);
+    }
+  } else if constexpr (T == GgmlType::Q4_K) {
+    for (int sb = 0; sb < nblk / 8; ++sb) {
+      const BlockQ4_K* blk = reinterpret_cast<const BlockQ4_K*>(row) + b0 / 8 + sb;
+      for (int c = 0; c < 4; ++c) {
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk->qs + 32 * c));
+        store(8 * sb + 2 * c, _mm256_and_si256(v, m4));
+        store(8 * sb + 2 * c + 1, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+      }
+      const float d = _cvtsh_ss(blk->d), dmin = _cvtsh_ss(blk->dmin);
+      for (int j = 0; j < 8; ++j) {
+        int sc, mn;
+        q4k_scale_min(j, blk->scales, sc, mn);
+        tile.s0[8 * sb + j][l] = d * static_cast<float>(sc);
+        tile.m[8 * sb + j][l] = dmin * static_cast<float>(mn);
+      }
+    }
+  } else if constexpr (T == GgmlType::Q6_K) {
+    for (int sb = 0; sb < nblk / 8; ++sb) {
+      const BlockQ6_K* blk = reinterpret_cast<const BlockQ6_K*>(row) + b0 / 8 + sb;
+      for (int h = 0; h < 2; ++h) {
+        const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk->ql + 64 * h));
+        const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk->ql + 64 * h + 32));
+        const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk->qh + 32 * h));
+        // 16-bit shifts move bits between neighbouring bytes; the masks drop them again.
+        auto high2 = [&](int shift) { return _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, shift), m2), 4); };
+        const int b = 8 * sb + 4 * h;
+        store(b + 0, _mm256_or_si256(_mm256_and_si256(ql0, m4), high2(0)));
+        store(b + 1, _mm256_or_si256(_mm256_and_si256(ql1, m4), high2(2)));
+        store(b + 2, _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), high2(4)));
+        store(b + 3, _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4), high2(6)));
+      }
+      const float d = _cvtsh_ss(blk->d);
+      for (int j = 0; j < 8; ++j) {
+        tile.s0[8 * sb + j][l] = d * static_cast<float>(blk->scales[2 * j]);
+        tile.s1[8 * sb + j][l] = d * static_cast<float>(blk->scales[2 * j + 1]);
+      }
+    }
+  } else {
+    for (int b = 0; b < nblk; ++b)
+      decode_block32(T, row, b0 + b, u + 32 * b, tile.s0[b][l], tile.s1[b][l], tile.m[b][l]);
+  }
+}
+
 // Fills the tile with blocks [b0, b0 + nblk) of outputs [o0, o0 + valid); lanes past `valid`
 // get zero weights and scales.
 template <GgmlType T>
@@ -104,9 +164,7 @@ void fill_tile(Tile& tile, const MatmulArgs& a, int64_t o0, int valid, int64_t b
   }
   for (int l = 0; l < kLanes; ++l) {
     if (l < valid) {
-      const uint8_t* row = a.w + (o0 + l) * a.row_bytes;
-      for (int b = 0; b < nblk; ++b)
-        decode_block32(T, row, b0 + b, tile.rows[l] + 32 * b, tile.s0[b][l], tile.s1[b][l], tile.m[b][l]);
+      decode_row_chunk<T>(a.w + (o0 + l) * a.row_bytes, b0, nblk, tile, l);
     } else {
       std::memset(tile.rows[l], 0, static_cast<size_t>(nblk) * 32);
       for (int b = 0; b < nblk; ++b) tile.s0[b][l] = tile.s1[b][l] = tile.m[b][l] = 0.f;
@@ -195,85 +253,10 @@ void tile_kernel(const Tile& tile, int nblk, int64_t b0, const QuantActs& acts, 
   }
 }
 
-// ---- Q8_0 with few activation rows (decode) ------------------------------------------------
-// Interleaving a tile costs about as much as using it once, so for n < kRows Q8_0 skips it:
-// a zmm holds one block (32 bytes) of two weight rows, vpdpbusd (weights flipped to u8 = q + 128,
-// activations s8) yields 8 partial sums per row, and a transpose-and-add tree turns 8 such
-// registers into one register of 16 per-output integer sums. Those are the same exact integers
-// the tile kernel gets, followed by the same float operations, so results are bit-identical to
-// the tile path (batch invariance holds across the switch).
-
-// Sums each 256-bit half of p[0..7] (p[i] = [row i partials | row i+8 partials]) into lane
-// order rows 0..15.
-inline __m512i reduce_rows16(const __m512i p[8]) {
-  __m512i t[4], u[2];
-  for (int i = 0; i < 4; ++i)
-    t[i] = _mm512_add_epi32(_mm512_unpacklo_epi32(p[2 * i], p[2 * i + 1]), _mm512_unpackhi_epi32(p[2 * i], p[2 * i + 1]));
-  // t[i], per 128-bit piece: [p2i, p2i+1, p2i, p2i+1] pair sums.
-  for (int i = 0; i < 2; ++i)
-    u[i] = _mm512_add_epi32(_mm512_unpacklo_epi64(t[2 * i], t[2 * i + 1]), _mm512_unpackhi_epi64(t[2 * i], t[2 * i + 1]));
-  // u[i], per 128-bit piece c: sums over that piece of p[4i..4i+3]; pieces 0,1 are rows 4i..4i+3
-  // (dwords 0-3 and 4-7), pieces 2,3 rows 4i+8..4i+11.
-  const __m512i even = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13);
-  const __m512i odd = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
-  return _mm512_add_epi32(_mm512_permutex2var_epi64(u[0], even, u[1]), _mm512_permutex2var_epi64(u[0], odd, u[1]));
-}
-
-// R (< kRows) activation rows x outputs [o0, o0 + valid), valid <= 16, over all of k.
-template <int R>
-void q8_0_few_rows(const MatmulArgs& a, int64_t o0, int valid, int64_t i0, const uint8_t* prefetch,
-                   int64_t prefetch_lines) {
-  const uint8_t* row[16];
-  for (int l = 0; l < 16; ++l) row[l] = a.w + (o0 + std::min(l, valid - 1)) * a.row_bytes;  // pad: repeat
-  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
-  __m512 acc[R];
-  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
-  const int64_t nb = a.k / 32;
-  for (int64_t b = 0; b < nb; ++b) {
-    for (int64_t l = prefetch_lines * b / nb; l < prefetch_lines * (b + 1) / nb; ++l)
-      _mm_prefetch(reinterpret_cast<const char*>(prefetch + 64 * l), _MM_HINT_T0);
-    const size_t off = static_cast<size_t>(b) * sizeof(BlockQ8_0);
-    __m512i w[8];
-    for (int i = 0; i < 8; ++i) {
-      const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row[i] + off + 2));
-      const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row[i + 8] + off + 2));
-      w[i] = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1), flip);
-    }
-    alignas(32) uint16_t dh[16];
-    for (int l = 0; l < 16; ++l) std::memcpy(&dh[l], row[l] + off, 2);
-    const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(dh)));
-    for (int r = 0; r < R; ++r) {
-      const int8_t* xq = a.acts.row_q(i0 + r) + 32 * b;
-      const int16_t* xs = a.acts.row_s(i0 + r) + 2 * b;
-      const __m512i xv = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq)));
-      __m512i p[8];
-      for (int i = 0; i < 8; ++i) p[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[i], xv);
-      const __m512i isum = _mm512_add_epi32(reduce_rows16(p), _mm512_set1_epi32(-128 * (xs[0] + xs[1])));
-      const __m512 d = _mm512_set1_ps(a.acts.row_d(i0 + r)[b]);
-      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dw, d), acc[r]);
-    }
-  }
-  for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(a.out + (i0 + r) * a.out_features + o0, lane_mask(valid), acc[r]);
-}
-
-void q8_0_few_rows_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
-  for (int64_t o0 = o_begin; o0 < o_end; o0 += 16) {
-    const int valid = static_cast<int>(std::min<int64_t>(16, o_end - o0));
-    // Prefetch the next group of rows (one contiguous range) while this one computes.
-    const int64_t next_rows = std::min<int64_t>(16, std::max<int64_t>(0, o_end - o0 - 16));
-    const uint8_t* next = a.w + (o0 + 16) * a.row_bytes;
-    const int64_t lines = next_rows * static_cast<int64_t>(a.row_bytes) / 64;
-    switch (a.n) {
-      case 1: q8_0_few_rows<1>(a, o0, valid, 0, next, lines); break;
-      case 2: q8_0_few_rows<2>(a, o0, valid, 0, next, lines); break;
-      default: q8_0_few_rows<3>(a, o0, valid, 0, next, lines); break;
-    }
-  }
-}
-
 template <GgmlType T>
 void quant_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
-  if (T == GgmlType::Q8_0 && a.n < kRows) return q8_0_few_rows_range(a, o_begin, o_end);
+  // Decode-sized batches skip the tile (see matmul_rows_avx512.cpp); the results are identical.
+  if (a.n < kRows) return matmul_few_rows_avx512(a, o_begin, o_end);
   auto tile = new_tile();
   const int64_t nb = a.k / 32;
   for (int64_t o0 = o_begin; o0 < o_end; o0 += kLanes) {

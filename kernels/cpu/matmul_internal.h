@@ -49,6 +49,8 @@ struct MatmulArgs {
 void matmul_range_scalar(const MatmulArgs& a, int64_t o_begin, int64_t o_end);
 void matmul_range_avx2(const MatmulArgs& a, int64_t o_begin, int64_t o_end);
 void matmul_range_avx512(const MatmulArgs& a, int64_t o_begin, int64_t o_end);
+// AVX-512 quantized kernels for n <= 3 activation rows (decode), without tiles.
+void matmul_few_rows_avx512(const MatmulArgs& a, int64_t o_begin, int64_t o_end);
 
 // Half -> float: one instruction where the translation unit has F16C, else the portable routine.
 static inline float half_to_float(uint16_t h) {
@@ -75,7 +77,7 @@ static inline bool is_quantized(GgmlType t) {
 // accumulate_block below. SIMD kernels compute the same integers (in any order: they are exact)
 // and must then perform the same float operations in the same order.
 
-static inline int weight_offset(GgmlType t) {
+static inline constexpr int weight_offset(GgmlType t) {
   switch (t) {
     case GgmlType::Q8_0: return 128;
     case GgmlType::Q4_0: return 8;

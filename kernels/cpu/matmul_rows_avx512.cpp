@@ -1,0 +1,205 @@
+// AVX-512 VNNI kernels for quantized weights and few activation rows (n <= 3: decode steps).
+//
+// The tile path of matmul_avx512.cpp interleaves weights so that many activation rows can reuse
+// them; with one row, interleaving costs as much as the dot products and decode becomes
+// compute-bound. Here instead a zmm holds one 32-element block of two weight rows (outputs l and
+// l + 8) as unsigned bytes, vpdpbusd against the broadcast activation block gives 8 partial sums
+// per output, and a transpose-and-add tree (reduce_rows16) turns 8 such registers into per-output
+// integer sums for 16 outputs. Those integers are exactly the ones the tile path and
+// accumulate_block compute, and the float epilogue below is the same sequence of operations, so
+// results are bit-identical to the other paths: batch invariance holds across the switch.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/cpu/matmul_internal.h"
+
+// GCC 12's AVX-512 intrinsic headers trip -Wuninitialized on their own placeholders.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+namespace pagoda::cpu::detail {
+
+namespace {
+
+constexpr int kGroup = 16;  // outputs per group: one zmm of int32/float lanes
+
+__mmask16 lane_mask(int n) { return n >= 16 ? __mmask16(0xFFFF) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1); }
+
+// p[i] = [8 partial sums of output i | 8 of output i + 8], partials 0-3 covering elements 0-15 of
+// the block and 4-7 elements 16-31. Returns per-output sums of elements 0-15 (half0) and 16-31
+// (half1), lanes in output order 0..15.
+inline void reduce_rows16(const __m512i p[8], __m512i& half0, __m512i& half1) {
+  __m512i t[4], u[2];
+  for (int i = 0; i < 4; ++i)
+    t[i] = _mm512_add_epi32(_mm512_unpacklo_epi32(p[2 * i], p[2 * i + 1]), _mm512_unpackhi_epi32(p[2 * i], p[2 * i + 1]));
+  for (int i = 0; i < 2; ++i)
+    u[i] = _mm512_add_epi32(_mm512_unpacklo_epi64(t[2 * i], t[2 * i + 1]), _mm512_unpackhi_epi64(t[2 * i], t[2 * i + 1]));
+  // u[i], 128-bit piece c: the sum over that piece of p[4i..4i+3], i.e. pieces 0 and 1 are
+  // outputs 4i..4i+3 (elements 0-15, 16-31), pieces 2 and 3 outputs 4i+8..4i+11.
+  const __m512i even = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13);
+  const __m512i odd = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
+  half0 = _mm512_permutex2var_epi64(u[0], even, u[1]);
+  half1 = _mm512_permutex2var_epi64(u[0], odd, u[1]);
+}
+
+inline __m512i pair(const uint8_t* lo, const uint8_t* hi) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(lo))),
+                            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(hi)), 1);
+}
+
+// Blocks per scale group: the unit whose scales are decoded at once (a K-quant super-block).
+template <GgmlType T>
+constexpr int kBlocksPerGroup = (T == GgmlType::Q4_K || T == GgmlType::Q6_K) ? 8 : 1;
+
+// Scales of one scale group for 16 outputs, [block in group][output].
+template <GgmlType T>
+struct GroupScales {
+  alignas(64) float s0[kBlocksPerGroup<T>][kGroup];
+  alignas(64) float s1[kBlocksPerGroup<T>][kGroup];
+  alignas(64) float m[kBlocksPerGroup<T>][kGroup];
+};
+
+template <GgmlType T>
+void load_scales(const uint8_t* const row[kGroup], int64_t group, GroupScales<T>& sc) {
+  if constexpr (T == GgmlType::Q8_0 || T == GgmlType::Q4_0) {
+    constexpr size_t bsz = T == GgmlType::Q8_0 ? sizeof(BlockQ8_0) : sizeof(BlockQ4_0);
+    alignas(32) uint16_t dh[kGroup];
+    for (int l = 0; l < kGroup; ++l) std::memcpy(&dh[l], row[l] + group * bsz, 2);
+    _mm512_store_ps(sc.s0[0], _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(dh))));
+  } else if constexpr (T == GgmlType::Q4_K) {
+    for (int l = 0; l < kGroup; ++l) {
+      const BlockQ4_K* blk = reinterpret_cast<const BlockQ4_K*>(row[l]) + group;
+      const float d = _cvtsh_ss(blk->d), dmin = _cvtsh_ss(blk->dmin);
+      for (int j = 0; j < 8; ++j) {
+        int s, mn;
+        q4k_scale_min(j, blk->scales, s, mn);
+        sc.s0[j][l] = d * static_cast<float>(s);
+        sc.m[j][l] = dmin * static_cast<float>(mn);
+      }
+    }
+  } else {
+    for (int l = 0; l < kGroup; ++l) {
+      const BlockQ6_K* blk = reinterpret_cast<const BlockQ6_K*>(row[l]) + group;
+      const __m512 d = _mm512_set1_ps(_cvtsh_ss(blk->d));
+      // 16 int8 scales -> floats, times d (exact: an 11-bit by 8-bit product).
+      alignas(64) float v[16];
+      _mm512_store_ps(v, _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+                                             _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk->scales))))));
+      for (int j = 0; j < 8; ++j) sc.s0[j][l] = v[2 * j], sc.s1[j][l] = v[2 * j + 1];
+    }
+  }
+}
+
+// Block j of scale group `group` for outputs i and i + 8, as unsigned bytes (decode_block32's u).
+template <GgmlType T>
+inline __m512i load_pair(const uint8_t* ri, const uint8_t* ri8, int64_t group, int j) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  if constexpr (T == GgmlType::Q8_0) {
+    const size_t off = group * sizeof(BlockQ8_0) + 2;
+    return _mm512_xor_si512(pair(ri + off, ri8 + off), _mm512_set1_epi8(static_cast<char>(0x80)));
+  } else if constexpr (T == GgmlType::Q4_0) {
+    const size_t off = group * sizeof(BlockQ4_0) + 2;
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(ri + off));
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(ri8 + off));
+    // z = [a a | b b] (128-bit pieces); low nibbles from the first copy of each, high nibbles
+    // (elements 16-31) from the second.
+    const __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set_m128i(a, a)), _mm256_set_m128i(b, b), 1);
+    const __m512i shifted = _mm512_srli_epi16(z, 4);
+    return _mm512_and_si512(_mm512_mask_blend_epi64(0xCC, z, shifted), m4);
+  } else if constexpr (T == GgmlType::Q4_K) {
+    const size_t off = group * sizeof(BlockQ4_K) + offsetof(BlockQ4_K, qs) + 32 * (j / 2);
+    const __m512i z = pair(ri + off, ri8 + off);
+    return _mm512_and_si512(j % 2 ? _mm512_srli_epi16(z, 4) : z, m4);
+  } else {
+    const int h = j / 4, p = j % 4;
+    const size_t base = group * sizeof(BlockQ6_K);
+    const size_t ql = base + offsetof(BlockQ6_K, ql) + 64 * h + 32 * (p & 1);
+    const size_t qh = base + offsetof(BlockQ6_K, qh) + 32 * h;
+    const __m512i lo = _mm512_and_si512(_mm512_srli_epi16(pair(ri + ql, ri8 + ql), 4 * (p >> 1)), m4);
+    const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(pair(ri + qh, ri8 + qh), 2 * p), _mm512_set1_epi8(3));
+    return _mm512_or_si512(lo, _mm512_slli_epi16(hi, 4));
+  }
+}
+
+// R activation rows (0..R-1) x outputs [o0, o0 + valid), valid <= 16, over all of k. Lanes
+// past `valid` repeat the last output and are not stored.
+template <GgmlType T, int R>
+void few_rows(const MatmulArgs& a, int64_t o0, int valid, const uint8_t* prefetch, int64_t prefetch_lines) {
+  constexpr int bpg = kBlocksPerGroup<T>;
+  const uint8_t* row[kGroup];
+  for (int l = 0; l < kGroup; ++l) row[l] = a.w + (o0 + std::min(l, valid - 1)) * a.row_bytes;
+  __m512 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  const int64_t groups = a.k / (32 * bpg);
+  GroupScales<T> sc;
+  for (int64_t g = 0; g < groups; ++g) {
+    for (int64_t l = prefetch_lines * g / groups; l < prefetch_lines * (g + 1) / groups; ++l)
+      _mm_prefetch(reinterpret_cast<const char*>(prefetch + 64 * l), _MM_HINT_T0);
+    load_scales<T>(row, g, sc);
+    for (int j = 0; j < bpg; ++j) {
+      const int64_t b = g * bpg + j;
+      __m512i w[8];
+      for (int i = 0; i < 8; ++i) w[i] = load_pair<T>(row[i], row[i + 8], g, j);
+      for (int r = 0; r < R; ++r) {
+        const int8_t* xq = a.acts.row_q(r) + 32 * b;
+        const int16_t* xs = a.acts.row_s(r) + 2 * b;
+        const __m512 dx = _mm512_set1_ps(a.acts.row_d(r)[b]);
+        const __m512i xv = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq)));
+        __m512i p[8], h0, h1;
+        for (int i = 0; i < 8; ++i) p[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[i], xv);
+        reduce_rows16(p, h0, h1);
+        // The epilogue of accumulate_block, 16 outputs at a time.
+        const __m512 s0 = _mm512_load_ps(sc.s0[j]);
+        if constexpr (T == GgmlType::Q6_K) {
+          const __m512i i0 = _mm512_sub_epi32(h0, _mm512_set1_epi32(32 * xs[0]));
+          const __m512i i1 = _mm512_sub_epi32(h1, _mm512_set1_epi32(32 * xs[1]));
+          acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i0), _mm512_mul_ps(s0, dx), acc[r]);
+          acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i1), _mm512_mul_ps(_mm512_load_ps(sc.s1[j]), dx), acc[r]);
+        } else {
+          constexpr int off = weight_offset(T);
+          const __m512i isum = _mm512_sub_epi32(_mm512_add_epi32(h0, h1), _mm512_set1_epi32(off * (xs[0] + xs[1])));
+          acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(s0, dx), acc[r]);
+          if constexpr (T == GgmlType::Q4_K) {
+            const __m512 xsum = _mm512_set1_ps(static_cast<float>(xs[0] + xs[1]));
+            acc[r] = _mm512_fnmadd_ps(xsum, _mm512_mul_ps(_mm512_load_ps(sc.m[j]), dx), acc[r]);
+          }
+        }
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(a.out + r * a.out_features + o0, lane_mask(valid), acc[r]);
+}
+
+template <GgmlType T>
+void few_rows_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
+  for (int64_t o0 = o_begin; o0 < o_end; o0 += kGroup) {
+    const int valid = static_cast<int>(std::min<int64_t>(kGroup, o_end - o0));
+    // Prefetch the next group's rows (one contiguous range) while this group computes: 16
+    // interleaved row streams are more than the hardware prefetchers follow well.
+    const int64_t next_rows = std::min<int64_t>(kGroup, std::max<int64_t>(0, o_end - o0 - kGroup));
+    const uint8_t* next = a.w + (o0 + kGroup) * a.row_bytes;
+    const int64_t lines = next_rows * static_cast<int64_t>(a.row_bytes) / 64;
+    switch (a.n) {
+      case 1: few_rows<T, 1>(a, o0, valid, next, lines); break;
+      case 2: few_rows<T, 2>(a, o0, valid, next, lines); break;
+      case 3: few_rows<T, 3>(a, o0, valid, next, lines); break;
+      default: break;
+    }
+  }
+}
+
+}  // namespace
+
+void matmul_few_rows_avx512(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
+  switch (a.type) {
+    case GgmlType::Q8_0: return few_rows_range<GgmlType::Q8_0>(a, o_begin, o_end);
+    case GgmlType::Q4_0: return few_rows_range<GgmlType::Q4_0>(a, o_begin, o_end);
+    case GgmlType::Q4_K: return few_rows_range<GgmlType::Q4_K>(a, o_begin, o_end);
+    case GgmlType::Q6_K: return few_rows_range<GgmlType::Q6_K>(a, o_begin, o_end);
+    default: return;
+  }
+}
+
+}  // namespace pagoda::cpu::detail

@@ -192,6 +192,13 @@ int main(int argc, char** argv) {
     });
     std::printf("%-24s n=1   %7.3f ms  %6.1f GB/s (%3.0f%% of stream)", s.name, t1 * 1e3, wbytes / t1 / 1e9,
                 100.0 * wbytes / t1 / 1e9 / bw);
+    // Small batches (batched decode of several sequences): time per call.
+    for (int64_t n : {2, 3, 4, 8, 16}) {
+      const double t = median_seconds(quick ? 5 : 15, [&] {
+        matmul(pool, type, ws[next++ % copies].data(), s.out, s.in, x.data(), n, out.data());
+      });
+      std::printf("  n=%ld %.3fms", static_cast<long>(n), t * 1e3);
+    }
     for (int64_t n : {128, 512}) {
       if (quick && n == 512) continue;
       const double t = median_seconds(quick ? 2 : 5, [&] {

@@ -256,7 +256,7 @@ void tile_kernel(const Tile& tile, int nblk, int64_t b0, const QuantActs& acts, 
 template <GgmlType T>
 void quant_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
   // Decode-sized batches skip the tile (see matmul_rows_avx512.cpp); the results are identical.
-  if (a.n < kRows) return matmul_few_rows_avx512(a, o_begin, o_end);
+  if (a.n <= kFewRowsMax) return matmul_few_rows_avx512(a, o_begin, o_end);
   auto tile = new_tile();
   const int64_t nb = a.k / 32;
   for (int64_t o0 = o_begin; o0 < o_end; o0 += kLanes) {

@@ -49,7 +49,8 @@ struct MatmulArgs {
 void matmul_range_scalar(const MatmulArgs& a, int64_t o_begin, int64_t o_end);
 void matmul_range_avx2(const MatmulArgs& a, int64_t o_begin, int64_t o_end);
 void matmul_range_avx512(const MatmulArgs& a, int64_t o_begin, int64_t o_end);
-// AVX-512 quantized kernels for n <= 3 activation rows (decode), without tiles.
+// AVX-512 quantized kernels for n <= kFewRowsMax activation rows (decode), without tiles.
+constexpr int64_t kFewRowsMax = 16;
 void matmul_few_rows_avx512(const MatmulArgs& a, int64_t o_begin, int64_t o_end);
 
 // Half -> float: one instruction where the translation unit has F16C, else the portable routine.

@@ -1,4 +1,5 @@
-// AVX-512 VNNI kernels for quantized weights and few activation rows (n <= 3: decode steps).
+// AVX-512 VNNI kernels for quantized weights and few activation rows (decode steps, see
+// kFewRowsMax in matmul_internal.h).
 //
 // The tile path of matmul_avx512.cpp interleaves weights so that many activation rows can reuse
 // them; with one row, interleaving costs as much as the dot products and decode becomes
@@ -123,10 +124,11 @@ inline __m512i load_pair(const uint8_t* ri, const uint8_t* ri8, int64_t group, i
   }
 }
 
-// R activation rows (0..R-1) x outputs [o0, o0 + valid), valid <= 16, over all of k. Lanes
+// R activation rows (i0..i0+R-1) x outputs [o0, o0 + valid), valid <= 16, over all of k. Lanes
 // past `valid` repeat the last output and are not stored.
 template <GgmlType T, int R>
-void few_rows(const MatmulArgs& a, int64_t o0, int valid, const uint8_t* prefetch, int64_t prefetch_lines) {
+void few_rows(const MatmulArgs& a, int64_t o0, int valid, int64_t i0, const uint8_t* prefetch,
+              int64_t prefetch_lines) {
   constexpr int bpg = kBlocksPerGroup<T>;
   const uint8_t* row[kGroup];
   for (int l = 0; l < kGroup; ++l) row[l] = a.w + (o0 + std::min(l, valid - 1)) * a.row_bytes;
@@ -143,9 +145,9 @@ void few_rows(const MatmulArgs& a, int64_t o0, int valid, const uint8_t* prefetc
       __m512i w[8];
       for (int i = 0; i < 8; ++i) w[i] = load_pair<T>(row[i], row[i + 8], g, j);
       for (int r = 0; r < R; ++r) {
-        const int8_t* xq = a.acts.row_q(r) + 32 * b;
-        const int16_t* xs = a.acts.row_s(r) + 2 * b;
-        const __m512 dx = _mm512_set1_ps(a.acts.row_d(r)[b]);
+        const int8_t* xq = a.acts.row_q(i0 + r) + 32 * b;
+        const int16_t* xs = a.acts.row_s(i0 + r) + 2 * b;
+        const __m512 dx = _mm512_set1_ps(a.acts.row_d(i0 + r)[b]);
         const __m512i xv = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq)));
         __m512i p[8], h0, h1;
         for (int i = 0; i < 8; ++i) p[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[i], xv);
@@ -169,7 +171,7 @@ void few_rows(const MatmulArgs& a, int64_t o0, int valid, const uint8_t* prefetc
       }
     }
   }
-  for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(a.out + r * a.out_features + o0, lane_mask(valid), acc[r]);
+  for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(a.out + (i0 + r) * a.out_features + o0, lane_mask(valid), acc[r]);
 }
 
 template <GgmlType T>
@@ -181,11 +183,16 @@ void few_rows_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
     const int64_t next_rows = std::min<int64_t>(kGroup, std::max<int64_t>(0, o_end - o0 - kGroup));
     const uint8_t* next = a.w + (o0 + kGroup) * a.row_bytes;
     const int64_t lines = next_rows * static_cast<int64_t>(a.row_bytes) / 64;
-    switch (a.n) {
-      case 1: few_rows<T, 1>(a, o0, valid, next, lines); break;
-      case 2: few_rows<T, 2>(a, o0, valid, next, lines); break;
-      case 3: few_rows<T, 3>(a, o0, valid, next, lines); break;
-      default: break;
+    // Rows in chunks of up to 4 (accumulators stay in registers); later chunks find this
+    // group's weights in L2 and prefetch nothing more.
+    for (int64_t i0 = 0; i0 < a.n; i0 += 4) {
+      const int64_t pl = i0 == 0 ? lines : 0;
+      switch (std::min<int64_t>(4, a.n - i0)) {
+        case 1: few_rows<T, 1>(a, o0, valid, i0, next, pl); break;
+        case 2: few_rows<T, 2>(a, o0, valid, i0, next, pl); break;
+        case 3: few_rows<T, 3>(a, o0, valid, i0, next, pl); break;
+        default: few_rows<T, 4>(a, o0, valid, i0, next, pl); break;
+      }
     }
   }
 }

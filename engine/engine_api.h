@@ -78,6 +78,8 @@ struct EngineStats {
   uint64_t steps = 0;             // forward passes done; the step loop's heartbeat
   double last_step_unix_s = 0;
   bool alive = false;             // the engine thread is running
+  uint64_t prefill_tokens_computed = 0;  // prompt tokens actually run through the model (incl. recompute)
+  uint64_t context_shifts = 0;
 };
 
 struct SubmitError {

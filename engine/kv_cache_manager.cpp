@@ -33,6 +33,12 @@ int KvCacheManager::pinned_blocks() const {
   return has_pinned_ ? static_cast<int>(get(pinned_seq_).table.size()) : 0;
 }
 
+bool KvCacheManager::is_pinned_block(int block) const {
+  if (!has_pinned_) return false;
+  const auto& t = get(pinned_seq_).table;
+  return std::find(t.begin(), t.end(), block) != t.end();
+}
+
 int KvCacheManager::match_prefix(uint64_t seq, const std::vector<int32_t>& tokens, int max_tokens) {
   if (seqs_.count(seq)) throw std::logic_error("KvCacheManager: sequence already has blocks");
   const int B = block_size();
@@ -44,7 +50,8 @@ int KvCacheManager::match_prefix(uint64_t seq, const std::vector<int32_t>& token
   while (matched + B <= max_tokens) {
     const int32_t* blk_tokens = tokens.data() + matched;
     const uint64_t h = pool_.hash(parent_hash, blk_tokens);
-    const int b = pool_.find(h, parent, blk_tokens);
+    int b = pool_.find(h, parent, blk_tokens);
+    if (!prefix_caching_ && b != BlockPool::kNoBlock && !is_pinned_block(b)) b = BlockPool::kNoBlock;
     if (b == BlockPool::kNoBlock) break;
     pool_.retain(b);
     s.table.push_back(b);
@@ -83,6 +90,15 @@ int KvCacheManager::blocks_needed(uint64_t seq, int num_computed, int n) const {
   return count;
 }
 
+int KvCacheManager::claim_fresh() {
+  const int b = pool_.allocate();
+  // A block freed earlier in this step may still have a queued K shift; as a copy destination
+  // it would be re-roped after the copy. Its old contents are dead: drop the shift.
+  shifts_.erase(std::remove_if(shifts_.begin(), shifts_.end(), [&](const KShift& k) { return k.block == b; }),
+                shifts_.end());
+  return b;
+}
+
 bool KvCacheManager::allocate(uint64_t seq, int num_computed, int n) {
   if (n <= 0) return true;
   if (blocks_needed(seq, num_computed, n) > pool_.num_available()) return false;
@@ -93,7 +109,7 @@ bool KvCacheManager::allocate(uint64_t seq, int num_computed, int n) {
   for (int bi = num_computed / B; bi < std::min(need, have); ++bi) {
     const int old = s.table[bi];
     if (pool_.ref_count(old) > 1) {
-      const int fresh = pool_.allocate();
+      const int fresh = claim_fresh();
       copies_.push_back({old, fresh});
       pool_.release(old);  // still referenced by its other owners
       s.table[bi] = fresh;
@@ -164,7 +180,7 @@ bool KvCacheManager::shift(uint64_t seq, int num_computed, int n_keep, int n_dis
   for (int bi = end_drop; bi < static_cast<int>(s.table.size()); ++bi) {
     int b = s.table[bi];
     if (pool_.ref_count(b) > 1) {
-      const int fresh = pool_.allocate();
+      const int fresh = claim_fresh();
       copies_.push_back({b, fresh});  // the other owners keep the unshifted original
       pool_.release(b);
       b = fresh;

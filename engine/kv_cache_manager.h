@@ -31,6 +31,9 @@ class KvCacheManager {
   const BlockPool& pool() const { return pool_; }
   int block_size() const { return pool_.block_size(); }
 
+  // With prefix caching off, match_prefix() shares only the pinned prefix (for comparisons).
+  void set_prefix_caching(bool on) { prefix_caching_ = on; }
+
   bool has(uint64_t seq) const { return seqs_.count(seq) != 0; }
   // The sequence's block table (throws std::out_of_range for an unknown sequence).
   const std::vector<int32_t>& block_table(uint64_t seq) const;
@@ -80,6 +83,9 @@ class KvCacheManager {
     std::vector<uint64_t> hashes;  // chained hash of each registered leading block
     bool cacheable = true;         // false after a context shift
   };
+  // A block for a copy-on-write destination (never fails after a capacity check).
+  int claim_fresh();
+  bool is_pinned_block(int block) const;
   SeqKv& get(uint64_t seq);
   const SeqKv& get(uint64_t seq) const;
 
@@ -87,6 +93,7 @@ class KvCacheManager {
   std::unordered_map<uint64_t, SeqKv> seqs_;
   std::vector<BlockCopy> copies_;
   std::vector<KShift> shifts_;
+  bool prefix_caching_ = true;
   bool has_pinned_ = false;
   uint64_t pinned_seq_ = 0;
   std::vector<int32_t> pinned_tokens_;

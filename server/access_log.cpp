@@ -26,14 +26,14 @@ std::string now_iso() {
   return buf;
 }
 
-void emit(spdlog::level::level_enum lvl, const std::string& msg, const nlohmann::json& fields) {
+void emit(spdlog::level::level_enum lvl, const std::string& msg, const nlohmann::ordered_json& fields) {
   if (!spdlog::default_logger()->should_log(lvl)) return;
   if (g_json) {
-    nlohmann::json line = {{"time", now_iso()},
+    nlohmann::ordered_json line = {{"time", now_iso()},
                            {"level", spdlog::level::to_string_view(lvl).data()},
                            {"msg", msg}};
     for (const auto& [k, v] : fields.items()) line[k] = v;
-    spdlog::log(lvl, "{}", line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    spdlog::log(lvl, "{}", line.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace));
     return;
   }
   std::string text = msg;
@@ -57,10 +57,10 @@ void setup_logging(const std::string& format, const std::string& level) {
   spdlog::flush_on(spdlog::level::info);
 }
 
-void log_info(const std::string& msg, const nlohmann::json& fields) {
+void log_info(const std::string& msg, const nlohmann::ordered_json& fields) {
   emit(spdlog::level::info, msg, fields);
 }
-void log_warn(const std::string& msg, const nlohmann::json& fields) {
+void log_warn(const std::string& msg, const nlohmann::ordered_json& fields) {
   emit(spdlog::level::warn, msg, fields);
 }
 
@@ -71,14 +71,14 @@ AccessRecord& current_access_record() {
 
 void log_access(const std::string& method, const std::string& path, int status,
                 const AccessRecord& rec, double total_ms) {
-  nlohmann::json f = {{"id", rec.request_id.empty() ? "-" : rec.request_id},
+  nlohmann::ordered_json f = {{"id", rec.request_id.empty() ? "-" : rec.request_id},
                       {"method", method},
                       {"path", path},
                       {"status", rec.status_override ? rec.status_override : status},
                       {"prompt_tokens", rec.prompt_tokens},
                       {"completion_tokens", rec.completion_tokens},
-                      {"ttft_ms", rec.ttft_ms < 0 ? nlohmann::json(nullptr)
-                                                  : nlohmann::json(std::round(rec.ttft_ms * 10) / 10)},
+                      {"ttft_ms", rec.ttft_ms < 0 ? nlohmann::ordered_json(nullptr)
+                                                  : nlohmann::ordered_json(std::round(rec.ttft_ms * 10) / 10)},
                       {"total_ms", std::round(total_ms * 10) / 10}};
   emit(spdlog::level::info, "access", f);
 }

@@ -14,8 +14,8 @@ void setup_logging(const std::string& format, const std::string& level);
 
 // Logs `msg` at info level with structured fields: JSON mode merges them into the line's
 // object, text mode appends them as key=value.
-void log_info(const std::string& msg, const nlohmann::json& fields = nlohmann::json::object());
-void log_warn(const std::string& msg, const nlohmann::json& fields = nlohmann::json::object());
+void log_info(const std::string& msg, const nlohmann::ordered_json& fields = nlohmann::ordered_json::object());
+void log_warn(const std::string& msg, const nlohmann::ordered_json& fields = nlohmann::ordered_json::object());
 
 // What the access log says about one HTTP request. Handlers fill it in as the request
 // proceeds; the HTTP layer writes the line once the response has been sent.

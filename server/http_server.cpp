@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <stdexcept>
+#include <thread>
 
 #include "server/access_log.h"
 #include "server/handlers.h"
@@ -304,10 +305,25 @@ int HttpServer::bind(const std::string& host, int port) {
   return bound;
 }
 
-void HttpServer::run() { svr_.listen_after_bind(); }
+void HttpServer::run() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (stopped_) return;
+    listening_ = true;
+  }
+  svr_.listen_after_bind();
+}
 
 void HttpServer::stop() {
-  if (svr_.is_running()) svr_.stop();
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    stopped_ = true;
+    if (!listening_) return;  // run() will not start listening now
+  }
+  // run() may be between setting listening_ and the library marking itself running.
+  for (int i = 0; i < 200 && !svr_.is_running(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  svr_.stop();
 }
 
 }  // namespace pagoda::server

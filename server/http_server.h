@@ -71,7 +71,8 @@ class HttpServer {
 
   // Binds (port 0 picks a free one); returns the port, or throws std::runtime_error.
   int bind(const std::string& host, int port);
-  // Serves until stop(); returns when the listener has closed and workers are done.
+  // Serves until stop() (at once if stop() came first); returns when the listener has closed
+  // and the workers are done.
   void run();
   // New requests get 503 from now on; /health reports shutting down.
   void begin_drain() { draining_ = true; }
@@ -91,6 +92,8 @@ class HttpServer {
   mutable std::mutex mu_;
   std::shared_ptr<Handlers> handlers_;
   std::atomic<bool> draining_{false};
+  bool stopped_ = false;    // guarded by mu_
+  bool listening_ = false;  // guarded by mu_
 };
 
 // Compares two strings in time that depends only on their lengths, not on where they differ.

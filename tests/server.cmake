@@ -17,3 +17,20 @@ target_link_libraries(pagoda_server_http PUBLIC httplib::httplib nlohmann_json::
 pagoda_test(unit/test_openai_protocol.cpp unit pagoda_server_http)
 pagoda_test(unit/test_server_config.cpp unit pagoda_server_http)
 pagoda_test(unit/test_server_http.cpp unit pagoda_server_http)
+
+# End-to-end: the real binary on loopback ports (they start `pagoda serve` themselves).
+pagoda_test(e2e/test_serve_e2e.cpp e2e httplib::httplib nlohmann_json::nlohmann_json Threads::Threads)
+pagoda_test(e2e/test_serve_fuzz.cpp e2e httplib::httplib nlohmann_json::nlohmann_json Threads::Threads)
+add_dependencies(test_serve_e2e pagoda)
+add_dependencies(test_serve_fuzz pagoda)
+
+# The official OpenAI Node SDK (scripts/test.sh runs `npm ci` in tests/e2e/node first); skipped
+# (exit 77) when node or the installed SDK is missing.
+find_program(PAGODA_NODE node)
+if(PAGODA_NODE)
+  add_test(NAME e2e_node_openai
+    COMMAND sh -c "test -d node_modules/openai || { echo 'openai SDK not installed: run npm ci in tests/e2e/node'; exit 77; }; exec \"${PAGODA_NODE}\" --test openai.test.mjs"
+    WORKING_DIRECTORY ${CMAKE_SOURCE_DIR}/tests/e2e/node)
+  set_tests_properties(e2e_node_openai PROPERTIES LABELS e2e TIMEOUT 300 SKIP_RETURN_CODE 77
+    ENVIRONMENT "PAGODA_BINARY=$<TARGET_FILE:pagoda>;PAGODA_TESTDATA_DIR=${PAGODA_TESTDATA_DIR}")
+endif()

@@ -1,0 +1,58 @@
+// Shared set-up of the end-to-end tests: a small random-weight model carrying a real vocabulary
+// (Phi-3's SentencePiece vocabulary) and its real chat template, and `pagoda serve` processes
+// started on free loopback ports.
+#pragma once
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tests/support/http_test_util.h"
+
+namespace pagoda::testing {
+
+inline std::string e2e_dir() {
+  std::string d = "/tmp/pagoda-e2e-" + std::to_string(getuid()) + "-" + std::to_string(getpid());
+  std::string cmd = "mkdir -p " + d;
+  if (std::system(cmd.c_str()) != 0) throw std::runtime_error("cannot create " + d);
+  return d;
+}
+
+// Writes the test model once per process and returns its path.
+inline const std::string& e2e_model() {
+  static const std::string path = [] {
+    std::string p = e2e_dir() + "/model.gguf";
+    std::string cmd = std::string(PAGODA_BINARY) + " make-model --output " + p +
+                      " --vocab-from " PAGODA_TESTDATA_DIR "/vocab/ggml-vocab-phi-3.gguf"
+                      " --layers 2 --dim 64 --ff 128 --heads 4 --kv-heads 2 --ctx 512"
+                      " --name e2e-phi3-random --seed 7 --quiet";
+    if (std::system(cmd.c_str()) != 0) throw std::runtime_error("make-model failed: " + cmd);
+    return p;
+  }();
+  return path;
+}
+
+inline std::string e2e_template() {
+  return PAGODA_TESTDATA_DIR "/chat-templates/templates/microsoft-Phi-3-mini-gguf.jinja";
+}
+
+// Starts `pagoda serve` on the test model with `extra` flags; throws if it does not get ready.
+inline std::unique_ptr<ServerProcess> start_server(std::vector<std::string> extra = {}) {
+  std::vector<std::string> args = {"--model", e2e_model(), "--chat-template", e2e_template(),
+                                   "--threads", "1", "--max-seqs", "32", "--ctx-size", "512",
+                                   "--kv-cache-memory", "32MiB"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    auto s = std::make_unique<ServerProcess>(PAGODA_BINARY, args, free_port());
+    if (s->wait_ready(60)) return s;
+    std::string log = s->log();
+    if (log.find("cannot listen") == std::string::npos)
+      throw std::runtime_error("pagoda serve did not become ready:\n" + log);
+  }
+  throw std::runtime_error("pagoda serve: no free port");
+}
+
+}  // namespace pagoda::testing

@@ -73,6 +73,7 @@ struct CudaBackend::Impl {
   DeviceScratch index_buf;
   int64_t n_tokens = 0, n_logit = 0, n_decode = 0, n_tiles = 0, n_copies = 0, n_shifts = 0;
   int max_decode_ctx = 0;
+  bool copies_independent = true;  // no copy reads or writes another copy's destination
   size_t off_tokens = 0, off_positions = 0, off_slots = 0, off_token_bt = 0, off_block_tables = 0,
          off_logit_rows = 0, off_decode = 0, off_tiles = 0, off_copies = 0, off_shifts = 0;
 
@@ -143,6 +144,10 @@ size_t cuda_kv_budget_bytes(double gpu_memory_fraction) {
 CudaBackend::CudaBackend(const CudaBackendOptions& opts) : impl_(std::make_unique<Impl>()) {
   std::string why;
   if (!cuda::device_usable(&why)) throw cuda::CudaError(why);
+  const int n_devices = cuda::device_count();
+  if (opts.device < 0 || opts.device >= n_devices)
+    throw cuda::CudaError("CUDA device " + std::to_string(opts.device) + " does not exist (" +
+                          std::to_string(n_devices) + " found)");
   impl_->device = opts.device;
   CUDA_CHECK(cudaSetDevice(opts.device));
   CUDA_CHECK(cudaStreamCreateWithFlags(&impl_->stream, cudaStreamNonBlocking));
@@ -179,6 +184,7 @@ Tensor CudaBackend::upload_weight(const void* host_data, GgmlType type, int64_t 
                                   int64_t cols) {
   Impl& m = *impl_;
   require(rows > 0 && cols > 0, "upload_weight: rows and cols must be positive");
+  CUDA_CHECK(cudaSetDevice(m.device));
   const GgmlTypeInfo* info = ggml_type_info(static_cast<uint32_t>(type));
   require(info && info->supported, "upload_weight: unsupported weight type");
   require(cols % info->block_size == 0, "upload_weight: row length not a multiple of the block");
@@ -227,6 +233,7 @@ Tensor CudaBackend::upload_weight(const void* host_data, GgmlType type, int64_t 
 
 Tensor CudaBackend::alloc(int64_t rows, int64_t cols) {
   require(rows > 0 && cols > 0, "alloc: rows and cols must be positive");
+  CUDA_CHECK(cudaSetDevice(impl_->device));
   const size_t bytes = static_cast<size_t>(rows * cols) * sizeof(float);
   void* p = impl_->device_alloc(bytes);
   CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, impl_->stream));
@@ -244,6 +251,7 @@ void CudaBackend::init_kv_cache(const KvCacheConfig& cfg) {
               cfg.head_dim > 0,
           "init_kv_cache: every size must be positive");
   require(cfg.head_dim <= cuda::kMaxHeadDim, "init_kv_cache: head_dim above 256 is not supported");
+  CUDA_CHECK(cudaSetDevice(m.device));
   if (m.k_pool) {
     CUDA_CHECK(cudaStreamSynchronize(m.stream));
     CUDA_CHECK(cudaFree(m.k_pool));
@@ -267,6 +275,8 @@ void CudaBackend::init_kv_cache(const KvCacheConfig& cfg) {
 
 void CudaBackend::begin_step(const StepPlan& plan) {
   Impl& m = *impl_;
+  // The current device is per host thread; the engine thread may not be the one that built us.
+  CUDA_CHECK(cudaSetDevice(m.device));
   const size_t n = plan.tokens.size();
   require(m.k_pool != nullptr, "begin_step: the KV cache is not initialised");
   require(plan.positions.size() == n && plan.slots.size() == n && plan.token_seq.size() == n,
@@ -322,6 +332,27 @@ void CudaBackend::begin_step(const StepPlan& plan) {
     }
   }
 
+  // K-shifts of the same block are merged (rotations compose by adding angles) so the kernel
+  // never has two threads on one pair. Copies whose destinations are distinct and never read
+  // by another copy run in one launch; otherwise apply_cache_edits issues them one by one.
+  std::vector<int32_t> shifts;
+  for (const auto& ks : plan.k_shifts) {
+    size_t i = 0;
+    while (i < shifts.size() && shifts[i] != ks.block) i += 2;
+    if (i == shifts.size()) {
+      shifts.push_back(ks.block);
+      shifts.push_back(ks.delta);
+    } else {
+      shifts[i + 1] += ks.delta;
+    }
+  }
+  bool independent = true;
+  for (size_t i = 0; i < plan.block_copies.size(); ++i)
+    for (size_t j = 0; j < plan.block_copies.size(); ++j)
+      if (plan.block_copies[j].src == plan.block_copies[i].dst ||
+          (i != j && plan.block_copies[j].dst == plan.block_copies[i].dst))
+        independent = false;
+
   // Layout of the index buffer (int32 elements).
   size_t off = 0;
   auto place = [&](size_t count) {
@@ -338,7 +369,7 @@ void CudaBackend::begin_step(const StepPlan& plan) {
   m.off_decode = place(decode_rows.size());
   m.off_tiles = place(tiles.size());
   m.off_copies = place(2 * plan.block_copies.size());
-  m.off_shifts = place(2 * plan.k_shifts.size());
+  m.off_shifts = place(shifts.size());
   const size_t total = std::max<size_t>(off, 1);
 
   // The previous upload must have left the staging buffer before it is overwritten.
@@ -368,10 +399,7 @@ void CudaBackend::begin_step(const StepPlan& plan) {
     h[m.off_copies + 2 * i] = plan.block_copies[i].src;
     h[m.off_copies + 2 * i + 1] = plan.block_copies[i].dst;
   }
-  for (size_t i = 0; i < plan.k_shifts.size(); ++i) {
-    h[m.off_shifts + 2 * i] = plan.k_shifts[i].block;
-    h[m.off_shifts + 2 * i + 1] = plan.k_shifts[i].delta;
-  }
+  put(m.off_shifts, shifts.data(), shifts.size());
   void* d = m.index_buf.get(total * sizeof(int32_t), m.stream);
   CUDA_CHECK(cudaMemcpyAsync(d, h, off * sizeof(int32_t), cudaMemcpyHostToDevice, m.stream));
   CUDA_CHECK(cudaEventRecord(m.upload_done, m.stream));
@@ -382,14 +410,19 @@ void CudaBackend::begin_step(const StepPlan& plan) {
   m.n_decode = static_cast<int64_t>(decode_rows.size());
   m.n_tiles = static_cast<int64_t>(tiles.size() / 2);
   m.n_copies = static_cast<int64_t>(plan.block_copies.size());
-  m.n_shifts = static_cast<int64_t>(plan.k_shifts.size());
+  m.n_shifts = static_cast<int64_t>(shifts.size() / 2);
+  m.copies_independent = independent;
   m.max_decode_ctx = max_decode_ctx;
 }
 
 void CudaBackend::apply_cache_edits(const RopeConfig& rope) {
   Impl& m = *impl_;
-  if (m.n_copies > 0)
+  if (m.n_copies > 0 && m.copies_independent) {
     cuda::block_copy(m.pools(), m.dev(m.off_copies), static_cast<int>(m.n_copies), m.s());
+  } else {
+    for (int64_t i = 0; i < m.n_copies; ++i)  // in plan order: a later copy may read an earlier one's result
+      cuda::block_copy(m.pools(), m.dev(m.off_copies + 2 * static_cast<size_t>(i)), 1, m.s());
+  }
   if (m.n_shifts > 0)
     cuda::k_shift(m.pools(), m.dev(m.off_shifts), static_cast<int>(m.n_shifts), rope.head_dim,
                   rope.freq_base, rope.freq_scale, rope.neox, m.s());

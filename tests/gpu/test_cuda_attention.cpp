@@ -191,8 +191,10 @@ TEST_CASE("cuda: block copies then K-shifts match the CPU; V is untouched", "[gp
       const auto src4 = read(*p.gpu, 2, 4);
       const auto before5 = read(*p.gpu, 0, 5);
       StepPlan plan;
-      plan.block_copies = {{1, 9}, {2, 10}, {15, 3}, {4, 11}};
-      plan.k_shifts = {{5, -64}, {7, 5}, {0, -1000}, {11, -16}};  // 11 was just copied from 4
+      // 11 <- 4 then 12 <- 11 (a chain: must run in order); then 11 is shifted (after its
+      // copy) and block 5 is shifted twice (the backend may merge the two).
+      plan.block_copies = {{1, 9}, {2, 10}, {15, 3}, {4, 11}, {11, 12}};
+      plan.k_shifts = {{5, -64}, {7, 5}, {0, -1000}, {11, -16}, {5, 16}};
       RopeConfig rc;
       rc.head_dim = n_rot;
       rc.freq_base = neox ? 1000000.0f : 10000.0f;
@@ -219,6 +221,9 @@ TEST_CASE("cuda: block copies then K-shifts match the CPU; V is untouched", "[gp
       const auto s11 = read(*p.gpu, 2, 11);
       CHECK(s11.second == src4.second);
       CHECK(s11.first != src4.first);
+      const auto s12 = read(*p.gpu, 2, 12);  // copied from 11 before 11 was shifted
+      CHECK(s12.first == src4.first);
+      CHECK(s12.second == src4.second);
       const auto after5 = read(*p.gpu, 0, 5);
       CHECK(after5.second == before5.second);
     }

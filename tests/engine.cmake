@@ -13,3 +13,10 @@ foreach(t test_block_pool test_kv_cache_manager test_scheduler test_sampling)
     pagoda_test(unit/${t}.cpp unit pagoda_engine_core)
   endif()
 endforeach()
+
+# The engine end to end on a tiny model (needs the model, CPU backend and model writer).
+foreach(t test_engine test_engine_shift)
+  if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/unit/${t}.cpp)
+    pagoda_test(unit/${t}.cpp unit pagoda_engine)
+  endif()
+endforeach()

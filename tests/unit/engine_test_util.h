@@ -1,0 +1,92 @@
+// Helpers for the engine tests: a tiny random-weight model (engine/model_writer) loaded on the
+// CPU backend, and a collector that drains a RequestStream.
+#pragma once
+
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <stdexcept>
+#include <vector>
+
+#include "engine/backend_cpu.h"
+#include "engine/engine_api.h"
+#include "engine/gguf.h"
+#include "engine/model.h"
+#include "engine/model_writer.h"
+
+namespace pagoda::test {
+
+inline gguf::GgufFile tiny_model_file(int ctx = 1024, uint64_t seed = 1) {
+  ModelSpec spec;
+  spec.n_layers = 2;
+  spec.dim = 64;
+  spec.ff_dim = 128;
+  spec.n_heads = 4;
+  spec.n_kv_heads = 2;
+  spec.ctx = ctx;
+  spec.type = GgmlType::F32;
+  spec.seed = seed;
+  return gguf::GgufFile::from_bytes(build_model(spec, {}, 1).to_bytes(), "tiny.gguf");
+}
+
+inline std::unique_ptr<Model> load_model(const gguf::GgufFile& f, int max_batch_tokens = 512) {
+  return std::make_unique<Model>(f, std::make_unique<CpuBackend>(1), max_batch_tokens);
+}
+
+inline std::vector<int32_t> random_tokens(int n, uint64_t seed, int vocab = 256) {
+  std::mt19937_64 rng(seed);
+  std::vector<int32_t> v(n);
+  for (auto& t : v) t = static_cast<int32_t>(rng() % vocab);
+  return v;
+}
+
+// Everything one choice produced.
+struct ChoiceResult {
+  std::vector<int32_t> tokens;
+  std::vector<uint32_t> logprob_bits;  // bit patterns: comparisons are exact
+  std::vector<std::vector<int32_t>> top_tokens;
+  std::string text;
+  FinishReason finish = FinishReason::None;
+  std::string error;
+  bool operator==(const ChoiceResult& o) const {
+    return tokens == o.tokens && logprob_bits == o.logprob_bits && top_tokens == o.top_tokens &&
+           finish == o.finish;
+  }
+};
+
+struct RequestResult {
+  std::vector<ChoiceResult> choices;
+  Usage usage;
+};
+
+// Reads the stream to the end (fails after `limit`).
+inline RequestResult collect(RequestStream& s, int n = 1, std::chrono::seconds limit = std::chrono::seconds(120)) {
+  RequestResult r;
+  r.choices.resize(n);
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!s.done()) {
+    if (std::chrono::steady_clock::now() > deadline) throw std::runtime_error("request did not finish in time");
+    auto d = s.next(std::chrono::milliseconds(100));
+    if (!d) continue;
+    ChoiceResult& c = r.choices.at(d->index);
+    c.tokens.insert(c.tokens.end(), d->tokens.begin(), d->tokens.end());
+    for (const auto& lp : d->logprobs) {
+      uint32_t bits;
+      std::memcpy(&bits, &lp.logprob, 4);
+      c.logprob_bits.push_back(bits);
+      std::vector<int32_t> top;
+      for (const auto& t : lp.top) top.push_back(t.token);
+      c.top_tokens.push_back(top);
+    }
+    c.text += d->text;
+    if (d->finish != FinishReason::None) {
+      c.finish = d->finish;
+      c.error = d->error;
+    }
+  }
+  r.usage = s.usage();
+  return r;
+}
+
+}  // namespace pagoda::test

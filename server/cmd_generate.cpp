@@ -1,11 +1,169 @@
-// placeholder until the command is implemented
+// `pagoda generate`: runs one prompt through the model on the CPU backend and prints the text,
+// then prefill and decode speeds on stderr. One sequence, blocks 0, 1, 2, ... of the paged
+// cache; greedy unless --temp is given (engine/sampling.h draws the tokens).
+#include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
 
+#include "engine/backend_cpu.h"
+#include "engine/gguf.h"
+#include "engine/model.h"
+#include "engine/sampling.h"
+#include "engine/step_plan.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "server/commands.h"
 
 namespace pagoda::cli {
-int generate(int, char**) {
-  std::fprintf(stderr, "not implemented yet\n");
-  return 1;
+namespace {
+
+constexpr int kBlockSize = 16;
+
+struct GenerateArgs {
+  std::string model;
+  std::string prompt;
+  int n_predict = 32;
+  float temp = 0.0f;  // 0 = greedy
+  uint64_t seed = 0;
+  int threads = 0;    // 0 = hardware threads
+  int ctx = 2048;
+  int batch = 512;    // prefill chunk (max tokens per forward pass)
+  bool ignore_eos = false;
+};
+
+const char* kUsage =
+    "usage: pagoda generate --model M.gguf --prompt TEXT [-n N] [--temp T] [--seed S]\n"
+    "                       [--threads T] [--ctx C] [--batch B] [--ignore-eos]\n"
+    "  -n N          new tokens to generate (default 32)\n"
+    "  --temp T      sampling temperature; 0 = greedy (default 0)\n"
+    "  --seed S      sampler seed (default 0)\n"
+    "  --threads T   CPU threads (default: all hardware threads)\n"
+    "  --ctx C       context size in tokens (default 2048)\n"
+    "  --batch B     tokens per prefill step (default 512)\n"
+    "  --ignore-eos  keep generating past end-of-generation tokens\n";
+
+long parse_int(const std::string& flag, const char* v, long lo, long hi) {
+  char* end = nullptr;
+  const long x = std::strtol(v, &end, 10);
+  if (end == v || *end || x < lo || x > hi)
+    throw std::invalid_argument(flag + " expects an integer in [" + std::to_string(lo) + ", " +
+                                std::to_string(hi) + "], got '" + v + "'");
+  return x;
 }
+
+// Returns false when --help was asked for.
+bool parse_args(int argc, char** argv, GenerateArgs& a) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string f = argv[i];
+    if (f == "--help" || f == "-h") return false;
+    if (f == "--ignore-eos") { a.ignore_eos = true; continue; }
+    if (i + 1 >= argc) throw std::invalid_argument(f + " needs a value (or is unknown)");
+    const char* v = argv[++i];
+    if (f == "--model" || f == "-m") a.model = v;
+    else if (f == "--prompt" || f == "-p") a.prompt = v;
+    else if (f == "-n" || f == "--n-predict") a.n_predict = static_cast<int>(parse_int(f, v, 0, 1 << 24));
+    else if (f == "--seed") a.seed = static_cast<uint64_t>(parse_int(f, v, 0, 1L << 62));
+    else if (f == "--threads" || f == "-t") a.threads = static_cast<int>(parse_int(f, v, 0, 1024));
+    else if (f == "--ctx" || f == "-c") a.ctx = static_cast<int>(parse_int(f, v, 1, 1 << 24));
+    else if (f == "--batch" || f == "-b") a.batch = static_cast<int>(parse_int(f, v, 1, 1 << 16));
+    else if (f == "--temp") {
+      char* end = nullptr;
+      a.temp = std::strtof(v, &end);
+      if (end == v || *end || !(a.temp >= 0.0f) || !std::isfinite(a.temp))
+        throw std::invalid_argument("--temp expects a number >= 0, got '" + std::string(v) + "'");
+    } else {
+      throw std::invalid_argument("unknown option " + f);
+    }
+  }
+  if (a.model.empty()) throw std::invalid_argument("--model is required");
+  return true;
+}
+
+// A step for one sequence (id 0) whose block table is 0, 1, 2, ...: tokens [begin, end) of
+// `ids`, logits for the last one.
+StepPlan one_sequence_step(const std::vector<int32_t>& ids, int begin, int end) {
+  StepPlan p;
+  const int n_blocks = (end + kBlockSize - 1) / kBlockSize;
+  for (int i = begin; i < end; ++i) {
+    p.tokens.push_back(ids[static_cast<size_t>(i)]);
+    p.positions.push_back(i);
+    p.slots.push_back(i);  // block i / B is block number i / B: the slot is the index itself
+    p.token_seq.push_back(0);
+  }
+  p.seqs.push_back(SeqInStep{0, 0, end - begin, begin, 0, n_blocks});
+  for (int b = 0; b < n_blocks; ++b) p.block_tables.push_back(b);
+  p.logit_rows.push_back(end - begin - 1);
+  return p;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+int generate(int argc, char** argv) {
+  GenerateArgs a;
+  if (!parse_args(argc, argv, a)) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  const gguf::GgufFile file = gguf::GgufFile::open(a.model);
+  const auto tok = Tokenizer::from_gguf(file);
+  Model model(file, std::make_unique<CpuBackend>(a.threads), a.batch);
+
+  const std::vector<int32_t> prompt = tok->encode(a.prompt, true, false);
+  if (prompt.empty()) throw std::invalid_argument("the prompt has no tokens");
+  const int total = static_cast<int>(prompt.size()) + a.n_predict;
+  if (total > a.ctx)
+    throw std::invalid_argument("prompt (" + std::to_string(prompt.size()) + " tokens) + -n " +
+                                std::to_string(a.n_predict) + " exceed --ctx " + std::to_string(a.ctx));
+  model.init_kv_cache((a.ctx + kBlockSize - 1) / kBlockSize, kBlockSize);
+
+  std::vector<int32_t> ids = prompt;
+  std::vector<float> logits;
+  SamplingParams params;
+  params.temperature = a.temp;
+  params.seed = a.seed;
+  Rng rng(a.seed);
+
+  const auto t_prefill = std::chrono::steady_clock::now();
+  for (int begin = 0; begin < static_cast<int>(prompt.size()); begin += a.batch) {
+    const int end = std::min<int>(begin + a.batch, static_cast<int>(prompt.size()));
+    model.forward(one_sequence_step(ids, begin, end), logits);
+  }
+  const double prefill_s = seconds_since(t_prefill);
+
+  const auto t_decode = std::chrono::steady_clock::now();
+  int generated = 0, decode_steps = 0;
+  while (generated < a.n_predict) {
+    const std::vector<int32_t> output(ids.begin() + static_cast<long>(prompt.size()), ids.end());
+    const int32_t next = sample_token(logits.data(), model.config().vocab_size, params, prompt, output, rng).token;
+    ++generated;
+    if (!a.ignore_eos && tok->is_eog(next)) break;
+    const std::string piece = tok->token_to_piece(next);
+    std::fwrite(piece.data(), 1, piece.size(), stdout);
+    std::fflush(stdout);
+    ids.push_back(next);
+    if (generated == a.n_predict) break;  // the last token needs no forward pass
+    const int n = static_cast<int>(ids.size());
+    model.forward(one_sequence_step(ids, n - 1, n), logits);
+    ++decode_steps;
+  }
+  const double decode_s = seconds_since(t_decode);
+  std::fputc('\n', stdout);
+
+  // Decode speed counts the single-token forward passes (the first new token comes from prefill).
+  std::fprintf(stderr, "prefill: %zu tokens in %.3f s (%.2f tok/s)\n", prompt.size(), prefill_s,
+               static_cast<double>(prompt.size()) / prefill_s);
+  std::fprintf(stderr, "decode: %d tokens in %.3f s (%.2f tok/s)\n", decode_steps, decode_s,
+               decode_steps > 0 ? decode_steps / decode_s : 0.0);
+  return 0;
+}
+
 }  // namespace pagoda::cli

@@ -154,11 +154,14 @@ void matmul(ThreadPool& pool, CpuIsa isa, GgmlType wtype, const void* w, int64_t
     auto* q = const_cast<int8_t*>(a.acts.q);
     auto* d = const_cast<float*>(a.acts.d);
     auto* s = const_cast<int16_t*>(a.acts.s);
-    pool.parallel_for(n, [&](int64_t b, int64_t e, int) {
+    auto quantize_rows = [&](int64_t b, int64_t e, int) {
       for (int64_t i = b; i < e; ++i)
         detail::quantize_activation_row(x + i * in_features, in_features, q + i * in_features,
                                         d + i * (in_features / 32), s + i * (in_features / 16));
-    });
+    };
+    // A few rows take a microsecond or two: not worth waking the other threads for.
+    if (n * in_features <= 16384) quantize_rows(0, n, 0);
+    else pool.parallel_for(n, quantize_rows);
   }
 
   const int64_t unit = outputs_per_task(isa, quantized);

@@ -106,7 +106,23 @@ std::vector<std::string> gpt2_byte_tokens() {
 
 const char* const kSpecialTokens[] = {"<|bos|>", "<|eos|>", "<|im_start|>", "<|im_end|>"};
 constexpr int kBos = 256, kEos = 257, kImEnd = 259;
-constexpr int kTokenNormal = 1, kTokenControl = 3, kTokenUnused = 5;
+constexpr int kTokenNormal = 1, kTokenControl = 3;
+
+// Padding token k (k >= 0) of a vocabulary larger than the built-in one: a space-prefixed
+// pseudo-word ("Ġ" is the byte-level form of a space) made of k's digits in bijective base 100,
+// one consonant-vowel syllable per digit. Every k gives a distinct word, and the tokens decode to
+// readable text, so a random model with a large vocabulary still prints words (placeholder
+// "<unused_N>" tokens would decode to nothing, and they would be most of what it samples).
+std::string padding_word(int k) {
+  static const char kConsonants[] = "bcdfghjklmnprstvwxyz";  // 20
+  static const char kVowels[] = "aeiou";                     // 5
+  std::string word;
+  for (int64_t n = int64_t(k) + 1; n > 0; n = (n - 1) / 100) {
+    int digit = int((n - 1) % 100);
+    word.insert(word.begin(), {kConsonants[digit / 5], kVowels[digit % 5]});
+  }
+  return "\xc4\xa0" + word;
+}
 
 const char* const kChatTemplate =
     "{% for message in messages %}"
@@ -235,8 +251,8 @@ void add_builtin_vocab(GgufWriter& w, int vocab_size) {
     types.push_back(kTokenControl);
   }
   for (int id = builtin_vocab_size(); id < vocab_size; ++id) {
-    tokens.push_back("<unused_" + std::to_string(id - builtin_vocab_size()) + ">");
-    types.push_back(kTokenUnused);
+    tokens.push_back(padding_word(id - builtin_vocab_size()));
+    types.push_back(kTokenNormal);
   }
   w.set("tokenizer.ggml.model", Value::from_string("gpt2"));
   w.set("tokenizer.ggml.pre", Value::from_string("default"));

@@ -48,7 +48,9 @@ int builtin_vocab_size();
 
 // Writes the own vocabulary's tokenizer.* keys: model "gpt2", the 256 GPT-2 byte tokens, no
 // merges, control tokens <|bos|> <|eos|> <|im_start|> <|im_end|>, a ChatML chat template, and
-// "<unused_N>" padding up to `vocab_size` (which must be >= builtin_vocab_size()).
+// padding up to `vocab_size` (which must be >= builtin_vocab_size()) with distinct
+// space-prefixed pseudo-words ("Ġbaka"): never produced by encoding (there are no merges), but
+// readable when a random model samples them.
 void add_builtin_vocab(gguf::GgufWriter& w, int vocab_size);
 
 // Copies every tokenizer.* key of `src` to `w`; returns the token count. Throws ModelSpecError

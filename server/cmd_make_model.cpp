@@ -26,7 +26,7 @@ const char* const kUsage =
     "  --preset NAME         demo (default) | tinyllama-1.1b | llama3-8b; flags below override it\n"
     "  --arch A              llama | qwen2\n"
     "  --layers N --dim N --ff N --heads N --kv-heads N --ctx N\n"
-    "  --vocab-size N        pads the built-in vocabulary with <unused_N> tokens\n"
+    "  --vocab-size N        pads the built-in vocabulary with pseudo-word tokens\n"
     "  --type T              f32 | f16 | bf16 | q8_0 | q4_0 | q4_k | q6_k (norms and biases stay f32)\n"
     "  --rope-base F         RoPE frequency base\n"
     "  --seed N              random seed (default 0)\n"

@@ -152,18 +152,27 @@ TEST_CASE("built-in vocabulary: GPT-2 byte tokens, control tokens, padding, chat
   CHECK(tokens[258] == "<|im_start|>");
   CHECK(tokens[259] == "<|im_end|>");
   for (int id = 256; id < 260; ++id) CHECK(types[id] == 3);
-  CHECK(tokens[260] == "<unused_0>");
-  CHECK(tokens[299] == "<unused_39>");
-  CHECK(types[299] == 5);
+  CHECK(tokens[260] == "\xc4\xa0" "ba");   // padding: pseudo-words after a space
+  CHECK(tokens[261] == "\xc4\xa0" "be");
+  CHECK(tokens[299] == "\xc4\xa0" "ku");
+  CHECK(types[299] == 1);
   CHECK(f.get_int("tokenizer.ggml.bos_token_id") == 256);
   CHECK(f.get_int("tokenizer.ggml.eos_token_id") == 257);
   CHECK(f.get_bool("tokenizer.ggml.add_bos_token") == true);
   CHECK(f.get_string_array("tokenizer.ggml.merges")->empty());
   CHECK_THAT(*f.get_string("tokenizer.chat_template"), Catch::Contains("<|im_start|>"));
-  // All 256 byte tokens are distinct.
-  std::vector<std::string> bytes(tokens.begin(), tokens.begin() + 256);
-  std::sort(bytes.begin(), bytes.end());
-  CHECK(std::unique(bytes.begin(), bytes.end()) == bytes.end());
+  // All tokens are distinct, also with a vocabulary big enough for three-syllable padding.
+  std::vector<std::string> all(tokens.begin(), tokens.end());
+  std::sort(all.begin(), all.end());
+  CHECK(std::unique(all.begin(), all.end()) == all.end());
+  GgufWriter big;
+  add_builtin_vocab(big, 128256);
+  GgufFile fb = GgufFile::from_bytes(big.to_bytes());
+  all = *fb.get_string_array("tokenizer.ggml.tokens");
+  CHECK(all[260 + 100] == "\xc4\xa0" "baba");  // first two-syllable word
+  CHECK(all[260 + 10100] == "\xc4\xa0" "bababa");
+  std::sort(all.begin(), all.end());
+  CHECK(std::unique(all.begin(), all.end()) == all.end());
 
   s.vocab_size = 100;
   CHECK_THROWS_AS(build_model(s), ModelSpecError);

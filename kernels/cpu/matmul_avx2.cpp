@@ -167,6 +167,8 @@ void tile_kernel(const Tile& tile, int nblk, int64_t b0, const QuantActs& acts, 
 
 template <GgmlType T>
 void quant_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
+  // Decode-sized batches skip the tile (see matmul_rows_avx2.cpp); the results are identical.
+  if (a.n <= kFewRowsMax) return matmul_few_rows_avx2(a, o_begin, o_end);
   std::unique_ptr<Tile, TileDeleter> tile(static_cast<Tile*>(::operator new(sizeof(Tile), std::align_val_t(64))));
   const int64_t nb = a.k / 32;
   for (int64_t o0 = o_begin; o0 < o_end; o0 += kLanes) {

@@ -52,6 +52,8 @@ void matmul_range_avx512(const MatmulArgs& a, int64_t o_begin, int64_t o_end);
 // AVX-512 quantized kernels for n <= kFewRowsMax activation rows (decode), without tiles.
 constexpr int64_t kFewRowsMax = 16;
 void matmul_few_rows_avx512(const MatmulArgs& a, int64_t o_begin, int64_t o_end);
+// The same at the AVX2 level.
+void matmul_few_rows_avx2(const MatmulArgs& a, int64_t o_begin, int64_t o_end);
 
 // Half -> float: one instruction where the translation unit has F16C, else the portable routine.
 static inline float half_to_float(uint16_t h) {

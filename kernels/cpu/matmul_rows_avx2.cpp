@@ -1,0 +1,171 @@
+// AVX2 kernels for quantized weights and few activation rows (n <= kFewRowsMax: decode steps),
+// the counterpart of matmul_rows_avx512.cpp for CPUs without AVX-512 VNNI.
+//
+// A ymm holds one 32-element block of one weight row as bytes; vpmaddubsw + vpmaddwd against the
+// activation block give 8 partial int32 sums (4 per 16-element half), and a vphaddd tree turns
+// 8 such registers (8 outputs) into per-output sums. The integers are exactly those of
+// accumulate_block, and the float epilogue is the same sequence, so results are bit-identical to
+// the tile path and to the other ISA levels.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
+
+#include "kernels/cpu/matmul_internal.h"
+
+namespace pagoda::cpu::detail {
+
+namespace {
+
+constexpr int kGroup = 8;  // outputs per group: one ymm of int32/float lanes
+
+// p[i] = partial sums of output i: lanes 0-3 over elements 0-15, lanes 4-7 over 16-31.
+// Returns per-output sums of each half, lanes in output order.
+inline void reduce_rows8(const __m256i p[8], __m256i& half0, __m256i& half1) {
+  const __m256i s01 = _mm256_hadd_epi32(p[0], p[1]), s23 = _mm256_hadd_epi32(p[2], p[3]);
+  const __m256i s45 = _mm256_hadd_epi32(p[4], p[5]), s67 = _mm256_hadd_epi32(p[6], p[7]);
+  const __m256i s0123 = _mm256_hadd_epi32(s01, s23), s4567 = _mm256_hadd_epi32(s45, s67);
+  // s0123 = [outputs 0-3, half 0 | outputs 0-3, half 1]; s4567 the same for outputs 4-7.
+  half0 = _mm256_permute2x128_si256(s0123, s4567, 0x20);
+  half1 = _mm256_permute2x128_si256(s0123, s4567, 0x31);
+}
+
+template <GgmlType T>
+constexpr int kBlocksPerGroup = (T == GgmlType::Q4_K || T == GgmlType::Q6_K) ? 8 : 1;
+
+template <GgmlType T>
+struct GroupScales {
+  alignas(32) float s0[kBlocksPerGroup<T>][kGroup];
+  alignas(32) float s1[kBlocksPerGroup<T>][kGroup];
+  alignas(32) float m[kBlocksPerGroup<T>][kGroup];
+};
+
+template <GgmlType T>
+void load_scales(const uint8_t* const row[kGroup], int64_t group, GroupScales<T>& sc) {
+  for (int l = 0; l < kGroup; ++l) {
+    if constexpr (T == GgmlType::Q8_0) {
+      sc.s0[0][l] = _cvtsh_ss(reinterpret_cast<const BlockQ8_0*>(row[l])[group].d);
+    } else if constexpr (T == GgmlType::Q4_0) {
+      sc.s0[0][l] = _cvtsh_ss(reinterpret_cast<const BlockQ4_0*>(row[l])[group].d);
+    } else if constexpr (T == GgmlType::Q4_K) {
+      const BlockQ4_K* blk = reinterpret_cast<const BlockQ4_K*>(row[l]) + group;
+      const float d = _cvtsh_ss(blk->d), dmin = _cvtsh_ss(blk->dmin);
+      for (int j = 0; j < 8; ++j) {
+        int s, mn;
+        q4k_scale_min(j, blk->scales, s, mn);
+        sc.s0[j][l] = d * static_cast<float>(s);
+        sc.m[j][l] = dmin * static_cast<float>(mn);
+      }
+    } else {
+      const BlockQ6_K* blk = reinterpret_cast<const BlockQ6_K*>(row[l]) + group;
+      const float d = _cvtsh_ss(blk->d);
+      for (int j = 0; j < 8; ++j) {
+        sc.s0[j][l] = d * static_cast<float>(blk->scales[2 * j]);
+        sc.s1[j][l] = d * static_cast<float>(blk->scales[2 * j + 1]);
+      }
+    }
+  }
+}
+
+inline __m256i load32(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+
+// Partial sums (8 x int32) of block j of scale group `group` of one weight row against the
+// activation block xv: sum(u * x) for the u8 types, sum(q * x) for Q8_0 (see Dot4 in
+// matmul_avx2.cpp for the saturation argument).
+template <GgmlType T>
+inline __m256i block_dot(const uint8_t* row, int64_t group, int j, __m256i xv) {
+  const __m256i ones = _mm256_set1_epi16(1), m4 = _mm256_set1_epi8(0x0F);
+  __m256i u;
+  if constexpr (T == GgmlType::Q8_0) {
+    const __m256i q = load32(row + group * sizeof(BlockQ8_0) + 2);
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(q), _mm256_sign_epi8(xv, q)), ones);
+  } else if constexpr (T == GgmlType::Q4_0) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + group * sizeof(BlockQ4_0) + 2));
+    u = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), m4);
+  } else if constexpr (T == GgmlType::Q4_K) {
+    const __m256i v = load32(row + group * sizeof(BlockQ4_K) + offsetof(BlockQ4_K, qs) + 32 * (j / 2));
+    u = _mm256_and_si256(j % 2 ? _mm256_srli_epi16(v, 4) : v, m4);
+  } else {
+    const int h = j / 4, p = j % 4;
+    const uint8_t* base = row + group * sizeof(BlockQ6_K);
+    const __m256i ql = load32(base + offsetof(BlockQ6_K, ql) + 64 * h + 32 * (p & 1));
+    const __m256i qh = load32(base + offsetof(BlockQ6_K, qh) + 32 * h);
+    const __m256i lo = _mm256_and_si256(_mm256_srli_epi16(ql, 4 * (p >> 1)), m4);
+    const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * p), _mm256_set1_epi8(3));
+    u = _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
+  }
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, xv), ones);
+}
+
+// R activation rows (i0..) x outputs [o0, o0 + valid), valid <= 8, over all of k.
+template <GgmlType T, int R>
+void few_rows(const MatmulArgs& a, int64_t o0, int valid, int64_t i0) {
+  constexpr int bpg = kBlocksPerGroup<T>;
+  const uint8_t* row[kGroup];
+  for (int l = 0; l < kGroup; ++l) row[l] = a.w + (o0 + std::min(l, valid - 1)) * a.row_bytes;
+  __m256 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  const int64_t groups = a.k / (32 * bpg);
+  GroupScales<T> sc;
+  for (int64_t g = 0; g < groups; ++g) {
+    load_scales<T>(row, g, sc);
+    for (int j = 0; j < bpg; ++j) {
+      const int64_t b = g * bpg + j;
+      for (int r = 0; r < R; ++r) {
+        const int16_t* xs = a.acts.row_s(i0 + r) + 2 * b;
+        const __m256 dx = _mm256_set1_ps(a.acts.row_d(i0 + r)[b]);
+        const __m256i xv = load32(reinterpret_cast<const uint8_t*>(a.acts.row_q(i0 + r) + 32 * b));
+        __m256i p[8], h0, h1;
+        for (int i = 0; i < 8; ++i) p[i] = block_dot<T>(row[i], g, j, xv);
+        reduce_rows8(p, h0, h1);
+        const __m256 s0 = _mm256_load_ps(sc.s0[j]);
+        if constexpr (T == GgmlType::Q6_K) {
+          const __m256i i0s = _mm256_sub_epi32(h0, _mm256_set1_epi32(32 * xs[0]));
+          const __m256i i1s = _mm256_sub_epi32(h1, _mm256_set1_epi32(32 * xs[1]));
+          acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i0s), _mm256_mul_ps(s0, dx), acc[r]);
+          acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i1s), _mm256_mul_ps(_mm256_load_ps(sc.s1[j]), dx), acc[r]);
+        } else {
+          // Q8_0's sums are sum(q * x) already; the others need -offset * sum(x).
+          constexpr int off = T == GgmlType::Q8_0 ? 0 : weight_offset(T);
+          const __m256i isum = _mm256_sub_epi32(_mm256_add_epi32(h0, h1), _mm256_set1_epi32(off * (xs[0] + xs[1])));
+          acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(s0, dx), acc[r]);
+          if constexpr (T == GgmlType::Q4_K) {
+            const __m256 xsum = _mm256_set1_ps(static_cast<float>(xs[0] + xs[1]));
+            acc[r] = _mm256_fnmadd_ps(xsum, _mm256_mul_ps(_mm256_load_ps(sc.m[j]), dx), acc[r]);
+          }
+        }
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    alignas(32) float tmp[kGroup];
+    _mm256_store_ps(tmp, acc[r]);
+    std::memcpy(a.out + (i0 + r) * a.out_features + o0, tmp, sizeof(float) * valid);
+  }
+}
+
+template <GgmlType T>
+void few_rows_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
+  for (int64_t o0 = o_begin; o0 < o_end; o0 += kGroup) {
+    const int valid = static_cast<int>(std::min<int64_t>(kGroup, o_end - o0));
+    for (int64_t i0 = 0; i0 < a.n; i0 += 2) {
+      if (a.n - i0 >= 2) few_rows<T, 2>(a, o0, valid, i0);
+      else few_rows<T, 1>(a, o0, valid, i0);
+    }
+  }
+}
+
+}  // namespace
+
+void matmul_few_rows_avx2(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
+  switch (a.type) {
+    case GgmlType::Q8_0: return few_rows_range<GgmlType::Q8_0>(a, o_begin, o_end);
+    case GgmlType::Q4_0: return few_rows_range<GgmlType::Q4_0>(a, o_begin, o_end);
+    case GgmlType::Q4_K: return few_rows_range<GgmlType::Q4_K>(a, o_begin, o_end);
+    case GgmlType::Q6_K: return few_rows_range<GgmlType::Q6_K>(a, o_begin, o_end);
+    default: return;
+  }
+}
+
+}  // namespace pagoda::cpu::detail

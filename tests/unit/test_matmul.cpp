@@ -158,3 +158,17 @@ TEST_CASE("bad arguments are refused") {
   CHECK_THROWS_AS(matmul(pool, GgmlType::Q4_K, w, 1, 32, x, 1, out), std::invalid_argument);
   matmul(pool, GgmlType::F32, w, 1, 16, x, 0, out);  // n = 0 is a no-op
 }
+
+TEST_CASE("ISA levels: names round-trip, the scalar level always runs") {
+  for (CpuIsa isa : {CpuIsa::Scalar, CpuIsa::Avx2, CpuIsa::Avx512}) {
+    CpuIsa parsed = CpuIsa::Scalar;
+    REQUIRE(parse_cpu_isa(cpu_isa_name(isa), parsed));
+    CHECK(parsed == isa);
+  }
+  CpuIsa unchanged = CpuIsa::Avx2;
+  CHECK_FALSE(parse_cpu_isa("sse9", unchanged));
+  CHECK(unchanged == CpuIsa::Avx2);
+  CHECK(cpu_supports(CpuIsa::Scalar));
+  CHECK(cpu_supports(default_cpu_isa()));
+  CHECK(static_cast<int>(default_cpu_isa()) <= static_cast<int>(best_cpu_isa()));
+}

@@ -29,9 +29,14 @@ namespace pagoda::cpu {
 // True when matmul handles weights of type t: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K.
 bool matmul_supports(GgmlType t);
 
-// out = x * w^T as above with the default ISA level (default_cpu_isa()), spread over `pool`.
-// in_features must be a multiple of the type's block size (32 or 256 for quantized types).
-// Throws std::invalid_argument for an unsupported type or a bad shape.
+// out = x * w^T as above with the default ISA level (default_cpu_isa()), spread over `pool`
+// (outputs are split between its threads; the calling thread takes part).
+// in_features must be a multiple of the type's block size (32 or 256 for quantized types); out
+// must not overlap x or w. Throws std::invalid_argument for an unsupported type or a bad shape.
+//
+// Performance shape: with n <= 16 (decode) quantized weights are streamed once straight from
+// their GGML blocks; with more rows each thread decodes 32 outputs x 512 inputs of weights at a
+// time into an interleaved tile that every activation row reuses (prefill is compute-bound).
 void matmul(ThreadPool& pool, GgmlType wtype, const void* w, int64_t out_features, int64_t in_features,
             const float* x, int64_t n, float* out);
 

@@ -6,7 +6,8 @@
 // 2. matmul on TinyLlama-1.1B shapes: n = 1 as GB/s of weights streamed (weights rotated over
 //    enough copies to defeat the L3) and % of (1); n = 128 and 512 as GFLOP/s.
 // 3. The whole TinyLlama matmul stack (22 layers of q,k,v,o,gate,up,down + the output head):
-//    decode tokens/s (n = 1) and prefill tokens/s (n = 128, 512), matmuls only.
+//    decode tokens/s (n = 1), batched decode (n = 4, 16) and prefill tokens/s (n = 128, 512),
+//    matmuls only.
 // Every figure is the median of several runs.
 #include <algorithm>
 #include <chrono>
@@ -233,6 +234,10 @@ int main(int argc, char** argv) {
   const double td = median_seconds(5, [&] { forward(1); });
   std::printf("tinyllama matmuls (%d layers, %.2f GB): decode %.1f tok/s (%.1f GB/s, %.0f%% of stream)\n", layers,
               total / 1e9, 1.0 / td, total / td / 1e9, 100.0 * total / td / 1e9 / bw);
+  for (int64_t n : {4, 16}) {  // batched decode of n sequences (issue 4's engine benchmark)
+    const double tb = median_seconds(5, [&] { forward(n); });
+    std::printf("tinyllama matmuls batched decode n=%ld: %.1f tok/s aggregate\n", static_cast<long>(n), n / tb);
+  }
   for (int64_t n : {128, 512}) {
     if (quick && n == 512) continue;
     const double tp = median_seconds(3, [&] { forward(n); });

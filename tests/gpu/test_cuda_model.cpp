@@ -2,8 +2,12 @@
 // models from make-model (llama and qwen2 shapes; f16 and q8_0 weights), a chunked prefill over a
 // scattered block table, then 64 greedy decode steps. Both models are fed the CPU's greedy
 // token each step (so one near-tie cannot derail the rest) and must agree on the argmax at every
-// step whose CPU top-2 margin is not a near-tie, with logits within a relative L2 error of 3%
-// (the GPU rounds activations to bf16 before each GEMM; the CPU does not).
+// step whose CPU top-2 margin is not a near-tie (margin under 2% of the top logit + 1: about
+// twice the largest logit difference seen), with logits within a relative L2 error of 3% for f16
+// weights and 6% for q8_0 (the GPU rounds activations to bf16 before each GEMM and dequantizes
+// weights to bf16; the CPU's quantized GEMM quantizes activations to 8 bits). These bounds were
+// set from a CPU emulation of the GPU's roundings (bf16 weights, bf16 GEMM inputs), which gave
+// 1.2% (f16) and 2.8% (q8_0) with 5-16 near-ties in 64 steps; not yet confirmed on a GPU.
 // PAGODA_GPU_HEAVY=1 adds the TinyLlama-1.1B shape (f16 and q8_0).
 // Skips (passes with a warning) without a CUDA device.
 #include <catch2/catch.hpp>
@@ -98,9 +102,10 @@ void compare_models(const ModelSpec& spec, int prompt_len, int steps) {
     gpu.forward(plan, lg);
   }
   INFO(spec.name << " " << ggml_type_info(spec.type).name << " prompt " << prompt_len);
+  const double tol = spec.type == GgmlType::F16 ? 0.03 : 0.06;
   const double prefill_err = rel_l2(lg, lc);
   INFO("prefill logits relative L2 error " << prefill_err);
-  CHECK(prefill_err < 0.03);
+  CHECK(prefill_err < tol);
 
   int disagreements = 0, near_ties = 0;
   double worst = prefill_err;
@@ -121,9 +126,9 @@ void compare_models(const ModelSpec& spec, int prompt_len, int steps) {
   }
   INFO("worst logits relative L2 error " << worst << ", near-ties " << near_ties << " of "
                                          << steps);
-  CHECK(worst < 0.03);
+  CHECK(worst < tol);
   CHECK(disagreements == 0);
-  CHECK(near_ties * 4 <= steps);
+  CHECK(near_ties * 2 <= steps);  // otherwise the model is too flat for the check to mean much
 }
 
 }  // namespace

@@ -2,12 +2,14 @@
 //   out[t, h] = softmax_j(scale * q[t, h] . K[j, g]) V[j, g]  over logical j in 0..positions[t],
 // with g = h / (n_heads / n_kv_heads) (GQA) and K/V rows found through the token's block table
 // (logical j lives in block_table[j / block_size] at offset j % block_size).
-// Launch: attend kernel grid (n_rows, n_heads, n_splits), 128 threads = 4 warps. Split s covers
+// Launch: attend kernel grid (n_heads, n_rows, n_splits), 128 threads = 4 warps. Heads run
+// fastest so the query heads sharing a KV head read its K/V rows close together in time (L2
+// hits instead of one HBM read per query head). Split s covers
 // keys [s*kDecodeSplitKeys, (s+1)*kDecodeSplitKeys); within a split, warp w takes every 4th key;
 // each lane holds head dims lane, lane+32, ... (head_dim <= kMaxHeadDim), a key's dot product
 // is a warp reduction, and each warp keeps an online softmax (max, sum, accumulator). Warps are
 // merged in shared memory. With one split the result is written directly; with more, partial
-// (max, sum, acc) go to the workspace and a reduce kernel, grid (n_rows, n_heads) x 128 threads,
+// (max, sum, acc) go to the workspace and a reduce kernel, grid (n_heads, n_rows) x 128 threads,
 // merges them in split order. A row's own context fixes which splits are non-empty, and empty
 // splits add exact zeros, so the result does not depend on the batch (batch invariance).
 // Assumptions: max_ctx >= positions[t] + 1 for every row; head_dim <= kMaxHeadDim; n_heads a
@@ -28,7 +30,7 @@ __global__ void decode_attend_kernel(const float* q, float* out, int n_heads, fl
                                      float* ws_acc, float* ws_m, float* ws_l) {
   __shared__ float sm_m[kWarps], sm_l[kWarps];
   __shared__ float sm_acc[kWarps][kMaxHeadDim];
-  const int row = blockIdx.x, h = blockIdx.y, split = blockIdx.z, n_splits = gridDim.z;
+  const int h = blockIdx.x, row = blockIdx.y, split = blockIdx.z, n_splits = gridDim.z;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int hd = kv.head_dim;
   const int t = rows[row];
@@ -112,7 +114,7 @@ __global__ void decode_attend_kernel(const float* q, float* out, int n_heads, fl
 __global__ void decode_reduce_kernel(float* out, int n_heads, int hd, int n_splits,
                                      const int32_t* rows, const float* ws_acc, const float* ws_m,
                                      const float* ws_l) {
-  const int row = blockIdx.x, h = blockIdx.y;
+  const int h = blockIdx.x, row = blockIdx.y;
   const int64_t first = ((int64_t)row * n_heads + h) * n_splits;
   float mx = -INFINITY;
   for (int s = 0; s < n_splits; ++s) mx = fmaxf(mx, ws_m[first + s]);
@@ -162,13 +164,14 @@ void attention_decode(const float* q, float* out, int n_heads, float scale, cons
   float* ws_m = workspace ? workspace + parts * kv.head_dim : nullptr;
   float* ws_l = ws_m ? ws_m + parts : nullptr;
   cudaStream_t st = as_stream(stream);
-  dim3 grid(static_cast<unsigned>(n_rows), static_cast<unsigned>(n_heads),
+  if (n_rows > 65535) throw CudaError("attention_decode: more than 65535 decode rows in one step");
+  dim3 grid(static_cast<unsigned>(n_heads), static_cast<unsigned>(n_rows),
             static_cast<unsigned>(n_splits));
   decode_attend_kernel<<<grid, kWarps * 32, 0, st>>>(q, out, n_heads, scale, kv, idx, rows,
                                                     ws_acc, ws_m, ws_l);
   CUDA_CHECK_LAUNCH();
   if (n_splits > 1) {
-    dim3 rgrid(static_cast<unsigned>(n_rows), static_cast<unsigned>(n_heads));
+    dim3 rgrid(static_cast<unsigned>(n_heads), static_cast<unsigned>(n_rows));
     decode_reduce_kernel<<<rgrid, 128, 0, st>>>(out, n_heads, kv.head_dim, n_splits, rows, ws_acc,
                                                 ws_m, ws_l);
     CUDA_CHECK_LAUNCH();

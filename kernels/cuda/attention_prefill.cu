@@ -3,7 +3,8 @@
 // head g = h / (n_heads / n_kv_heads)), but a tile of up to kPrefillTileQ query rows of one
 // sequence shares each K/V tile it loads. K/V (including this chunk's own tokens, stored
 // beforehand by store_kv) are read from the paged cache through the block table.
-// Launch: grid (n_tiles, n_heads), 128 threads. Shared memory (dynamic): the Q tile
+// Launch: grid (n_heads, n_tiles), 128 threads (heads fastest, so query heads sharing a KV head
+// load the same K/V tiles close together in time). Shared memory (dynamic): the Q tile
 // [16][head_dim], a K tile [32][head_dim+1] (padded against bank conflicts), a V tile
 // [32][head_dim], scores [16][32] and the rows' positions. Per K tile: all threads load K/V
 // (F16 -> F32), compute the 16x32 masked scores, then the 8 threads owning a query row update
@@ -41,7 +42,7 @@ __global__ void prefill_kernel(const float* q, float* out, int n_heads, float sc
   float* sS = sV + kTK * hd;        // [kTQ][kTK]
   int* sPos = reinterpret_cast<int*>(sS + kTQ * kTK);  // [kTQ]
 
-  const int tile = blockIdx.x, h = blockIdx.y, tid = threadIdx.x;
+  const int h = blockIdx.x, tile = blockIdx.y, tid = threadIdx.x;
   const int t0 = tiles[2 * tile], nq = tiles[2 * tile + 1];
   const int g = h / (n_heads / kv.n_kv_heads);
   const int32_t* bt = idx.block_tables + idx.token_bt[t0];
@@ -137,7 +138,8 @@ void attention_prefill(const float* q, float* out, int n_heads, float scale, con
   if (smem > 48 * 1024)  // above the default limit: opt in (sm_80+ allows up to 163 KB)
     CUDA_CHECK(cudaFuncSetAttribute(prefill_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     static_cast<int>(smem)));
-  dim3 grid(static_cast<unsigned>(n_tiles), static_cast<unsigned>(n_heads));
+  if (n_tiles > 65535) throw CudaError("attention_prefill: more than 65535 tiles in one step");
+  dim3 grid(static_cast<unsigned>(n_heads), static_cast<unsigned>(n_tiles));
   prefill_kernel<<<grid, kThreads, smem, as_stream(stream)>>>(q, out, n_heads, scale, kv, idx,
                                                               tiles);
   CUDA_CHECK_LAUNCH();

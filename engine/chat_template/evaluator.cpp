@@ -128,30 +128,36 @@ Evaluator::Flow Evaluator::exec_for(const Stmt& s, const FramePtr& frame, std::s
   }
   if (items.empty()) return exec(s.else_body, frame, out);
   const int64_t n = static_cast<int64_t>(items.size());
+  // One `loop` object per loop, updated in place each iteration (as jinja2's LoopContext is).
+  Value loop = Value::make_dict();
+  auto counter = std::make_shared<int64_t>(0);
+  const char* keys[] = {"index", "index0", "revindex", "revindex0", "first", "last", "length",
+                        "depth", "depth0", "previtem", "nextitem", "cycle"};
+  for (const char* key : keys) loop.dict->items.emplace_back(Value::string(key), Value());
+  auto& slot = loop.dict->items;
+  slot[6].second = Value::integer(n);
+  slot[7].second = Value::integer(1);
+  slot[8].second = Value::integer(0);
+  slot[11].second = Value::function("loop.cycle", [counter](CallArgs& a) {
+    if (a.pos.empty()) throw ChatTemplateError("loop.cycle: no items given");
+    return a.pos[static_cast<size_t>(*counter) % a.pos.size()];
+  });
   for (int64_t k = 0; k < n; ++k) {
     if (++iterations_ > kMaxLoopIterations)
       throw ChatTemplateError("more than " + std::to_string(kMaxLoopIterations) + " loop iterations");
+    *counter = k;
     auto f = std::make_shared<Frame>();
     f->parent = frame;
     assign(s.targets, items[k], f, s.line);
-    Value loop = Value::make_dict();
-    auto put = [&](const char* key, Value v) { loop.dict->items.emplace_back(Value::string(key), std::move(v)); };
-    put("index", Value::integer(k + 1));
-    put("index0", Value::integer(k));
-    put("revindex", Value::integer(n - k));
-    put("revindex0", Value::integer(n - k - 1));
-    put("first", Value::boolean(k == 0));
-    put("last", Value::boolean(k == n - 1));
-    put("length", Value::integer(n));
-    put("depth", Value::integer(1));
-    put("depth0", Value::integer(0));
-    put("previtem", k > 0 ? items[k - 1] : Value::undefined("there is no previous item"));
-    put("nextitem", k + 1 < n ? items[k + 1] : Value::undefined("there is no next item"));
-    loop.dict->depth = 1 + std::max(k > 0 ? items[k - 1].depth() : 0, k + 1 < n ? items[k + 1].depth() : 0);
-    put("cycle", Value::function("loop.cycle", [k](CallArgs& a) {
-      if (a.pos.empty()) throw ChatTemplateError("loop.cycle: no items given");
-      return a.pos[static_cast<size_t>(k) % a.pos.size()];
-    }));
+    slot[0].second = Value::integer(k + 1);
+    slot[1].second = Value::integer(k);
+    slot[2].second = Value::integer(n - k);
+    slot[3].second = Value::integer(n - k - 1);
+    slot[4].second = Value::boolean(k == 0);
+    slot[5].second = Value::boolean(k == n - 1);
+    slot[9].second = k > 0 ? items[k - 1] : Value::undefined("there is no previous item");
+    slot[10].second = k + 1 < n ? items[k + 1] : Value::undefined("there is no next item");
+    loop.dict->depth = 1 + std::max(slot[9].second.depth(), slot[10].second.depth());
     f->vars["loop"] = loop;
     Flow fl = exec(s.body, f, out);
     if (fl == Flow::Break) break;

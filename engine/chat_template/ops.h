@@ -14,7 +14,7 @@ namespace pagoda::jinja {
 // Limits that stop runaway templates (see also kMaxValueDepth, kMaxParseDepth).
 inline constexpr size_t kMaxStringBytes = size_t{64} << 20;   // output and any one string
 inline constexpr int64_t kMaxRange = 100000;                   // range(), as jinja2's sandbox
-inline constexpr int64_t kMaxLoopIterations = 10'000'000;      // per render, all loops
+inline constexpr int64_t kMaxLoopIterations = 1'000'000;       // per render, all loops
 inline constexpr int kMaxRecursion = 400;                      // nested evaluation / calls
 
 // Throws the error a use of an undefined value raises ("'x' is undefined").

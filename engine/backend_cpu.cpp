@@ -147,8 +147,10 @@ void CpuBackend::apply_cache_edits(const RopeConfig& rope) {
   if (plan_.k_shifts.empty()) return;
   const cpu::RopeParams rp{rope.head_dim, rope.freq_base, rope.freq_scale, rope.neox};
   std::vector<float> cs(static_cast<size_t>(rope.head_dim));
+  std::vector<double> inv_freq(static_cast<size_t>(rope.head_dim / 2));
+  cpu::rope_inv_freq(rp, inv_freq.data());
   for (const auto& s : plan_.k_shifts) {
-    cpu::rope_angles(rp, s.delta, cs.data(), cs.data() + rope.head_dim / 2);
+    cpu::rope_angles(rp, inv_freq.data(), s.delta, cs.data(), cs.data() + rope.head_dim / 2);
     for_rows(n_layers, kv_cfg_.block_size * kv_cfg_.n_kv_heads * kv_cfg_.head_dim,
              [&](int64_t begin, int64_t end, int) {
                for (int64_t l = begin; l < end; ++l)
@@ -211,10 +213,12 @@ void CpuBackend::rope(Tensor& x, int n_heads, const RopeConfig& rope) {
           "rope: rotated dims must be even and at most head_dim");
   const cpu::RopeParams rp{rope.head_dim, rope.freq_base, rope.freq_scale, rope.neox};
   const int half = rope.head_dim / 2;
+  std::vector<double> inv_freq(static_cast<size_t>(half));
+  cpu::rope_inv_freq(rp, inv_freq.data());
   for_rows(plan_.n_tokens(), x.cols * 4, [&](int64_t begin, int64_t end, int) {
     std::vector<float> cs(static_cast<size_t>(2 * half));
     for (int64_t t = begin; t < end; ++t) {
-      cpu::rope_angles(rp, plan_.positions[static_cast<size_t>(t)], cs.data(), cs.data() + half);
+      cpu::rope_angles(rp, inv_freq.data(), plan_.positions[static_cast<size_t>(t)], cs.data(), cs.data() + half);
       cpu::rope_apply(f32(x) + t * x.cols, n_heads, head_dim, rp, cs.data(), cs.data() + half);
     }
   });
@@ -238,7 +242,7 @@ void CpuBackend::attention(int layer, const Tensor& q, Tensor& out, int n_heads,
   require(n_kv_heads == kp.n_kv_heads && head_dim == kp.head_dim && n_heads % n_kv_heads == 0,
           "attention: head layout differs from the cache's");
   const int g = n_heads / n_kv_heads;
-  const size_t need = static_cast<size_t>(g) * max_ctx_ + 2 * static_cast<size_t>(head_dim);
+  const size_t need = static_cast<size_t>(cpu::attention_scratch_floats(g, head_dim, max_ctx_));
   for (auto& s : scratch_)
     if (s.size() < need) s.resize(need);
   const int64_t n_tasks = static_cast<int64_t>(plan_.n_tokens()) * n_kv_heads;

@@ -71,6 +71,7 @@ void kv_load(const KvPool& p, int64_t off, int64_t n, float* out) {
     std::memcpy(out, static_cast<const float*>(p.data) + off, static_cast<size_t>(n) * 4);
   } else {
     const uint16_t* src = static_cast<const uint16_t*>(p.data) + off;
+    if (use_avx512()) return detail::f16_to_f32_avx512(src, out, n);
     for (int64_t i = 0; i < n; ++i) out[i] = fp16_to_fp32(src[i]);
   }
 }
@@ -80,6 +81,7 @@ void kv_save(const KvPool& p, int64_t off, int64_t n, const float* in) {
     std::memcpy(static_cast<float*>(p.data) + off, in, static_cast<size_t>(n) * 4);
   } else {
     uint16_t* dst = static_cast<uint16_t*>(p.data) + off;
+    if (use_avx512()) return detail::f32_to_f16_avx512(in, dst, n);
     for (int64_t i = 0; i < n; ++i) dst[i] = fp32_to_fp16(in[i]);
   }
 }
@@ -130,11 +132,14 @@ void softmax_row(float* x, int64_t n) {
   softmax_portable(x, n);
 }
 
-void rope_angles(const RopeParams& p, double pos, float* cos_out, float* sin_out) {
-  const int half = p.n_rot / 2;
-  for (int i = 0; i < half; ++i) {
-    const double inv_freq = std::pow(static_cast<double>(p.freq_base), -2.0 * i / p.n_rot);
-    const double angle = pos * static_cast<double>(p.freq_scale) * inv_freq;
+void rope_inv_freq(const RopeParams& p, double* inv_freq) {
+  for (int i = 0; i < p.n_rot / 2; ++i)
+    inv_freq[i] = std::pow(static_cast<double>(p.freq_base), -2.0 * i / p.n_rot);
+}
+
+void rope_angles(const RopeParams& p, const double* inv_freq, double pos, float* cos_out, float* sin_out) {
+  for (int i = 0; i < p.n_rot / 2; ++i) {
+    const double angle = pos * static_cast<double>(p.freq_scale) * inv_freq[i];
     cos_out[i] = static_cast<float>(std::cos(angle));
     sin_out[i] = static_cast<float>(std::sin(angle));
   }

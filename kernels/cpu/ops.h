@@ -37,9 +37,12 @@ struct RopeParams {
   bool neox = false;
 };
 
+// inv_freq[i] = freq_base^(-2i/n_rot) for i < n_rot/2, in double precision.
+void rope_inv_freq(const RopeParams& p, double* inv_freq);
+
 // Fills cos_out/sin_out (n_rot/2 entries each) with the rotation for position `pos` (a
-// position or, for a K-shift, a position delta). Angles are computed in double precision.
-void rope_angles(const RopeParams& p, double pos, float* cos_out, float* sin_out);
+// position or, for a K-shift, a position delta), from rope_inv_freq's table; angles in double.
+void rope_angles(const RopeParams& p, const double* inv_freq, double pos, float* cos_out, float* sin_out);
 
 // Rotates `n_heads` heads of a row (head h at x + h*head_dim) by precomputed angles.
 void rope_apply(float* x, int n_heads, int head_dim, const RopeParams& p, const float* cos_v,
@@ -70,7 +73,10 @@ void kv_load_rows(const KvPool& pool, int64_t slot, int64_t n_slots, float* out)
 // back to back; out receives g heads likewise. Index i lives in slot
 // block_table[i / block_size] * block_size + i % block_size. Scores are scaled by `scale`,
 // softmaxed in F32 and V is accumulated in index order. `scratch` must hold
-// g * n_ctx + 2 * head_dim floats.
+// attention_scratch_floats(g, head_dim, n_ctx) floats.
+inline int64_t attention_scratch_floats(int g, int head_dim, int n_ctx) {
+  return static_cast<int64_t>(g) * n_ctx + 16 * ((head_dim + 15) / 16 * 16);
+}
 void attention_group(const float* q, int g, int head_dim, float scale, const KvPool& k,
                      const KvPool& v, int kv_head, const int32_t* block_table, int n_ctx,
                      float* scratch, float* out);

@@ -3,6 +3,7 @@
 // _mm512_reduce_add_ps: a fixed order, independent of the batch.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -35,14 +36,21 @@ inline __m512 exp512(__m512 x) {
   return _mm512_scalef_ps(p, n);
 }
 
-// 16 (or fewer, masked) elements of a KV row as floats.
-inline __m512 load_kv(const void* base, GgmlType type, int64_t off, __mmask16 m) {
-  if (type == GgmlType::F32) return _mm512_maskz_loadu_ps(m, static_cast<const float*>(base) + off);
-  const __m256i h = _mm256_maskz_loadu_epi16(m, static_cast<const uint16_t*>(base) + off);
-  return _mm512_cvtph_ps(h);
+}  // namespace
+
+void f32_to_f16_avx512(const float* x, uint16_t* y, int64_t n) {
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = tail_mask(n - i);
+    _mm256_mask_storeu_epi16(y + i, m, _mm512_cvtps_ph(_mm512_maskz_loadu_ps(m, x + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
 }
 
-}  // namespace
+void f16_to_f32_avx512(const uint16_t* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = tail_mask(n - i);
+    _mm512_mask_storeu_ps(y + i, m, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, x + i)));
+  }
+}
 
 void rms_norm_row_avx512(const float* x, const float* w, float eps, float* y, int64_t n) {
   __m512 acc = _mm512_setzero_ps();
@@ -90,42 +98,128 @@ void softmax_row_avx512(float* x, int64_t n) {
   }
 }
 
-void attention_group_avx512(const float* q, int g, int head_dim, float scale, const KvPool& k,
-                            const KvPool& v, int kv_head, const int32_t* block_table, int n_ctx,
-                            float* scratch, float* out) {
-  constexpr int kMaxChunks = 16;  // head_dim <= 256 (the caller checks): K/V row in registers
-  const int nc = (head_dim + 15) / 16;
-  const __mmask16 last = tail_mask(head_dim - (nc - 1) * 16);
-  float* scores = scratch;  // [g][n_ctx]
-  const int bs = k.block_size;
-  const int64_t row = k.row_elems();
-  __m512 kc[kMaxChunks];
-  for (int i = 0; i < n_ctx; ++i) {
-    const int64_t slot = static_cast<int64_t>(block_table[i / bs]) * bs + i % bs;
-    const int64_t off = slot * row + static_cast<int64_t>(kv_head) * head_dim;
-    for (int c = 0; c < nc; ++c) kc[c] = load_kv(k.data, k.type, off + c * 16, c == nc - 1 ? last : 0xFFFF);
+namespace {
+
+// Lane k of the result = the sum of the 16 lanes of a[k] (16 dot products finished at once):
+// pairs of vectors are folded by halves, quarters, then within 128-bit lanes, and a final
+// permute puts key k in lane k. About 3 instructions per key instead of a full reduction each.
+inline __m512 reduce16(__m512* a) {
+  __m512 b[8], c[4], d[2];
+  for (int m = 0; m < 8; ++m)  // quarter q of b[m]: key 2m (q < 2) or 2m+1, 8 partial sums each
+    b[m] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * m], a[2 * m + 1], 0x44),
+                         _mm512_shuffle_f32x4(a[2 * m], a[2 * m + 1], 0xEE));
+  for (int m = 0; m < 4; ++m)  // quarter L of c[m]: key 4m + L, 4 partial sums
+    c[m] = _mm512_add_ps(_mm512_shuffle_f32x4(b[2 * m], b[2 * m + 1], 0x88),
+                         _mm512_shuffle_f32x4(b[2 * m], b[2 * m + 1], 0xDD));
+  for (int m = 0; m < 2; ++m)  // per quarter: [c0 (2 partials), c1, ...] interleaved
+    d[m] = _mm512_add_ps(_mm512_unpacklo_ps(c[2 * m], c[2 * m + 1]), _mm512_unpackhi_ps(c[2 * m], c[2 * m + 1]));
+  const __m512 e = _mm512_add_ps(_mm512_shuffle_ps(d[0], d[1], _MM_SHUFFLE(1, 0, 1, 0)),
+                                 _mm512_shuffle_ps(d[0], d[1], _MM_SHUFFLE(3, 2, 3, 2)));
+  // Lane 4L + r of e holds key 4r + L.
+  const __m512i idx = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  return _mm512_permutexvar_ps(idx, e);
+}
+
+// Converts the rows of keys [i0, i0 + nk) of one KV head to F32 in `tile` (16 rows of NC*16
+// floats); lanes past head_dim and rows past nk are zero, so every tile is processed whole.
+template <int NC>
+inline void load_tile(const KvPool& p, int kv_head, const int32_t* block_table, int i0, int nk,
+                      __mmask16 last, float* tile) {
+  const int bs = p.block_size;
+  const int64_t head_off = static_cast<int64_t>(kv_head) * p.head_dim, row = p.row_elems();
+  int blk = i0 / bs, in_blk = i0 % bs;  // walked forward: no division per key
+  for (int k = 0; k < 16; ++k) {
+    float* dst = tile + k * NC * 16;
+    if (k >= nk) {
+      for (int c = 0; c < NC; ++c) _mm512_storeu_ps(dst + c * 16, _mm512_setzero_ps());
+      continue;
+    }
+    const int64_t off = (static_cast<int64_t>(block_table[blk]) * bs + in_blk) * row + head_off;
+    if (++in_blk == bs) in_blk = 0, ++blk;
+    if (p.type == GgmlType::F16) {
+      const uint16_t* src = static_cast<const uint16_t*>(p.data) + off;
+#pragma GCC unroll 16
+      for (int c = 0; c < NC; ++c)
+        _mm512_storeu_ps(dst + c * 16, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(c == NC - 1 ? last : 0xFFFF, src + c * 16)));
+    } else {
+      const float* src = static_cast<const float*>(p.data) + off;
+#pragma GCC unroll 16
+      for (int c = 0; c < NC; ++c)
+        _mm512_storeu_ps(dst + c * 16, _mm512_maskz_loadu_ps(c == NC - 1 ? last : 0xFFFF, src + c * 16));
+    }
+  }
+}
+
+// NC = 16-float chunks per head (head_dim <= 16 * NC), a compile-time constant so the
+// accumulators stay in registers.
+template <int NC>
+void attention_tiles(const float* q, int g, int head_dim, float scale, const KvPool& k, const KvPool& v,
+                     int kv_head, const int32_t* block_table, int n_ctx, float* scratch, float* out) {
+  const __mmask16 last = tail_mask(head_dim - (NC - 1) * 16);
+  float* scores = scratch;                                  // [g][n_ctx]
+  float* tile = scratch + static_cast<int64_t>(g) * n_ctx;  // [16][NC * 16]
+  const __m512 vscale = _mm512_set1_ps(scale);
+  for (int i0 = 0; i0 < n_ctx; i0 += 16) {
+    const int nk = std::min(16, n_ctx - i0);
+    load_tile<NC>(k, kv_head, block_table, i0, nk, last, tile);
     for (int j = 0; j < g; ++j) {
       const float* qj = q + static_cast<int64_t>(j) * head_dim;
-      __m512 acc = _mm512_setzero_ps();
-      for (int c = 0; c < nc; ++c)
-        acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(c == nc - 1 ? last : 0xFFFF, qj + c * 16), kc[c], acc);
-      scores[static_cast<int64_t>(j) * n_ctx + i] = _mm512_reduce_add_ps(acc) * scale;
+      __m512 acc[16];
+#pragma GCC unroll 16
+      for (int kk = 0; kk < 16; ++kk) acc[kk] = _mm512_setzero_ps();
+#pragma GCC unroll 16
+      for (int c = 0; c < NC; ++c) {
+        const __m512 qc = _mm512_maskz_loadu_ps(c == NC - 1 ? last : 0xFFFF, qj + c * 16);
+#pragma GCC unroll 16
+        for (int kk = 0; kk < 16; ++kk)
+          acc[kk] = _mm512_fmadd_ps(qc, _mm512_loadu_ps(tile + (kk * NC + c) * 16), acc[kk]);
+      }
+      _mm512_mask_storeu_ps(scores + static_cast<int64_t>(j) * n_ctx + i0, tail_mask(nk),
+                            _mm512_mul_ps(reduce16(acc), vscale));
     }
   }
   for (int j = 0; j < g; ++j) softmax_row_avx512(scores + static_cast<int64_t>(j) * n_ctx, n_ctx);
   std::memset(out, 0, sizeof(float) * static_cast<size_t>(g) * head_dim);
-  for (int i = 0; i < n_ctx; ++i) {
-    const int64_t slot = static_cast<int64_t>(block_table[i / bs]) * bs + i % bs;
-    const int64_t off = slot * row + static_cast<int64_t>(kv_head) * head_dim;
-    for (int c = 0; c < nc; ++c) kc[c] = load_kv(v.data, v.type, off + c * 16, c == nc - 1 ? last : 0xFFFF);
+  alignas(64) float w[16];
+  for (int i0 = 0; i0 < n_ctx; i0 += 16) {
+    const int nk = std::min(16, n_ctx - i0);
+    load_tile<NC>(v, kv_head, block_table, i0, nk, last, tile);
     for (int j = 0; j < g; ++j) {
-      const __m512 w = _mm512_set1_ps(scores[static_cast<int64_t>(j) * n_ctx + i]);
       float* oj = out + static_cast<int64_t>(j) * head_dim;
-      for (int c = 0; c < nc; ++c) {
-        const __mmask16 m = c == nc - 1 ? last : 0xFFFF;
-        _mm512_mask_storeu_ps(oj + c * 16, m, _mm512_fmadd_ps(w, kc[c], _mm512_maskz_loadu_ps(m, oj + c * 16)));
+      // Weights past the context are zero (as are those V rows): no stale scratch leaks in.
+      _mm512_store_ps(w, _mm512_maskz_loadu_ps(tail_mask(nk), scores + static_cast<int64_t>(j) * n_ctx + i0));
+      __m512 acc[NC];
+#pragma GCC unroll 16
+      for (int c = 0; c < NC; ++c) acc[c] = _mm512_maskz_loadu_ps(c == NC - 1 ? last : 0xFFFF, oj + c * 16);
+#pragma GCC unroll 16
+      for (int kk = 0; kk < 16; ++kk) {
+        const __m512 wk = _mm512_set1_ps(w[kk]);
+#pragma GCC unroll 16
+        for (int c = 0; c < NC; ++c) acc[c] = _mm512_fmadd_ps(wk, _mm512_loadu_ps(tile + (kk * NC + c) * 16), acc[c]);
       }
+#pragma GCC unroll 16
+      for (int c = 0; c < NC; ++c) _mm512_mask_storeu_ps(oj + c * 16, c == NC - 1 ? last : 0xFFFF, acc[c]);
     }
+  }
+}
+
+}  // namespace
+
+void attention_group_avx512(const float* q, int g, int head_dim, float scale, const KvPool& k,
+                            const KvPool& v, int kv_head, const int32_t* block_table, int n_ctx,
+                            float* scratch, float* out) {
+  // Keys go in tiles of 16, converted once to F32 and shared by the g query heads. Per head and
+  // tile, 16 dot products finish together (reduce16); after the softmax, V rows are accumulated
+  // into register-held outputs. Every sum runs in index order, whatever the batch.
+  switch ((head_dim + 15) / 16) {  // <= 16: the caller checks head_dim <= 256
+#define PAGODA_ATTN_CASE(NC) \
+  case NC: return attention_tiles<NC>(q, g, head_dim, scale, k, v, kv_head, block_table, n_ctx, scratch, out);
+    PAGODA_ATTN_CASE(1) PAGODA_ATTN_CASE(2) PAGODA_ATTN_CASE(3) PAGODA_ATTN_CASE(4)
+    PAGODA_ATTN_CASE(5) PAGODA_ATTN_CASE(6) PAGODA_ATTN_CASE(7) PAGODA_ATTN_CASE(8)
+    PAGODA_ATTN_CASE(9) PAGODA_ATTN_CASE(10) PAGODA_ATTN_CASE(11) PAGODA_ATTN_CASE(12)
+    PAGODA_ATTN_CASE(13) PAGODA_ATTN_CASE(14) PAGODA_ATTN_CASE(15) PAGODA_ATTN_CASE(16)
+#undef PAGODA_ATTN_CASE
+    default: return;
   }
 }
 

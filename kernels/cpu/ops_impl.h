@@ -8,12 +8,16 @@
 
 namespace pagoda::cpu::detail {
 
-// True when the CPU (and OS) support the AVX-512 F/BW/VL subset and F16C the wide ops use.
+// True when the CPU supports the AVX-512 F/BW/VL/DQ subset the wide ops use.
 bool ops_have_avx512();
 
+// IEEE half <-> float, round to nearest even (the same results as quants.h's scalar versions).
+void f32_to_f16_avx512(const float* x, uint16_t* y, int64_t n);
+void f16_to_f32_avx512(const uint16_t* x, float* y, int64_t n);
 void rms_norm_row_avx512(const float* x, const float* w, float eps, float* y, int64_t n);
 void silu_mul_row_avx512(const float* gate, const float* up, float* out, int64_t n);
 void softmax_row_avx512(float* x, int64_t n);
+// head_dim <= 256.
 void attention_group_avx512(const float* q, int g, int head_dim, float scale, const KvPool& k,
                             const KvPool& v, int kv_head, const int32_t* block_table, int n_ctx,
                             float* scratch, float* out);

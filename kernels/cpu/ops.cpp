@@ -26,7 +26,7 @@ bool use_avx512() {
   return yes;
 }
 
-float dot_portable(const float* a, const float* b, int64_t n) {
+float dot(const float* a, const float* b, int64_t n) {
   float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)
@@ -35,20 +35,22 @@ float dot_portable(const float* a, const float* b, int64_t n) {
   return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
 }
 
-void rms_norm_portable(const float* x, const float* w, float eps, float* y, int64_t n) {
-  const float ss = dot_portable(x, x, n);
+}  // namespace
+
+void detail::rms_norm_row_portable(const float* x, const float* w, float eps, float* y, int64_t n) {
+  const float ss = dot(x, x, n);
   const float scale = 1.0f / std::sqrt(ss / static_cast<float>(n) + eps);
   for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale * w[i];
 }
 
-void silu_mul_portable(const float* gate, const float* up, float* out, int64_t n) {
+void detail::silu_mul_row_portable(const float* gate, const float* up, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const float g = gate[i];
     out[i] = g / (1.0f + std::exp(-g)) * up[i];
   }
 }
 
-void softmax_portable(float* x, int64_t n) {
+void detail::softmax_row_portable(float* x, int64_t n) {
   float mx = -INFINITY;
   for (int64_t i = 0; i < n; ++i) mx = std::fmax(mx, x[i]);
   float sum = 0.0f;
@@ -59,6 +61,8 @@ void softmax_portable(float* x, int64_t n) {
   const float inv = 1.0f / sum;
   for (int64_t i = 0; i < n; ++i) x[i] *= inv;
 }
+
+namespace {
 
 // Address of (slot, kv_head) in a pool, in elements of the pool's type.
 inline int64_t kv_offset(const KvPool& p, int64_t slot, int kv_head) {
@@ -86,7 +90,9 @@ void kv_save(const KvPool& p, int64_t off, int64_t n, const float* in) {
   }
 }
 
-void attention_portable(const float* q, int g, int head_dim, float scale, const KvPool& k,
+}  // namespace
+
+void detail::attention_group_portable(const float* q, int g, int head_dim, float scale, const KvPool& k,
                         const KvPool& v, int kv_head, const int32_t* block_table, int n_ctx,
                         float* scratch, float* out) {
   float* scores = scratch;  // [g][n_ctx]
@@ -96,9 +102,9 @@ void attention_portable(const float* q, int g, int head_dim, float scale, const 
     const int64_t slot = static_cast<int64_t>(block_table[i / bs]) * bs + i % bs;
     kv_load(k, kv_offset(k, slot, kv_head), head_dim, row);
     for (int j = 0; j < g; ++j)
-      scores[static_cast<int64_t>(j) * n_ctx + i] = dot_portable(q + j * head_dim, row, head_dim) * scale;
+      scores[static_cast<int64_t>(j) * n_ctx + i] = dot(q + j * head_dim, row, head_dim) * scale;
   }
-  for (int j = 0; j < g; ++j) softmax_portable(scores + static_cast<int64_t>(j) * n_ctx, n_ctx);
+  for (int j = 0; j < g; ++j) softmax_row_portable(scores + static_cast<int64_t>(j) * n_ctx, n_ctx);
   std::memset(out, 0, sizeof(float) * static_cast<size_t>(g) * head_dim);
   for (int i = 0; i < n_ctx; ++i) {
     const int64_t slot = static_cast<int64_t>(block_table[i / bs]) * bs + i % bs;
@@ -111,11 +117,9 @@ void attention_portable(const float* q, int g, int head_dim, float scale, const 
   }
 }
 
-}  // namespace
-
 void rms_norm_row(const float* x, const float* w, float eps, float* y, int64_t n) {
   if (use_avx512()) return detail::rms_norm_row_avx512(x, w, eps, y, n);
-  rms_norm_portable(x, w, eps, y, n);
+  detail::rms_norm_row_portable(x, w, eps, y, n);
 }
 
 void add_row(float* x, const float* y, int64_t n) {
@@ -124,12 +128,12 @@ void add_row(float* x, const float* y, int64_t n) {
 
 void silu_mul_row(const float* gate, const float* up, float* out, int64_t n) {
   if (use_avx512()) return detail::silu_mul_row_avx512(gate, up, out, n);
-  silu_mul_portable(gate, up, out, n);
+  detail::silu_mul_row_portable(gate, up, out, n);
 }
 
 void softmax_row(float* x, int64_t n) {
   if (use_avx512()) return detail::softmax_row_avx512(x, n);
-  softmax_portable(x, n);
+  detail::softmax_row_portable(x, n);
 }
 
 void rope_inv_freq(const RopeParams& p, double* inv_freq) {
@@ -174,7 +178,7 @@ void attention_group(const float* q, int g, int head_dim, float scale, const KvP
   if (use_avx512() && head_dim <= 256)
     return detail::attention_group_avx512(q, g, head_dim, scale, k, v, kv_head, block_table,
                                           n_ctx, scratch, out);
-  attention_portable(q, g, head_dim, scale, k, v, kv_head, block_table, n_ctx, scratch, out);
+  detail::attention_group_portable(q, g, head_dim, scale, k, v, kv_head, block_table, n_ctx, scratch, out);
 }
 
 void kv_rope_block(const KvPool& k, int64_t block, const RopeParams& p, const float* cos_v,

@@ -1,5 +1,5 @@
-// Internal to kernels/cpu/ops*.cpp: the AVX-512 variants of the ops declared in ops.h and the
-// run-time check that picks them. Not part of any contract.
+// Internal to kernels/cpu/ops*.cpp (and their tests): the portable and AVX-512 variants of the
+// ops declared in ops.h, and the run-time check that picks between them. Not a contract.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +10,13 @@ namespace pagoda::cpu::detail {
 
 // True when the CPU supports the AVX-512 F/BW/VL/DQ subset the wide ops use.
 bool ops_have_avx512();
+
+void rms_norm_row_portable(const float* x, const float* w, float eps, float* y, int64_t n);
+void silu_mul_row_portable(const float* gate, const float* up, float* out, int64_t n);
+void softmax_row_portable(float* x, int64_t n);
+void attention_group_portable(const float* q, int g, int head_dim, float scale, const KvPool& k,
+                              const KvPool& v, int kv_head, const int32_t* block_table, int n_ctx,
+                              float* scratch, float* out);
 
 // IEEE half <-> float, round to nearest even (the same results as quants.h's scalar versions).
 void f32_to_f16_avx512(const float* x, uint16_t* y, int64_t n);

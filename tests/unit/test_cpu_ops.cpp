@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/backend_cpu.h"
+#include "kernels/cpu/ops_impl.h"
 #include "kernels/cpu/quants.h"
 
 using namespace pagoda;
@@ -409,4 +410,44 @@ TEST_CASE("gather_logit_rows picks the plan's rows in order", "[cpu_ops]") {
   const auto got = host(be, out, 3);
   for (int j = 0; j < 3; ++j)
     for (int c = 0; c < 9; ++c) CHECK(got[j * 9 + c] == xv[p.logit_rows[j] * 9 + c]);
+}
+
+TEST_CASE("portable and AVX-512 variants agree", "[cpu_ops]") {
+  if (!cpu::detail::ops_have_avx512()) {
+    WARN("no AVX-512 on this CPU: only the portable variants run (and are tested above)");
+    return;
+  }
+  for (int64_t n : {1, 15, 16, 33, 2048}) {
+    const auto x = randoms(size_t(n), 1, -30, 30), w = randoms(size_t(n), 2), u = randoms(size_t(n), 3);
+    std::vector<float> a(static_cast<size_t>(n)), b(static_cast<size_t>(n));
+    cpu::detail::rms_norm_row_portable(x.data(), w.data(), 1e-6f, a.data(), n);
+    cpu::detail::rms_norm_row_avx512(x.data(), w.data(), 1e-6f, b.data(), n);
+    for (int64_t i = 0; i < n; ++i) CHECK(std::fabs(a[i] - b[i]) <= 1e-6f * (1 + std::fabs(a[i])));
+    cpu::detail::silu_mul_row_portable(x.data(), u.data(), a.data(), n);
+    cpu::detail::silu_mul_row_avx512(x.data(), u.data(), b.data(), n);
+    for (int64_t i = 0; i < n; ++i) CHECK(std::fabs(a[i] - b[i]) <= 1e-6f * (1 + std::fabs(a[i])));
+    a = x;
+    b = x;
+    cpu::detail::softmax_row_portable(a.data(), n);
+    cpu::detail::softmax_row_avx512(b.data(), n);
+    for (int64_t i = 0; i < n; ++i) CHECK(std::fabs(a[i] - b[i]) <= 1e-6f * (1e-6f + a[i]));
+  }
+  for (GgmlType type : {GgmlType::F16, GgmlType::F32}) {
+    for (int head_dim : {8, 20, 64, 128}) {
+      const int bs = 16, n_kv = 2, g = 4, n_ctx = 45, blocks = 4;
+      const auto kd = randoms(size_t(blocks) * bs * n_kv * head_dim, 4, -2, 2);
+      const auto vd = randoms(size_t(blocks) * bs * n_kv * head_dim, 5);
+      std::vector<uint16_t> k16(kd.size()), v16(vd.size());
+      for (size_t i = 0; i < kd.size(); ++i) k16[i] = cpu::fp32_to_fp16(kd[i]), v16[i] = cpu::fp32_to_fp16(vd[i]);
+      cpu::KvPool kp{type == GgmlType::F16 ? static_cast<void*>(k16.data()) : const_cast<float*>(kd.data()), type, bs, n_kv, head_dim, blocks};
+      cpu::KvPool vp{type == GgmlType::F16 ? static_cast<void*>(v16.data()) : const_cast<float*>(vd.data()), type, bs, n_kv, head_dim, blocks};
+      const auto q = randoms(size_t(g) * head_dim, 6, -2, 2);
+      const int32_t table[] = {2, 0, 3};
+      std::vector<float> scratch(size_t(cpu::attention_scratch_floats(g, head_dim, n_ctx)));
+      std::vector<float> a(size_t(g) * head_dim), b(size_t(g) * head_dim);
+      cpu::detail::attention_group_portable(q.data(), g, head_dim, 0.3f, kp, vp, 1, table, n_ctx, scratch.data(), a.data());
+      cpu::detail::attention_group_avx512(q.data(), g, head_dim, 0.3f, kp, vp, 1, table, n_ctx, scratch.data(), b.data());
+      for (size_t i = 0; i < a.size(); ++i) CHECK(std::fabs(a[i] - b[i]) <= 1e-5f);
+    }
+  }
 }

@@ -111,6 +111,37 @@ size_t match_llama3(const std::vector<Unit>& u, size_t i, size_t end, size_t max
   return match_space_run(u, i, end);
 }
 
+// The DeepSeek V3 pattern (see StageKind::kDeepseek3). May match nothing (digits, controls).
+size_t match_deepseek3(const std::vector<Unit>& u, size_t i, size_t end) {
+  auto ascii_letter = [](const Unit& c) { return c.cp < 0x80 && (c.cp | 0x20) >= 'a' && (c.cp | 0x20) <= 'z'; };
+  auto ascii_punct = [](const Unit& c) {
+    return (c.cp >= '!' && c.cp <= '/') || (c.cp >= ':' && c.cp <= '@') ||
+           (c.cp >= '[' && c.cp <= '`') || (c.cp >= '{' && c.cp <= '~');
+  };
+  auto letter_or_mark = [](const Unit& c) { return (c.fl & (kLetter | unicode::kMark)) != 0; };
+  auto punct_or_symbol = [](const Unit& c) { return (c.fl & (kPunct | unicode::kSymbol)) != 0; };
+  // [!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+
+  if (ascii_punct(u[i]) && i + 1 < end && ascii_letter(u[i + 1]))
+    return run_end(u, i + 1, end, ascii_letter) - i;
+  // [^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+
+  if (letter_or_mark(u[i])) return run_end(u, i, end, letter_or_mark) - i;
+  if (!is_crlf(u[i]) && !(u[i].fl & kLetter) && !punct_or_symbol(u[i]) && i + 1 < end &&
+      letter_or_mark(u[i + 1]))
+    return run_end(u, i + 1, end, letter_or_mark) - i;
+  // ' ?[\p{P}\p{S}]+[\r\n]*'
+  const size_t j = (u[i].cp == ' ' && i + 1 < end) ? i + 1 : i;
+  if (punct_or_symbol(u[j])) {
+    const size_t k = run_end(u, j, end, punct_or_symbol);
+    return run_end(u, k, end, is_crlf) - i;
+  }
+  if (!is_ws(u[i])) return 0;
+  const size_t k = run_end(u, i, end, is_ws);
+  for (size_t p = k; p-- > i;) {
+    if (is_crlf(u[p])) return p + 1 - i;
+  }
+  return match_space_run(u, i, end);
+}
+
 size_t match_stage(const PreTokenizer::Stage& st, const std::vector<Unit>& u, size_t i,
                    size_t end) {
   using K = PreTokenizer::StageKind;
@@ -120,6 +151,8 @@ size_t match_stage(const PreTokenizer::Stage& st, const std::vector<Unit>& u, si
       return match_gpt2(u, i, end);
     case K::kLlama3:
       return match_llama3(u, i, end, st.max);
+    case K::kDeepseek3:
+      return match_deepseek3(u, i, end);
     case K::kRun: {
       const size_t n = run_end(u, i, end, in_class, st.max) - i;
       return n >= st.min ? n : 0;
@@ -239,9 +272,9 @@ const Variant kVariants[] = {
      [] { return std::vector{simple(K::kGpt2)}; }},
     {{"phi-2", "roberta-bpe", "jais"}, false, [] { return std::vector{simple(K::kGpt2)}; }},
     {{"llama-bpe", "llama3", "llama-v3"}, true, [] { return std::vector{simple(K::kLlama3, 3)}; }},
-    {{"dbrx", "smaug-bpe"}, false, [] { return std::vector{simple(K::kLlama3, 3)}; }},
+    {{"dbrx", "smaug-bpe", "chatglm-bpe"}, false, [] { return std::vector{simple(K::kLlama3, 3)}; }},
     {{"qwen2", "stablelm2"}, false, [] { return std::vector{simple(K::kLlama3, 1)}; }},
-    {{"starcoder", "refact", "command-r", "smollm", "codeshell"}, false,
+    {{"starcoder", "refact", "command-r", "smollm", "codeshell", "exaone"}, false,
      [] { return std::vector{run(ranges({}, kNumber), 1, 1), simple(K::kGpt2)}; }},
     {{"falcon"}, false,
      [] {
@@ -257,6 +290,13 @@ const Variant kVariants[] = {
                           space_then_run(deepseek_letter_class()),
                           space_then_run(deepseek_punct_class()), simple(K::kTrailingSpace),
                           run(cjk_class()), run(ranges({}, kNumber))};
+     }},
+    {{"deepseek-v3", "deepseek-r1-qwen"}, false,
+     [] {
+       // \p{N}{1,3} , [一-龥ぁ-ゟ゠-ヿ]+ , the pattern of kDeepseek3
+       return std::vector{run(ranges({}, kNumber), 1, 3),
+                          run(ranges({{0x4E00, 0x9FA5}, {0x3040, 0x309F}, {0x30A0, 0x30FF}})),
+                          simple(K::kDeepseek3)};
      }},
     {{"deepseek-coder"}, false,
      [] {

@@ -44,6 +44,8 @@ class PreTokenizer {
     kGpt2,           // 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
     kLlama3,         // (?i:'s|..)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,D}| ?[^\s\p{L}\p{N}]+[\r\n]*|
                      //   \s*[\r\n]+|\s+(?!\S)|\s+   (D = max_digits)
+    kDeepseek3,      // [!-/:-@[-`{-~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+|
+                     //   ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
     kRun,            // [class]{min,max}
     kSpaceThenRun,   // \s?[class]+
     kTrailingSpace,  // \s+$

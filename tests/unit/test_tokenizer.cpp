@@ -98,6 +98,8 @@ TEST_CASE("multi-stage pre-tokenizers", "[tokenizer][pre]") {
         Words{"Hello", ",", " world", "!!", " ", "123", "456", "7"});
   CHECK(split("starcoder", "abc 123") == Words{"abc", " ", "1", "2", "3"});
   CHECK(split("refact", "x1") == Words{"x", "1"});
+  CHECK(split("deepseek-v3", "Hello world.txt 12345 \xE4\xB8\x96\xE3\x81\x82x!!\n\n") ==
+        Words{"Hello", " world", ".txt", " ", "123", "45", " ", "\xE4\xB8\x96\xE3\x81\x82", "x", "!!\n\n"});
 }
 
 TEST_CASE("pre-tokenizers cover their input exactly, whatever the bytes", "[tokenizer][pre]") {
@@ -167,7 +169,11 @@ TEST_CASE("the project's own byte-level vocabulary", "[tokenizer][builtin]") {
   CHECK(tok->decode(plain) == chat);
   CHECK(tok->token_to_piece(im_end) == "");
   CHECK(tok->token_to_piece(im_end, true) == "<|im_end|>");
-  CHECK(tok->decode({tok->vocab_size() - 1}) == "");  // unused padding decodes to nothing
+  // Padding tokens beyond the built-in ones are plain words: never produced by encoding (there
+  // are no merges) but decodable, and their text encodes back to the same text.
+  const std::string pad = tok->decode({tok->vocab_size() - 1});
+  CHECK_FALSE(pad.empty());
+  CHECK(tok->decode(tok->encode(pad, false, false)) == pad);
   CHECK_THROWS_AS(tok->token_to_piece(tok->vocab_size()), TokenizerError);
   CHECK_THROWS_AS(tok->token_to_piece(-1), TokenizerError);
 }
@@ -214,6 +220,16 @@ TEST_CASE("BPE merges, special tokens and invalid UTF-8", "[tokenizer][bpe]") {
   CHECK(tok->encode("<|x|>", false, false).size() == 5);
   const std::string bad = "\xFF\xFE a\xC3";
   CHECK(tok->decode(tok->encode(bad, false, false)) == bad);
+  {
+    GgufWriter w = tiny_bpe("default");
+    std::vector<int64_t> types(256, 1);
+    types.push_back(5);  // "ab" marked unused: it decodes to nothing
+    types.push_back(3);
+    w.set("tokenizer.ggml.token_type", Value::i32_array(types));
+    const auto unused = from_writer(w);
+    CHECK(unused->decode({256}) == "");
+    CHECK(unused->decode({256}, true) == "");
+  }
   const auto gpt2 = load("gpt-2");
   CHECK(gpt2->decode(gpt2->encode(bad, false, false)) == bad);
   CHECK(gpt2->encode("Hello world", false, false) == std::vector<int32_t>{15496, 995});

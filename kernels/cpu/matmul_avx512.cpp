@@ -358,6 +358,27 @@ void float_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
 
 }  // namespace
 
+// Same results as quantize_activation_row, bit for bit: the block max is exact, the scale and
+// its inverse are the same single IEEE operations, vcvtps2dq rounds to nearest even like
+// nearbyint, and the sums are exact integers.
+void quantize_activation_row_avx512(const float* x, int64_t k, int8_t* q, float* d, int16_t* s) {
+  const __m512 abs_mask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FFFFFFF));
+  for (int64_t b = 0; b < k / 32; ++b) {
+    const __m512 x0 = _mm512_loadu_ps(x + 32 * b), x1 = _mm512_loadu_ps(x + 32 * b + 16);
+    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_and_ps(x0, abs_mask), _mm512_and_ps(x1, abs_mask)));
+    const float db = amax / 127.f;
+    const __m512 id = _mm512_set1_ps(db != 0.f ? 1.f / db : 0.f);
+    d[b] = db;
+    const __m512i lim = _mm512_set1_epi32(127), neg = _mm512_set1_epi32(-127);
+    const __m512i q0 = _mm512_max_epi32(_mm512_min_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(x0, id)), lim), neg);
+    const __m512i q1 = _mm512_max_epi32(_mm512_min_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(x1, id)), lim), neg);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 32 * b), _mm512_cvtepi32_epi8(q0));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 32 * b + 16), _mm512_cvtepi32_epi8(q1));
+    s[2 * b] = static_cast<int16_t>(_mm512_reduce_add_epi32(q0));
+    s[2 * b + 1] = static_cast<int16_t>(_mm512_reduce_add_epi32(q1));
+  }
+}
+
 void matmul_range_avx512(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
   switch (a.type) {
     case GgmlType::Q8_0: return quant_range<GgmlType::Q8_0>(a, o_begin, o_end);

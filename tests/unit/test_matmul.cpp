@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/matmul_internal.h"
 #include "kernels/cpu/quants.h"
 
 using namespace pagoda;
@@ -171,4 +172,23 @@ TEST_CASE("ISA levels: names round-trip, the scalar level always runs") {
   CHECK(cpu_supports(CpuIsa::Scalar));
   CHECK(cpu_supports(default_cpu_isa()));
   CHECK(static_cast<int>(default_cpu_isa()) <= static_cast<int>(best_cpu_isa()));
+}
+
+TEST_CASE("SIMD activation quantization is bit-identical to the scalar definition") {
+  if (!cpu_supports(CpuIsa::Avx512)) return;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.f, 3.f);
+  const int64_t k = 1024;
+  std::vector<float> x(k);
+  for (auto& v : x) v = nd(rng);
+  for (int i = 0; i < 64; ++i) x[i] = 0.f;         // an all-zero block (scale 0)
+  x[100] = 1e-30f, x[200] = -65504.f, x[300] = 0.5f;  // tiny, large, exact ties after scaling
+  std::vector<int8_t> q1(k), q2(k);
+  std::vector<float> d1(k / 32), d2(k / 32);
+  std::vector<int16_t> s1(k / 16), s2(k / 16);
+  pagoda::cpu::detail::quantize_activation_row(x.data(), k, q1.data(), d1.data(), s1.data());
+  pagoda::cpu::detail::quantize_activation_row_avx512(x.data(), k, q2.data(), d2.data(), s2.data());
+  CHECK(q1 == q2);
+  CHECK(std::memcmp(d1.data(), d2.data(), d1.size() * 4) == 0);
+  CHECK(s1 == s2);
 }

@@ -19,8 +19,19 @@ namespace {
 
 constexpr uint32_t kDefaultAlignment = 32;
 constexpr int kMaxArrayDepth = 8;     // nested arrays deeper than this are refused
+// Decoded arrays take more memory than their encoding (a u8 becomes an int64, a nested array a
+// Value), so the elements of all metadata arrays together are capped as well. Real files hold
+// a few million at most (vocabularies, merges); nested arrays are not used by any known key.
+constexpr uint64_t kMaxArrayElements = uint64_t(1) << 26;
+constexpr uint64_t kMaxNestedArrays = uint64_t(1) << 16;
+
+struct ArrayBudget {
+  uint64_t elements = kMaxArrayElements;
+  uint64_t nested = kMaxNestedArrays;
+};
 constexpr int kMaxDims = 4;           // GGML_MAX_DIMS
 constexpr uint64_t kMaxKeyLength = 65535;
+constexpr uint64_t kMaxEntries = uint64_t(1) << 20;  // metadata keys, tensors
 // Smallest encodings, used to bound counts by the bytes that remain:
 constexpr uint64_t kMinKvBytes = 8 + 4 + 1;              // key length + type + a u8 value
 constexpr uint64_t kMinTensorInfoBytes = 8 + 4 + 8 + 4 + 8;  // name, n_dims, 1 dim, type, offset
@@ -186,10 +197,8 @@ void read_scalar(Cursor& c, ValueType t, int64_t& i, double& f) {
   }
 }
 
-Value read_value(Cursor& c, ValueType type, int depth);
-
 // Reads the body of an array (element type, count, elements) into v.
-void read_array(Cursor& c, Value& v, int depth) {
+void read_array(Cursor& c, Value& v, int depth, ArrayBudget& budget) {
   if (depth >= kMaxArrayDepth)
     c.fail("arrays nested deeper than " + std::to_string(kMaxArrayDepth) + " levels");
   v.type = ValueType::ARRAY;
@@ -201,7 +210,17 @@ void read_array(Cursor& c, Value& v, int depth) {
     c.fail_at("array length " + std::to_string(n) + " of " + value_type_name(uint32_t(v.elem_type)) +
                   " exceeds the " + std::to_string(c.remaining()) + " bytes left",
               at);
+  if (n > budget.elements)
+    c.fail_at("array length " + std::to_string(n) + " exceeds the limit of " +
+                  std::to_string(kMaxArrayElements) + " metadata array elements per file",
+              at);
+  budget.elements -= n;
   const ValueType et = v.elem_type;
+  if (et == ValueType::ARRAY) {
+    if (n > budget.nested)
+      c.fail_at("more than " + std::to_string(kMaxNestedArrays) + " nested arrays", at);
+    budget.nested -= n;
+  }
   if (et == ValueType::STRING) {
     v.arr_str.reserve(n);
     for (uint64_t k = 0; k < n; ++k) v.arr_str.push_back(c.read_string("array string"));
@@ -209,7 +228,7 @@ void read_array(Cursor& c, Value& v, int depth) {
     v.arr_nested.reserve(n);
     for (uint64_t k = 0; k < n; ++k) {
       Value inner;
-      read_array(c, inner, depth + 1);
+      read_array(c, inner, depth + 1, budget);
       v.arr_nested.push_back(std::move(inner));
     }
   } else if (is_float(et)) {
@@ -223,13 +242,13 @@ void read_array(Cursor& c, Value& v, int depth) {
   }
 }
 
-Value read_value(Cursor& c, ValueType type, int depth) {
+Value read_value(Cursor& c, ValueType type, ArrayBudget& budget) {
   Value v;
   v.type = type;
   if (type == ValueType::STRING) {
     v.s = c.read_string("string value");
   } else if (type == ValueType::ARRAY) {
-    read_array(c, v, depth);
+    read_array(c, v, 0, budget);
   } else {
     read_scalar(c, type, v.i, v.f);
   }
@@ -342,27 +361,31 @@ void GgufFile::Impl::parse() {
   uint64_t at = c.pos();
   uint64_t n_tensors = c.read<uint64_t>("tensor count");
   uint64_t n_kv = c.read<uint64_t>("metadata count");
-  if (n_kv > c.remaining() / kMinKvBytes)
+  // Counts are bounded by the bytes left (each entry has a minimum size) and by a fixed cap,
+  // since a decoded entry is larger than its smallest encoding.
+  if (n_kv > c.remaining() / kMinKvBytes || n_kv > kMaxEntries)
     c.fail_at("metadata count " + std::to_string(n_kv) + " exceeds what the file can hold", at + 8);
-  if (n_tensors > c.remaining() / kMinTensorInfoBytes)
+  if (n_tensors > c.remaining() / kMinTensorInfoBytes || n_tensors > kMaxEntries)
     c.fail_at("tensor count " + std::to_string(n_tensors) + " exceeds what the file can hold", at);
 
   metadata.reserve(n_kv);
+  ArrayBudget budget;
   for (uint64_t k = 0; k < n_kv; ++k) {
     uint64_t kv_at = c.pos();
     std::string key = c.read_string("key", kMaxKeyLength);
     if (key.empty()) c.fail_at("empty metadata key", kv_at);
     ValueType type = read_value_type(c, "value type");
     uint64_t value_at = c.pos();
-    Value v = read_value(c, type, 0);
+    Value v = read_value(c, type, budget);
     if (!key_index.emplace(key, metadata.size()).second)
       c.fail_at("duplicate metadata key '" + key + "'", kv_at);
     if (key == "general.alignment") parse_alignment(c, v, value_at);
     metadata.emplace_back(std::move(key), std::move(v));
   }
 
+  // Checked again now that the metadata's size is known.
   if (n_tensors > c.remaining() / kMinTensorInfoBytes)
-    c.fail("tensor count " + std::to_string(n_tensors) + " exceeds what the file can hold");
+    c.fail_at("tensor count " + std::to_string(n_tensors) + " exceeds what the file can hold", at);
   tensors.reserve(n_tensors);
   for (uint64_t k = 0; k < n_tensors; ++k) parse_tensor_info(c);
 

@@ -301,6 +301,17 @@ TEST_CASE("duplicate keys, duplicate tensors, bad alignment and deep nesting are
     CHECK_THAT(error_of(b), Catch::Contains("general.alignment") && Catch::Contains("power of two"));
   }
 
+  // 2^16 + 1 nested (empty) arrays fit in the file but exceed the cap on decoded arrays.
+  {
+    Value many;
+    many.type = ValueType::ARRAY;
+    many.elem_type = ValueType::ARRAY;
+    many.arr_nested.assign((1u << 16) + 1, Value::i32_array({}));
+    GgufWriter wa;
+    wa.set("many", many);
+    CHECK_THAT(error_of(wa.to_bytes()), Catch::Contains("more than 65536 nested arrays"));
+  }
+
   Value v = Value::i32_array({1});
   for (int d = 0; d < 20; ++d) {
     Value outer;

@@ -255,25 +255,35 @@ std::vector<uint8_t> GgufWriter::to_bytes() const {
 }
 
 void GgufWriter::write(const std::string& path) const {
+  // Written under a temporary name and renamed at the end, so a failed or interrupted write
+  // never leaves a truncated file at `path`.
+  const std::string tmp = path + ".partial";
   std::vector<uint8_t> header = build_header(kv_, tensors_, alignment_);
-  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "wb"), std::fclose);
-  if (!f) throw GgufError(path + ": cannot create: " + std::strerror(errno));
-  auto put = [&](const uint8_t* p, size_t n) {
-    if (n > 0 && std::fwrite(p, 1, n, f.get()) != n)
-      throw GgufError(path + ": write failed: " + std::strerror(errno));
-  };
-  put(header.data(), header.size());
-  std::vector<uint8_t> buf;  // one tensor at a time, reused
-  for (const auto& t : tensors_) {
-    uint64_t n = tensor_bytes(t.dims, t.type);
-    uint64_t padded = align_up(n, alignment_);
-    buf.assign(padded, 0);
-    t.fill(buf.data(), n);
-    put(buf.data(), padded);
+  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(tmp.c_str(), "wb"), std::fclose);
+  if (!f) throw GgufError(tmp + ": cannot create: " + std::strerror(errno));
+  try {
+    auto put = [&](const uint8_t* p, size_t n) {
+      if (n > 0 && std::fwrite(p, 1, n, f.get()) != n)
+        throw GgufError(tmp + ": write failed: " + std::strerror(errno));
+    };
+    put(header.data(), header.size());
+    std::vector<uint8_t> buf;  // one tensor at a time, reused
+    for (const auto& t : tensors_) {
+      uint64_t n = tensor_bytes(t.dims, t.type);
+      uint64_t padded = align_up(n, alignment_);
+      buf.assign(padded, 0);
+      t.fill(buf.data(), n);
+      put(buf.data(), padded);
+    }
+    if (std::fflush(f.get()) != 0) throw GgufError(tmp + ": write failed: " + std::strerror(errno));
+    if (std::fclose(f.release()) != 0) throw GgufError(tmp + ": close failed: " + std::strerror(errno));
+    if (std::rename(tmp.c_str(), path.c_str()) != 0)
+      throw GgufError(path + ": cannot rename from " + tmp + ": " + std::strerror(errno));
+  } catch (...) {
+    f.reset();
+    std::remove(tmp.c_str());
+    throw;
   }
-  if (std::fflush(f.get()) != 0) throw GgufError(path + ": write failed: " + std::strerror(errno));
-  FILE* raw = f.release();
-  if (std::fclose(raw) != 0) throw GgufError(path + ": close failed: " + std::strerror(errno));
 }
 
 }  // namespace pagoda::gguf

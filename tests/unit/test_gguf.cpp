@@ -206,6 +206,14 @@ TEST_CASE("write() to a file and open() through mmap give the same bytes as to_b
   CHECK(disk == w.to_bytes());
   std::filesystem::remove(path);
   CHECK_THROWS_WITH(GgufFile::open(path), Catch::Contains("cannot open"));
+
+  // A filler that fails leaves neither the file nor the temporary behind.
+  GgufWriter bad;
+  bad.add_tensor("t", {4}, GgmlType::F32, [](uint8_t*, size_t) { throw std::runtime_error("boom"); });
+  CHECK_THROWS_WITH(bad.write(path), "boom");
+  CHECK_FALSE(std::filesystem::exists(path));
+  CHECK_FALSE(std::filesystem::exists(path + ".partial"));
+  CHECK_THROWS_WITH(w.write("/nonexistent-dir/x.gguf"), Catch::Contains("cannot create"));
 }
 
 TEST_CASE("writer refuses inconsistent tensors") {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/backend_cpu.h"
+#include "engine/engine.h"
 #include "engine/gguf.h"
 #include "engine/model.h"
 #include "engine/sampling.h"
@@ -34,6 +35,7 @@ struct GenerateArgs {
   int ctx = 2048;
   int batch = 512;    // prefill chunk (max tokens per forward pass)
   bool ignore_eos = false;
+  int parallel = 0;   // > 0: run that many copies of the prompt at once through the engine
 };
 
 const char* kUsage =
@@ -45,7 +47,9 @@ const char* kUsage =
     "  --threads T   CPU threads (default: all hardware threads)\n"
     "  --ctx C       context size in tokens (default 2048)\n"
     "  --batch B     tokens per prefill step (default 512)\n"
-    "  --ignore-eos  keep generating past end-of-generation tokens\n";
+    "  --ignore-eos  keep generating past end-of-generation tokens\n"
+    "  --parallel N  run N copies of the prompt at once through the engine (continuous\n"
+    "                batching over the paged cache); prints aggregate decode tok/s\n";
 
 long parse_int(const std::string& flag, const char* v, long lo, long hi) {
   char* end = nullptr;
@@ -71,6 +75,7 @@ bool parse_args(int argc, char** argv, GenerateArgs& a) {
     else if (f == "--threads" || f == "-t") a.threads = static_cast<int>(parse_int(f, v, 0, 1024));
     else if (f == "--ctx" || f == "-c") a.ctx = static_cast<int>(parse_int(f, v, 1, 1 << 24));
     else if (f == "--batch" || f == "-b") a.batch = static_cast<int>(parse_int(f, v, 1, 1 << 16));
+    else if (f == "--parallel" || f == "-np") a.parallel = static_cast<int>(parse_int(f, v, 1, 4096));
     else if (f == "--temp") {
       char* end = nullptr;
       a.temp = std::strtof(v, &end);
@@ -105,6 +110,80 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// --parallel N: N copies of the prompt through LlmEngine. Prints each completion, then the
+// aggregate decode speed: tokens generated after every sequence had its first token, over the
+// time since then (prefill excluded, as llama-batched-bench's S_TG).
+int generate_parallel(const GenerateArgs& a, Model& model, const Tokenizer& tok,
+                      const std::vector<int32_t>& prompt) {
+  const int n = a.parallel;
+  const int per_seq = static_cast<int>(prompt.size()) + a.n_predict;
+  EngineConfig cfg;
+  cfg.max_seqs = n;
+  cfg.max_batch_tokens = a.batch;
+  cfg.ctx_size = a.ctx;
+  cfg.kv_cache_memory = static_cast<size_t>(n) * ((per_seq + cfg.block_size - 1) / cfg.block_size + 1) *
+                        model.kv_block_bytes(cfg.block_size);
+  LlmEngine engine(model, &tok, cfg);
+
+  GenerationRequest req;
+  req.prompt = prompt;
+  req.stop.max_tokens = a.n_predict;
+  req.stop.ignore_eos = a.ignore_eos;
+  req.sampling.temperature = a.temp;
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < n; ++i) {
+    req.sampling.seed = a.seed + static_cast<uint64_t>(i);
+    SubmitError err;
+    auto s = engine.submit(req, &err);
+    if (!s) throw std::runtime_error("request rejected: " + err.message);
+    streams.push_back(std::move(s));
+  }
+  std::vector<std::string> text(n);
+  std::vector<int> tokens(n, 0);
+  int started = 0, done = 0;
+  long after_start = 0;
+  std::chrono::steady_clock::time_point t_all_started;
+  std::vector<bool> finished(n, false);
+  while (done < n) {
+    for (int i = 0; i < n; ++i) {
+      if (finished[i]) continue;
+      // Every running sequence gets a delta each step: block on this one, then drain.
+      auto wait = std::chrono::milliseconds(50);
+      while (auto d = streams[i]->next(wait)) {
+        wait = std::chrono::milliseconds(0);
+        if (tokens[i] == 0 && !d->tokens.empty() && ++started == n) t_all_started = std::chrono::steady_clock::now();
+        else if (started == n) after_start += static_cast<long>(d->tokens.size());
+        tokens[i] += static_cast<int>(d->tokens.size());
+        text[i] += d->text;
+        if (d->finish != FinishReason::None) {
+          ++done;
+          finished[i] = true;
+          if (d->finish == FinishReason::Error) std::fprintf(stderr, "[%d] error: %s\n", i, d->error.c_str());
+        }
+      }
+    }
+  }
+  const double total_s = seconds_since(t0);
+  const double decode_s = started == n ? seconds_since(t_all_started) : 0.0;
+  long all_tokens = 0;
+  for (int i = 0; i < n; ++i) {
+    all_tokens += tokens[i];
+    std::printf("[%d] %s\n", i, text[i].c_str());
+  }
+  const EngineStats st = engine.stats();
+  std::fprintf(stderr, "parallel %d: %ld tokens in %.3f s (%.2f tok/s end to end, prefill included)\n", n,
+               all_tokens, total_s, all_tokens / total_s);
+  std::fprintf(stderr, "decode: %ld tokens in %.3f s after all %d sequences started (%.2f tok/s aggregate)\n",
+               after_start, decode_s, n, decode_s > 0 ? after_start / decode_s : 0.0);
+  std::fprintf(stderr, "engine: %llu steps, %llu prompt tokens computed, %llu from cache, %llu preemptions\n",
+               static_cast<unsigned long long>(st.steps),
+               static_cast<unsigned long long>(st.prefill_tokens_computed),
+               static_cast<unsigned long long>(st.prompt_tokens_cached),
+               static_cast<unsigned long long>(st.preemptions));
+  return 0;
+}
+
 }  // namespace
 
 int generate(int argc, char** argv) {
@@ -119,6 +198,7 @@ int generate(int argc, char** argv) {
 
   const std::vector<int32_t> prompt = tok->encode(a.prompt, true, false);
   if (prompt.empty()) throw std::invalid_argument("the prompt has no tokens");
+  if (a.parallel > 0) return generate_parallel(a, model, *tok, prompt);
   const int total = static_cast<int>(prompt.size()) + a.n_predict;
   if (total > a.ctx)
     throw std::invalid_argument("prompt (" + std::to_string(prompt.size()) + " tokens) + -n " +

@@ -134,6 +134,20 @@ void CpuBackend::begin_step(const StepPlan& plan) {
   for (const auto& s : plan.k_shifts) require(block_ok(s.block), "step plan: K-shift block out of range");
   plan_ = plan;
   max_ctx_ = max_ctx;
+  // Attention groups: runs of up to kAttnGroup tokens of one sequence at consecutive positions.
+  attn_groups_.clear();
+  for (int32_t t = 0; t < static_cast<int32_t>(n); ++t) {
+    if (!attn_groups_.empty()) {
+      AttnGroup& last = attn_groups_.back();
+      const size_t prev = static_cast<size_t>(t - 1);
+      if (last.n < kAttnGroup && plan.token_seq[prev] == plan.token_seq[static_cast<size_t>(t)] &&
+          plan.positions[prev] + 1 == plan.positions[static_cast<size_t>(t)]) {
+        ++last.n;
+        continue;
+      }
+    }
+    attn_groups_.push_back(AttnGroup{t, 1});
+  }
 }
 
 void CpuBackend::apply_cache_edits(const RopeConfig& rope) {
@@ -242,27 +256,33 @@ void CpuBackend::attention(int layer, const Tensor& q, Tensor& out, int n_heads,
   require(n_kv_heads == kp.n_kv_heads && head_dim == kp.head_dim && n_heads % n_kv_heads == 0,
           "attention: head layout differs from the cache's");
   const int g = n_heads / n_kv_heads;
-  const size_t need = static_cast<size_t>(cpu::attention_scratch_floats(g, head_dim, max_ctx_));
+  const size_t need = static_cast<size_t>(cpu::attention_scratch_floats(kAttnGroup, g, head_dim, max_ctx_));
   for (auto& s : scratch_)
     if (s.size() < need) s.resize(need);
-  const int64_t n_tasks = static_cast<int64_t>(plan_.n_tokens()) * n_kv_heads;
-  // One task per (token, KV head): the g query heads sharing a KV head read each K/V row once.
-  // Later tokens of a prefill attend to more positions, so tasks are dealt out round-robin
-  // (thread i takes tasks i, i + T, ...) rather than in contiguous ranges.
+  // One task per (group of consecutive tokens of a sequence, KV head): the group's query heads
+  // that share a KV head read each K/V row once. Groups late in a prefill attend to more
+  // positions, so tasks are dealt out round-robin (thread i takes tasks i, i + T, ...).
+  const int64_t n_tasks = static_cast<int64_t>(attn_groups_.size()) * n_kv_heads;
   const auto run = [&](int64_t first, int64_t stride, int thread) {
     float* scratch = scratch_[static_cast<size_t>(thread)].data();
     for (int64_t task = first; task < n_tasks; task += stride) {
-      const size_t t = static_cast<size_t>(task / n_kv_heads);
+      const AttnGroup& grp = attn_groups_[static_cast<size_t>(task / n_kv_heads)];
       const int kvh = static_cast<int>(task % n_kv_heads);
+      const size_t t = static_cast<size_t>(grp.first);
       const auto& seq = plan_.seqs[static_cast<size_t>(plan_.token_seq[t])];
-      const int32_t* table = plan_.block_tables.data() + seq.block_table_offset;
       const int64_t head_off = static_cast<int64_t>(kvh) * g * head_dim;
-      cpu::attention_group(f32(q) + static_cast<int64_t>(t) * q.cols + head_off, g, head_dim, scale, kp, vp,
-                           kvh, table, plan_.positions[t] + 1, scratch,
-                           f32(out) + static_cast<int64_t>(t) * out.cols + head_off);
+      cpu::AttnRows rows;
+      rows.q = f32(q) + static_cast<int64_t>(t) * q.cols + head_off;
+      rows.q_stride = q.cols;
+      rows.out = f32(out) + static_cast<int64_t>(t) * out.cols + head_off;
+      rows.out_stride = out.cols;
+      rows.n_q = grp.n;
+      rows.n_ctx = plan_.positions[t] + 1;
+      cpu::attention_group(rows, g, head_dim, scale, kp, vp, kvh,
+                           plan_.block_tables.data() + seq.block_table_offset, scratch);
     }
   };
-  const int64_t work = n_tasks * max_ctx_ * head_dim * g * 4;
+  const int64_t work = static_cast<int64_t>(plan_.n_tokens()) * n_kv_heads * max_ctx_ * head_dim * g * 4;
   if (n_tasks == 1 || work < kMinParallelWork || n_threads() == 1) {
     run(0, 1, 0);
   } else {

@@ -71,8 +71,16 @@ class CpuBackend final : public Backend {
   std::vector<Buffer> buffers_;  // activations
   KvCacheConfig kv_cfg_;
   std::vector<Buffer> k_pools_, v_pools_;  // one per layer
+  // Consecutive tokens of one sequence whose attention runs as one task (they share K/V reads).
+  struct AttnGroup {
+    int32_t first = 0;  // token index in the plan
+    int32_t n = 0;
+  };
+  static constexpr int kAttnGroup = 8;
+
   StepPlan plan_;
   int max_ctx_ = 0;                             // longest sequence context of the step
+  std::vector<AttnGroup> attn_groups_;
   std::vector<std::vector<float>> scratch_;     // per worker thread: attention scores
 };
 

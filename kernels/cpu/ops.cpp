@@ -90,11 +90,9 @@ void kv_save(const KvPool& p, int64_t off, int64_t n, const float* in) {
   }
 }
 
-}  // namespace
-
-void detail::attention_group_portable(const float* q, int g, int head_dim, float scale, const KvPool& k,
-                        const KvPool& v, int kv_head, const int32_t* block_table, int n_ctx,
-                        float* scratch, float* out) {
+// One token's attention (the scalar oracle the AVX-512 version is tested against).
+void attention_one(const float* q, int g, int head_dim, float scale, const KvPool& k, const KvPool& v,
+                   int kv_head, const int32_t* block_table, int n_ctx, float* scratch, float* out) {
   float* scores = scratch;  // [g][n_ctx]
   float* row = scratch + static_cast<int64_t>(g) * n_ctx;
   const int bs = k.block_size;
@@ -104,7 +102,7 @@ void detail::attention_group_portable(const float* q, int g, int head_dim, float
     for (int j = 0; j < g; ++j)
       scores[static_cast<int64_t>(j) * n_ctx + i] = dot(q + j * head_dim, row, head_dim) * scale;
   }
-  for (int j = 0; j < g; ++j) softmax_row_portable(scores + static_cast<int64_t>(j) * n_ctx, n_ctx);
+  for (int j = 0; j < g; ++j) detail::softmax_row_portable(scores + static_cast<int64_t>(j) * n_ctx, n_ctx);
   std::memset(out, 0, sizeof(float) * static_cast<size_t>(g) * head_dim);
   for (int i = 0; i < n_ctx; ++i) {
     const int64_t slot = static_cast<int64_t>(block_table[i / bs]) * bs + i % bs;
@@ -115,6 +113,15 @@ void detail::attention_group_portable(const float* q, int g, int head_dim, float
       for (int d = 0; d < head_dim; ++d) o[d] += w * row[d];
     }
   }
+}
+
+}  // namespace
+
+void detail::attention_group_portable(const AttnRows& r, int g, int head_dim, float scale, const KvPool& k,
+                                      const KvPool& v, int kv_head, const int32_t* block_table, float* scratch) {
+  for (int i = 0; i < r.n_q; ++i)
+    attention_one(r.q + i * r.q_stride, g, head_dim, scale, k, v, kv_head, block_table, r.n_ctx + i, scratch,
+                  r.out + i * r.out_stride);
 }
 
 void rms_norm_row(const float* x, const float* w, float eps, float* y, int64_t n) {
@@ -172,13 +179,11 @@ void kv_load_rows(const KvPool& pool, int64_t slot, int64_t n_slots, float* out)
   kv_load(pool, slot * pool.row_elems(), n_slots * pool.row_elems(), out);
 }
 
-void attention_group(const float* q, int g, int head_dim, float scale, const KvPool& k,
-                     const KvPool& v, int kv_head, const int32_t* block_table, int n_ctx,
-                     float* scratch, float* out) {
+void attention_group(const AttnRows& r, int g, int head_dim, float scale, const KvPool& k,
+                     const KvPool& v, int kv_head, const int32_t* block_table, float* scratch) {
   if (use_avx512() && head_dim <= 256)
-    return detail::attention_group_avx512(q, g, head_dim, scale, k, v, kv_head, block_table,
-                                          n_ctx, scratch, out);
-  detail::attention_group_portable(q, g, head_dim, scale, k, v, kv_head, block_table, n_ctx, scratch, out);
+    return detail::attention_group_avx512(r, g, head_dim, scale, k, v, kv_head, block_table, scratch);
+  detail::attention_group_portable(r, g, head_dim, scale, k, v, kv_head, block_table, scratch);
 }
 
 void kv_rope_block(const KvPool& k, int64_t block, const RopeParams& p, const float* cos_v,

@@ -68,18 +68,30 @@ void kv_store_row(const KvPool& pool, int64_t slot, const float* row);
 // Reads `n_slots` consecutive slots starting at `slot` as floats.
 void kv_load_rows(const KvPool& pool, int64_t slot, int64_t n_slots, float* out);
 
-// Attention of one token over the logical indices 0..n_ctx-1 of its sequence for the `g`
-// query heads that share KV head `kv_head` (GQA). q holds g heads of head_dim floats
-// back to back; out receives g heads likewise. Index i lives in slot
-// block_table[i / block_size] * block_size + i % block_size. Scores are scaled by `scale`,
-// softmaxed in F32 and V is accumulated in index order. `scratch` must hold
-// attention_scratch_floats(g, head_dim, n_ctx) floats.
-inline int64_t attention_scratch_floats(int g, int head_dim, int n_ctx) {
-  return static_cast<int64_t>(g) * n_ctx + 16 * ((head_dim + 15) / 16 * 16);
+// Query rows for attention_group: n_q consecutive tokens of one sequence, token r attending to
+// the logical indices 0..n_ctx+r-1. Token r's g query heads (head_dim floats each, back to
+// back) are at q + r*q_stride; its output heads go to out + r*out_stride likewise.
+struct AttnRows {
+  const float* q = nullptr;
+  int64_t q_stride = 0;
+  float* out = nullptr;
+  int64_t out_stride = 0;
+  int n_q = 1;
+  int n_ctx = 0;  // context length of the first token (its position + 1)
+};
+
+// Floats of scratch attention_group needs.
+inline int64_t attention_scratch_floats(int n_q, int g, int head_dim, int n_ctx) {
+  return static_cast<int64_t>(n_q) * g * (n_ctx + n_q) + 16 * ((head_dim + 15) / 16 * 16);
 }
-void attention_group(const float* q, int g, int head_dim, float scale, const KvPool& k,
-                     const KvPool& v, int kv_head, const int32_t* block_table, int n_ctx,
-                     float* scratch, float* out);
+
+// Attention for the `g` query heads that share KV head `kv_head` (GQA) of the rows `r`.
+// Index i of the sequence lives in slot block_table[i / block_size] * block_size +
+// i % block_size. Scores are scaled by `scale`, softmaxed in F32 and V is accumulated in index
+// order. K/V rows are read once for all n_q*g query heads, but each row's arithmetic is exactly
+// what it would be alone (n_q = 1): results never depend on how tokens are grouped.
+void attention_group(const AttnRows& r, int g, int head_dim, float scale, const KvPool& k,
+                     const KvPool& v, int kv_head, const int32_t* block_table, float* scratch);
 
 // Rotates the K of every slot of `block` (all KV heads) by precomputed angles (a K-shift).
 void kv_rope_block(const KvPool& k, int64_t block, const RopeParams& p, const float* cos_v,

@@ -153,67 +153,78 @@ inline void load_tile(const KvPool& p, int kv_head, const int32_t* block_table, 
 // NC = 16-float chunks per head (head_dim <= 16 * NC), a compile-time constant so the
 // accumulators stay in registers.
 template <int NC>
-void attention_tiles(const float* q, int g, int head_dim, float scale, const KvPool& k, const KvPool& v,
-                     int kv_head, const int32_t* block_table, int n_ctx, float* scratch, float* out) {
+void attention_tiles(const AttnRows& r, int g, int head_dim, float scale, const KvPool& k, const KvPool& v,
+                     int kv_head, const int32_t* block_table, float* scratch) {
   const __mmask16 last = tail_mask(head_dim - (NC - 1) * 16);
-  float* scores = scratch;                                  // [g][n_ctx]
-  float* tile = scratch + static_cast<int64_t>(g) * n_ctx;  // [16][NC * 16]
+  const int max_ctx = r.n_ctx + r.n_q - 1;       // the last row's context
+  const int64_t row_scores = static_cast<int64_t>(g) * max_ctx;
+  float* scores = scratch;                        // [n_q][g][max_ctx]
+  float* tile = scratch + r.n_q * row_scores;     // [16][NC * 16]
   const __m512 vscale = _mm512_set1_ps(scale);
-  for (int i0 = 0; i0 < n_ctx; i0 += 16) {
-    const int nk = std::min(16, n_ctx - i0);
-    load_tile<NC>(k, kv_head, block_table, i0, nk, last, tile);
-    for (int j = 0; j < g; ++j) {
-      const float* qj = q + static_cast<int64_t>(j) * head_dim;
-      __m512 acc[16];
+  // Scores: each tile of 16 keys is converted once for every row and head that sees it.
+  for (int i0 = 0; i0 < max_ctx; i0 += 16) {
+    load_tile<NC>(k, kv_head, block_table, i0, std::min(16, max_ctx - i0), last, tile);
+    for (int qi = 0; qi < r.n_q; ++qi) {
+      const int ctx = r.n_ctx + qi;
+      if (i0 >= ctx) continue;
+      for (int j = 0; j < g; ++j) {
+        const float* qj = r.q + qi * r.q_stride + static_cast<int64_t>(j) * head_dim;
+        __m512 acc[16];
 #pragma GCC unroll 16
-      for (int kk = 0; kk < 16; ++kk) acc[kk] = _mm512_setzero_ps();
+        for (int kk = 0; kk < 16; ++kk) acc[kk] = _mm512_setzero_ps();
 #pragma GCC unroll 16
-      for (int c = 0; c < NC; ++c) {
-        const __m512 qc = _mm512_maskz_loadu_ps(c == NC - 1 ? last : 0xFFFF, qj + c * 16);
+        for (int c = 0; c < NC; ++c) {
+          const __m512 qc = _mm512_maskz_loadu_ps(c == NC - 1 ? last : 0xFFFF, qj + c * 16);
 #pragma GCC unroll 16
-        for (int kk = 0; kk < 16; ++kk)
-          acc[kk] = _mm512_fmadd_ps(qc, _mm512_loadu_ps(tile + (kk * NC + c) * 16), acc[kk]);
+          for (int kk = 0; kk < 16; ++kk)
+            acc[kk] = _mm512_fmadd_ps(qc, _mm512_loadu_ps(tile + (kk * NC + c) * 16), acc[kk]);
+        }
+        _mm512_mask_storeu_ps(scores + qi * row_scores + static_cast<int64_t>(j) * ctx + i0,
+                              tail_mask(ctx - i0), _mm512_mul_ps(reduce16(acc), vscale));
       }
-      _mm512_mask_storeu_ps(scores + static_cast<int64_t>(j) * n_ctx + i0, tail_mask(nk),
-                            _mm512_mul_ps(reduce16(acc), vscale));
     }
   }
-  for (int j = 0; j < g; ++j) softmax_row_avx512(scores + static_cast<int64_t>(j) * n_ctx, n_ctx);
-  std::memset(out, 0, sizeof(float) * static_cast<size_t>(g) * head_dim);
-  alignas(64) float w[16];
-  for (int i0 = 0; i0 < n_ctx; i0 += 16) {
-    const int nk = std::min(16, n_ctx - i0);
-    load_tile<NC>(v, kv_head, block_table, i0, nk, last, tile);
-    for (int j = 0; j < g; ++j) {
-      float* oj = out + static_cast<int64_t>(j) * head_dim;
-      // Weights past the context are zero (as are those V rows): no stale scratch leaks in.
-      _mm512_store_ps(w, _mm512_maskz_loadu_ps(tail_mask(nk), scores + static_cast<int64_t>(j) * n_ctx + i0));
-      __m512 acc[NC];
+  for (int qi = 0; qi < r.n_q; ++qi) {
+    const int ctx = r.n_ctx + qi;
+    for (int j = 0; j < g; ++j) softmax_row_avx512(scores + qi * row_scores + static_cast<int64_t>(j) * ctx, ctx);
+    float* o = r.out + qi * r.out_stride;
+    std::memset(o, 0, sizeof(float) * static_cast<size_t>(g) * head_dim);
+  }
+  // Outputs: weighted V rows, accumulated in index order per row and head.
+  for (int i0 = 0; i0 < max_ctx; i0 += 16) {
+    load_tile<NC>(v, kv_head, block_table, i0, std::min(16, max_ctx - i0), last, tile);
+    for (int qi = 0; qi < r.n_q; ++qi) {
+      const int ctx = r.n_ctx + qi;
+      if (i0 >= ctx) continue;
+      const int nk = std::min(16, ctx - i0);
+      for (int j = 0; j < g; ++j) {
+        float* oj = r.out + qi * r.out_stride + static_cast<int64_t>(j) * head_dim;
+        const float* w = scores + qi * row_scores + static_cast<int64_t>(j) * ctx + i0;
+        __m512 acc[NC];
 #pragma GCC unroll 16
-      for (int c = 0; c < NC; ++c) acc[c] = _mm512_maskz_loadu_ps(c == NC - 1 ? last : 0xFFFF, oj + c * 16);
+        for (int c = 0; c < NC; ++c) acc[c] = _mm512_maskz_loadu_ps(c == NC - 1 ? last : 0xFFFF, oj + c * 16);
+        for (int kk = 0; kk < nk; ++kk) {
+          const __m512 wk = _mm512_set1_ps(w[kk]);
 #pragma GCC unroll 16
-      for (int kk = 0; kk < 16; ++kk) {
-        const __m512 wk = _mm512_set1_ps(w[kk]);
+          for (int c = 0; c < NC; ++c) acc[c] = _mm512_fmadd_ps(wk, _mm512_loadu_ps(tile + (kk * NC + c) * 16), acc[c]);
+        }
 #pragma GCC unroll 16
-        for (int c = 0; c < NC; ++c) acc[c] = _mm512_fmadd_ps(wk, _mm512_loadu_ps(tile + (kk * NC + c) * 16), acc[c]);
+        for (int c = 0; c < NC; ++c) _mm512_mask_storeu_ps(oj + c * 16, c == NC - 1 ? last : 0xFFFF, acc[c]);
       }
-#pragma GCC unroll 16
-      for (int c = 0; c < NC; ++c) _mm512_mask_storeu_ps(oj + c * 16, c == NC - 1 ? last : 0xFFFF, acc[c]);
     }
   }
 }
 
 }  // namespace
 
-void attention_group_avx512(const float* q, int g, int head_dim, float scale, const KvPool& k,
-                            const KvPool& v, int kv_head, const int32_t* block_table, int n_ctx,
-                            float* scratch, float* out) {
-  // Keys go in tiles of 16, converted once to F32 and shared by the g query heads. Per head and
+void attention_group_avx512(const AttnRows& r, int g, int head_dim, float scale, const KvPool& k,
+                            const KvPool& v, int kv_head, const int32_t* block_table, float* scratch) {
+  // Keys go in tiles of 16, converted once to F32 and shared by all rows and heads. Per head and
   // tile, 16 dot products finish together (reduce16); after the softmax, V rows are accumulated
-  // into register-held outputs. Every sum runs in index order, whatever the batch.
+  // into register-held outputs. A row's arithmetic does not depend on the other rows.
   switch ((head_dim + 15) / 16) {  // <= 16: the caller checks head_dim <= 256
 #define PAGODA_ATTN_CASE(NC) \
-  case NC: return attention_tiles<NC>(q, g, head_dim, scale, k, v, kv_head, block_table, n_ctx, scratch, out);
+  case NC: return attention_tiles<NC>(r, g, head_dim, scale, k, v, kv_head, block_table, scratch);
     PAGODA_ATTN_CASE(1) PAGODA_ATTN_CASE(2) PAGODA_ATTN_CASE(3) PAGODA_ATTN_CASE(4)
     PAGODA_ATTN_CASE(5) PAGODA_ATTN_CASE(6) PAGODA_ATTN_CASE(7) PAGODA_ATTN_CASE(8)
     PAGODA_ATTN_CASE(9) PAGODA_ATTN_CASE(10) PAGODA_ATTN_CASE(11) PAGODA_ATTN_CASE(12)

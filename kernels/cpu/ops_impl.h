@@ -14,9 +14,8 @@ bool ops_have_avx512();
 void rms_norm_row_portable(const float* x, const float* w, float eps, float* y, int64_t n);
 void silu_mul_row_portable(const float* gate, const float* up, float* out, int64_t n);
 void softmax_row_portable(float* x, int64_t n);
-void attention_group_portable(const float* q, int g, int head_dim, float scale, const KvPool& k,
-                              const KvPool& v, int kv_head, const int32_t* block_table, int n_ctx,
-                              float* scratch, float* out);
+void attention_group_portable(const AttnRows& r, int g, int head_dim, float scale, const KvPool& k,
+                              const KvPool& v, int kv_head, const int32_t* block_table, float* scratch);
 
 // IEEE half <-> float, round to nearest even (the same results as quants.h's scalar versions).
 void f32_to_f16_avx512(const float* x, uint16_t* y, int64_t n);
@@ -25,8 +24,7 @@ void rms_norm_row_avx512(const float* x, const float* w, float eps, float* y, in
 void silu_mul_row_avx512(const float* gate, const float* up, float* out, int64_t n);
 void softmax_row_avx512(float* x, int64_t n);
 // head_dim <= 256.
-void attention_group_avx512(const float* q, int g, int head_dim, float scale, const KvPool& k,
-                            const KvPool& v, int kv_head, const int32_t* block_table, int n_ctx,
-                            float* scratch, float* out);
+void attention_group_avx512(const AttnRows& r, int g, int head_dim, float scale, const KvPool& k,
+                            const KvPool& v, int kv_head, const int32_t* block_table, float* scratch);
 
 }  // namespace pagoda::cpu::detail

@@ -441,12 +441,16 @@ TEST_CASE("portable and AVX-512 variants agree", "[cpu_ops]") {
       for (size_t i = 0; i < kd.size(); ++i) k16[i] = cpu::fp32_to_fp16(kd[i]), v16[i] = cpu::fp32_to_fp16(vd[i]);
       cpu::KvPool kp{type == GgmlType::F16 ? static_cast<void*>(k16.data()) : const_cast<float*>(kd.data()), type, bs, n_kv, head_dim, blocks};
       cpu::KvPool vp{type == GgmlType::F16 ? static_cast<void*>(v16.data()) : const_cast<float*>(vd.data()), type, bs, n_kv, head_dim, blocks};
-      const auto q = randoms(size_t(g) * head_dim, 6, -2, 2);
       const int32_t table[] = {2, 0, 3};
-      std::vector<float> scratch(size_t(cpu::attention_scratch_floats(g, head_dim, n_ctx)));
-      std::vector<float> a(size_t(g) * head_dim), b(size_t(g) * head_dim);
-      cpu::detail::attention_group_portable(q.data(), g, head_dim, 0.3f, kp, vp, 1, table, n_ctx, scratch.data(), a.data());
-      cpu::detail::attention_group_avx512(q.data(), g, head_dim, 0.3f, kp, vp, 1, table, n_ctx, scratch.data(), b.data());
+      // 3 query rows at contexts 43, 44, 45.
+      const int n_q = 3, row = g * head_dim;
+      const auto q = randoms(size_t(n_q) * row, 6, -2, 2);
+      std::vector<float> scratch(size_t(cpu::attention_scratch_floats(n_q, g, head_dim, n_ctx)));
+      std::vector<float> a(size_t(n_q) * row), b(size_t(n_q) * row);
+      cpu::AttnRows ra{q.data(), row, a.data(), row, n_q, n_ctx - 2}, rb = ra;
+      rb.out = b.data();
+      cpu::detail::attention_group_portable(ra, g, head_dim, 0.3f, kp, vp, 1, table, scratch.data());
+      cpu::detail::attention_group_avx512(rb, g, head_dim, 0.3f, kp, vp, 1, table, scratch.data());
       for (size_t i = 0; i < a.size(); ++i) CHECK(std::fabs(a[i] - b[i]) <= 1e-5f);
     }
   }

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "engine/engine.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "engine_test_util.h"
 
 using namespace pagoda;
@@ -229,4 +230,25 @@ TEST_CASE("submit errors, abort and stop token ids") {
   CHECK(stopped.choices[0].tokens.size() <= 3);
   CHECK(engine.stats().steps > 0);
   CHECK(engine.stats().alive);
+}
+
+TEST_CASE("a stop string ends the choice and never reaches the client") {
+  const auto tok = Tokenizer::from_gguf(tiny());
+  auto model = load_model(tiny(), 64);
+  LlmEngine engine(*model, tok.get(), base_config(64, 64));
+  GenerationRequest g = make_request(10, 40, 8, false);
+  SubmitError err;
+  auto ref = collect(*engine.submit(g, &err));
+  const ChoiceResult& r = ref.choices[0];
+  REQUIRE(r.finish == FinishReason::Length);
+  REQUIRE(r.text.size() >= 12);
+
+  // Stop at a string that first appears somewhere in the middle of the text.
+  const std::string stop = r.text.substr(r.text.size() / 2, 3);
+  const size_t at = r.text.find(stop);
+  g.stop.stop = {stop, "\x01never"};
+  auto stopped = collect(*engine.submit(g, &err));
+  CHECK(stopped.choices[0].finish == FinishReason::Stop);
+  CHECK(stopped.choices[0].text == r.text.substr(0, at));
+  CHECK(stopped.choices[0].tokens.size() < r.tokens.size());
 }

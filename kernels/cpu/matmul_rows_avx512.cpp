@@ -183,15 +183,19 @@ void few_rows_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
     const int64_t next_rows = std::min<int64_t>(kGroup, std::max<int64_t>(0, o_end - o0 - kGroup));
     const uint8_t* next = a.w + (o0 + kGroup) * a.row_bytes;
     const int64_t lines = next_rows * static_cast<int64_t>(a.row_bytes) / 64;
-    // Rows in chunks of up to 4 (accumulators stay in registers); later chunks find this
+    // Rows in chunks of up to 8 (accumulators stay in registers); later chunks find this
     // group's weights in L2 and prefetch nothing more.
-    for (int64_t i0 = 0; i0 < a.n; i0 += 4) {
+    for (int64_t i0 = 0; i0 < a.n; i0 += 8) {
       const int64_t pl = i0 == 0 ? lines : 0;
-      switch (std::min<int64_t>(4, a.n - i0)) {
+      switch (std::min<int64_t>(8, a.n - i0)) {
         case 1: few_rows<T, 1>(a, o0, valid, i0, next, pl); break;
         case 2: few_rows<T, 2>(a, o0, valid, i0, next, pl); break;
         case 3: few_rows<T, 3>(a, o0, valid, i0, next, pl); break;
-        default: few_rows<T, 4>(a, o0, valid, i0, next, pl); break;
+        case 4: few_rows<T, 4>(a, o0, valid, i0, next, pl); break;
+        case 5: few_rows<T, 5>(a, o0, valid, i0, next, pl); break;
+        case 6: few_rows<T, 6>(a, o0, valid, i0, next, pl); break;
+        case 7: few_rows<T, 7>(a, o0, valid, i0, next, pl); break;
+        default: few_rows<T, 8>(a, o0, valid, i0, next, pl); break;
       }
     }
   }

@@ -41,6 +41,26 @@ struct Expr {
   std::vector<std::string> ops;
 
   Expr(Kind k, int l) : kind(k), line(l) {}
+  Expr(const Expr&) = delete;
+  Expr& operator=(const Expr&) = delete;
+  // Long operator or filter chains (`a|f|f|f...`, `1+1+1...`) build trees as deep as the
+  // chain is long; children are released iteratively so that freeing one cannot exhaust the
+  // stack. (Evaluation of such trees is bounded by kMaxRecursion instead.)
+  ~Expr() {
+    std::vector<ExprPtr> pending;
+    auto take = [&pending](Expr& e) {
+      for (auto& a : e.args)
+        if (a) pending.push_back(std::move(a));
+      for (auto& kv : e.kwargs)
+        if (kv.second) pending.push_back(std::move(kv.second));
+    };
+    take(*this);
+    while (!pending.empty()) {
+      ExprPtr e = std::move(pending.back());
+      pending.pop_back();
+      take(*e);
+    }  // each `e` is freed here with no children left
+  }
 };
 
 struct Stmt;

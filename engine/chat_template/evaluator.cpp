@@ -333,6 +333,7 @@ Value Evaluator::eval_compare(const Expr& e, const FramePtr& frame) {
 
 Value Evaluator::apply_filter_chain(const Expr& chain, Value v, const FramePtr& frame) {
   if (chain.kind != Expr::Kind::Filter) return v;  // the placeholder operand
+  DepthGuard guard(*this, chain.line);
   v = apply_filter_chain(*chain.args[0], std::move(v), frame);
   return apply_filter(chain.name, v, eval_args(chain, 1, frame));
 }

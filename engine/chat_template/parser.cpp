@@ -70,8 +70,11 @@ class Parser {
     while (true) {
       const Token& tk = cur();
       if (tk.type == Tok::Eof) {
-        if (!end_tags.empty())
-          fail(std::string("unexpected end of template; expected '{% ") + end_tags[0] + " %}'");
+        if (!end_tags.empty()) {
+          std::string expected;
+          for (const char* e : end_tags) expected += std::string(expected.empty() ? "" : " or ") + "'" + e + "'";
+          fail("unexpected end of template; expected " + expected);
+        }
         return body;
       }
       if (tk.type == Tok::Data) {

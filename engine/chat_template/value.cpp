@@ -77,7 +77,7 @@ Value Value::function(std::string name, std::function<Value(CallArgs&)> fn) {
 
 int Value::depth() const {
   if (kind == Kind::List) return list->depth;
-  if (kind == Kind::Dict) return dict->depth;
+  if (kind == Kind::Dict) return dict->flavor == Dict::Flavor::Namespace ? kNamespaceDepth : dict->depth;
   return 0;
 }
 
@@ -134,6 +134,9 @@ const Value* Dict::find(const Value& key) const {
 }
 
 void Dict::set(Value key, Value v) {
+  if (flavor == Flavor::Namespace && v.depth() >= kNamespaceDepth)
+    throw ChatTemplateError("a namespace cannot hold another namespace or values nested " +
+                            std::to_string(kNamespaceDepth) + " levels deep");
   int d = std::max(depth, v.depth() + 1);
   check_depth(d);
   depth = d;

@@ -18,6 +18,11 @@ namespace pagoda::jinja {
 
 // Containers nested deeper than this are refused (the printers and comparisons recurse).
 inline constexpr int kMaxValueDepth = 256;
+// Namespaces are the only values a template can change after they are placed in a container,
+// so a container's recorded depth could go stale. A namespace therefore counts as this deep
+// wherever it is stored, and accepts only values shallower than this: its real depth never
+// exceeds what containers assume, and a namespace can never hold itself (no cycles).
+inline constexpr int kNamespaceDepth = kMaxValueDepth / 2;
 
 struct Value;
 struct List;
@@ -55,7 +60,7 @@ struct Value {
   bool is_number() const { return kind == Kind::Int || kind == Kind::Float || kind == Kind::Bool; }
   bool is_list() const { return kind == Kind::List; }
   bool is_dict() const { return kind == Kind::Dict; }
-  // Nesting depth of containers (0 for scalars).
+  // Nesting depth of containers (0 for scalars; kNamespaceDepth for a namespace).
   int depth() const;
   // The value as a double (bool/int/float only).
   double as_double() const;

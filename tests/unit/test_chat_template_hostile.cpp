@@ -97,6 +97,14 @@ TEST_CASE("deeply nested templates are syntax errors, not stack overflows") {
   for (int i = 0; i < n; ++i) filters += "|trim";
   ChatTemplate long_chain(filters + " }}");  // a long but flat chain parses ...
   CHECK_THROWS_AS(long_chain.render({}), ChatTemplateError);  // ... and is refused when evaluated that deep
+  // Chains a million links long parse (they are flat loops in the parser), are freed without
+  // recursion and are refused when evaluation gets too deep.
+  std::string plus = "{{ 1";
+  for (int i = 0; i < 1000000; ++i) plus += "+1";
+  CHECK_THROWS_AS(ChatTemplate(plus + " }}").render({}), ChatTemplateError);
+  std::string trims = "{% filter trim";
+  for (int i = 0; i < 1000000; ++i) trims += "|trim";
+  CHECK_THROWS_AS(ChatTemplate(trims + " %}x{% endfilter %}").render({}), ChatTemplateError);
   std::string attrs = "{{ messages";
   for (int i = 0; i < n; ++i) attrs += ".a";
   CHECK_THROWS_AS(ChatTemplate(attrs + " }}").render({}), ChatTemplateError);
@@ -137,6 +145,12 @@ TEST_CASE("runaway templates hit limits") {
                                  "{% set ns.x = [ns.x] %}{% endfor %}{{ ns.x|length }}")
                         .render(in),
                     ChatTemplateError);
+  }
+  SECTION("namespaces cannot hold themselves (no reference cycles)") {
+    CHECK_THROWS_AS(ChatTemplate("{% set ns = namespace() %}{% set ns.me = ns %}{{ ns }}").render(in), ChatTemplateError);
+    CHECK_THROWS_AS(ChatTemplate("{% set ns = namespace() %}{% set ns.l = [[ns]] %}{{ ns }}").render(in), ChatTemplateError);
+    CHECK(ChatTemplate("{% set ns = namespace(x=1) %}{% set l = [ns, ns] %}{% set ns.x = 2 %}{{ l }}").render(in) ==
+          "[<Namespace {'x': 2}>, <Namespace {'x': 2}>]");
   }
   SECTION("huge range") { CHECK_THROWS_AS(ChatTemplate("{{ range(10**12)|length }}").render(in), ChatTemplateError); }
 }

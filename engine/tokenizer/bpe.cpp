@@ -76,8 +76,18 @@ BpeTokenizer::BpeTokenizer(const gguf::GgufFile& file) : TokenizerBase(Vocab::lo
       std::snprintf(name, sizeof name, "<0x%02X>", b);
       id = vocab_.find(name);
     }
-    byte_token_[b] = id;
+    // Only a normal or byte token stands for a byte: a user-defined token with the same text
+    // (DeepSeek adds "ÿ" and friends) is raw text and would decode to other bytes.
+    const bool usable = id >= 0 && (vocab_.type(id) == TokenType::kNormal ||
+                                    vocab_.type(id) == TokenType::kByte ||
+                                    vocab_.type(id) == TokenType::kUndefined);
+    byte_token_[b] = usable ? id : -1;
   }
+  // A byte with no token (typically one that never occurs in valid UTF-8) becomes the unknown
+  // token only when there is a real one; otherwise encoding such input is an error.
+  unk_for_bytes_ = vocab_.valid(vocab_.unk) && vocab_.type(vocab_.unk) == TokenType::kUnknown
+                       ? vocab_.unk
+                       : -1;
 
   if (const auto* merges = file.get_string_array("tokenizer.ggml.merges")) {
     std::vector<std::pair<uint64_t, MergeTable::Merge>> table;
@@ -147,11 +157,14 @@ void BpeTokenizer::encode_word(std::string_view word, Scratch& sc, std::vector<i
   sc.prev.resize(n);
   sc.next.resize(n);
   for (int32_t i = 0; i < n; ++i) {
-    int32_t id = byte_token_[static_cast<unsigned char>(word[i])];
-    if (id < 0) id = vocab_.unk;
-    if (id < 0)
-      throw TokenizerError("cannot encode byte " + std::to_string(static_cast<unsigned char>(word[i])) +
-                           ": the vocabulary has no token for it and no unknown token");
+    const auto byte = static_cast<unsigned char>(word[i]);
+    const int32_t id = byte_token_[byte] >= 0 ? byte_token_[byte] : unk_for_bytes_;
+    if (id < 0) {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "0x%02X", byte);
+      throw TokenizerError(std::string("cannot encode byte ") + hex +
+                           ": the vocabulary has no token for it (the input is not valid UTF-8?)");
+    }
     sc.ids[i] = id;
     sc.prev[i] = i - 1;
     sc.next[i] = i + 1 < n ? i + 1 : -1;

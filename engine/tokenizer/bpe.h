@@ -37,7 +37,8 @@ class MergeTable {
 class BpeTokenizer final : public TokenizerBase {
  public:
   // Reads the vocabulary, merges and pre-tokenizer. Throws TokenizerError on an unknown
-  // tokenizer.ggml.pre, malformed merges, or a vocabulary that cannot encode every byte.
+  // tokenizer.ggml.pre or malformed merges. encode() throws TokenizerError for input bytes the
+  // vocabulary has no token for (real vocabularies lack some bytes that valid UTF-8 never uses).
   explicit BpeTokenizer(const gguf::GgufFile& file);
 
   const PreTokenizer& pre_tokenizer() const { return pre_; }
@@ -53,7 +54,8 @@ class BpeTokenizer final : public TokenizerBase {
 
   PreTokenizer pre_;
   MergeTable merges_;
-  int32_t byte_token_[256];  // the single-byte token of each byte
+  int32_t byte_token_[256];  // the single-byte token of each byte, -1 when there is none
+  int32_t unk_for_bytes_ = -1;  // stands in for a byte with no token; -1: such bytes are errors
 };
 
 }  // namespace pagoda::tok

@@ -114,9 +114,12 @@ int32_t SpmTokenizer::mergeable(std::string_view piece) const {
 void SpmTokenizer::byte_fallback(std::string_view bytes, std::vector<int32_t>& out) const {
   for (unsigned char b : bytes) {
     const int32_t id = byte_token_[b] >= 0 ? byte_token_[b] : vocab_.unk;
-    if (id < 0)
-      throw TokenizerError("cannot encode byte " + std::to_string(b) +
+    if (id < 0) {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "0x%02X", b);
+      throw TokenizerError(std::string("cannot encode byte ") + hex +
                            ": the vocabulary has neither a byte token for it nor an unknown token");
+    }
     out.push_back(id);
   }
 }

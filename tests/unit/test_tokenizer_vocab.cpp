@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -123,6 +124,58 @@ TEST_CASE("every token's text round-trips through encode and decode", "[tokenize
                                     << " skipped (control/unused/partial UTF-8)");
       CHECK(failures == 0);
       CHECK(checked > tok->vocab_size() / 2);
+    }
+  }
+}
+
+TEST_CASE("random bytes and large inputs encode losslessly without failing", "[tokenizer][vocab]") {
+  std::mt19937 rng(1234);
+  // Pieces to build inputs from: ASCII, whitespace runs, multi-byte characters, invalid bytes.
+  const std::vector<std::string> atoms = {"a", "Z", "9", " ", "  ", "\n", "\t", "'s", "!", "\xC3\xA9",
+                                          "\xE4\xB8\x96", "\xF0\x9F\xA6\x99", "\xFF", "\x80", "\xC3",
+                                          "\xE2\x96\x81", "\r\n", "\xE3\x80\x80", "\xD9\xA3", "<"};
+  const std::vector<std::string> valid_atoms(atoms.begin(), atoms.begin() + 12);
+  for (const auto& path : vocab_files()) {
+    DYNAMIC_SECTION(path.filename().string()) {
+      const auto file = pagoda::gguf::GgufFile::open(path.string());
+      const auto tok = Tokenizer::from_gguf(file);
+      const bool spm = file.get_string("tokenizer.ggml.model") == "llama";
+      // What decoding should give back: SPM cannot tell a typed "▁" from a space.
+      auto expected = [&](std::string s) {
+        for (size_t p; spm && (p = s.find("\xE2\x96\x81")) != std::string::npos;) s.replace(p, 3, " ");
+        return s;
+      };
+      for (int iter = 0; iter < 300; ++iter) {
+        std::string s;
+        const int n = std::uniform_int_distribution<int>(0, 40)(rng);
+        for (int i = 0; i < n; ++i) s += atoms[rng() % atoms.size()];
+        INFO(iter << ": " << s);
+        if (pagoda::unicode::is_valid_utf8(s)) {
+          REQUIRE(tok->decode(tok->encode(s, false, false)) == expected(s));
+          continue;
+        }
+        // Invalid UTF-8: lossless, or (byte-level vocabularies lacking tokens for bytes that
+        // valid UTF-8 never uses) a clear error.
+        std::vector<int32_t> ids;
+        try {
+          ids = tok->encode(s, false, false);
+        } catch (const pagoda::TokenizerError& e) {
+          REQUIRE_FALSE(spm);
+          REQUIRE_THAT(e.what(), Catch::Contains("cannot encode byte"));
+          continue;
+        }
+        REQUIRE(tok->decode(ids) == expected(s));
+      }
+      // Long inputs: one huge word, one huge whitespace run, long mixed text.
+      for (const std::string& big : {std::string(300000, 'a'), std::string(300000, ' '),
+                                     std::string(100000, '\n') + "x",
+                                     [&] {
+                                       std::string t;
+                                       while (t.size() < 300000) t += valid_atoms[rng() % valid_atoms.size()];
+                                       return t;
+                                     }()}) {
+        REQUIRE(tok->decode(tok->encode(big, false, false)) == expected(big));
+      }
     }
   }
 }

@@ -98,7 +98,7 @@ TEST_CASE("every token's text round-trips through encode and decode", "[tokenize
     DYNAMIC_SECTION(path.filename().string()) {
       const auto file = pagoda::gguf::GgufFile::open(path.string());
       const auto tok = Tokenizer::from_gguf(file);
-      int checked = 0, same_id = 0, skipped = 0, failures = 0;
+      int checked = 0, same_id = 0, skipped = 0, failures = 0, spaced = 0, spaced_same = 0;
       for (int32_t id = 0; id < tok->vocab_size(); ++id) {
         const std::string text = tok->decode({id});
         // Excluded: control/unknown/unused tokens (their plain text is empty by design) and
@@ -112,6 +112,10 @@ TEST_CASE("every token's text round-trips through encode and decode", "[tokenize
         const std::string back = tok->decode(ids);
         ++checked;
         same_id += ids.size() == 1 && ids[0] == id;
+        if (tok->token_text(id).rfind("\xE2\x96\x81", 0) == 0) {  // an SPM word-start token
+          ++spaced;
+          spaced_same += ids.size() == 1 && ids[0] == id;
+        }
         if (back != text) {
           ++failures;
           INFO("token " << id << " '" << tok->token_text(id) << "' -> '" << text << "' -> "
@@ -121,9 +125,16 @@ TEST_CASE("every token's text round-trips through encode and decode", "[tokenize
       }
       WARN(path.filename().string() << ": " << checked << " tokens round-trip checked, " << same_id
                                     << " give back exactly their own id, " << skipped
-                                    << " skipped (control/unused/partial UTF-8)");
+                                    << " skipped (control/unused/partial UTF-8); " << spaced_same << " of "
+                                    << spaced << " word-start (SPM) tokens give their own id");
       CHECK(failures == 0);
       CHECK(checked > tok->vocab_size() / 2);
+      // Same id, not only same text: SPM tokens without the word-start "▁" cannot (encoding
+      // adds one), so only "▁" tokens are held to it there. Byte-level BPE misses only tokens
+      // the pre-tokenizer splits (e.g. " © ") or that contain a user-defined token's text
+      // (DeepSeek's "ü"): 32 of DeepSeek LLM's, none of GPT-2's, Falcon's or StarCoder's.
+      CHECK(spaced_same == spaced);
+      if (spaced == 0) CHECK(same_id >= checked - checked / 1000);
     }
   }
 }

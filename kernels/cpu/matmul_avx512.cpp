@@ -8,7 +8,11 @@
 // lane ends a block holding exactly the pair's integer sum: no horizontal reductions at all, and
 // the float epilogue per block is the same sequence as accumulate_block (matmul_internal.h).
 // The decoded tile is reused by every activation row (4 rows per micro-kernel call), which is
-// what makes prefill compute-bound instead of memory-bound.
+// what makes prefill compute-bound instead of memory-bound. Batches of at most kFewRowsMax rows
+// (decode) go to matmul_rows_avx512.cpp instead, which streams the GGML blocks directly.
+//
+// Float weights (F32/F16/BF16) use a plain fused multiply-add kernel (float_kernel below); this
+// file also holds the AVX-512 activation quantizer.
 #include <immintrin.h>
 
 #include <algorithm>

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Generates engine/tokenizer/unicode_data.cpp: compact Unicode category tables for the
 pre-tokenizers (letters \\p{L}, numbers \\p{N}, punctuation \\p{P}, symbols \\p{S}, marks \\p{M},
-separators \\p{Z}, and the White_Space property that regex `\\s` matches).
+separators \\p{Z}, the White_Space property that regex `\\s` matches, and the letter cases
+\\p{Ll} and \\p{Lu}/\\p{Lt} that the case-aware pre-tokenizers need).
 
 The table is a sorted list of run starts: entry k gives the flags of every code point from
 its `first` up to the next entry's `first` - 1. Run: /usr/bin/python3 scripts/gen_unicode_tables.py
@@ -13,6 +14,7 @@ import unicodedata
 
 # Flag bits; keep in sync with engine/tokenizer/unicode.h.
 LETTER, NUMBER, PUNCT, SYMBOL, MARK, SEPARATOR, WHITESPACE = 1, 2, 4, 8, 16, 32, 64
+LOWER, UPPER = 128, 256  # Ll; Lu or Lt
 MAJOR = {"L": LETTER, "N": NUMBER, "P": PUNCT, "S": SYMBOL, "M": MARK, "Z": SEPARATOR}
 
 # The Unicode White_Space property (PropList.txt); Python has no accessor for it.
@@ -21,7 +23,12 @@ WHITE_SPACE = set(range(0x09, 0x0E)) | {0x20, 0x85, 0xA0, 0x1680} | set(range(0x
 
 
 def flags_of(cp):
-    f = MAJOR.get(unicodedata.category(chr(cp))[0], 0)
+    cat = unicodedata.category(chr(cp))
+    f = MAJOR.get(cat[0], 0)
+    if cat == "Ll":
+        f |= LOWER
+    elif cat in ("Lu", "Lt"):
+        f |= UPPER
     if cp in WHITE_SPACE:
         f |= WHITESPACE
     return f

@@ -16,7 +16,7 @@ using unicode::kWhitespace;
 // One decoded character of the input.
 struct Unit {
   uint32_t cp;
-  uint8_t fl;
+  uint16_t fl;
 };
 
 // The text as characters, with the byte offset of each (off has one extra entry: the end).
@@ -31,7 +31,7 @@ struct Units {
       size_t len = 0;
       const uint32_t cp = unicode::decode(text, pos, len);
       off.push_back(static_cast<uint32_t>(pos));
-      u.push_back({cp, cp == unicode::kInvalid ? uint8_t{0} : unicode::flags(cp)});
+      u.push_back({cp, cp == unicode::kInvalid ? uint16_t{0} : unicode::flags(cp)});
       pos += len;
     }
     off.push_back(static_cast<uint32_t>(text.size()));
@@ -111,6 +111,56 @@ size_t match_llama3(const std::vector<Unit>& u, size_t i, size_t end, size_t max
   return match_space_run(u, i, end);
 }
 
+// [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}] and [\p{Ll}\p{Lm}\p{Lo}\p{M}] of the case-aware patterns.
+inline bool is_upperish(const Unit& c) {
+  return ((c.fl & kLetter) && !(c.fl & unicode::kLower)) || (c.fl & unicode::kMark);
+}
+inline bool is_lowerish(const Unit& c) {
+  return ((c.fl & kLetter) && !(c.fl & unicode::kUpper)) || (c.fl & unicode::kMark);
+}
+
+// U*L+ at s (see StageKind::kCaseWords); returns the end, or 0 when it does not match.
+size_t match_upper_then_lower(const std::vector<Unit>& u, size_t s, size_t end) {
+  const size_t a = run_end(u, s, end, is_upperish);
+  if (a < end && is_lowerish(u[a])) return run_end(u, a, end, is_lowerish);
+  // Backtracking: U* gives back characters until L+ can start; L+ then ends where U* ended.
+  for (size_t p = a; p-- > s;)
+    if (is_lowerish(u[p])) return p + 1;
+  return 0;
+}
+
+// U+L* at s; returns the end, or 0.
+size_t match_upper_run(const std::vector<Unit>& u, size_t s, size_t end) {
+  const size_t a = run_end(u, s, end, is_upperish);
+  return a == s ? 0 : run_end(u, a, end, is_lowerish);
+}
+
+// The Tekken / GPT-4o pattern (see StageKind::kCaseWords). Always matches.
+size_t match_case_words(const std::vector<Unit>& u, size_t i, size_t end, size_t max_digits,
+                        bool contractions) {
+  // [^\r\n\p{L}\p{N}]? before a word: tried with the character first, then without.
+  const bool prefix = !is_crlf(u[i]) && !is_letter(u[i]) && !is_number(u[i]) && i + 1 < end;
+  size_t e = 0;
+  for (auto word : {match_upper_then_lower, match_upper_run}) {
+    if (prefix) e = word(u, i + 1, end);
+    if (e == 0) e = word(u, i, end);
+    if (e != 0) break;
+  }
+  if (e != 0) return e - i + (contractions && e < end ? match_contraction(u, e, end, true) : 0);
+  if (is_number(u[i])) return run_end(u, i, end, is_number, max_digits) - i;
+  // ' ?[^\s\p{L}\p{N}]+[\r\n/]*'
+  const size_t j = (u[i].cp == ' ' && i + 1 < end) ? i + 1 : i;
+  if (is_other(u[j])) {
+    const size_t k = run_end(u, j, end, is_other);
+    return run_end(u, k, end, [](const Unit& c) { return is_crlf(c) || c.cp == '/'; }) - i;
+  }
+  const size_t k = run_end(u, i, end, is_ws);
+  for (size_t p = k; p-- > i;) {
+    if (is_crlf(u[p])) return p + 1 - i;
+  }
+  return match_space_run(u, i, end);
+}
+
 // The DeepSeek V3 pattern (see StageKind::kDeepseek3). May match nothing (digits, controls).
 size_t match_deepseek3(const std::vector<Unit>& u, size_t i, size_t end) {
   auto ascii_letter = [](const Unit& c) { return c.cp < 0x80 && (c.cp | 0x20) >= 'a' && (c.cp | 0x20) <= 'z'; };
@@ -153,6 +203,8 @@ size_t match_stage(const PreTokenizer::Stage& st, const std::vector<Unit>& u, si
       return match_llama3(u, i, end, st.max);
     case K::kDeepseek3:
       return match_deepseek3(u, i, end);
+    case K::kCaseWords:
+      return match_case_words(u, i, end, st.max, st.contractions);
     case K::kRun: {
       const size_t n = run_end(u, i, end, in_class, st.max) - i;
       return n >= st.min ? n : 0;
@@ -195,7 +247,7 @@ void split_fragment(const PreTokenizer::Stage& st, const std::vector<Unit>& u, s
   if (gap < e) push(gap, e);
 }
 
-PreTokenizer::CharClass ranges(std::vector<std::pair<uint32_t, uint32_t>> r, uint8_t mask = 0) {
+PreTokenizer::CharClass ranges(std::vector<std::pair<uint32_t, uint32_t>> r, uint16_t mask = 0) {
   PreTokenizer::CharClass c;
   c.flag_mask = mask;
   c.ranges = std::move(r);
@@ -274,6 +326,13 @@ const Variant kVariants[] = {
     {{"llama-bpe", "llama3", "llama-v3"}, true, [] { return std::vector{simple(K::kLlama3, 3)}; }},
     {{"dbrx", "smaug-bpe", "chatglm-bpe"}, false, [] { return std::vector{simple(K::kLlama3, 3)}; }},
     {{"qwen2", "stablelm2"}, false, [] { return std::vector{simple(K::kLlama3, 1)}; }},
+    {{"tekken"}, false, [] { return std::vector{simple(K::kCaseWords, 1)}; }},
+    {{"gpt-4o"}, false,
+     [] {
+       auto s = simple(K::kCaseWords, 3);
+       s.contractions = true;
+       return std::vector{s};
+     }},
     {{"starcoder", "refact", "command-r", "smollm", "codeshell", "exaone"}, false,
      [] { return std::vector{run(ranges({}, kNumber), 1, 1), simple(K::kGpt2)}; }},
     {{"falcon"}, false,
@@ -308,7 +367,7 @@ const Variant kVariants[] = {
 
 }  // namespace
 
-bool PreTokenizer::CharClass::contains(uint32_t cp, uint8_t flags) const {
+bool PreTokenizer::CharClass::contains(uint32_t cp, uint16_t flags) const {
   if (flags & flag_mask) return true;
   for (const auto& [lo, hi] : ranges)
     if (cp >= lo && cp <= hi) return true;

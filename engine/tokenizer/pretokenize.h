@@ -36,9 +36,9 @@ class PreTokenizer {
 
   // One split stage; public so that the implementation's helpers can see it.
   struct CharClass {
-    uint8_t flag_mask = 0;                               // unicode::Flag bits that match
+    uint16_t flag_mask = 0;                              // unicode::Flag bits that match
     std::vector<std::pair<uint32_t, uint32_t>> ranges;  // inclusive code point ranges
-    bool contains(uint32_t cp, uint8_t flags) const;
+    bool contains(uint32_t cp, uint16_t flags) const;
   };
   enum class StageKind {
     kGpt2,           // 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
@@ -46,6 +46,11 @@ class PreTokenizer {
                      //   \s*[\r\n]+|\s+(?!\S)|\s+   (D = max_digits)
     kDeepseek3,      // [!-/:-@[-`{-~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+|
                      //   ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+    kCaseWords,      // Tekken / GPT-4o: words split at lower->upper case changes, with U =
+                     //   [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}], L = [\p{Ll}\p{Lm}\p{Lo}\p{M}]:
+                     //   [^\r\n\p{L}\p{N}]?U*L+C?|[^\r\n\p{L}\p{N}]?U+L*C?|\p{N}{1,D}|
+                     //   ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+
+                     //   (C: (?i:'s|'t|'re|'ve|'m|'ll|'d) when `contractions`, else nothing)
     kRun,            // [class]{min,max}
     kSpaceThenRun,   // \s?[class]+
     kTrailingSpace,  // \s+$
@@ -53,7 +58,8 @@ class PreTokenizer {
   struct Stage {
     StageKind kind = StageKind::kGpt2;
     CharClass cls;
-    uint32_t min = 1, max = UINT32_MAX;  // kRun repetition; kLlama3 uses max as max_digits
+    uint32_t min = 1, max = UINT32_MAX;  // kRun repetition; kLlama3/kCaseWords: max digits
+    bool contractions = false;           // kCaseWords
   };
 
  private:

@@ -10,7 +10,7 @@ namespace {
 // Flags of the Basic Multilingual Plane expanded once into a flat table (64 KiB): almost all
 // text lives there, and pre-tokenizers ask for the flags of every character.
 struct BmpTable {
-  std::array<uint8_t, 0x10000> f{};
+  std::array<uint16_t, 0x10000> f{};
   BmpTable() {
     for (size_t k = 0; k < detail::kCategoryRunCount; ++k) {
       const uint32_t first = detail::kCategoryRuns[k].first;
@@ -49,7 +49,7 @@ inline bool second_ok(uint8_t lead, uint8_t b) {
 
 }  // namespace
 
-uint8_t flags(uint32_t cp) {
+uint16_t flags(uint32_t cp) {
   if (cp < 0x10000) return bmp().f[cp];
   if (cp > 0x10FFFF) return 0;
   const auto* begin = detail::kCategoryRuns;

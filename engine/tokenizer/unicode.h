@@ -10,8 +10,9 @@
 namespace pagoda::unicode {
 
 // Category flags of a code point. A code point has at most one of the category bits
-// (its general category's major class) and, independently, kWhitespace.
-enum Flag : uint8_t {
+// (its general category's major class) and, independently, kWhitespace; letters may also
+// carry kLower or kUpper.
+enum Flag : uint16_t {
   kLetter = 1,      // \p{L}
   kNumber = 2,      // \p{N}
   kPunct = 4,       // \p{P}
@@ -19,10 +20,12 @@ enum Flag : uint8_t {
   kMark = 16,       // \p{M}
   kSeparator = 32,  // \p{Z}
   kWhitespace = 64, // the White_Space property (what `\s` matches)
+  kLower = 128,     // \p{Ll} (with kLetter)
+  kUpper = 256,     // \p{Lu} or \p{Lt} (with kLetter); Lm and Lo letters have neither
 };
 
 // Flags of `cp`; 0 for control, format, unassigned, private-use and invalid code points.
-uint8_t flags(uint32_t cp);
+uint16_t flags(uint32_t cp);
 
 // Marker for a byte that does not start a valid UTF-8 sequence; decode() returns it with
 // length 1 so that arbitrary bytes still flow through the tokenizers (as "other" characters).
@@ -54,7 +57,7 @@ int cp_to_byte(uint32_t cp);
 namespace detail {
 struct CategoryRun {
   uint32_t first;  // first code point of the run
-  uint8_t flags;   // flags of every code point up to the next run's first
+  uint16_t flags;  // flags of every code point up to the next run's first
 };
 extern const CategoryRun kCategoryRuns[];
 extern const size_t kCategoryRunCount;

@@ -86,6 +86,13 @@ TEST_CASE("Llama 3 and Qwen2 pre-tokenizers", "[tokenizer][pre]") {
   CHECK(split("qwen2", s) == Words{"Hello", " world", "'s", " ", " end", "\n\n", " ", "1", "2", "3",
                                    "4", "5", "abc", "!!\n"});
   CHECK(split("llama-bpe", "I'M (ok)") == Words{"I", "'M", " (", "ok", ")"});
+  CHECK(split("tekken", "HelloWorld HTMLParser iPhone's 2024/05 x\n/") ==
+        Words{"Hello", "World", " HTMLParser", " i", "Phone", "'s", " ", "2", "0", "2", "4", "/", "0",
+              "5", " x", "\n", "/"});
+  CHECK(split("gpt-4o", "HelloWorld HTMLParser iPhone's 2024/05 x\n/") ==
+        Words{"Hello", "World", " HTMLParser", " i", "Phone's", " ", "202", "4", "/", "05", " x", "\n",
+              "/"});
+  CHECK(split("gpt-4o", "ABC \xE4\xB8\x96\xE7\x95\x8C") == Words{"ABC", " \xE4\xB8\x96\xE7\x95\x8C"});
   CHECK(pagoda::tok::PreTokenizer::by_name("llama-bpe").ignore_merges());
   CHECK_FALSE(pagoda::tok::PreTokenizer::by_name("qwen2").ignore_merges());
 }
@@ -117,7 +124,10 @@ TEST_CASE("pre-tokenizers cover their input exactly, whatever the bytes", "[toke
 
 TEST_CASE("Unicode helpers", "[tokenizer][unicode]") {
   using namespace pagoda::unicode;
-  CHECK(flags(U'\u00E9') == kLetter);
+  CHECK(flags(U'\u00E9') == (kLetter | kLower));
+  CHECK(flags('A') == (kLetter | kUpper));
+  CHECK(flags(U'\u01C5') == (kLetter | kUpper));  // titlecase Dž
+  CHECK(flags(U'\u4E16') == kLetter);             // CJK: other letter, no case
   CHECK(flags(U'\u0663') == kNumber);  // Arabic-Indic digit three
   CHECK(flags('!') == kPunct);
   CHECK(flags('+') == kSymbol);
@@ -125,6 +135,7 @@ TEST_CASE("Unicode helpers", "[tokenizer][unicode]") {
   CHECK(flags('\n') == kWhitespace);
   CHECK(flags(0x1F999) == kSymbol);  // an emoji, outside the BMP
   CHECK(flags(0x20000) == kLetter);  // CJK extension B
+  CHECK(flags(0x1D41A) == (kLetter | kLower));  // mathematical bold small a
   for (int b = 0; b < 256; ++b) CHECK(cp_to_byte(byte_to_cp(static_cast<uint8_t>(b))) == b);
   CHECK(byte_to_cp(' ') == 0x120);  // "Ġ"
   CHECK(complete_prefix_len("ab\xC3") == 2);

@@ -232,6 +232,14 @@ TEST_CASE("BPE merges, special tokens and invalid UTF-8", "[tokenizer][bpe]") {
   const std::string bad = "\xFF\xFE a\xC3";
   CHECK(tok->decode(tok->encode(bad, false, false)) == bad);
   {
+    // Llama 3 ignores merges for a word that is a token: "ab" without any merge rule.
+    GgufWriter w = tiny_bpe("llama-bpe");
+    w.set("tokenizer.ggml.merges", Value::string_array({}));
+    CHECK(from_writer(w)->encode("ab", false, false) == std::vector<int32_t>{256});
+    w.set("tokenizer.ggml.pre", Value::from_string("default"));
+    CHECK(from_writer(w)->encode("ab", false, false) == std::vector<int32_t>{'a', 'b'});
+  }
+  {
     GgufWriter w = tiny_bpe("default");
     std::vector<int64_t> types(256, 1);
     types.push_back(5);  // "ab" marked unused: it decodes to nothing

@@ -325,10 +325,14 @@ bool LlmEngine::take_inbox() {
 }
 
 void LlmEngine::step() {
+  using clock = std::chrono::steady_clock;
+  const auto t0 = clock::now();
   StepPlan plan = scheduler_->schedule();
   if (plan.n_tokens() > 0) {
     try {
+      const auto tf = clock::now();
       model_.forward(plan, logits_);
+      forward_s_ += std::chrono::duration<double>(clock::now() - tf).count();
     } catch (const std::exception& e) {
       spdlog::error("engine: forward pass failed: {}", e.what());
       fail_running(std::string("forward pass failed: ") + e.what());
@@ -355,6 +359,7 @@ void LlmEngine::step() {
     emit_outputs(updated, ordered);
   }
   report_finished();
+  step_s_ += std::chrono::duration<double>(clock::now() - t0).count();
   update_stats(plan.n_tokens() > 0);
 }
 
@@ -459,6 +464,8 @@ void LlmEngine::update_stats(bool stepped) {
   stats_.generation_tokens = c.generation_tokens;
   stats_.prefill_tokens_computed = c.prefill_tokens_computed;
   stats_.context_shifts = c.context_shifts;
+  stats_.step_seconds = step_s_;
+  stats_.forward_seconds = forward_s_;
   if (stepped) {
     ++stats_.steps;
     stats_.last_step_unix_s = now_unix_s();

@@ -116,6 +116,7 @@ class LlmEngine final : public EngineApi {
   uint64_t next_id_ = 1;
   std::shared_ptr<Sequence> system_seq_;
   std::vector<float> logits_;
+  double step_s_ = 0, forward_s_ = 0;
 
   mutable std::mutex stats_mu_;
   EngineStats stats_;

@@ -80,6 +80,8 @@ struct EngineStats {
   bool alive = false;             // the engine thread is running
   uint64_t prefill_tokens_computed = 0;  // prompt tokens actually run through the model (incl. recompute)
   uint64_t context_shifts = 0;
+  double step_seconds = 0;     // time spent in steps (schedule + forward + sampling + outputs)
+  double forward_seconds = 0;  // of which in model.forward
 };
 
 struct SubmitError {

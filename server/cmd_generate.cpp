@@ -181,6 +181,8 @@ int generate_parallel(const GenerateArgs& a, Model& model, const Tokenizer& tok,
                static_cast<unsigned long long>(st.prefill_tokens_computed),
                static_cast<unsigned long long>(st.prompt_tokens_cached),
                static_cast<unsigned long long>(st.preemptions));
+  std::fprintf(stderr, "engine: %.3f s in steps, %.3f s of them in the forward pass\n", st.step_seconds,
+               st.forward_seconds);
   return 0;
 }
 

@@ -82,7 +82,22 @@ Value f_join(const Value& v, const CallArgs& a) {
 
 Value f_upper(const Value& v, const CallArgs&) { return Value::string(text::upper(v.str())); }
 Value f_lower(const Value& v, const CallArgs&) { return Value::string(text::lower(v.str())); }
-Value f_title(const Value& v, const CallArgs&) { return Value::string(text::title(v.str())); }
+// jinja2's title filter (not str.title): words start after whitespace, '-', '(', '{', '[', '<';
+// the first letter is upper-cased and the rest lower-cased.
+Value f_title(const Value& v, const CallArgs&) {
+  auto cps = text::decode(v.str());
+  bool word_start = true;
+  for (auto& cp : cps) {
+    bool sep = text::is_space(cp) || cp == '-' || cp == '(' || cp == '{' || cp == '[' || cp == '<';
+    if (sep) {
+      word_start = true;
+      continue;
+    }
+    cp = word_start ? text::to_upper(cp) : text::to_lower(cp);
+    word_start = false;
+  }
+  return Value::string(text::encode(cps));
+}
 Value f_capitalize(const Value& v, const CallArgs&) { return Value::string(text::capitalize(v.str())); }
 
 Value f_default(const Value& v, const CallArgs& a) {
@@ -153,11 +168,13 @@ Value f_rejectattr(const Value& v, const CallArgs& a) { return select_impl(v, a,
 
 Value f_list(const Value& v, const CallArgs&) { return Value::make_list(iterate(v)); }
 Value f_string(const Value& v, const CallArgs&) { return Value::string(v.str()); }
-Value f_safe(const Value& v, const CallArgs&) { return v; }
+// Markup is a str subclass in jinja2: marking a value safe turns it into a string.
+Value f_safe(const Value& v, const CallArgs&) { return v.is_string() ? v : Value::string(v.str()); }
 
 Value f_int(const Value& v, const CallArgs& a) {
   Value def = a.get(0, "default", Value::integer(0));
   int64_t base = int_arg(a, 1, "base", 10);
+  if (v.is_undefined()) undefined_error(v);
   if (v.kind == Kind::Int || v.kind == Kind::Bool) return Value::integer(v.i);
   if (v.kind == Kind::Float) {
     if (!std::isfinite(v.f) || std::fabs(v.f) > 9.2e18) return def;
@@ -178,6 +195,7 @@ Value f_int(const Value& v, const CallArgs& a) {
 
 Value f_float(const Value& v, const CallArgs& a) {
   Value def = a.get(0, "default", Value::number(0.0));
+  if (v.is_undefined()) undefined_error(v);
   if (v.is_number()) return Value::number(v.as_double());
   if (v.is_string()) {
     std::string s = text::strip(v.s, nullptr, true, true);
@@ -266,6 +284,7 @@ Value f_dictsort(const Value& v, const CallArgs& a) {
   std::string by = a.get(1, "by", Value::string("key")).str();
   bool reverse = bool_arg(a, 2, "reverse", false);
   if (by != "key" && by != "value") throw ChatTemplateError("dictsort: 'by' must be 'key' or 'value'");
+  if (v.is_undefined()) undefined_error(v);
   Value pairs = f_items(v, CallArgs{});
   std::vector<Value> items = pairs.list->items;
   size_t idx = by == "key" ? 0 : 1;
@@ -292,6 +311,8 @@ std::vector<std::string> split_lines(const std::string& s) {
 }
 
 Value f_indent(const Value& v, const CallArgs& a) {
+  if (v.is_undefined()) undefined_error(v);
+  if (!v.is_string()) throw ChatTemplateError(std::string("indent: expected a string, not ") + v.type_name());
   Value w = a.get(0, "width", Value::integer(4));
   std::string ind = w.is_string() ? w.s : std::string(static_cast<size_t>(std::clamp<int64_t>(w.i, 0, 1024)), ' ');
   bool first = bool_arg(a, 1, "first", false), blank = bool_arg(a, 2, "blank", false);

@@ -108,7 +108,8 @@ Value slice(const Value& obj, const Value& a, const Value& b, const Value& c) {
     slice_indices(a, b, c, cps.size(), start, stop, step);
     return Value::string(text::encode(take_slice(cps, start, stop, step)));
   }
-  throw ChatTemplateError(std::string("'") + obj.type_name() + "' object is not subscriptable");
+  // jinja2's getitem turns the TypeError of an unsliceable object into an undefined value.
+  return Value::undefined(std::string("'") + obj.type_name() + "' object is not subscriptable");
 }
 
 std::vector<Value> iterate(const Value& v) {
@@ -142,8 +143,11 @@ bool contains(const Value& container, const Value& item) {
       throw ChatTemplateError(std::string("'in <string>' requires string as left operand, not ") + item.type_name());
     return container.s.find(item.s) != std::string::npos;
   }
-  if (container.is_dict() && container.dict->flavor == Dict::Flavor::Plain)
+  if (container.is_dict() && container.dict->flavor == Dict::Flavor::Plain) {
+    if ((item.is_list() && !item.list->tuple) || item.is_dict())
+      throw ChatTemplateError(std::string("unhashable type: '") + item.type_name() + "'");
     return container.dict->find(item) != nullptr;
+  }
   if (container.is_list()) {
     for (const auto& e : container.list->items)
       if (equals(e, item)) return true;
@@ -251,11 +255,23 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
       }
       return Value::integer(op == "//" ? q : m);
     }
+    // CPython's float floor division and modulo (sign of the divisor, exact near integers).
     double x = a.as_double(), y = b.as_double();
     double m = std::fmod(x, y);
-    if (m != 0 && ((m < 0) != (y < 0))) m += y;
+    double div = (x - m) / y;
+    if (m != 0) {
+      if ((y < 0) != (m < 0)) {
+        m += y;
+        div -= 1.0;
+      }
+    } else {
+      m = std::copysign(0.0, y);
+    }
     if (op == "%") return Value::number(m);
-    return Value::number(std::floor(x / y));
+    if (div == 0) return Value::number(std::copysign(0.0, x / y));
+    double fl = std::floor(div);
+    if (div - fl > 0.5) fl += 1.0;
+    return Value::number(fl);
   }
   if (op == "**") {
     if (ints && b.i >= 0) {
@@ -269,6 +285,8 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
       }
       return Value::integer(acc);
     }
+    if (a.as_double() == 0 && b.as_double() < 0)
+      throw ChatTemplateError("0.0 cannot be raised to a negative power");
     return Value::number(std::pow(a.as_double(), b.as_double()));
   }
   bad_operands(op, a, b);
@@ -316,7 +334,11 @@ std::string percent_format(const std::string& fmt, const Value& args) {
     }
     check_string_size(out.size());
   }
-  if (next < items.size()) throw ChatTemplateError("not all arguments converted during string formatting");
+  // Python ignores a single unused argument that supports indexing (list, dict) and complains
+  // about any other leftover.
+  bool single_indexable = !(args.is_list() && args.list->tuple) && (args.is_list() || (args.is_dict() && args.dict->flavor == Dict::Flavor::Plain));
+  if (next < items.size() && !(next == 0 && single_indexable))
+    throw ChatTemplateError("not all arguments converted during string formatting");
   return out;
 }
 

@@ -13,10 +13,13 @@ const Value& arg0(const CallArgs& a) {
   return a.pos[0];
 }
 
-int64_t int_value(const Value& v, const char* test) {
-  if (v.kind != Kind::Int && v.kind != Kind::Bool)
-    throw ChatTemplateError(std::string("test '") + test + "' needs an integer, not " + v.type_name());
-  return v.i;
+// Python's `value % d == r` for the numeric tests (floats allowed, as in Python).
+bool mod_is(const Value& v, const Value& d, double r, const char* test) {
+  if (!v.is_number() || !d.is_number())
+    throw ChatTemplateError(std::string("test '") + test + "' needs numbers, not " + v.type_name());
+  if (d.as_double() == 0) throw ChatTemplateError(std::string(test) + ": division by zero");
+  Value m = binary_op("%", v, d);
+  return m.as_double() == r;
 }
 
 bool t_defined(const Value& v, const CallArgs&) { return !v.is_undefined(); }
@@ -34,14 +37,11 @@ bool t_iterable(const Value& v, const CallArgs&) {
   return v.is_undefined() || v.is_string() || v.is_list() || t_mapping(v, {});
 }
 bool t_sequence(const Value& v, const CallArgs&) { return t_iterable(v, {}); }
-bool t_callable(const Value& v, const CallArgs&) { return v.kind == Kind::Function; }
-bool t_odd(const Value& v, const CallArgs&) { return int_value(v, "odd") % 2 != 0; }
-bool t_even(const Value& v, const CallArgs&) { return int_value(v, "even") % 2 == 0; }
-bool t_divisibleby(const Value& v, const CallArgs& a) {
-  int64_t d = int_value(arg0(a), "divisibleby");
-  if (d == 0) throw ChatTemplateError("divisibleby: division by zero");
-  return int_value(v, "divisibleby") % d == 0;
-}
+// jinja2's Undefined defines __call__ (which raises), so Python reports it as callable.
+bool t_callable(const Value& v, const CallArgs&) { return v.kind == Kind::Function || v.is_undefined(); }
+bool t_odd(const Value& v, const CallArgs&) { return mod_is(v, Value::integer(2), 1, "odd"); }
+bool t_even(const Value& v, const CallArgs&) { return mod_is(v, Value::integer(2), 0, "even"); }
+bool t_divisibleby(const Value& v, const CallArgs& a) { return mod_is(v, arg0(a), 0, "divisibleby"); }
 bool t_eq(const Value& v, const CallArgs& a) { return equals(v, arg0(a)); }
 bool t_ne(const Value& v, const CallArgs& a) { return !equals(v, arg0(a)); }
 bool t_lt(const Value& v, const CallArgs& a) { return less(v, arg0(a)); }

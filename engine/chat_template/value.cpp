@@ -203,7 +203,7 @@ bool less(const Value& a, const Value& b) {
     return a.i < b.i;
   }
   if (a.kind == Kind::String && b.kind == Kind::String) return a.s < b.s;
-  if (a.kind == Kind::List && b.kind == Kind::List) {
+  if (a.kind == Kind::List && b.kind == Kind::List && a.list->tuple == b.list->tuple) {
     const auto& x = a.list->items;
     const auto& y = b.list->items;
     for (size_t k = 0; k < x.size() && k < y.size(); ++k) {

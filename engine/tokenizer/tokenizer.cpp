@@ -26,6 +26,9 @@ namespace tok {
 
 std::vector<int32_t> TokenizerBase::encode(std::string_view text, bool add_special,
                                            bool parse_special) const {
+  // Offsets inside the tokenizers are 32-bit; far beyond any context length anyway.
+  if (text.size() >= (size_t{1} << 31))
+    throw TokenizerError("input of " + std::to_string(text.size()) + " bytes is too large to tokenize");
   std::vector<int32_t> out;
   out.reserve(text.size() / 3 + 4);
   if (add_special && vocab_.add_bos) out.push_back(vocab_.bos);

@@ -68,7 +68,9 @@ struct BlockQ6_K {
 static_assert(sizeof(BlockQ6_K) == 210);
 
 // Unpacks the 6-bit scale and min of Q4_K sub-block j (0..7) from the 12 packed bytes.
-inline void q4k_scale_min(int j, const uint8_t* s, int& sc, int& m) {
+// `static` on purpose: the per-ISA kernel files (compiled with AVX flags) use it too, and an
+// external inline function could have one of their copies picked for portable callers.
+static inline void q4k_scale_min(int j, const uint8_t* s, int& sc, int& m) {
   if (j < 4) {
     sc = s[j] & 63;
     m = s[j + 4] & 63;

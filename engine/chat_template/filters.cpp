@@ -1,7 +1,6 @@
 // Built-in filters (jinja2/filters.py semantics; `tojson` as Hugging Face transformers
 // overrides it: json.dumps(ensure_ascii=False, indent=...)).
 #include <algorithm>
-#include <cfenv>
 #include <cmath>
 #include <cstdlib>
 #include <unordered_map>
@@ -222,8 +221,10 @@ Value f_round(const Value& v, const CallArgs& a) {
   double scale = std::pow(10.0, static_cast<double>(prec));
   if (method == "common") {
     if (v.kind != Kind::Float) return Value::integer(v.i);  // Python round(int, n) stays an int
-    std::fesetround(FE_TONEAREST);                          // banker's rounding, as Python
-    return Value::number(std::nearbyint(v.f * scale) / scale);
+    // Python rounds halves to even.
+    double x = v.f * scale, r = std::round(x);
+    if (std::fabs(x - std::trunc(x)) == 0.5) r = 2.0 * std::round(x / 2.0);
+    return Value::number(r / scale);
   }
   if (method == "floor") return Value::number(std::floor(v.as_double() * scale) / scale);
   if (method == "ceil") return Value::number(std::ceil(v.as_double() * scale) / scale);

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "engine/chat_template/chat_template.h"
 
@@ -71,4 +72,20 @@ TEST_CASE("every template x case matches the jinja2 reference") {
   CHECK(templates == 10);
   CHECK(rendered + failed_as_expected == templates * static_cast<int>(cases.size()));
   WARN("rendered exactly: " << rendered << ", failed as expected: " << failed_as_expected);
+}
+
+TEST_CASE("one parsed template renders concurrently from several threads") {
+  auto cases = nlohmann::ordered_json::parse(slurp(kDir / "cases.json"));
+  const ChatTemplate tmpl(slurp(kDir / "templates" / "NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use.jinja"));
+  const nlohmann::ordered_json& c = cases.at(5);  // tool call: macros, namespaces, tojson
+  const std::string expected = slurp(kDir / "expected" / "NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use" /
+                                     (c.at("name").get<std::string>() + ".txt"));
+  std::vector<int> good(4, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 200; ++i) good[t] += tmpl.render(inputs_for(c)) == expected;
+    });
+  for (auto& th : threads) th.join();
+  for (int g : good) CHECK(g == 200);
 }

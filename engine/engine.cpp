@@ -84,7 +84,8 @@ LlmEngine::LlmEngine(Model& model, const Tokenizer* tokenizer, EngineConfig cfg)
   if (cfg_.kv_cache_memory > 0) {
     n_blocks = cfg_.kv_cache_memory / block_bytes;
   } else {
-    const double budget = static_cast<double>(available_memory()) * cfg_.kv_cache_fraction;
+    const size_t avail = cfg_.device_free_memory > 0 ? cfg_.device_free_memory : available_memory();
+    const double budget = static_cast<double>(avail) * cfg_.kv_cache_fraction;
     n_blocks = static_cast<size_t>(budget / static_cast<double>(block_bytes));
     const size_t useful = 2 * static_cast<size_t>(cfg_.max_seqs) * ceil_div(ctx, B) + sys_blocks;
     n_blocks = std::min(n_blocks, useful);
@@ -146,6 +147,8 @@ std::shared_ptr<RequestStream> LlmEngine::submit(GenerationRequest req, SubmitEr
     return fail("the prompt has " + std::to_string(req.prompt.size()) + " tokens; this model's context is " +
                     std::to_string(ctx_limit_) + " tokens, and at least one must remain for the completion",
                 "context_length_exceeded");
+  // No limit asked for: up to the context (a shifting context would otherwise never end).
+  if (req.stop.max_tokens <= 0) req.stop.max_tokens = ctx_limit_ - static_cast<int>(req.prompt.size());
   int waiting = 0;
   {
     std::lock_guard<std::mutex> lock(stats_mu_);

@@ -39,6 +39,8 @@ struct EngineConfig {
   // MemAvailable), capped at max_seqs full contexts plus the system prompt, twice over.
   size_t kv_cache_memory = 0;
   double kv_cache_fraction = 0.5;
+  size_t device_free_memory = 0;  // what the fraction applies to (GPU: free device memory);
+                                  // 0: the host's MemAvailable (CPU backend)
   int max_batch_tokens = 512;  // at most the model's max_batch_tokens
   int max_seqs = 16;
   int max_queue = 1024;        // waiting requests before submit() answers queue_full

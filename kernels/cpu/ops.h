@@ -1,7 +1,8 @@
 // Non-matmul CPU kernels of the transformer forward: RMSNorm, element-wise ops, softmax, RoPE
 // (both GGUF conventions) and paged attention over a block table.
 //
-// Every function works on one row (or one token/KV-head group) and is single-threaded; the
+// Every function works on one row (or one group of tokens and one KV head) and is
+// single-threaded; the
 // backend spreads rows over its thread pool. Each row is always reduced in the same fixed order,
 // so results never depend on how many rows run together or on which thread (batch invariance).
 // The wide SIMD versions (kernels/cpu/ops_avx512.cpp) are picked at run time when the CPU has
@@ -23,7 +24,7 @@ void add_row(float* x, const float* y, int64_t n);
 // out = silu(gate) * up, silu(g) = g / (1 + exp(-g)); out may alias gate or up.
 void silu_mul_row(const float* gate, const float* up, float* out, int64_t n);
 
-// In-place softmax of n elements: max-subtracted exp, summed left to right.
+// In-place softmax of n elements: max-subtracted exp, summed in a fixed order.
 void softmax_row(float* x, int64_t n);
 
 // ---- RoPE ----

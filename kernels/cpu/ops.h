@@ -2,9 +2,9 @@
 // (both GGUF conventions) and paged attention over a block table.
 //
 // Every function works on one row (or one group of tokens and one KV head) and is
-// single-threaded; the
-// backend spreads rows over its thread pool. Each row is always reduced in the same fixed order,
-// so results never depend on how many rows run together or on which thread (batch invariance).
+// single-threaded; the backend spreads rows over its thread pool. Each row is always reduced in
+// the same fixed order, so results never depend on how many rows run together or on which
+// thread (batch invariance).
 // The wide SIMD versions (kernels/cpu/ops_avx512.cpp) are picked at run time when the CPU has
 // AVX-512; they keep the same per-row order on a given machine.
 #pragma once

@@ -1,3 +1,4 @@
+// Statement execution and expression evaluation over the syntax tree (see evaluator.h).
 #include "engine/chat_template/evaluator.h"
 
 #include <algorithm>
@@ -74,7 +75,7 @@ Evaluator::Flow Evaluator::exec_stmt(const Stmt& s, const FramePtr& frame, std::
         exec(s.body, frame, captured);
         Value v = Value::string(std::move(captured));
         if (s.expr) v = apply_filter_chain(*s.expr, v, frame);
-        assign(s.targets, v, frame, s.line);
+        assign(s.targets, v, frame);
         return Flow::Normal;
       }
       case Stmt::Kind::Macro: frame->vars[s.text] = make_macro(s, frame); return Flow::Normal;
@@ -121,7 +122,7 @@ Evaluator::Flow Evaluator::exec_for(const Stmt& s, const FramePtr& frame, std::s
     for (const Value& item : items) {
       auto f = std::make_shared<Frame>();
       f->parent = frame;
-      assign(s.targets, item, f, s.line);
+      assign(s.targets, item, f);
       if (eval(*s.cond, f).truthy()) kept.push_back(item);
     }
     items = std::move(kept);
@@ -148,7 +149,7 @@ Evaluator::Flow Evaluator::exec_for(const Stmt& s, const FramePtr& frame, std::s
     *counter = k;
     auto f = std::make_shared<Frame>();
     f->parent = frame;
-    assign(s.targets, items[k], f, s.line);
+    assign(s.targets, items[k], f);
     slot[0].second = Value::integer(k + 1);
     slot[1].second = Value::integer(k);
     slot[2].second = Value::integer(n - k);
@@ -165,7 +166,7 @@ Evaluator::Flow Evaluator::exec_for(const Stmt& s, const FramePtr& frame, std::s
   return Flow::Normal;
 }
 
-void Evaluator::assign(const std::vector<Target>& targets, const Value& v, const FramePtr& frame, int line) {
+void Evaluator::assign(const std::vector<Target>& targets, const Value& v, const FramePtr& frame) {
   auto store = [&](const Target& t, const Value& val) {
     if (t.attr.empty()) {
       frame->vars[t.name] = val;
@@ -187,10 +188,9 @@ void Evaluator::assign(const std::vector<Target>& targets, const Value& v, const
     throw ChatTemplateError("cannot unpack " + std::to_string(parts.size()) + " values into " +
                             std::to_string(targets.size()) + " names");
   for (size_t k = 0; k < targets.size(); ++k) store(targets[k], parts[k]);
-  (void)line;
 }
 
-void Evaluator::exec_set(const Stmt& s, const FramePtr& frame) { assign(s.targets, eval(*s.expr, frame), frame, s.line); }
+void Evaluator::exec_set(const Stmt& s, const FramePtr& frame) { assign(s.targets, eval(*s.expr, frame), frame); }
 
 Value Evaluator::make_macro(const Stmt& s, const FramePtr& frame) {
   const Stmt* stmt = &s;
@@ -214,7 +214,7 @@ Value Evaluator::make_macro(const Stmt& s, const FramePtr& frame) {
         v = p.default_value ? eval(*p.default_value, f) : Value::undefined("parameter '" + p.name + "' was not provided");
       f->vars[p.name] = v;
     }
-    Value caller = a.get(SIZE_MAX, "caller");
+    Value caller = a.keyword("caller");
     if (!caller.is_undefined()) f->vars["caller"] = caller;
     std::string out;
     exec(stmt->body, f, out);
@@ -285,7 +285,6 @@ Value Evaluator::eval_name(const Expr& e, const FramePtr& frame) {
 
 CallArgs Evaluator::eval_args(const Expr& e, size_t first, const FramePtr& frame) {
   CallArgs a;
-  a.line = e.line;
   for (size_t k = first; k < e.args.size(); ++k) a.pos.push_back(eval(*e.args[k], frame));
   for (const auto& [name, x] : e.kwargs) a.kw.emplace_back(name, eval(*x, frame));
   return a;

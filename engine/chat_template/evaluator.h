@@ -35,7 +35,7 @@ class Evaluator {
   Flow exec_stmt(const Stmt& s, const FramePtr& frame, std::string& out);
   Flow exec_for(const Stmt& s, const FramePtr& frame, std::string& out);
   void exec_set(const Stmt& s, const FramePtr& frame);
-  void assign(const std::vector<Target>& targets, const Value& v, const FramePtr& frame, int line);
+  void assign(const std::vector<Target>& targets, const Value& v, const FramePtr& frame);
   Value make_macro(const Stmt& s, const FramePtr& frame);
 
   Value eval(const Expr& e, const FramePtr& frame);

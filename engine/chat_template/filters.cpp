@@ -127,9 +127,9 @@ Value f_last(const Value& v, const CallArgs&) {
 
 Value f_map(const Value& v, const CallArgs& a) {
   std::vector<Value> out;
-  Value attr = a.get(99, "attribute");
+  Value attr = a.keyword("attribute");
   if (!attr.is_undefined()) {
-    Value def = a.get(99, "default");
+    Value def = a.keyword("default");
     for (const Value& item : iterate(v)) {
       Value r = attr_path(item, attr.str());
       out.push_back(r.is_undefined() && !def.is_undefined() ? def : r);

@@ -1,3 +1,4 @@
+// Operators and access rules with Python's semantics and error messages (see ops.h).
 #include "engine/chat_template/ops.h"
 
 #include <cmath>

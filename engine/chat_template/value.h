@@ -100,9 +100,10 @@ struct Dict {
 struct CallArgs {
   std::vector<Value> pos;
   std::vector<std::pair<std::string, Value>> kw;
-  int line = 0;
   // Positional i or keyword `name`, else `def`.
   Value get(size_t i, const char* name, Value def = Value::undefined()) const;
+  // Keyword-only argument `name`, else `def`.
+  Value keyword(const char* name, Value def = Value::undefined()) const { return get(SIZE_MAX, name, std::move(def)); }
   bool has(size_t i, const char* name) const;
 };
 

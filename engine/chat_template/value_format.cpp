@@ -27,7 +27,7 @@ std::string python_float_repr(double v) {
   // Python's repr switches to exponent notation outside 1e-4 <= |v| < 1e16.
   if (exp < -4 || exp >= 16) {
     std::string out = sign + digits.substr(0, 1);
-    if (digits.size() > 1) out += "." + digits.substr(1);
+    if (digits.size() > 1) out.append(".").append(digits, 1, std::string::npos);
     char e[16];
     std::snprintf(e, sizeof e, "e%c%02d", exp < 0 ? '-' : '+', std::abs(exp));
     return out + e;

@@ -149,12 +149,12 @@ std::shared_ptr<RequestStream> LlmEngine::submit(GenerationRequest req, SubmitEr
                 "context_length_exceeded");
   // No limit asked for: up to the context (a shifting context would otherwise never end).
   if (req.stop.max_tokens <= 0) req.stop.max_tokens = ctx_limit_ - static_cast<int>(req.prompt.size());
-  int waiting = 0;
   {
+    // Check and count under one lock, so concurrent submits cannot overshoot the limit.
     std::lock_guard<std::mutex> lock(stats_mu_);
-    waiting = stats_.waiting;
+    if (stats_.waiting + queued_ >= cfg_.max_queue) return fail("the request queue is full", "queue_full");
+    ++queued_;
   }
-  if (waiting + queued_.load() >= cfg_.max_queue) return fail("the request queue is full", "queue_full");
 
   auto a = std::make_shared<Active>();
   const int n = req.n;
@@ -170,11 +170,16 @@ std::shared_ptr<RequestStream> LlmEngine::submit(GenerationRequest req, SubmitEr
       inbox->cv.notify_all();
     }
   });
+  bool stopping = false;
   {
     std::lock_guard<std::mutex> lock(inbox_->mu);
-    if (inbox_->stop) return fail("the engine is shutting down", "engine_unavailable");
-    inbox_->pending.push_back(a);
-    ++queued_;
+    stopping = inbox_->stop;
+    if (!stopping) inbox_->pending.push_back(a);
+  }
+  if (stopping) {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    --queued_;
+    return fail("the engine is shutting down", "engine_unavailable");
   }
   inbox_->cv.notify_all();
   return a->stream;
@@ -183,7 +188,7 @@ std::shared_ptr<RequestStream> LlmEngine::submit(GenerationRequest req, SubmitEr
 EngineStats LlmEngine::stats() const {
   std::lock_guard<std::mutex> lock(stats_mu_);
   EngineStats s = stats_;
-  s.waiting += queued_.load();
+  s.waiting += queued_;
   return s;
 }
 
@@ -284,7 +289,6 @@ bool LlmEngine::take_inbox() {
   for (auto* call : calls) (*call)(model_, *kv_);
 
   for (auto& a : pending) {
-    --queued_;
     const GenerationRequest& req = *a->req;
     const uint64_t base_seed = req.sampling.seed ? *req.sampling.seed : std::random_device{}();
     const int sys_len = static_cast<int>(cfg_.system_prompt.size());
@@ -317,6 +321,12 @@ bool LlmEngine::take_inbox() {
     scheduler_->add(a->seqs[0]);
     if (a->stream->abort_requested()) aborts = true;
   }
+  if (!pending.empty()) {
+    // Moved from the inbox to the scheduler's queue in one go, as submit() counts them.
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    queued_ -= static_cast<int>(pending.size());
+    stats_.waiting = scheduler_->num_waiting();
+  }
   if (aborts) {
     for (auto& [id, a] : active_)
       if (a->stream->abort_requested())
@@ -331,6 +341,12 @@ void LlmEngine::step() {
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
   StepPlan plan = scheduler_->schedule();
+  {
+    // Admission changed the queue: publish it before any output can prompt a new submit.
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    stats_.running = scheduler_->num_running();
+    stats_.waiting = scheduler_->num_waiting();
+  }
   if (plan.n_tokens() > 0) {
     try {
       const auto tf = clock::now();

@@ -110,7 +110,7 @@ class LlmEngine final : public EngineApi {
     bool aborts = false;
   };
   std::shared_ptr<Inbox> inbox_;
-  std::atomic<int> queued_{0};  // submitted, not yet admitted to the scheduler's queue
+  int queued_ = 0;  // submitted, not yet in the scheduler's queue (guarded by stats_mu_)
 
   // Engine-thread state.
   std::unordered_map<uint64_t, std::shared_ptr<Active>> active_;  // by request id

@@ -252,3 +252,26 @@ TEST_CASE("a stop string ends the choice and never reaches the client") {
   CHECK(stopped.choices[0].text == r.text.substr(0, at));
   CHECK(stopped.choices[0].tokens.size() < r.tokens.size());
 }
+
+TEST_CASE("a full queue answers queue_full; stats count running and waiting") {
+  auto model = load_model(tiny(), 64);
+  EngineConfig cfg = base_config(64, 64, 1);  // one running sequence at a time
+  cfg.max_queue = 2;
+  LlmEngine engine(*model, nullptr, cfg);
+  SubmitError err;
+  auto first = engine.submit(make_request(10, 100000, 1, false), &err);
+  REQUIRE(first);
+  REQUIRE(first->next(std::chrono::seconds(30)));  // running now
+  auto second = engine.submit(make_request(10, 5, 2, false), &err);
+  auto third = engine.submit(make_request(10, 5, 3, false), &err);
+  REQUIRE(second);
+  REQUIRE(third);
+  CHECK_FALSE(engine.submit(make_request(10, 5, 4, false), &err));
+  CHECK(err.code == "queue_full");
+  const EngineStats st = engine.stats();
+  CHECK(st.running == 1);
+  CHECK(st.waiting == 2);
+  first->abort();
+  CHECK(collect(*second).choices[0].finish == FinishReason::Length);
+  CHECK(collect(*third).choices[0].tokens.size() == 5);
+}

@@ -23,6 +23,12 @@ void require(bool ok, const char* what) {
   if (!ok) throw std::invalid_argument(std::string("CpuBackend: ") + what);
 }
 
+// The ops trust their tensors' shapes; these checks keep a caller's mistake from becoming a
+// buffer overrun.
+void require_rows(const Tensor& t, int64_t n, const char* what) {
+  require(n >= 0 && n <= t.rows && t.data, what);
+}
+
 }  // namespace
 
 void CpuBackend::AlignedFree::operator()(void* p) const { std::free(p); }
@@ -179,6 +185,8 @@ void CpuBackend::embed(const Tensor& table, Tensor& out) {
   for (int64_t t = 0; t < n; ++t)
     require(plan_.tokens[static_cast<size_t>(t)] >= 0 && plan_.tokens[static_cast<size_t>(t)] < table.rows,
             "embed: token id out of range");
+  require_rows(out, n, "embed: output has fewer rows than the step has tokens");
+  require(out.cols == table.cols, "embed: output width differs from the table's");
   const size_t row_bytes = ggml_row_size(table.type, table.cols);
   for_rows(n, table.cols, [&](int64_t begin, int64_t end, int) {
     for (int64_t t = begin; t < end; ++t) {
@@ -189,7 +197,10 @@ void CpuBackend::embed(const Tensor& table, Tensor& out) {
 }
 
 void CpuBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out, int64_t n) {
-  require(weight.type == GgmlType::F32, "rms_norm: the weight must be f32");
+  require(weight.type == GgmlType::F32 && weight.cols == x.cols && out.cols == x.cols,
+          "rms_norm: the weight must be f32 and widths must match");
+  require_rows(x, n, "rms_norm: n exceeds the input's rows");
+  require_rows(out, n, "rms_norm: n exceeds the output's rows");
   for_rows(n, x.cols, [&](int64_t begin, int64_t end, int) {
     for (int64_t i = begin; i < end; ++i)
       cpu::rms_norm_row(f32(x) + i * x.cols, f32(weight), eps, f32(out) + i * out.cols, x.cols);
@@ -198,23 +209,33 @@ void CpuBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, Tens
 
 void CpuBackend::matmul(const Tensor& w, const Tensor& x, Tensor& out, int64_t n) {
   require(x.cols == w.cols && out.cols == w.rows, "matmul: shapes do not match");
+  require_rows(x, n, "matmul: n exceeds the input's rows");
+  require_rows(out, n, "matmul: n exceeds the output's rows");
   cpu::matmul(*pool_, w.type, w.data, w.rows, w.cols, f32(x), n, f32(out));
 }
 
 void CpuBackend::add_bias(Tensor& x, const Tensor& bias, int64_t n) {
-  require(bias.type == GgmlType::F32, "add_bias: the bias must be f32");
+  require(bias.type == GgmlType::F32 && bias.cols == x.cols, "add_bias: the bias must be f32, as wide as x");
+  require_rows(x, n, "add_bias: n exceeds the rows");
   for_rows(n, x.cols, [&](int64_t begin, int64_t end, int) {
     for (int64_t i = begin; i < end; ++i) cpu::add_row(f32(x) + i * x.cols, f32(bias), x.cols);
   });
 }
 
 void CpuBackend::add(Tensor& x, const Tensor& y, int64_t n) {
+  require(x.cols == y.cols, "add: widths differ");
+  require_rows(x, n, "add: n exceeds the rows of x");
+  require_rows(y, n, "add: n exceeds the rows of y");
   for_rows(n, x.cols, [&](int64_t begin, int64_t end, int) {
     for (int64_t i = begin; i < end; ++i) cpu::add_row(f32(x) + i * x.cols, f32(y) + i * y.cols, x.cols);
   });
 }
 
 void CpuBackend::silu_mul(const Tensor& gate, const Tensor& up, Tensor& out, int64_t n) {
+  require(gate.cols == up.cols && out.cols == gate.cols, "silu_mul: widths differ");
+  require_rows(gate, n, "silu_mul: n exceeds the rows of gate");
+  require_rows(up, n, "silu_mul: n exceeds the rows of up");
+  require_rows(out, n, "silu_mul: n exceeds the rows of out");
   for_rows(n, gate.cols * 8, [&](int64_t begin, int64_t end, int) {
     for (int64_t i = begin; i < end; ++i)
       cpu::silu_mul_row(f32(gate) + i * gate.cols, f32(up) + i * up.cols, f32(out) + i * out.cols, gate.cols);
@@ -222,6 +243,8 @@ void CpuBackend::silu_mul(const Tensor& gate, const Tensor& up, Tensor& out, int
 }
 
 void CpuBackend::rope(Tensor& x, int n_heads, const RopeConfig& rope) {
+  require(n_heads > 0 && x.cols % n_heads == 0, "rope: heads do not divide the row");
+  require_rows(x, plan_.n_tokens(), "rope: fewer rows than the step has tokens");
   const int head_dim = static_cast<int>(x.cols / n_heads);
   require(rope.head_dim > 0 && rope.head_dim <= head_dim && rope.head_dim % 2 == 0,
           "rope: rotated dims must be even and at most head_dim");
@@ -241,6 +264,8 @@ void CpuBackend::rope(Tensor& x, int n_heads, const RopeConfig& rope) {
 void CpuBackend::store_kv(int layer, const Tensor& k, const Tensor& v) {
   const cpu::KvPool kp = pool(k_pools_, layer), vp = pool(v_pools_, layer);
   require(k.cols == kp.row_elems() && v.cols == vp.row_elems(), "store_kv: row width differs from the cache's");
+  require_rows(k, plan_.n_tokens(), "store_kv: fewer K rows than the step has tokens");
+  require_rows(v, plan_.n_tokens(), "store_kv: fewer V rows than the step has tokens");
   for_rows(plan_.n_tokens(), k.cols * 2, [&](int64_t begin, int64_t end, int) {
     for (int64_t t = begin; t < end; ++t) {
       const int64_t slot = plan_.slots[static_cast<size_t>(t)];
@@ -255,6 +280,9 @@ void CpuBackend::attention(int layer, const Tensor& q, Tensor& out, int n_heads,
   const cpu::KvPool kp = pool(k_pools_, layer), vp = pool(v_pools_, layer);
   require(n_kv_heads == kp.n_kv_heads && head_dim == kp.head_dim && n_heads % n_kv_heads == 0,
           "attention: head layout differs from the cache's");
+  require(q.cols == static_cast<int64_t>(n_heads) * head_dim && out.cols == q.cols, "attention: q/out widths");
+  require_rows(q, plan_.n_tokens(), "attention: fewer q rows than the step has tokens");
+  require_rows(out, plan_.n_tokens(), "attention: fewer output rows than the step has tokens");
   const int g = n_heads / n_kv_heads;
   const size_t need = static_cast<size_t>(cpu::attention_scratch_floats(kAttnGroup, g, head_dim, max_ctx_));
   for (auto& s : scratch_)
@@ -292,7 +320,9 @@ void CpuBackend::attention(int layer, const Tensor& q, Tensor& out, int n_heads,
 }
 
 void CpuBackend::gather_logit_rows(const Tensor& x, Tensor& out) {
-  require(static_cast<int64_t>(plan_.logit_rows.size()) <= out.rows, "gather_logit_rows: output too small");
+  require(static_cast<int64_t>(plan_.logit_rows.size()) <= out.rows && out.cols == x.cols,
+          "gather_logit_rows: output too small");
+  require_rows(x, plan_.n_tokens(), "gather_logit_rows: fewer rows than the step has tokens");
   for (size_t j = 0; j < plan_.logit_rows.size(); ++j)
     std::memcpy(f32(out) + static_cast<int64_t>(j) * out.cols,
                 f32(x) + static_cast<int64_t>(plan_.logit_rows[j]) * x.cols, sizeof(float) * static_cast<size_t>(x.cols));
@@ -316,6 +346,7 @@ void CpuBackend::write_kv_block(int layer, int block, const float* k, const floa
 }
 
 void CpuBackend::read(const Tensor& x, int64_t rows, float* host) {
+  require_rows(x, rows, "read: more rows than the tensor has");
   std::memcpy(host, x.data, sizeof(float) * static_cast<size_t>(rows * x.cols));
 }
 

@@ -89,6 +89,8 @@ struct Stmt {
     Macro,        // macro name(params) body
     CallBlock,    // call(params) expr body: `caller` inside expr's macro renders body
     FilterBlock,  // filter expr (operand is a placeholder Name "") body
+    With,         // with params (name = value, ...) body: a new scope
+    Generation,   // transformers' {% generation %} body {% endgeneration %}: renders body
     Break,
     Continue,
   };
@@ -101,7 +103,7 @@ struct Stmt {
   std::vector<std::pair<ExprPtr, Body>> branches;  // If
   Body body;
   Body else_body;
-  std::vector<MacroParam> params;            // Macro, CallBlock
+  std::vector<MacroParam> params;            // Macro, CallBlock, With (name = value)
 
   Stmt(Kind k, int l) : kind(k), line(l) {}
 };

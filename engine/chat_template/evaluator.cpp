@@ -105,6 +105,13 @@ Evaluator::Flow Evaluator::exec_stmt(const Stmt& s, const FramePtr& frame, std::
         append(out, apply_filter_chain(*s.expr, Value::string(std::move(captured)), frame).str());
         return Flow::Normal;
       }
+      case Stmt::Kind::With:
+      case Stmt::Kind::Generation: {
+        auto inner = std::make_shared<Frame>();
+        inner->parent = frame;
+        for (const auto& p : s.params) inner->vars[p.name] = eval(*p.default_value, frame);
+        return exec(s.body, inner, out);
+      }
       case Stmt::Kind::Break: return Flow::Break;
       case Stmt::Kind::Continue: return Flow::Continue;
     }

@@ -2,6 +2,7 @@
 // overrides it: json.dumps(ensure_ascii=False, indent=...)).
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <unordered_map>
 
@@ -51,16 +52,22 @@ Value f_trim(const Value& v, const CallArgs& a) {
   return Value::string(chars.is_string() ? text::strip(s, &chars.s, true, true) : text::strip(s, nullptr, true, true));
 }
 
+// transformers: json.dumps(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False).
 Value f_tojson(const Value& v, const CallArgs& a) {
-  Value indent = a.get(0, "indent");
-  if (a.get(1, "ensure_ascii").truthy()) throw ChatTemplateError("tojson: ensure_ascii=True is not supported");
-  if (a.has(2, "separators") && !a.get(2, "separators").is_none())
-    throw ChatTemplateError("tojson: custom separators are not supported");
-  if (a.get(3, "sort_keys").truthy()) throw ChatTemplateError("tojson: sort_keys=True is not supported");
-  int ind = -1;
-  if (indent.kind == Kind::Int) ind = static_cast<int>(std::clamp<int64_t>(indent.i, 0, 64));
+  JsonOptions o;
+  Value indent = a.get(1, "indent");
+  if (indent.kind == Kind::Int) o.indent = static_cast<int>(std::clamp<int64_t>(indent.i, 0, 64));
   else if (!indent.is_undefined() && !indent.is_none()) throw ChatTemplateError("tojson: indent must be an integer");
-  return Value::string(v.to_json(ind));
+  o.ensure_ascii = a.get(0, "ensure_ascii").truthy();
+  Value seps = a.get(2, "separators");
+  if (seps.is_list() && seps.list->items.size() == 2) {
+    o.item_sep = seps.list->items[0].str();
+    o.key_sep = seps.list->items[1].str();
+  } else if (!seps.is_undefined() && !seps.is_none()) {
+    throw ChatTemplateError("tojson: separators must be a pair of strings");
+  }
+  o.sort_keys = a.get(3, "sort_keys").truthy();
+  return Value::string(v.to_json(o));
 }
 
 Value f_length(const Value& v, const CallArgs&) { return Value::integer(length_of(v)); }
@@ -221,7 +228,12 @@ Value f_round(const Value& v, const CallArgs& a) {
   double scale = std::pow(10.0, static_cast<double>(prec));
   if (method == "common") {
     if (v.kind != Kind::Float) return Value::integer(v.i);  // Python round(int, n) stays an int
-    // Python rounds halves to even.
+    if (prec >= 0 && prec <= 300 && std::isfinite(v.f)) {
+      // Python rounds the exact decimal value, halves to even; so does printf.
+      char buf[700];  // up to 309 integer digits + 300 decimals
+      std::snprintf(buf, sizeof buf, "%.*f", static_cast<int>(prec), v.f);
+      return Value::number(std::strtod(buf, nullptr));
+    }
     double x = v.f * scale, r = std::round(x);
     if (std::fabs(x - std::trunc(x)) == 0.5) r = 2.0 * std::round(x / 2.0);
     return Value::number(r / scale);

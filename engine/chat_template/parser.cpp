@@ -1,5 +1,5 @@
-// Statement parsing ({% if %}, {% for %}, {% set %}, macros, call and filter blocks) and the
-// entry point. Expressions are in parser_expr.cpp.
+// Statement parsing ({% if %}, {% for %}, {% set %}, macros, call, filter, with and generation
+// blocks) and the entry point. Expressions are in parser_expr.cpp.
 #include "engine/chat_template/parser.h"
 
 #include "engine/chat_template/parser_impl.h"
@@ -53,6 +53,8 @@ StmtPtr Parser::parse_statement() {
   if (name == "macro") return parse_macro();
   if (name == "call") return parse_call_block();
   if (name == "filter") return parse_filter_block();
+  if (name == "with") return parse_with();
+  if (name == "generation") return parse_generation();
   if (name == "break" || name == "continue") {
     if (loop_depth_ == 0) fail("'" + name + "' outside of a loop");
     auto s = std::make_unique<Stmt>(name == "break" ? Stmt::Kind::Break : Stmt::Kind::Continue, line);
@@ -189,6 +191,35 @@ StmtPtr Parser::parse_filter_block() {
   expect_block_end();
   return s;
 }
+StmtPtr Parser::parse_with() {
+  auto s = std::make_unique<Stmt>(Stmt::Kind::With, cur().line);
+  advance();  // with
+  while (cur().type != Tok::BlockEnd) {
+    if (!s->params.empty()) expect_op(",");
+    MacroParam p{expect_name(), nullptr};
+    expect_op("=");
+    p.default_value = parse_expression();
+    s->params.push_back(std::move(p));
+  }
+  expect_block_end();
+  s->body = parse_body({"endwith"});
+  advance();
+  expect_block_end();
+  return s;
+}
+
+// transformers registers an extension whose {% generation %} block marks assistant text for
+// training masks; when rendering a prompt it just renders its body (in its own scope).
+StmtPtr Parser::parse_generation() {
+  auto s = std::make_unique<Stmt>(Stmt::Kind::Generation, cur().line);
+  advance();  // generation
+  expect_block_end();
+  s->body = parse_body({"endgeneration"});
+  advance();
+  expect_block_end();
+  return s;
+}
+
 Body parse(const std::vector<Token>& tokens) { return Parser(tokens).parse_template(); }
 
 }  // namespace pagoda::jinja

@@ -77,6 +77,8 @@ class Parser {
   StmtPtr parse_macro();
   StmtPtr parse_call_block();
   StmtPtr parse_filter_block();
+  StmtPtr parse_with();
+  StmtPtr parse_generation();
 
   // ---- expressions --------------------------------------------------------------------
   // A comma-separated list becomes a tuple (as in `{{ a, b }}` or `set x = 1, 2`).

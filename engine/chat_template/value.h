@@ -71,10 +71,20 @@ struct Value {
   std::string str() const;
   // Python's repr() (strings quoted), used inside containers.
   std::string repr() const;
-  // Python json.dumps(x, ensure_ascii=False, indent=indent) (indent < 0: compact ", " / ": ").
-  std::string to_json(int indent = -1) const;
+  // Python json.dumps(x, ...) with the given options (see JsonOptions).
+  std::string to_json(const struct JsonOptions& opts) const;
   // Name of the Python type for messages ("str", "int", "dict", ...).
   const char* type_name() const;
+};
+
+// The json.dumps options the `tojson` filter of transformers passes through.
+struct JsonOptions {
+  int indent = -1;            // < 0: no newlines (Python indent=None)
+  bool sort_keys = false;
+  bool ensure_ascii = false;  // true: non-ASCII as \uXXXX escapes (surrogate pairs above U+FFFF)
+  // Separators; empty means Python's default: ", " (or "," with an indent) and ": ".
+  std::string item_sep;
+  std::string key_sep;
 };
 
 struct List {

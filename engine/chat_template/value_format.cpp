@@ -1,4 +1,5 @@
 // Printing values exactly as Python does: str(), repr() and json.dumps(ensure_ascii=False).
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -133,9 +134,23 @@ std::string Value::str() const {
   return "";
 }
 
-static void json_string(const std::string& s, std::string& out) {
+static void json_string(const std::string& s, bool ensure_ascii, std::string& out) {
   out += '"';
-  for (unsigned char c : s) {
+  for (size_t k = 0; k < s.size(); ++k) {
+    unsigned char c = s[k];
+    if (ensure_ascii && c >= 0x80) {
+      uint32_t cp;
+      k += utf8_decode(s, k, cp) - 1;
+      char buf[16];
+      if (cp >= 0x10000) {
+        cp -= 0x10000;
+        std::snprintf(buf, sizeof buf, "\\u%04x\\u%04x", 0xd800 + (cp >> 10), 0xdc00 + (cp & 0x3ff));
+      } else {
+        std::snprintf(buf, sizeof buf, "\\u%04x", cp);
+      }
+      out += buf;
+      continue;
+    }
     switch (c) {
       case '"': out += "\\\""; break;
       case '\\': out += "\\\\"; break;
@@ -157,12 +172,25 @@ static void json_string(const std::string& s, std::string& out) {
   out += '"';
 }
 
-static void json_dump(const Value& v, int indent, int level, std::string& out);
+namespace {
+struct JsonWriter {
+  const JsonOptions& opts;
+  std::string item_sep, key_sep;
+  std::string out;
 
-static void json_newline(int indent, int level, std::string& out) {
-  out += '\n';
-  out.append(static_cast<size_t>(indent) * level, ' ');
-}
+  explicit JsonWriter(const JsonOptions& o)
+      : opts(o),
+        item_sep(o.item_sep.empty() ? (o.indent >= 0 ? "," : ", ") : o.item_sep),
+        key_sep(o.key_sep.empty() ? ": " : o.key_sep) {}
+
+  void newline(int level) {
+    if (opts.indent < 0) return;
+    out += '\n';
+    out.append(static_cast<size_t>(opts.indent) * level, ' ');
+  }
+  void dump(const Value& v, int level);
+};
+}  // namespace
 
 static std::string json_key(const Value& k) {
   switch (k.kind) {
@@ -177,7 +205,7 @@ static std::string json_key(const Value& k) {
   }
 }
 
-static void json_dump(const Value& v, int indent, int level, std::string& out) {
+void JsonWriter::dump(const Value& v, int level) {
   switch (v.kind) {
     case Kind::None: out += "null"; return;
     case Kind::Bool: out += v.b ? "true" : "false"; return;
@@ -187,7 +215,7 @@ static void json_dump(const Value& v, int indent, int level, std::string& out) {
       else if (std::isinf(v.f)) out += v.f < 0 ? "-Infinity" : "Infinity";
       else out += python_float_repr(v.f);
       return;
-    case Kind::String: json_string(v.s, out); return;
+    case Kind::String: json_string(v.s, opts.ensure_ascii, out); return;
     case Kind::List: {
       const auto& items = v.list->items;
       if (items.empty()) {
@@ -196,11 +224,11 @@ static void json_dump(const Value& v, int indent, int level, std::string& out) {
       }
       out += '[';
       for (size_t k = 0; k < items.size(); ++k) {
-        if (k) out += indent >= 0 ? "," : ", ";
-        if (indent >= 0) json_newline(indent, level + 1, out);
-        json_dump(items[k], indent, level + 1, out);
+        if (k) out += item_sep;
+        newline(level + 1);
+        dump(items[k], level + 1);
       }
-      if (indent >= 0) json_newline(indent, level, out);
+      newline(level);
       out += ']';
       return;
     }
@@ -211,17 +239,20 @@ static void json_dump(const Value& v, int indent, int level, std::string& out) {
         out += "{}";
         return;
       }
+      std::vector<size_t> order(items.size());
+      for (size_t k = 0; k < order.size(); ++k) order[k] = k;
+      if (opts.sort_keys)
+        std::stable_sort(order.begin(), order.end(),
+                         [&](size_t a, size_t b) { return less(items[a].first, items[b].first); });
       out += '{';
-      bool first = true;
-      for (const auto& [k, val] : items) {
-        if (!first) out += indent >= 0 ? "," : ", ";
-        first = false;
-        if (indent >= 0) json_newline(indent, level + 1, out);
-        json_string(json_key(k), out);
-        out += ": ";
-        json_dump(val, indent, level + 1, out);
+      for (size_t k = 0; k < order.size(); ++k) {
+        if (k) out += item_sep;
+        newline(level + 1);
+        json_string(json_key(items[order[k]].first), opts.ensure_ascii, out);
+        out += key_sep;
+        dump(items[order[k]].second, level + 1);
       }
-      if (indent >= 0) json_newline(indent, level, out);
+      newline(level);
       out += '}';
       return;
     }
@@ -231,10 +262,10 @@ static void json_dump(const Value& v, int indent, int level, std::string& out) {
                           " is not JSON serializable");
 }
 
-std::string Value::to_json(int indent) const {
-  std::string out;
-  json_dump(*this, indent, 0, out);
-  return out;
+std::string Value::to_json(const JsonOptions& opts) const {
+  JsonWriter w(opts);
+  w.dump(*this, 0);
+  return std::move(w.out);
 }
 
 }  // namespace pagoda::jinja

@@ -31,7 +31,7 @@ ChatTemplate::Inputs sample_inputs() {
 std::string render(const char* source) { return ChatTemplate(source).render(sample_inputs()); }
 
 const Row kRenders[] = {
-    {"{{ [1, 2]|join(',', attribute='x') }}", ","},
+    {"{% if false %}{{ x | nosuchfilter }}{% endif %}", ""},
     {"{{ 'a' }}  {{ \"b\" }}", "a  b"},
     {"Hello {{ messages[0].content }}!", "Hello hi!"},
     {"{% if true %}\n  yes\n{% endif %}", "  yes\n"},
@@ -129,6 +129,11 @@ const Row kRenders[] = {
     {"{% macro render(x) -%}\n  [{{ x }}]\n{%- endmacro %}\n{{ render(1) }}\n{{- render(2) }}", "[1][2]"},
     {"{%raw%}  {{x}}\n{%endraw%}\nafter", "  {{x}}\nafter"},
     {"text   \n   {%- if true %} a {% endif %}\n  {%+ if true %}b{% endif %}\n\t{% if true %}tab{% endif %}", "text a   btab"},
+    {"{{ [1, 2]|join(',', attribute='x') }}", ","},
+    {"{{ {'b': 1, 'a': [1, 'é']}|tojson(sort_keys=true) }}|{{ {'b': 1, 'a': [1, 'é']}|tojson(separators=(',', ':')) }}|{{ {'b': 1, 'a': [1, 'é😀']}|tojson(ensure_ascii=true, indent=1) }}|{{ {2: 1, 1: 2}|tojson(sort_keys=true) }}|{{ 'é'|tojson(2) }}", "{\"a\": [1, \"é\"], \"b\": 1}|{\"b\":1,\"a\":[1,\"é\"]}|{\n \"b\": 1,\n \"a\": [\n  1,\n  \"\\u00e9\\ud83d\\ude00\"\n ]\n}|{\"1\": 2, \"2\": 1}|\"\\u00e9\""},
+    {"{% with a = 1, b = 2 %}{{ a + b }}{% endwith %}{{ a }}|{% with %}{% set q = 1 %}{{ q }}{% endwith %}{{ q }}", "3|1"},
+    {"{{ 'a,b,c'|title }} {{ 'hello-world (foo) [bar]'|title }} {{ 7.5 // 2 }} {{ 1e3 // 0.1 }} {{ -7.5 // 2 }} {{ 3.0 is odd }} {{ 4.0 is divisibleby 2 }} {{ true|safe ~ 1 }} {{ (undefined_thing is callable) }}", "A,b,c Hello-World (Foo) [Bar] 3.0 9999.0 -4.0 True True True1 True"},
+    {"{{ [1, 2] < [1, 2, 3] }} {{ 'abc' % [] }} {{ '%s' % [1] }} {{ 0.5|round }} {{ 1.5|round }} {{ -2.5|round }} {{ 2.675|round(2) }}", "True abc [1] 0.0 2.0 -2.0 2.67"},
 };
 
 const Row kErrors[] = {
@@ -172,6 +177,14 @@ const Row kErrors[] = {
     {"{{ (1 }}", nullptr},  // TemplateSyntaxError: unexpected '}', expected ')'
     {"{{ 1) }}", nullptr},  // TemplateSyntaxError: unexpected ')'
     {"{{ {'a' 1} }}", nullptr},  // TemplateSyntaxError: expected token ':', got 'integer'
+    {"{{ undefined_thing|int }}", nullptr},  // UndefinedError: 'undefined_thing' is undefined
+    {"{{ undefined_thing|float }}", nullptr},  // UndefinedError: 'undefined_thing' is undefined
+    {"{{ [1]|indent }}", nullptr},  // AttributeError: 'list' object has no attribute 'splitlines'
+    {"{{ (1, 2) < [1, 2] }}", nullptr},  // TypeError: '<' not supported between instances of 'tuple' and 'list'
+    {"{{ [1] in {'a': 1} }}", nullptr},  // TypeError: unhashable type: 'list'
+    {"{{ 0.0 ** -1 }}", nullptr},  // ZeroDivisionError: 0.0 cannot be raised to a negative power
+    {"{% with a %}{% endwith %}", nullptr},  // TemplateSyntaxError: expected token '=', got 'end of statement block'
+    {"{% generation %}", nullptr},  // TemplateSyntaxError: Encountered unknown tag 'generation'.
 };
 
 }  // namespace
@@ -186,6 +199,31 @@ TEST_CASE("language features render as jinja2 does") {
     passed += got == r.expected;
   }
   WARN("feature renders matching jinja2: " << passed << " / " << std::size(kRenders));
+}
+
+TEST_CASE("transformers' generation block renders its body in its own scope") {
+  CHECK(render("a{% generation %}{% set z = 1 %}b{{ z }}{% endgeneration %}c{{ z }}") == "ab1c");
+}
+
+TEST_CASE("errors name the line") {
+  try {
+    render("line 1\n{% if true %}\n{{ messages[0].content + 1 }}\n{% endif %}");
+    FAIL("expected an error");
+  } catch (const ChatTemplateError& e) {
+    CHECK(std::string(e.what()) == "template error at line 3: can only concatenate str (not \"int\") to str");
+  }
+  try {
+    render("a\nb\n{{ 1 + }}");
+    FAIL("expected an error");
+  } catch (const ChatTemplateError& e) {
+    CHECK(std::string(e.what()).find("template syntax error at line 3") == 0);
+  }
+  try {
+    render("{{ raise_exception('Only user and assistant roles are supported') }}");
+    FAIL("expected an error");
+  } catch (const ChatTemplateError& e) {
+    CHECK(std::string(e.what()).find("Only user and assistant roles are supported") != std::string::npos);
+  }
 }
 
 TEST_CASE("templates jinja2 rejects throw ChatTemplateError") {

@@ -13,9 +13,8 @@ constexpr const char* kLocatedPrefix = "template error at line ";
 }
 
 [[noreturn]] void rethrow_at_line(const ChatTemplateError& e, int line) {
-  std::string msg = e.what();
-  if (msg.rfind("template ", 0) == 0) throw e;  // already located
-  throw ChatTemplateError(kLocatedPrefix + std::to_string(line) + ": " + msg);
+  if (const auto* located = dynamic_cast<const LocatedError*>(&e)) throw *located;
+  throw LocatedError(kLocatedPrefix + std::to_string(line) + ": " + e.what());
 }
 
 const Value* Frame::lookup(const std::string& name) const {
@@ -26,10 +25,10 @@ const Value* Frame::lookup(const std::string& name) const {
   return nullptr;
 }
 
-Evaluator::DepthGuard::DepthGuard(Evaluator& e, int l) : ev(e), line(l) {
+Evaluator::DepthGuard::DepthGuard(Evaluator& e, int line) : ev(e) {
   if (++ev.depth_ > kMaxRecursion) {
     --ev.depth_;
-    throw ChatTemplateError(kLocatedPrefix + std::to_string(l) + ": recursion deeper than " +
+    throw LocatedError(kLocatedPrefix + std::to_string(line) + ": recursion deeper than " +
                             std::to_string(kMaxRecursion) + " levels");
   }
 }

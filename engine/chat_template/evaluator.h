@@ -51,8 +51,7 @@ class Evaluator {
   // Counts nesting; throws past kMaxRecursion.
   struct DepthGuard {
     Evaluator& ev;
-    int line;
-    DepthGuard(Evaluator& e, int l);
+    DepthGuard(Evaluator& e, int line);
     ~DepthGuard() { --ev.depth_; }
   };
 
@@ -61,7 +60,12 @@ class Evaluator {
   int64_t iterations_ = 0;
 };
 
-// Prefixes a ChatTemplateError message with the template line.
+// A ChatTemplateError whose message already names its template line.
+struct LocatedError : ChatTemplateError {
+  using ChatTemplateError::ChatTemplateError;
+};
+
+// Rethrows `e` as a LocatedError naming `line`, unless it already names one.
 [[noreturn]] void rethrow_at_line(const ChatTemplateError& e, int line);
 
 }  // namespace pagoda::jinja

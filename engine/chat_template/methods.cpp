@@ -44,6 +44,9 @@ Value s_rstrip(const Value& s, const CallArgs& a) { return Value::string(text::s
 Value s_split(const Value& s, const CallArgs& a) {
   return list_of(text::split(s.s, opt_str(a.get(0, "sep"), "split"), opt_int(a.get(1, "maxsplit"), -1)));
 }
+Value s_rsplit(const Value& s, const CallArgs& a) {
+  return list_of(text::rsplit(s.s, opt_str(a.get(0, "sep"), "rsplit"), opt_int(a.get(1, "maxsplit"), -1)));
+}
 
 // startswith / endswith accept a string or a tuple of strings.
 bool affix(const Value& s, const Value& arg, bool start) {
@@ -197,7 +200,7 @@ struct Entry {
 };
 
 const Entry kStr[] = {
-    {"strip", s_strip}, {"lstrip", s_lstrip}, {"rstrip", s_rstrip}, {"split", s_split},
+    {"strip", s_strip}, {"lstrip", s_lstrip}, {"rstrip", s_rstrip}, {"split", s_split}, {"rsplit", s_rsplit},
     {"startswith", s_startswith}, {"endswith", s_endswith}, {"replace", s_replace},
     {"upper", s_upper}, {"lower", s_lower}, {"title", s_title}, {"capitalize", s_capitalize},
     {"format", s_format}, {"find", s_find}, {"rfind", s_rfind}, {"count", s_count},

@@ -209,6 +209,40 @@ std::vector<std::string> split(const std::string& s, const std::string* sep, int
   return out;
 }
 
+std::vector<std::string> rsplit(const std::string& s, const std::string* sep, int64_t maxsplit) {
+  if (maxsplit < 0) return split(s, sep, maxsplit);  // same result when nothing is limited
+  std::vector<std::string> out;
+  if (sep) {
+    if (sep->empty()) throw ChatTemplateError("rsplit: empty separator");
+    size_t end = s.size();
+    while (static_cast<int64_t>(out.size()) < maxsplit) {
+      if (end < sep->size()) break;
+      size_t p = s.rfind(*sep, end - sep->size());
+      if (p == std::string::npos) break;
+      out.push_back(s.substr(p + sep->size(), end - p - sep->size()));
+      end = p;
+    }
+    out.push_back(s.substr(0, end));
+  } else {
+    auto cps = decode(s);
+    size_t e = cps.size();
+    while (true) {
+      while (e > 0 && is_space(cps[e - 1])) --e;
+      if (e == 0) break;
+      if (static_cast<int64_t>(out.size()) >= maxsplit) {
+        out.push_back(encode(cps, 0, e));
+        break;
+      }
+      size_t b = e;
+      while (b > 0 && !is_space(cps[b - 1])) --b;
+      out.push_back(encode(cps, b, e));
+      e = b;
+    }
+  }
+  std::reverse(out.begin(), out.end());
+  return out;
+}
+
 std::string replace(const std::string& s, const std::string& from, const std::string& to,
                     int64_t count, size_t limit) {
   std::string out;

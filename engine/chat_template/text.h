@@ -31,6 +31,8 @@ std::string capitalize(const std::string& s);  // Python str.capitalize()
 std::string strip(const std::string& s, const std::string* chars, bool left, bool right);
 // Python str.split(sep, maxsplit); `sep` null means runs of whitespace.
 std::vector<std::string> split(const std::string& s, const std::string* sep, int64_t maxsplit);
+// Python str.rsplit(sep, maxsplit): like split, but the splits happen from the right.
+std::vector<std::string> rsplit(const std::string& s, const std::string* sep, int64_t maxsplit);
 // Python str.replace(old, new, count); throws when the result would exceed `limit` bytes.
 std::string replace(const std::string& s, const std::string& from, const std::string& to,
                     int64_t count, size_t limit);

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <iostream>
 #include <iterator>
 #include <optional>
 #include <stdexcept>
@@ -23,15 +24,19 @@ void print_usage() {
                "                            [--no-generation-prompt] [--tools FILE.json]\n"
                "                            [--bos-token S] [--eos-token S]\n"
                "  Prints the rendered prompt exactly, with no newline added.\n"
-               "  --model     use the model's tokenizer.chat_template (ChatML when it has none)\n"
-               "              and its BOS/EOS token texts\n"
+               "  --model     use the model's tokenizer.chat_template (ChatML when it has none;\n"
+               "              tokenizer.chat_template.tool_use when --tools is given and the\n"
+               "              model has it, as transformers picks named templates) and its\n"
+               "              BOS/EOS token texts\n"
                "  --template  use this Jinja template file (BOS/EOS default to <s> and </s>)\n"
                "  --messages  a JSON array of messages, or an object with \"messages\" (and\n"
-               "              optionally \"tools\")\n"
+               "              optionally \"tools\"); \"-\" reads standard input\n"
                "  --tools     a JSON array of tool definitions\n");
 }
 
+// Reads a whole file; "-" means standard input.
 std::string read_file(const std::string& path) {
+  if (path == "-") return std::string(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
   std::ifstream f(path, std::ios::binary);
   if (!f) throw std::runtime_error("cannot read " + path);
   return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
@@ -94,10 +99,24 @@ int chat_template(int argc, char** argv) {
   }
 
   ChatTemplate::Inputs in;
+  nlohmann::ordered_json doc = read_json(messages_path);
+  if (doc.is_object() && doc.contains("messages")) {
+    if (doc.contains("tools")) in.tools_ordered = doc["tools"];
+    doc = nlohmann::ordered_json(doc["messages"]);
+  }
+  if (!doc.is_array()) throw std::runtime_error(messages_path + ": expected a JSON array of messages");
+  in.messages_ordered = std::move(doc);
+  if (!tools_path.empty()) in.tools_ordered = read_json(tools_path);
+  in.add_generation_prompt = generation_prompt;
+  const bool has_tools = !in.tools_ordered.is_null();
+
   std::string source;
   if (!model.empty()) {
     auto f = gguf::GgufFile::open(model);
-    if (auto t = f.get_string("tokenizer.chat_template")) {
+    auto tool_use = has_tools ? f.get_string("tokenizer.chat_template.tool_use") : std::nullopt;
+    if (tool_use) {
+      source = *tool_use;
+    } else if (auto t = f.get_string("tokenizer.chat_template")) {
       source = *t;
     } else if (template_path.empty()) {
       std::fprintf(stderr, "pagoda chat-template: %s has no tokenizer.chat_template; using ChatML\n",
@@ -110,16 +129,6 @@ int chat_template(int argc, char** argv) {
   if (!template_path.empty()) source = read_file(template_path);
   if (bos) in.bos_token = *bos;
   if (eos) in.eos_token = *eos;
-
-  nlohmann::ordered_json doc = read_json(messages_path);
-  if (doc.is_object() && doc.contains("messages")) {
-    if (doc.contains("tools")) in.tools_ordered = doc["tools"];
-    doc = nlohmann::ordered_json(doc["messages"]);
-  }
-  if (!doc.is_array()) throw std::runtime_error(messages_path + ": expected a JSON array of messages");
-  in.messages_ordered = std::move(doc);
-  if (!tools_path.empty()) in.tools_ordered = read_json(tools_path);
-  in.add_generation_prompt = generation_prompt;
 
   std::string prompt = ChatTemplate(source).render(in);
   std::fwrite(prompt.data(), 1, prompt.size(), stdout);

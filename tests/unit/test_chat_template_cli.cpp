@@ -61,7 +61,7 @@ ojson find_case(const std::string& name) {
   return {};
 }
 
-void write_gguf(const fs::path& p, const std::string* chat_template) {
+void write_gguf(const fs::path& p, const std::string* chat_template, const std::string* tool_use = nullptr) {
   pagoda::gguf::GgufWriter w;
   w.set("general.architecture", pagoda::gguf::Value::from_string("llama"));
   w.set("tokenizer.ggml.model", pagoda::gguf::Value::from_string("gpt2"));
@@ -69,6 +69,7 @@ void write_gguf(const fs::path& p, const std::string* chat_template) {
   w.set("tokenizer.ggml.bos_token_id", pagoda::gguf::Value::from_u32(1));
   w.set("tokenizer.ggml.eos_token_id", pagoda::gguf::Value::from_u32(2));
   if (chat_template) w.set("tokenizer.chat_template", pagoda::gguf::Value::from_string(*chat_template));
+  if (tool_use) w.set("tokenizer.chat_template.tool_use", pagoda::gguf::Value::from_string(*tool_use));
   w.write(p.string());
 }
 
@@ -99,7 +100,8 @@ TEST_CASE("chat-template CLI renders testdata templates exactly") {
 TEST_CASE("chat-template CLI reads the template and BOS/EOS from a GGUF model") {
   TempDir tmp;
   std::string tmpl = "{{ bos_token }}{% for m in messages %}{{ m.role }}:{{ m.content }}{{ eos_token }}{% endfor %}";
-  write_gguf(tmp.path / "with.gguf", &tmpl);
+  std::string tool_tmpl = "tools:{{ tools|length }}";
+  write_gguf(tmp.path / "with.gguf", &tmpl, &tool_tmpl);
   write_gguf(tmp.path / "without.gguf", nullptr);
   spit(tmp.path / "m.json", R"({"messages": [{"role": "user", "content": "hi"}]})");
   std::string msgs = " --messages '" + (tmp.path / "m.json").string() + "'";
@@ -110,6 +112,13 @@ TEST_CASE("chat-template CLI reads the template and BOS/EOS from a GGUF model") 
 
   r = run_cli(tmp.path, "--model '" + (tmp.path / "with.gguf").string() + "'" + msgs + " --bos-token B --eos-token E");
   CHECK(r.out == "Buser:hiE");
+
+  // The named tool_use template is picked when tools are given; messages can come on stdin.
+  spit(tmp.path / "t.json", R"([{"type": "function", "function": {"name": "f"}}])");
+  r = run_cli(tmp.path, "--model '" + (tmp.path / "with.gguf").string() + "' --messages - --tools '" +
+                            (tmp.path / "t.json").string() + "' < '" + (tmp.path / "m.json").string() + "'");
+  REQUIRE(r.rc == 0);
+  CHECK(r.out == "tools:1");
 
   r = run_cli(tmp.path, "--model '" + (tmp.path / "without.gguf").string() + "'" + msgs);
   REQUIRE(r.rc == 0);

@@ -6,6 +6,11 @@
 #   bench  decode benchmark on a llama3-8b-shape bf16 random model (made once with make-model):
 #          tokens/s at batch 1 (with the HBM-bandwidth fraction), 64 and 256
 #   all    the three in order (default)
+#   emu    no GPU needed: the GPU tests run on the CPU against an emulation of the CUDA execution
+#          model (tests/gpu/emu: kernels rewritten by gen.py, a fake CUDA runtime and cuBLAS).
+#          Checks kernel logic and the backend, not speed. Slow: every CUDA thread is an OS thread
+#          (the sampling tests take the longest). Extra arguments go to every test binary, e.g.
+#          `scripts/gpu-check.sh emu "cuda: prefill*"`. EMU_TESTS picks the binaries.
 # Environment: PAGODA_BUILD_DIR (default build-gpu), JOBS (default nproc), BENCH_MODEL (default
 # /tmp/pagoda-llama3-8b-bf16.gguf), BENCH_BATCHES (default 1,64,256), HBM_TBPS (default 4.8).
 set -euo pipefail
@@ -35,10 +40,37 @@ do_bench() {
     --prompt 128 --new 128 --hbm-tbps "${HBM_TBPS:-4.8}"
 }
 
+do_emu() {
+  local emu=${PAGODA_EMU_DIR:-build-emu}
+  local inc=${CUDA_HOME:-/usr/local/cuda}/include
+  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DPAGODA_CUDA=ON >/dev/null
+  cmake --build "$build" -j"$jobs" --target pagoda_model pagoda_gguf pagoda_kernels_cpu
+  rm -rf "$emu/src" && mkdir -p "$emu/obj"
+  python3 tests/gpu/emu/gen.py . "$emu/src"
+  local objs=()
+  for f in "$emu"/src/kernels/cuda/*.cpp tests/gpu/emu/emu_runtime.cpp; do
+    local o="$emu/obj/$(basename "$f" .cpp).o"
+    g++ -std=c++20 -O1 -ffp-contract=off -Wno-attributes -Itests/gpu/emu -I"$emu/src" -I. -I"$inc" \
+      -c "$f" -o "$o"
+    objs+=("$o")
+  done
+  rm -f "$emu/libpagoda_cuda_emu.a" && ar rcs "$emu/libpagoda_cuda_emu.a" "${objs[@]}"
+  local status=0
+  for t in ${EMU_TESTS:-test_cuda_kernels test_cuda_ops test_cuda_attention test_cuda_model}; do
+    g++ -std=c++20 -O1 -I. -I"$inc" -DPAGODA_HAVE_CUDA=1 "tests/gpu/$t.cpp" tests/catch_main.cpp \
+      -o "$emu/$t" "$build/libpagoda_model.a" "$build/libpagoda_gguf.a" "$emu/libpagoda_cuda_emu.a" \
+      "$build/libpagoda_kernels_cpu.a" -lspdlog -lfmt -lpthread
+    echo "gpu-check: $t (emulated)"
+    "$emu/$t" "$@" || status=1
+  done
+  return "$status"
+}
+
 case "$what" in
   build) do_build ;;
   test) do_test ;;
   bench) do_bench ;;
+  emu) shift; do_emu "$@" ;;
   all)
     do_build
     status=0
@@ -46,5 +78,5 @@ case "$what" in
     do_bench || status=$?
     exit "$status"
     ;;
-  *) echo "usage: $0 [build|test|bench|all]" >&2; exit 2 ;;
+  *) echo "usage: $0 [build|test|bench|all|emu [test args]]" >&2; exit 2 ;;
 esac

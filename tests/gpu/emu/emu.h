@@ -1,0 +1,92 @@
+// CPU emulation of the CUDA execution model, just enough to run pagoda's kernels (as rewritten by
+// gen.py) on a machine without a GPU. Every CUDA thread of a block is an OS thread; blocks of a
+// launch run one after another; __syncthreads is a barrier over the block, warp shuffles go
+// through a per-warp exchange buffer and barrier; "__shared__" variables become function
+// statics (shared by the block's threads, reused by the next block). It checks indexing,
+// synchronisation structure and arithmetic; it says nothing about speed, memory coalescing,
+// occupancy, races the real scheduler could expose, or warp-divergent shuffles (it assumes all
+// 32 lanes of a warp reach each shuffle, as pagoda's kernels do). Used by
+// scripts/gpu-check.sh emu; never part of the real build.
+#pragma once
+#include <cuda_runtime.h>
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include <algorithm>
+#include <barrier>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace emu {
+extern thread_local dim3 t_threadIdx, t_blockIdx;
+extern dim3 g_blockDim, g_gridDim;
+extern std::vector<float> g_smem;
+struct BlockSync {
+  std::barrier<>* block = nullptr;
+  std::vector<std::unique_ptr<std::barrier<>>>* warps = nullptr;
+  std::vector<float>* xchg = nullptr;
+};
+extern BlockSync g_sync;
+extern std::mutex g_atomic_mu;
+inline int flat_tid() { return t_threadIdx.x + g_blockDim.x * (t_threadIdx.y + g_blockDim.y * t_threadIdx.z); }
+inline void syncthreads() { g_sync.block->arrive_and_wait(); }
+inline float shfl_xor(float v, int off) {
+  const int t = flat_tid(), w = t / 32, lane = t % 32;
+  auto& bar = *(*g_sync.warps)[w];
+  (*g_sync.xchg)[t] = v;
+  bar.arrive_and_wait();
+  const float r = (*g_sync.xchg)[w * 32 + (lane ^ off)];
+  bar.arrive_and_wait();
+  return r;
+}
+struct Cfg { dim3 grid, block; size_t smem; };
+inline Cfg cfg(dim3 g, dim3 b, size_t smem = 0, cudaStream_t = nullptr) { return Cfg{g, b, smem}; }
+inline float* dynamic_smem() { return g_smem.data(); }
+
+template <class K, class... A>
+void launch(K kernel, Cfg c, A... args) {
+  const int n = c.block.x * c.block.y * c.block.z;
+  g_blockDim = c.block;
+  g_gridDim = c.grid;
+  g_smem.assign(c.smem / sizeof(float) + 16, 0.0f);
+  std::barrier<> block_bar(n);
+  std::vector<std::unique_ptr<std::barrier<>>> warps;
+  for (int w = 0; w < (n + 31) / 32; ++w) warps.push_back(std::make_unique<std::barrier<>>(std::min(32, n - 32 * w)));
+  std::vector<float> xchg(static_cast<size_t>(n));
+  g_sync = BlockSync{&block_bar, &warps, &xchg};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < n; ++t)
+    threads.emplace_back([&, t] {
+      t_threadIdx = dim3(t % c.block.x, (t / c.block.x) % c.block.y, t / (c.block.x * c.block.y));
+      for (unsigned z = 0; z < c.grid.z; ++z)
+        for (unsigned y = 0; y < c.grid.y; ++y)
+          for (unsigned x = 0; x < c.grid.x; ++x) {
+            t_blockIdx = dim3(x, y, z);
+            kernel(args...);
+            block_bar.arrive_and_wait();  // static "__shared__" is reused by the next block
+          }
+    });
+  for (auto& th : threads) th.join();
+}
+}  // namespace emu
+
+#undef __shared__
+#define __shared__ static
+#define threadIdx (::emu::t_threadIdx)
+#define blockIdx (::emu::t_blockIdx)
+#define blockDim (::emu::g_blockDim)
+#define gridDim (::emu::g_gridDim)
+#define __syncthreads() ::emu::syncthreads()
+#define __shfl_xor_sync(mask, v, off) ::emu::shfl_xor((v), (off))
+#define cudaFuncSetAttribute(...) cudaSuccess
+inline int atomicMin(int* p, int v) { std::lock_guard<std::mutex> l(emu::g_atomic_mu); int o = *p; *p = std::min(o, v); return o; }
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fadd_rn(float a, float b) { return a + b; }
+inline float __fsub_rn(float a, float b) { return a - b; }
+inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); return f; }
+inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
+using std::min;
+using std::max;

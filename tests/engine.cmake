@@ -5,10 +5,11 @@ add_library(pagoda_engine_core STATIC
   ${CMAKE_SOURCE_DIR}/engine/block_pool.cpp
   ${CMAKE_SOURCE_DIR}/engine/kv_cache_manager.cpp
   ${CMAKE_SOURCE_DIR}/engine/scheduler.cpp
-  ${CMAKE_SOURCE_DIR}/engine/sampling.cpp)
+  ${CMAKE_SOURCE_DIR}/engine/sampling.cpp
+  ${CMAKE_SOURCE_DIR}/engine/request_stream.cpp)
 target_include_directories(pagoda_engine_core PUBLIC ${CMAKE_SOURCE_DIR})
 
-foreach(t test_block_pool test_kv_cache_manager test_scheduler test_sampling)
+foreach(t test_block_pool test_kv_cache_manager test_scheduler test_sampling test_request_stream)
   if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/unit/${t}.cpp)
     pagoda_test(unit/${t}.cpp unit pagoda_engine_core)
   endif()

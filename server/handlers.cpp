@@ -458,10 +458,15 @@ void Handlers::generate(const httplib::Request& req, httplib::Response& res, Gen
     SubmitError err;
     std::shared_ptr<RequestStream> stream = engine_.submit(std::move(gr), &err);
     if (!stream) {
-      int status = err.code == "queue_full" ? 429 : 400;
-      send_api_error(res, ApiError(status, err.message.empty() ? "The request was refused." : err.message,
-                                   status == 429 ? "rate_limit_error" : "invalid_request_error",
-                                   status == 429 ? "" : prompt_param, err.code));
+      // The engine re-checks what the handler validated; only capacity should fail here.
+      std::string msg = err.message.empty() ? "The request was refused." : err.message;
+      if (err.code == "queue_full")
+        send_api_error(res, ApiError(429, "The server is at capacity; retry shortly (" + msg + ").",
+                                     "rate_limit_error", "", err.code));
+      else if (err.code == "engine_unavailable")
+        send_api_error(res, ApiError(503, msg, "service_unavailable_error", "", err.code));
+      else
+        send_api_error(res, ApiError(400, msg, "invalid_request_error", prompt_param, err.code));
       return;  // ~Generation aborts the prompts already submitted
     }
     track(stream);

@@ -2,7 +2,10 @@
 // parsing, metric scraping, and starting/stopping the real `pagoda serve` binary.
 #pragma once
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -196,11 +199,22 @@ class ServerProcess {
   std::string log_path_;
 };
 
-// A loopback port that was free a moment ago.
+// A loopback port that was free a moment ago. (Not httplib::Server::bind_to_any_port: the
+// library never closes that socket and sets SO_REUSEPORT, so it would keep stealing half of
+// the child server's connections.)
 inline int free_port() {
-  httplib::Server s;
-  int p = s.bind_to_any_port("127.0.0.1");
-  return p;
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = 0;
+  inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  int port = -1;
+  socklen_t len = sizeof a;
+  if (bind(fd, (sockaddr*)&a, sizeof a) == 0 && getsockname(fd, (sockaddr*)&a, &len) == 0)
+    port = ntohs(a.sin_port);
+  close(fd);
+  if (port <= 0) throw std::runtime_error("no free loopback port");
+  return port;
 }
 
 }  // namespace pagoda::testing

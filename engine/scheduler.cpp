@@ -84,17 +84,19 @@ bool Scheduler::shift_context(const std::shared_ptr<Sequence>& seq) {
   return false;
 }
 
-void Scheduler::shift_tokens(Sequence& seq) {
+bool Scheduler::shift_tokens(Sequence& seq) {
   const int B = kv_.block_size();
   while (seq.num_tokens() > cfg_.ctx_limit) {
-    const int n = seq.num_tokens() - 1;  // tokens that would be in the cache
+    // The same cut shift_context() makes, on tokens that are not in the cache yet.
+    const int n = seq.num_tokens() - 1;
     const int n_keep = std::min(ceil_div(std::max(seq.n_keep, 0), B) * B, n);
-    int n_discard = (n - n_keep) / 2 / B * B;
-    if (n_discard < B) n_discard = seq.num_tokens() - cfg_.ctx_limit;  // cannot happen with sane limits
+    const int n_discard = (n - n_keep) / 2 / B * B;
+    if (!cfg_.context_shift || n_discard < B) return false;
     seq.tokens.erase(seq.tokens.begin() + n_keep, seq.tokens.begin() + n_keep + n_discard);
     ++seq.n_shifts;
     ++counters_.context_shifts;
   }
+  return true;
 }
 
 void Scheduler::emit(StepPlan& plan, const std::shared_ptr<Sequence>& seq, int n, bool prefill) {
@@ -134,7 +136,10 @@ bool Scheduler::try_admit(StepPlan& plan, int& budget) {
     if (sib->status == SeqStatus::PendingFork) ++group;
   if (!running_.empty() && static_cast<int>(running_.size()) + group > cfg_.max_seqs) return false;
 
-  if (seq->num_tokens() > cfg_.ctx_limit) shift_tokens(*seq);
+  if (!shift_tokens(*seq)) {
+    finish(seq, FinishReason::Length);  // leaves the queue: the caller moves on
+    return true;
+  }
   const bool first_admission = seq->cached_prompt_tokens < 0;
   const int matched = kv_.match_prefix(seq->id, seq->tokens, seq->num_tokens() - 1);
   seq->num_computed = matched;

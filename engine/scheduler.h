@@ -98,11 +98,13 @@ class Scheduler {
   // At the context limit: shifts the sequence's cache (or finishes it). False if finished.
   bool shift_context(const std::shared_ptr<Sequence>& seq);
   // Drops tokens of a sequence with no blocks so it fits the context again (resume after a
-  // preemption at the limit).
-  void shift_tokens(Sequence& seq);
+  // preemption at the limit). False when it cannot (then it ends with "length").
+  bool shift_tokens(Sequence& seq);
   void preempt(const std::shared_ptr<Sequence>& seq);
   void emit(StepPlan& plan, const std::shared_ptr<Sequence>& seq, int n, bool prefill);
   void remove_running(const Sequence& seq);
+  // Admits the front of the queue (or ends it when it can never run again). False when it
+  // has to wait.
   bool try_admit(StepPlan& plan, int& budget);
   void fork_sibling(const std::shared_ptr<Sequence>& parent, const std::shared_ptr<Sequence>& child);
   FinishReason stop_reason(const Sequence& seq, int32_t token) const;

@@ -312,3 +312,34 @@ TEST_CASE("no block leaks after random mixes of finish, abort and preemption") {
     CHECK(kv.pool().num_available() == 24);
   }
 }
+
+TEST_CASE("a sequence preempted at the context limit resumes with the same cut, or ends") {
+  for (bool shift : {true, false}) {
+    KvCacheManager kv(64, 4);
+    SchedulerConfig cfg = config(64, 4, 16);
+    cfg.context_shift = shift;
+    Scheduler s(cfg, kv);
+    auto a = make_seq(10, 100);
+    a->n_keep = 4;
+    a->cached_prompt_tokens = 0;  // admitted before
+    for (int i = 0; i < 7; ++i) {  // as if preempted with 16 tokens in the cache + 1 pending
+      a->tokens.push_back(100 + i);
+      a->output.push_back(100 + i);
+    }
+    s.add(a);
+    StepPlan plan = s.schedule();
+    if (!shift) {
+      CHECK(a->finish == FinishReason::Length);
+      CHECK(plan.empty());
+      continue;
+    }
+    // 16 cached tokens, keep 4, drop (12 / 2) rounded down to a block = 4.
+    REQUIRE(plan.n_tokens() == 13);
+    CHECK(plan.positions.back() == 12);
+    CHECK(a->n_shifts == 1);
+    CHECK(a->tokens[3] == 3);
+    CHECK(a->tokens[4] == 8);
+    s.finish(a, FinishReason::Abort);
+    CHECK(kv.pool().stats().used == 0);
+  }
+}

@@ -133,7 +133,15 @@ Evaluator::Flow Evaluator::exec_for(const Stmt& s, const FramePtr& frame, std::s
     }
     items = std::move(kept);
   }
-  if (items.empty()) return exec(s.else_body, frame, out);
+  // As jinja2 compiles it, `else` runs unless some iteration finished its body without a break
+  // or continue (so it also runs after an early break), in a scope of its own.
+  auto run_else = [&] {
+    auto inner = std::make_shared<Frame>();
+    inner->parent = frame;
+    return exec(s.else_body, inner, out);
+  };
+  if (items.empty()) return run_else();
+  bool completed = false;
   const int64_t n = static_cast<int64_t>(items.size());
   // One `loop` object per loop, updated in place each iteration (as jinja2's LoopContext is).
   Value loop = Value::make_dict();
@@ -168,7 +176,9 @@ Evaluator::Flow Evaluator::exec_for(const Stmt& s, const FramePtr& frame, std::s
     f->vars["loop"] = loop;
     Flow fl = exec(s.body, f, out);
     if (fl == Flow::Break) break;
+    completed = completed || fl == Flow::Normal;
   }
+  if (!completed && !s.else_body.empty()) return run_else();
   return Flow::Normal;
 }
 

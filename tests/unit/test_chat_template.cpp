@@ -135,6 +135,7 @@ const Row kRenders[] = {
     {"{{ 'a,b,c'|title }} {{ 'hello-world (foo) [bar]'|title }} {{ 7.5 // 2 }} {{ 1e3 // 0.1 }} {{ -7.5 // 2 }} {{ 3.0 is odd }} {{ 4.0 is divisibleby 2 }} {{ true|safe ~ 1 }} {{ (undefined_thing is callable) }}", "A,b,c Hello-World (Foo) [Bar] 3.0 9999.0 -4.0 True True True1 True"},
     {"{{ [1, 2] < [1, 2, 3] }} {{ 'abc' % [] }} {{ '%s' % [1] }} {{ 0.5|round }} {{ 1.5|round }} {{ -2.5|round }} {{ 2.675|round(2) }}", "True abc [1] 0.0 2.0 -2.0 2.67"},
     {"{{ 'a</think>b</think>c'.rsplit('</think>', 1) }} {{ 'a b  c '.rsplit(None, 1) }} {{ '  a b c'.rsplit(maxsplit=1) }} {{ 'a,b,c'.rsplit(',') }} {{ 'abc'.rsplit('x', 1) }} {{ ',a,'.rsplit(',', 5) }} {{ 'aaa'.rsplit('aa', 1) }}", "['a</think>b', 'c'] ['a b', 'c'] ['  a b', 'c'] ['a', 'b', 'c'] ['abc'] ['', 'a', ''] ['a', '']"},
+    {"{% for x in [] %}{% else %}{% set q = 1 %}{{ q }}{% endfor %}[{{ q }}] {% for x in [1,2,3] %}{% if x == 1 %}{% continue %}{% endif %}{{ x }}{% else %}E{% endfor %} {% for x in [1,2,3] %}{{ x }}{% if x == 3 %}{% continue %}{% endif %}{% else %}E{% endfor %} {% for m in [1,2] %}a{% break %}{% else %}E{% endfor %}", "1[] 23 123 aE"},
 };
 
 const Row kErrors[] = {

@@ -157,6 +157,16 @@ TEST_CASE("a pinned system prompt is prefilled once and shared; outputs equal th
   CHECK(s2.prefill_tokens_computed == 16 * 300 + user_tokens);
   CHECK(s1.kv_blocks_used == 19);  // only the pinned prompt (300 tokens = 19 blocks) is held
   CHECK(s2.kv_blocks_used == 0);
+
+  // The pinned prefix, seen from the engine thread.
+  auto model = load_model(tiny(), 64);
+  LlmEngine engine(*model, nullptr, shared);
+  CHECK(engine.wait_system_prompt());
+  engine.run_on_engine_thread([](Model&, KvCacheManager& kv) {
+    CHECK(kv.pinned_tokens() == 300);
+    CHECK(kv.pinned_blocks() == 19);
+    CHECK(kv.pool().stats().used == 19);
+  });
 }
 
 TEST_CASE("context shift: a 256-token context generates 1000 tokens; off -> finish length") {

@@ -98,6 +98,7 @@ static std::string string_repr(const std::string& s) {
 
 std::string Value::repr() const {
   if (kind == Kind::String) return string_repr(s);
+  if (kind == Kind::Undefined) return "Undefined";  // jinja2's Undefined.__repr__
   return str();
 }
 

@@ -136,6 +136,7 @@ const Row kRenders[] = {
     {"{{ [1, 2] < [1, 2, 3] }} {{ 'abc' % [] }} {{ '%s' % [1] }} {{ 0.5|round }} {{ 1.5|round }} {{ -2.5|round }} {{ 2.675|round(2) }}", "True abc [1] 0.0 2.0 -2.0 2.67"},
     {"{{ 'a</think>b</think>c'.rsplit('</think>', 1) }} {{ 'a b  c '.rsplit(None, 1) }} {{ '  a b c'.rsplit(maxsplit=1) }} {{ 'a,b,c'.rsplit(',') }} {{ 'abc'.rsplit('x', 1) }} {{ ',a,'.rsplit(',', 5) }} {{ 'aaa'.rsplit('aa', 1) }}", "['a</think>b', 'c'] ['a b', 'c'] ['  a b', 'c'] ['a', 'b', 'c'] ['abc'] ['', 'a', ''] ['a', '']"},
     {"{% for x in [] %}{% else %}{% set q = 1 %}{{ q }}{% endfor %}[{{ q }}] {% for x in [1,2,3] %}{% if x == 1 %}{% continue %}{% endif %}{{ x }}{% else %}E{% endfor %} {% for x in [1,2,3] %}{{ x }}{% if x == 3 %}{% continue %}{% endif %}{% else %}E{% endfor %} {% for m in [1,2] %}a{% break %}{% else %}E{% endfor %}", "1[] 23 123 aE"},
+    {"{{ [undefined_var, 1] }} {{ {'a': undefined_var} }} {{ undefined_var }}", "[Undefined, 1] {'a': Undefined} "},
 };
 
 const Row kErrors[] = {

@@ -17,11 +17,15 @@
 //   different GEMM algorithm for a different number of rows, so logits can differ in the last
 //   bits between batch sizes. Not yet addressed.
 //
-// What was compiled but never executed: every kernel in kernels/cuda and all of this backend
-// were written and compiled (nvcc 13, sm_80/sm_90) on a machine with no GPU. None of it has run;
-// the GPU tests (tests/gpu, `ctest -L gpu`) skip without a device. scripts/gpu-check.sh builds
-// and runs them on a GPU machine; until it has passed there, treat every numeric claim about
-// this backend as unverified.
+// What was compiled but never executed on a GPU: every kernel in kernels/cuda and all of this
+// backend were written and compiled (nvcc 13, sm_80/sm_90) on a machine with no GPU. They have
+// run only under a CPU emulation of the CUDA execution model (`scripts/gpu-check.sh emu`: the
+// kernels rewritten for OS threads + barriers, a fake CUDA runtime, cuBLAS as a plain loop),
+// where the GPU tests pass against the CPU backend. That checks indexing, the synchronisation
+// structure and the arithmetic; it does not check real cuBLAS, the real runtime, memory-model
+// races, speed or resource limits. On a real GPU the tests (`ctest -L gpu`) skip without a
+// device; scripts/gpu-check.sh builds and runs them there with the decode benchmark. Until that
+// has passed, treat every claim about this backend on hardware as unverified.
 #pragma once
 
 #include <cstddef>

@@ -104,6 +104,8 @@ struct Stmt {
   Body body;
   Body else_body;
   std::vector<MacroParam> params;            // Macro, CallBlock, With (name = value)
+  bool takes_varargs = false;                // Macro: body uses `varargs` (extra positionals)
+  bool takes_kwargs = false;                 // Macro: body uses `kwargs` (extra keywords)
 
   Stmt(Kind k, int l) : kind(k), line(l) {}
 };

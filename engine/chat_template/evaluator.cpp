@@ -215,14 +215,23 @@ Value Evaluator::make_macro(const Stmt& s, const FramePtr& frame) {
     DepthGuard guard(*this, stmt->line);
     auto f = std::make_shared<Frame>();
     f->parent = defining;
-    if (a.pos.size() > stmt->params.size())
+    // Extra arguments land in `varargs` / `kwargs` when the body uses them, as in jinja2.
+    if (a.pos.size() > stmt->params.size() && !stmt->takes_varargs)
       throw ChatTemplateError("macro '" + stmt->text + "' takes not more than " +
                               std::to_string(stmt->params.size()) + " argument(s)");
+    std::vector<Value> extra_pos;
+    for (size_t k = stmt->params.size(); k < a.pos.size(); ++k) extra_pos.push_back(a.pos[k]);
+    f->vars["varargs"] = Value::make_list(std::move(extra_pos), true);
+    Value extra_kw = Value::make_dict();
     for (const auto& [name, v] : a.kw) {
       bool known = name == "caller";
       for (const auto& p : stmt->params) known = known || p.name == name;
-      if (!known) throw ChatTemplateError("macro '" + stmt->text + "' got an unexpected keyword argument '" + name + "'");
+      if (known) continue;
+      if (!stmt->takes_kwargs)
+        throw ChatTemplateError("macro '" + stmt->text + "' got an unexpected keyword argument '" + name + "'");
+      extra_kw.dict->set(Value::string(name), v);
     }
+    f->vars["kwargs"] = extra_kw;
     for (size_t k = 0; k < stmt->params.size(); ++k) {
       const auto& p = stmt->params[k];
       Value v = a.get(k, p.name.c_str());

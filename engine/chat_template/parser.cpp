@@ -159,9 +159,16 @@ StmtPtr Parser::parse_macro() {
   parse_params(s->params);
   expect_block_end();
   int saved = loop_depth_;
+  bool outer_varargs = saw_varargs_, outer_kwargs = saw_kwargs_;
   loop_depth_ = 0;
+  saw_varargs_ = saw_kwargs_ = false;
   s->body = parse_body({"endmacro"});
+  s->takes_varargs = saw_varargs_;
+  s->takes_kwargs = saw_kwargs_;
   loop_depth_ = saved;
+  // jinja2 counts names used by nested macros for the enclosing macro too.
+  saw_varargs_ = outer_varargs || saw_varargs_;
+  saw_kwargs_ = outer_kwargs || saw_kwargs_;
   advance();
   expect_block_end();
   return s;

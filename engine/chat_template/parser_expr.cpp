@@ -177,6 +177,8 @@ ExprPtr Parser::parse_primary() {
     else {
       e->kind = Expr::Kind::Name;
       e->name = n;
+      saw_varargs_ = saw_varargs_ || n == "varargs";
+      saw_kwargs_ = saw_kwargs_ || n == "kwargs";
     }
     advance();
     return e;

@@ -111,6 +111,8 @@ class Parser {
   size_t p_ = 0;
   int depth_ = 0;
   int loop_depth_ = 0;
+  bool saw_varargs_ = false;  // a `varargs` / `kwargs` name was read (for macro signatures)
+  bool saw_kwargs_ = false;
 };
 
 }  // namespace pagoda::jinja

@@ -137,6 +137,7 @@ const Row kRenders[] = {
     {"{{ 'a</think>b</think>c'.rsplit('</think>', 1) }} {{ 'a b  c '.rsplit(None, 1) }} {{ '  a b c'.rsplit(maxsplit=1) }} {{ 'a,b,c'.rsplit(',') }} {{ 'abc'.rsplit('x', 1) }} {{ ',a,'.rsplit(',', 5) }} {{ 'aaa'.rsplit('aa', 1) }}", "['a</think>b', 'c'] ['a b', 'c'] ['  a b', 'c'] ['a', 'b', 'c'] ['abc'] ['', 'a', ''] ['a', '']"},
     {"{% for x in [] %}{% else %}{% set q = 1 %}{{ q }}{% endfor %}[{{ q }}] {% for x in [1,2,3] %}{% if x == 1 %}{% continue %}{% endif %}{{ x }}{% else %}E{% endfor %} {% for x in [1,2,3] %}{{ x }}{% if x == 3 %}{% continue %}{% endif %}{% else %}E{% endfor %} {% for m in [1,2] %}a{% break %}{% else %}E{% endfor %}", "1[] 23 123 aE"},
     {"{{ [undefined_var, 1] }} {{ {'a': undefined_var} }} {{ undefined_var }}", "[Undefined, 1] {'a': Undefined} "},
+    {"{% macro m(a) %}{{ varargs }}{{ kwargs }}{% endmacro %}{{ m(1) }}{{ m(1, 2, 3, x=4) }}|{% macro o() %}{% macro n() %}{{ varargs }}{% endmacro %}{% endmacro %}{{ o(1) }}", "(){}(2, 3){'x': 4}|"},
 };
 
 const Row kErrors[] = {
@@ -188,6 +189,8 @@ const Row kErrors[] = {
     {"{{ 0.0 ** -1 }}", nullptr},  // ZeroDivisionError: 0.0 cannot be raised to a negative power
     {"{% with a %}{% endwith %}", nullptr},  // TemplateSyntaxError: expected token '=', got 'end of statement block'
     {"{% generation %}", nullptr},  // TemplateSyntaxError: Encountered unknown tag 'generation'.
+    {"{% macro m() %}{{ kwargs }}{% endmacro %}{{ m(1) }}", nullptr},  // TypeError: macro 'm' takes not more than 0 argument(s)
+    {"{% macro m() %}{{ varargs }}{% endmacro %}{{ m(k=1) }}", nullptr},  // TypeError: macro 'm' takes no keyword argument 'k'
 };
 
 }  // namespace

@@ -22,7 +22,7 @@ void print_usage() {
   std::fprintf(stderr,
                "usage: pagoda chat-template (--model M.gguf | --template FILE) --messages FILE.json\n"
                "                            [--no-generation-prompt] [--tools FILE.json]\n"
-               "                            [--bos-token S] [--eos-token S]\n"
+               "                            [--bos-token S] [--eos-token S] [--var NAME=JSON ...]\n"
                "  Prints the rendered prompt exactly, with no newline added.\n"
                "  --model     use the model's tokenizer.chat_template (ChatML when it has none;\n"
                "              tokenizer.chat_template.tool_use when --tools is given and the\n"
@@ -31,7 +31,9 @@ void print_usage() {
                "  --template  use this Jinja template file (BOS/EOS default to <s> and </s>)\n"
                "  --messages  a JSON array of messages, or an object with \"messages\" (and\n"
                "              optionally \"tools\"); \"-\" reads standard input\n"
-               "  --tools     a JSON array of tool definitions\n");
+               "  --tools     a JSON array of tool definitions\n"
+               "  --var       an extra template variable, e.g. --var enable_thinking=false\n"
+               "              (the value is JSON; a bare word that is not JSON is a string)\n");
 }
 
 // Reads a whole file; "-" means standard input.
@@ -64,6 +66,7 @@ int chat_template(int argc, char** argv) {
   std::string model, template_path, messages_path, tools_path;
   std::optional<std::string> bos, eos;
   bool generation_prompt = true;
+  nlohmann::ordered_json variables = nlohmann::ordered_json::object();
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&]() -> std::string {
@@ -85,6 +88,13 @@ int chat_template(int argc, char** argv) {
       bos = value();
     } else if (a == "--eos-token") {
       eos = value();
+    } else if (a == "--var") {
+      std::string kv = value();
+      size_t eq = kv.find('=');
+      if (eq == std::string::npos || eq == 0) throw std::runtime_error("--var expects NAME=JSON, got '" + kv + "'");
+      std::string text = kv.substr(eq + 1);
+      auto parsed = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+      variables[kv.substr(0, eq)] = parsed.is_discarded() ? nlohmann::ordered_json(text) : parsed;
     } else if (a == "--no-generation-prompt") {
       generation_prompt = false;
     } else {
@@ -108,6 +118,7 @@ int chat_template(int argc, char** argv) {
   in.messages_ordered = std::move(doc);
   if (!tools_path.empty()) in.tools_ordered = read_json(tools_path);
   in.add_generation_prompt = generation_prompt;
+  in.variables = std::move(variables);
   const bool has_tools = !in.tools_ordered.is_null();
 
   std::string source;

@@ -27,6 +27,10 @@ std::string ChatTemplate::render(const Inputs& in) const {
   Value messages = in.messages_ordered.is_null() ? from_json(in.messages) : from_json(in.messages_ordered);
   if (!messages.is_list()) throw ChatTemplateError(std::string("messages must be an array, not ") + messages.type_name());
   Value globals = make_globals(in.now);
+  if (!in.variables.is_null()) {
+    if (!in.variables.is_object()) throw ChatTemplateError("template variables must be a JSON object");
+    for (const auto& [name, v] : in.variables.items()) globals.dict->set(Value::string(name), from_json(v));
+  }
   globals.dict->set(Value::string("messages"), messages);
   if (!in.tools_ordered.is_null()) globals.dict->set(Value::string("tools"), from_json(in.tools_ordered));
   else if (!in.tools.is_null()) globals.dict->set(Value::string("tools"), from_json(in.tools));

@@ -37,6 +37,9 @@ class ChatTemplate {
     // sent them, as Python does (nlohmann::json sorts keys).
     nlohmann::ordered_json messages_ordered;
     nlohmann::ordered_json tools_ordered;
+    // Optional JSON object of extra names to put in scope (vLLM's `chat_template_kwargs`, such
+    // as {"enable_thinking": false}, or `documents`). The names above take precedence.
+    nlohmann::ordered_json variables;
     // The time `strftime_now` reports (fields as from localtime); the local time when empty.
     std::optional<std::tm> now;
   };

@@ -113,6 +113,12 @@ TEST_CASE("chat-template CLI reads the template and BOS/EOS from a GGUF model") 
   r = run_cli(tmp.path, "--model '" + (tmp.path / "with.gguf").string() + "'" + msgs + " --bos-token B --eos-token E");
   CHECK(r.out == "Buser:hiE");
 
+  spit(tmp.path / "vars.jinja", "{{ enable_thinking }} {{ mode }} {{ n + 1 }} {{ bos_token }}");
+  r = run_cli(tmp.path, "--template '" + (tmp.path / "vars.jinja").string() + "'" + msgs +
+                            " --var enable_thinking=false --var mode=fast --var n=41 --var bos_token=X");
+  REQUIRE(r.rc == 0);
+  CHECK(r.out == "False fast 42 <s>");
+
   // The named tool_use template is picked when tools are given; messages can come on stdin.
   spit(tmp.path / "t.json", R"([{"type": "function", "function": {"name": "f"}}])");
   r = run_cli(tmp.path, "--model '" + (tmp.path / "with.gguf").string() + "' --messages - --tools '" +

@@ -98,3 +98,14 @@ TEST_CASE("one parsed template renders concurrently from several threads") {
   for (auto& th : threads) th.join();
   for (int g : good) CHECK(g == 200);
 }
+
+TEST_CASE("extra template variables (chat_template_kwargs) are in scope") {
+  const ChatTemplate tmpl(
+      "{% if enable_thinking is defined and enable_thinking is false %}no-think{% endif %}"
+      "{{ documents|length }}{{ add_generation_prompt }}");
+  ChatTemplate::Inputs in;
+  in.variables = nlohmann::ordered_json::parse(R"({"enable_thinking": false, "documents": [1, 2], "add_generation_prompt": 7})");
+  CHECK(tmpl.render(in) == "no-think2True");  // the standard names win over variables
+  in.variables = nlohmann::ordered_json::array();
+  CHECK_THROWS_AS(tmpl.render(in), ChatTemplateError);
+}

@@ -70,8 +70,11 @@ Evaluator::Flow Evaluator::exec_stmt(const Stmt& s, const FramePtr& frame, std::
       case Stmt::Kind::For: return exec_for(s, frame, out);
       case Stmt::Kind::Set: exec_set(s, frame); return Flow::Normal;
       case Stmt::Kind::SetBlock: {
+        // The captured body has a scope of its own (names set inside do not leak), as in jinja2.
+        auto inner = std::make_shared<Frame>();
+        inner->parent = frame;
         std::string captured;
-        exec(s.body, frame, captured);
+        exec(s.body, inner, captured);
         Value v = Value::string(std::move(captured));
         if (s.expr) v = apply_filter_chain(*s.expr, v, frame);
         assign(s.targets, v, frame);
@@ -99,8 +102,10 @@ Evaluator::Flow Evaluator::exec_stmt(const Stmt& s, const FramePtr& frame, std::
         return Flow::Normal;
       }
       case Stmt::Kind::FilterBlock: {
+        auto inner = std::make_shared<Frame>();
+        inner->parent = frame;
         std::string captured;
-        exec(s.body, frame, captured);
+        exec(s.body, inner, captured);
         append(out, apply_filter_chain(*s.expr, Value::string(std::move(captured)), frame).str());
         return Flow::Normal;
       }

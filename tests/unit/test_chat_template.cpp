@@ -138,6 +138,7 @@ const Row kRenders[] = {
     {"{% for x in [] %}{% else %}{% set q = 1 %}{{ q }}{% endfor %}[{{ q }}] {% for x in [1,2,3] %}{% if x == 1 %}{% continue %}{% endif %}{{ x }}{% else %}E{% endfor %} {% for x in [1,2,3] %}{{ x }}{% if x == 3 %}{% continue %}{% endif %}{% else %}E{% endfor %} {% for m in [1,2] %}a{% break %}{% else %}E{% endfor %}", "1[] 23 123 aE"},
     {"{{ [undefined_var, 1] }} {{ {'a': undefined_var} }} {{ undefined_var }}", "[Undefined, 1] {'a': Undefined} "},
     {"{% macro m(a) %}{{ varargs }}{{ kwargs }}{% endmacro %}{{ m(1) }}{{ m(1, 2, 3, x=4) }}|{% macro o() %}{% macro n() %}{{ varargs }}{% endmacro %}{% endmacro %}{{ o(1) }}", "(){}(2, 3){'x': 4}|"},
+    {"{% set y %}{% set x = 1 %}{% endset %}[{{ x }}] {% filter upper %}{% set x = 1 %}{% endfilter %}[{{ x }}] {% set ns = namespace(a=0) %}{% set y %}{% set ns.a = 1 %}{% endset %}[{{ ns.a }}] {% set x = 0 %}{% set y %}{% set x = x + 1 %}{{ x }}{% endset %}[{{ x }}{{ y }}]", "[] [] [1] [01]"},
 };
 
 const Row kErrors[] = {

@@ -74,7 +74,8 @@ Evaluator::Flow Evaluator::exec_stmt(const Stmt& s, const FramePtr& frame, std::
         auto inner = std::make_shared<Frame>();
         inner->parent = frame;
         std::string captured;
-        exec(s.body, inner, captured);
+        // A break/continue inside the captured body leaves the enclosing loop, unassigned.
+        if (Flow fl = exec(s.body, inner, captured); fl != Flow::Normal) return fl;
         Value v = Value::string(std::move(captured));
         if (s.expr) v = apply_filter_chain(*s.expr, v, frame);
         assign(s.targets, v, frame);
@@ -105,7 +106,7 @@ Evaluator::Flow Evaluator::exec_stmt(const Stmt& s, const FramePtr& frame, std::
         auto inner = std::make_shared<Frame>();
         inner->parent = frame;
         std::string captured;
-        exec(s.body, inner, captured);
+        if (Flow fl = exec(s.body, inner, captured); fl != Flow::Normal) return fl;
         append(out, apply_filter_chain(*s.expr, Value::string(std::move(captured)), frame).str());
         return Flow::Normal;
       }

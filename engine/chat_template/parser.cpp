@@ -181,7 +181,10 @@ StmtPtr Parser::parse_call_block() {
   s->expr = parse_expression();
   if (s->expr->kind != Expr::Kind::Call) fail("expected a call after {% call %}");
   expect_block_end();
+  int saved = loop_depth_;  // the body runs as a function: loops outside it do not count
+  loop_depth_ = 0;
   s->body = parse_body({"endcall"});
+  loop_depth_ = saved;
   advance();
   expect_block_end();
   return s;

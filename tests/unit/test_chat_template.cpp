@@ -139,6 +139,7 @@ const Row kRenders[] = {
     {"{{ [undefined_var, 1] }} {{ {'a': undefined_var} }} {{ undefined_var }}", "[Undefined, 1] {'a': Undefined} "},
     {"{% macro m(a) %}{{ varargs }}{{ kwargs }}{% endmacro %}{{ m(1) }}{{ m(1, 2, 3, x=4) }}|{% macro o() %}{% macro n() %}{{ varargs }}{% endmacro %}{% endmacro %}{{ o(1) }}", "(){}(2, 3){'x': 4}|"},
     {"{% set y %}{% set x = 1 %}{% endset %}[{{ x }}] {% filter upper %}{% set x = 1 %}{% endfilter %}[{{ x }}] {% set ns = namespace(a=0) %}{% set y %}{% set ns.a = 1 %}{% endset %}[{{ ns.a }}] {% set x = 0 %}{% set y %}{% set x = x + 1 %}{{ x }}{% endset %}[{{ x }}{{ y }}]", "[] [] [1] [01]"},
+    {"{% for m in [1,2] %}a{% filter upper %}b{% continue %}{% endfilter %}c{% endfor %} {% for m in [1,2] %}a{% set y %}b{% break %}{% endset %}c{{ y }}{% endfor %}[{{ y }}]", "aa a[]"},
 };
 
 const Row kErrors[] = {
@@ -192,6 +193,7 @@ const Row kErrors[] = {
     {"{% generation %}", nullptr},  // TemplateSyntaxError: Encountered unknown tag 'generation'.
     {"{% macro m() %}{{ kwargs }}{% endmacro %}{{ m(1) }}", nullptr},  // TypeError: macro 'm' takes not more than 0 argument(s)
     {"{% macro m() %}{{ varargs }}{% endmacro %}{{ m(k=1) }}", nullptr},  // TypeError: macro 'm' takes no keyword argument 'k'
+    {"{% macro w() %}{{ caller() }}{% endmacro %}{% for m in [1] %}{% call w() %}{% continue %}{% endcall %}{% endfor %}", nullptr},  // SyntaxError: 'continue' not properly in loop (<template>, line 27)
 };
 
 }  // namespace

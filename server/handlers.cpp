@@ -331,13 +331,27 @@ void Handlers::health(const httplib::Request&, httplib::Response& res) {
   send_json(res, {{"status", "ok"}});
 }
 
+json Handlers::model_card() const {
+  return {{"id", opts_.model_name},
+          {"object", "model"},
+          {"created", created_},
+          {"owned_by", "pagoda"},
+          {"max_model_len", engine_.context_size()}};
+}
+
 void Handlers::models(const httplib::Request&, httplib::Response& res) {
-  send_json(res, {{"object", "list"},
-                  {"data", json::array({{{"id", opts_.model_name},
-                                         {"object", "model"},
-                                         {"created", created_},
-                                         {"owned_by", "pagoda"},
-                                         {"max_model_len", engine_.context_size()}}})}});
+  send_json(res, {{"object", "list"}, {"data", json::array({model_card()})}});
+}
+
+void Handlers::model(const httplib::Request& req, httplib::Response& res) {
+  std::string id = req.matches.size() > 1 ? req.matches[1].str() : "";
+  if (id != opts_.model_name) {
+    send_api_error(res, ApiError(404, "The model '" + id + "' does not exist; this server runs '" +
+                                          opts_.model_name + "'.",
+                                 "not_found_error", "model", "model_not_found"));
+    return;
+  }
+  send_json(res, model_card());
 }
 
 void Handlers::completions(const httplib::Request& req, httplib::Response& res) {

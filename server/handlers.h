@@ -45,6 +45,7 @@ class Handlers {
 
   void health(const httplib::Request& req, httplib::Response& res);
   void models(const httplib::Request& req, httplib::Response& res);
+  void model(const httplib::Request& req, httplib::Response& res);  // GET /v1/models/{id}
   void completions(const httplib::Request& req, httplib::Response& res);
   void chat_completions(const httplib::Request& req, httplib::Response& res);
   void tokenize(const httplib::Request& req, httplib::Response& res);
@@ -67,6 +68,7 @@ class Handlers {
   void track(const std::shared_ptr<RequestStream>& s);
   void untrack(const std::shared_ptr<RequestStream>& s);
   std::string new_id(const char* prefix);
+  nlohmann::json model_card() const;
   std::string token_text(int32_t id) const;
   std::vector<int32_t> encode_prompt(const std::string& text, bool chat) const;
   void check_token_ids(const std::vector<int32_t>& ids, const std::string& param) const;

@@ -250,6 +250,7 @@ void HttpServer::install_routes() {
                     "text/plain; version=0.0.4; charset=utf-8");
   });
   svr_.Get("/v1/models", route(&Handlers::models));
+  svr_.Get("/v1/models/(.+)", route(&Handlers::model));
   svr_.Post("/v1/completions", route(&Handlers::completions));
   svr_.Post("/v1/chat/completions", route(&Handlers::chat_completions));
   svr_.Post("/tokenize", route(&Handlers::tokenize));

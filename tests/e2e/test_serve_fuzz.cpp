@@ -98,7 +98,7 @@ void raw_garbage(int port, const std::string& data) {
   inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
   if (connect(fd, (sockaddr*)&a, sizeof a) == 0) {
     send(fd, data.data(), data.size(), MSG_NOSIGNAL);
-    timeval tv{0, 200000};
+    timeval tv{0, 50000};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     char buf[512];
     recv(fd, buf, sizeof buf, 0);

@@ -72,6 +72,9 @@ const messages = [{ role: 'system', content: 'Be brief.' }, { role: 'user', cont
 test('models.list', async () => {
   const page = await client.models.list();
   assert.equal(page.data[0].id, 'pagoda-test');
+  const m = await client.models.retrieve('pagoda-test');
+  assert.equal(m.object, 'model');
+  await assert.rejects(client.models.retrieve('gpt-9'), (e) => e instanceof OpenAI.NotFoundError);
 });
 
 test('chat completion, non-streaming', async () => {

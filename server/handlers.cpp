@@ -4,23 +4,18 @@
 #include <thread>
 
 #include "server/access_log.h"
+#include "server/generation.h"
 #include "server/http_server.h"
 #include "server/metrics.h"
 #include "server/openai_protocol.h"
 
 namespace pagoda::server {
 
-using Clock = std::chrono::steady_clock;
-using std::chrono::milliseconds;
 
 namespace {
 
 double unix_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
 void send_json(httplib::Response& res, const json& j, int status = 200) {
@@ -34,210 +29,6 @@ void send_api_error(httplib::Response& res, const ApiError& e) {
 }
 
 }  // namespace
-
-// A validated generation request, ready to submit.
-struct Handlers::GenSpec {
-  bool chat = false;
-  CommonRequest common;
-  std::vector<std::vector<int32_t>> prompts;
-  std::vector<std::string> echo;  // per prompt: text to prepend (completions with echo)
-  bool logprobs = false;          // include logprobs in the answer
-};
-
-// One request in flight: its engine streams, what each choice has produced, and timings.
-// Shared between the handler and (when streaming) the content provider that outlives it.
-struct Handlers::Generation {
-  Handlers& h;
-  GenSpec spec;
-  ResponseMeta meta;
-  Clock::time_point start = Clock::now();
-  std::vector<std::shared_ptr<RequestStream>> streams;  // one per prompt
-  std::vector<ChoiceResult> choices;                     // index = prompt * n + choice
-  std::vector<int> tokens_seen;                          // per choice
-  std::vector<Clock::time_point> last_token;             // per choice
-  int unfinished = 0;
-  int reserved = 0;
-  double ttft_ms = -1;
-  bool aborted = false;
-  std::unique_ptr<ApiError> error;  // the engine failed the request
-  std::unique_ptr<ConnectionProbe> probe;
-  // streaming state
-  bool started = false;
-
-  Generation(Handlers& handlers, GenSpec s) : h(handlers), spec(std::move(s)) {}
-
-  ~Generation() {
-    if (unfinished > 0) abort();
-    for (auto& s : streams) h.untrack(s);
-    h.release(reserved);
-  }
-
-  int n() const { return spec.common.n; }
-
-  void abort() {
-    if (aborted) return;
-    aborted = true;
-    for (auto& s : streams) s->abort();
-  }
-
-  bool timed_out() const {
-    return h.opts_.timeout_s > 0 && seconds_since(start) > h.opts_.timeout_s;
-  }
-
-  Usage usage() {
-    Usage u;
-    for (size_t p = 0; p < streams.size(); ++p) {
-      // Usage is final once the stream reports done(); the last finish may precede it a little.
-      for (int i = 0; i < 100 && !streams[p]->done(); ++i) streams[p]->next(milliseconds(2));
-      Usage su = streams[p]->usage();
-      u.prompt_tokens += (int)spec.prompts[p].size();
-      u.cached_prompt_tokens += su.cached_prompt_tokens;
-      int seen = 0;
-      for (int c = 0; c < n(); ++c) seen += tokens_seen[p * n() + c];
-      u.completion_tokens += streams[p]->done() ? su.completion_tokens : seen;
-    }
-    return u;
-  }
-
-  // Pulls every delta that is ready, waiting up to `wait` for the first; calls `on` with the
-  // choice index for each. Returns true once every choice has finished (or failed).
-  bool pump(milliseconds wait, const std::function<void(int, const Delta&)>& on) {
-    bool any = false;
-    for (size_t p = 0; p < streams.size() && unfinished > 0; ++p) {
-      milliseconds t = any ? milliseconds(0)
-                           : (streams.size() == 1 ? wait : std::max(milliseconds(1), wait / 8));
-      while (auto d = streams[p]->next(t)) {
-        t = milliseconds(0);
-        any = true;
-        handle((int)p, *d, on);
-      }
-      if (streams[p]->done() && unfinished > 0 && !error) {
-        bool stream_open = false;
-        for (int c = 0; c < n(); ++c)
-          stream_open |= choices[p * n() + c].finish == FinishReason::None;
-        if (stream_open && !aborted)
-          error = std::make_unique<ApiError>(500, "The engine ended the request without finishing it.",
-                                             "server_error");
-      }
-    }
-    return unfinished == 0 || error != nullptr;
-  }
-
-  void handle(int p, const Delta& d, const std::function<void(int, const Delta&)>& on) {
-    if (d.index < 0 || d.index >= n()) return;  // never trust an index blindly
-    int idx = p * n() + d.index;
-    ChoiceResult& c = choices[idx];
-    if (c.finish != FinishReason::None) return;
-    if (!d.tokens.empty()) {
-      Clock::time_point now = Clock::now();
-      if (ttft_ms < 0) {
-        ttft_ms = std::chrono::duration<double, std::milli>(now - start).count();
-        h.metrics_.record_ttft(ttft_ms / 1000);
-      }
-      if (tokens_seen[idx] > 0) {
-        double per = std::chrono::duration<double>(now - last_token[idx]).count() / d.tokens.size();
-        for (size_t i = 0; i < d.tokens.size(); ++i) h.metrics_.record_inter_token(per);
-      }
-      last_token[idx] = now;
-      tokens_seen[idx] += (int)d.tokens.size();
-    }
-    if (d.finish == FinishReason::Error) {
-      error = std::make_unique<ApiError>(500, "Generation failed: " + d.error, "server_error");
-    } else if (d.finish == FinishReason::Abort && !aborted) {
-      error = std::make_unique<ApiError>(503, "The request was aborted by the server.",
-                                         "service_unavailable_error", "", "aborted");
-    }
-    c.text += d.text;
-    c.tokens.insert(c.tokens.end(), d.tokens.begin(), d.tokens.end());
-    if (spec.logprobs) c.logprobs.insert(c.logprobs.end(), d.logprobs.begin(), d.logprobs.end());
-    on(idx, d);
-    if (d.finish != FinishReason::None) {
-      c.finish = d.finish;
-      --unfinished;
-    }
-  }
-
-  // Fills the access record and metrics for a request that ran to its end (or failed).
-  void account(int status_override) {
-    AccessRecord& rec = current_access_record();
-    rec.request_id = meta.id;
-    rec.status_override = status_override;
-    rec.ttft_ms = ttft_ms;
-    int completion = 0;
-    for (int t : tokens_seen) completion += t;
-    for (auto& p : spec.prompts) rec.prompt_tokens += (int)p.size();
-    rec.completion_tokens = completion;
-    h.metrics_.record_e2e(seconds_since(start));
-  }
-
-  // ---- streaming ----------------------------------------------------------------------
-
-  json delta_logprobs(int idx, const Delta& d, size_t text_before) {
-    if (!spec.logprobs || d.logprobs.empty()) return nullptr;
-    auto text = [this](int32_t id) { return h.token_text(id); };
-    return spec.chat ? chat_logprobs_json(d.logprobs, text)
-                     : completion_logprobs_json(d.logprobs, text, text_before);
-  }
-
-  // One call of the chunked content provider: sends what is ready. Returns false to drop the
-  // connection (the client is gone).
-  bool stream_step(httplib::DataSink& sink) {
-    SseWriter w(sink);
-    bool usage_null = spec.common.include_usage;
-    bool ok = true;
-    if (!started) {
-      started = true;
-      for (size_t i = 0; i < choices.size() && ok; ++i) {
-        if (spec.chat) {
-          ok = w.event(chat_chunk(meta, (int)i, {{"role", "assistant"}, {"content", ""}}, nullptr,
-                                  nullptr, usage_null));
-        } else if (!choices[i].text.empty()) {  // echo
-          ok = w.event(completion_chunk(meta, (int)i, choices[i].text, nullptr, nullptr, usage_null));
-        }
-      }
-    }
-    bool done = ok && pump(milliseconds(100), [&](int idx, const Delta& d) {
-      if (!ok) return;
-      size_t before = choices[idx].text.size() - d.text.size();
-      if (!d.text.empty() || (spec.logprobs && !d.logprobs.empty())) {
-        json lp = delta_logprobs(idx, d, before);
-        ok = w.event(spec.chat ? chat_chunk(meta, idx, {{"content", d.text}}, lp, nullptr, usage_null)
-                               : completion_chunk(meta, idx, d.text, lp, nullptr, usage_null));
-      }
-      if (ok && d.finish != FinishReason::None && d.finish != FinishReason::Error &&
-          d.finish != FinishReason::Abort) {
-        const char* fr = finish_reason_str(d.finish);
-        ok = w.event(spec.chat ? chat_chunk(meta, idx, json::object(), nullptr, fr, usage_null)
-                               : completion_chunk(meta, idx, "", nullptr, fr, usage_null));
-      }
-    });
-    if (!ok || (probe && probe->closed())) {
-      abort();
-      h.metrics_.record_aborted();
-      account(499);
-      return false;
-    }
-    if (error || (!done && timed_out())) {
-      ApiError e = error ? *error
-                         : ApiError(408, "The request timed out.", "timeout_error", "", "timeout");
-      abort();
-      h.metrics_.record_aborted();
-      account(e.status);
-      w.event(error_body(e));
-      w.done();
-      return true;
-    }
-    if (done) {
-      Usage u = usage();
-      if (spec.common.include_usage)
-        w.event(usage_chunk(meta, spec.chat ? "chat.completion.chunk" : "text_completion", u));
-      w.done();
-      h.metrics_.record_finished(u);
-      account(0);
-    }
-    return true;
-  }
-};
 
 Handlers::Handlers(EngineApi& engine, const Tokenizer& tokenizer, ChatRenderer render_chat,
                    Metrics& metrics, Options opts)
@@ -411,7 +202,13 @@ void Handlers::generate(const httplib::Request& req, httplib::Response& res, Gen
   const int ctx = engine_.context_size();
   const char* prompt_param = spec.chat ? "messages" : "prompt";
   const int n = spec.common.n;
-  auto g = std::make_shared<Generation>(*this, std::move(spec));
+  auto g = std::make_shared<Generation>(std::move(spec), metrics_,
+                                        [this](int32_t id) { return token_text(id); }, opts_.timeout_s);
+  // Runs when the request is over, however it ended: frees its queue slots.
+  g->on_release = [this, gp = g.get()] {
+    for (auto& st : gp->streams()) untrack(st);
+    release(gp->reserved);
+  };
   GenSpec& s = g->spec;
   try {
     for (size_t p = 0; p < s.prompts.size(); ++p) {
@@ -451,13 +248,7 @@ void Handlers::generate(const httplib::Request& req, httplib::Response& res, Gen
   g->meta.model = opts_.model_name;
   g->meta.created = (int64_t)unix_now();
   current_access_record().request_id = g->meta.id;
-  g->choices.resize(s.prompts.size() * n);
-  g->tokens_seen.assign(g->choices.size(), 0);
-  g->last_token.assign(g->choices.size(), Clock::now());
-  for (size_t i = 0; i < g->choices.size(); ++i) {
-    g->choices[i].index = (int)i;
-    g->choices[i].text = s.echo[i / n];
-  }
+  g->init_choices();
   for (size_t p = 0; p < s.prompts.size(); ++p) {
     GenerationRequest gr;
     gr.prompt = s.prompts[p];
@@ -484,8 +275,7 @@ void Handlers::generate(const httplib::Request& req, httplib::Response& res, Gen
       return;  // ~Generation aborts the prompts already submitted
     }
     track(stream);
-    g->streams.push_back(std::move(stream));
-    g->unfinished += n;
+    g->add_stream(std::move(stream));
   }
   last_submit_unix_s_ = unix_now();
   res.set_header("X-Request-Id", g->meta.id);
@@ -499,35 +289,7 @@ void Handlers::generate(const httplib::Request& req, httplib::Response& res, Gen
     return;
   }
 
-  while (!g->pump(milliseconds(50), [](int, const Delta&) {})) {
-    if (g->probe->closed()) {
-      g->abort();
-      metrics_.record_aborted();
-      g->account(499);
-      send_json(res, error_body(ApiError(499, "Client closed the connection.")), 499);
-      return;
-    }
-    if (g->timed_out()) {
-      g->abort();
-      metrics_.record_aborted();
-      g->account(408);
-      send_api_error(res, ApiError(408, "The request timed out.", "timeout_error", "", "timeout"));
-      return;
-    }
-  }
-  if (g->error) {
-    g->abort();
-    metrics_.record_aborted();
-    g->account(0);
-    send_api_error(res, *g->error);
-    return;
-  }
-  Usage u = g->usage();
-  auto text = [this](int32_t id) { return token_text(id); };
-  send_json(res, s.chat ? chat_response(g->meta, g->choices, u, s.logprobs, text)
-                        : completion_response(g->meta, g->choices, u, s.logprobs, text));
-  metrics_.record_finished(u);
-  g->account(0);
+  g->answer(res);
 }
 
 // ---- tokenizer endpoints ----------------------------------------------------------------------

@@ -22,6 +22,7 @@
 namespace pagoda::server {
 
 class Metrics;
+struct GenSpec;
 
 class Handlers {
  public:
@@ -57,11 +58,7 @@ class Handlers {
   // Aborts every request in flight (shutdown after the grace period).
   void abort_all();
 
-  struct GenSpec;     // a validated generation request (handlers.cpp)
-  struct Generation;  // one request's streams and progress (handlers.cpp)
-
  private:
-  friend struct Generation;
   // Reserves `n` sequences against the queue bound; false when full.
   bool try_reserve(int n);
   void release(int n);

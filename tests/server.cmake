@@ -6,6 +6,7 @@
 add_library(pagoda_server_http STATIC
   ${CMAKE_SOURCE_DIR}/server/openai_protocol.cpp
   ${CMAKE_SOURCE_DIR}/server/handlers.cpp
+  ${CMAKE_SOURCE_DIR}/server/generation.cpp
   ${CMAKE_SOURCE_DIR}/server/http_server.cpp
   ${CMAKE_SOURCE_DIR}/server/metrics.cpp
   ${CMAKE_SOURCE_DIR}/server/access_log.cpp

@@ -16,6 +16,7 @@
 #include <mutex>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include "engine/backend_cpu.h"
 #include "engine/backend_cuda.h"
@@ -125,6 +126,35 @@ struct LoadedModel {
   std::string backend_name;
 };
 
+// Reads a large model file through once, logging a percentage, so that the page cache holds
+// it before the weights are mapped or uploaded: loading is mostly this I/O, and the model
+// constructor offers no progress of its own. Small files are skipped.
+void warm_page_cache(const std::string& path, int start_pct, int end_pct) {
+  constexpr size_t kMin = 256u << 20, kChunk = 64u << 20;
+  std::ifstream f(path, std::ios::binary | std::ios::ate);
+  if (!f) return;
+  size_t total = (size_t)f.tellg();
+  if (total < kMin) return;
+  f.seekg(0);
+  std::vector<char> buf(kChunk);
+  size_t done = 0;
+  int last_decile = -1;
+  auto t0 = Clock::now();
+  while (f && done < total) {
+    f.read(buf.data(), (std::streamsize)buf.size());
+    done += (size_t)f.gcount();
+    int decile = (int)(done * 10 / total);
+    if (decile != last_decile) {
+      last_decile = decile;
+      double s = std::chrono::duration<double>(Clock::now() - t0).count();
+      log_info("loading " + std::to_string(start_pct + (end_pct - start_pct) * decile / 10) +
+                   "%: reading weights",
+               {{"read_mib", done >> 20}, {"total_mib", total >> 20},
+                {"mib_per_s", s > 0 ? (int)((done >> 20) / s) : 0}});
+    }
+  }
+}
+
 std::unique_ptr<Backend> make_backend(const server::ServerConfig& cfg, std::string* name) {
   std::string why;
   bool use_cuda = cfg.device == "cuda" || (cfg.device == "auto" && cuda_available(&why));
@@ -161,7 +191,8 @@ std::unique_ptr<LoadedModel> load(const server::ServerConfig& cfg) {
   lm->chat_template = std::make_unique<ChatTemplate>(tmpl);
   size_t bytes = 0;
   for (const auto& t : lm->file.tensors()) bytes += t.nbytes;
-  progress(20, "weights (" + std::to_string(bytes >> 20) + " MiB)");
+  warm_page_cache(cfg.model, 20, 60);
+  progress(60, "weights to the backend (" + std::to_string(bytes >> 20) + " MiB)");
   lm->model = std::make_unique<Model>(lm->file, make_backend(cfg, &lm->backend_name),
                                       cfg.max_batch_tokens);
   progress(80, "KV cache and engine");

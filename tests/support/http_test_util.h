@@ -46,6 +46,7 @@ inline HttpResult http_post(int port, const std::string& path, const std::string
                             const std::string& key = "", int timeout_s = 120) {
   httplib::Client c("127.0.0.1", port);
   c.set_read_timeout(timeout_s, 0);
+  c.set_tcp_nodelay(true);  // else Nagle + delayed ACK add 40 ms between headers and body
   auto r = c.Post(path.c_str(), auth_headers(key), body, "application/json");
   if (!r) return {0, "", {}};
   return {r->status, r->body, r->headers};

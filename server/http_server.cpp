@@ -6,6 +6,8 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 
+#include <strings.h>
+
 #include <cerrno>
 #include <cstdlib>
 #include <stdexcept>
@@ -157,15 +159,12 @@ std::shared_ptr<Handlers> HttpServer::handlers() const {
 
 bool HttpServer::authorized(const httplib::Request& req) const {
   if (opts_.api_key.empty()) return true;
-  std::string auth = req.get_header_value("Authorization");
-  const std::string prefix = "Bearer ";
-  if (auth.size() < prefix.size()) return constant_time_equal(std::string(), opts_.api_key + "x");
-  // The scheme name is case-insensitive (RFC 7235).
-  std::string scheme = auth.substr(0, prefix.size());
-  for (char& c : scheme) c = (char)std::tolower((unsigned char)c);
-  std::string key = auth.substr(prefix.size());
-  bool ok = constant_time_equal(key, opts_.api_key);
-  return ok && scheme == "bearer ";
+  const std::string auth = req.get_header_value("Authorization");
+  constexpr size_t kPrefix = 7;  // "Bearer ", the scheme being case-insensitive (RFC 7235)
+  bool scheme_ok = auth.size() >= kPrefix && strncasecmp(auth.c_str(), "Bearer ", kPrefix) == 0;
+  // The key is compared even when the scheme is wrong, so timing tells nothing either way.
+  bool key_ok = constant_time_equal(scheme_ok ? auth.substr(kPrefix) : std::string(), opts_.api_key);
+  return scheme_ok && key_ok;
 }
 
 void HttpServer::add_cors(const httplib::Request& req, httplib::Response& res) const {

@@ -349,3 +349,35 @@ TEST_CASE("e2e: SIGTERM finishes in-flight requests and exits 0", "[e2e]") {
   CHECK(log.find("\"completion_tokens\":64") != std::string::npos);
   CHECK(log.find("\"kv_capacity_tokens\"") != std::string::npos);
 }
+
+TEST_CASE("e2e: --config file with flags winning; --system-prompt-file is shared", "[e2e]") {
+  std::string dir = e2e_dir();
+  std::string sys_text =
+      "You are a helpful assistant for the pagoda project. You answer briefly, you never make "
+      "things up, and you always explain your reasoning in one or two short sentences.";
+  std::ofstream(dir + "/system.txt") << sys_text;
+  std::ofstream(dir + "/config.json") << json{{"cors_origins", "http://app.example"}, {"max_seqs", 3},
+                                               {"system_prompt_file", dir + "/system.txt"},
+                                               {"served_model_name", "from-config"},
+                                               {"log_format", "json"}}
+                                             .dump();
+  auto s = start_server({"--config", dir + "/config.json", "--served-model-name", "from-flag"});
+  int port = s->port();
+  json m = http_get(port, "/v1/models").j();
+  CHECK(m["data"][0]["id"] == "from-flag");       // the flag wins
+  // The config applies where no flag overrides it: CORS for the configured origin only.
+  httplib::Client c("127.0.0.1", port);
+  auto ok = c.Get("/v1/models", {{"Origin", "http://app.example"}});
+  REQUIRE(ok);
+  CHECK(ok->get_header_value("Access-Control-Allow-Origin") == "http://app.example");
+  auto other = c.Get("/v1/models", {{"Origin", "http://evil.example"}});
+  REQUIRE(other);
+  CHECK(!other->has_header("Access-Control-Allow-Origin"));
+  double hits0 = metric(port, "pagoda_prefix_cache_hit_tokens_total");
+  auto r = http_post(port, "/v1/completions",
+                     json{{"prompt", sys_text + " Question: why?"}, {"max_tokens", 2}});
+  REQUIRE(r.status == 200);
+  CHECK(r.j()["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>() >= 16);
+  CHECK(metric(port, "pagoda_prefix_cache_hit_tokens_total") >= hits0 + 16);
+  CHECK(s->stop() == 0);
+}

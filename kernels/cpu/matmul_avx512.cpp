@@ -299,18 +299,23 @@ void quant_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
 // One zmm accumulator per (row, output) pair: acc = fma(w[k..k+15], x[k..k+15], acc) over k
 // (the last partial chunk with masked, zero-filled loads), then a fixed horizontal sum.
 
-template <GgmlType T>
+// 16 weights from k on as floats; `mask` selects how many (the rest read as zero).
+template <GgmlType T, bool kMasked>
 inline __m512 load_w16(const uint8_t* row, int64_t k, __mmask16 mask) {
   if constexpr (T == GgmlType::F32) {
-    return _mm512_maskz_loadu_ps(mask, reinterpret_cast<const float*>(row) + k);
+    const float* p = reinterpret_cast<const float*>(row) + k;
+    return kMasked ? _mm512_maskz_loadu_ps(mask, p) : _mm512_loadu_ps(p);
   } else {
-    const __m256i h = _mm256_maskz_loadu_epi16(mask, reinterpret_cast<const uint16_t*>(row) + k);
+    const uint16_t* p = reinterpret_cast<const uint16_t*>(row) + k;
+    const __m256i h = kMasked ? _mm256_maskz_loadu_epi16(mask, p) : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
     if constexpr (T == GgmlType::F16) return _mm512_cvtph_ps(h);
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));  // bf16 -> f32 is a shift
   }
 }
 
-// R rows x C outputs.
+// R rows x C outputs. The main loop and the masked tail are written out separately (rather
+// than through a shared helper) because that is the shape in which GCC keeps the accumulators
+// in registers instead of storing them back every iteration.
 template <GgmlType T, int R, int C>
 void float_kernel(const MatmulArgs& a, int64_t i0, int64_t o0) {
   __m512 acc[R][C];
@@ -320,17 +325,25 @@ void float_kernel(const MatmulArgs& a, int64_t i0, int64_t o0) {
   for (int c = 0; c < C; ++c) w[c] = a.w + (o0 + c) * a.row_bytes;
   const float* x[R];
   for (int r = 0; r < R; ++r) x[r] = a.x + (i0 + r) * a.k;
-  auto step = [&](int64_t k, __mmask16 mask) {
+  const int64_t K = a.k;
+  int64_t k = 0;
+  for (; k + 16 <= K; k += 16) {
     __m512 wv[C];
-    for (int c = 0; c < C; ++c) wv[c] = load_w16<T>(w[c], k, mask);
+    for (int c = 0; c < C; ++c) wv[c] = load_w16<T, false>(w[c], k, 0);
+    for (int r = 0; r < R; ++r) {
+      const __m512 xv = _mm512_loadu_ps(x[r] + k);
+      for (int c = 0; c < C; ++c) acc[r][c] = _mm512_fmadd_ps(wv[c], xv, acc[r][c]);
+    }
+  }
+  if (k < K) {
+    const __mmask16 mask = lane_mask(static_cast<int>(K - k));
+    __m512 wv[C];
+    for (int c = 0; c < C; ++c) wv[c] = load_w16<T, true>(w[c], k, mask);
     for (int r = 0; r < R; ++r) {
       const __m512 xv = _mm512_maskz_loadu_ps(mask, x[r] + k);
       for (int c = 0; c < C; ++c) acc[r][c] = _mm512_fmadd_ps(wv[c], xv, acc[r][c]);
     }
-  };
-  int64_t k = 0;
-  for (; k + 16 <= a.k; k += 16) step(k, 0xFFFF);
-  if (k < a.k) step(k, lane_mask(static_cast<int>(a.k - k)));
+  }
   for (int r = 0; r < R; ++r)
     for (int c = 0; c < C; ++c) a.out[(i0 + r) * a.out_features + o0 + c] = _mm512_reduce_add_ps(acc[r][c]);
 }

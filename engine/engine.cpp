@@ -5,7 +5,6 @@
 #include <fstream>
 #include <future>
 #include <random>
-#include <sstream>
 #include <unistd.h>
 
 #include <spdlog/spdlog.h>

@@ -201,7 +201,10 @@ std::unique_ptr<LoadedModel> load(const server::ServerConfig& cfg) {
   ec.kv_cache_memory = (size_t)cfg.kv_cache_bytes();
   ec.max_batch_tokens = cfg.max_batch_tokens;
   ec.max_seqs = cfg.max_seqs;
-  ec.max_queue = cfg.max_queue;
+  // The HTTP layer bounds sequences in flight at max_seqs + max_queue (429 beyond). The engine
+  // counts requests not yet admitted, which under a burst includes those about to run, so its
+  // own bound is set so as never to be the tighter one.
+  ec.max_queue = cfg.max_seqs + cfg.max_queue;
   ec.ctx_size = cfg.ctx_size;
   ec.context_shift = cfg.context_shift;
   if (!cfg.system_prompt_file.empty())

@@ -302,6 +302,9 @@ int HttpServer::bind(const std::string& host, int port) {
   if (bound < 0)
     throw std::runtime_error("cannot listen on " + host + ":" + std::to_string(port) +
                              " (address in use or not available)");
+  // listen() again on a listening socket just resizes its queue (capped by net.core.somaxconn).
+  if (::listen(svr_.listen_fd(), SOMAXCONN) != 0)
+    log_warn("could not raise the listen backlog", {{"errno", errno}});
   return bound;
 }
 

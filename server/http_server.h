@@ -86,9 +86,16 @@ class HttpServer {
   void add_cors(const httplib::Request& req, httplib::Response& res) const;
   std::shared_ptr<Handlers> handlers() const;
 
+  // cpp-httplib with access to its listening socket: the library listens with a backlog of 5,
+  // which drops connections when a load test opens hundreds at once; bind() raises it.
+  class Server : public httplib::Server {
+   public:
+    int listen_fd() const { return (int)svr_sock_; }
+  };
+
   Options opts_;
   Metrics& metrics_;
-  httplib::Server svr_;
+  Server svr_;
   mutable std::mutex mu_;
   std::shared_ptr<Handlers> handlers_;
   std::atomic<bool> draining_{false};

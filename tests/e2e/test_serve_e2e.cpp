@@ -280,6 +280,7 @@ TEST_CASE("e2e: 32 concurrent streaming clients match their sequential runs", "[
     fs.push_back(std::async(std::launch::async, [&, r] { return http_post(port, "/v1/completions", r); }));
   for (size_t i = 0; i < fs.size(); ++i) {
     HttpResult res = fs[i].get();
+    INFO(res.body);
     REQUIRE(res.status == 200);
     auto ev = sse_events(res.body);
     CHECK(ev.back() == "[DONE]");
@@ -316,6 +317,7 @@ TEST_CASE("e2e: a flood beyond --max-queue gets 429 with Retry-After, then recov
   for (auto& f : fs) {
     HttpResult r = f.get();
     if (r.status == 200) ++ok;
+    if (r.status != 200 && r.status != 429) UNSCOPED_INFO("unexpected " << r.status << ": " << r.body);
     if (r.status == 429) {
       ++limited;
       CHECK(r.headers.count("Retry-After") == 1);

@@ -48,7 +48,7 @@ inline HttpResult http_post(int port, const std::string& path, const std::string
   c.set_read_timeout(timeout_s, 0);
   c.set_tcp_nodelay(true);  // else Nagle + delayed ACK add 40 ms between headers and body
   auto r = c.Post(path.c_str(), auth_headers(key), body, "application/json");
-  if (!r) return {0, "", {}};
+  if (!r) return {0, "transport error: " + httplib::to_string(r.error()), {}};
   return {r->status, r->body, r->headers};
 }
 
@@ -61,7 +61,7 @@ inline HttpResult http_get(int port, const std::string& path, const std::string&
   httplib::Client c("127.0.0.1", port);
   c.set_read_timeout(60, 0);
   auto r = c.Get(path.c_str(), auth_headers(key));
-  if (!r) return {0, "", {}};
+  if (!r) return {0, "transport error: " + httplib::to_string(r.error()), {}};
   return {r->status, r->body, r->headers};
 }
 

@@ -5,6 +5,7 @@
 #include <ctime>
 #include <stdexcept>
 
+#include <spdlog/formatter.h>
 #include <spdlog/spdlog.h>
 
 namespace pagoda::server {
@@ -13,8 +14,7 @@ namespace {
 
 bool g_json = false;  // set once at start-up, before any thread logs
 
-std::string now_iso() {
-  auto now = std::chrono::system_clock::now();
+std::string iso_time(std::chrono::system_clock::time_point now) {
   auto t = std::chrono::system_clock::to_time_t(now);
   int ms = (int)(std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch())
                      .count() % 1000);
@@ -29,7 +29,7 @@ std::string now_iso() {
 void emit(spdlog::level::level_enum lvl, const std::string& msg, const nlohmann::ordered_json& fields) {
   if (!spdlog::default_logger()->should_log(lvl)) return;
   if (g_json) {
-    nlohmann::ordered_json line = {{"time", now_iso()},
+    nlohmann::ordered_json line = {{"time", iso_time(std::chrono::system_clock::now())},
                            {"level", spdlog::level::to_string_view(lvl).data()},
                            {"msg", msg}};
     for (const auto& [k, v] : fields.items()) line[k] = v;
@@ -42,6 +42,29 @@ void emit(spdlog::level::level_enum lvl, const std::string& msg, const nlohmann:
   spdlog::log(lvl, "{}", text);
 }
 
+// JSON mode: every line is one JSON object. Our own structured lines arrive already encoded;
+// plain messages from other components are wrapped, so the stream stays machine-readable.
+class JsonLineFormatter : public spdlog::formatter {
+ public:
+  void format(const spdlog::details::log_msg& m, spdlog::memory_buf_t& dest) override {
+    std::string payload(m.payload.data(), m.payload.size());
+    std::string line;
+    if (payload.rfind("{\"time\":", 0) == 0) {
+      line = std::move(payload);
+    } else {
+      nlohmann::ordered_json j = {{"time", iso_time(m.time)},
+                                  {"level", spdlog::level::to_string_view(m.level).data()},
+                                  {"msg", payload}};
+      line = j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+    }
+    line += '\n';
+    dest.append(line.data(), line.data() + line.size());
+  }
+  std::unique_ptr<spdlog::formatter> clone() const override {
+    return std::make_unique<JsonLineFormatter>();
+  }
+};
+
 }  // namespace
 
 void setup_logging(const std::string& format, const std::string& level) {
@@ -49,7 +72,10 @@ void setup_logging(const std::string& format, const std::string& level) {
     throw std::invalid_argument("log format must be text or json, got '" + format + "'");
   g_json = format == "json";
   // spdlog's default logger writes to stdout; JSON lines carry their own timestamp.
-  spdlog::set_pattern(g_json ? "%v" : "[%Y-%m-%d %H:%M:%S.%e] [%^%l%$] %v");
+  if (g_json)
+    spdlog::set_formatter(std::make_unique<JsonLineFormatter>());
+  else
+    spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%^%l%$] %v");
   auto lvl = spdlog::level::from_str(level);
   if (lvl == spdlog::level::off && level != "off")
     throw std::invalid_argument("unknown log level '" + level + "'");

@@ -7,6 +7,7 @@
 
 #include <catch2/catch.hpp>
 #include <fstream>
+#include <sstream>
 #include <future>
 
 #include "tests/e2e/e2e_fixture.h"
@@ -347,6 +348,11 @@ TEST_CASE("e2e: SIGTERM finishes in-flight requests and exits 0", "[e2e]") {
   CHECK(code == 0);
   // JSON logs: every line is an object; the access line carries the request's numbers.
   std::string log = s->log();
+  std::istringstream lines(log);
+  for (std::string line; std::getline(lines, line);) {
+    INFO(line);
+    if (!line.empty()) CHECK(!json::parse(line, nullptr, false).is_discarded());
+  }
   CHECK(log.find("\"msg\":\"access\"") != std::string::npos);
   CHECK(log.find("\"completion_tokens\":64") != std::string::npos);
   CHECK(log.find("\"kv_capacity_tokens\"") != std::string::npos);

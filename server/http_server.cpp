@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -23,6 +24,12 @@ namespace pagoda::server {
 // ---- ConnectionProbe ----------------------------------------------------------------------
 
 namespace {
+
+int port_of(const sockaddr_storage& sa) {
+  if (sa.ss_family == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in&>(sa).sin_port);
+  if (sa.ss_family == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6&>(sa).sin6_port);
+  return -1;
+}
 
 bool address_of(const sockaddr_storage& sa, socklen_t len, std::string* ip, int* port) {
   char host[NI_MAXHOST], serv[NI_MAXSERV];
@@ -47,8 +54,13 @@ ConnectionProbe::ConnectionProbe(const httplib::Request& req) {
     if (fstat((int)fd, &st) != 0 || !S_ISSOCK(st.st_mode)) continue;
     sockaddr_storage local{}, peer{};
     socklen_t llen = sizeof local, plen = sizeof peer;
-    if (getsockname((int)fd, reinterpret_cast<sockaddr*>(&local), &llen) != 0) continue;
-    if (getpeername((int)fd, reinterpret_cast<sockaddr*>(&peer), &plen) != 0) continue;
+    // Ports first: cheap, and they rule out nearly every other socket.
+    if (getsockname((int)fd, reinterpret_cast<sockaddr*>(&local), &llen) != 0 ||
+        port_of(local) != req.local_port)
+      continue;
+    if (getpeername((int)fd, reinterpret_cast<sockaddr*>(&peer), &plen) != 0 ||
+        port_of(peer) != req.remote_port)
+      continue;
     std::string lip, pip;
     int lport = -1, pport = -1;
     if (!address_of(local, llen, &lip, &lport) || !address_of(peer, plen, &pip, &pport)) continue;

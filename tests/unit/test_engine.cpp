@@ -4,6 +4,7 @@
 // submit errors, and no leaked blocks.
 #include <catch2/catch.hpp>
 
+#include <ctime>
 #include <set>
 #include <thread>
 
@@ -284,4 +285,19 @@ TEST_CASE("a full queue answers queue_full; stats count running and waiting") {
   first->abort();
   CHECK(collect(*second).choices[0].finish == FinishReason::Length);
   CHECK(collect(*third).choices[0].tokens.size() == 5);
+}
+
+TEST_CASE("an idle engine sleeps: no steps and (almost) no CPU time") {
+  auto model = load_model(tiny(), 64);
+  LlmEngine engine(*model, nullptr, base_config(32, 64));
+  SubmitError err;
+  collect(*engine.submit(make_request(10, 5, 1, false), &err));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // let the thread pool park
+  const uint64_t steps = engine.stats().steps;
+  const std::clock_t c0 = std::clock();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const double cpu_s = static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC;
+  CHECK(engine.stats().steps == steps);
+  CHECK(cpu_s < 0.05);
+  CHECK(engine.stats().alive);
 }

@@ -35,6 +35,10 @@ Evaluator::DepthGuard::DepthGuard(Evaluator& e, int line) : ev(e) {
 
 Evaluator::Evaluator(const Value& globals) : globals_(globals) {}
 
+Evaluator::~Evaluator() {
+  for (auto& f : captured_) f->vars.clear();
+}
+
 std::string Evaluator::render(const Body& body) {
   auto top = std::make_shared<Frame>();
   for (const auto& [k, v] : globals_.dict->items) top->vars[k.s] = v;
@@ -86,6 +90,7 @@ Evaluator::Flow Evaluator::exec_stmt(const Stmt& s, const FramePtr& frame, std::
         // `caller()` renders the block body in a scope that sees the call site.
         const Stmt* stmt = &s;
         FramePtr site = frame;
+        captured_.push_back(frame);
         Value caller = Value::function("caller", [this, stmt, site](CallArgs& a) {
           auto f = std::make_shared<Frame>();
           f->parent = site;
@@ -217,6 +222,7 @@ void Evaluator::exec_set(const Stmt& s, const FramePtr& frame) { assign(s.target
 Value Evaluator::make_macro(const Stmt& s, const FramePtr& frame) {
   const Stmt* stmt = &s;
   FramePtr defining = frame;
+  captured_.push_back(frame);
   return Value::function(s.text, [this, stmt, defining](CallArgs& a) {
     DepthGuard guard(*this, stmt->line);
     auto f = std::make_shared<Frame>();

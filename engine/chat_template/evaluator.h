@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "engine/chat_template/ast.h"
 
@@ -23,6 +24,10 @@ class Evaluator {
  public:
   // `globals` is a dict of the names visible everywhere (functions and render inputs).
   explicit Evaluator(const Value& globals);
+  // Breaks the reference cycles closures create (see captured_).
+  ~Evaluator();
+  Evaluator(const Evaluator&) = delete;
+  Evaluator& operator=(const Evaluator&) = delete;
 
   // Renders `body` in a fresh top-level scope. Throws ChatTemplateError.
   std::string render(const Body& body);
@@ -56,6 +61,9 @@ class Evaluator {
   };
 
   Value globals_;
+  // Scopes captured by macros and call blocks. A macro stored in the scope it captures is a
+  // shared_ptr cycle; nothing of a render outlives it, so the destructor empties these scopes.
+  std::vector<FramePtr> captured_;
   int depth_ = 0;
   int64_t iterations_ = 0;
 };

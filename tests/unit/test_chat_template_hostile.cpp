@@ -6,6 +6,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <sstream>
 
 #include "engine/chat_template/chat_template.h"
@@ -172,4 +173,29 @@ TEST_CASE("huge inputs render") {
   // Larger than the 64 MiB output limit.
   ojson big = ojson::array({{{"role", "user"}, {"content", std::string(70 << 20, 'b')}}});
   CHECK_THROWS_AS(render(ChatTemplate::chatml_source(), big), ChatTemplateError);
+}
+
+TEST_CASE("random template soup either renders or throws ChatTemplateError") {
+  const char* frags[] = {"{{", "}}", "{%", "%}", "{#", "#}", "-", "+", " ", "\n", "if ", "elif ", "else", "endif",
+                         "for ", " in ", "endfor", "set ", "endset", "macro ", "endmacro", "call ", "endcall",
+                         "raw", "endraw", "filter ", "endfilter", "with ", "endwith", "break", "continue", "x",
+                         "messages", "loop.index", "ns", "namespace(", "(", ")", "[", "]", "{", "}", "'", "\"",
+                         "\\", "|", "trim", "tojson", "join", ".", "1", "2.5", "~", "*", "**", "//", "%", ",",
+                         ":", "=", "==", "is ", "not ", "defined", "none", "and ", "or ", "caller()", "m()", "é"};
+  std::mt19937 rng(12345);
+  ojson msgs = ojson::parse(R"([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}])");
+  int rendered = 0, rejected = 0;
+  for (int i = 0; i < 20000; ++i) {
+    std::string src;
+    int n = 1 + static_cast<int>(rng() % 24);
+    for (int k = 0; k < n; ++k) src += frags[rng() % std::size(frags)];
+    try {
+      render(src, msgs);
+      ++rendered;
+    } catch (const ChatTemplateError&) {
+      ++rejected;
+    }
+  }
+  CHECK(rendered + rejected == 20000);
+  WARN("template soup: " << rendered << " rendered, " << rejected << " rejected with ChatTemplateError");
 }

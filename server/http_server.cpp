@@ -320,6 +320,14 @@ int HttpServer::bind(const std::string& host, int port) {
   return bound;
 }
 
+void HttpServer::begin_drain() {
+  draining_ = true;
+  std::lock_guard<std::mutex> lk(mu_);
+  // accept() then fails and the library leaves its accept loop, closing the listener, and
+  // waits for its workers: connections already open are served to the end.
+  if (listening_ && !stopped_) ::shutdown(svr_.listen_fd(), SHUT_RDWR);
+}
+
 void HttpServer::run() {
   {
     std::lock_guard<std::mutex> lk(mu_);

@@ -74,8 +74,9 @@ class HttpServer {
   // Serves until stop() (at once if stop() came first); returns when the listener has closed
   // and the workers are done.
   void run();
-  // New requests get 503 from now on; /health reports shutting down.
-  void begin_drain() { draining_ = true; }
+  // Stops accepting connections (the listener closes; run() returns once the requests in
+  // flight are done); requests on connections already open get 503.
+  void begin_drain();
   bool draining() const { return draining_; }
   // Closes the listener and ends open streams.
   void stop();

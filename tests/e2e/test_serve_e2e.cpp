@@ -338,13 +338,18 @@ TEST_CASE("e2e: SIGTERM finishes in-flight requests and exits 0", "[e2e]") {
   int port = s->port();
   auto f = std::async(std::launch::async, [port] {
     return http_post(port, "/v1/completions",
-                     json{{"prompt", "last words"}, {"max_tokens", 64}, {"ignore_eos", true}});
+                     json{{"prompt", "last words"}, {"max_tokens", 400}, {"ignore_eos", true}});
   });
   REQUIRE(wait_for([&] { return metric(port, "pagoda_requests_running") > 0; }, 5));
-  int code = s->stop(SIGTERM, 30);
+  s->signal(SIGTERM);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  // No new work is taken: the connection is refused (status 0) or answered 503.
+  int late = http_post(port, "/v1/completions", json{{"prompt", "too late"}, {"max_tokens", 1}}).status;
+  CHECK((late == 0 || late == 503));
+  int code = s->stop(0, 30);  // wait only: a second SIGTERM would cancel at once
   HttpResult r = f.get();
   CHECK(r.status == 200);
-  CHECK(r.j()["usage"]["completion_tokens"] == 64);
+  CHECK(r.j()["usage"]["completion_tokens"] == 400);
   CHECK(code == 0);
   // JSON logs: every line is an object; the access line carries the request's numbers.
   std::string log = s->log();
@@ -354,7 +359,7 @@ TEST_CASE("e2e: SIGTERM finishes in-flight requests and exits 0", "[e2e]") {
     if (!line.empty()) CHECK(!json::parse(line, nullptr, false).is_discarded());
   }
   CHECK(log.find("\"msg\":\"access\"") != std::string::npos);
-  CHECK(log.find("\"completion_tokens\":64") != std::string::npos);
+  CHECK(log.find("\"completion_tokens\":400") != std::string::npos);
   CHECK(log.find("\"kv_capacity_tokens\"") != std::string::npos);
 }
 
@@ -388,4 +393,22 @@ TEST_CASE("e2e: --config file with flags winning; --system-prompt-file is shared
   CHECK(r.j()["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>() >= 16);
   CHECK(metric(port, "pagoda_prefix_cache_hit_tokens_total") >= hits0 + 16);
   CHECK(s->stop() == 0);
+}
+
+TEST_CASE("e2e: a second SIGTERM cancels in-flight requests and still exits 0", "[e2e]") {
+  auto s = start_server({"--shutdown-grace", "60"});
+  int port = s->port();
+  auto f = std::async(std::launch::async, [port] {
+    return http_post(port, "/v1/completions",
+                     json{{"prompt", "endless"}, {"max_tokens", 1000000}, {"ignore_eos", true}});
+  });
+  REQUIRE(wait_for([&] { return metric(port, "pagoda_requests_running") > 0; }, 5));
+  s->signal(SIGTERM);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  auto t0 = std::chrono::steady_clock::now();
+  int code = s->stop(SIGTERM, 30);
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10));
+  HttpResult r = f.get();
+  check_error(r, 503, "", "aborted");
+  CHECK(code == 0);
 }

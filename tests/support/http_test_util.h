@@ -151,6 +151,11 @@ class ServerProcess {
     return false;
   }
 
+  // Sends `sig` without waiting.
+  void signal(int sig) {
+    if (pid_ > 0) kill(pid_, sig);
+  }
+
   // Sends `sig` and waits up to `timeout_s` for exit; returns the exit status (or -1).
   int stop(int sig = SIGTERM, double timeout_s = 30) {
     if (pid_ <= 0) return exit_code_;

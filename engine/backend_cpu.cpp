@@ -16,6 +16,8 @@ namespace {
 // Below this many element-operations an op runs on the calling thread: waking the pool costs
 // more than the work (decode steps are full of such small ops).
 constexpr int64_t kMinParallelWork = 32 * 1024;
+// The same threshold for attention, in multiply-adds (about 16 us on one AVX-512 core).
+constexpr int64_t kMinParallelAttentionFmas = 1 << 20;
 
 float* f32(const Tensor& t) { return static_cast<float*>(t.data); }
 
@@ -310,8 +312,10 @@ void CpuBackend::attention(int layer, const Tensor& q, Tensor& out, int n_heads,
                            plan_.block_tables.data() + seq.block_table_offset, scratch);
     }
   };
-  const int64_t work = static_cast<int64_t>(plan_.n_tokens()) * n_kv_heads * max_ctx_ * head_dim * g * 4;
-  if (n_tasks == 1 || work < kMinParallelWork || n_threads() == 1) {
+  // Multiply-adds (QK and PV) at most. One decode token over a few hundred positions is ~10 us
+  // of work: cheaper inline than a pool round trip, which on a busy machine can cost far more.
+  const int64_t fmas = static_cast<int64_t>(plan_.n_tokens()) * n_heads * max_ctx_ * head_dim * 2;
+  if (n_tasks == 1 || fmas < kMinParallelAttentionFmas || n_threads() == 1) {
     run(0, 1, 0);
   } else {
     const int T = n_threads();

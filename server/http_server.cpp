@@ -180,7 +180,8 @@ bool HttpServer::authorized(const httplib::Request& req) const {
 }
 
 void HttpServer::add_cors(const httplib::Request& req, httplib::Response& res) const {
-  if (opts_.cors_origins.empty()) return;
+  // Idempotent: an error page may pass here after the pre-routing handler did.
+  if (opts_.cors_origins.empty() || res.has_header("Access-Control-Allow-Origin")) return;
   std::string origin = req.get_header_value("Origin");
   bool any = false, match = false;
   for (const std::string& o : opts_.cors_origins) {

@@ -308,6 +308,10 @@ TEST_CASE("404, 413, CORS, tokenize, models, metrics", "[server]") {
   REQUIRE(pre);
   CHECK(pre->status == 204);
   CHECK(pre->get_header_value("Access-Control-Allow-Origin") == "*");
+  auto missing = cl.Get("/nowhere", {{"Origin", "http://a.example"}});
+  REQUIRE(missing);
+  CHECK(missing->status == 404);
+  CHECK(missing->get_header_value_count("Access-Control-Allow-Origin") == 1);
   auto tk = s.post("/tokenize", {{"prompt", "ab"}});
   REQUIRE(tk.status == 200);
   CHECK(tk.j()["tokens"] == json({256, 'a', 'b'}));
@@ -322,7 +326,7 @@ TEST_CASE("404, 413, CORS, tokenize, models, metrics", "[server]") {
   s.post("/v1/completions", {{"prompt", "a"}, {"max_tokens", 2}});
   std::string text = s.get("/metrics").body;
   CHECK(metric_value(text, "pagoda_kv_blocks_total") == 1024);
-  CHECK(text.find("pagoda_http_requests_total{status=\"404\"} 1") != std::string::npos);
+  CHECK(text.find("pagoda_http_requests_total{status=\"404\"} 2") != std::string::npos);
   CHECK(text.find("pagoda_time_to_first_token_seconds_count 1") != std::string::npos);
 }
 

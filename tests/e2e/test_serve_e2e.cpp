@@ -412,3 +412,29 @@ TEST_CASE("e2e: a second SIGTERM cancels in-flight requests and still exits 0", 
   check_error(r, 503, "", "aborted");
   CHECK(code == 0);
 }
+
+TEST_CASE("e2e: stop strings cut the text, streaming and not", "[e2e]") {
+  int port = shared_server().port();
+  json req = {{"prompt", "A long time ago"}, {"max_tokens", 40}, {"temperature", 0}, {"ignore_eos", true}};
+  std::string full = http_post(port, "/v1/completions", req).j()["choices"][0]["text"];
+  REQUIRE(full.size() > 20);
+  // A stop string taken from the middle of the greedy output: the answer must end just before
+  // its first occurrence.
+  size_t at = full.size() / 2;
+  auto ascii = [&](size_t i) { return i + 3 <= full.size() && !(full[i] & 0x80) && !(full[i + 1] & 0x80) && !(full[i + 2] & 0x80); };
+  while (at < full.size() && !ascii(at)) ++at;
+  REQUIRE(ascii(at));
+  std::string stop = full.substr(at, 3);
+  std::string expect = full.substr(0, full.find(stop));
+  req["stop"] = {stop};
+  json r = http_post(port, "/v1/completions", req).j();
+  CHECK(r["choices"][0]["text"] == expect);
+  CHECK(r["choices"][0]["finish_reason"] == "stop");
+  req["stream"] = true;
+  auto ev = sse_events(http_post(port, "/v1/completions", req).body);
+  CHECK(sse_texts(ev, 1)[0] == expect);
+  // echo prepends the prompt.
+  json e = http_post(port, "/v1/completions",
+                     json{{"prompt", "Echo me"}, {"max_tokens", 2}, {"echo", true}}).j();
+  CHECK(e["choices"][0]["text"].get<std::string>().rfind("Echo me", 0) == 0);
+}

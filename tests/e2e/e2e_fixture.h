@@ -14,11 +14,20 @@
 
 namespace pagoda::testing {
 
+// A scratch directory for this test process, removed when the process exits.
 inline std::string e2e_dir() {
-  std::string d = "/tmp/pagoda-e2e-" + std::to_string(getuid()) + "-" + std::to_string(getpid());
-  std::string cmd = "mkdir -p " + d;
-  if (std::system(cmd.c_str()) != 0) throw std::runtime_error("cannot create " + d);
-  return d;
+  struct Dir {
+    std::string path = "/tmp/pagoda-e2e-" + std::to_string(getuid()) + "-" + std::to_string(getpid());
+    Dir() {
+      if (std::system(("mkdir -p " + path).c_str()) != 0)
+        throw std::runtime_error("cannot create " + path);
+    }
+    ~Dir() {
+      if (std::system(("rm -rf " + path).c_str()) != 0) std::fprintf(stderr, "cannot remove %s\n", path.c_str());
+    }
+  };
+  static Dir dir;
+  return dir.path;
 }
 
 // Writes the test model once per process and returns its path.

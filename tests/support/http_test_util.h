@@ -134,7 +134,10 @@ class ServerProcess {
       _exit(127);
     }
   }
-  ~ServerProcess() { stop(); }
+  ~ServerProcess() {
+    stop();
+    if (!std::getenv("PAGODA_KEEP_TEST_LOGS")) std::remove(log_path_.c_str());
+  }
 
   // Waits until /health answers 200; false on timeout or if the process died.
   bool wait_ready(double timeout_s = 60) {

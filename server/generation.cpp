@@ -19,7 +19,11 @@ double seconds_since(Generation::Clock::time_point t) {
 }  // namespace
 
 Generation::Generation(GenSpec s, Metrics& metrics, TokenText token_text, double timeout_s)
-    : spec(std::move(s)), metrics_(metrics), token_text_(std::move(token_text)), timeout_s_(timeout_s) {}
+    : spec(std::move(s)), metrics_(metrics), token_text_(std::move(token_text)), timeout_s_(timeout_s) {
+  // Latencies count from the request's arrival (set by the HTTP layer), parsing included.
+  Clock::time_point arrival = current_access_record().start;
+  if (arrival != Clock::time_point{}) start_ = arrival;
+}
 
 Generation::~Generation() {
   if (unfinished_ > 0) abort();

@@ -1,5 +1,6 @@
 #include "server/openai_protocol.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -24,7 +25,38 @@ std::string dump_json(const json& j) {
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
+namespace {
+
+// Deepest nesting of arrays/objects in `text` (outside strings). Checked before parsing:
+// copying or rendering a value nested a million levels deep recurses off the stack.
+size_t json_depth(const std::string& text) {
+  size_t depth = 0, max_depth = 0;
+  bool in_string = false, escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      max_depth = std::max(max_depth, ++depth);
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return max_depth;
+}
+
+constexpr size_t kMaxJsonDepth = 64;
+
+}  // namespace
+
 json parse_json_body(const std::string& body) {
+  if (json_depth(body) > kMaxJsonDepth)
+    throw ApiError(400, "The JSON body is nested more than " + std::to_string(kMaxJsonDepth) +
+                            " levels deep.",
+                   "invalid_request_error", "", "invalid_json");
   json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded())
     throw ApiError(400, "We could not parse the JSON body of your request: it is not valid JSON.",

@@ -136,6 +136,12 @@ TEST_CASE("e2e fuzz: 10,000 garbage requests, no crash, no leaked blocks", "[e2e
         int kind = g.pick(10);
         if (kind < 6) {
           body = g.body(&path).dump();
+        } else if (kind == 6 && g.chance(0.05)) {
+          // Deeply nested values: must be refused, not recursed into.
+          path = g.chance(0.5) ? "/v1/chat/completions" : "/tokenize";
+          size_t d = 1000 + (size_t)g.pick(200000);
+          body = R"({"messages":[{"role":"assistant","content":"x","tool_calls":)" + std::string(d, '[') +
+                 std::string(d, ']') + "}]}";
         } else if (kind < 8) {
           body = g.body(&path).dump();
           body = body.substr(0, (size_t)g.pick((int)body.size() + 1));  // truncated

@@ -106,6 +106,11 @@ TEST_CASE("error body and JSON body parsing", "[protocol]") {
   CHECK_THROWS_AS(parse_json_body("{"), ApiError);
   CHECK_THROWS_AS(parse_json_body("3"), ApiError);
   CHECK(parse_json_body("{\"a\":1}")["a"] == 1);
+  // Deep nesting is refused before parsing; brackets inside strings do not count.
+  std::string deep = "{\"a\":" + std::string(100000, '[') + std::string(100000, ']') + "}";
+  CHECK_THROWS_AS(parse_json_body(deep), ApiError);
+  CHECK(parse_json_body("{\"a\":\"" + std::string(1000, '[') + "\"}")["a"].get<std::string>().size() == 1000);
+  CHECK(parse_json_body("{\"a\":\"\\\"[[[\"}")["a"] == "\"[[[");
   // A token holding half a UTF-8 character does not break serialization.
   CHECK(dump_json(json(std::string("\xe2\x82"))).size() > 2);
 }

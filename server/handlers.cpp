@@ -43,6 +43,28 @@ Handlers::Handlers(EngineApi& engine, const Tokenizer& tokenizer, ChatRenderer r
 
 Handlers::~Handlers() = default;
 
+// nlohmann::json sorts object keys, so the validated request has lost the client's order. Tool
+// calls and tools are taken verbatim, in order, from the raw body; everything else (role, joined
+// content) from the validated request.
+std::string Handlers::render_chat(const std::string& raw_body, const ChatRequest& cr) const {
+  nlohmann::ordered_json messages = nlohmann::ordered_json::parse(cr.messages.dump());
+  nlohmann::ordered_json tools = nlohmann::ordered_json::parse(cr.tools.dump());
+  const auto raw = nlohmann::ordered_json::parse(raw_body, nullptr, false);
+  if (!raw.is_discarded() && raw.is_object()) {
+    auto raw_msgs = raw.find("messages");
+    if (raw_msgs != raw.end() && raw_msgs->is_array() && raw_msgs->size() == messages.size()) {
+      for (size_t i = 0; i < messages.size(); ++i) {
+        const auto& rm = (*raw_msgs)[i];
+        auto calls = rm.find("tool_calls");
+        if (messages[i].contains("tool_calls") && calls != rm.end()) messages[i]["tool_calls"] = *calls;
+      }
+    }
+    auto raw_tools = raw.find("tools");
+    if (!tools.is_null() && raw_tools != raw.end()) tools = *raw_tools;
+  }
+  return render_chat_(messages, tools, cr.add_generation_prompt);
+}
+
 bool Handlers::try_reserve(int n) {
   int cur = inflight_seqs_.load();
   while (true) {
@@ -177,7 +199,7 @@ void Handlers::chat_completions(const httplib::Request& req, httplib::Response& 
     ChatRequest cr = parse_chat_request(parse_json_body(req.body));
     std::string text;
     try {
-      text = render_chat_(cr.messages, cr.tools, cr.add_generation_prompt);
+      text = render_chat(req.body, cr);
     } catch (const std::exception& e) {
       throw ApiError(400, std::string("The chat template rejected the messages: ") + e.what(),
                      "invalid_request_error", "messages");
@@ -303,7 +325,7 @@ void Handlers::tokenize(const httplib::Request& req, httplib::Response& res) {
       ChatRequest cr = parse_chat_request(chat_body);
       std::string text;
       try {
-        text = render_chat_(cr.messages, cr.tools, cr.add_generation_prompt);
+        text = render_chat(req.body, cr);
       } catch (const std::exception& e) {
         throw ApiError(400, std::string("The chat template rejected the messages: ") + e.what(),
                        "invalid_request_error", "messages");

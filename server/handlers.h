@@ -23,13 +23,16 @@ namespace pagoda::server {
 
 class Metrics;
 struct GenSpec;
+struct ChatRequest;
 
 class Handlers {
  public:
   // Renders chat messages to prompt text with the model's template; throws (any
-  // std::exception) when the template rejects the conversation.
-  using ChatRenderer = std::function<std::string(const nlohmann::json& messages,
-                                                 const nlohmann::json& tools,
+  // std::exception) when the template rejects the conversation. The JSON keeps the client's
+  // key order: templates print tool schemas and tool-call arguments with `tojson`, and Python
+  // (whose rendering models are trained on) keeps that order.
+  using ChatRenderer = std::function<std::string(const nlohmann::ordered_json& messages,
+                                                 const nlohmann::ordered_json& tools,
                                                  bool add_generation_prompt)>;
 
   struct Options {
@@ -59,6 +62,7 @@ class Handlers {
   void abort_all();
 
  private:
+  std::string render_chat(const std::string& raw_body, const ChatRequest& cr) const;
   // Reserves `n` sequences against the queue bound; false when full.
   bool try_reserve(int n);
   void release(int n);

@@ -1,14 +1,19 @@
 #include "server/metrics.h"
 
 #include <cstdio>
+#include <cstdlib>
 
 namespace pagoda::server {
 
 namespace {
 
+// The shortest text that reads back as exactly `v` ("0.005", not "0.0050000000000000001").
 std::string num(double v) {
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
+  for (int precision = 6; precision <= 17; ++precision) {
+    std::snprintf(buf, sizeof buf, "%.*g", precision, v);
+    if (std::strtod(buf, nullptr) == v) break;
+  }
   return buf;
 }
 

@@ -46,9 +46,12 @@ struct InProcServer {
     ho.max_inflight_seqs = c.max_inflight;
     ho.timeout_s = c.timeout_s;
     ho.health_stall_s = c.stall_s;
-    auto render = [](const json& messages, const json&, bool add_gen) {
+    auto render = [](const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
+                     bool add_gen) {
       std::string s;
-      for (const json& m : messages) {
+      // "DUMP" shows what the template would see, to check the JSON key order it gets.
+      if (messages[0]["content"] == "DUMP") return messages.dump() + tools.dump();
+      for (const auto& m : messages) {
         if (m["content"] == "RAISE") throw std::runtime_error("template says no");
         s += m["role"].get<std::string>() + ": " + m["content"].get<std::string>() + "\n";
       }
@@ -328,6 +331,29 @@ TEST_CASE("404, 413, CORS, tokenize, models, metrics", "[server]") {
   CHECK(metric_value(text, "pagoda_kv_blocks_total") == 1024);
   CHECK(text.find("pagoda_http_requests_total{status=\"404\"} 2") != std::string::npos);
   CHECK(text.find("pagoda_time_to_first_token_seconds_count 1") != std::string::npos);
+}
+
+TEST_CASE("chat templates see tools and tool calls in the client's key order", "[server]") {
+  InProcServer s(InProcServer::Config{});
+  httplib::Client cl("127.0.0.1", s.port);
+  // Keys deliberately not in sorted order: nlohmann::json would sort them.
+  const std::string body = R"({"messages": [{"role": "user", "content": "DUMP"},
+    {"role": "assistant", "content": null, "tool_calls": [{"type": "function",
+      "function": {"name": "f", "arguments": {"zeta": 1, "alpha": 2}}}]}],
+    "tools": [{"type": "function", "function": {"name": "f",
+      "parameters": {"type": "object", "properties": {"zulu": {}, "bravo": {}}}}}]})";
+  auto r = cl.Post("/tokenize", body, "application/json");
+  REQUIRE(r);
+  REQUIRE(r->status == 200);
+  const json reply = json::parse(r->body);
+  std::string text;
+  for (int id : reply["tokens"])
+    if (id < 256) text += static_cast<char>(id);
+  INFO(text);
+  REQUIRE(text.find("zeta") != std::string::npos);
+  CHECK(text.find("zeta") < text.find("alpha"));
+  REQUIRE(text.find("zulu") != std::string::npos);
+  CHECK(text.find("zulu") < text.find("bravo"));
 }
 
 TEST_CASE("API key: 401 everywhere but /health", "[server]") {

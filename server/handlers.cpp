@@ -62,7 +62,12 @@ std::string Handlers::render_chat(const std::string& raw_body, const ChatRequest
     auto raw_tools = raw.find("tools");
     if (!tools.is_null() && raw_tools != raw.end()) tools = *raw_tools;
   }
-  return render_chat_(messages, tools, cr.add_generation_prompt);
+  try {
+    return render_chat_(messages, tools, cr.add_generation_prompt);
+  } catch (const std::exception& e) {
+    throw ApiError(400, std::string("The chat template rejected the messages: ") + e.what(),
+                   "invalid_request_error", "messages");
+  }
 }
 
 bool Handlers::try_reserve(int n) {
@@ -197,13 +202,7 @@ void Handlers::chat_completions(const httplib::Request& req, httplib::Response& 
   GenSpec spec;
   try {
     ChatRequest cr = parse_chat_request(parse_json_body(req.body));
-    std::string text;
-    try {
-      text = render_chat(req.body, cr);
-    } catch (const std::exception& e) {
-      throw ApiError(400, std::string("The chat template rejected the messages: ") + e.what(),
-                     "invalid_request_error", "messages");
-    }
+    const std::string text = render_chat(req.body, cr);
     spec.chat = true;
     spec.common = std::move(cr.common);
     spec.logprobs = cr.logprobs;
@@ -323,13 +322,7 @@ void Handlers::tokenize(const httplib::Request& req, httplib::Response& res) {
     if (body.contains("messages")) {
       json chat_body = body;
       ChatRequest cr = parse_chat_request(chat_body);
-      std::string text;
-      try {
-        text = render_chat(req.body, cr);
-      } catch (const std::exception& e) {
-        throw ApiError(400, std::string("The chat template rejected the messages: ") + e.what(),
-                       "invalid_request_error", "messages");
-      }
+      const std::string text = render_chat(req.body, cr);
       ids = encode_prompt(text, true);
     } else {
       const char* key = body.contains("prompt") ? "prompt" : "content";

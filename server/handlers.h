@@ -62,6 +62,7 @@ class Handlers {
   void abort_all();
 
  private:
+  // The prompt text of a chat request; ApiError(400) when the template rejects it.
   std::string render_chat(const std::string& raw_body, const ChatRequest& cr) const;
   // Reserves `n` sequences against the queue bound; false when full.
   bool try_reserve(int n);

@@ -157,14 +157,27 @@ std::string svg_sweep(const std::vector<Summary>& pts) {
   std::ostringstream o;
   o << "<figure><figcaption>throughput vs latency (blue: TTFT p50, red: TPOT p50)</figcaption><svg width='" << W
     << "' height='" << H << "' viewBox='0 0 " << W << ' ' << H << "'>";
+  auto px = [&](const Summary& p) { return L + (W - L - 20) * p.output_throughput / xmax; };
+  auto py = [&](double v) { return H - B - (H - B - 10) * v / ymax; };
+  // Lines join the points in sweep order; each TTFT point is labelled with its load.
+  for (auto [color, field] : {std::pair{"#3b7dd8", &Summary::ttft_s}, std::pair{"#d83b3b", &Summary::tpot_s}}) {
+    o << "<polyline fill='none' stroke='" << color << "' stroke-opacity='0.5' points='";
+    for (const auto& p : pts) o << px(p) << ',' << py((p.*field).p50) << ' ';
+    o << "'/>";
+    for (const auto& p : pts)
+      o << "<circle cx='" << px(p) << "' cy='" << py((p.*field).p50) << "' r='4' fill='" << color << "'/>";
+  }
   for (const auto& p : pts) {
-    const double x = L + (W - L - 20) * p.output_throughput / xmax;
-    o << "<circle cx='" << x << "' cy='" << H - B - (H - B - 10) * p.ttft_s.p50 / ymax << "' r='4' fill='#3b7dd8'/>"
-      << "<circle cx='" << x << "' cy='" << H - B - (H - B - 10) * p.tpot_s.p50 / ymax << "' r='4' fill='#d83b3b'/>";
+    const bool right_half = px(p) > W / 2;  // keep labels inside the plot
+    o << "<text x='" << px(p) + (right_half ? -6 : 6) << "' y='" << std::max(12.0, py(p.ttft_s.p50) - 6)
+      << "' font-size='11' text-anchor='" << (right_half ? "end" : "start") << "'>"
+      << (p.rate > 0 ? fmt("%.2g/s", p.rate) : std::to_string(p.users) + (p.users == 1 ? " user" : " users"))
+      << "</text>";
   }
   o << "<line x1='" << L << "' y1='" << H - B << "' x2='" << W - 10 << "' y2='" << H - B << "' stroke='#333'/>"
-    << "<text x='4' y='16' font-size='11'>" << ms(ymax) << " ms</text><text x='" << W - 10 << "' y='" << H - 10
-    << "' font-size='11' text-anchor='end'>" << fmt("%.0f", xmax) << " tok/s</text></svg></figure>";
+    << "<text x='4' y='16' font-size='11'>" << ms(ymax) << " ms</text><text x='4' y='" << H - B
+    << "' font-size='11'>0</text><text x='" << W - 10 << "' y='" << H - 10
+    << "' font-size='11' text-anchor='end'>" << fmt("%.0f", xmax) << " output tok/s</text></svg></figure>";
   return o.str();
 }
 

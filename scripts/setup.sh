@@ -29,6 +29,7 @@ cmake --build "$build_dir" -j"$(nproc)"
 
 mkdir -p models
 if [ ! -f models/demo.gguf ]; then
-  "$build_dir"/pagoda make-model --preset demo --output models/demo.gguf
+  # Random weights; the vocabulary is padded with pseudo-words so the noise it prints is readable.
+  "$build_dir"/pagoda make-model --preset demo --vocab-size 4096 --output models/demo.gguf
 fi
 echo "setup: done. Run: $build_dir/pagoda serve"

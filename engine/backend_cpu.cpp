@@ -130,35 +130,10 @@ cpu::KvPool CpuBackend::pool(const std::vector<Buffer>& pools, int layer) const 
 }
 
 void CpuBackend::begin_step(const StepPlan& plan) {
+  validate_step_plan(plan, kv_cfg_.num_blocks, kv_cfg_.block_size, "CpuBackend");
   const size_t n = plan.tokens.size();
-  require(plan.positions.size() == n && plan.slots.size() == n && plan.token_seq.size() == n,
-          "step plan: tokens, positions, slots and token_seq differ in length");
-  const int64_t n_slots = static_cast<int64_t>(kv_cfg_.num_blocks) * kv_cfg_.block_size;
-  const auto block_ok = [&](int32_t b) { return b >= 0 && b < kv_cfg_.num_blocks; };
-  for (const auto& s : plan.seqs) {
-    require(s.block_table_offset >= 0 && s.n_blocks >= 0 &&
-                static_cast<size_t>(s.block_table_offset) + s.n_blocks <= plan.block_tables.size(),
-            "step plan: a block table lies outside block_tables");
-    for (int32_t i = 0; i < s.n_blocks; ++i)
-      require(block_ok(plan.block_tables[static_cast<size_t>(s.block_table_offset + i)]),
-              "step plan: block id out of range");
-  }
   int max_ctx = 0;
-  for (size_t t = 0; t < n; ++t) {
-    require(plan.slots[t] >= 0 && plan.slots[t] < n_slots, "step plan: slot out of range");
-    require(plan.token_seq[t] >= 0 && static_cast<size_t>(plan.token_seq[t]) < plan.seqs.size(),
-            "step plan: token_seq out of range");
-    const auto& s = plan.seqs[static_cast<size_t>(plan.token_seq[t])];
-    require(plan.positions[t] >= 0 &&
-                static_cast<int64_t>(plan.positions[t]) < static_cast<int64_t>(s.n_blocks) * kv_cfg_.block_size,
-            "step plan: position beyond its sequence's block table");
-    max_ctx = std::max(max_ctx, plan.positions[t] + 1);
-  }
-  for (int32_t r : plan.logit_rows)
-    require(r >= 0 && static_cast<size_t>(r) < n, "step plan: logit row out of range");
-  for (const auto& c : plan.block_copies)
-    require(block_ok(c.src) && block_ok(c.dst), "step plan: block copy id out of range");
-  for (const auto& s : plan.k_shifts) require(block_ok(s.block), "step plan: K-shift block out of range");
+  for (int32_t p : plan.positions) max_ctx = std::max(max_ctx, p + 1);
   plan_ = plan;
   max_ctx_ = max_ctx;
   // Attention groups: runs of up to kAttnGroup tokens of one sequence at consecutive positions.

@@ -277,39 +277,9 @@ void CudaBackend::begin_step(const StepPlan& plan) {
   Impl& m = *impl_;
   // The current device is per host thread; the engine thread may not be the one that built us.
   CUDA_CHECK(cudaSetDevice(m.device));
-  const size_t n = plan.tokens.size();
   require(m.k_pool != nullptr, "begin_step: the KV cache is not initialised");
-  require(plan.positions.size() == n && plan.slots.size() == n && plan.token_seq.size() == n,
-          "step plan: tokens, positions, slots and token_seq differ in length");
-  const int64_t n_slots = static_cast<int64_t>(m.kv.num_blocks) * m.kv.block_size;
-  const auto block_ok = [&](int32_t b) { return b >= 0 && b < m.kv.num_blocks; };
-  for (const auto& s : plan.seqs) {
-    require(s.block_table_offset >= 0 && s.n_blocks >= 0 &&
-                static_cast<size_t>(s.block_table_offset) + s.n_blocks <= plan.block_tables.size(),
-            "step plan: a block table lies outside block_tables");
-    for (int32_t i = 0; i < s.n_blocks; ++i)
-      require(block_ok(plan.block_tables[static_cast<size_t>(s.block_table_offset + i)]),
-              "step plan: block id out of range");
-    require(s.n_tokens >= 0 && s.first_token >= 0 &&
-                static_cast<size_t>(s.first_token) + s.n_tokens <= n,
-            "step plan: a sequence's tokens lie outside the token list");
-  }
-  for (size_t t = 0; t < n; ++t) {
-    require(plan.slots[t] >= 0 && plan.slots[t] < n_slots, "step plan: slot out of range");
-    require(plan.token_seq[t] >= 0 && static_cast<size_t>(plan.token_seq[t]) < plan.seqs.size(),
-            "step plan: token_seq out of range");
-    const auto& s = plan.seqs[static_cast<size_t>(plan.token_seq[t])];
-    require(plan.positions[t] >= 0 && static_cast<int64_t>(plan.positions[t]) <
-                                          static_cast<int64_t>(s.n_blocks) * m.kv.block_size,
-            "step plan: position beyond its sequence's block table");
-  }
-  for (int32_t r : plan.logit_rows)
-    require(r >= 0 && static_cast<size_t>(r) < n, "step plan: logit row out of range");
-  for (const auto& c : plan.block_copies)
-    require(block_ok(c.src) && block_ok(c.dst) && c.src != c.dst,
-            "step plan: block copy id out of range");
-  for (const auto& s : plan.k_shifts)
-    require(block_ok(s.block), "step plan: K-shift block out of range");
+  validate_step_plan(plan, m.kv.num_blocks, m.kv.block_size, "CudaBackend");
+  const size_t n = plan.tokens.size();
 
   // Attention work lists: single-token sequences go to the decode kernel, longer ones are cut
   // into tiles of up to kPrefillTileQ consecutive tokens for the prefill kernel.
@@ -317,9 +287,6 @@ void CudaBackend::begin_step(const StepPlan& plan) {
   int max_decode_ctx = 0;
   for (size_t si = 0; si < plan.seqs.size(); ++si) {
     const auto& s = plan.seqs[si];
-    for (int32_t t = s.first_token; t < s.first_token + s.n_tokens; ++t)
-      require(plan.token_seq[static_cast<size_t>(t)] == static_cast<int32_t>(si),
-              "step plan: a sequence's tokens are not contiguous in the token list");
     if (s.n_tokens == 1) {
       decode_rows.push_back(s.first_token);
       max_decode_ctx =

@@ -53,4 +53,10 @@ struct StepPlan {
   bool empty() const { return tokens.empty() && block_copies.empty() && k_shifts.empty(); }
 };
 
+// Checks every index of `plan` against its own arrays and a cache of `num_blocks` blocks of
+// `block_size` slots: slots, block ids, positions within each sequence's block table, logit
+// rows, copies and shifts; each sequence's tokens contiguous from first_token. Backends call it
+// before trusting a plan. Throws std::invalid_argument ("<who>: step plan: <problem>").
+void validate_step_plan(const StepPlan& plan, int num_blocks, int block_size, const char* who);
+
 }  // namespace pagoda

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "engine/chat_template/chat_template.h"
+#include "engine/chat_template/text.h"
 
 namespace pagoda::jinja {
 namespace {
@@ -261,24 +262,6 @@ class Lexer {
     tokens_.push_back({is_float ? Tok::Float : Tok::Int, text, line});
   }
 
-  static void append_utf8(std::string& out, uint32_t cp) {
-    if (cp < 0x80) {
-      out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-      out += static_cast<char>(0xc0 | (cp >> 6));
-      out += static_cast<char>(0x80 | (cp & 0x3f));
-    } else if (cp < 0x10000) {
-      out += static_cast<char>(0xe0 | (cp >> 12));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-      out += static_cast<char>(0x80 | (cp & 0x3f));
-    } else {
-      out += static_cast<char>(0xf0 | (cp >> 18));
-      out += static_cast<char>(0x80 | ((cp >> 12) & 0x3f));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-      out += static_cast<char>(0x80 | (cp & 0x3f));
-    }
-  }
-
   bool hex_escape(size_t len, std::string& out) {
     if (pos_ + len >= src_.size()) return false;
     uint32_t cp = 0;
@@ -288,7 +271,7 @@ class Lexer {
       cp = cp * 16 + (std::isdigit(static_cast<unsigned char>(h)) ? h - '0' : (std::tolower(h) - 'a' + 10));
     }
     if (cp > 0x10ffff) return false;
-    append_utf8(out, cp);
+    text::append_utf8(out, cp);
     pos_ += len + 1;
     return true;
   }
@@ -322,7 +305,7 @@ class Lexer {
         uint32_t cp = 0;
         for (int k = 0; k < 3 && pos_ < src_.size() && src_[pos_] >= '0' && src_[pos_] <= '7'; ++k)
           cp = cp * 8 + (src_[pos_++] - '0');
-        append_utf8(out, cp);
+        text::append_utf8(out, cp);
       } else if ((e == 'x' && hex_escape(2, out)) || (e == 'u' && hex_escape(4, out)) ||
                  (e == 'U' && hex_escape(8, out))) {
       } else if (e == 'x' || e == 'u' || e == 'U') {

@@ -8,14 +8,12 @@
 #include <string>
 #include <thread>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <httplib.h>
 #include <nlohmann/json.hpp>
+
+#include "tests/support/http_test_util.h"
 
 namespace {
 
@@ -107,17 +105,7 @@ TEST_CASE("bench counts errors by kind against a faulty server", "[bench][e2e]")
 }
 
 TEST_CASE("bench reports a server that is not there", "[bench][e2e]") {
-  // A port that was free a moment ago and has no listener now.
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  REQUIRE(fd >= 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-  socklen_t len = sizeof addr;
-  REQUIRE(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
-  const int port = ntohs(addr.sin_port);
-  close(fd);
+  const int port = pagoda::testing::free_port();  // free a moment ago, no listener now
   const std::string cmd = std::string("timeout 30 ") + PAGODA_BINARY + " bench --url http://127.0.0.1:" +
                           std::to_string(port) + " --requests 3 --no-progress > /dev/null 2>&1";
   const int rc = std::system(cmd.c_str());

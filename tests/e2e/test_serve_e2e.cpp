@@ -59,35 +59,6 @@ bool wait_for(const std::function<bool()>& cond, double seconds = 10) {
   return cond();
 }
 
-// Opens a connection, sends `request`, reads `min_bytes` of the answer (or gives up after
-// `max_wait_ms`), then drops the connection.
-void send_and_drop(int port, const std::string& request, size_t min_bytes, int max_wait_ms = 3000) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons((uint16_t)port);
-  inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-  if (connect(fd, (sockaddr*)&a, sizeof a) == 0) {
-    send(fd, request.data(), request.size(), MSG_NOSIGNAL);
-    timeval tv{0, 100000};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    size_t got = 0;
-    auto t0 = std::chrono::steady_clock::now();
-    while (got < min_bytes &&
-           std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(max_wait_ms)) {
-      char buf[4096];
-      ssize_t n = recv(fd, buf, sizeof buf, 0);
-      if (n > 0) got += (size_t)n;
-    }
-  }
-  close(fd);
-}
-
-std::string post_request(const std::string& path, const std::string& body) {
-  return "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-         "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
-}
-
 }  // namespace
 
 TEST_CASE("e2e: health, models, metrics, tokenize round trip", "[e2e]") {
@@ -251,10 +222,10 @@ TEST_CASE("e2e: a disconnecting client frees its blocks", "[e2e]") {
   json body = {{"prompt", "Go on forever"}, {"max_tokens", 1000000}, {"ignore_eos", true}, {"temperature", 0}};
   SECTION("streaming") {
     body["stream"] = true;
-    send_and_drop(port, post_request("/v1/completions", body.dump()), 300);
+    raw_exchange(port, raw_post("/v1/completions", body.dump()), 300, std::chrono::milliseconds(3000));
   }
   SECTION("non-streaming") {
-    std::thread t([&] { send_and_drop(port, post_request("/v1/completions", body.dump()), 1 << 20, 1500); });
+    std::thread t([&] { raw_exchange(port, raw_post("/v1/completions", body.dump()), 1 << 20, std::chrono::milliseconds(1500)); });
     CHECK(wait_for([&] { return metric(port, "pagoda_kv_blocks_used") > 0; }, 3));
     t.join();
   }

@@ -89,23 +89,6 @@ class Garbage {
   std::mt19937_64 rng_;
 };
 
-// Non-HTTP bytes straight onto a socket; the server must just drop the connection.
-void raw_garbage(int port, const std::string& data) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons((uint16_t)port);
-  inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-  if (connect(fd, (sockaddr*)&a, sizeof a) == 0) {
-    send(fd, data.data(), data.size(), MSG_NOSIGNAL);
-    timeval tv{0, 50000};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    char buf[512];
-    recv(fd, buf, sizeof buf, 0);
-  }
-  close(fd);
-}
-
 }  // namespace
 
 TEST_CASE("e2e fuzz: 10,000 garbage requests, no crash, no leaked blocks", "[e2e][fuzz]") {
@@ -127,7 +110,9 @@ TEST_CASE("e2e fuzz: 10,000 garbage requests, no crash, no leaked blocks", "[e2e
       static const char* methods[] = {"GET", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"};
       for (int i = t; i < kRequests; i += kThreads) {
         if (g.chance(0.02)) {
-          raw_garbage(port, g.bytes(300, g.chance(0.5)));
+          // Non-HTTP bytes: the server must just drop the connection.
+          raw_exchange(port, g.bytes(300, g.chance(0.5)), 1, std::chrono::milliseconds(50),
+                       std::chrono::milliseconds(50));
           ++done;
           continue;
         }

@@ -226,4 +226,39 @@ inline int free_port() {
   return port;
 }
 
+// A raw HTTP/1.1 POST request with a JSON body, for tests that write straight onto a socket.
+inline std::string raw_post(const std::string& path, const std::string& body) {
+  return "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+         "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+
+// Sends `data` on a fresh loopback connection, reads until `min_bytes` arrived or `max_wait`
+// passed (each read waiting at most `recv_timeout`), then closes the connection: a client that
+// goes away. Returns what was read; "" when it could not connect.
+inline std::string raw_exchange(int port, const std::string& data, size_t min_bytes,
+                                std::chrono::milliseconds max_wait,
+                                std::chrono::milliseconds recv_timeout = std::chrono::milliseconds(100)) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return "";
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons((uint16_t)port);
+  inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  std::string got;
+  if (connect(fd, (sockaddr*)&a, sizeof a) == 0) {
+    send(fd, data.data(), data.size(), MSG_NOSIGNAL);
+    timeval tv{0, static_cast<suseconds_t>(recv_timeout.count() * 1000)};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    const auto t0 = std::chrono::steady_clock::now();
+    while (got.size() < min_bytes && std::chrono::steady_clock::now() - t0 < max_wait) {
+      char buf[4096];
+      ssize_t n = recv(fd, buf, sizeof buf, 0);
+      if (n > 0) got.append(buf, (size_t)n);
+      if (n == 0) break;  // the server closed the connection
+    }
+  }
+  close(fd);
+  return got;
+}
+
 }  // namespace pagoda::testing

@@ -79,37 +79,6 @@ struct InProcServer {
   HttpResult get(const std::string& path) { return http_get(port, path, key); }
 };
 
-// Sends a raw HTTP request, reads until `min_bytes` arrived (or 2 s), then closes the socket.
-std::string raw_request_then_close(int port, const std::string& data, size_t min_bytes) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons((uint16_t)port);
-  inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-  if (connect(fd, (sockaddr*)&a, sizeof a) != 0) {
-    close(fd);
-    return "";
-  }
-  send(fd, data.data(), data.size(), 0);
-  std::string got;
-  timeval tv{0, 200000};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  auto t0 = std::chrono::steady_clock::now();
-  while (got.size() < min_bytes &&
-         std::chrono::steady_clock::now() - t0 < std::chrono::seconds(2)) {
-    char buf[4096];
-    ssize_t n = recv(fd, buf, sizeof buf, 0);
-    if (n > 0) got.append(buf, (size_t)n);
-  }
-  close(fd);
-  return got;
-}
-
-std::string post_text(const std::string& path, const std::string& body) {
-  return "POST " + path + " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
-         std::to_string(body.size()) + "\r\n\r\n" + body;
-}
-
 bool wait_for(const std::function<bool()>& cond, double seconds = 5) {
   auto t0 = std::chrono::steady_clock::now();
   while (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < seconds) {
@@ -404,12 +373,14 @@ TEST_CASE("a client that disconnects aborts its request and frees its blocks", "
   InProcServer s(c);
   SECTION("streaming") {
     std::string body = json{{"prompt", "a"}, {"max_tokens", 5000}, {"stream", true}}.dump();
-    std::string got = raw_request_then_close(s.port, post_text("/v1/completions", body), 400);
+    std::string got = raw_exchange(s.port, raw_post("/v1/completions", body), 400,
+                              std::chrono::seconds(2), std::chrono::milliseconds(200));
     CHECK(got.find("200") != std::string::npos);
   }
   SECTION("non-streaming") {
     std::string body = json{{"prompt", "a"}, {"max_tokens", 5000}}.dump();
-    std::thread t([&] { raw_request_then_close(s.port, post_text("/v1/completions", body), 1 << 20); });
+    std::thread t([&] { raw_exchange(s.port, raw_post("/v1/completions", body), 1 << 20,
+                              std::chrono::seconds(2), std::chrono::milliseconds(200)); });
     REQUIRE(wait_for([&] { return s.engine.stats().running == 1; }));
     t.join();
   }
@@ -419,8 +390,10 @@ TEST_CASE("a client that disconnects aborts its request and frees its blocks", "
     q.engine.step_time = std::chrono::milliseconds(20);
     InProcServer s2(q);
     std::string body = json{{"prompt", "a"}, {"max_tokens", 5000}}.dump();
-    std::thread holder([&] { raw_request_then_close(s2.port, post_text("/v1/completions", body), 1 << 20); });
-    std::thread queued([&] { raw_request_then_close(s2.port, post_text("/v1/completions", body), 1 << 20); });
+    std::thread holder([&] { raw_exchange(s2.port, raw_post("/v1/completions", body), 1 << 20,
+                              std::chrono::seconds(2), std::chrono::milliseconds(200)); });
+    std::thread queued([&] { raw_exchange(s2.port, raw_post("/v1/completions", body), 1 << 20,
+                              std::chrono::seconds(2), std::chrono::milliseconds(200)); });
     REQUIRE(wait_for([&] { return s2.engine.stats().waiting == 1; }));
     holder.join();
     queued.join();

@@ -8,12 +8,14 @@
 #include <string>
 #include <thread>
 
-
 #include <catch2/catch.hpp>
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
 #include "tests/support/http_test_util.h"
+#include "tests/support/test_files.h"
+
+using pagoda::testing::read_file;
 
 namespace {
 
@@ -56,13 +58,6 @@ void install_routes(httplib::Server& srv, std::atomic<int>& counter) {
   });
 }
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 }  // namespace
 
 TEST_CASE("bench counts errors by kind against a faulty server", "[bench][e2e]") {
@@ -82,11 +77,11 @@ TEST_CASE("bench counts errors by kind against a faulty server", "[bench][e2e]")
   srv.stop();
   th.join();
 
-  INFO(slurp(dir + "/out.txt"));
+  INFO(read_file(dir + "/out.txt"));
   REQUIRE(WIFEXITED(rc));
   CHECK(WEXITSTATUS(rc) == 3);  // finished, and says that requests failed
 
-  const auto report = nlohmann::json::parse(slurp(dir + "/r.json"));
+  const auto report = nlohmann::json::parse(read_file(dir + "/r.json"));
   const auto& p = report["points"][0];
   CHECK(p["requests"] == 20);
   CHECK(p["succeeded"] == 5);
@@ -97,7 +92,7 @@ TEST_CASE("bench counts errors by kind against a faulty server", "[bench][e2e]")
   CHECK(p["completion_tokens"] == 10);
   CHECK(p["prompt_tokens"] == 35);
 
-  const std::string html = slurp(dir + "/r.html");
+  const std::string html = read_file(dir + "/r.html");
   CHECK(html.find("<svg") != std::string::npos);
   // Self-contained: nothing is loaded from elsewhere (the page names the URL it measured only as text).
   for (const char* external : {"src=", "href=", "<link", "<script", "url(", "@import"})

@@ -7,17 +7,11 @@
 #include <catch2/catch.hpp>
 
 #include "tests/e2e/e2e_fixture.h"
+#include "tests/support/test_files.h"
 
 using namespace pagoda::testing;
 
 namespace {
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 struct Counters {
   double prompt, generation, success;
@@ -38,14 +32,14 @@ json run_bench(int port, const std::string& load_args, const std::string& tag) {
                           " --no-progress --json " + dir + "/" + tag + ".json --html " + dir + "/" + tag +
                           ".html > " + dir + "/" + tag + ".out 2>&1";
   const int rc = std::system(cmd.c_str());
-  INFO(slurp(dir + "/" + tag + ".out"));
+  INFO(read_file(dir + "/" + tag + ".out"));
   REQUIRE(WIFEXITED(rc));
   REQUIRE(WEXITSTATUS(rc) == 0);
-  const std::string html = slurp(dir + "/" + tag + ".html");
+  const std::string html = read_file(dir + "/" + tag + ".html");
   CHECK(html.find("<svg") != std::string::npos);
   for (const char* external : {"src=", "href=", "<link", "<script", "url(", "@import"})
     CHECK(html.find(external) == std::string::npos);
-  return json::parse(slurp(dir + "/" + tag + ".json"))["points"][0];
+  return json::parse(read_file(dir + "/" + tag + ".json"))["points"][0];
 }
 
 void check_counts(const json& p, const Counters& before, const Counters& after, int requests) {

@@ -11,16 +11,13 @@
 #include <sstream>
 #include <string>
 
+#include "tests/support/test_files.h"
+
+using pagoda::testing::read_file;
+
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 struct Run {
   int rc;
@@ -44,7 +41,7 @@ struct Fixture {
     const std::string cmd = std::string("'") + PAGODA_BINARY + "' " + args + " > '" + out.string() + "' 2> '" +
                             err.string() + "'";
     const int status = std::system(cmd.c_str());
-    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_file(out), read_file(err)};
   }
   Run generate(const std::string& args) const {
     return run("generate --model '" + model.string() + "' --prompt 'Once upon a time' " + args);

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "engine/chat_template/chat_template.h"
+#include "tests/support/test_files.h"
 
 using pagoda::ChatTemplate;
 using pagoda::ChatTemplateError;
@@ -19,12 +20,7 @@ ChatTemplate::Inputs sample_inputs() {
   ChatTemplate::Inputs in;
   in.messages_ordered = nlohmann::ordered_json::parse(
       R"([{"role":"user","content":"hi"},{"role":"assistant","content":"hello"},{"role":"user","content":"bye"}])");
-  std::tm now{};
-  now.tm_year = 2026 - 1900;
-  now.tm_mon = 6;
-  now.tm_mday = 26;
-  now.tm_hour = 12;
-  in.now = now;
+  in.now = pagoda::testing::chat_testdata_now();
   return in;
 }
 

@@ -11,6 +11,9 @@
 
 #include "engine/chat_template/chat_template.h"
 #include "engine/gguf.h"
+#include "tests/support/test_files.h"
+
+using pagoda::testing::read_file;
 
 namespace fs = std::filesystem;
 using ojson = nlohmann::ordered_json;
@@ -18,13 +21,6 @@ using ojson = nlohmann::ordered_json;
 namespace {
 
 const fs::path kData = fs::path(PAGODA_TESTDATA_DIR) / "chat-templates";
-
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 void spit(const fs::path& p, const std::string& s) {
   std::ofstream f(p, std::ios::binary);
@@ -42,7 +38,7 @@ Run run_cli(const fs::path& dir, const std::string& args) {
   std::string cmd = std::string("'") + PAGODA_BINARY + "' chat-template " + args + " > '" + out.string() +
                     "' 2> '" + err.string() + "'";
   int status = std::system(cmd.c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_file(out), read_file(err)};
 }
 
 struct TempDir {
@@ -55,7 +51,7 @@ struct TempDir {
 };
 
 ojson find_case(const std::string& name) {
-  for (const auto& c : ojson::parse(slurp(kData / "cases.json")))
+  for (const auto& c : ojson::parse(read_file(kData / "cases.json")))
     if (c["name"] == name) return c;
   FAIL("no case " << name);
   return {};
@@ -92,7 +88,7 @@ TEST_CASE("chat-template CLI renders testdata templates exactly") {
       Run r = run_cli(tmp.path, "--template '" + (kData / "templates" / (std::string(name) + ".jinja")).string() +
                                     "' --messages '" + (tmp.path / "messages.json").string() + "'" + extra);
       REQUIRE(r.rc == 0);
-      CHECK(r.out == slurp(kData / "expected" / name / (std::string(case_name) + ".txt")));
+      CHECK(r.out == read_file(kData / "expected" / name / (std::string(case_name) + ".txt")));
     }
   }
 }

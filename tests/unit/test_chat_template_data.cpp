@@ -8,6 +8,9 @@
 #include <thread>
 
 #include "engine/chat_template/chat_template.h"
+#include "tests/support/test_files.h"
+
+using pagoda::testing::read_file;
 
 namespace fs = std::filesystem;
 using pagoda::ChatTemplate;
@@ -17,14 +20,6 @@ namespace {
 
 const fs::path kDir = fs::path(PAGODA_TESTDATA_DIR) / "chat-templates";
 
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  REQUIRE(f.good());
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
 ChatTemplate::Inputs inputs_for(const nlohmann::ordered_json& c) {
   ChatTemplate::Inputs in;
   in.messages_ordered = c.at("messages");
@@ -32,12 +27,7 @@ ChatTemplate::Inputs inputs_for(const nlohmann::ordered_json& c) {
   in.add_generation_prompt = c.at("add_generation_prompt").get<bool>();
   in.bos_token = c.value("bos_token", "<s>");
   in.eos_token = c.value("eos_token", "</s>");
-  std::tm now{};
-  now.tm_year = 2026 - 1900;
-  now.tm_mon = 6;
-  now.tm_mday = 26;
-  now.tm_hour = 12;
-  in.now = now;
+  in.now = pagoda::testing::chat_testdata_now();
   return in;
 }
 
@@ -45,19 +35,19 @@ ChatTemplate::Inputs inputs_for(const nlohmann::ordered_json& c) {
 
 TEST_CASE("every template x case matches the jinja2 reference") {
   REQUIRE(fs::exists(kDir / "cases.json"));
-  auto cases = nlohmann::ordered_json::parse(slurp(kDir / "cases.json"));
+  auto cases = nlohmann::ordered_json::parse(read_file(kDir / "cases.json"));
   int rendered = 0, failed_as_expected = 0, templates = 0;
   for (const auto& entry : fs::directory_iterator(kDir / "templates")) {
     if (entry.path().extension() != ".jinja") continue;
     ++templates;
     std::string name = entry.path().stem().string();
-    ChatTemplate tmpl(slurp(entry.path()));
+    ChatTemplate tmpl(read_file(entry.path()));
     for (const auto& c : cases) {
       std::string case_name = c.at("name").get<std::string>();
       fs::path base = kDir / "expected" / name / case_name;
       INFO(name << " / " << case_name);
       if (fs::exists(base.string() + ".txt")) {
-        std::string expected = slurp(base.string() + ".txt");
+        std::string expected = read_file(base.string() + ".txt");
         std::string got;
         REQUIRE_NOTHROW(got = tmpl.render(inputs_for(c)));
         CHECK(got == expected);
@@ -65,7 +55,7 @@ TEST_CASE("every template x case matches the jinja2 reference") {
       } else {
         REQUIRE(fs::exists(base.string() + ".error"));
         // The .error file holds Python's "ExceptionType: message"; ours must carry the message.
-        std::string want = slurp(base.string() + ".error");
+        std::string want = read_file(base.string() + ".error");
         want = want.substr(want.find(": ") + 2);
         while (!want.empty() && (want.back() == '\n' || want.back() == '\r')) want.pop_back();
         try {
@@ -84,10 +74,10 @@ TEST_CASE("every template x case matches the jinja2 reference") {
 }
 
 TEST_CASE("one parsed template renders concurrently from several threads") {
-  auto cases = nlohmann::ordered_json::parse(slurp(kDir / "cases.json"));
-  const ChatTemplate tmpl(slurp(kDir / "templates" / "NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use.jinja"));
+  auto cases = nlohmann::ordered_json::parse(read_file(kDir / "cases.json"));
+  const ChatTemplate tmpl(read_file(kDir / "templates" / "NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use.jinja"));
   const nlohmann::ordered_json& c = cases.at(5);  // tool call: macros, namespaces, tojson
-  const std::string expected = slurp(kDir / "expected" / "NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use" /
+  const std::string expected = read_file(kDir / "expected" / "NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use" /
                                      (c.at("name").get<std::string>() + ".txt"));
   std::vector<int> good(4, 0);
   std::vector<std::thread> threads;

@@ -10,6 +10,9 @@
 #include <sstream>
 
 #include "engine/chat_template/chat_template.h"
+#include "tests/support/test_files.h"
+
+using pagoda::testing::read_file;
 
 namespace fs = std::filesystem;
 using pagoda::ChatTemplate;
@@ -17,13 +20,6 @@ using pagoda::ChatTemplateError;
 using ojson = nlohmann::ordered_json;
 
 namespace {
-
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 std::string render(const std::string& source, const ojson& messages) {
   ChatTemplate::Inputs in;
@@ -52,7 +48,7 @@ TEST_CASE("wrong-typed and incomplete messages give errors or renderings, never 
   };
   fs::path dir = fs::path(PAGODA_TESTDATA_DIR) / "chat-templates" / "templates";
   std::vector<std::string> sources = {ChatTemplate::chatml_source()};
-  for (const auto& e : fs::directory_iterator(dir)) sources.push_back(slurp(e.path()));
+  for (const auto& e : fs::directory_iterator(dir)) sources.push_back(read_file(e.path()));
   REQUIRE(sources.size() == 11);
   int errors = 0, renders = 0;
   for (const auto& src : sources) {
@@ -164,7 +160,7 @@ TEST_CASE("huge inputs render") {
   fs::path dir = fs::path(PAGODA_TESTDATA_DIR) / "chat-templates" / "templates";
   for (const char* name : {"Qwen-Qwen2.5-7B-Instruct.jinja", "meta-llama-Llama-3.1-8B-Instruct.jinja"}) {
     auto t0 = std::chrono::steady_clock::now();
-    std::string out = render(slurp(dir / name), msgs);
+    std::string out = render(read_file(dir / name), msgs);
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     CHECK(out.size() > (8u << 20));
     CHECK(out.find("message number 19999") != std::string::npos);

@@ -12,6 +12,9 @@
 #include "engine/gguf.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "engine/tokenizer/unicode.h"
+#include "tests/support/test_files.h"
+
+using pagoda::testing::read_file;
 
 namespace fs = std::filesystem;
 using pagoda::Tokenizer;
@@ -19,14 +22,6 @@ using pagoda::Tokenizer;
 namespace {
 
 const fs::path kVocabDir = fs::path(PAGODA_TESTDATA_DIR) / "vocab";
-
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  REQUIRE(in.good());
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // Splits on every occurrence of `sep` (so a trailing separator gives a final empty item).
 std::vector<std::string> split(const std::string& s, const std::string& sep) {

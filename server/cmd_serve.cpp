@@ -199,6 +199,16 @@ std::unique_ptr<LoadedModel> load(const server::ServerConfig& cfg) {
   EngineConfig ec;
   ec.block_size = cfg.block_size;
   ec.kv_cache_memory = (size_t)cfg.kv_cache_bytes();
+  if (ec.kv_cache_memory == 0 && lm->backend_name == "cuda") {
+    // Like vLLM's gpu_memory_utilization: the cache takes what the weights and activations leave
+    // of the allowed share of the device.
+    ec.kv_cache_memory = cuda_kv_budget_bytes(cfg.gpu_memory_fraction);
+    if (ec.kv_cache_memory == 0)
+      throw std::runtime_error("the model leaves no device memory for the KV cache within --gpu-memory-fraction " +
+                               std::to_string(cfg.gpu_memory_fraction) + "; raise it or use a smaller model");
+    log_info("KV cache sized from --gpu-memory-fraction",
+             {{"fraction", cfg.gpu_memory_fraction}, {"kv_cache_mib", ec.kv_cache_memory >> 20}});
+  }
   ec.max_batch_tokens = cfg.max_batch_tokens;
   ec.max_seqs = cfg.max_seqs;
   // The HTTP layer bounds sequences in flight at max_seqs + max_queue (429 beyond). The engine

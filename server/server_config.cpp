@@ -69,6 +69,8 @@ const std::vector<Option>& options() {
       OPT(max_batch_tokens, Kind::Int, "max tokens per step"),
       OPT(ctx_size, Kind::Int, "context size per sequence (0 = model's)"),
       OPT(kv_cache_memory, Kind::Str, "KV cache budget, e.g. 512MiB (empty: engine picks)"),
+      OPT(gpu_memory_fraction, Kind::Num,
+          "CUDA: share of device memory for weights + KV cache (KV gets what is left)"),
       OPT(block_size, Kind::Int, "tokens per KV block"),
       OPT(system_prompt_file, Kind::Str, "text prefilled once at start and shared"),
       OPT(context_shift, Kind::Bool, "shift the context when a sequence is full (on|off)"),
@@ -247,6 +249,8 @@ ServerConfig parse_server_config(int argc, char** argv, bool* help) {
   if (cfg.max_batch_tokens < 1) throw ConfigError("--max-batch-tokens must be at least 1");
   if (cfg.block_size < 1) throw ConfigError("--block-size must be at least 1");
   if (cfg.max_body_bytes < 1024) throw ConfigError("--max-body-bytes must be at least 1024");
+  if (!(cfg.gpu_memory_fraction > 0 && cfg.gpu_memory_fraction <= 1))
+    throw ConfigError("--gpu-memory-fraction must be in (0, 1]");
   cfg.kv_cache_bytes();  // validates the size string early
   return cfg;
 }

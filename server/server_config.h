@@ -24,6 +24,8 @@ struct ServerConfig {
   int max_batch_tokens = 2048;       // tokens per step
   int ctx_size = 0;                  // per-sequence context; 0 = the model's training context
   std::string kv_cache_memory;       // e.g. "512MiB", "2GB", bytes; empty = engine default
+  double gpu_memory_fraction = 0.9;  // CUDA: weights + activations + KV cache stay within this
+                                     // share of the device's memory (ignored with kv_cache_memory)
   int block_size = 16;               // tokens per KV block
   std::string system_prompt_file;    // prefilled once at start and pinned
   bool context_shift = true;         // on | off

@@ -26,6 +26,8 @@ TEST_CASE("flags override the config file", "[config]") {
   CHECK(c.api_key == "k");
   CHECK(c.kv_cache_bytes() == 64ll << 20);
   CHECK(c.timeout == 2.5);
+  CHECK(c.gpu_memory_fraction == 0.9);
+  CHECK(parse({"--gpu-memory-fraction", "0.5"}).gpu_memory_fraction == 0.5);
   c = parse({"--port=9002", "--config", path, "--context-shift", "on"});
   CHECK(c.port == 9002);
   CHECK(c.context_shift);
@@ -38,6 +40,8 @@ TEST_CASE("bad settings are named", "[config]") {
   CHECK_THROWS_WITH(parse({"--device", "tpu"}), Catch::Contains("cpu|cuda|auto"));
   CHECK_THROWS_WITH(parse({"--kv-cache-memory", "12XB"}), Catch::Contains("kv-cache-memory"));
   CHECK_THROWS_WITH(parse({"--max-seqs"}), Catch::Contains("needs a value"));
+  CHECK_THROWS_WITH(parse({"--gpu-memory-fraction", "0"}), Catch::Contains("gpu-memory-fraction"));
+  CHECK_THROWS_WITH(parse({"--gpu-memory-fraction", "1.5"}), Catch::Contains("gpu-memory-fraction"));
   ServerConfig c;
   CHECK_THROWS_WITH(apply_config_json(R"({"prot": 1})", "f.json", c), Catch::Contains("prot"));
   CHECK_THROWS_WITH(apply_config_json(R"({"port": "abc"})", "f.json", c), Catch::Contains("port"));

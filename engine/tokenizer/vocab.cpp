@@ -1,10 +1,12 @@
 #include "engine/tokenizer/vocab.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <string>
 
 #include "engine/gguf.h"
+#include "engine/tokenizer/unicode.h"
 
 namespace pagoda::tok {
 namespace {
@@ -28,6 +30,32 @@ int32_t read_id(const gguf::GgufFile& f, const char* key, int32_t fallback, int3
                          " is outside the vocabulary (" + std::to_string(n_vocab) + " tokens)");
   }
   return static_cast<int32_t>(*v);
+}
+
+// Whether the file holds a Phi-3 family model (Phi-3, Phi-3.5): by architecture, or by name as
+// llama.cpp detects it (a Phi-3 vocabulary may sit in a file of another architecture).
+bool is_phi3_family(const gguf::GgufFile& f) {
+  if (f.get_string("general.architecture").value_or("") == "phi3") return true;
+  std::string name = f.get_string("general.name").value_or("");
+  std::transform(name.begin(), name.end(), name.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return name.find("phi-3") != std::string::npos || name.find("phi3") != std::string::npos;
+}
+
+// Sets the strip flags that the model family's Hugging Face tokenizer gives its added tokens.
+// Phi-3's SentencePiece tokenizer marks its chat tokens ("<|user|>", "<|end|>", "<|assistant|>",
+// ...) and "</s>" rstrip, but not "<unk>", "<s>" or "<|endoftext|>": the "\n" its chat template
+// writes after "<|user|>" is dropped, and the message text gets SentencePiece's leading space.
+// (Phi-3 GGUFs with a byte-level BPE vocabulary, e.g. Phi-4, do not strip.)
+void apply_family_strip_rules(const gguf::GgufFile& f, bool spm, Vocab& v) {
+  if (!spm || !is_phi3_family(f)) return;
+  for (int32_t id = 0; id < v.size(); ++id) {
+    const TokenType t = v.type(id);
+    if (t != TokenType::kControl && t != TokenType::kUserDefined && t != TokenType::kUnknown) continue;
+    const std::string& text = v.text(id);
+    if (text == "<unk>" || text == "<s>" || text == "<|endoftext|>") continue;
+    v.set_strip(id, kStripRight);
+  }
 }
 
 }  // namespace
@@ -122,7 +150,17 @@ Vocab Vocab::load(const gguf::GgufFile& f, bool spm) {
     if (t == TokenType::kUserDefined || t == TokenType::kControl || t == TokenType::kUnknown)
       v.all_special_.add(v.text_[i], i);
   }
+  apply_family_strip_rules(f, spm, v);
   return v;
+}
+
+void Vocab::set_strip(int32_t id, uint8_t flags) {
+  if (!valid(id)) throw TokenizerError("set_strip: token id " + std::to_string(id) + " is outside the vocabulary");
+  if (strip_.empty()) {
+    if (flags == kStripNone) return;
+    strip_.assign(text_.size(), kStripNone);
+  }
+  strip_[id] = flags;
 }
 
 uint64_t TokenIndex::hash(std::string_view s) {
@@ -172,6 +210,37 @@ int32_t TokenIndex::find(std::string_view s, const std::vector<std::string>& tex
   }
 }
 
+namespace {
+
+// Byte length of the run of whitespace characters in s[begin, end) that ends at `end`.
+size_t whitespace_before(std::string_view s, size_t begin, size_t end) {
+  size_t p = end;
+  while (p > begin) {
+    // Step back to the start of the previous character (at most 3 continuation bytes).
+    size_t q = p - 1;
+    while (q > begin && p - q < 4 && (static_cast<unsigned char>(s[q]) & 0xC0) == 0x80) --q;
+    size_t len = 0;
+    const uint32_t cp = unicode::decode(s, q, len);
+    if (q + len != p || cp == unicode::kInvalid || !(unicode::flags(cp) & unicode::kWhitespace)) break;
+    p = q;
+  }
+  return end - p;
+}
+
+// Byte length of the run of whitespace characters that starts at s[begin].
+size_t whitespace_after(std::string_view s, size_t begin) {
+  size_t p = begin;
+  while (p < s.size()) {
+    size_t len = 0;
+    const uint32_t cp = unicode::decode(s, p, len);
+    if (cp == unicode::kInvalid || !(unicode::flags(cp) & unicode::kWhitespace)) break;
+    p += len;
+  }
+  return p - begin;
+}
+
+}  // namespace
+
 void Vocab::partition(std::string_view text, bool parse_special, std::vector<Fragment>& out) const {
   const TokenTextMatcher& m = parse_special ? all_special_ : user_defined_;
   if (m.empty()) {
@@ -185,9 +254,13 @@ void Vocab::partition(std::string_view text, bool parse_special, std::vector<Fra
       ++pos;
       continue;
     }
-    if (raw_start < pos) out.push_back({-1, text.substr(raw_start, pos - raw_start)});
+    // Whitespace is stripped only from raw text, never from a neighbouring token.
+    const uint8_t st = strip(id);
+    const size_t raw_end = st & kStripLeft ? pos - whitespace_before(text, raw_start, pos) : pos;
+    if (raw_start < raw_end) out.push_back({-1, text.substr(raw_start, raw_end - raw_start)});
     out.push_back({id, text.substr(pos, len)});
     pos += len;
+    if (st & kStripRight) pos += whitespace_after(text, pos);
     raw_start = pos;
   }
   if (raw_start < text.size()) out.push_back({-1, text.substr(raw_start)});

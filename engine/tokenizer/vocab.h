@@ -61,6 +61,16 @@ class TokenIndex {
   uint64_t mask_ = 0;
 };
 
+// Whitespace handling around an added token, as Hugging Face's AddedToken lstrip / rstrip: when
+// such a token is matched in raw input, the whitespace run just before it (kStripLeft) or just
+// after it (kStripRight) is dropped instead of being tokenized. GGUF has no key for these, so
+// Vocab::load sets them by model family (see vocab.cpp).
+enum StripFlags : uint8_t {
+  kStripNone = 0,
+  kStripLeft = 1,
+  kStripRight = 2,
+};
+
 // A piece of input: either raw text to run through the tokenizer or an already matched token.
 struct Fragment {
   int32_t token = -1;  // >= 0: a special / user-defined token
@@ -90,8 +100,15 @@ class Vocab {
   size_t max_token_len() const { return max_len_; }
 
   // Splits `text` into raw fragments and special tokens. User-defined tokens are always
-  // matched; control and unknown-type tokens only when `parse_special`.
+  // matched; control and unknown-type tokens only when `parse_special`. Whitespace next to a
+  // matched token with strip flags is dropped (a raw fragment left empty is not emitted).
   void partition(std::string_view text, bool parse_special, std::vector<Fragment>& out) const;
+
+  // Strip flags (StripFlags bits) of a token; kStripNone unless set.
+  uint8_t strip(int32_t id) const { return strip_.empty() ? uint8_t{kStripNone} : strip_[id]; }
+  // Sets the strip flags of `id` (a valid id). load() calls it for model families whose added
+  // tokens strip whitespace; public so that callers and tests can describe other vocabularies.
+  void set_strip(int32_t id, uint8_t flags);
 
   int32_t bos = -1, eos = -1, eot = -1, eom = -1, pad = -1, unk = -1;
   bool add_bos = false, add_eos = false;
@@ -101,6 +118,7 @@ class Vocab {
   std::vector<std::string> text_;
   std::vector<TokenType> type_;
   std::vector<float> score_;
+  std::vector<uint8_t> strip_;  // per token StripFlags; empty while no token has any
   size_t max_len_ = 0;
   TokenIndex ids_;
   TokenTextMatcher user_defined_;  // always matched

@@ -10,6 +10,7 @@
 #include "engine/tokenizer/pretokenize.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "engine/tokenizer/unicode.h"
+#include "engine/tokenizer/vocab.h"
 
 using pagoda::Tokenizer;
 using pagoda::TokenizerError;
@@ -296,4 +297,63 @@ TEST_CASE("bad tokenizer metadata gives clear errors", "[tokenizer][errors]") {
     w.set("tokenizer.ggml.tokens", Value::from_string("not an array"));
     CHECK_THAT(error_of(w), Catch::Contains("tokenizer.ggml.tokens"));
   }
+}
+
+// Added tokens that strip whitespace (Hugging Face AddedToken rstrip / lstrip). Phi-3's chat
+// tokens strip the whitespace after them, and SentencePiece then adds its leading space to the
+// text that follows, as Hugging Face and llama.cpp both tokenize it: "<|user|>\nHello<|end|>"
+// is "<|user|>", "▁Hello", "<|end|>" (transformers issue #32136 shows the dropped newline).
+TEST_CASE("Phi-3 chat tokens strip the whitespace after them", "[tokenizer][spm][strip]") {
+  using Ids = std::vector<int32_t>;
+  const auto phi = load("phi-3");
+  CHECK(phi->encode("<|user|>\nHello<|end|>\n<|assistant|>\n", false, true) ==
+        Ids{32010, 15043, 32007, 32001});
+  CHECK(phi->encode("Hello<|end|>", false, true) == Ids{15043, 32007});
+  // All of the run goes, spaces included; whitespace before a token stays (no lstrip).
+  CHECK(phi->encode("<|user|>\n  Hi there <|end|>", false, true) == Ids{32010, 6324, 727, 29871, 32007});
+  CHECK(phi->encode("<|end|>\n\n", false, true) == Ids{32007});
+  CHECK(phi->encode("<|system|>\xE3\x80\x80x", false, true) == Ids{32006, 921});  // U+3000 is whitespace
+  // "<s>", "<unk>" and "<|endoftext|>" do not strip: the newline stays, after the added "▁".
+  CHECK(phi->encode("<s>\nHi", false, true) == Ids{1, 29871, 13, 18567});
+  CHECK(phi->encode("<|endoftext|>\nx", false, true) == Ids{32000, 29871, 13, 29916});
+  // "</s>" is user-defined here: matched (and stripping) even without parse_special.
+  CHECK(phi->encode("a</s>\nb", false, false) == Ids{263, 2, 289});
+  // Control-token text that is not parsed is plain text: nothing is stripped.
+  CHECK(phi->encode("<|end|>\nx", false, false).size() > 3);
+
+  // The rule belongs to the Phi-3 family: the same vocabulary in a file of another model keeps
+  // its whitespace, as Llama 2's does.
+  const auto phi_file = GgufFile::open(std::string(PAGODA_TESTDATA_DIR) + "/vocab/ggml-vocab-phi-3.gguf");
+  GgufWriter w;
+  for (const auto& [key, value] : phi_file.metadata()) w.set(key, value);
+  w.set("general.architecture", Value::from_string("llama"));
+  w.set("general.name", Value::from_string("some model"));
+  CHECK(from_writer(w)->encode("<|user|>\nHello", false, true) == Ids{32010, 29871, 13, 10994});
+  w.set("general.name", Value::from_string("My Phi-3 Finetune"));  // found by name, as llama.cpp does
+  CHECK(from_writer(w)->encode("<|user|>\nHello", false, true) == Ids{32010, 15043});
+  CHECK(load("llama-spm")->encode("</s>\nHi", false, true) == Ids{2, 29871, 13, 18567});
+}
+
+TEST_CASE("strip flags drop whitespace next to a matched token", "[tokenizer][strip]") {
+  using pagoda::tok::Fragment;
+  using pagoda::tok::Vocab;
+  const auto file = GgufFile::from_bytes(tiny_bpe("default").to_bytes());
+  Vocab v = Vocab::load(file, false);
+  const int32_t x = 257;  // "<|x|>", a control token
+  auto parts = [&](std::string_view text, bool parse_special) {
+    std::vector<Fragment> out;
+    v.partition(text, parse_special, out);
+    Words w;
+    for (const auto& f : out) w.push_back(f.token >= 0 ? "#" + std::to_string(f.token) : std::string(f.text));
+    return w;
+  };
+  CHECK(parts(" a \t<|x|>\n b ", true) == Words{" a \t", "#257", "\n b "});
+  v.set_strip(x, pagoda::tok::kStripLeft | pagoda::tok::kStripRight);
+  CHECK(parts(" a \t<|x|>\n b ", true) == Words{" a", "#257", "b "});
+  CHECK(parts("a\xE3\x80\x80<|x|><|x|>  ", true) == Words{"a", "#257", "#257"});
+  CHECK(parts("  <|x|>", true) == Words{"#257"});
+  CHECK(parts(" a <|x|> b", false) == Words{" a <|x|> b"});  // not matched, nothing stripped
+  v.set_strip(x, pagoda::tok::kStripRight);
+  CHECK(parts(" a <|x|> b", true) == Words{" a ", "#257", "b"});
+  CHECK_THROWS_AS(v.set_strip(9999, pagoda::tok::kStripRight), TokenizerError);
 }

@@ -35,6 +35,10 @@ struct RopeConfig {
   float freq_base = 10000.0f;
   float freq_scale = 1.0f; // positions are multiplied by this (linear scaling)
   bool neox = false;       // false: llama pairs (2i, 2i+1); true: NeoX/qwen2 halves (i, i+d/2)
+  // Per-pair frequency divisors (GGUF rope_freqs.weight, Llama 3.1 "llama3" scaling): pair i
+  // rotates by pos * freq_scale * freq_base^(-2i/head_dim) / freq_factors[i]. A [1 x head_dim/2]
+  // F32 tensor in backend memory (upload_weight of the 1-row weight); data == nullptr: none.
+  Tensor freq_factors;
 };
 
 struct KvCacheConfig {

@@ -34,6 +34,16 @@ void require_rows(const Tensor& t, int64_t n, const char* what) {
   require(n >= 0 && n <= t.rows && t.data, what);
 }
 
+// The kernel parameters of `rope`, after checking its frequency factors (if any) cover every
+// rotated pair as F32.
+cpu::RopeParams rope_params(const RopeConfig& rope) {
+  const Tensor& ff = rope.freq_factors;
+  require(ff.data == nullptr || (ff.type == GgmlType::F32 && ff.rows == 1 && ff.cols == rope.head_dim / 2),
+          "rope: freq_factors must be one F32 row of head_dim/2 values");
+  return cpu::RopeParams{rope.head_dim, rope.freq_base, rope.freq_scale, rope.neox,
+                         static_cast<const float*>(ff.data)};
+}
+
 // Maps a weight's pages now, at load time, so that the first forward pass does not pay a page
 // fault per 4 KiB of a memory-mapped model (hundreds of thousands for a 1 GB model). Best
 // effort: older kernels or memory that is not a mapping simply skip it.
@@ -161,7 +171,7 @@ void CpuBackend::apply_cache_edits(const RopeConfig& rope) {
     }
   }
   if (plan_.k_shifts.empty()) return;
-  const cpu::RopeParams rp{rope.head_dim, rope.freq_base, rope.freq_scale, rope.neox};
+  const cpu::RopeParams rp = rope_params(rope);
   std::vector<float> cs(static_cast<size_t>(rope.head_dim));
   std::vector<double> inv_freq(static_cast<size_t>(rope.head_dim / 2));
   cpu::rope_inv_freq(rp, inv_freq.data());
@@ -244,7 +254,7 @@ void CpuBackend::rope(Tensor& x, int n_heads, const RopeConfig& rope) {
   const int head_dim = static_cast<int>(x.cols / n_heads);
   require(rope.head_dim > 0 && rope.head_dim <= head_dim && rope.head_dim % 2 == 0,
           "rope: rotated dims must be even and at most head_dim");
-  const cpu::RopeParams rp{rope.head_dim, rope.freq_base, rope.freq_scale, rope.neox};
+  const cpu::RopeParams rp = rope_params(rope);
   const int half = rope.head_dim / 2;
   std::vector<double> inv_freq(static_cast<size_t>(half));
   cpu::rope_inv_freq(rp, inv_freq.data());

@@ -382,6 +382,15 @@ void CudaBackend::begin_step(const StepPlan& plan) {
   m.max_decode_ctx = max_decode_ctx;
 }
 
+// The device frequency factors of `rope` (null when it has none), after checking that they
+// cover every rotated pair as F32 (what upload_weight makes of a 1-row weight).
+static const float* rope_freq_factors(const RopeConfig& rope) {
+  const Tensor& ff = rope.freq_factors;
+  require(ff.data == nullptr || (ff.type == GgmlType::F32 && ff.rows == 1 && ff.cols == rope.head_dim / 2),
+          "rope: freq_factors must be one F32 row of head_dim/2 values");
+  return static_cast<const float*>(ff.data);
+}
+
 void CudaBackend::apply_cache_edits(const RopeConfig& rope) {
   Impl& m = *impl_;
   if (m.n_copies > 0 && m.copies_independent) {
@@ -392,7 +401,7 @@ void CudaBackend::apply_cache_edits(const RopeConfig& rope) {
   }
   if (m.n_shifts > 0)
     cuda::k_shift(m.pools(), m.dev(m.off_shifts), static_cast<int>(m.n_shifts), rope.head_dim,
-                  rope.freq_base, rope.freq_scale, rope.neox, m.s());
+                  rope.freq_base, rope.freq_scale, rope.neox, m.s(), rope_freq_factors(rope));
 }
 
 // ---- ops ------------------------------------------------------------------------------------
@@ -455,7 +464,7 @@ void CudaBackend::rope(Tensor& x, int n_heads, const RopeConfig& rope) {
   require(rope.head_dim > 0 && rope.head_dim <= head_dim && rope.head_dim % 2 == 0,
           "rope: rotated dims must be even and at most head_dim");
   cuda::rope(f32(x), m.dev(m.off_positions), m.n_tokens, n_heads, head_dim, rope.head_dim,
-             rope.freq_base, rope.freq_scale, rope.neox, m.s());
+             rope.freq_base, rope.freq_scale, rope.neox, m.s(), rope_freq_factors(rope));
 }
 
 void CudaBackend::store_kv(int layer, const Tensor& k, const Tensor& v) {

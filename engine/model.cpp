@@ -53,7 +53,8 @@ Model::Model(const gguf::GgufFile& file, std::unique_ptr<Backend> backend, int m
   m.be = std::move(backend);
   m.max_tokens = max_batch_tokens;
   m.w = ModelWeights::load(file, m.cfg, *m.be);
-  m.rope = RopeConfig{m.cfg.n_rot, m.cfg.rope_freq_base, m.cfg.rope_freq_scale, m.cfg.rope_neox};
+  m.rope = RopeConfig{m.cfg.n_rot, m.cfg.rope_freq_base, m.cfg.rope_freq_scale, m.cfg.rope_neox,
+                      m.w.rope_freqs};
 
   const ModelConfig& c = m.cfg;
   const int64_t T = max_batch_tokens;

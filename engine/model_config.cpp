@@ -4,6 +4,7 @@
 #include "engine/model_config.h"
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <limits>
 #include <optional>
@@ -132,7 +133,9 @@ Arch parse_arch(const Reader& r) {
   r.fail("unsupported architecture '" + *a + "' (supported: llama, qwen2)");
 }
 
-void read_hparams(const Reader& r, ModelConfig& c) {
+// Returns whether the file asks for "llama3" rope scaling (whose factors live in
+// rope_freqs.weight, read by read_rope_freqs).
+bool read_hparams(const Reader& r, ModelConfig& c) {
   c.n_layers = r.arch_int("block_count");
   c.dim = r.arch_int("embedding_length");
   c.ff_dim = r.arch_int("feed_forward_length");
@@ -164,15 +167,48 @@ void read_hparams(const Reader& r, ModelConfig& c) {
   c.rms_eps = r.arch_float("attention.layer_norm_rms_epsilon", 1e-5, 0.0, 1.0);
   c.rope_freq_base = r.arch_float("rope.freq_base", 10000.0, 0.0, 1e12);
   // Linear position scaling: the legacy rope.scale_linear, or rope.scaling.{type,factor}.
+  // "llama3" scaling is per-pair frequency factors (rope_freqs.weight); its rope.scaling.factor,
+  // if written, is already folded into them and must not scale positions as well.
   float scale = r.arch_float("rope.scale_linear", 1.0, 0.0, 1e6);
+  bool llama3 = false;
   if (std::optional<std::string> type = r.opt_string(prefix + "rope.scaling.type")) {
     if (*type == "linear") {
       scale = r.arch_float("rope.scaling.factor", 1.0, 0.0, 1e6);
+    } else if (*type == "llama3") {
+      llama3 = true;
     } else if (*type != "none") {
-      r.fail("rope scaling type '" + *type + "' is not supported (supported: none, linear)");
+      r.fail("rope scaling type '" + *type + "' is not supported (supported: none, linear, llama3)");
     }
   }
   c.rope_freq_scale = 1.0f / scale;
+  return llama3;
+}
+
+// rope_freqs.weight: optional, but required by "llama3" scaling. Read here, once, so that a bad
+// value fails at load time naming the element rather than rotating by inf or NaN.
+void read_rope_freqs(const Reader& r, ModelConfig& c, bool llama3_scaling) {
+  const char* const name = "rope_freqs.weight";
+  const TensorInfo* t = r.file().find_tensor(name);
+  if (t == nullptr) {
+    if (llama3_scaling)
+      r.fail("rope scaling type 'llama3' needs the tensor 'rope_freqs.weight', which is missing");
+    return;
+  }
+  const int64_t n = c.n_rot / 2;
+  if (t->dims != std::vector<int64_t>{n})
+    r.fail(std::string("tensor '") + name + "' has shape " + shape_str(t->dims) + ", expected {" +
+           std::to_string(n) + "} (one factor per rotated dimension pair: rope.dimension_count / 2)");
+  if (t->type != GgmlType::F32)
+    r.fail(std::string("tensor '") + name + "' has type " + ggml_type_info(t->type).name +
+           ", expected f32");
+  c.rope_freq_factors.resize(static_cast<size_t>(n));
+  std::memcpy(c.rope_freq_factors.data(), r.file().tensor_data(*t), sizeof(float) * static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    const float f = c.rope_freq_factors[static_cast<size_t>(i)];
+    if (!std::isfinite(f) || f <= 0.0f)
+      r.fail(std::string("tensor '") + name + "' element " + std::to_string(i) + " is " +
+             std::to_string(f) + " (frequency factors must be finite and positive)");
+  }
 }
 
 void check_tensors(const Reader& r, ModelConfig& c) {
@@ -224,9 +260,10 @@ ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& file) {
   c.arch = parse_arch(Reader(file, ""));
   Reader r(file, std::string(arch_name(c.arch)) + ".");
   c.name = r.opt_string("general.name").value_or(std::filesystem::path(file.path()).filename().string());
-  read_hparams(r, c);
+  const bool llama3_scaling = read_hparams(r, c);
   c.rope_neox = c.arch == Arch::Qwen2;
   check_tensors(r, c);
+  read_rope_freqs(r, c, llama3_scaling);
   return c;
 }
 

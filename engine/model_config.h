@@ -3,6 +3,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace pagoda::gguf { class GgufFile; }
 
@@ -30,12 +31,17 @@ struct ModelConfig {
   float rms_eps = 1e-5f;       // <arch>.attention.layer_norm_rms_epsilon
   float rope_freq_base = 10000.0f;  // <arch>.rope.freq_base
   float rope_freq_scale = 1.0f;     // 1 / <arch>.rope.scale_linear (or rope.scaling.factor, type linear)
+  // rope_freqs.weight (Llama 3.1+ "llama3" scaling, written by llama.cpp's converter): one
+  // divisor per rotated pair, n_rot/2 finite positive values; pair i rotates by
+  // pos * rope_freq_scale * rope_freq_base^(-2i/n_rot) / rope_freq_factors[i]. Empty: none.
+  std::vector<float> rope_freq_factors;
   bool rope_neox = false;      // qwen2: true (NeoX halves); llama: false (pairs)
   bool qkv_bias = false;       // qwen2: Q, K, V projections carry biases
   bool tied_embeddings = false;  // no output.weight: the LM head reuses token_embd.weight
 
   // Reads and validates (positive sizes, heads divide dim, n_kv_heads divides n_heads, the
-  // tensors the architecture needs are present with the right shapes and supported types).
+  // tensors the architecture needs are present with the right shapes and supported types, the
+  // optional rope_freqs.weight is F32 with n_rot/2 finite positive values).
   // Throws ModelConfigError naming the key or tensor at fault.
   static ModelConfig from_gguf(const gguf::GgufFile& file);
 };

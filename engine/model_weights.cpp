@@ -71,6 +71,9 @@ ModelWeights ModelWeights::load(const gguf::GgufFile& file, const ModelConfig& c
   w.tok_embd = ld.matrix("token_embd.weight", vocab, dim);
   w.output_norm = ld.vector("output_norm.weight", dim);
   w.output = ld.find("output.weight") ? ld.matrix("output.weight", vocab, dim) : w.tok_embd;
+  // Validated (F32, finite, positive) by ModelConfig::from_gguf, which also read the values.
+  if (!cfg.rope_freq_factors.empty())
+    w.rope_freqs = ld.vector("rope_freqs.weight", static_cast<int64_t>(cfg.rope_freq_factors.size()));
 
   for (int l = 0; l < cfg.n_layers; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";

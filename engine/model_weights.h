@@ -23,6 +23,8 @@ struct ModelWeights {
   Tensor tok_embd;     // token_embd.weight [vocab x dim], any supported type (embed dequantizes)
   Tensor output_norm;  // output_norm.weight [1 x dim], f32
   Tensor output;       // output.weight, or tok_embd when the embeddings are tied
+  Tensor rope_freqs;   // rope_freqs.weight [1 x n_rot/2], f32, when cfg.rope_freq_factors is
+                       // not empty (data == nullptr otherwise): RopeConfig::freq_factors
   std::vector<LayerWeights> layers;
 
   // Looks every tensor up in `file` and uploads it. Matrices keep their GGUF type; norm weights

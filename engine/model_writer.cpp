@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <iterator>
 #include <memory>
 #include <thread>
@@ -151,7 +152,11 @@ std::vector<Preset> presets() {
   l3.name = "llama3-8b-random";
   l3.n_layers = 32, l3.dim = 4096, l3.ff_dim = 14336, l3.n_heads = 32, l3.n_kv_heads = 8;
   l3.ctx = 8192, l3.vocab_size = 128256, l3.rope_freq_base = 500000.0f, l3.type = GgmlType::Q8_0;
-  return {{"demo", demo}, {"tinyllama-1.1b", tiny}, {"llama3-8b", l3}};
+
+  ModelSpec l31 = l3;  // Llama 3.1 8B: same shape, 128k context through "llama3" rope scaling
+  l31.name = "llama3.1-8b-random";
+  l31.ctx = 131072, l31.rope_freqs = RopeFreqs::Llama3;
+  return {{"demo", demo}, {"tinyllama-1.1b", tiny}, {"llama3-8b", l3}, {"llama3.1-8b", l31}};
 }
 
 void validate(const ModelSpec& s) {
@@ -193,6 +198,10 @@ uint32_t file_type(GgmlType t) {  // llama.cpp's general.file_type numbering
   }
 }
 
+float rope_base(const ModelSpec& s) {
+  return s.rope_freq_base > 0 ? s.rope_freq_base : (s.arch == Arch::Qwen2 ? 1e6f : 1e4f);
+}
+
 void add_hparams(GgufWriter& w, const ModelSpec& s, int vocab_size) {
   const std::string a = arch_name(s.arch);
   const bool qwen = s.arch == Arch::Qwen2;
@@ -209,7 +218,7 @@ void add_hparams(GgufWriter& w, const ModelSpec& s, int vocab_size) {
   w.set(a + ".attention.head_count", Value::from_u32(uint32_t(s.n_heads)));
   w.set(a + ".attention.head_count_kv", Value::from_u32(uint32_t(s.n_kv_heads)));
   w.set(a + ".rope.dimension_count", Value::from_u32(uint32_t(s.dim / s.n_heads)));
-  float base = s.rope_freq_base > 0 ? s.rope_freq_base : (qwen ? 1e6f : 1e4f);
+  float base = rope_base(s);
   float eps = s.rms_eps > 0 ? s.rms_eps : (qwen ? 1e-6f : 1e-5f);
   w.set(a + ".rope.freq_base", Value::from_f32(base));
   w.set(a + ".attention.layer_norm_rms_epsilon", Value::from_f32(eps));
@@ -228,6 +237,37 @@ ModelSpec model_preset(const std::string& name) {
 std::vector<std::string> model_preset_names() {
   std::vector<std::string> out;
   for (const auto& p : presets()) out.push_back(p.name);
+  return out;
+}
+
+RopeFreqs parse_rope_freqs(const std::string& name) {
+  if (name == "none") return RopeFreqs::None;
+  if (name == "llama3") return RopeFreqs::Llama3;
+  throw ModelSpecError("unknown rope frequency factors '" + name + "' (none, llama3)");
+}
+
+std::vector<float> llama3_rope_freq_factors(int n_rot, float freq_base, double factor,
+                                            double low_freq_factor, double high_freq_factor,
+                                            int original_ctx) {
+  if (n_rot <= 0 || n_rot % 2 != 0 || !(freq_base > 0) || !(factor >= 1) || !(low_freq_factor > 0) ||
+      !(high_freq_factor > low_freq_factor) || original_ctx <= 0)
+    throw ModelSpecError("llama3 rope factors: need an even n_rot, positive base, factor >= 1 and "
+                         "0 < low_freq_factor < high_freq_factor");
+  const double pi = 3.14159265358979323846;
+  const double low_freq_wavelen = original_ctx / low_freq_factor;    // longer: fully scaled
+  const double high_freq_wavelen = original_ctx / high_freq_factor;  // shorter: untouched
+  std::vector<float> out;
+  for (int i = 0; i < n_rot / 2; ++i) {
+    const double wavelen = 2 * pi * std::pow(double(freq_base), 2.0 * i / n_rot);
+    double f = 1.0;
+    if (wavelen > low_freq_wavelen) {
+      f = factor;
+    } else if (wavelen >= high_freq_wavelen) {
+      const double s = (original_ctx / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor);
+      f = 1.0 / ((1.0 - s) / factor + s);
+    }
+    out.push_back(float(f));
+  }
   return out;
 }
 
@@ -302,6 +342,14 @@ GgufWriter build_model(const ModelSpec& spec, ProgressFn progress, int threads) 
 
   const int64_t dim = spec.dim, ff = spec.ff_dim;
   const int64_t head_dim = dim / spec.n_heads;
+  if (spec.rope_freqs == RopeFreqs::Llama3) {
+    // First, as llama.cpp's converter writes it; outside `plan` so that every random tensor
+    // keeps its seed (index) and the weights equal those of the same spec without factors.
+    const std::vector<float> f = llama3_rope_freq_factors(int(head_dim), rope_base(spec));
+    std::vector<uint8_t> bytes(f.size() * sizeof(float));
+    std::memcpy(bytes.data(), f.data(), bytes.size());
+    w.add_tensor("rope_freqs.weight", {int64_t(f.size())}, GgmlType::F32, std::move(bytes));
+  }
   const int64_t q_dim = spec.n_heads * head_dim, kv_dim = spec.n_kv_heads * head_dim;
   struct Planned {
     std::string name;

@@ -15,6 +15,12 @@
 
 namespace pagoda {
 
+// Per-pair RoPE frequency factors written as rope_freqs.weight.
+enum class RopeFreqs {
+  None,    // no rope_freqs.weight (Llama 2/3, Qwen2)
+  Llama3,  // Llama 3.1's published "llama3" scaling: llama3_rope_freq_factors(n_rot, base)
+};
+
 struct ModelSpec {
   Arch arch = Arch::Llama;
   std::string name = "pagoda-random";
@@ -26,6 +32,7 @@ struct ModelSpec {
   int ctx = 1024;
   int vocab_size = 0;        // 0: the vocabulary's own size; larger pads the own vocabulary
   float rope_freq_base = 0;  // 0: the architecture's default (llama 1e4, qwen2 1e6)
+  RopeFreqs rope_freqs = RopeFreqs::None;
   float rms_eps = 0;         // 0: the architecture's default (llama 1e-5, qwen2 1e-6)
   GgmlType type = GgmlType::F16;  // matrices and the embedding table; norms/biases stay F32
   uint64_t seed = 0;
@@ -36,9 +43,24 @@ struct ModelSpecError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// The spec of a named preset ("demo", "tinyllama-1.1b", "llama3-8b"); throws ModelSpecError.
+// The spec of a named preset ("demo", "tinyllama-1.1b", "llama3-8b", "llama3.1-8b" = the
+// llama3-8b shape with Llama 3.1's rope_freqs and 128k context); throws ModelSpecError.
 ModelSpec model_preset(const std::string& name);
 std::vector<std::string> model_preset_names();
+
+// Parses a --rope-freqs value ("none", "llama3"); throws ModelSpecError.
+RopeFreqs parse_rope_freqs(const std::string& name);
+
+// Llama 3.1's "llama3" RoPE scaling as one frequency divisor per rotated pair (what llama.cpp's
+// converter stores in rope_freqs.weight; pair i rotates by pos * base^(-2i/n_rot) / factor[i]).
+// With wavelength w_i = 2 pi base^(2i/n_rot): 1 when w_i < original_ctx / high_freq_factor
+// (high frequencies kept), `factor` when w_i > original_ctx / low_freq_factor, and in between
+// 1 / ((1 - s) / factor + s) with s = (original_ctx / w_i - low_freq_factor) /
+// (high_freq_factor - low_freq_factor). Defaults: the published Llama 3.1 values.
+std::vector<float> llama3_rope_freq_factors(int n_rot, float freq_base, double factor = 8.0,
+                                            double low_freq_factor = 1.0,
+                                            double high_freq_factor = 4.0,
+                                            int original_ctx = 8192);
 
 // Parses a weight type name accepted by make-model ("f32", "q8_0", ...); throws ModelSpecError.
 GgmlType parse_weight_type(const std::string& name);

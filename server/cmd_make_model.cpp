@@ -23,12 +23,15 @@ const char* const kUsage =
     "Writes a GGUF model with seeded random weights (same flags -> identical bytes).\n"
     "\n"
     "  --output FILE         where to write the model (required)\n"
-    "  --preset NAME         demo (default) | tinyllama-1.1b | llama3-8b; flags below override it\n"
+    "  --preset NAME         demo (default) | tinyllama-1.1b | llama3-8b | llama3.1-8b;\n"
+    "                        flags below override it\n"
     "  --arch A              llama | qwen2\n"
     "  --layers N --dim N --ff N --heads N --kv-heads N --ctx N\n"
     "  --vocab-size N        pads the built-in vocabulary with pseudo-word tokens\n"
     "  --type T              f32 | f16 | bf16 | q8_0 | q4_0 | q4_k | q6_k (norms and biases stay f32)\n"
     "  --rope-base F         RoPE frequency base\n"
+    "  --rope-freqs F        none | llama3: write rope_freqs.weight with Llama 3.1's factors\n"
+    "                        (factor 8, low/high frequency factors 1/4, original context 8192)\n"
     "  --seed N              random seed (default 0)\n"
     "  --vocab-from FILE     copy every tokenizer.* key (and the vocab size) from another GGUF\n"
     "  --name NAME           general.name\n"
@@ -80,7 +83,7 @@ int make_model(int argc, char** argv) {
       }
       static const char* const kValued[] = {
           "--output", "-o", "--preset", "--arch", "--layers", "--dim", "--ff", "--heads",
-          "--kv-heads", "--ctx", "--vocab-size", "--type", "--rope-base", "--seed",
+          "--kv-heads", "--ctx", "--vocab-size", "--type", "--rope-base", "--rope-freqs", "--seed",
           "--vocab-from", "--name", "--threads"};
       bool known = false;
       for (const char* k : kValued) known = known || flag == k;
@@ -108,7 +111,8 @@ int make_model(int argc, char** argv) {
         spec.rope_freq_base = std::strtof(v, &end);
         if (end == v || *end != '\0' || !(spec.rope_freq_base > 0))
           throw ArgError(std::string("--rope-base: not a positive number: '") + v + "'");
-      } else if (flag == "--seed") spec.seed = uint64_t(parse_int(flag, v));
+      } else if (flag == "--rope-freqs") spec.rope_freqs = parse_rope_freqs(v);
+      else if (flag == "--seed") spec.seed = uint64_t(parse_int(flag, v));
       else if (flag == "--vocab-from") spec.vocab_from = v;
       else if (flag == "--name") spec.name = v;
       else if (flag == "--threads") threads = parse_size(flag, v);

@@ -9,3 +9,8 @@ pagoda_test(unit/test_model_forward.cpp unit pagoda_model pagoda_test_reference)
 # `pagoda generate` end to end on a demo model written by `pagoda make-model`.
 pagoda_test(e2e/test_generate_cli.cpp e2e Threads::Threads)
 add_dependencies(test_generate_cli pagoda)
+
+# RoPE frequency factors (rope_freqs.weight): config validation, loading, make-model's llama3
+# factors (engineer "ropefreq"). make-model's CLI is compiled in, as in tests/gguf.cmake.
+pagoda_test(unit/test_rope_freqs.cpp unit pagoda_model pagoda_test_reference)
+target_sources(test_rope_freqs PRIVATE ${CMAKE_SOURCE_DIR}/server/cmd_make_model.cpp)

@@ -144,8 +144,10 @@ void softmax_row(float* x, int64_t n) {
 }
 
 void rope_inv_freq(const RopeParams& p, double* inv_freq) {
-  for (int i = 0; i < p.n_rot / 2; ++i)
+  for (int i = 0; i < p.n_rot / 2; ++i) {
     inv_freq[i] = std::pow(static_cast<double>(p.freq_base), -2.0 * i / p.n_rot);
+    if (p.freq_factors != nullptr) inv_freq[i] /= static_cast<double>(p.freq_factors[i]);
+  }
 }
 
 void rope_angles(const RopeParams& p, const double* inv_freq, double pos, float* cos_out, float* sin_out) {

@@ -29,16 +29,18 @@ void softmax_row(float* x, int64_t n);
 
 // ---- RoPE ----
 // Rotary embedding parameters. Dimension pair i (0 <= i < n_rot/2) rotates by the angle
-// pos * freq_scale * freq_base^(-2i/n_rot). llama convention: the pair is (2i, 2i+1);
-// NeoX (qwen2): (i, i + n_rot/2). Dimensions n_rot..head_dim-1 are left alone.
+// pos * freq_scale * freq_base^(-2i/n_rot) / freq_factors[i] (factor 1 when freq_factors is
+// null). llama convention: the pair is (2i, 2i+1); NeoX (qwen2): (i, i + n_rot/2); the factor
+// is indexed by the pair in both. Dimensions n_rot..head_dim-1 are left alone.
 struct RopeParams {
   int n_rot = 0;
   float freq_base = 10000.0f;
   float freq_scale = 1.0f;
   bool neox = false;
+  const float* freq_factors = nullptr;  // n_rot/2 positive divisors (GGUF rope_freqs.weight)
 };
 
-// inv_freq[i] = freq_base^(-2i/n_rot) for i < n_rot/2, in double precision.
+// inv_freq[i] = freq_base^(-2i/n_rot) / freq_factors[i] for i < n_rot/2, in double precision.
 void rope_inv_freq(const RopeParams& p, double* inv_freq);
 
 // Fills cos_out/sin_out (n_rot/2 entries each) with the rotation for position `pos` (a

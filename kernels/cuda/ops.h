@@ -42,9 +42,11 @@ void rms_norm(const float* x, const float* w, float eps, float* out, int64_t n, 
 
 // In place: rotates the first n_rot dims of every head of x (n x n_heads*head_dim) by the angle
 // positions[t] * freq_scale * freq_base^(-2i/n_rot). neox=false: pairs (2i, 2i+1) (llama);
-// neox=true: pairs (i, i + n_rot/2) (NeoX / qwen2).
+// neox=true: pairs (i, i + n_rot/2) (NeoX / qwen2). freq_factors: null, or n_rot/2 device F32
+// divisors of the pairs' frequencies (GGUF rope_freqs.weight, Llama 3.1 scaling).
 void rope(float* x, const int32_t* positions, int64_t n, int n_heads, int head_dim, int n_rot,
-          float freq_base, float freq_scale, bool neox, void* stream);
+          float freq_base, float freq_scale, bool neox, void* stream,
+          const float* freq_factors = nullptr);
 
 // x[i, :] += y[i, :] for i < n.
 void add(float* x, const float* y, int64_t n, int64_t cols, void* stream);
@@ -102,9 +104,10 @@ void block_copy(const KvPools& pools, const int32_t* pairs, int n, void* stream)
 
 // For each i < n: re-ropes in place the K of every slot of block shifts[2i] (all layers, all
 // KV heads) by shifts[2i+1] positions (rotation by delta * freq_scale * theta_i, same pairing
-// as rope()). V is untouched. Assumes the blocks are distinct.
+// as rope(), with the same optional freq_factors). V is untouched. Assumes the blocks are
+// distinct.
 void k_shift(const KvPools& pools, const int32_t* shifts, int n, int n_rot, float freq_base,
-             float freq_scale, bool neox, void* stream);
+             float freq_scale, bool neox, void* stream, const float* freq_factors = nullptr);
 
 // ---- attention ----
 

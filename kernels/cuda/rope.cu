@@ -1,6 +1,7 @@
 // RoPE on fresh Q or K rows, in place: every head of x (n x n_heads*head_dim, F32) has its
-// first n_rot dims rotated pairwise by positions[t] * freq_scale * freq_base^(-2i/n_rot);
-// dims n_rot..head_dim are untouched. Pairing: llama (2i, 2i+1) or NeoX halves (i, i+n_rot/2).
+// first n_rot dims rotated pairwise by positions[t] * freq_scale * freq_base^(-2i/n_rot)
+// (divided by freq_factors[i] when given); dims n_rot..head_dim are untouched. Pairing: llama
+// (2i, 2i+1) or NeoX halves (i, i+n_rot/2).
 // Launch: grid (n), 128 threads striding over n_heads * n_rot/2 pairs of one token.
 // Assumptions: n_rot even and <= head_dim.
 #include "kernels/cuda/ops.h"
@@ -10,7 +11,8 @@ namespace pagoda::cuda {
 namespace {
 
 __global__ void rope_kernel(float* x, const int32_t* positions, int n_heads, int head_dim,
-                            int n_rot, float freq_base, float freq_scale, bool neox) {
+                            int n_rot, float freq_base, float freq_scale, bool neox,
+                            const float* freq_factors) {
   const int t = blockIdx.x;
   const double pos = (double)positions[t];
   const int half = n_rot / 2;
@@ -21,7 +23,7 @@ __global__ void rope_kernel(float* x, const int32_t* positions, int n_heads, int
     rope_pair(i, n_rot, neox, &a, &b);
     float* head = row + (int64_t)h * head_dim;
     float c, s;
-    rope_cos_sin(pos, i, n_rot, freq_base, freq_scale, &c, &s);
+    rope_cos_sin(pos, i, n_rot, freq_base, freq_scale, freq_factors, &c, &s);
     rotate(c, s, &head[a], &head[b]);
   }
 }
@@ -29,12 +31,12 @@ __global__ void rope_kernel(float* x, const int32_t* positions, int n_heads, int
 }  // namespace
 
 void rope(float* x, const int32_t* positions, int64_t n, int n_heads, int head_dim, int n_rot,
-          float freq_base, float freq_scale, bool neox, void* stream) {
+          float freq_base, float freq_scale, bool neox, void* stream, const float* freq_factors) {
   if (n_rot % 2 != 0 || n_rot > head_dim || n_rot <= 0)
     throw CudaError("rope: n_rot must be even and within head_dim");
   if (n <= 0) return;
   rope_kernel<<<static_cast<unsigned>(n), 128, 0, as_stream(stream)>>>(
-      x, positions, n_heads, head_dim, n_rot, freq_base, freq_scale, neox);
+      x, positions, n_heads, head_dim, n_rot, freq_base, freq_scale, neox, freq_factors);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -19,11 +19,14 @@ __device__ __forceinline__ void rope_pair(int i, int n_rot, bool neox, int* a, i
 }
 
 // cos and sin of pair i's angle for a (possibly negative) position offset p:
-// p * freq_scale * freq_base^(-2i / n_rot). Computed in double, then rounded to float, as the
-// CPU backend does, so both backends rotate by the same float factors.
+// p * freq_scale * freq_base^(-2i / n_rot) / freq_factors[i] (no divisor when freq_factors is
+// null; GGUF rope_freqs.weight, indexed by the pair in both conventions). Computed in double,
+// then rounded to float, as the CPU backend does, so both backends rotate by the same floats.
 __device__ __forceinline__ void rope_cos_sin(double p, int i, int n_rot, float freq_base,
-                                             float freq_scale, float* c, float* s) {
-  const double inv_freq = pow((double)freq_base, -2.0 * i / n_rot);
+                                             float freq_scale, const float* freq_factors,
+                                             float* c, float* s) {
+  double inv_freq = pow((double)freq_base, -2.0 * i / n_rot);
+  if (freq_factors != nullptr) inv_freq /= (double)freq_factors[i];
   const double angle = p * (double)freq_scale * inv_freq;
   double sd, cd;
   sincos(angle, &sd, &cd);

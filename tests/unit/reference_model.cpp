@@ -70,6 +70,9 @@ std::vector<uint8_t> make_tiny_model(const TinyModelSpec& s) {
   w.set(a + ".rope.freq_base", Value::from_f32(s.rope_base));
   w.set(a + ".rope.dimension_count", Value::from_u32(static_cast<uint32_t>(s.n_rot ? s.n_rot : head_dim)));
   if (s.rope_scale_linear > 0) w.set(a + ".rope.scale_linear", Value::from_f32(s.rope_scale_linear));
+  if (!s.rope_freqs.empty())
+    w.add_tensor("rope_freqs.weight", {int64_t(s.rope_freqs.size())}, GgmlType::F32,
+                 encode(GgmlType::F32, s.rope_freqs, int64_t(s.rope_freqs.size())));
 
   const auto matrix = [&](const std::string& name, int64_t rows, int64_t cols) {
     const float r = 1.0f / std::sqrt(static_cast<float>(cols)) * 1.7f;  // keeps activations O(1)
@@ -130,6 +133,7 @@ ReferenceModel::ReferenceModel(const gguf::GgufFile& f) {
   eps_ = *f.get_float(a + ".attention.layer_norm_rms_epsilon");
   base_ = f.get_float(a + ".rope.freq_base").value_or(10000.0);
   scale_ = 1.0 / f.get_float(a + ".rope.scale_linear").value_or(1.0);
+  if (f.find_tensor("rope_freqs.weight")) rope_freqs_ = matrix(f, "rope_freqs.weight");
   embd_ = matrix(f, "token_embd.weight");
   vocab_ = static_cast<int>(embd_.size() / dim_);
   out_norm_ = matrix(f, "output_norm.weight");
@@ -165,7 +169,9 @@ std::vector<double> ReferenceModel::forward(const std::vector<int32_t>& tokens) 
       for (int h = 0; h < n_heads; ++h) {
         double* xh = v.data() + (int64_t(p) * n_heads + h) * hd;
         for (int i = 0; i < n_rot_ / 2; ++i) {
-          const double th = p * scale_ * std::pow(base_, -2.0 * i / n_rot_);
+          // Llama 3.1 rope_freqs divide pair i's frequency (GGUF / llama.cpp semantics).
+          const double ff = rope_freqs_.empty() ? 1.0 : rope_freqs_[size_t(i)];
+          const double th = p * scale_ * std::pow(base_, -2.0 * i / n_rot_) / ff;
           const int ia = neox_ ? i : 2 * i, ib = neox_ ? i + n_rot_ / 2 : 2 * i + 1;
           const double x0 = xh[ia], x1 = xh[ib];
           xh[ia] = x0 * std::cos(th) - x1 * std::sin(th);

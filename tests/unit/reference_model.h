@@ -23,6 +23,7 @@ struct TinyModelSpec {
   int n_rot = 0;                 // 0: head_dim
   float rope_base = 10000.0f;
   float rope_scale_linear = 0;   // 0: no scaling key
+  std::vector<float> rope_freqs; // rope_freqs.weight (n_rot/2 divisors); empty: no tensor
   GgmlType type = GgmlType::F32; // type of the 2-D weight matrices
   bool tied = false;             // no output.weight
   uint64_t seed = 1;
@@ -50,6 +51,7 @@ class ReferenceModel {
   bool neox_ = false, bias_ = false;
   int layers_ = 0, dim_ = 0, ff_ = 0, heads_ = 0, kv_heads_ = 0, head_dim_ = 0, n_rot_ = 0, vocab_ = 0;
   double eps_ = 1e-5, base_ = 10000, scale_ = 1;
+  std::vector<double> rope_freqs_;  // per-pair frequency divisors; empty: all 1
   std::vector<double> embd_, out_norm_, output_;
   std::vector<Layer> l_;
 };

@@ -76,10 +76,12 @@ StepPlan make_plan(const std::vector<SeqSpec>& specs, int block_size) {
   return p;
 }
 
-// Reference rotation of one head in double precision, from the GGUF definitions.
-void ref_rope(double* x, int n_rot, double pos, double base, double scale, bool neox) {
+// Reference rotation of one head in double precision, from the GGUF definitions; `ff`: the
+// optional per-pair frequency divisors (rope_freqs.weight).
+void ref_rope(double* x, int n_rot, double pos, double base, double scale, bool neox,
+              const float* ff = nullptr) {
   for (int i = 0; i < n_rot / 2; ++i) {
-    const double th = pos * scale * std::pow(base, -2.0 * i / n_rot);
+    const double th = pos * scale * std::pow(base, -2.0 * i / n_rot) / (ff ? double(ff[i]) : 1.0);
     const int a = neox ? i : 2 * i, b = neox ? i + n_rot / 2 : 2 * i + 1;
     const double x0 = x[a], x1 = x[b];
     x[a] = x0 * std::cos(th) - x1 * std::sin(th);
@@ -173,24 +175,29 @@ TEST_CASE("rope rotates pairs (llama) or halves (neox) by the step's positions",
   for (bool neox : {false, true}) {
     for (int head_dim : {8, 20, 64}) {
       for (int n_rot : {head_dim, head_dim / 2}) {
-        if (n_rot % 2) continue;
-        const int n_heads = 3;
-        std::vector<int32_t> table(200);
-        for (int i = 0; i < 200; ++i) table[static_cast<size_t>(i)] = i;
-        StepPlan p = make_plan({SeqSpec{table, 0, 5}, SeqSpec{table, 3000, 4}}, 16);
-        const int64_t n = p.n_tokens(), cols = int64_t{n_heads} * head_dim;
-        const auto xv = randoms(static_cast<size_t>(n * cols), 50 + head_dim + n_rot);
-        Tensor x = filled(be, n, cols, xv);
-        be.begin_step(p);
-        const RopeConfig rc{n_rot, 500000.0f, 0.25f, neox};
-        be.rope(x, n_heads, rc);
-        std::vector<double> ref(xv.begin(), xv.end());
-        for (int64_t t = 0; t < n; ++t)
-          for (int h = 0; h < n_heads; ++h)
-            ref_rope(ref.data() + t * cols + h * head_dim, n_rot, p.positions[static_cast<size_t>(t)],
-                     500000.0, 0.25, neox);
-        INFO("neox " << neox << " head_dim " << head_dim << " n_rot " << n_rot);
-        CHECK(max_rel_err(host(be, x, n), ref) < 2e-6);
+        for (bool with_ff : {false, true}) {
+          if (n_rot % 2) continue;
+          // Divisors as Llama 3.1 writes them (1 .. 8), plus some below 1.
+          const auto ffv = randoms(static_cast<size_t>(n_rot / 2), 7 + n_rot, 0.3f, 8.0f);
+          const int n_heads = 3;
+          std::vector<int32_t> table(200);
+          for (int i = 0; i < 200; ++i) table[static_cast<size_t>(i)] = i;
+          StepPlan p = make_plan({SeqSpec{table, 0, 5}, SeqSpec{table, 3000, 4}}, 16);
+          const int64_t n = p.n_tokens(), cols = int64_t{n_heads} * head_dim;
+          const auto xv = randoms(static_cast<size_t>(n * cols), 50 + head_dim + n_rot);
+          Tensor x = filled(be, n, cols, xv);
+          be.begin_step(p);
+          RopeConfig rc{n_rot, 500000.0f, 0.25f, neox, {}};
+          if (with_ff) rc.freq_factors = Tensor{const_cast<float*>(ffv.data()), GgmlType::F32, 1, n_rot / 2};
+          be.rope(x, n_heads, rc);
+          std::vector<double> ref(xv.begin(), xv.end());
+          for (int64_t t = 0; t < n; ++t)
+            for (int h = 0; h < n_heads; ++h)
+              ref_rope(ref.data() + t * cols + h * head_dim, n_rot, p.positions[static_cast<size_t>(t)],
+                       500000.0, 0.25, neox, with_ff ? ffv.data() : nullptr);
+          INFO("neox " << neox << " head_dim " << head_dim << " n_rot " << n_rot << " factors " << with_ff);
+          CHECK(max_rel_err(host(be, x, n), ref) < 2e-6);
+        }
       }
     }
   }
@@ -337,41 +344,92 @@ TEST_CASE("attention results do not depend on the thread count or batch mates", 
 TEST_CASE("K-shift re-ropes K by delta, leaves V alone; block copy copies K and V", "[cpu_ops]") {
   const int bs = 5, n_kv = 3, head_dim = 12;
   const int row = n_kv * head_dim;
+  const std::vector<float> ffv = {1.0f, 8.0f, 0.5f, 3.0f};  // rope_freqs for n_rot 8
   for (GgmlType kv_type : {GgmlType::F32, GgmlType::F16}) {
     for (bool neox : {false, true}) {
-      CpuBackend be(2);
-      be.init_kv_cache(KvCacheConfig{2, 6, bs, n_kv, head_dim, kv_type});
-      std::vector<std::vector<float>> k0, v0;
-      for (int l = 0; l < 2; ++l)
-        for (int b = 0; b < 6; ++b) {
-          k0.push_back(randoms(size_t(bs) * row, 100 + l * 6 + b));
-          v0.push_back(randoms(size_t(bs) * row, 200 + l * 6 + b));
-          if (kv_type == GgmlType::F16)
-            for (auto* r : {&k0.back(), &v0.back()})
-              for (auto& x : *r) x = round_f16(x);
-          be.write_kv_block(l, b, k0.back().data(), v0.back().data());
-        }
-      StepPlan p;
-      p.block_copies = {BlockCopy{1, 4}, BlockCopy{2, 5}};
-      p.k_shifts = {KShift{4, -37}, KShift{0, 11}};
-      be.begin_step(p);
-      const RopeConfig rc{8, 10000.0f, 1.0f, neox};  // n_rot < head_dim: dims 8..11 untouched
-      be.apply_cache_edits(rc);
-      std::vector<float> k(size_t(bs) * row), v(size_t(bs) * row);
-      for (int l = 0; l < 2; ++l) {
-        for (int b = 0; b < 6; ++b) {
-          be.read_kv_block(l, b, k.data(), v.data());
-          const int src = b == 4 ? 1 : b == 5 ? 2 : b;
-          const int delta = b == 4 ? -37 : b == 0 ? 11 : 0;
-          INFO("layer " << l << " block " << b << " neox " << neox);
-          CHECK(v == v0[size_t(l * 6 + src)]);
-          std::vector<double> want(k0[size_t(l * 6 + src)].begin(), k0[size_t(l * 6 + src)].end());
-          for (int s = 0; s < bs * n_kv; ++s) ref_rope(want.data() + s * head_dim, 8, delta, 10000.0, 1.0, neox);
-          // F16 storage rounds the rotated values once more (relative 2^-11).
-          CHECK(max_rel_err(k, want) < (kv_type == GgmlType::F16 ? 1e-3 : 1e-6));
-          if (delta == 0) CHECK(k == k0[size_t(l * 6 + src)]);
+      for (bool with_ff : {false, true}) {
+        CpuBackend be(2);
+        be.init_kv_cache(KvCacheConfig{2, 6, bs, n_kv, head_dim, kv_type});
+        std::vector<std::vector<float>> k0, v0;
+        for (int l = 0; l < 2; ++l)
+          for (int b = 0; b < 6; ++b) {
+            k0.push_back(randoms(size_t(bs) * row, 100 + l * 6 + b));
+            v0.push_back(randoms(size_t(bs) * row, 200 + l * 6 + b));
+            if (kv_type == GgmlType::F16)
+              for (auto* r : {&k0.back(), &v0.back()})
+                for (auto& x : *r) x = round_f16(x);
+            be.write_kv_block(l, b, k0.back().data(), v0.back().data());
+          }
+        StepPlan p;
+        p.block_copies = {BlockCopy{1, 4}, BlockCopy{2, 5}};
+        p.k_shifts = {KShift{4, -37}, KShift{0, 11}};
+        be.begin_step(p);
+        RopeConfig rc{8, 10000.0f, 1.0f, neox, {}};  // n_rot < head_dim: dims 8..11 untouched
+        if (with_ff) rc.freq_factors = Tensor{const_cast<float*>(ffv.data()), GgmlType::F32, 1, 4};
+        be.apply_cache_edits(rc);
+        std::vector<float> k(size_t(bs) * row), v(size_t(bs) * row);
+        for (int l = 0; l < 2; ++l) {
+          for (int b = 0; b < 6; ++b) {
+            be.read_kv_block(l, b, k.data(), v.data());
+            const int src = b == 4 ? 1 : b == 5 ? 2 : b;
+            const int delta = b == 4 ? -37 : b == 0 ? 11 : 0;
+            INFO("layer " << l << " block " << b << " neox " << neox << " factors " << with_ff);
+            CHECK(v == v0[size_t(l * 6 + src)]);
+            std::vector<double> want(k0[size_t(l * 6 + src)].begin(), k0[size_t(l * 6 + src)].end());
+            for (int s = 0; s < bs * n_kv; ++s)
+              ref_rope(want.data() + s * head_dim, 8, delta, 10000.0, 1.0, neox, with_ff ? ffv.data() : nullptr);
+            // F16 storage rounds the rotated values once more (relative 2^-11).
+            CHECK(max_rel_err(k, want) < (kv_type == GgmlType::F16 ? 1e-3 : 1e-6));
+            if (delta == 0) CHECK(k == k0[size_t(l * 6 + src)]);
+          }
         }
       }
+    }
+  }
+}
+
+TEST_CASE("a K-shift with rope_freqs equals roping at the new position", "[cpu_ops][rope_freqs]") {
+  // K roped at positions p0.. and cached, then shifted by delta, must read as K roped directly
+  // at p0 + delta..: the context-shift invariant, with Llama 3.1-style frequency divisors.
+  const int bs = 4, n_kv = 2, head_dim = 16, n_rot = 16, p0 = 400, delta = -300;
+  const int64_t row = n_kv * head_dim;
+  const std::vector<float> ffv = {1.0f, 1.0f, 1.2f, 2.0f, 3.5f, 6.0f, 8.0f, 8.0f};
+  std::vector<int32_t> table(128);
+  for (int i = 0; i < 128; ++i) table[static_cast<size_t>(i)] = i;
+  for (GgmlType kv_type : {GgmlType::F32, GgmlType::F16}) {
+    for (bool neox : {false, true}) {
+      INFO("kv " << ggml_type_info(kv_type).name << " neox " << neox);
+      CpuBackend be(2);
+      be.init_kv_cache(KvCacheConfig{1, 128, bs, n_kv, head_dim, kv_type});
+      RopeConfig rc{n_rot, 500000.0f, 1.0f, neox, {}};
+      rc.freq_factors = Tensor{const_cast<float*>(ffv.data()), GgmlType::F32, 1, n_rot / 2};
+      const auto kv = randoms(static_cast<size_t>(bs * row), 77 + neox);
+      // Rope at p0.. and store: the tokens fill block p0 / bs exactly.
+      be.begin_step(make_plan({SeqSpec{table, p0, bs}}, bs));
+      Tensor k = filled(be, bs, row, kv), v = filled(be, bs, row, kv);
+      be.rope(k, n_kv, rc);
+      be.store_kv(0, k, v);
+      StepPlan shift;
+      shift.k_shifts = {KShift{p0 / bs, delta}};
+      be.begin_step(shift);
+      be.apply_cache_edits(rc);
+      std::vector<float> got(static_cast<size_t>(bs * row)), vv(got.size());
+      be.read_kv_block(0, p0 / bs, got.data(), vv.data());
+      // The same rows roped directly at the new positions.
+      be.begin_step(make_plan({SeqSpec{table, p0 + delta, bs}}, bs));
+      Tensor direct = filled(be, bs, row, kv);
+      be.rope(direct, n_kv, rc);
+      const auto want_f = host(be, direct, bs);
+      const std::vector<double> want(want_f.begin(), want_f.end());
+      // F32: two roundings of the rotation; F16: the cache rounds twice (2^-11 each).
+      CHECK(max_rel_err(got, want) < (kv_type == GgmlType::F16 ? 2e-3 : 2e-6));
+      // Without the factors the shifted K would differ: the test can tell.
+      RopeConfig plain = rc;
+      plain.freq_factors = Tensor{};
+      Tensor other = filled(be, bs, row, kv);
+      be.rope(other, n_kv, plain);
+      const auto other_f = host(be, other, bs);
+      CHECK(max_rel_err(got, std::vector<double>(other_f.begin(), other_f.end())) > 1e-2);
     }
   }
 }

@@ -121,6 +121,38 @@ TEST_CASE("f32 forward matches the scalar reference (llama and qwen2)", "[model]
   }
 }
 
+TEST_CASE("f32 forward with rope_freqs matches the scalar reference (llama and qwen2)", "[model][rope_freqs]") {
+  // Divisors far from 1 (0.25 .. 8) so that every pair's rotation differs visibly from the
+  // unscaled one within 23 positions; the reference reads rope_freqs.weight on its own.
+  const std::vector<float> factors = {1.0f, 0.25f, 3.0f, 8.0f, 0.5f, 1.5f, 5.0f, 2.0f};
+  for (const char* arch : {"llama", "qwen2"}) {
+    TinyModelSpec s;  // head_dim 16: 8 pairs
+    s.arch = arch;
+    s.rope_freqs = factors;
+    s.seed = 21;
+    const double err = check_against_reference(s, GgmlType::F32, 23);
+    INFO(arch << ": max relative logit error " << err);
+    CHECK(err < 1e-4);
+    // The factors matter: the same weights without them give other logits.
+    Loaded l = load(s, GgmlType::F32);
+    const auto ids = some_tokens(23, s.vocab, 1);
+    const auto got = prefill(*l.model, ids, {23}, blocks({0, 1, 2, 3, 4, 5}));
+    TinyModelSpec plain = s;
+    plain.rope_freqs.clear();
+    const gguf::GgufFile plain_file = gguf::GgufFile::from_bytes(test::make_tiny_model(plain));
+    CHECK(rel_err(got, test::ReferenceModel(plain_file).forward(ids)) > 1e-2);
+  }
+  // Partial rotation (n_rot 8 of 16: 4 factors) together with linear scaling.
+  TinyModelSpec s;
+  s.n_rot = 8;
+  s.rope_scale_linear = 2;
+  s.rope_freqs = {0.5f, 2.0f, 4.0f, 1.25f};
+  s.seed = 22;
+  const double err = check_against_reference(s, GgmlType::F32, 23);
+  INFO("partial rope, linear scaling: max relative logit error " << err);
+  CHECK(err < 1e-4);
+}
+
 TEST_CASE("quantized forward stays close to the reference on the same weights", "[model]") {
   // The reference runs the very same (dequantized) weights in double precision, so the gap comes
   // only from the kernels. For quantized weights the matmul quantizes each activation row to

@@ -1,6 +1,7 @@
 # Tokenizer, pre-tokenizers, detokenizer and stop strings (engineer D).
 pagoda_test(unit/test_tokenizer_vocab.cpp unit pagoda_tokenizer)
 pagoda_test(unit/test_tokenizer.cpp unit pagoda_tokenizer)
+pagoda_test(unit/test_pretokenize.cpp unit pagoda_tokenizer)
 pagoda_test(unit/test_detokenizer.cpp unit pagoda_tokenizer)
 
 # Encoding speed on English-like text; a plain program, not a test:

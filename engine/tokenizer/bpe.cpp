@@ -65,7 +65,16 @@ struct BpeTokenizer::Scratch {
 };
 
 BpeTokenizer::BpeTokenizer(const gguf::GgufFile& file) : TokenizerBase(Vocab::load(file, false)) {
-  pre_ = PreTokenizer::by_name(file.get_string("tokenizer.ggml.pre").value_or("default"));
+  // Like llama.cpp: a file converted before tokenizer.ggml.pre existed gets the "default" rules,
+  // with a warning; an unknown name is an error (by_name lists the supported ones).
+  const auto pre_name = file.get_string("tokenizer.ggml.pre");
+  if (!pre_name)
+    warnings_.push_back("GGUF file has no tokenizer.ggml.pre; using the \"default\" pre-tokenizer, "
+                        "which may split text differently from the model's own tokenizer "
+                        "(re-convert the model to fix this)");
+  pre_ = PreTokenizer::by_name(pre_name.value_or("default"));
+  if (pre_.add_bos_by_default() && !file.get_bool("tokenizer.ggml.add_bos_token") && vocab_.bos >= 0)
+    vocab_.add_bos = true;
 
   for (int b = 0; b < 256; ++b) {
     std::string t;

@@ -88,20 +88,27 @@ size_t match_gpt2(const std::vector<Unit>& u, size_t i, size_t end) {
   return match_space_run(u, i, end);  // u[i] is whitespace here
 }
 
-// The Llama 3 pattern (see StageKind::kLlama3). Always matches at least one character.
-size_t match_llama3(const std::vector<Unit>& u, size_t i, size_t end, size_t max_digits) {
-  if (size_t n = match_contraction(u, i, end, true)) return n;
-  // [^\r\n\p{L}\p{N}]?\p{L}+
-  if (is_letter(u[i])) return run_end(u, i, end, is_letter) - i;
-  if (!is_crlf(u[i]) && !is_number(u[i]) && i + 1 < end && is_letter(u[i + 1]))
-    return run_end(u, i + 1, end, is_letter) - i;
+// The Llama 3 pattern and its variations (see StageKind::kLlama3). Always matches at least
+// one character.
+size_t match_llama3(const PreTokenizer::Stage& st, const std::vector<Unit>& u, size_t i, size_t end) {
+  if (st.contractions) {
+    if (size_t n = match_contraction(u, i, end, true)) return n;
+  }
+  const uint16_t word_mask = st.marks_are_letters ? (kLetter | unicode::kMark) : kLetter;
+  auto word = [word_mask](const Unit& c) { return (c.fl & word_mask) != 0; };
+  // [^\r\n\p{L}\p{N}]?\p{L}+ (with marks: [\p{L}\p{M}]+; a mark is then a word character
+  // itself, so the optional prefix only matters before a word that starts after it)
+  if (word(u[i])) return run_end(u, i, end, word) - i;
+  if (!is_crlf(u[i]) && !is_number(u[i]) && i + 1 < end && word(u[i + 1]))
+    return run_end(u, i + 1, end, word) - i;
   // \p{N}{1,D}
-  if (is_number(u[i])) return run_end(u, i, end, is_number, max_digits) - i;
-  // ' ?[^\s\p{L}\p{N}]+[\r\n]*'
+  if (is_number(u[i])) return run_end(u, i, end, is_number, st.max) - i;
+  // ' ?[^\s\p{L}\p{N}]+[\r\n]*' (with marks: [^\s\p{L}\p{M}\p{N}])
+  auto other = [word_mask](const Unit& c) { return !(c.fl & (kWhitespace | kNumber | word_mask)); };
   const size_t j = (u[i].cp == ' ' && i + 1 < end) ? i + 1 : i;
-  if (is_other(u[j])) {
-    const size_t k = run_end(u, j, end, is_other);
-    return run_end(u, k, end, is_crlf) - i;
+  if (other(u[j])) {
+    const size_t k = run_end(u, j, end, other);
+    return (st.punct_newlines ? run_end(u, k, end, is_crlf) : k) - i;
   }
   // \s*[\r\n]+ : the whitespace run up to and including its last line break.
   const size_t k = run_end(u, i, end, is_ws);
@@ -200,7 +207,7 @@ size_t match_stage(const PreTokenizer::Stage& st, const std::vector<Unit>& u, si
     case K::kGpt2:
       return match_gpt2(u, i, end);
     case K::kLlama3:
-      return match_llama3(u, i, end, st.max);
+      return match_llama3(st, u, i, end);
     case K::kDeepseek3:
       return match_deepseek3(u, i, end);
     case K::kCaseWords:
@@ -211,6 +218,10 @@ size_t match_stage(const PreTokenizer::Stage& st, const std::vector<Unit>& u, si
     }
     case K::kSpaceThenRun:
       if (is_ws(u[i]) && i + 1 < end && in_class(u[i + 1]))
+        return run_end(u, i + 1, end, in_class) - i;
+      return in_class(u[i]) ? run_end(u, i, end, in_class) - i : 0;
+    case K::kOptSpaceRun:
+      if (u[i].cp == ' ' && i + 1 < end && in_class(u[i + 1]))
         return run_end(u, i + 1, end, in_class) - i;
       return in_class(u[i]) ? run_end(u, i, end, in_class) - i : 0;
     case K::kTrailingSpace:
@@ -310,32 +321,97 @@ PreTokenizer::CharClass deepseek_letter_class() {
   });
 }
 
+// The Llama 3 pattern with `max_digits` digits per number (see StageKind::kLlama3).
+PreTokenizer::Stage llama3(uint32_t max_digits) {
+  PreTokenizer::Stage s = simple(PreTokenizer::StageKind::kLlama3, max_digits);
+  s.contractions = true;
+  return s;
+}
+
+// [^(\s|.,!?…。，、।۔،)] of the BLOOM / Poro / Viking pattern " ?[^(\s|.,!?…。，、।۔،)]+": the
+// parentheses and "|" are literal members of the class there.
+PreTokenizer::CharClass bloom_word_class() {
+  auto c = ranges({{'(', ')'}, {'|', '|'}, {'.', '.'}, {',', ','}, {'!', '!'}, {'?', '?'},
+                   {0x2026, 0x2026}, {0x3002, 0x3002}, {0xFF0C, 0xFF0C}, {0x3001, 0x3001},
+                   {0x0964, 0x0964}, {0x06D4, 0x06D4}, {0x060C, 0x060C}},
+                  kWhitespace);
+  c.negate = true;
+  return c;
+}
+
+PreTokenizer::Stage opt_space_run(PreTokenizer::CharClass cls) {
+  PreTokenizer::Stage s;
+  s.kind = PreTokenizer::StageKind::kOptSpaceRun;
+  s.cls = std::move(cls);
+  return s;
+}
+
 struct Variant {
-  const char* names[6];
+  const char* names[16];  // tokenizer.ggml.pre values (llama.cpp's names); unused ones null
   bool ignore_merges;
+  bool add_bos_by_default;
   std::vector<PreTokenizer::Stage> (*stages)();
 };
 
 using K = PreTokenizer::StageKind;
 
-// The variants by tokenizer.ggml.pre value. Names sharing an entry share the split rules.
+// The variants by tokenizer.ggml.pre value. Names sharing an entry share the split rules; the
+// rules are the split regexes llama.cpp uses for each name.
 const Variant kVariants[] = {
-    {{"default", "gpt-2", "gpt2", "mpt", "gpt-neox", "olmo"}, false,
-     [] { return std::vector{simple(K::kGpt2)}; }},
-    {{"phi-2", "roberta-bpe", "jais"}, false, [] { return std::vector{simple(K::kGpt2)}; }},
-    {{"llama-bpe", "llama3", "llama-v3"}, true, [] { return std::vector{simple(K::kLlama3, 3)}; }},
-    {{"dbrx", "smaug-bpe", "chatglm-bpe"}, false, [] { return std::vector{simple(K::kLlama3, 3)}; }},
-    {{"qwen2", "stablelm2"}, false, [] { return std::vector{simple(K::kLlama3, 1)}; }},
-    {{"tekken"}, false, [] { return std::vector{simple(K::kCaseWords, 1)}; }},
-    {{"gpt-4o"}, false,
+    // llama.cpp's fallback for vocabularies converted before tokenizer.ggml.pre existed.
+    {{"default"}, false, false,
+     [] {
+       // [\p{P}\$\+<=>\^~\|]+ , GPT-2 , \p{N}+ , [0-9][0-9][0-9]
+       auto punct = ranges({{'$', '$'}, {'+', '+'}, {'<', '>'}, {'^', '^'}, {'~', '~'}, {'|', '|'}},
+                           kPunct);
+       return std::vector{run(std::move(punct)), simple(K::kGpt2), run(ranges({}, kNumber)),
+                          run(ranges({{'0', '9'}}), 3, 3)};
+     }},
+    {{"gpt-2", "gpt2", "mpt", "gpt-neox", "olmo", "phi-2", "roberta-bpe", "jais", "gigachat",
+      "a.x-4.0", "mellum", "exaone4", "trillion", "granite-docling"},
+     false, false, [] { return std::vector{simple(K::kGpt2)}; }},
+    {{"llama-bpe", "llama3", "llama-v3", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2",
+      "jina-v5-nano"},
+     true, true, [] { return std::vector{llama3(3)}; }},
+    {{"dbrx", "smaug-bpe", "chatglm-bpe", "glm4"}, false, false, [] { return std::vector{llama3(3)}; }},
+    {{"qwen2", "stablelm2", "deepseek-r1-qwen", "kormo", "f2llmv2", "megrez", "hunyuan",
+      "solar-open", "grok-2", "bailingmoe", "bailingmoe2", "llada-moe"},
+     false, false, [] { return std::vector{llama3(1)}; }},
+    {{"qwen35"}, false, false,
+     [] {
+       auto s = llama3(1);
+       s.marks_are_letters = true;
+       return std::vector{s};
+     }},
+    {{"seed-coder"}, false, false,
+     [] {
+       auto s = llama3(1);
+       s.punct_newlines = false;  // " ?[^\s\p{L}\p{N}\r\n]+" with no [\r\n]* after it
+       return std::vector{s};
+     }},
+    {{"ufakzeka"}, false, false,
+     [] {
+       auto s = llama3(1);
+       s.contractions = false;  // Turkish apostrophe suffixes stay with their word
+       return std::vector{s};
+     }},
+    {{"minicpm5"}, true, false,
+     [] { return std::vector{run(ranges({}, kNumber), 1, 3), llama3(UINT32_MAX)}; }},
+    {{"laguna"}, false, false,
+     [] {
+       // [^\n]+|[\n]+ (runs of line feeds apart from the rest), then Qwen2's pattern
+       return std::vector{run(ranges({{'\n', '\n'}})), llama3(1)};
+     }},
+    {{"tekken"}, true, true, [] { return std::vector{simple(K::kCaseWords, 1)}; }},
+    {{"gpt-4o", "llama4", "kanana2", "talkie", "minimax-m2"}, false, false,
      [] {
        auto s = simple(K::kCaseWords, 3);
        s.contractions = true;
        return std::vector{s};
      }},
-    {{"starcoder", "refact", "command-r", "smollm", "codeshell", "exaone"}, false,
-     [] { return std::vector{run(ranges({}, kNumber), 1, 1), simple(K::kGpt2)}; }},
-    {{"falcon"}, false,
+    {{"starcoder", "refact", "command-r", "smollm", "codeshell", "exaone", "minerva-7b", "mellum2"},
+     false, false, [] { return std::vector{run(ranges({}, kNumber), 1, 1), simple(K::kGpt2)}; }},
+    {{"falcon"}, false, false,
      [] {
        // [\p{P}\$\+<=>\^~\|`]+ , GPT-2, [0-9][0-9][0-9]
        auto punct = ranges({{'$', '$'}, {'+', '+'}, {'<', '>'}, {'^', '^'}, {'~', '~'},
@@ -343,35 +419,39 @@ const Variant kVariants[] = {
                            kPunct);
        return std::vector{run(std::move(punct)), simple(K::kGpt2), run(ranges({{'0', '9'}}), 3, 3)};
      }},
-    {{"deepseek-llm"}, false,
+    {{"deepseek-llm"}, false, false,
      [] {
        return std::vector{run(ranges({{'\r', '\r'}, {'\n', '\n'}}), 1, 1),
                           space_then_run(deepseek_letter_class()),
                           space_then_run(deepseek_punct_class()), simple(K::kTrailingSpace),
                           run(cjk_class()), run(ranges({}, kNumber))};
      }},
-    {{"deepseek-v3", "deepseek-r1-qwen"}, false,
+    {{"deepseek-v3", "hunyuan-dense", "joyai-llm", "hy_v4"}, false, false,
      [] {
        // \p{N}{1,3} , [一-龥ぁ-ゟ゠-ヿ]+ , the pattern of kDeepseek3
        return std::vector{run(ranges({}, kNumber), 1, 3),
                           run(ranges({{0x4E00, 0x9FA5}, {0x3040, 0x309F}, {0x30A0, 0x30FF}})),
                           simple(K::kDeepseek3)};
      }},
-    {{"deepseek-coder"}, false,
+    {{"deepseek-coder"}, false, false,
      [] {
        return std::vector{run(ranges({{'\r', '\r'}, {'\n', '\n'}}), 1, 1),
                           space_then_run(ranges({}, kLetter)), space_then_run(ranges({}, kPunct)),
                           run(cjk_class()), run(ranges({}, kNumber), 1, 1)};
      }},
+    {{"bloom", "poro-chat", "gpt3-finnish"}, false, false,
+     [] { return std::vector{opt_space_run(bloom_word_class())}; }},
+    {{"viking"}, false, false,
+     [] { return std::vector{opt_space_run(bloom_word_class()), run(ranges({}, kNumber), 1, 1)}; }},
 };
 
 }  // namespace
 
 bool PreTokenizer::CharClass::contains(uint32_t cp, uint16_t flags) const {
-  if (flags & flag_mask) return true;
+  if (flags & flag_mask) return !negate;
   for (const auto& [lo, hi] : ranges)
-    if (cp >= lo && cp <= hi) return true;
-  return false;
+    if (cp >= lo && cp <= hi) return !negate;
+  return negate;
 }
 
 PreTokenizer PreTokenizer::by_name(std::string_view name) {
@@ -382,6 +462,7 @@ PreTokenizer PreTokenizer::by_name(std::string_view name) {
         p.name_ = std::string(name);
         p.stages_ = v.stages();
         p.ignore_merges_ = v.ignore_merges;
+        p.add_bos_by_default_ = v.add_bos_by_default;
         return p;
       }
     }

@@ -21,8 +21,8 @@ struct Span {
 
 class PreTokenizer {
  public:
-  // The pre-tokenizer named by GGUF `tokenizer.ggml.pre`. Throws TokenizerError naming the value
-  // when it is not supported.
+  // The pre-tokenizer named by GGUF `tokenizer.ggml.pre` (the names llama.cpp gives them).
+  // Throws TokenizerError naming the value and listing the supported ones when it is unknown.
   static PreTokenizer by_name(std::string_view name);
   // Every name by_name accepts (for messages and tests).
   static std::vector<std::string> supported_names();
@@ -32,18 +32,23 @@ class PreTokenizer {
 
   // Llama 3 style: a word that is itself a vocabulary token is emitted whole, without merges.
   bool ignore_merges() const { return ignore_merges_; }
+  // Whether a vocabulary with this pre-tokenizer adds BOS when tokenizer.ggml.add_bos_token is
+  // absent (llama.cpp's default for the Llama 3 and Tekken families).
+  bool add_bos_by_default() const { return add_bos_by_default_; }
   const std::string& name() const { return name_; }
 
   // One split stage; public so that the implementation's helpers can see it.
   struct CharClass {
     uint16_t flag_mask = 0;                              // unicode::Flag bits that match
     std::vector<std::pair<uint32_t, uint32_t>> ranges;  // inclusive code point ranges
+    bool negate = false;                                 // [^...]: everything else matches
     bool contains(uint32_t cp, uint16_t flags) const;
   };
   enum class StageKind {
     kGpt2,           // 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
     kLlama3,         // (?i:'s|..)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,D}| ?[^\s\p{L}\p{N}]+[\r\n]*|
-                     //   \s*[\r\n]+|\s+(?!\S)|\s+   (D = max_digits)
+                     //   \s*[\r\n]+|\s+(?!\S)|\s+   (D = max_digits), with the variations of
+                     //   `contractions`, `marks_are_letters` and `punct_newlines`
     kDeepseek3,      // [!-/:-@[-`{-~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+|
                      //   ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
     kCaseWords,      // Tekken / GPT-4o: words split at lower->upper case changes, with U =
@@ -53,19 +58,23 @@ class PreTokenizer {
                      //   (C: (?i:'s|'t|'re|'ve|'m|'ll|'d) when `contractions`, else nothing)
     kRun,            // [class]{min,max}
     kSpaceThenRun,   // \s?[class]+
+    kOptSpaceRun,    // " ?[class]+" (a literal space, not \s)
     kTrailingSpace,  // \s+$
   };
   struct Stage {
     StageKind kind = StageKind::kGpt2;
     CharClass cls;
     uint32_t min = 1, max = UINT32_MAX;  // kRun repetition; kLlama3/kCaseWords: max digits
-    bool contractions = false;           // kCaseWords
+    bool contractions = false;           // kLlama3, kCaseWords: the 's|'t|... alternative
+    bool marks_are_letters = false;      // kLlama3: [\p{L}\p{M}]+ words (Qwen3.5)
+    bool punct_newlines = true;          // kLlama3: [\r\n]* after a punctuation run
   };
 
  private:
   std::string name_;
   std::vector<Stage> stages_;
   bool ignore_merges_ = false;
+  bool add_bos_by_default_ = false;
 };
 
 }  // namespace pagoda::tok

@@ -43,6 +43,9 @@ class Tokenizer {
   virtual bool is_control(int32_t id) const = 0;
   // End of generation: EOS, EOT and similar tokens.
   virtual bool is_eog(int32_t id) const = 0;
+  // Problems found while loading that did not stop it (e.g. a missing tokenizer.ggml.pre and
+  // the fallback used instead), one sentence each, for the caller to log.
+  virtual std::vector<std::string> warnings() const { return {}; }
 };
 
 }  // namespace pagoda

@@ -30,6 +30,7 @@ class TokenizerBase : public Tokenizer {
   bool add_eos() const override { return vocab_.add_eos; }
   bool is_control(int32_t id) const override;
   bool is_eog(int32_t id) const override;
+  std::vector<std::string> warnings() const override { return warnings_; }
 
   const Vocab& vocab() const { return vocab_; }
 
@@ -49,6 +50,7 @@ class TokenizerBase : public Tokenizer {
   bool is_special_piece(int32_t id) const;
 
   Vocab vocab_;
+  std::vector<std::string> warnings_;  // see Tokenizer::warnings()
 
  private:
   std::vector<std::string> pieces_;

@@ -16,7 +16,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "engine/step_plan.h"
 #include "kernels/ggml_type.h"
@@ -48,6 +50,22 @@ struct KvCacheConfig {
   int n_kv_heads = 0;
   int head_dim = 0;
   GgmlType type = GgmlType::F16;  // F16 or F32
+};
+
+// One token to draw on the backend (Backend::sample), from one row of a step's logits. The rule
+// is the GPU sampler's (kernels/cuda/sample.cu): temperature <= 0 is greedy (argmax, lowest id
+// on ties); otherwise e_j = exp((logit_j - max) / temperature), tokens with e_j below the
+// top-k / top-p / min-p threshold are dropped, and the token is the first (in id order) whose
+// running sum of kept e exceeds philox_uniform(seed, counter) * (sum of kept e). A draw is a
+// pure function of (logits row, these fields): it does not depend on other draws.
+struct SampleRequest {
+  int32_t row = 0;           // which logit row (Model: an index into StepPlan::logit_rows)
+  float temperature = 0.0f;  // <= 0: greedy
+  int32_t top_k = 0;         // 0: off
+  float top_p = 1.0f;        // 1: off
+  float min_p = 0.0f;        // 0: off
+  uint64_t seed = 0;         // Philox key (kernels/cuda/philox.h)
+  uint64_t counter = 0;      // Philox counter: the sequence's number of generated tokens
 };
 
 class Backend {
@@ -95,6 +113,32 @@ class Backend {
 
   // Copies `rows` rows of x (F32) to host memory; waits for all queued work.
   virtual void read(const Tensor& x, int64_t rows, float* host) = 0;
+
+  // ---- sampling on the backend (optional; the defaults say "not supported") ----
+  // A backend that can sample keeps the logits where they are and returns only token ids: per
+  // step begin_sampling(draws) once, sample() for each chunk of logit rows, finish_sampling()
+  // once (the only wait). Model::forward's sampling overload drives this; the engine uses it
+  // for the requests sampling.h's host pipeline is not needed for (see engine.h).
+  virtual bool can_sample() const { return false; }
+  // Logit rows per LM-head chunk (the logits buffer is this many rows x vocab): bigger on a
+  // GPU, where a bigger GEMM and fewer launches pay for the memory.
+  virtual int logits_chunk_rows() const { return 64; }
+  // Starts a step's sampling: draws[i] will be drawn into ids[i] of finish_sampling. The rows
+  // are positions in the order logit rows reach sample(); draws must be sorted by row.
+  virtual void begin_sampling(const std::vector<SampleRequest>& draws) { no_sampling(); }
+  // Draws [first_draw, first_draw + n_draws) of begin_sampling from `logits` (F32, on this
+  // backend, at least as many rows as needed): draw i reads logits row draws[i].row - row_base.
+  // May run asynchronously; `logits` may be overwritten by later ops in issue order.
+  virtual void sample(const Tensor& logits, int64_t row_base, int64_t first_draw, int64_t n_draws) {
+    no_sampling();
+  }
+  // Waits for the step's draws and writes their tokens to ids[0 .. draws.size()).
+  virtual void finish_sampling(int32_t* ids) { no_sampling(); }
+
+ private:
+  [[noreturn]] void no_sampling() const {
+    throw std::logic_error("backend '" + name() + "' cannot sample (can_sample() is false)");
+  }
 };
 
 }  // namespace pagoda

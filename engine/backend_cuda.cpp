@@ -79,7 +79,16 @@ struct CudaBackend::Impl {
 
   DeviceScratch bf16_x;     // activations converted for the GEMM
   DeviceScratch attn_ws;    // split-KV decode workspace
-  DeviceScratch sample_io;  // sampling params in, ids out
+  DeviceScratch sample_io;  // sampling: [params][rows][ids], each part 256-byte aligned
+  std::vector<uint8_t> sample_host;  // staging of the params and rows
+  int64_t n_draws = 0;
+  size_t draws_rows_at = 0, draws_ids_at = 0;  // byte offsets in sample_io
+
+  const cuda::SampleParams* d_params() const { return static_cast<const cuda::SampleParams*>(sample_io.ptr); }
+  const int32_t* d_rows() const {
+    return reinterpret_cast<const int32_t*>(static_cast<const uint8_t*>(sample_io.ptr) + draws_rows_at);
+  }
+  int32_t* d_ids() const { return reinterpret_cast<int32_t*>(static_cast<uint8_t*>(sample_io.ptr) + draws_ids_at); }
 
   const int32_t* dev(size_t off) const { return static_cast<const int32_t*>(index_buf.ptr) + off; }
   void* s() const { return stream; }
@@ -556,26 +565,75 @@ void CudaBackend::read(const Tensor& x, int64_t rows, float* host) {
   CUDA_CHECK(cudaStreamSynchronize(m.stream));
 }
 
+// ---- sampling -------------------------------------------------------------------------------
+
+void CudaBackend::begin_sampling(const std::vector<SampleRequest>& draws) {
+  Impl& m = *impl_;
+  for (size_t i = 1; i < draws.size(); ++i)
+    require(draws[i - 1].row <= draws[i].row, "begin_sampling: draws must be sorted by row");
+  const size_t n = draws.size();
+  m.n_draws = static_cast<int64_t>(n);
+  if (n == 0) return;
+  auto round_up = [](size_t b) { return (b + 255) / 256 * 256; };
+  const size_t params_bytes = n * sizeof(cuda::SampleParams);
+  m.draws_rows_at = round_up(params_bytes);
+  m.draws_ids_at = m.draws_rows_at + round_up(n * sizeof(int32_t));
+  m.sample_host.resize(m.draws_ids_at);
+  auto* params = reinterpret_cast<cuda::SampleParams*>(m.sample_host.data());
+  auto* rows = reinterpret_cast<int32_t*>(m.sample_host.data() + m.draws_rows_at);
+  for (size_t i = 0; i < n; ++i) {
+    const SampleRequest& d = draws[i];
+    require(d.row >= 0, "begin_sampling: negative row");
+    cuda::SampleParams p;
+    p.temperature = d.temperature;
+    p.top_k = d.top_k;
+    p.top_p = d.top_p;
+    p.min_p = d.min_p;
+    p.seed = d.seed;
+    p.counter = d.counter;
+    params[i] = p;
+    rows[i] = d.row;
+  }
+  void* dev = m.sample_io.get(m.draws_ids_at + n * sizeof(int32_t), m.stream);
+  // From pageable memory: the call returns once the source has been staged, so sample_host may
+  // be reused by the next step.
+  CUDA_CHECK(cudaMemcpyAsync(dev, m.sample_host.data(), m.draws_ids_at, cudaMemcpyHostToDevice, m.stream));
+}
+
+void CudaBackend::sample(const Tensor& logits, int64_t row_base, int64_t first_draw, int64_t n_draws) {
+  Impl& m = *impl_;
+  require(logits.type == GgmlType::F32 && first_draw >= 0 && n_draws >= 0 &&
+              first_draw + n_draws <= m.n_draws,
+          "sample: draws outside the range given to begin_sampling");
+  if (n_draws == 0) return;
+  cuda::sample_rows(f32(logits), static_cast<int>(logits.cols), m.d_rows() + first_draw, row_base,
+                    n_draws, m.d_params() + first_draw, m.d_ids() + first_draw, m.s());
+}
+
+void CudaBackend::finish_sampling(int32_t* ids) {
+  Impl& m = *impl_;
+  if (m.n_draws > 0)
+    CUDA_CHECK(cudaMemcpyAsync(ids, m.d_ids(), static_cast<size_t>(m.n_draws) * sizeof(int32_t),
+                               cudaMemcpyDeviceToHost, m.stream));
+  CUDA_CHECK(cudaStreamSynchronize(m.stream));
+  m.n_draws = 0;
+}
+
 void CudaBackend::sample_tokens(const Tensor& logits, int64_t rows,
                                 const std::vector<cuda::SampleParams>& params,
                                 std::vector<int32_t>& ids) {
-  Impl& m = *impl_;
   require(logits.type == GgmlType::F32 && rows >= 0 && rows <= logits.rows &&
               params.size() == static_cast<size_t>(rows),
           "sample_tokens: one SampleParams per row is needed");
+  std::vector<SampleRequest> draws(params.size());
+  for (size_t i = 0; i < params.size(); ++i) {
+    const cuda::SampleParams& p = params[i];
+    draws[i] = SampleRequest{static_cast<int32_t>(i), p.temperature, p.top_k, p.top_p, p.min_p, p.seed, p.counter};
+  }
   ids.assign(static_cast<size_t>(rows), 0);
-  if (rows == 0) return;
-  const size_t params_bytes = params.size() * sizeof(cuda::SampleParams);
-  const size_t ids_at = (params_bytes + 255) / 256 * 256;
-  auto* base = static_cast<uint8_t*>(
-      m.sample_io.get(ids_at + static_cast<size_t>(rows) * sizeof(int32_t), m.stream));
-  CUDA_CHECK(cudaMemcpyAsync(base, params.data(), params_bytes, cudaMemcpyHostToDevice, m.stream));
-  auto* d_ids = reinterpret_cast<int32_t*>(base + ids_at);
-  cuda::sample(f32(logits), rows, static_cast<int>(logits.cols),
-               reinterpret_cast<const cuda::SampleParams*>(base), d_ids, m.s());
-  CUDA_CHECK(cudaMemcpyAsync(ids.data(), d_ids, static_cast<size_t>(rows) * sizeof(int32_t),
-                             cudaMemcpyDeviceToHost, m.stream));
-  CUDA_CHECK(cudaStreamSynchronize(m.stream));
+  begin_sampling(draws);
+  sample(logits, 0, 0, rows);
+  finish_sampling(ids.data());
 }
 
 }  // namespace pagoda

@@ -6,7 +6,7 @@
 //   fp32 output); activations are converted to bf16 just before each GEMM.
 // - KV cache: always F16 (KvCacheConfig::type is ignored), one contiguous K pool and one V pool
 //   covering all layers.
-// - One stream; ops only enqueue. The host waits in read() (and in sample_tokens()), at weight
+// - One stream; ops only enqueue. The host waits in read() (and in finish_sampling()), at weight
 //   upload, and when a scratch buffer must grow (rare, first steps of a bigger batch).
 // - begin_step validates the plan as the CPU backend does, then copies every index array in one
 //   transfer from a pinned staging buffer.
@@ -102,9 +102,19 @@ class CudaBackend final : public Backend {
   void write_kv_block(int layer, int block, const float* k, const float* v) override;
   void read(const Tensor& x, int64_t rows, float* host) override;
 
+  // Sampling on the GPU (kernels/cuda/sample.cu): begin_sampling uploads every draw's params
+  // and row in one transfer, sample() enqueues one kernel per LM-head chunk writing ids into a
+  // device buffer, finish_sampling copies the ids back: the step's only host wait. Logits are
+  // read in chunks of 256 rows (one bigger GEMM; 256 x vocab floats of scratch).
+  bool can_sample() const override { return true; }
+  int logits_chunk_rows() const override { return 256; }
+  void begin_sampling(const std::vector<SampleRequest>& draws) override;
+  void sample(const Tensor& logits, int64_t row_base, int64_t first_draw, int64_t n_draws) override;
+  void finish_sampling(int32_t* ids) override;
+
   // CUDA-only: samples one token per row of `logits` (rows x vocab, F32, on this backend) on
   // the GPU with params[row] (see cuda::sample for the exact rule); only the ids come back.
-  // Waits for the result.
+  // Waits for the result. (The three calls above in one, with draw i = row i.)
   void sample_tokens(const Tensor& logits, int64_t rows,
                      const std::vector<cuda::SampleParams>& params, std::vector<int32_t>& ids);
 

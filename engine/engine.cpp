@@ -47,6 +47,12 @@ namespace {
 
 int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
+// True when the backend's sampler gives this request everything it asks for (see engine.h).
+bool device_samplable(const SamplingParams& p) {
+  return p.logprobs < 0 && p.logit_bias.empty() && p.presence_penalty == 0.0f &&
+         p.frequency_penalty == 0.0f && p.repetition_penalty == 1.0f;
+}
+
 // Bytes of memory available now (Linux MemAvailable), or 0 when unknown.
 size_t available_memory() {
   std::ifstream f("/proc/meminfo");
@@ -294,6 +300,7 @@ bool LlmEngine::take_inbox() {
     const bool starts_with_sys = sys_len > 0 && static_cast<int>(req.prompt.size()) > sys_len &&
                                  std::equal(cfg_.system_prompt.begin(), cfg_.system_prompt.end(), req.prompt.begin());
     const int n_keep = req.n_keep >= 0 ? req.n_keep : cfg_.n_keep >= 0 ? cfg_.n_keep : starts_with_sys ? sys_len : 0;
+    const bool on_device = model_.backend().can_sample() && device_samplable(req.sampling);
     a->choices.resize(req.n);
     for (int i = 0; i < req.n; ++i) {
       auto seq = std::make_shared<Sequence>();
@@ -301,7 +308,9 @@ bool LlmEngine::take_inbox() {
       seq->index = i;
       seq->request = a->req;
       seq->n_keep = n_keep;
-      seq->rng.reseed(base_seed + static_cast<uint64_t>(i));
+      seq->seed = base_seed + static_cast<uint64_t>(i);
+      seq->rng.reseed(seq->seed);
+      seq->device_sampling = on_device;
       if (i == 0) {
         seq->tokens = req.prompt;
       } else {
@@ -347,9 +356,29 @@ void LlmEngine::step() {
     stats_.waiting = scheduler_->num_waiting();
   }
   if (plan.n_tokens() > 0) {
+    const auto& targets = scheduler_->sample_targets();
+    // Targets sampled on the device become draws; draw_of[j] is target j's draw or -1.
+    draws_.clear();
+    std::vector<int> draw_of(targets.size(), -1);
+    for (size_t j = 0; j < targets.size(); ++j) {
+      const Sequence& seq = *targets[j].seq;
+      if (!seq.device_sampling) continue;
+      const SamplingParams& sp = seq.request->sampling;
+      SampleRequest d;
+      d.row = targets[j].logit_row;
+      d.temperature = sp.temperature;
+      d.top_k = sp.top_k;
+      d.top_p = sp.top_p;
+      d.min_p = sp.min_p;
+      d.seed = seq.seed;
+      d.counter = seq.output.size();
+      draw_of[j] = static_cast<int>(draws_.size());
+      draws_.push_back(d);
+    }
     try {
       const auto tf = clock::now();
-      model_.forward(plan, logits_);
+      if (draws_.empty()) model_.forward(plan, logits_);
+      else model_.forward(plan, draws_, draw_ids_, logits_);
       forward_s_ += std::chrono::duration<double>(clock::now() - tf).count();
     } catch (const std::exception& e) {
       spdlog::error("engine: forward pass failed: {}", e.what());
@@ -358,13 +387,25 @@ void LlmEngine::step() {
       update_stats(false);
       return;
     }
-    const auto& targets = scheduler_->sample_targets();
+    // logits_ holds the rows no draw read, in logit-row order: host_row[r] is row r's place.
+    std::vector<int32_t> host_row(plan.logit_rows.size(), 0);
+    {
+      std::vector<char> drawn(plan.logit_rows.size(), 0);
+      for (const SampleRequest& d : draws_) drawn[static_cast<size_t>(d.row)] = 1;
+      int32_t next = 0;
+      for (size_t r = 0; r < drawn.size(); ++r)
+        if (!drawn[r]) host_row[r] = next++;
+    }
     std::vector<int32_t> sampled(targets.size());
     std::vector<SampleResult> results(targets.size());
     for (size_t j = 0; j < targets.size(); ++j) {
       Sequence& seq = *targets[j].seq;
-      const float* row = logits_.data() + static_cast<size_t>(targets[j].logit_row) * vocab_;
-      results[j] = sample_token(row, vocab_, seq.request->sampling, seq.request->prompt, seq.output, seq.rng);
+      if (draw_of[j] >= 0) {
+        results[j].token = draw_ids_[static_cast<size_t>(draw_of[j])];
+      } else {
+        const float* row = logits_.data() + static_cast<size_t>(host_row[static_cast<size_t>(targets[j].logit_row)]) * vocab_;
+        results[j] = sample_token(row, vocab_, seq.request->sampling, seq.request->prompt, seq.output, seq.rng);
+      }
       sampled[j] = results[j].token;
     }
     // update() returns the sequences that got a token in target order, skipping none that

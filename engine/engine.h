@@ -2,9 +2,21 @@
 // scheduler; other threads only submit requests, read their streams and abort them.
 //
 // Each step: take new requests and aborts from the inbox -> scheduler.schedule() -> StepPlan ->
-// model.forward() -> sample one token per sample target (each sequence with its own seeded
-// Rng) -> scheduler.update() (token stops, frees finished sequences) -> detokenize, match stop
-// strings, push Deltas. With nothing to do the thread sleeps on a condition variable.
+// model.forward() -> sample one token per sample target -> scheduler.update() (token stops,
+// frees finished sequences) -> detokenize, match stop strings, push Deltas. With nothing to do
+// the thread sleeps on a condition variable.
+//
+// Where tokens are sampled (decided per request at admission, so never by its batch mates):
+// - On the backend, when model.backend().can_sample() (the CUDA backend) and the request needs
+//   nothing only the host sampler does: no logprobs, no logit_bias, no presence / frequency /
+//   repetition penalty. Only token ids come back from the device; the draw is the GPU rule
+//   (SampleRequest in backend.h) with seed = the choice's seed and counter = tokens generated
+//   so far, so a seeded request's tokens depend only on its own logits and seed: reproducible,
+//   but not the same tokens the CPU sampler would draw for that seed (a different RNG and
+//   filter arithmetic). Greedy requests pick the argmax on either path.
+// - Everything else (and every request on the CPU backend) on the host with sample_token and
+//   the sequence's own Rng, exactly as sampling.h describes.
+// A choice's seed is the request's seed (or a random one) plus its choice index.
 #pragma once
 
 #include <atomic>
@@ -20,6 +32,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/backend.h"
 #include "engine/engine_api.h"
 #include "engine/kv_cache_manager.h"
 #include "engine/sampling.h"
@@ -117,7 +130,9 @@ class LlmEngine final : public EngineApi {
   std::unordered_map<uint64_t, std::shared_ptr<Active>> by_seq_;  // sequence id -> request
   uint64_t next_id_ = 1;
   std::shared_ptr<Sequence> system_seq_;
-  std::vector<float> logits_;
+  std::vector<float> logits_;      // logits of the host-sampled rows of the last step
+  std::vector<SampleRequest> draws_;  // the device-sampled targets of the step, and their ids
+  std::vector<int32_t> draw_ids_;
   double step_s_ = 0, forward_s_ = 0;
 
   mutable std::mutex stats_mu_;

@@ -11,10 +11,6 @@
 namespace pagoda {
 namespace {
 
-// The LM head runs over at most this many logit rows at a time, so the logits buffer stays
-// small (vocab x 64 floats) however large the batch.
-constexpr int kLogitChunk = 64;
-
 // A view of rows [first, first + rows) of an F32 activation tensor.
 Tensor row_view(const Tensor& t, int64_t first, int64_t rows) {
   Tensor v = t;
@@ -39,7 +35,8 @@ struct Model::Impl {
   Tensor q, k, v, att;
   Tensor gate, up;
   Tensor lx;      // rows that need logits, gathered (then normed into xn)
-  Tensor logits;  // [kLogitChunk x vocab]
+  Tensor logits;  // [backend's logits_chunk_rows x vocab]: the LM head runs over this many rows
+                  // at a time, so the buffer stays small however large the batch
 
   void layer(int l, int64_t n);
 };
@@ -70,7 +67,9 @@ Model::Model(const gguf::GgufFile& file, std::unique_ptr<Backend> backend, int m
   m.gate = be.alloc(T, c.ff_dim);
   m.up = be.alloc(T, c.ff_dim);
   m.lx = be.alloc(T, c.dim);
-  m.logits = be.alloc(std::min<int64_t>(T, kLogitChunk), c.vocab_size);
+  const int chunk = be.logits_chunk_rows();
+  if (chunk <= 0) throw std::logic_error("Model: backend gave a non-positive logits chunk");
+  m.logits = be.alloc(std::min<int64_t>(T, chunk), c.vocab_size);
 }
 
 Model::~Model() = default;
@@ -129,6 +128,12 @@ void Model::Impl::layer(int l, int64_t n) {
 }
 
 void Model::forward(const StepPlan& plan, std::vector<float>& logits) {
+  std::vector<int32_t> no_ids;
+  forward(plan, {}, no_ids, logits);
+}
+
+void Model::forward(const StepPlan& plan, const std::vector<SampleRequest>& draws,
+                    std::vector<int32_t>& ids, std::vector<float>& host_logits) {
   Impl& m = *impl_;
   if (!m.kv_ready) throw std::logic_error("Model::forward: init_kv_cache was not called");
   const int64_t n = plan.n_tokens();
@@ -138,13 +143,57 @@ void Model::forward(const StepPlan& plan, std::vector<float>& logits) {
   for (int32_t t : plan.tokens)
     if (t < 0 || t >= m.cfg.vocab_size)
       throw std::invalid_argument("Model::forward: token id " + std::to_string(t) + " is outside the vocabulary");
-
   Backend& b = *m.be;
-  b.begin_step(plan);  // validates the plan's indices against the cache
-  b.apply_cache_edits(m.rope);
   const int64_t n_out = static_cast<int64_t>(plan.logit_rows.size());
-  logits.assign(static_cast<size_t>(n_out) * m.cfg.vocab_size, 0.0f);
+  if (!draws.empty() && !b.can_sample())
+    throw std::logic_error("Model::forward: backend '" + b.name() + "' cannot sample");
+
+  // The LM head's row order: rows some draw reads first, then the host rows, each in plan
+  // order. pos[r] is logit row r's place in it.
+  std::vector<char> on_device(static_cast<size_t>(n_out), 0);
+  for (const SampleRequest& d : draws) {
+    if (d.row < 0 || d.row >= n_out)
+      throw std::invalid_argument("Model::forward: draw of logit row " + std::to_string(d.row) + " of " +
+                                  std::to_string(n_out));
+    on_device[static_cast<size_t>(d.row)] = 1;
+  }
+  std::vector<int32_t> order;  // LM-head place -> logit row
+  order.reserve(static_cast<size_t>(n_out));
+  for (int pass = 1; pass >= 0; --pass)
+    for (int32_t r = 0; r < n_out; ++r)
+      if (on_device[static_cast<size_t>(r)] == pass) order.push_back(r);
+  std::vector<int32_t> pos(static_cast<size_t>(n_out));
+  bool reordered = false;
+  for (size_t k = 0; k < order.size(); ++k) {
+    pos[static_cast<size_t>(order[k])] = static_cast<int32_t>(k);
+    reordered |= order[k] != static_cast<int32_t>(k);
+  }
+  const int64_t n_device = static_cast<int64_t>(std::count(on_device.begin(), on_device.end(), 1));
+  StepPlan reordered_plan;
+  if (reordered) {
+    reordered_plan = plan;
+    for (size_t k = 0; k < order.size(); ++k)
+      reordered_plan.logit_rows[k] = plan.logit_rows[static_cast<size_t>(order[k])];
+  }
+  // Draws sorted by their row's place (stable: equal rows keep their order), rows renumbered.
+  std::vector<size_t> by_place(draws.size());
+  for (size_t i = 0; i < by_place.size(); ++i) by_place[i] = i;
+  std::stable_sort(by_place.begin(), by_place.end(), [&](size_t a, size_t c) {
+    return pos[static_cast<size_t>(draws[a].row)] < pos[static_cast<size_t>(draws[c].row)];
+  });
+  std::vector<SampleRequest> sorted(draws.size());
+  for (size_t k = 0; k < sorted.size(); ++k) {
+    sorted[k] = draws[by_place[k]];
+    sorted[k].row = pos[static_cast<size_t>(sorted[k].row)];
+  }
+
+  b.begin_step(reordered ? reordered_plan : plan);  // validates the plan's indices against the cache
+  b.apply_cache_edits(m.rope);
+  const int64_t vocab = m.cfg.vocab_size;
+  host_logits.assign(static_cast<size_t>((n_out - n_device) * vocab), 0.0f);
+  ids.assign(draws.size(), 0);
   if (n == 0) return;
+  if (!sorted.empty()) b.begin_sampling(sorted);  // the upload overlaps the layers
 
   b.embed(m.w.tok_embd, m.x);
   for (int l = 0; l < m.cfg.n_layers; ++l) m.layer(l, n);
@@ -153,10 +202,24 @@ void Model::forward(const StepPlan& plan, std::vector<float>& logits) {
   // Only the rows that are sampled go through the final norm and the LM head.
   b.gather_logit_rows(m.x, m.lx);
   b.rms_norm(m.lx, m.w.output_norm, m.cfg.rms_eps, m.xn, n_out);
-  for (int64_t first = 0; first < n_out; first += m.logits.rows) {
+  size_t next_draw = 0;
+  for (int64_t first = 0; first < n_device; first += m.logits.rows) {
+    const int64_t rows = std::min<int64_t>(m.logits.rows, n_device - first);
+    b.matmul(m.w.output, row_view(m.xn, first, rows), m.logits, rows);
+    size_t end = next_draw;
+    while (end < sorted.size() && sorted[end].row < first + rows) ++end;
+    b.sample(m.logits, first, static_cast<int64_t>(next_draw), static_cast<int64_t>(end - next_draw));
+    next_draw = end;
+  }
+  for (int64_t first = n_device; first < n_out; first += m.logits.rows) {
     const int64_t rows = std::min<int64_t>(m.logits.rows, n_out - first);
     b.matmul(m.w.output, row_view(m.xn, first, rows), m.logits, rows);
-    b.read(m.logits, rows, logits.data() + first * m.cfg.vocab_size);
+    b.read(m.logits, rows, host_logits.data() + (first - n_device) * vocab);
+  }
+  if (!sorted.empty()) {
+    std::vector<int32_t> got(sorted.size());
+    b.finish_sampling(got.data());
+    for (size_t k = 0; k < got.size(); ++k) ids[by_place[k]] = got[k];
   }
 }
 

@@ -36,6 +36,17 @@ class Model {
   // plan.logit_rows (in that order) to `logits` as [logit_rows.size() x vocab_size].
   void forward(const StepPlan& plan, std::vector<float>& logits);
 
+  // The same forward pass with sampling on the backend, so that only token ids come back for
+  // the rows sampled there. draws[i].row names a logit row (an index into plan.logit_rows;
+  // several draws may name one row, e.g. the n choices of a prompt) and ids[i] receives its
+  // token, drawn by the rule documented at SampleRequest. The logits of the rows no draw names
+  // are written to `host_logits` in logit-row order ([those rows x vocab_size]), as forward()
+  // does. Non-empty draws need backend().can_sample(); with none this is forward(plan, logits).
+  // Internally the sampled rows go through the LM head first, so the host rows form one tail
+  // that is copied back alone, and a step without host rows waits for the device once.
+  void forward(const StepPlan& plan, const std::vector<SampleRequest>& draws,
+               std::vector<int32_t>& ids, std::vector<float>& host_logits);
+
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;

@@ -38,6 +38,12 @@ struct Sequence {
   int32_t n_shifts = 0;               // context shifts done
   int32_t n_keep = 0;                 // tokens kept on a context shift
   bool sample = true;                 // false: prefill only (the pinned system prompt)
+  // Where this sequence's tokens are drawn, fixed at admission (never by its batch mates):
+  // device_sampling true: on the backend (Backend::sample) with the Philox draw (seed, number
+  // of tokens generated so far); false: on the host by sample_token with `rng` (seeded with the
+  // same seed). See LlmEngine (engine.h) for which requests take which path.
+  bool device_sampling = false;
+  uint64_t seed = 0;
   Rng rng;
   std::vector<std::shared_ptr<Sequence>> siblings;  // choice 0 only: choices forked from it
 

@@ -23,7 +23,7 @@ do_build() {
   nvidia-smi || echo "gpu-check: nvidia-smi failed (no driver?)" >&2
   cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DPAGODA_CUDA=ON
   cmake --build "$build" -j"$jobs" --target pagoda test_cuda_kernels test_cuda_ops \
-    test_cuda_attention test_cuda_model bench_cuda_decode
+    test_cuda_attention test_cuda_model test_cuda_engine bench_cuda_decode
 }
 
 do_test() {
@@ -44,7 +44,8 @@ do_emu() {
   local emu=${PAGODA_EMU_DIR:-build-emu}
   local inc=${CUDA_HOME:-/usr/local/cuda}/include
   cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DPAGODA_CUDA=ON >/dev/null
-  cmake --build "$build" -j"$jobs" --target pagoda_model pagoda_gguf pagoda_kernels_cpu
+  cmake --build "$build" -j"$jobs" --target pagoda_engine pagoda_model pagoda_tokenizer pagoda_gguf \
+    pagoda_kernels_cpu
   rm -rf "$emu/src" && mkdir -p "$emu/obj"
   python3 tests/gpu/emu/gen.py . "$emu/src"
   local objs=()
@@ -56,10 +57,11 @@ do_emu() {
   done
   rm -f "$emu/libpagoda_cuda_emu.a" && ar rcs "$emu/libpagoda_cuda_emu.a" "${objs[@]}"
   local status=0
-  for t in ${EMU_TESTS:-test_cuda_kernels test_cuda_ops test_cuda_attention test_cuda_model}; do
+  for t in ${EMU_TESTS:-test_cuda_kernels test_cuda_ops test_cuda_attention test_cuda_model test_cuda_engine}; do
     g++ -std=c++20 -O1 -I. -I"$inc" -DPAGODA_HAVE_CUDA=1 "tests/gpu/$t.cpp" tests/catch_main.cpp \
-      -o "$emu/$t" "$build/libpagoda_model.a" "$build/libpagoda_gguf.a" "$emu/libpagoda_cuda_emu.a" \
-      "$build/libpagoda_kernels_cpu.a" -lspdlog -lfmt -lpthread
+      -o "$emu/$t" "$build/libpagoda_engine.a" "$build/libpagoda_model.a" "$build/libpagoda_tokenizer.a" \
+      "$build/libpagoda_gguf.a" "$emu/libpagoda_cuda_emu.a" "$build/libpagoda_kernels_cpu.a" \
+      -lspdlog -lfmt -lpthread
     echo "gpu-check: $t (emulated)"
     "$emu/$t" "$@" || status=1
   done

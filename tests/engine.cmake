@@ -16,7 +16,7 @@ foreach(t test_block_pool test_kv_cache_manager test_scheduler test_sampling tes
 endforeach()
 
 # The engine end to end on a tiny model (needs the model, CPU backend and model writer).
-foreach(t test_engine test_engine_shift)
+foreach(t test_engine test_engine_shift test_engine_device_sampling)
   if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/unit/${t}.cpp)
     pagoda_test(unit/${t}.cpp unit pagoda_engine)
   endif()

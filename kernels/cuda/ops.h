@@ -160,4 +160,9 @@ struct SampleParams {
 void sample(const float* logits, int64_t n_rows, int vocab, const SampleParams* params,
             int32_t* out, void* stream);
 
+// The same rule for n_draws draws where draw i reads logits row rows[i] - row_base (rows:
+// device array of n_draws) with params[i] into out[i]; a row may be read by several draws.
+void sample_rows(const float* logits, int vocab, const int32_t* rows, int64_t row_base,
+                 int64_t n_draws, const SampleParams* params, int32_t* out, void* stream);
+
 }  // namespace pagoda::cuda

@@ -11,7 +11,9 @@
 //   whose running sum of kept e exceeds u * (total kept e).
 // Thresholds are found exactly by binary search over the bit patterns of non-negative floats
 // (their order matches the values'), each probe one block-wide count/sum over the vocabulary.
-// Launch: grid (n_rows), 1024 threads. Deterministic: fixed reduction trees, and the final scan
+// sample_rows draws from chosen rows (draw i reads row rows[i] - row_base, so one row can be drawn
+// from several times, e.g. by the n choices of one prompt); sample() is draw i = row i.
+// Launch: grid (n_draws), 1024 threads. Deterministic: fixed reduction trees, and the final scan
 // walks fixed contiguous chunks in index order.
 // Assumptions: finite logits; vocab >= 1.
 #include "kernels/cuda/common.cuh"
@@ -25,13 +27,14 @@ constexpr int kThreads = 1024;
 
 __device__ __forceinline__ float bits_to_float(uint32_t b) { return __uint_as_float(b); }
 
-__global__ void sample_kernel(const float* logits, int vocab, const SampleParams* params,
-                              int32_t* out) {
+__global__ void sample_kernel(const float* logits, int vocab, const int32_t* rows,
+                              int64_t row_base, const SampleParams* params, int32_t* out) {
   __shared__ float scratch[32];
   __shared__ float chunk_sum[kThreads];
   __shared__ int s_idx;
   const int row = blockIdx.x, tid = threadIdx.x;
-  const float* x = logits + (int64_t)row * vocab;
+  const int64_t logit_row = rows ? rows[row] - row_base : row;
+  const float* x = logits + logit_row * vocab;
   const SampleParams p = params[row];
 
   // Max logit and its lowest index: reduce (value, index) pairs through shared memory.
@@ -135,10 +138,15 @@ __global__ void sample_kernel(const float* logits, int vocab, const SampleParams
 
 void sample(const float* logits, int64_t n_rows, int vocab, const SampleParams* params,
             int32_t* out, void* stream) {
+  sample_rows(logits, vocab, nullptr, 0, n_rows, params, out, stream);
+}
+
+void sample_rows(const float* logits, int vocab, const int32_t* rows, int64_t row_base,
+                 int64_t n_draws, const SampleParams* params, int32_t* out, void* stream) {
   if (vocab <= 0) throw CudaError("sample: empty vocabulary");
-  if (n_rows <= 0) return;
-  sample_kernel<<<static_cast<unsigned>(n_rows), kThreads, 0, as_stream(stream)>>>(logits, vocab,
-                                                                                  params, out);
+  if (n_draws <= 0) return;
+  sample_kernel<<<static_cast<unsigned>(n_draws), kThreads, 0, as_stream(stream)>>>(
+      logits, vocab, rows, row_base, params, out);
   CUDA_CHECK_LAUNCH();
 }
 

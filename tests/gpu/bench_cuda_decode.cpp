@@ -1,14 +1,17 @@
 // Decode benchmark of the Model on the CudaBackend (not a test; built with the GPU tests).
 //
 //   bench_cuda_decode --model M.gguf [--batches 1,64,256] [--prompt 128] [--new 128]
-//                     [--max-batch-tokens 2048] [--hbm-tbps 4.8]
+//                     [--max-batch-tokens 2048] [--hbm-tbps 4.8] [--sampling device|host]
 //
 // For each batch size B: B sequences of `prompt` tokens are prefilled (chunked into steps of at
 // most max-batch-tokens), then `new` decode steps run with all B sequences in every step. It
 // prints decode tokens/s (B * new / decode time) and, for B = 1, the fraction of HBM bandwidth
 // that reading the weights once per token implies (weight bytes x tok/s / (hbm-tbps x 1e12)).
-// Each step includes Model::forward's copy of B rows of logits to the host; tokens are fed
-// back without sampling (the throughput does not depend on their values).
+// Each decode step samples on the GPU as the engine does for plain requests (--sampling device,
+// the default: Model::forward with one greedy draw per sequence, only ids come back); with
+// --sampling host it copies B rows of logits to the host instead (the path of requests with
+// logprobs or penalties), without sampling them. Prefill steps sample nothing. The tokens fed
+// back are fixed ids (the throughput does not depend on their values).
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -62,6 +65,7 @@ int run(int argc, char** argv) {
   std::vector<int> batches = {1, 64, 256};
   int prompt = 128, n_new = 128, max_tokens = 2048;
   double hbm_tbps = 4.8;
+  bool device_sampling = true;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], v = argv[i + 1];
     if (flag == "--model") model_path = v;
@@ -69,6 +73,7 @@ int run(int argc, char** argv) {
     else if (flag == "--new") n_new = std::stoi(v);
     else if (flag == "--max-batch-tokens") max_tokens = std::stoi(v);
     else if (flag == "--hbm-tbps") hbm_tbps = std::stod(v);
+    else if (flag == "--sampling" && (v == "device" || v == "host")) device_sampling = v == "device";
     else if (flag == "--batches") {
       batches.clear();
       std::stringstream ss(v);
@@ -93,7 +98,8 @@ int run(int argc, char** argv) {
     weight_bytes += static_cast<double>(t.n_elements()) * (t.dims.size() >= 2 ? 2.0 : 4.0);
   Model model(file, make_cuda_backend(), max_tokens);
   const int vocab = model.config().vocab_size;
-  std::printf("model %s: %.2f GB of weights on the GPU (bf16)\n", model_path.c_str(), weight_bytes / 1e9);
+  std::printf("model %s: %.2f GB of weights on the GPU (bf16), sampling on the %s\n", model_path.c_str(),
+              weight_bytes / 1e9, device_sampling ? "device" : "host (logits copied back)");
 
   for (int B : batches) {
     const int blocks_per_seq = (prompt + n_new + kBlock - 1) / kBlock;
@@ -102,6 +108,9 @@ int run(int argc, char** argv) {
     for (int s = 0; s < B; ++s)
       for (int b = 0; b < blocks_per_seq; ++b) seqs[static_cast<size_t>(s)].table.push_back(s * blocks_per_seq + b);
     std::vector<float> logits;
+    std::vector<SampleRequest> draws(static_cast<size_t>(B));  // greedy, one per sequence
+    for (int s = 0; s < B; ++s) draws[static_cast<size_t>(s)].row = s;
+    std::vector<int32_t> ids;
     // Prefill: whole prompts, as many sequences per step as the token budget allows.
     const auto t_prefill = std::chrono::steady_clock::now();
     for (int s = 0; s < B;) {
@@ -122,7 +131,8 @@ int run(int argc, char** argv) {
     for (int step = 0; step < n_new; ++step) {
       StepPlan plan;
       for (int s = 0; s < B; ++s) add_tokens(plan, seqs[static_cast<size_t>(s)], prompt + step, prompt + step + 1, vocab);
-      model.forward(plan, logits);
+      if (device_sampling) model.forward(plan, draws, ids, logits);
+      else model.forward(plan, logits);
     }
     const double decode_s = seconds_since(t_decode);
     const double tps = static_cast<double>(B) * n_new / decode_s;

@@ -1,5 +1,7 @@
 // CUDA kernels called through their launchers (kernels/cuda/ops.h) on raw device memory:
-// weight dequantization and conversion to bf16 against kernels/cpu/quants.h, and GPU sampling
+// weight dequantization and conversion to bf16 against kernels/cpu/quants.h, RoPE and K-shift
+// with rope_freqs against kernels/cpu/ops.h (and through CudaBackend against CpuBackend), and
+// GPU sampling
 // (argmax, temperature, top-k, top-p, min-p, Philox draws) against a host implementation of
 // the same rule. The Philox known-answer test runs on the host, with or without a device.
 #include <catch2/catch.hpp>
@@ -12,11 +14,16 @@
 #include <random>
 #include <vector>
 
+#include "engine/backend_cpu.h"
+#include "engine/backend_cuda.h"
+#include "engine/model_writer.h"
+#include "kernels/cpu/ops.h"
 #include "kernels/cpu/quants.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/ops.h"
 #include "kernels/cuda/philox.h"
 #include "tests/gpu/cuda_test_util.h"
+#include "tests/support/sample_reference.h"
 
 using namespace pagoda;
 using namespace pagoda::gputest;
@@ -43,55 +50,6 @@ std::vector<T> from_device(const DeviceBuf& d, size_t n) {
   std::vector<T> h(n);
   CUDA_CHECK(cudaMemcpy(h.data(), d.p, n * sizeof(T), cudaMemcpyDeviceToHost));
   return h;
-}
-
-// The sampling rule of kernels/cuda/sample.cu, on the host. Returns the token, and in
-// *ambiguous whether float rounding could reasonably flip the result (draw or top-p target
-// within a hair of a boundary), in which case a different GPU answer is not an error.
-int reference_sample(const std::vector<float>& x, const cuda::SampleParams& p, bool* ambiguous) {
-  const int vocab = static_cast<int>(x.size());
-  *ambiguous = false;
-  const int amax = static_cast<int>(std::max_element(x.begin(), x.end()) - x.begin());
-  if (p.temperature <= 0.0f) return amax;
-  const float inv_t = 1.0f / p.temperature, shift = x[static_cast<size_t>(amax)] * inv_t;
-  std::vector<float> e(x.size());
-  for (int j = 0; j < vocab; ++j) e[static_cast<size_t>(j)] = std::exp(x[static_cast<size_t>(j)] * inv_t - shift);
-  std::vector<float> sorted = e;
-  std::sort(sorted.begin(), sorted.end(), std::greater<float>());
-  float thr = 0.0f;
-  if (p.top_k > 0 && p.top_k < vocab) thr = sorted[static_cast<size_t>(p.top_k - 1)];
-  auto mass = [&](float t) {
-    double s = 0;
-    for (float v : e) if (v >= t) s += v;
-    return s;
-  };
-  if (p.top_p < 1.0f) {
-    const double target = p.top_p * mass(thr);
-    for (float v : sorted) {  // descending: the first value whose mass reaches the target
-      if (v < thr) break;
-      const double m = mass(v);
-      if (std::fabs(m - target) < 1e-5 * target) *ambiguous = true;
-      if (m >= target) {
-        thr = std::max(thr, v);
-        break;
-      }
-    }
-  }
-  if (p.min_p > 0.0f) thr = std::max(thr, std::min(p.min_p, 1.0f));
-  const double total = mass(thr);
-  const double target = static_cast<double>(cuda::philox_uniform(p.seed, p.counter)) * total;
-  double run = 0;
-  int last = amax;
-  for (int j = 0; j < vocab; ++j) {
-    const float v = e[static_cast<size_t>(j)];
-    if (v < thr) continue;
-    last = j;
-    if (std::fabs(run + v - target) < 1e-5 * total || std::fabs(run - target) < 1e-5 * total)
-      *ambiguous = true;
-    run += v;
-    if (run > target) return j;
-  }
-  return last;
 }
 
 std::vector<int32_t> gpu_sample(const std::vector<float>& logits, int rows, int vocab,
@@ -245,7 +203,7 @@ TEST_CASE("cuda: temperature/top-k/top-p/min-p sampling follows the host rule", 
     std::vector<float> row(logits.begin() + static_cast<long>(r) * vocab,
                            logits.begin() + static_cast<long>(r + 1) * vocab);
     bool ambiguous = false;
-    const int want = reference_sample(row, params[static_cast<size_t>(r)], &ambiguous);
+    const int want = test::reference_sample(row.data(), vocab, params[static_cast<size_t>(r)], &ambiguous);
     if (ambiguous) {
       ++ambiguous_rows;
       continue;
@@ -303,5 +261,204 @@ TEST_CASE("cuda: sampled frequencies follow the filtered distribution", "[gpu]")
       else
         CHECK(std::fabs(freq[j] - c.want[j]) < 0.025);
     }
+  }
+}
+
+// ---- RoPE with frequency factors (GGUF rope_freqs.weight, Llama 3.1) -------------------------
+
+namespace {
+
+// Llama 3.1's factors for n_rot 128 (base 500000), or random divisors in [0.3, 8] otherwise.
+std::vector<float> rope_freq_factors_for(int n_rot) {
+  if (n_rot == 128) return llama3_rope_freq_factors(128, 500000.0f);
+  std::mt19937 rng(static_cast<uint32_t>(n_rot));
+  std::uniform_real_distribution<float> d(0.3f, 8.0f);
+  std::vector<float> f(static_cast<size_t>(n_rot / 2));
+  for (auto& x : f) x = d(rng);
+  return f;
+}
+
+// The CPU kernels' rotation (kernels/cpu/ops.h) of every head of `rows` rows at `positions`.
+std::vector<float> cpu_rope(std::vector<float> x, const std::vector<int32_t>& positions, int n_heads,
+                            int head_dim, const cpu::RopeParams& p) {
+  std::vector<double> inv(static_cast<size_t>(p.n_rot / 2));
+  std::vector<float> c(inv.size()), s(inv.size());
+  cpu::rope_inv_freq(p, inv.data());
+  for (size_t t = 0; t < positions.size(); ++t) {
+    cpu::rope_angles(p, inv.data(), positions[t], c.data(), s.data());
+    cpu::rope_apply(x.data() + t * n_heads * head_dim, n_heads, head_dim, p, c.data(), s.data());
+  }
+  return x;
+}
+
+// cuda::rope of `x` at `positions`, with `factors` (empty: none).
+std::vector<float> gpu_rope(const std::vector<float>& x, const std::vector<int32_t>& positions,
+                            int n_heads, int head_dim, const cpu::RopeParams& p,
+                            const std::vector<float>& factors) {
+  DeviceBuf d_x(x.size() * sizeof(float)), d_pos(positions.size() * sizeof(int32_t)),
+      d_ff(std::max<size_t>(1, factors.size()) * sizeof(float));
+  to_device(d_x, x);
+  to_device(d_pos, positions);
+  if (!factors.empty()) to_device(d_ff, factors);
+  cuda::rope(d_x.as<float>(), d_pos.as<int32_t>(), static_cast<int64_t>(positions.size()), n_heads,
+             head_dim, p.n_rot, p.freq_base, p.freq_scale, p.neox, nullptr,
+             factors.empty() ? nullptr : d_ff.as<float>());
+  return from_device<float>(d_x, x.size());
+}
+
+}  // namespace
+
+TEST_CASE("cuda: rope with rope_freqs matches the CPU kernels", "[gpu][rope_freqs]") {
+  PAGODA_SKIP_WITHOUT_CUDA();
+  const int head_dim = 128, n_heads = 3;
+  const std::vector<int32_t> positions = {0, 1, 7, 3000, 8191, 131000};
+  for (bool neox : {false, true}) {
+    for (int n_rot : {128, 64}) {
+      INFO("neox " << neox << " n_rot " << n_rot);
+      const std::vector<float> ff = rope_freq_factors_for(n_rot);
+      const cpu::RopeParams p{n_rot, 500000.0f, neox ? 0.5f : 1.0f, neox, ff.data()};
+      const auto x = bf16_values(positions.size() * n_heads * head_dim, 31 + n_rot);
+      const auto want = cpu_rope(x, positions, n_heads, head_dim, p);
+      require_close(gpu_rope(x, positions, n_heads, head_dim, p, ff), want, 1e-5f, 1e-5f, "rope");
+      // The factors change the result (so the comparison above could fail).
+      cpu::RopeParams plain = p;
+      plain.freq_factors = nullptr;
+      const auto without = cpu_rope(x, positions, n_heads, head_dim, plain);
+      double diff = 0;
+      for (size_t i = 0; i < want.size(); ++i) diff = std::max(diff, double(std::fabs(want[i] - without[i])));
+      CHECK(diff > 1e-3);
+    }
+  }
+}
+
+TEST_CASE("cuda: k_shift with rope_freqs matches the CPU and roping at the new position", "[gpu][rope_freqs]") {
+  PAGODA_SKIP_WITHOUT_CUDA();
+  const int n_layers = 2, num_blocks = 4, bs = 16, n_kv = 2, head_dim = 128;
+  const int64_t row = n_kv * head_dim, block_elems = bs * row, layer_elems = num_blocks * block_elems;
+  const std::vector<int32_t> shifts = {1, -64, 3, 1000};  // (block, delta) pairs
+  for (bool neox : {false, true}) {
+    for (int n_rot : {128, 64}) {
+      INFO("neox " << neox << " n_rot " << n_rot);
+      const std::vector<float> ff = rope_freq_factors_for(n_rot);
+      const cpu::RopeParams p{n_rot, 500000.0f, 1.0f, neox, ff.data()};
+      // Block b of layer l holds K rows roped at positions 100 * (b + 1) + slot.
+      const auto raw = bf16_values(static_cast<size_t>(n_layers * layer_elems), 41 + n_rot);
+      std::vector<int32_t> pos_of_row;
+      for (int l = 0; l < n_layers; ++l)
+        for (int b = 0; b < num_blocks; ++b)
+          for (int s = 0; s < bs; ++s) pos_of_row.push_back(100 * (b + 1) + s);
+      const auto roped = gpu_rope(raw, pos_of_row, n_kv, head_dim, p, ff);
+      std::vector<uint16_t> k16(roped.size());
+      for (size_t i = 0; i < roped.size(); ++i) k16[i] = cpu::fp32_to_fp16(roped[i]);
+
+      DeviceBuf d_k(k16.size() * 2), d_v(k16.size() * 2), d_shifts(shifts.size() * 4),
+          d_ff(ff.size() * sizeof(float));
+      to_device(d_k, k16);
+      to_device(d_v, k16);
+      to_device(d_shifts, shifts);
+      to_device(d_ff, ff);
+      cuda::KvPools pools;
+      pools.k_base = d_k.p;
+      pools.v_base = d_v.p;
+      pools.layer_stride = layer_elems;
+      pools.n_layers = n_layers;
+      pools.block_size = bs;
+      pools.n_kv_heads = n_kv;
+      pools.head_dim = head_dim;
+      cuda::k_shift(pools, d_shifts.as<int32_t>(), 2, n_rot, p.freq_base, p.freq_scale, neox, nullptr,
+                    d_ff.as<float>());
+      const auto got16 = from_device<uint16_t>(d_k, k16.size());
+      CHECK(from_device<uint16_t>(d_v, k16.size()) == k16);  // V untouched
+
+      // CPU oracle: the same shifts by kv_rope_block on a host copy of the pools.
+      std::vector<uint16_t> host = k16;
+      std::vector<float> c(static_cast<size_t>(n_rot / 2)), s(c.size());
+      std::vector<double> inv(c.size());
+      cpu::rope_inv_freq(p, inv.data());
+      for (size_t j = 0; j < shifts.size(); j += 2) {
+        cpu::rope_angles(p, inv.data(), shifts[j + 1], c.data(), s.data());
+        for (int l = 0; l < n_layers; ++l) {
+          cpu::KvPool kp;
+          kp.data = host.data() + l * layer_elems;
+          kp.type = GgmlType::F16;
+          kp.block_size = bs;
+          kp.n_kv_heads = n_kv;
+          kp.head_dim = head_dim;
+          kp.num_blocks = num_blocks;
+          cpu::kv_rope_block(kp, shifts[j], p, c.data(), s.data());
+        }
+      }
+      std::vector<float> got(got16.size()), cpu_k(got16.size());
+      for (size_t i = 0; i < got.size(); ++i) {
+        got[i] = cpu::fp16_to_fp32(got16[i]);
+        cpu_k[i] = cpu::fp16_to_fp32(host[i]);
+      }
+      require_close(got, cpu_k, 1e-3f, 1e-3f, "K vs CPU");  // one f16 ulp
+
+      // The invariant: a shifted block reads as its rows roped directly at position + delta.
+      for (size_t j = 0; j < shifts.size(); j += 2) {
+        const int blk = shifts[j], delta = shifts[j + 1];
+        for (int l = 0; l < n_layers; ++l) {
+          const int64_t off = l * layer_elems + blk * block_elems;
+          const std::vector<float> rows(raw.begin() + off, raw.begin() + off + block_elems);
+          std::vector<int32_t> moved;
+          for (int sl = 0; sl < bs; ++sl) moved.push_back(100 * (blk + 1) + sl + delta);
+          const auto direct = gpu_rope(rows, moved, n_kv, head_dim, p, ff);
+          const std::vector<float> shifted(got.begin() + off, got.begin() + off + block_elems);
+          INFO("block " << blk << " layer " << l);
+          require_close(shifted, direct, 2e-3f, 2e-3f, "shifted K vs K roped at the new position");
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("cuda: CudaBackend rope and K-shift use RopeConfig::freq_factors as the CPU backend does",
+          "[gpu][rope_freqs]") {
+  PAGODA_SKIP_WITHOUT_CUDA();
+  const int bs = 16, n_kv = 2, head_dim = 128, row = n_kv * head_dim;
+  const std::vector<float> ff = llama3_rope_freq_factors(head_dim, 500000.0f);
+  for (bool neox : {false, true}) {
+    INFO("neox " << neox);
+    CpuBackend cpu(2);
+    std::unique_ptr<Backend> gpu = make_cuda_backend();
+    Backend* both[2] = {&cpu, gpu.get()};
+    const auto kv = bf16_values(static_cast<size_t>(bs * row), 53 + neox);
+    TestSeq seq;  // 16 tokens at positions 96..111: exactly block 6
+    seq.n_past = 96;
+    seq.n_new = bs;
+    seq.blocks = {0, 1, 2, 3, 4, 5, 6};
+    StepPlan shift;
+    shift.k_shifts = {KShift{6, -96}};
+    std::vector<float> roped[2], shifted[2], direct[2];
+    for (int i = 0; i < 2; ++i) {
+      Backend& b = *both[i];
+      b.init_kv_cache(KvCacheConfig{1, 8, bs, n_kv, head_dim, GgmlType::F16});
+      RopeConfig rc;
+      rc.head_dim = head_dim;
+      rc.freq_base = 500000.0f;
+      rc.neox = neox;
+      rc.freq_factors = b.upload_weight(ff.data(), GgmlType::F32, 1, static_cast<int64_t>(ff.size()));
+      b.begin_step(make_plan({seq}, bs));
+      Tensor k = activation_from(b, kv, bs, row);
+      b.rope(k, n_kv, rc);
+      roped[i] = read_all(b, k, bs);
+      b.store_kv(0, k, k);
+      b.begin_step(shift);
+      b.apply_cache_edits(rc);
+      std::vector<float> v(static_cast<size_t>(bs * row));
+      shifted[i].resize(v.size());
+      b.read_kv_block(0, 6, shifted[i].data(), v.data());
+      // The same rows roped directly at their new positions 0..15.
+      TestSeq moved = seq;
+      moved.n_past = 0;
+      b.begin_step(make_plan({moved}, bs));
+      Tensor d = activation_from(b, kv, bs, row);
+      b.rope(d, n_kv, rc);
+      direct[i] = read_all(b, d, bs);
+    }
+    require_close(roped[1], roped[0], 1e-5f, 1e-5f, "rope");
+    require_close(shifted[1], shifted[0], 1e-3f, 1e-3f, "shifted K");  // one f16 ulp
+    require_close(shifted[1], direct[1], 2e-3f, 2e-3f, "shifted K vs K roped at the new position");
   }
 }

@@ -124,6 +124,7 @@ struct LoadedModel {
   std::unique_ptr<Model> model;
   std::unique_ptr<LlmEngine> engine;
   std::string backend_name;
+  server::ToolCallFormat tool_call_format = server::ToolCallFormat::None;  // from --tool-call-parser
 };
 
 // Reads a large model file through once, logging a percentage, so that the page cache holds
@@ -189,6 +190,7 @@ std::unique_ptr<LoadedModel> load(const server::ServerConfig& cfg) {
     tmpl = ChatTemplate::chatml_source();
   }
   lm->chat_template = std::make_unique<ChatTemplate>(tmpl);
+  lm->tool_call_format = server::resolve_tool_call_format(cfg.tool_call_parser, tmpl);
   size_t bytes = 0;
   for (const auto& t : lm->file.tensors()) bytes += t.nbytes;
   warm_page_cache(cfg.model, 20, 60);
@@ -281,6 +283,7 @@ int serve(int argc, char** argv) {
     opts.timeout_s = cfg.timeout;
     opts.health_stall_s = cfg.health_stall;
     opts.context_shift = cfg.context_shift;
+    opts.tool_call_format = lm->tool_call_format;
     handlers = std::make_shared<server::Handlers>(*lm->engine, tok, render, metrics, opts);
     http.set_handlers(handlers);
     signals.set_loaded();
@@ -294,6 +297,7 @@ int serve(int argc, char** argv) {
               {"kv_blocks", lm->engine->num_kv_blocks()},
               {"context", lm->engine->context_size()},
               {"max_seqs", cfg.max_seqs},
+              {"tool_call_parser", server::tool_call_format_name(opts.tool_call_format)},
               {"auth", api_key.empty() ? "off" : "on"}});
 
     signals.wait();

@@ -38,6 +38,11 @@ void Generation::init_choices() {
     choices_[i].index = (int)i;
     choices_[i].text = spec.echo[i / n()];
   }
+  if (spec.chat && spec.tool_format != ToolCallFormat::None) {
+    tool_parsers_.assign(choices_.size(), ToolCallParser(spec.tool_format, spec.tool_names));
+    tool_content_.assign(choices_.size(), "");
+    tool_out_.assign(choices_.size(), ToolCallEvents{});
+  }
 }
 
 void Generation::add_stream(std::shared_ptr<RequestStream> s) {
@@ -117,11 +122,54 @@ void Generation::handle(int p, const Delta& d, const std::function<void(int, con
   c.text += d.text;
   c.tokens.insert(c.tokens.end(), d.tokens.begin(), d.tokens.end());
   if (spec.logprobs) c.logprobs.insert(c.logprobs.end(), d.logprobs.begin(), d.logprobs.end());
+  if (!tool_parsers_.empty()) parse_tools(idx, d);
   on(idx, d);
   if (d.finish != FinishReason::None) {
     c.finish = d.finish;
     --unfinished_;
   }
+}
+
+void Generation::parse_tools(int idx, const Delta& d) {
+  // A marker that is a control token detokenizes to nothing; the parser gets its text.
+  std::string text;
+  for (int32_t t : d.tokens)
+    if (auto m = spec.tool_markers.find(t); m != spec.tool_markers.end()) text += m->second;
+  text += d.text;
+  ToolCallParser& p = tool_parsers_[idx];
+  ToolCallEvents ev = p.feed(text);
+  if (d.finish == FinishReason::Stop || d.finish == FinishReason::Length) {
+    ToolCallEvents rest = p.finish();
+    ev.content += rest.content;
+    for (auto& c : rest.calls) ev.calls.push_back(std::move(c));
+  }
+  tool_content_[idx] += ev.content;
+  ToolCallEvents& out = tool_out_[idx];
+  out.content += ev.content;
+  for (ParsedToolCall& pc : ev.calls) {
+    choices_[idx].tool_calls.push_back(
+        {new_tool_call_id ? new_tool_call_id() : "call_0", pc.name, pc.arguments});
+    out.calls.push_back(std::move(pc));
+  }
+}
+
+bool Generation::stream_tool_delta(SseWriter& w, int idx, const Delta& d) {
+  const bool usage_null = spec.common.include_usage;
+  ToolCallEvents ev = std::move(tool_out_[idx]);
+  tool_out_[idx] = ToolCallEvents{};
+  bool ok = true;
+  // Logprobs travel with the content chunk even while the text itself is held back.
+  json lp = delta_logprobs(d, 0);
+  if (!ev.content.empty() || !lp.is_null())
+    ok = w.event(chat_chunk(meta, idx, {{"content", ev.content}}, lp, nullptr, usage_null));
+  const std::vector<ToolCallOut>& all = choices_[idx].tool_calls;
+  for (size_t k = all.size() - ev.calls.size(); k < all.size() && ok; ++k) {
+    ok = w.event(chat_chunk(meta, idx, tool_call_head_delta((int)k, all[k]), nullptr, nullptr,
+                            usage_null)) &&
+         w.event(chat_chunk(meta, idx, tool_call_arguments_delta((int)k, all[k].arguments),
+                            nullptr, nullptr, usage_null));
+  }
+  return ok;
 }
 
 void Generation::account(int status_override) {
@@ -159,6 +207,9 @@ void Generation::answer(httplib::Response& res) {
     fail(*error_, 0);
     return;
   }
+  for (size_t i = 0; i < tool_content_.size(); ++i) {
+    if (!choices_[i].tool_calls.empty()) choices_[i].text = tool_content_[i];
+  }
   Usage u = usage();
   json body = spec.chat ? chat_response(meta, choices_, u, spec.logprobs, token_text_)
                         : completion_response(meta, choices_, u, spec.logprobs, token_text_);
@@ -192,13 +243,16 @@ bool Generation::stream_step(httplib::DataSink& sink) {
   bool done = ok && pump(milliseconds(100), [&](int idx, const Delta& d) {
     if (!ok) return;
     size_t before = choices_[idx].text.size() - d.text.size();
-    if (!d.text.empty() || (spec.logprobs && !d.logprobs.empty())) {
+    if (!tool_parsers_.empty()) {
+      ok = stream_tool_delta(w, idx, d);
+    } else if (!d.text.empty() || (spec.logprobs && !d.logprobs.empty())) {
       json lp = delta_logprobs(d, before);
       ok = w.event(spec.chat ? chat_chunk(meta, idx, {{"content", d.text}}, lp, nullptr, usage_null)
                              : completion_chunk(meta, idx, d.text, lp, nullptr, usage_null));
     }
     if (ok && (d.finish == FinishReason::Stop || d.finish == FinishReason::Length)) {
-      const char* fr = finish_reason_str(d.finish);
+      const char* fr =
+          choices_[idx].tool_calls.empty() ? finish_reason_str(d.finish) : "tool_calls";
       ok = w.event(spec.chat ? chat_chunk(meta, idx, json::object(), nullptr, fr, usage_null)
                              : completion_chunk(meta, idx, "", nullptr, fr, usage_null));
     }

@@ -5,7 +5,9 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -13,10 +15,12 @@
 
 #include "engine/engine_api.h"
 #include "server/openai_protocol.h"
+#include "server/tool_calls.h"
 
 namespace pagoda::server {
 
 class ConnectionProbe;
+class SseWriter;
 class Metrics;
 
 // A validated generation request, ready to submit.
@@ -26,6 +30,10 @@ struct GenSpec {
   std::vector<std::vector<int32_t>> prompts;
   std::vector<std::string> echo;  // per prompt: text to prepend (completions with echo)
   bool logprobs = false;          // include logprobs in the answer
+  // Chat with tools: the output is read for tool calls in this format (None: plain content).
+  ToolCallFormat tool_format = ToolCallFormat::None;
+  std::set<std::string> tool_names;             // the request's functions
+  std::map<int32_t, std::string> tool_markers;  // control tokens that open a call -> their text
 };
 
 class Generation {
@@ -63,12 +71,18 @@ class Generation {
   std::unique_ptr<ConnectionProbe> probe;
   int reserved = 0;                     // sequences reserved against the queue bound
   std::function<void()> on_release;     // runs in the destructor
+  std::function<std::string()> new_tool_call_id;  // ids of the tool calls found in the output
   const std::vector<std::shared_ptr<RequestStream>>& streams() const { return streams_; }
 
  private:
   int n() const { return spec.common.n; }
   void handle(int prompt, const Delta& d, const std::function<void(int, const Delta&)>& on);
   json delta_logprobs(const Delta& d, size_t text_before);
+  // Tool calls: feeds a delta's text to the choice's parser; what it releases waits in
+  // tool_out_ until the stream sends it.
+  void parse_tools(int idx, const Delta& d);
+  // Streaming with tool calls: the chunks for one delta (content, then each new call).
+  bool stream_tool_delta(SseWriter& w, int idx, const Delta& d);
 
   Metrics& metrics_;
   TokenText token_text_;
@@ -78,6 +92,9 @@ class Generation {
   std::vector<ChoiceResult> choices_;                     // index = prompt * n + choice
   std::vector<int> tokens_seen_;                          // per choice
   std::vector<Clock::time_point> last_token_;             // per choice
+  std::vector<ToolCallParser> tool_parsers_;              // per choice, when reading tool calls
+  std::vector<std::string> tool_content_;                 // per choice: content outside calls
+  std::vector<ToolCallEvents> tool_out_;                  // per choice: released, not yet streamed
   int unfinished_ = 0;
   double ttft_ms_ = -1;
   bool aborted_ = false;

@@ -28,6 +28,24 @@ void send_api_error(httplib::Response& res, const ApiError& e) {
   if (e.status == 429) res.set_header("Retry-After", "1");
 }
 
+// Clients send a call's arguments back as the JSON string they received; templates print
+// them with `tojson`, which would quote that string a second time. Like vLLM and llama.cpp,
+// hand templates the decoded object (in the client's key order).
+void decode_tool_call_arguments(nlohmann::ordered_json& calls) {
+  if (!calls.is_array()) return;
+  for (auto& call : calls) {
+    if (!call.is_object()) continue;
+    auto fn = call.find("function");
+    if (fn == call.end() || !fn->is_object()) continue;
+    auto args = fn->find("arguments");
+    if (args == fn->end() || !args->is_string()) continue;
+    const std::string& text = args->get_ref<const std::string&>();
+    if (json_depth_exceeds(text, 64)) continue;
+    auto decoded = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (!decoded.is_discarded() && decoded.is_object()) *args = std::move(decoded);
+  }
+}
+
 }  // namespace
 
 Handlers::Handlers(EngineApi& engine, const Tokenizer& tokenizer, ChatRenderer render_chat,
@@ -39,7 +57,18 @@ Handlers::Handlers(EngineApi& engine, const Tokenizer& tokenizer, ChatRenderer r
       opts_(std::move(opts)),
       created_((int64_t)unix_now()),
       last_submit_unix_s_(unix_now()),
-      rng_(std::random_device{}()) {}
+      rng_(std::random_device{}()) {
+  // Vocabularies that make a call marker a control token detokenize it to nothing; remember
+  // such tokens so that the tool-call parser still sees the marker.
+  for (const std::string& m : tool_call_markers(opts_.tool_call_format)) {
+    try {
+      std::vector<int32_t> ids = tok_.encode(m, /*add_special=*/false, /*parse_special=*/true);
+      if (ids.size() == 1 && tok_.token_to_piece(ids[0]).empty()) tool_markers_[ids[0]] = m;
+    } catch (const std::exception&) {
+      // A tokenizer that cannot encode the marker simply never produces it as one token.
+    }
+  }
+}
 
 Handlers::~Handlers() = default;
 
@@ -56,7 +85,10 @@ std::string Handlers::render_chat(const std::string& raw_body, const ChatRequest
       for (size_t i = 0; i < messages.size(); ++i) {
         const auto& rm = (*raw_msgs)[i];
         auto calls = rm.find("tool_calls");
-        if (messages[i].contains("tool_calls") && calls != rm.end()) messages[i]["tool_calls"] = *calls;
+        if (messages[i].contains("tool_calls") && calls != rm.end()) {
+          messages[i]["tool_calls"] = *calls;
+          decode_tool_call_arguments(messages[i]["tool_calls"]);
+        }
       }
     }
     auto raw_tools = raw.find("tools");
@@ -101,6 +133,15 @@ std::string Handlers::new_id(const char* prefix) {
   std::snprintf(buf, sizeof buf, "%s%016llx%08llx", prefix, (unsigned long long)rng_(),
                 (unsigned long long)(rng_() & 0xffffffffULL));
   return buf;
+}
+
+std::string Handlers::new_tool_call_id() {
+  static const char kAlnum[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  const bool mistral = opts_.tool_call_format == ToolCallFormat::Mistral;
+  std::string id = mistral ? "" : "call_";
+  std::lock_guard<std::mutex> lk(mu_);
+  for (int i = 0; i < (mistral ? 9 : 24); ++i) id += kAlnum[rng_() % (sizeof kAlnum - 1)];
+  return id;
 }
 
 std::string Handlers::token_text(int32_t id) const {
@@ -206,6 +247,13 @@ void Handlers::chat_completions(const httplib::Request& req, httplib::Response& 
     spec.chat = true;
     spec.common = std::move(cr.common);
     spec.logprobs = cr.logprobs;
+    // tool_choice "required" or a named function is validated but does not constrain decoding:
+    // the output is read for calls the same way, and is content when it holds none.
+    if (cr.tool_choice.mode != ToolChoice::Mode::None && !cr.tool_names.empty()) {
+      spec.tool_format = opts_.tool_call_format;
+      spec.tool_names.insert(cr.tool_names.begin(), cr.tool_names.end());
+      spec.tool_markers = tool_markers_;
+    }
     spec.prompts.push_back(encode_prompt(text, true));
     spec.echo.push_back("");
   } catch (const ApiError& e) {
@@ -230,6 +278,7 @@ void Handlers::generate(const httplib::Request& req, httplib::Response& res, Gen
     for (auto& st : gp->streams()) untrack(st);
     release(gp->reserved);
   };
+  g->new_tool_call_id = [this] { return new_tool_call_id(); };
   GenSpec& s = g->spec;
   try {
     for (size_t p = 0; p < s.prompts.size(); ++p) {

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <random>
@@ -18,6 +19,7 @@
 
 #include "engine/engine_api.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "server/tool_calls.h"
 
 namespace pagoda::server {
 
@@ -41,6 +43,9 @@ class Handlers {
     double timeout_s = 600;       // per request; 0 = none
     double health_stall_s = 60;   // a step with work pending older than this: /health 503
     bool context_shift = true;    // when off, max_tokens is capped by the free context
+    // How chat output is read for tool calls when a request has tools (see tool_calls.h);
+    // None: never (the output is always content).
+    ToolCallFormat tool_call_format = ToolCallFormat::Hermes;
   };
 
   Handlers(EngineApi& engine, const Tokenizer& tokenizer, ChatRenderer render_chat,
@@ -70,6 +75,9 @@ class Handlers {
   void track(const std::shared_ptr<RequestStream>& s);
   void untrack(const std::shared_ptr<RequestStream>& s);
   std::string new_id(const char* prefix);
+  // A tool call's id: "call_" + 24 alphanumerics, or 9 alphanumerics for Mistral models (their
+  // template refuses any other id when the call comes back in the conversation).
+  std::string new_tool_call_id();
   nlohmann::json model_card() const;
   std::string token_text(int32_t id) const;
   std::vector<int32_t> encode_prompt(const std::string& text, bool chat) const;
@@ -90,6 +98,7 @@ class Handlers {
   std::mutex mu_;
   std::mt19937_64 rng_;
   std::set<std::shared_ptr<RequestStream>> active_;
+  std::map<int32_t, std::string> tool_markers_;  // control tokens that open a tool call
 };
 
 }  // namespace pagoda::server

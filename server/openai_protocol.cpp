@@ -52,6 +52,10 @@ constexpr size_t kMaxJsonDepth = 64;
 
 }  // namespace
 
+bool json_depth_exceeds(const std::string& text, size_t max_depth) {
+  return json_depth(text) > max_depth;
+}
+
 json parse_json_body(const std::string& body) {
   if (json_depth(body) > kMaxJsonDepth)
     throw ApiError(400, "The JSON body is nested more than " + std::to_string(kMaxJsonDepth) +
@@ -354,6 +358,73 @@ json parse_messages(const json& body) {
   return out;
 }
 
+// Checks the shape of `tools` ([{"type": "function", "function": {"name", "description",
+// "parameters"}}]) and returns the function names.
+std::vector<std::string> parse_tools(const json& tools) {
+  if (!tools.is_array()) bad("tools", "expected an array of tools.");
+  std::vector<std::string> names;
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const std::string param = "tools[" + std::to_string(i) + "]";
+    const json& t = tools[i];
+    if (!t.is_object()) bad(param, "expected a tool object.");
+    auto type = t.find("type");
+    if (type != t.end() && !(type->is_string() && *type == "function"))
+      bad(param + ".type", "only tools of type 'function' are supported.");
+    auto fn = t.find("function");
+    if (fn == t.end() || !fn->is_object())
+      bad(param + ".function", "expected an object with the function's name and parameters.");
+    auto name = fn->find("name");
+    if (name == fn->end() || !name->is_string() || name->get_ref<const std::string&>().empty())
+      bad(param + ".function.name", "expected a non-empty string.");
+    auto desc = fn->find("description");
+    if (desc != fn->end() && !desc->is_null() && !desc->is_string())
+      bad(param + ".function.description", "expected a string.");
+    auto params = fn->find("parameters");
+    if (params != fn->end() && !params->is_null() && !params->is_object())
+      bad(param + ".function.parameters", "expected a JSON Schema object.");
+    names.push_back(name->get<std::string>());
+  }
+  return names;
+}
+
+// "none" | "auto" | "required" | {"type": "function", "function": {"name": ...}}, where the
+// name must be one of the request's tools.
+ToolChoice parse_tool_choice(const json* v, const std::vector<std::string>& names, bool has_tools) {
+  ToolChoice c;
+  if (!v) {
+    if (!has_tools) c.mode = ToolChoice::Mode::None;
+    return c;
+  }
+  if (v->is_string()) {
+    const std::string s = v->get<std::string>();
+    if (s == "none") c.mode = ToolChoice::Mode::None;
+    else if (s == "auto") c.mode = ToolChoice::Mode::Auto;
+    else if (s == "required") c.mode = ToolChoice::Mode::Required;
+    else bad("tool_choice", "expected 'none', 'auto', 'required' or a named function, got '" + s + "'.");
+  } else if (v->is_object()) {
+    auto type = v->find("type");
+    if (type == v->end() || !type->is_string() || *type != "function")
+      bad("tool_choice.type", "expected 'function'.");
+    auto fn = v->find("function");
+    if (fn == v->end() || !fn->is_object()) bad("tool_choice.function", "expected an object.");
+    auto name = fn->find("name");
+    if (name == fn->end() || !name->is_string())
+      bad("tool_choice.function.name", "expected a string.");
+    c.mode = ToolChoice::Mode::Function;
+    c.function = name->get<std::string>();
+    if (has_tools && std::find(names.begin(), names.end(), c.function) == names.end())
+      bad("tool_choice.function.name",
+          "the function '" + c.function + "' is not among the request's tools.");
+  } else {
+    bad("tool_choice", "expected a string or an object.");
+  }
+  if (!has_tools && c.mode != ToolChoice::Mode::None) {
+    if (c.mode == ToolChoice::Mode::Auto) return ToolChoice{ToolChoice::Mode::None, ""};
+    bad("tool_choice", "a required or named tool_choice needs 'tools' in the request.");
+  }
+  return c;
+}
+
 }  // namespace
 
 CompletionRequest parse_completion_request(const json& body) {
@@ -392,9 +463,11 @@ ChatRequest parse_chat_request(const json& body) {
   }
   if (r.logprobs) r.common.sampling.logprobs = top;
   if (const json* tools = f.get("tools")) {
-    if (!tools->is_array()) bad("tools", "expected an array.");
+    r.tool_names = parse_tools(*tools);
     r.tools = *tools;
   }
+  r.tool_choice = parse_tool_choice(f.get("tool_choice"), r.tool_names, !r.tools.is_null());
+  r.parallel_tool_calls = f.boolean("parallel_tool_calls").value_or(true);
   r.add_generation_prompt = f.boolean("add_generation_prompt").value_or(true);
   return r;
 }
@@ -484,10 +557,22 @@ json chat_response(const ResponseMeta& m, const std::vector<ChoiceResult>& choic
                    const Usage& usage, bool with_logprobs, const TokenText& text) {
   json cs = json::array();
   for (const ChoiceResult& c : choices) {
+    json message = {{"role", "assistant"}, {"content", c.text}};
+    const char* finish = finish_reason_str(c.finish);
+    if (!c.tool_calls.empty()) {
+      json calls = json::array();
+      for (const ToolCallOut& t : c.tool_calls)
+        calls.push_back({{"id", t.id},
+                         {"type", "function"},
+                         {"function", {{"name", t.name}, {"arguments", t.arguments}}}});
+      if (c.text.empty()) message["content"] = nullptr;
+      message["tool_calls"] = std::move(calls);
+      finish = "tool_calls";
+    }
     cs.push_back({{"index", c.index},
-                  {"message", {{"role", "assistant"}, {"content", c.text}}},
+                  {"message", std::move(message)},
                   {"logprobs", with_logprobs ? chat_logprobs_json(c.logprobs, text) : json(nullptr)},
-                  {"finish_reason", finish_reason_str(c.finish)}});
+                  {"finish_reason", finish}});
   }
   return json{{"id", m.id},           {"object", "chat.completion"},
               {"created", m.created}, {"model", m.model},
@@ -523,6 +608,18 @@ json chat_chunk(const ResponseMeta& m, int index, const json& delta, const json&
                                {"logprobs", logprobs},
                                {"finish_reason", reason(finish_reason)}}});
   return j;
+}
+
+json tool_call_head_delta(int call_index, const ToolCallOut& call) {
+  return json{{"tool_calls", json::array({{{"index", call_index},
+                                           {"id", call.id},
+                                           {"type", "function"},
+                                           {"function", {{"name", call.name}, {"arguments", ""}}}}})}};
+}
+
+json tool_call_arguments_delta(int call_index, const std::string& fragment) {
+  return json{{"tool_calls",
+               json::array({{{"index", call_index}, {"function", {{"arguments", fragment}}}}})}};
 }
 
 json usage_chunk(const ResponseMeta& m, const char* object, const Usage& usage) {

@@ -35,6 +35,10 @@ json error_body(const ApiError& e);
 // instead of throwing.
 std::string dump_json(const json& j);
 
+// Whether the arrays/objects in the JSON text `text` nest more than `max_depth` levels deep
+// (a cheap scan, before parsing: copying or rendering deep values recurses).
+bool json_depth_exceeds(const std::string& text, size_t max_depth);
+
 // Parses a request body; a syntax error or a non-object becomes a 400 ApiError.
 json parse_json_body(const std::string& body);
 
@@ -64,12 +68,22 @@ struct CompletionRequest {
   bool echo = false;                 // prepend the prompt text to each choice
 };
 
+// The request's tool_choice, checked against its tools.
+struct ToolChoice {
+  enum class Mode { Auto, None, Required, Function };
+  Mode mode = Mode::Auto;
+  std::string function;  // Mode::Function: the function the client named
+};
+
 struct ChatRequest {
   CommonRequest common;
   // Normalized messages for the chat template: each has "role" and string "content"
   // (content-part arrays joined), plus any name/tool_calls/tool_call_id passed through.
   json messages;
   json tools;                        // null when absent
+  std::vector<std::string> tool_names;  // the functions in `tools`, in order
+  ToolChoice tool_choice;            // Auto when absent (None when there are no tools)
+  bool parallel_tool_calls = true;   // accepted; pagoda does not limit the number of calls
   bool add_generation_prompt = true;
   bool logprobs = false;
 };
@@ -80,10 +94,18 @@ struct ChatRequest {
 CompletionRequest parse_completion_request(const json& body);
 ChatRequest parse_chat_request(const json& body);
 
+// A function call the model made, as the client receives it.
+struct ToolCallOut {
+  std::string id;         // "call_..." (for Mistral models 9 alphanumerics, as their template demands)
+  std::string name;
+  std::string arguments;  // JSON text
+};
+
 // What one choice produced, gathered from engine deltas.
 struct ChoiceResult {
   int index = 0;
-  std::string text;
+  std::string text;                    // chat with tool calls: the content around the calls
+  std::vector<ToolCallOut> tool_calls;  // non-empty: message.tool_calls, finish "tool_calls"
   std::vector<int32_t> tokens;
   std::vector<TokenLogprob> logprobs;
   FinishReason finish = FinishReason::None;
@@ -124,6 +146,10 @@ json completion_chunk(const ResponseMeta& m, int index, const std::string& text,
 // `delta` is {"role": ...}, {"content": ...} or {}.
 json chat_chunk(const ResponseMeta& m, int index, const json& delta, const json& logprobs,
                 const char* finish_reason, bool usage_null);
+// Streamed tool calls, as OpenAI sends them: first a delta with the call's index, id, type and
+// function name (arguments ""), then deltas with fragments of the arguments.
+json tool_call_head_delta(int call_index, const ToolCallOut& call);
+json tool_call_arguments_delta(int call_index, const std::string& fragment);
 // The final usage-only chunk: "choices": [] and "usage".
 json usage_chunk(const ResponseMeta& m, const char* object, const Usage& usage);
 

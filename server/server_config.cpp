@@ -75,6 +75,8 @@ const std::vector<Option>& options() {
       OPT(system_prompt_file, Kind::Str, "text prefilled once at start and shared"),
       OPT(context_shift, Kind::Bool, "shift the context when a sequence is full (on|off)"),
       OPT(chat_template, Kind::Str, "Jinja chat template file (empty: the model's)"),
+      OPT(tool_call_parser, Kind::Str, "how chat output is read for tool calls (auto: from the template)",
+          "auto|hermes|llama3|mistral|none"),
       OPT(host, Kind::Str, "listen address (loopback by default; 0.0.0.0 exposes the server)"),
       OPT(port, Kind::Int, "listen port"),
       OPT(api_key, Kind::Str, "require 'Authorization: Bearer KEY'"),

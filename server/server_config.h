@@ -30,6 +30,7 @@ struct ServerConfig {
   std::string system_prompt_file;    // prefilled once at start and pinned
   bool context_shift = true;         // on | off
   std::string chat_template;         // a Jinja template file overriding the model's own
+  std::string tool_call_parser = "auto";  // auto | hermes | llama3 | mistral | none
   // HTTP
   std::string host = "127.0.0.1";    // loopback by default: exposing the port is a choice
   int port = 8080;

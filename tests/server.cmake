@@ -10,7 +10,8 @@ add_library(pagoda_server_http STATIC
   ${CMAKE_SOURCE_DIR}/server/http_server.cpp
   ${CMAKE_SOURCE_DIR}/server/metrics.cpp
   ${CMAKE_SOURCE_DIR}/server/access_log.cpp
-  ${CMAKE_SOURCE_DIR}/server/server_config.cpp)
+  ${CMAKE_SOURCE_DIR}/server/server_config.cpp
+  ${CMAKE_SOURCE_DIR}/server/tool_calls.cpp)
 target_include_directories(pagoda_server_http PUBLIC ${CMAKE_SOURCE_DIR})
 target_link_libraries(pagoda_server_http PUBLIC httplib::httplib nlohmann_json::nlohmann_json
   spdlog::spdlog Threads::Threads)
@@ -18,6 +19,9 @@ target_link_libraries(pagoda_server_http PUBLIC httplib::httplib nlohmann_json::
 pagoda_test(unit/test_openai_protocol.cpp unit pagoda_server_http)
 pagoda_test(unit/test_server_config.cpp unit pagoda_server_http)
 pagoda_test(unit/test_server_http.cpp unit pagoda_server_http)
+# Function calling (engineer "toolcalls"): the output parser, and tools over HTTP.
+pagoda_test(unit/test_tool_calls.cpp unit pagoda_server_http)
+pagoda_test(unit/test_tool_calls_http.cpp unit pagoda_server_http)
 
 # End-to-end: the real binary on loopback ports (they start `pagoda serve` themselves).
 pagoda_test(e2e/test_serve_e2e.cpp e2e httplib::httplib nlohmann_json::nlohmann_json Threads::Threads)

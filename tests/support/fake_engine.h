@@ -71,6 +71,18 @@ class FakeEngine : public EngineApi {
     std::chrono::microseconds step_time{500};
   };
 
+  // One scripted token: its id and the text it detokenizes to (may be empty: a control token).
+  struct ScriptToken {
+    int32_t id;
+    std::string text;
+  };
+  // One token per byte of `text`.
+  static std::vector<ScriptToken> script_bytes(const std::string& text) {
+    std::vector<ScriptToken> out;
+    for (unsigned char c : text) out.push_back({(int32_t)c, std::string(1, (char)c)});
+    return out;
+  }
+
   explicit FakeEngine(Options o) : opts_(o), thread_([this] { loop(); }) {}
   FakeEngine() : FakeEngine(Options{}) {}
   ~FakeEngine() override {
@@ -89,6 +101,10 @@ class FakeEngine : public EngineApi {
     }
     auto s = std::make_shared<Stream>();
     s->req = std::move(req);
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      s->script = script_;
+    }
     s->outputs.resize(s->req.n);
     s->finished.assign(s->req.n, false);
     s->totals.prompt_tokens = (int)s->req.prompt.size();
@@ -112,6 +128,13 @@ class FakeEngine : public EngineApi {
     return st;
   }
   int context_size() const override { return opts_.context; }
+
+  // Requests submitted from now on emit these tokens (every choice the same), one per step,
+  // then finish with "stop" (or "length" at max_tokens). Empty: generated letters again.
+  void set_script(std::vector<ScriptToken> script) {
+    std::lock_guard<std::mutex> lk(mu_);
+    script_ = std::move(script);
+  }
 
   // Makes the step thread stop stepping (a dead engine for /health tests).
   void kill() {
@@ -139,6 +162,7 @@ class FakeEngine : public EngineApi {
     std::deque<Delta> queue;
     std::vector<std::vector<int32_t>> outputs;
     std::vector<bool> finished;
+    std::vector<ScriptToken> script;
     Usage totals;
     std::atomic<bool> aborted{false};
     bool all_done = false;
@@ -189,10 +213,12 @@ class FakeEngine : public EngineApi {
       if (s.aborted) {
         d.finish = FinishReason::Abort;
       } else {
-        int32_t t = next_token(s, c);
+        const size_t pos = s.outputs[c].size();
+        int32_t t = s.script.empty() ? next_token(s, c) : s.script[pos].id;
         s.outputs[c].push_back(t);
         d.tokens = {t};
-        d.text = std::string(1, (char)t);
+        d.text = s.script.empty() ? std::string(1, (char)t) : s.script[pos].text;
+        if (!s.script.empty() && pos + 1 == s.script.size()) d.finish = FinishReason::Stop;
         if (s.req.sampling.logprobs >= 0) {
           TokenLogprob lp{t, -0.25f, {}};
           for (int k = 0; k < s.req.sampling.logprobs; ++k)
@@ -202,7 +228,8 @@ class FakeEngine : public EngineApi {
         ++s.totals.completion_tokens;
         ++generated_;
         int room = opts_.context - (int)s.req.prompt.size();
-        if ((int)s.outputs[c].size() >= std::min(s.req.stop.max_tokens, room))
+        if (d.finish == FinishReason::None &&
+            (int)s.outputs[c].size() >= std::min(s.req.stop.max_tokens, room))
           d.finish = FinishReason::Length;
       }
       if (d.finish != FinishReason::None) s.finished[c] = true;
@@ -253,6 +280,7 @@ class FakeEngine : public EngineApi {
   Options opts_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
+  std::vector<ScriptToken> script_;
   std::deque<std::shared_ptr<Stream>> waiting_;
   std::list<std::shared_ptr<Stream>> running_;
   uint64_t steps_ = 0, generated_ = 0;

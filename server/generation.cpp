@@ -207,9 +207,9 @@ void Generation::answer(httplib::Response& res) {
     fail(*error_, 0);
     return;
   }
-  for (size_t i = 0; i < tool_content_.size(); ++i) {
-    if (!choices_[i].tool_calls.empty()) choices_[i].text = tool_content_[i];
-  }
+  // With tool calls the message holds what the parser released as content: the text around
+  // the calls (exactly the raw text when there are none), as the stream sends it.
+  for (size_t i = 0; i < tool_content_.size(); ++i) choices_[i].text = tool_content_[i];
   Usage u = usage();
   json body = spec.chat ? chat_response(meta, choices_, u, spec.logprobs, token_text_)
                         : completion_response(meta, choices_, u, spec.logprobs, token_text_);

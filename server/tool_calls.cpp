@@ -100,7 +100,7 @@ ToolCallFormat resolve_tool_call_format(const std::string& option, const std::st
 
 std::vector<std::string> tool_call_markers(ToolCallFormat f) {
   switch (f) {
-    case ToolCallFormat::Hermes: return {"<tool_call>"};
+    case ToolCallFormat::Hermes: return {"<tool_call>", "</tool_call>"};
     case ToolCallFormat::Llama3: return {"<|python_tag|>"};
     case ToolCallFormat::Mistral: return {"[TOOL_CALLS]"};
     case ToolCallFormat::None: break;
@@ -109,10 +109,22 @@ std::vector<std::string> tool_call_markers(ToolCallFormat f) {
 }
 
 ToolCallParser::ToolCallParser(ToolCallFormat f, std::set<std::string> known_names)
-    : format_(f), known_names_(std::move(known_names)), open_markers_(tool_call_markers(f)) {
-  if (f == ToolCallFormat::Hermes) close_marker_ = "</tool_call>";
-  if (f == ToolCallFormat::Llama3) bare_start_ = '{';
-  if (f == ToolCallFormat::Mistral) bare_start_ = '[';
+    : format_(f), known_names_(std::move(known_names)) {
+  switch (f) {
+    case ToolCallFormat::Hermes:
+      open_markers_ = {"<tool_call>"};
+      close_marker_ = "</tool_call>";
+      break;
+    case ToolCallFormat::Llama3:
+      open_markers_ = {"<|python_tag|>"};
+      bare_start_ = '{';
+      break;
+    case ToolCallFormat::Mistral:
+      open_markers_ = {"[TOOL_CALLS]"};
+      bare_start_ = '[';
+      break;
+    case ToolCallFormat::None: break;
+  }
 }
 
 ToolCallEvents ToolCallParser::feed(std::string_view text) {

@@ -46,9 +46,9 @@ ToolCallFormat detect_tool_call_format(const std::string& template_source);
 ToolCallFormat resolve_tool_call_format(const std::string& option,
                                         const std::string& template_source);
 
-// The texts that open a call in format `f` ("<tool_call>", "<|python_tag|>", "[TOOL_CALLS]").
-// Some vocabularies make them control tokens, which detokenize to nothing: the server feeds the
-// marker text to the parser itself when it sees such a token.
+// The marker texts of format `f` ("<tool_call>" and "</tool_call>", "<|python_tag|>",
+// "[TOOL_CALLS]"). Some vocabularies make them control tokens, which detokenize to nothing: the
+// server feeds the marker text to the parser itself when it sees such a token.
 std::vector<std::string> tool_call_markers(ToolCallFormat f);
 
 // One call as the model wrote it.

@@ -39,3 +39,16 @@ if(PAGODA_NODE)
   set_tests_properties(e2e_node_openai PROPERTIES LABELS e2e TIMEOUT 300 SKIP_RETURN_CODE 77
     ENVIRONMENT "PAGODA_BINARY=$<TARGET_FILE:pagoda>;PAGODA_TESTDATA_DIR=${PAGODA_TESTDATA_DIR}")
 endif()
+
+# Function calling through the official Node SDK, against pagoda's HTTP layer over a fake engine
+# whose output the requests script (a random-weight model cannot be made to call tools).
+add_executable(fake_tool_server e2e/fake_tool_server.cpp)
+target_link_libraries(fake_tool_server PRIVATE pagoda_server_http)
+target_include_directories(fake_tool_server PRIVATE ${CMAKE_SOURCE_DIR})
+if(PAGODA_NODE)
+  add_test(NAME e2e_node_openai_tools
+    COMMAND sh -c "test -d node_modules/openai || { echo 'openai SDK not installed: run npm ci in tests/e2e/node'; exit 77; }; exec \"${PAGODA_NODE}\" --test tools.test.mjs"
+    WORKING_DIRECTORY ${CMAKE_SOURCE_DIR}/tests/e2e/node)
+  set_tests_properties(e2e_node_openai_tools PROPERTIES LABELS e2e TIMEOUT 120 SKIP_RETURN_CODE 77
+    ENVIRONMENT "PAGODA_FAKE_TOOL_SERVER=$<TARGET_FILE:fake_tool_server>")
+endif()

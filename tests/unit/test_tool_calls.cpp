@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "server/server_config.h"
 #include "server/tool_calls.h"
 
 using namespace pagoda::server;
@@ -98,6 +99,8 @@ TEST_CASE("tool-call format: names, detection from real chat templates", "[tool_
   CHECK(detect("mistralai-Mistral-Nemo-Instruct-2407.jinja") == ToolCallFormat::Mistral);
   CHECK(detect("chatml.jinja") == ToolCallFormat::Hermes);  // the fallback
   CHECK(tool_call_markers(ToolCallFormat::Mistral) == std::vector<std::string>{"[TOOL_CALLS]"});
+  CHECK(tool_call_markers(ToolCallFormat::Hermes) ==
+        std::vector<std::string>{"<tool_call>", "</tool_call>"});
   CHECK(tool_call_markers(ToolCallFormat::None).empty());
 }
 
@@ -231,4 +234,24 @@ TEST_CASE("tool-call parser: streaming releases text early and holds only possib
   // format None: everything is content.
   CHECK(whole(ToolCallFormat::None, "<tool_call>{\"name\":\"a\"}</tool_call>") ==
         text_only("<tool_call>{\"name\":\"a\"}</tool_call>"));
+}
+
+TEST_CASE("--tool-call-parser: flag, config key, choices", "[tool_calls]") {
+  auto parse = [](std::vector<std::string> args) {
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    return parse_server_config((int)argv.size(), argv.data(), nullptr);
+  };
+  CHECK(parse({"serve"}).tool_call_parser == "auto");
+  CHECK(parse({"serve", "--tool-call-parser", "mistral"}).tool_call_parser == "mistral");
+  CHECK(parse({"serve", "--tool-call-parser=none"}).tool_call_parser == "none");
+  CHECK_THROWS_AS(parse({"serve", "--tool-call-parser", "qwen"}), ConfigError);
+  ServerConfig cfg;
+  apply_config_json(R"({"tool_call_parser": "llama3"})", "test.json", cfg);
+  CHECK(cfg.tool_call_parser == "llama3");
+  CHECK_THROWS_AS(apply_config_json(R"({"tool_call_parser": "x"})", "test.json", cfg), ConfigError);
+  CHECK(server_usage().find("--tool-call-parser") != std::string::npos);
+  // Every accepted value resolves.
+  for (const char* v : {"auto", "hermes", "llama3", "mistral", "none"})
+    CHECK_NOTHROW(resolve_tool_call_format(v, ""));
 }

@@ -141,3 +141,19 @@ test('errors are typed', async () => {
   assert.equal(raw.status, 404);
   assert.equal((await raw.json()).error.code, 'not_found');
 });
+
+// Function calling against the real server (a random-weight model will not call a tool; the
+// calls themselves are tested in tools.test.mjs with scripted output).
+test('tools are accepted and validated', async () => {
+  const tools = [{ type: 'function', function: { name: 'get_weather', parameters: { type: 'object', properties: {} } } }];
+  const r = await client.chat.completions.create({
+    model: 'pagoda-test', messages, tools, tool_choice: 'auto', max_tokens: 6, temperature: 0, ignore_eos: true,
+  });
+  assert.ok(['length', 'tool_calls'].includes(r.choices[0].finish_reason));
+  assert.ok(typeof r.choices[0].message.content === 'string' || r.choices[0].message.tool_calls.length > 0);
+  await assert.rejects(
+    client.chat.completions.create({
+      model: 'pagoda-test', messages, tools, tool_choice: { type: 'function', function: { name: 'nope' } },
+    }),
+    (e) => e instanceof OpenAI.BadRequestError && e.param === 'tool_choice.function.name');
+});

@@ -106,6 +106,8 @@ struct Stmt {
   std::vector<MacroParam> params;            // Macro, CallBlock, With (name = value)
   bool takes_varargs = false;                // Macro: body uses `varargs` (extra positionals)
   bool takes_kwargs = false;                 // Macro: body uses `kwargs` (extra keywords)
+  bool recursive = false;                    // For: `recursive`; loop(items) renders the loop
+                                             // again over items, one level deeper
 
   Stmt(Kind k, int l) : kind(k), line(l) {}
 };

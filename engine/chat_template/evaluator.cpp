@@ -2,6 +2,7 @@
 #include "engine/chat_template/evaluator.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "engine/chat_template/builtins.h"
 #include "engine/chat_template/ops.h"
@@ -132,7 +133,11 @@ Evaluator::Flow Evaluator::exec_stmt(const Stmt& s, const FramePtr& frame, std::
 }
 
 Evaluator::Flow Evaluator::exec_for(const Stmt& s, const FramePtr& frame, std::string& out) {
-  std::vector<Value> items = iterate(eval(*s.expr, frame));
+  return run_loop(s, frame, iterate(eval(*s.expr, frame)), 0, out);
+}
+
+Evaluator::Flow Evaluator::run_loop(const Stmt& s, const FramePtr& frame, std::vector<Value> items,
+                                    int64_t depth0, std::string& out) {
   if (s.cond) {
     // The inline `if` filters before the loop starts, so loop.length counts kept items only.
     std::vector<Value> kept;
@@ -158,16 +163,39 @@ Evaluator::Flow Evaluator::exec_for(const Stmt& s, const FramePtr& frame, std::s
   Value loop = Value::make_dict();
   auto counter = std::make_shared<int64_t>(0);
   const char* keys[] = {"index", "index0", "revindex", "revindex0", "first", "last", "length",
-                        "depth", "depth0", "previtem", "nextitem", "cycle"};
+                        "depth", "depth0", "previtem", "nextitem", "cycle", "changed"};
   for (const char* key : keys) loop.dict->items.emplace_back(Value::string(key), Value());
   auto& slot = loop.dict->items;
   slot[6].second = Value::integer(n);
-  slot[7].second = Value::integer(1);
-  slot[8].second = Value::integer(0);
+  slot[7].second = Value::integer(depth0 + 1);
+  slot[8].second = Value::integer(depth0);
   slot[11].second = Value::function("loop.cycle", [counter](CallArgs& a) {
     if (a.pos.empty()) throw ChatTemplateError("loop.cycle: no items given");
     return a.pos[static_cast<size_t>(*counter) % a.pos.size()];
   });
+  // loop.changed(*values): true on the first call and whenever the values differ from the
+  // previous call's.
+  auto last_changed = std::make_shared<std::optional<Value>>();
+  slot[12].second = Value::function("loop.changed", [last_changed](CallArgs& a) {
+    Value now = Value::make_list(a.pos, true);
+    if (*last_changed && equals(**last_changed, now)) return Value::boolean(false);
+    *last_changed = std::move(now);
+    return Value::boolean(true);
+  });
+  if (s.recursive) {
+    // loop(items) renders this for statement (inline `if` and `else` included) over `items`,
+    // one level deeper, in the scope the statement runs in, and returns the text.
+    captured_.push_back(frame);  // the callable holds `frame`; see captured_
+    const Stmt* stmt = &s;
+    FramePtr scope = frame;
+    loop.dict->call = std::make_shared<Function>(Function{"loop", [this, stmt, scope, depth0](CallArgs& a) {
+      if (a.pos.size() != 1 || !a.kw.empty())
+        throw ChatTemplateError("loop() takes exactly one argument, the items to loop over");
+      std::string text;
+      run_loop(*stmt, scope, iterate(a.pos[0]), depth0 + 1, text);
+      return Value::string(std::move(text));
+    }});
+  }
   for (int64_t k = 0; k < n; ++k) {
     if (++iterations_ > kMaxLoopIterations)
       throw ChatTemplateError("more than " + std::to_string(kMaxLoopIterations) + " loop iterations");
@@ -330,6 +358,10 @@ CallArgs Evaluator::eval_args(const Expr& e, size_t first, const FramePtr& frame
 Value Evaluator::eval_call(const Expr& e, const FramePtr& frame, const Value* caller) {
   Value fn = eval(*e.args[0], frame);
   if (fn.is_undefined()) undefined_error(fn);
+  if (fn.is_dict() && fn.dict->call) {  // a recursive loop's `loop`
+    CallArgs a = eval_args(e, 1, frame);
+    return fn.dict->call->call(a);
+  }
   if (fn.kind != Kind::Function) throw ChatTemplateError(std::string("'") + fn.type_name() + "' object is not callable");
   CallArgs a = eval_args(e, 1, frame);
   if (caller) a.kw.emplace_back("caller", *caller);

@@ -39,6 +39,10 @@ class Evaluator {
   Flow exec(const Body& body, const FramePtr& frame, std::string& out);
   Flow exec_stmt(const Stmt& s, const FramePtr& frame, std::string& out);
   Flow exec_for(const Stmt& s, const FramePtr& frame, std::string& out);
+  // Runs a for loop over `items` (before its inline `if`) at nesting level `depth0` (0 for the
+  // statement itself, +1 for each recursive loop(...) call), in a scope below `frame`.
+  Flow run_loop(const Stmt& s, const FramePtr& frame, std::vector<Value> items, int64_t depth0,
+                std::string& out);
   void exec_set(const Stmt& s, const FramePtr& frame);
   void assign(const std::vector<Target>& targets, const Value& v, const FramePtr& frame);
   Value make_macro(const Stmt& s, const FramePtr& frame);

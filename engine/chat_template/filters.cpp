@@ -401,6 +401,13 @@ Value f_min(const Value& v, const CallArgs& a) { return min_max(v, a, false); }
 Value f_max(const Value& v, const CallArgs& a) { return min_max(v, a, true); }
 
 Value f_format(const Value& v, const CallArgs& a) {
+  // jinja2: str(value) % (kwargs or args); both at once is an error.
+  if (!a.kw.empty()) {
+    if (!a.pos.empty()) throw ChatTemplateError("format: can't handle positional and keyword arguments at the same time");
+    Value d = Value::make_dict();
+    for (const auto& [k, x] : a.kw) d.dict->set(Value::string(k), x);
+    return Value::string(percent_format(v.str(), d));
+  }
   return Value::string(percent_format(v.str(), Value::make_list(a.pos, true)));
 }
 

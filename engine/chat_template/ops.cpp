@@ -303,44 +303,4 @@ Value negate(const Value& v) {
   throw ChatTemplateError(std::string("bad operand type for unary -: '") + v.type_name() + "'");
 }
 
-std::string percent_format(const std::string& fmt, const Value& args) {
-  std::vector<Value> items = args.is_list() && args.list->tuple ? args.list->items : std::vector<Value>{args};
-  std::string out;
-  size_t next = 0;
-  for (size_t k = 0; k < fmt.size(); ++k) {
-    if (fmt[k] != '%') {
-      out += fmt[k];
-      continue;
-    }
-    if (++k >= fmt.size()) throw ChatTemplateError("incomplete format");
-    char c = fmt[k];
-    if (c == '%') {
-      out += '%';
-      continue;
-    }
-    if (next >= items.size()) throw ChatTemplateError("not enough arguments for format string");
-    const Value& v = items[next++];
-    if (c == 's') out += v.str();
-    else if (c == 'r') out += v.repr();
-    else if (c == 'd' || c == 'i') {
-      if (!v.is_number()) throw ChatTemplateError(std::string("%d format: a real number is required, not ") + v.type_name());
-      out += std::to_string(v.kind == Kind::Float ? static_cast<int64_t>(v.f) : v.i);
-    } else if (c == 'f') {
-      if (!v.is_number()) throw ChatTemplateError(std::string("%f format: a real number is required, not ") + v.type_name());
-      char buf[64];
-      std::snprintf(buf, sizeof buf, "%f", v.as_double());
-      out += buf;
-    } else {
-      throw ChatTemplateError(std::string("unsupported format character '") + c + "'");
-    }
-    check_string_size(out.size());
-  }
-  // Python ignores a single unused argument that supports indexing (list, dict) and complains
-  // about any other leftover.
-  bool single_indexable = !(args.is_list() && args.list->tuple) && (args.is_list() || (args.is_dict() && args.dict->flavor == Dict::Flavor::Plain));
-  if (next < items.size() && !(next == 0 && single_indexable))
-    throw ChatTemplateError("not all arguments converted during string formatting");
-  return out;
-}
-
 }  // namespace pagoda::jinja

@@ -38,7 +38,9 @@ Value binary_op(const std::string& op, const Value& a, const Value& b);
 Value negate(const Value& v);
 // Python len(); TypeError for values without a length.
 int64_t length_of(const Value& v);
-// Python str % args (printf-style formatting with %s %d %i %f %r %%).
+// Python str % args: printf-style formatting, `%[(key)][flags][width][.precision]type` with the
+// flags #0- + and the types s r a c d i u o x X e E f F g G % (percent_format.cpp). `args` is a
+// tuple of values, a dict (for %(key)s), or a single value.
 std::string percent_format(const std::string& fmt, const Value& args);
 
 }  // namespace pagoda::jinja

@@ -104,7 +104,7 @@ StmtPtr Parser::parse_for() {
   if (!skip_name("in")) fail("expected 'in' in for loop, got " + describe(cur()));
   s->expr = parse_tuple(/*condexpr=*/false);
   if (skip_name("if")) s->cond = parse_expression();
-  if (is_name("recursive")) fail("recursive loops are not supported");
+  s->recursive = skip_name("recursive");
   expect_block_end();
   ++loop_depth_;
   s->body = parse_body({"endfor", "else"});

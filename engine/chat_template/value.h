@@ -99,6 +99,8 @@ struct Dict {
   std::vector<std::pair<Value, Value>> items;
   enum class Flavor { Plain, Namespace } flavor = Flavor::Plain;
   int depth = 1;
+  // Set only on the `loop` object of a recursive for loop, which templates call: loop(items).
+  std::shared_ptr<Function> call;
 
   const Value* find(const Value& key) const;
   const Value* find(const std::string& key) const;

@@ -136,6 +136,39 @@ const Row kRenders[] = {
     {"{% macro m(a) %}{{ varargs }}{{ kwargs }}{% endmacro %}{{ m(1) }}{{ m(1, 2, 3, x=4) }}|{% macro o() %}{% macro n() %}{{ varargs }}{% endmacro %}{% endmacro %}{{ o(1) }}", "(){}(2, 3){'x': 4}|"},
     {"{% set y %}{% set x = 1 %}{% endset %}[{{ x }}] {% filter upper %}{% set x = 1 %}{% endfilter %}[{{ x }}] {% set ns = namespace(a=0) %}{% set y %}{% set ns.a = 1 %}{% endset %}[{{ ns.a }}] {% set x = 0 %}{% set y %}{% set x = x + 1 %}{{ x }}{% endset %}[{{ x }}{{ y }}]", "[] [] [1] [01]"},
     {"{% for m in [1,2] %}a{% filter upper %}b{% continue %}{% endfilter %}c{% endfor %} {% for m in [1,2] %}a{% set y %}b{% break %}{% endset %}c{{ y }}{% endfor %}[{{ y }}]", "aa a[]"},
+    // Recursive loops, loop.changed and printf-style formatting (hand-written, checked against jinja2).
+    {"{% for x in [{'n':1,'c':[{'n':2,'c':[]},{'n':3,'c':[{'n':4,'c':[]}]}]}] recursive %}[{{ x.n }}@{{ loop.depth }}/{{ loop.depth0 }}{{ loop(x.c) }}]{% endfor %}",
+     "[1@1/0[2@2/1][3@2/1[4@3/2]]]"},
+    {"{% for x in [{'n':1,'c':[]}] recursive %}[{{ x.n }}{{ loop(x.c) }}]{% else %}E{% endfor %}",
+     "[1E]"},
+    {"{% for x in [{'n':1,'c':[{'n':2}]}] recursive %}{{ x.n }}{{ loop.index }}{{ loop.length }}{{ loop.first }}({{ loop(x.c) }}){% endfor %}",
+     "111True(211True())"},
+    {"{% set ns = namespace(total=0) %}{% for x in [{'v':1,'c':[{'v':2,'c':[{'v':3}]}]}] recursive %}{% set ns.total = ns.total + x.v %}{{ loop(x.c) if x.c }}{% endfor %}{{ ns.total }}",
+     "6"},
+    {"{% for x in [{'n':1,'c':[{'n':2,'c':[]}, {'n':3,'c':[]}]}] recursive %}{% if x.n == 2 %}{% break %}{% endif %}{{ x.n }}[{{ loop(x.c) }}]{% endfor %}",
+     "1[]"},
+    {"{% set y = 'outer' %}{% for x in [{'n':1,'c':[{'n':2}]}] recursive %}{{ y }}{% set y = x.n %}{{ y }}{{ loop(x.c) if x.c }}{% endfor %}",
+     "outer1outer2"},
+    {"{% for k, v in {'a': {'b': {}}}.items() recursive %}<{{ k }}{{ loop(v.items()) }}>{% endfor %}",
+     "<a<b>>"},
+    {"{% for x in [1, 2, 3] if x % 2 == 1 recursive %}{{ x }}{% if x < 10 %}({{ loop([x + 10, x + 11]) }}){% endif %}{% endfor %}",
+     "1(11)3(13)"},
+    {"{% for x in [{'c':[1,2]}] recursive %}{% for y in x.c %}{{ loop.depth }}{% endfor %}{% endfor %}",
+     "11"},
+    {"{% for x in [1,1,2,3,3] %}{% if loop.changed(x) %}{{ x }}{% endif %}{% endfor %}|{% for x in [1,1,2] %}{{ loop.changed(x, 1) }}{{ loop.changed(x, 1) }}{% endfor %}",
+     "123|TrueFalseFalseFalseTrueFalse"},
+    {"{{ '%s and %d' % ('a', 3) }}|{{ '%.2f' % 3.14159 }}|{{ '%05d|%-4s|%x' % (42, 'ab', 255) }}",
+     "a and 3|3.14|00042|ab  |ff"},
+    {"{{ '%x|%X|%#x|%#o|%o|%+d|% d|%5.3d|%-6d|%06d' % (-255, 255, 255, 8, -8, 5, 5, 7, -3, -42) }}",
+     "-ff|FF|0xff|0o10|-10|+5| 5|  007|-3    |-00042"},
+    {"{{ '%e|%E|%g|%G|%10.3f|%-10.2e|%+.1f|%010.2f|%#g|%.0f|%.3g' % (12345.678, 0.00012, 1e-5, 1e20, 3.14159, 2.5, 2.25, -3.5, 1.0, 2.5, 1234567) }}",
+     "1.234568e+04|1.200000E-04|1e-05|1E+20|     3.142|2.50e+00  |+2.2|-000003.50|1.00000|2|1.23e+06"},
+    {"{{ '%5s|%-5s|%.2s|%5.1s|%r|%a|%c|%c|%%|%3c' % ('é', 'ab', 'héllo', 'xyz', 'q', 'é', 65, 'z', 'w') }}",
+     "    é|ab   |hé|    x|'q'|'\\xe9'|A|z|%|  w"},
+    {"{{ '%(a)s-%(b)05.1f' % {'a': 'x', 'b': 2.25} }}|{{ '%s' % [1, 2] }}|{{ '%d' % true }}|{{ '%i' % 3.9 }}|{{ '%*d|%-*d|%.*f' % (5, 1, 4, 2, 2, 3.14159) }}",
+     "x-002.2|[1, 2]|1|3|    1|2   |3.14"},
+    {"{{ '%s|%s'|format(1, 'b') }}|{{ '%(x)s'|format(x=3) }}|{{ '%5.1f%%'|format(99.456) }}|{{ '%5.1f|%05.1f' % (1e400, -1e400) }}",
+     "1|b|3| 99.5%|  inf|-0inf"},
 };
 
 const Row kErrors[] = {
@@ -190,6 +223,13 @@ const Row kErrors[] = {
     {"{% macro m() %}{{ kwargs }}{% endmacro %}{{ m(1) }}", nullptr},  // TypeError: macro 'm' takes not more than 0 argument(s)
     {"{% macro m() %}{{ varargs }}{% endmacro %}{{ m(k=1) }}", nullptr},  // TypeError: macro 'm' takes no keyword argument 'k'
     {"{% macro w() %}{{ caller() }}{% endmacro %}{% for m in [1] %}{% call w() %}{% continue %}{% endcall %}{% endfor %}", nullptr},  // SyntaxError: 'continue' not properly in loop (<template>, line 27)
+    {"{{ '%s %s' % (1,) }}", nullptr},
+    {"{{ '%s' % (1, 2) }}", nullptr},
+    {"{{ '%d' % 'x' }}", nullptr},
+    {"{{ '%q' % 1 }}", nullptr},
+    {"{{ '%(a)s' % (1,) }}", nullptr},
+    {"{% for x in [1] %}{{ loop([2]) }}{% endfor %}", nullptr},
+    {"{% for x in [1] recursive %}{{ loop(1, 2) }}{% endfor %}", nullptr},
 };
 
 }  // namespace

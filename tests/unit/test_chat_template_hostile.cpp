@@ -112,6 +112,11 @@ TEST_CASE("runaway templates hit limits") {
   SECTION("infinite recursion") {
     CHECK_THROWS_AS(ChatTemplate("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}").render(in), ChatTemplateError);
   }
+  SECTION("infinite and exponential recursive loops") {
+    CHECK_THROWS_AS(ChatTemplate("{% for x in [1] recursive %}{{ loop([1]) }}{% endfor %}").render(in), ChatTemplateError);
+    CHECK_THROWS_AS(ChatTemplate("{% for x in [1, 1] recursive %}{{ loop([1, 1]) }}{% endfor %}").render(in),
+                    ChatTemplateError);
+  }
   SECTION("exponential string growth") {
     CHECK_THROWS_AS(ChatTemplate("{% set ns = namespace(s='x') %}{% for i in range(64) %}"
                                  "{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s|length }}")

@@ -1,7 +1,8 @@
 // The CPU backend's non-matmul ops against plain scalar references (double precision, written
 // from the definitions), with odd shapes: RMSNorm, add, bias, SiLU-gate, embedding, RoPE in both
-// conventions, paged attention (GQA 1/2/4, scrambled block tables, prefill chunks after cached
-// tokens, F16 and F32 KV), K-shift, block copy, logit-row gather.
+// conventions (with and without rope_freqs), paged attention (GQA 1/2/4, scrambled block tables,
+// prefill chunks after cached tokens, F16 and F32 KV), K-shift (with and without rope_freqs, and
+// shifted K against K roped at the new position), block copy, logit-row gather.
 #include <catch2/catch.hpp>
 
 #include <cmath>

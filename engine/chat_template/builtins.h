@@ -28,7 +28,7 @@ bool apply_test(const std::string& name, const Value& value, const CallArgs& arg
 // but throw when called, as jinja2's ImmutableSandboxedEnvironment does.
 Value get_method(const Value& obj, const std::string& name);
 
-// Global functions: range, namespace, dict, raise_exception, strftime_now (reporting `now`,
+// Global functions: range, namespace, dict, cycler, joiner, raise_exception, strftime_now (reporting `now`,
 // or the local time when `now` is empty). Returned as a dict of callables.
 Value make_globals(const std::optional<std::tm>& now);
 

@@ -411,6 +411,91 @@ Value f_format(const Value& v, const CallArgs& a) {
   return Value::string(percent_format(v.str(), Value::make_list(a.pos, true)));
 }
 
+// groupby(attribute, default=None, case_sensitive=False): (grouper, list) named tuples, sorted
+// by the key; without case_sensitive, string keys group case-insensitively and the grouper is
+// the first item's own value.
+Value f_groupby(const Value& v, const CallArgs& a) {
+  Value attr = a.get(0, "attribute");
+  if (attr.is_undefined()) throw ChatTemplateError("groupby: missing argument 'attribute'");
+  Value def = a.get(1, "default");
+  bool cs = bool_arg(a, 2, "case_sensitive", false);
+  auto key_of = [&](const Value& item) {
+    Value k = attr.kind == Kind::Int ? get_item(item, attr) : attr_path(item, attr.str());
+    return k.is_undefined() && !def.is_undefined() ? def : k;
+  };
+  std::vector<std::pair<Value, Value>> keyed;
+  for (const Value& item : iterate(v)) keyed.emplace_back(sort_key(key_of(item), cs), item);
+  std::stable_sort(keyed.begin(), keyed.end(), [](const auto& x, const auto& y) { return less(x.first, y.first); });
+  std::vector<Value> out;
+  for (size_t k = 0; k < keyed.size();) {
+    std::vector<Value> group;
+    size_t e = k;
+    while (e < keyed.size() && equals(keyed[e].first, keyed[k].first)) group.push_back(keyed[e++].second);
+    Value grouper = cs ? keyed[k].first : key_of(group.front());
+    Value t = Value::make_list({grouper, Value::make_list(std::move(group))}, true);
+    t.list->fields = {"grouper", "list"};
+    out.push_back(std::move(t));
+    k = e;
+  }
+  return Value::make_list(std::move(out));
+}
+
+// center(width=80): Python str.center (the odd space goes left when width is odd).
+Value f_center(const Value& v, const CallArgs& a) {
+  std::string s = v.str();
+  const int64_t width = int_arg(a, 0, "width", 80);
+  const auto len = static_cast<int64_t>(text::length(s));
+  if (width <= len) return Value::string(s);
+  const int64_t marg = width - len;
+  const int64_t left = marg / 2 + (marg & width & 1);
+  check_string_size(s.size() + static_cast<size_t>(marg));
+  return Value::string(std::string(left, ' ') + s + std::string(marg - left, ' '));
+}
+
+// slice(slices, fill_with=None): `slices` columns; the first len % slices get one item more,
+// the others get fill_with appended when it is given.
+Value f_slice(const Value& v, const CallArgs& a) {
+  const int64_t slices = int_arg(a, 0, "slices", 0);
+  if (slices <= 0) throw ChatTemplateError("slice: the number of slices must be positive");
+  if (slices > kMaxRange) throw ChatTemplateError("slice: too many slices");
+  Value fill = a.get(1, "fill_with");
+  std::vector<Value> seq = iterate(v);
+  const auto n = static_cast<int64_t>(seq.size());
+  const int64_t per = n / slices, extra = n % slices;
+  std::vector<Value> out;
+  int64_t offset = 0;
+  for (int64_t k = 0; k < slices; ++k) {
+    const int64_t start = offset + k * per;
+    if (k < extra) ++offset;
+    const int64_t end = offset + (k + 1) * per;
+    std::vector<Value> part(seq.begin() + start, seq.begin() + end);
+    if (!fill.is_undefined() && !fill.is_none() && k >= extra) part.push_back(fill);
+    out.push_back(Value::make_list(std::move(part)));
+  }
+  return Value::make_list(std::move(out));
+}
+
+// truncate(length=255, killwords=False, end='...', leeway=5): cut at a word boundary unless
+// killwords; strings at most `leeway` past `length` stay whole.
+Value f_truncate(const Value& v, const CallArgs& a) {
+  const std::string s = v.str();
+  const int64_t length = int_arg(a, 0, "length", 255);
+  const bool killwords = bool_arg(a, 1, "killwords", false);
+  const std::string end = a.get(2, "end", Value::string("...")).str();
+  const int64_t leeway = int_arg(a, 3, "leeway", 5);
+  const auto end_len = static_cast<int64_t>(text::length(end));
+  if (length < end_len) throw ChatTemplateError("truncate: expected length >= " + std::to_string(end_len) + ", got " + std::to_string(length));
+  if (leeway < 0) throw ChatTemplateError("truncate: expected leeway >= 0");
+  const auto cps = text::decode(s);
+  if (static_cast<int64_t>(cps.size()) <= length + leeway) return Value::string(s);
+  std::string head = text::encode(cps, 0, static_cast<size_t>(length - end_len));
+  if (!killwords) {
+    const size_t sp = head.rfind(' ');
+    if (sp != std::string::npos) head.resize(sp);
+  }
+  return Value::string(head + end);
+}
+
 Value f_attr(const Value& v, const CallArgs& a) { return get_attr(v, a.get(0, "name").str()); }
 
 Value f_escape(const Value& v, const CallArgs&) {
@@ -440,6 +525,7 @@ const std::unordered_map<std::string, FilterFn>& filter_table() {
       {"sort", f_sort}, {"reverse", f_reverse}, {"dictsort", f_dictsort}, {"indent", f_indent},
       {"wordcount", f_wordcount}, {"batch", f_batch}, {"sum", f_sum}, {"min", f_min},
       {"max", f_max}, {"format", f_format}, {"attr", f_attr}, {"escape", f_escape}, {"e", f_escape},
+      {"groupby", f_groupby}, {"center", f_center}, {"slice", f_slice}, {"truncate", f_truncate},
   };
   return table;
 }

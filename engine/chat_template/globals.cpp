@@ -1,4 +1,5 @@
-// Global functions available to every template: jinja2's range, namespace and dict, and the
+// Global functions available to every template: jinja2's range, namespace, dict, cycler and
+// joiner, and the
 // two Hugging Face transformers adds, raise_exception and strftime_now.
 #include <ctime>
 
@@ -49,6 +50,45 @@ Value g_dict(CallArgs& a) {
   return d;
 }
 
+// cycler(*items): .next() returns the current item and moves on (wrapping), .current is the
+// item next() returns next, .reset() goes back to the first. An attribute object (namespace
+// flavoured, so that its methods are plain attributes); the methods hold it weakly (no cycle).
+Value g_cycler(CallArgs& a) {
+  if (a.pos.empty()) throw ChatTemplateError("cycler: at least one item is required");
+  Value c = Value::make_dict();
+  c.dict->flavor = Dict::Flavor::Namespace;
+  auto items = std::make_shared<std::vector<Value>>(a.pos);
+  auto pos = std::make_shared<size_t>(0);
+  std::weak_ptr<Dict> self = c.dict;
+  c.dict->set(Value::string("items"), Value::make_list(*items, true));
+  c.dict->set(Value::string("current"), (*items)[0]);
+  c.dict->set(Value::string("next"), Value::function("cycler.next", [items, pos, self](CallArgs&) {
+    Value v = (*items)[*pos];
+    *pos = (*pos + 1) % items->size();
+    if (auto d = self.lock()) d->set(Value::string("current"), (*items)[*pos]);
+    return v;
+  }));
+  c.dict->set(Value::string("reset"), Value::function("cycler.reset", [items, pos, self](CallArgs&) {
+    *pos = 0;
+    if (auto d = self.lock()) d->set(Value::string("current"), (*items)[0]);
+    return Value::none();
+  }));
+  return c;
+}
+
+// joiner(sep=", "): a callable that returns "" the first time and `sep` after that.
+Value g_joiner(CallArgs& a) {
+  std::string sep = a.get(0, "sep", Value::string(", ")).str();
+  auto used = std::make_shared<bool>(false);
+  return Value::function("joiner", [sep, used](CallArgs&) {
+    if (!*used) {
+      *used = true;
+      return Value::string("");
+    }
+    return Value::string(sep);
+  });
+}
+
 Value g_raise_exception(CallArgs& a) {
   throw ChatTemplateError("raise_exception: " + a.get(0, "message").str());
 }
@@ -60,6 +100,8 @@ Value make_globals(const std::optional<std::tm>& now) {
   g.dict->set(Value::string("range"), Value::function("range", g_range));
   g.dict->set(Value::string("namespace"), Value::function("namespace", g_namespace));
   g.dict->set(Value::string("dict"), Value::function("dict", g_dict));
+  g.dict->set(Value::string("cycler"), Value::function("cycler", g_cycler));
+  g.dict->set(Value::string("joiner"), Value::function("joiner", g_joiner));
   g.dict->set(Value::string("raise_exception"), Value::function("raise_exception", g_raise_exception));
   g.dict->set(Value::string("strftime_now"), Value::function("strftime_now", [now](CallArgs& a) {
     std::tm tm{};

@@ -233,6 +233,25 @@ class Lexer {
   }
 
   void lex_number(int line) {
+    // 0x.. / 0o.. / 0b.. integers (with optional underscores), kept with their prefix.
+    if (src_[pos_] == '0' && pos_ + 2 < src_.size() && std::strchr("xXoObB", src_[pos_ + 1]) != nullptr) {
+      const char kind = static_cast<char>(std::tolower(static_cast<unsigned char>(src_[pos_ + 1])));
+      auto valid = [kind](char ch) {
+        if (kind == 'x') return std::isxdigit(static_cast<unsigned char>(ch)) != 0;
+        return ch >= '0' && ch <= (kind == 'o' ? '7' : '1');
+      };
+      size_t p = pos_ + 2;
+      std::string text = std::string("0") + kind;
+      while (p < src_.size() && (valid(src_[p]) || (src_[p] == '_' && p + 1 < src_.size() && valid(src_[p + 1])))) {
+        if (src_[p] != '_') text += src_[p];
+        ++p;
+      }
+      if (text.size() > 2) {
+        pos_ = p;
+        tokens_.push_back({Tok::Int, text, line});
+        return;
+      }
+    }
     size_t b = pos_;
     auto digits = [&] {
       while (pos_ < src_.size() && (std::isdigit(static_cast<unsigned char>(src_[pos_])) || src_[pos_] == '_')) ++pos_;

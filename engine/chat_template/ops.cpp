@@ -26,6 +26,11 @@ Value get_attr(const Value& obj, const std::string& name) {
     if (const Value* v = obj.dict->find(name)) return *v;
     return Value::undefined("'Namespace object' has no attribute '" + name + "'");
   }
+  if (obj.is_list()) {
+    const auto& fields = obj.list->fields;
+    for (size_t k = 0; k < fields.size() && k < obj.list->items.size(); ++k)
+      if (fields[k] == name) return obj.list->items[k];
+  }
   Value m = get_method(obj, name);
   if (!m.is_undefined()) return m;
   if (obj.is_dict()) {

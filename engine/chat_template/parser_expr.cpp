@@ -240,7 +240,13 @@ ExprPtr Parser::parse_primary() {
 Value Parser::parse_number(const Token& tk) {
   if (tk.type == Tok::Float) return Value::number(std::strtod(tk.text.c_str(), nullptr));
   int64_t v = 0;
-  auto r = std::from_chars(tk.text.data(), tk.text.data() + tk.text.size(), v);
+  int base = 10;
+  size_t skip = 0;
+  if (tk.text.size() > 2 && tk.text[0] == '0' && (tk.text[1] == 'x' || tk.text[1] == 'o' || tk.text[1] == 'b')) {
+    base = tk.text[1] == 'x' ? 16 : tk.text[1] == 'o' ? 8 : 2;
+    skip = 2;
+  }
+  auto r = std::from_chars(tk.text.data() + skip, tk.text.data() + tk.text.size(), v, base);
   if (r.ec != std::errc()) fail("integer literal out of range: " + tk.text);
   return Value::integer(v);
 }

@@ -91,6 +91,9 @@ struct List {
   std::vector<Value> items;
   bool tuple = false;
   int depth = 1;
+  // Field names of a named tuple (groupby's (grouper, list)): item k is also attribute
+  // fields[k]. Empty for plain lists and tuples.
+  std::vector<std::string> fields;
 };
 
 // Insertion-ordered mapping with Value keys (Python dict). Lookups are linear for small dicts

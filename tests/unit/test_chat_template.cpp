@@ -169,6 +169,21 @@ const Row kRenders[] = {
      "x-002.2|[1, 2]|1|3|    1|2   |3.14"},
     {"{{ '%s|%s'|format(1, 'b') }}|{{ '%(x)s'|format(x=3) }}|{{ '%5.1f%%'|format(99.456) }}|{{ '%5.1f|%05.1f' % (1e400, -1e400) }}",
      "1|b|3| 99.5%|  inf|-0inf"},
+    // cycler, joiner, groupby, center, slice, truncate, 0x/0o/0b literals (checked against jinja2).
+    {"{% set c = cycler('a', 'b') %}{{ c.current }}{{ c.next() }}{{ c.next() }}{{ c.current }}{{ c.next() }}{{ c.reset() }}{{ c.next() }}|{% set j = joiner('/') %}{% for x in [1, 2, 3] %}{{ j() }}{{ x }}{% endfor %}|{% set j2 = joiner() %}{{ j2() }}{{ j2() }}{{ j2() }}",
+     "aabaaNonea|1/2/3|, , "},
+    {"{% for g in messages|groupby('role') %}{{ g.grouper }}:{{ g.list|length }} {% endfor %}|{% for role, items in messages|groupby('role') %}{{ role }}={{ items|map(attribute='content')|join(',') }};{% endfor %}",
+     "assistant:1 user:2 |assistant=hello;user=hi,bye;"},
+    {"{{ [{'k': 'A'}, {'k': 'a'}, {'k': 'b'}]|groupby('k')|list }}|{{ [{'k': 'A'}, {'k': 'a'}, {'k': 'b'}]|groupby('k', case_sensitive=true)|list }}|{{ [{'k': 1}, {}, {'k': 1}]|groupby('k', default=0)|map(attribute='grouper')|list }}|{{ [[1, 'x'], [0, 'y'], [1, 'z']]|groupby(0)|list }}",
+     "[('A', [{'k': 'A'}, {'k': 'a'}]), ('b', [{'k': 'b'}])]|[('A', [{'k': 'A'}]), ('a', [{'k': 'a'}]), ('b', [{'k': 'b'}])]|[0, 1]|[(0, [[0, 'y']]), (1, [[1, 'x'], [1, 'z']])]"},
+    {"{{ 'Hello'|center(11) }}.|{{ 'Hi'|center(7) }}.|{{ 'Hi'|center(6) }}.|{{ 'Hello'|center(3) }}|{{ 'é'|center(4) }}.",
+     "   Hello   .|   Hi  .|  Hi  .|Hello| é  ."},
+    {"{{ [1, 2, 3, 4, 5]|slice(2)|list }}|{{ [1, 2, 3, 4, 5]|slice(3, 0)|list }}|{{ [1, 2]|slice(4)|list }}|{{ []|slice(2)|list }}",
+     "[[1, 2, 3], [4, 5]]|[[1, 2], [3, 4], [5, 0]]|[[1], [2], [], []]|[[], []]"},
+    {"{{ 'abc'|truncate(3) }}|{{ 'a long sentence here indeed'|truncate(9) }}|{{ 'a long sentence here indeed'|truncate(9, true) }}|{{ 'a long sentence here indeed'|truncate(12, end='~') }}|{{ 'abcdefghijkl'|truncate(5, leeway=0) }}|{{ 'abcdefgh'|truncate(5) }}",
+     "abc|a...|a long...|a long~|ab...|abcdefgh"},
+    {"{{ 0x10 }}|{{ 0o17 }}|{{ 0b101 }}|{{ 0xFF_FF }}|{{ 1_000 + 0X1 }}|{{ 0 }}",
+     "16|15|5|65535|1001|0"},
 };
 
 const Row kErrors[] = {
@@ -230,6 +245,8 @@ const Row kErrors[] = {
     {"{{ '%(a)s' % (1,) }}", nullptr},
     {"{% for x in [1] %}{{ loop([2]) }}{% endfor %}", nullptr},
     {"{% for x in [1] recursive %}{{ loop(1, 2) }}{% endfor %}", nullptr},
+    {"{{ 'ab'|truncate(2) }}", nullptr},
+    {"{{ [1]|groupby }}", nullptr},
 };
 
 }  // namespace

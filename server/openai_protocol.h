@@ -13,6 +13,7 @@
 
 #include "engine/engine_api.h"
 #include "engine/sampling_params.h"
+#include "server/tool_calls.h"
 
 namespace pagoda::server {
 
@@ -66,13 +67,6 @@ struct CompletionRequest {
   CommonRequest common;
   std::vector<PromptInput> prompts;  // at least one
   bool echo = false;                 // prepend the prompt text to each choice
-};
-
-// The request's tool_choice, checked against its tools.
-struct ToolChoice {
-  enum class Mode { Auto, None, Required, Function };
-  Mode mode = Mode::Auto;
-  std::string function;  // Mode::Function: the function the client named
 };
 
 struct ChatRequest {

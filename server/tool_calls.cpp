@@ -1,8 +1,9 @@
 #include "server/tool_calls.h"
 
+#include <algorithm>
 #include <stdexcept>
 
-#include <nlohmann/json.hpp>
+#include "server/openai_protocol.h"
 
 namespace pagoda::server {
 
@@ -63,7 +64,74 @@ std::string_view trim(std::string_view s) {
 
 std::string compact(const ojson& j) { return j.dump(-1, ' ', false, ojson::error_handler_t::replace); }
 
+[[noreturn]] void bad(const std::string& param, const std::string& what) {
+  throw ApiError(400, "Invalid value for '" + param + "': " + what, "invalid_request_error", param);
+}
+
 }  // namespace
+
+std::vector<std::string> parse_tools(const nlohmann::json& tools) {
+  if (!tools.is_array()) bad("tools", "expected an array of tools.");
+  std::vector<std::string> names;
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const std::string param = "tools[" + std::to_string(i) + "]";
+    const json& t = tools[i];
+    if (!t.is_object()) bad(param, "expected a tool object.");
+    auto type = t.find("type");
+    if (type != t.end() && !(type->is_string() && *type == "function"))
+      bad(param + ".type", "only tools of type 'function' are supported.");
+    auto fn = t.find("function");
+    if (fn == t.end() || !fn->is_object())
+      bad(param + ".function", "expected an object with the function's name and parameters.");
+    auto name = fn->find("name");
+    if (name == fn->end() || !name->is_string() || name->get_ref<const std::string&>().empty())
+      bad(param + ".function.name", "expected a non-empty string.");
+    auto desc = fn->find("description");
+    if (desc != fn->end() && !desc->is_null() && !desc->is_string())
+      bad(param + ".function.description", "expected a string.");
+    auto params = fn->find("parameters");
+    if (params != fn->end() && !params->is_null() && !params->is_object())
+      bad(param + ".function.parameters", "expected a JSON Schema object.");
+    names.push_back(name->get<std::string>());
+  }
+  return names;
+}
+
+ToolChoice parse_tool_choice(const nlohmann::json* v, const std::vector<std::string>& names, bool has_tools) {
+  ToolChoice c;
+  if (!v) {
+    if (!has_tools) c.mode = ToolChoice::Mode::None;
+    return c;
+  }
+  if (v->is_string()) {
+    const std::string s = v->get<std::string>();
+    if (s == "none") c.mode = ToolChoice::Mode::None;
+    else if (s == "auto") c.mode = ToolChoice::Mode::Auto;
+    else if (s == "required") c.mode = ToolChoice::Mode::Required;
+    else bad("tool_choice", "expected 'none', 'auto', 'required' or a named function, got '" + s + "'.");
+  } else if (v->is_object()) {
+    auto type = v->find("type");
+    if (type == v->end() || !type->is_string() || *type != "function")
+      bad("tool_choice.type", "expected 'function'.");
+    auto fn = v->find("function");
+    if (fn == v->end() || !fn->is_object()) bad("tool_choice.function", "expected an object.");
+    auto name = fn->find("name");
+    if (name == fn->end() || !name->is_string())
+      bad("tool_choice.function.name", "expected a string.");
+    c.mode = ToolChoice::Mode::Function;
+    c.function = name->get<std::string>();
+    if (has_tools && std::find(names.begin(), names.end(), c.function) == names.end())
+      bad("tool_choice.function.name",
+          "the function '" + c.function + "' is not among the request's tools.");
+  } else {
+    bad("tool_choice", "expected a string or an object.");
+  }
+  if (!has_tools && c.mode != ToolChoice::Mode::None) {
+    if (c.mode == ToolChoice::Mode::Auto) return ToolChoice{ToolChoice::Mode::None, ""};
+    bad("tool_choice", "a required or named tool_choice needs 'tools' in the request.");
+  }
+  return c;
+}
 
 std::optional<ToolCallFormat> tool_call_format_from_name(const std::string& name) {
   if (name == "hermes") return ToolCallFormat::Hermes;

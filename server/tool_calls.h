@@ -1,6 +1,6 @@
-// Function calling: recognising the tool calls a model writes in its output text, so that
-// /v1/chat/completions can answer with `message.tool_calls` (and `delta.tool_calls` when
-// streaming) instead of the raw text.
+// Function calling: validating a chat request's `tools` and `tool_choice`, and recognising the
+// tool calls a model writes in its output text, so that /v1/chat/completions can answer with
+// `message.tool_calls` (and `delta.tool_calls` when streaming) instead of the raw text.
 //
 // Models do not agree on a format; each family writes what its chat template taught it:
 //   Hermes / Qwen2.5:  <tool_call>{"name": "f", "arguments": {...}}</tool_call>   (one or several)
@@ -25,7 +25,31 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace pagoda::server {
+
+// ---- the request side: tools and tool_choice ---------------------------------------------
+
+// The request's tool_choice, checked against its tools.
+struct ToolChoice {
+  enum class Mode { Auto, None, Required, Function };
+  Mode mode = Mode::Auto;
+  std::string function;  // Mode::Function: the function the client named
+};
+
+// Checks the shape of a request's `tools` ([{"type": "function", "function": {"name",
+// "description", "parameters"}}]) and returns the function names, in order. Throws
+// ApiError(400) naming the bad field ("tools[1].function.name").
+std::vector<std::string> parse_tools(const nlohmann::json& tools);
+
+// tool_choice: absent, "none" | "auto" | "required", or {"type": "function", "function":
+// {"name": ...}} naming one of `names`. Absent means Auto with tools and None without; a
+// required or named choice without tools is an error (ApiError 400, param "tool_choice...").
+ToolChoice parse_tool_choice(const nlohmann::json* choice, const std::vector<std::string>& names,
+                             bool has_tools);
+
+// ---- the output side: reading calls from the model's text ---------------------------------
 
 enum class ToolCallFormat { None, Hermes, Llama3, Mistral };
 

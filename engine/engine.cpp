@@ -11,6 +11,7 @@
 
 #include "engine/detokenizer.h"
 #include "engine/model.h"
+#include "engine/prompt_logprobs.h"
 #include "engine/request_stream.h"
 #include "engine/sampling.h"
 #include "engine/tokenizer/tokenizer.h"
@@ -32,6 +33,7 @@ struct LlmEngine::Choice {
   std::unique_ptr<IncrementalDetokenizer> detok;
   std::unique_ptr<StopStringMatcher> stop;
   bool reported = false;
+  bool prompt_logprobs_sent = false;  // on its first delta
 };
 
 struct LlmEngine::Active {
@@ -41,6 +43,7 @@ struct LlmEngine::Active {
   std::vector<Choice> choices;
   int unreported = 0;
   bool cached_reported = false;
+  std::vector<TokenLogprob> prompt_logprobs;  // prompt tokens 1.. so far (prompt_logprobs >= 0)
 };
 
 namespace {
@@ -396,6 +399,10 @@ void LlmEngine::step() {
       for (size_t r = 0; r < drawn.size(); ++r)
         if (!drawn[r]) host_row[r] = next++;
     }
+    // Prompt logprobs come from logit rows no draw reads.
+    for (const PromptLogprobRows& r : scheduler_->prompt_logprob_rows())
+      if (auto it = by_seq_.find(r.seq->id); it != by_seq_.end())
+        append_prompt_logprobs(r, logits_.data(), host_row, vocab_, it->second->prompt_logprobs);
     std::vector<int32_t> sampled(targets.size());
     std::vector<SampleResult> results(targets.size());
     for (size_t j = 0; j < targets.size(); ++j) {
@@ -442,6 +449,10 @@ void LlmEngine::emit_outputs(const std::vector<std::shared_ptr<Sequence>>& updat
     d.tokens = {tok};
     if (seq->request->sampling.logprobs >= 0)
       d.logprobs.push_back({tok, results[k].logprob, results[k].top});
+    if (seq->request->prompt_logprobs >= 0 && !c.prompt_logprobs_sent) {
+      d.prompt_logprobs = a.prompt_logprobs;
+      c.prompt_logprobs_sent = true;
+    }
     // A stop token (EOS/EOG or stop_token_ids) ends the text without appearing in it.
     const bool stop_token = seq->finished() && seq->finish == FinishReason::Stop;
     std::string text;

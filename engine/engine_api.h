@@ -19,6 +19,11 @@ struct GenerationRequest {
   StopParams stop;
   int n = 1;                     // choices; siblings share the prompt's KV blocks
   int n_keep = -1;               // tokens kept on context shift; -1 = server default
+  // Prompt logprobs (OpenAI legacy `echo` + `logprobs`): -1 = none; N >= 0 = the logprob of
+  // every prompt token from the second on (log-softmax of the raw logits at the position before
+  // it, no bias or penalties) plus the top N alternatives there. Costs one LM-head row per
+  // prompt token, and the prompt is computed in full (no prefix-cache reuse for it).
+  int prompt_logprobs = -1;
 };
 
 enum class FinishReason { None, Stop, Length, Abort, Error };
@@ -42,6 +47,10 @@ struct Delta {
   std::string text;
   std::vector<int32_t> tokens;
   std::vector<TokenLogprob> logprobs;  // one per token when logprobs were requested
+  // With GenerationRequest::prompt_logprobs >= 0, the first delta of each choice carries the
+  // prompt's logprobs: entry i is for prompt token i + 1 (the first prompt token has none), so
+  // there are prompt.size() - 1 entries. Empty on every other delta.
+  std::vector<TokenLogprob> prompt_logprobs;
   FinishReason finish = FinishReason::None;
   std::string error;             // set when finish == Error
 };

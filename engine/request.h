@@ -37,6 +37,10 @@ struct Sequence {
   int32_t cached_prompt_tokens = -1;  // prompt tokens served from the prefix cache (first admission)
   int32_t n_shifts = 0;               // context shifts done
   int32_t n_keep = 0;                 // tokens kept on a context shift
+  // Prompt logprobs (request->prompt_logprobs >= 0): the logits of positions 0..n-1 have been
+  // computed and handed out, so the logprobs of prompt tokens 1..n are known. Only advances, so
+  // a recompute after preemption never reports a position twice.
+  int32_t prompt_logprob_rows_done = 0;
   bool sample = true;                 // false: prefill only (the pinned system prompt)
   // Where this sequence's tokens are drawn, fixed at admission (never by its batch mates):
   // device_sampling true: on the backend (Backend::sample) with the Philox draw (seed, number

@@ -7,6 +7,13 @@ namespace pagoda {
 
 namespace {
 int ceil_div(int a, int b) { return (a + b - 1) / b; }
+
+// Whether `seq` still needs the logits of some prompt position (see PromptLogprobRows). The
+// positions are prompt indices only while nothing was shifted out.
+bool wants_prompt_logprobs(const Sequence& seq) {
+  return seq.sample && seq.request && seq.request->prompt_logprobs >= 0 && seq.n_shifts == 0 &&
+         seq.prompt_logprob_rows_done < seq.prompt_len() - 1;
+}
 }  // namespace
 
 Scheduler::Scheduler(SchedulerConfig cfg, KvCacheManager& kv) : cfg_(std::move(cfg)), kv_(kv) {
@@ -126,7 +133,23 @@ void Scheduler::emit(StepPlan& plan, const std::shared_ptr<Sequence>& seq, int n
     for (const auto& sib : seq->siblings)
       if (sib->status == SeqStatus::PendingFork) targets_.push_back({row, sib, seq});
   }
+  if (prefill) emit_prompt_logprob_rows(plan, seq, s.first_token, n);
   scheduled_.push_back({seq, n, prefill});
+}
+
+void Scheduler::emit_prompt_logprob_rows(StepPlan& plan, const std::shared_ptr<Sequence>& seq, int first, int n) {
+  if (!wants_prompt_logprobs(*seq)) return;
+  // Positions 0 .. prompt_len - 2 score the next prompt token; the last one is the sample row.
+  const int lo = std::max(seq->num_computed, seq->prompt_logprob_rows_done);
+  const int hi = std::min(seq->num_computed + n, seq->prompt_len() - 1);
+  if (lo >= hi) return;
+  PromptLogprobRows r;
+  r.seq = seq;
+  r.first_row = static_cast<int>(plan.logit_rows.size());
+  r.first_position = lo;
+  r.n = hi - lo;
+  for (int pos = lo; pos < hi; ++pos) plan.logit_rows.push_back(first + (pos - seq->num_computed));
+  prompt_rows_.push_back(std::move(r));
 }
 
 bool Scheduler::try_admit(StepPlan& plan, int& budget) {
@@ -141,7 +164,12 @@ bool Scheduler::try_admit(StepPlan& plan, int& budget) {
     return true;
   }
   const bool first_admission = seq->cached_prompt_tokens < 0;
-  const int matched = kv_.match_prefix(seq->id, seq->tokens, seq->num_tokens() - 1);
+  // A request for prompt logprobs needs the logits of every prompt position not yet reported,
+  // so it shares cached blocks only up to there.
+  const int match_limit = wants_prompt_logprobs(*seq)
+                              ? std::min(seq->num_tokens() - 1, static_cast<int>(seq->prompt_logprob_rows_done))
+                              : seq->num_tokens() - 1;
+  const int matched = kv_.match_prefix(seq->id, seq->tokens, match_limit);
   seq->num_computed = matched;
   const int n = std::min(seq->num_tokens() - matched, budget);
   if (!kv_.allocate(seq->id, matched, n)) {
@@ -166,6 +194,7 @@ StepPlan Scheduler::schedule() {
   StepPlan plan;
   scheduled_.clear();
   targets_.clear();
+  prompt_rows_.clear();
   int budget = cfg_.max_batch_tokens;
   const uint64_t preemptions_before = counters_.preemptions;
 
@@ -234,6 +263,8 @@ FinishReason Scheduler::stop_reason(const Sequence& seq, int32_t token) const {
 std::vector<std::shared_ptr<Sequence>> Scheduler::update(const std::vector<int32_t>& sampled) {
   if (sampled.size() != targets_.size())
     throw std::invalid_argument("scheduler: one sampled token per sample target expected");
+  for (const auto& r : prompt_rows_)
+    r.seq->prompt_logprob_rows_done = std::max(r.seq->prompt_logprob_rows_done, r.first_position + r.n);
   for (const auto& s : scheduled_) {
     Sequence& seq = *s.seq;
     if (seq.status != SeqStatus::Running) continue;
@@ -268,6 +299,7 @@ std::vector<std::shared_ptr<Sequence>> Scheduler::update(const std::vector<int32
   }
   scheduled_.clear();
   targets_.clear();
+  prompt_rows_.clear();
   return out;
 }
 

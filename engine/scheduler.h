@@ -45,6 +45,17 @@ struct SampleTarget {
   std::shared_ptr<Sequence> fork_from;  // set when seq forks from this sequence on update
 };
 
+// Prompt logprobs (GenerationRequest::prompt_logprobs >= 0): logit rows [first_row, first_row + n)
+// of the step (indices into StepPlan::logit_rows, never shared with a sample target) hold the
+// logits at positions first_position .. first_position + n - 1 of `seq`, which score its prompt
+// tokens first_position + 1 .. first_position + n.
+struct PromptLogprobRows {
+  std::shared_ptr<Sequence> seq;
+  int first_row = 0;
+  int first_position = 0;
+  int n = 0;
+};
+
 struct SchedulerCounters {
   uint64_t preemptions = 0;
   uint64_t prompt_tokens = 0;           // prompt tokens of admitted requests (first admission)
@@ -68,6 +79,10 @@ class Scheduler {
   StepPlan schedule();
   // What to sample after the forward pass of the last schedule(), in order.
   const std::vector<SampleTarget>& sample_targets() const { return targets_; }
+  // The prompt-logprob rows of the last schedule(). Every prompt position a request needs is
+  // listed exactly once over its steps (chunks, preemption and recompute included): such a
+  // request takes nothing from the prefix cache for positions not yet reported.
+  const std::vector<PromptLogprobRows>& prompt_logprob_rows() const { return prompt_rows_; }
   // Consumes one sampled token per sample target (same order). Returns the sequences that got a
   // token, in target order; those whose token ended them are already finished.
   std::vector<std::shared_ptr<Sequence>> update(const std::vector<int32_t>& sampled);
@@ -102,6 +117,8 @@ class Scheduler {
   bool shift_tokens(Sequence& seq);
   void preempt(const std::shared_ptr<Sequence>& seq);
   void emit(StepPlan& plan, const std::shared_ptr<Sequence>& seq, int n, bool prefill);
+  // Adds the prompt-logprob rows of `seq` among its n tokens starting at plan index `first`.
+  void emit_prompt_logprob_rows(StepPlan& plan, const std::shared_ptr<Sequence>& seq, int first, int n);
   void remove_running(const Sequence& seq);
   // Admits the front of the queue (or ends it when it can never run again). False when it
   // has to wait.
@@ -115,6 +132,7 @@ class Scheduler {
   std::vector<std::shared_ptr<Sequence>> running_;  // admission order, oldest first
   std::vector<Scheduled> scheduled_;
   std::vector<SampleTarget> targets_;
+  std::vector<PromptLogprobRows> prompt_rows_;
   std::vector<std::shared_ptr<Sequence>> finished_;
   SchedulerCounters counters_;
 };

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <fstream>
+#include <random>
 #include <sstream>
 
 #include "server/server_config.h"
@@ -254,4 +255,30 @@ TEST_CASE("--tool-call-parser: flag, config key, choices", "[tool_calls]") {
   // Every accepted value resolves.
   for (const char* v : {"auto", "hermes", "llama3", "mistral", "none"})
     CHECK_NOTHROW(resolve_tool_call_format(v, ""));
+}
+
+TEST_CASE("tool-call parser: random outputs, random chunking", "[tool_calls]") {
+  // Outputs stitched from fragments of every format: whatever the chunking, the streamed result
+  // equals the whole-output result, and output with no call comes back byte for byte.
+  const std::vector<std::string> parts = {
+      "<tool_call>", "</tool_call>", "[TOOL_CALLS]", "<|python_tag|>", "<tool", "[TOOL", "{", "}",
+      "[", "]", "\"name\"", "\"arguments\"", "\"parameters\"", ": ", "\"f\"", "\"g\"", ", ", ";",
+      " ", "\n", "text", "\"x\\\"}\"", "{\"name\": \"f\", \"arguments\": {\"a\": 1}}", "é"};
+  std::mt19937 rng(1234);
+  for (auto f : {ToolCallFormat::Hermes, ToolCallFormat::Llama3, ToolCallFormat::Mistral}) {
+    for (int iter = 0; iter < 3000; ++iter) {
+      std::string text;
+      int n = 1 + (int)(rng() % 12);
+      for (int i = 0; i < n; ++i) text += parts[rng() % parts.size()];
+      const std::set<std::string> names = {"f"};
+      Result expected = whole(f, text, names);
+      std::vector<size_t> cuts;
+      for (size_t i = 1; i < text.size(); ++i)
+        if (rng() % 3 == 0) cuts.push_back(i);
+      INFO("format " << tool_call_format_name(f) << " text: " << text);
+      REQUIRE(chunked(f, text, cuts, names) == expected);
+      if (expected.calls.empty()) REQUIRE(expected.content == text);
+      for (auto& c : expected.calls) REQUIRE(nlohmann::json::parse(c.second).is_object());
+    }
+  }
 }

@@ -122,50 +122,8 @@ bool is_digit(uint32_t c) { return c >= '0' && c <= '9'; }
 bool is_alpha(uint32_t c) { return text::is_alnum(c) && !is_digit(c); }
 bool is_alnum(uint32_t c) { return text::is_alnum(c); }
 
-// str.format with {} / {0} / {name} fields and {{ }} escapes (no format specs).
-Value s_format(const Value& s, const CallArgs& a) {
-  std::string out;
-  size_t auto_idx = 0;
-  const std::string& f = s.s;
-  for (size_t k = 0; k < f.size(); ++k) {
-    char c = f[k];
-    if (c == '}' ) {
-      if (k + 1 < f.size() && f[k + 1] == '}') ++k;
-      else throw ChatTemplateError("format: single '}' encountered in format string");
-      out += '}';
-      continue;
-    }
-    if (c != '{') {
-      out += c;
-      continue;
-    }
-    if (k + 1 < f.size() && f[k + 1] == '{') {
-      out += '{';
-      ++k;
-      continue;
-    }
-    size_t end = f.find('}', k);
-    if (end == std::string::npos) throw ChatTemplateError("format: single '{' encountered in format string");
-    std::string field = f.substr(k + 1, end - k - 1);
-    if (field.find_first_of(":!.[") != std::string::npos)
-      throw ChatTemplateError("format: conversions and format specs are not supported");
-    Value v;
-    if (field.empty() || std::all_of(field.begin(), field.end(), ::isdigit)) {
-      size_t idx = field.empty() ? auto_idx++ : std::stoul(field);
-      if (idx >= a.pos.size()) throw ChatTemplateError("format: replacement index " + std::to_string(idx) + " out of range");
-      v = a.pos[idx];
-    } else {
-      bool found = false;
-      for (const auto& [name, val] : a.kw)
-        if (name == field) v = val, found = true;
-      if (!found) throw ChatTemplateError("format: missing keyword argument '" + field + "'");
-    }
-    out += v.str();
-    check_string_size(out.size());
-    k = end;
-  }
-  return Value::string(std::move(out));
-}
+// str.format (see str_format in ops.h).
+Value s_format(const Value& s, const CallArgs& a) { return Value::string(str_format(s.s, a)); }
 
 Value d_items(const Value& d, const CallArgs&) {
   std::vector<Value> out;

@@ -42,5 +42,11 @@ int64_t length_of(const Value& v);
 // flags #0- + and the types s r a c d i u o x X e E f F g G % (percent_format.cpp). `args` is a
 // tuple of values, a dict (for %(key)s), or a single value.
 std::string percent_format(const std::string& fmt, const Value& args);
+// Python format(value, spec): the format-spec mini-language for str, int, bool and float
+// (str_format.cpp); an empty spec gives str(value).
+std::string format_value(const Value& v, const std::string& spec);
+// Python fmt.format(*args, **kwargs): {} {0} {name} fields with .attr / [key] access, !s !r !a
+// conversions and :spec (which may hold nested fields).
+std::string str_format(const std::string& fmt, const CallArgs& args);
 
 }  // namespace pagoda::jinja

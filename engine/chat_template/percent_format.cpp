@@ -28,23 +28,6 @@ std::string pad(std::string body, const Spec& sp, size_t sign_len = 0) {
   return std::string(fill, ' ') + body;
 }
 
-// Python ascii(): repr() with every non-ASCII code point escaped (\xhh, \uhhhh, \Uhhhhhhhh).
-std::string ascii_escape(const std::string& s) {
-  std::string out;
-  for (uint32_t cp : text::decode(s)) {
-    char buf[16];
-    if (cp < 0x80) {
-      out += static_cast<char>(cp);
-      continue;
-    }
-    if (cp < 0x100) std::snprintf(buf, sizeof buf, "\\x%02x", cp);
-    else if (cp < 0x10000) std::snprintf(buf, sizeof buf, "\\u%04x", cp);
-    else std::snprintf(buf, sizeof buf, "\\U%08x", cp);
-    out += buf;
-  }
-  return out;
-}
-
 std::string sign_of(bool negative, const Spec& sp) {
   if (negative) return "-";
   if (sp.plus) return "+";
@@ -104,7 +87,7 @@ std::string format_one(const Value& v, const Spec& sp) {
     case 's':
     case 'r':
     case 'a': {
-      std::string s = sp.type == 's' ? v.str() : sp.type == 'r' ? v.repr() : ascii_escape(v.repr());
+      std::string s = sp.type == 's' ? v.str() : sp.type == 'r' ? v.repr() : text::ascii_escape(v.repr());
       if (sp.precision >= 0 && static_cast<int64_t>(text::length(s)) > sp.precision) {
         s = text::encode(text::decode(s), 0, static_cast<size_t>(sp.precision));
       }

@@ -3,6 +3,7 @@
 #include "engine/chat_template/text.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "engine/chat_template/chat_template.h"
 
@@ -276,6 +277,22 @@ std::string replace(const std::string& s, const std::string& from, const std::st
   }
   out.append(s, start, std::string::npos);
   check();
+  return out;
+}
+
+std::string ascii_escape(const std::string& s) {
+  std::string out;
+  for (uint32_t cp : decode(s)) {
+    char buf[16];
+    if (cp < 0x80) {
+      out += static_cast<char>(cp);
+      continue;
+    }
+    if (cp < 0x100) std::snprintf(buf, sizeof buf, "\\x%02x", cp);
+    else if (cp < 0x10000) std::snprintf(buf, sizeof buf, "\\u%04x", cp);
+    else std::snprintf(buf, sizeof buf, "\\U%08x", cp);
+    out += buf;
+  }
   return out;
 }
 

@@ -27,6 +27,10 @@ std::string lower(const std::string& s);
 std::string title(const std::string& s);       // Python str.title()
 std::string capitalize(const std::string& s);  // Python str.capitalize()
 
+// Python ascii() of an already repr()-ed string: non-ASCII code points as \xhh, \uhhhh or
+// \Uhhhhhhhh escapes.
+std::string ascii_escape(const std::string& s);
+
 // Python str.strip/lstrip/rstrip; `chars` null means whitespace.
 std::string strip(const std::string& s, const std::string* chars, bool left, bool right);
 // Python str.split(sep, maxsplit); `sep` null means runs of whitespace.

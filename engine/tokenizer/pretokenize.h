@@ -56,6 +56,11 @@ class PreTokenizer {
                      //   [^\r\n\p{L}\p{N}]?U*L+C?|[^\r\n\p{L}\p{N}]?U+L*C?|\p{N}{1,D}|
                      //   ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+
                      //   (C: (?i:'s|'t|'re|'ve|'m|'ll|'d) when `contractions`, else nothing)
+    kDigitGroups,    // \d{1,3}(?=(?:\d{3})*\b): a digit run that ends a word, cut in threes from
+                     //   the right ("1234567" -> "1", "234", "567")
+    kExaoneMoe,      // (?i:'s|..)|[^\r\n\p{L}\p{N}]?(?:\p{L}\p{M}*(?: \p{L}\p{M}*)*)+|\p{N}|
+                     //   ?[^\s\p{L}\p{N}]+[\r\n/]?|\s*[\r\n]|\s+(?!\S)|\s+ (words joined by
+                     //   single spaces)
     kRun,            // [class]{min,max}
     kSpaceThenRun,   // \s?[class]+
     kOptSpaceRun,    // " ?[class]+" (a literal space, not \s)
@@ -67,7 +72,11 @@ class PreTokenizer {
     uint32_t min = 1, max = UINT32_MAX;  // kRun repetition; kLlama3/kCaseWords: max digits
     bool contractions = false;           // kLlama3, kCaseWords: the 's|'t|... alternative
     bool marks_are_letters = false;      // kLlama3: [\p{L}\p{M}]+ words (Qwen3.5)
-    bool punct_newlines = true;          // kLlama3: [\r\n]* after a punctuation run
+    bool punct_newlines = true;          // kLlama3, kDeepseek3: [\r\n]* after a punctuation
+                                         //   run; kDeepseek3 without it: [\r\n] alone, not
+                                         //   \s*[\r\n]+ (Spark 2.5)
+    bool cascade_spaces = false;         // kLlama3: \s{512}(?!\S)|\s{256}(?!\S)|..|\s{4}(?!\S)|
+                                         //   \s{1,2}(?!\S)|\s instead of \s+(?!\S)|\s+ (Jais 2)
   };
 
  private:

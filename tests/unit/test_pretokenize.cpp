@@ -146,3 +146,33 @@ TEST_CASE("Llama 3 and Tekken vocabularies ignore merges and add BOS unless told
   CHECK(byte_vocab("llama-bpe")->encode("a", true, false) == std::vector<int32_t>{256, 'a'});
   CHECK_FALSE(byte_vocab("qwen2")->add_bos());
 }
+
+TEST_CASE("Jais 2, Tiny Aya, Youtu, EXAONE MoE and Spark 2.5 pre-tokenizers", "[tokenizer][pre]") {
+  const std::string sp8(8, ' '), sp16(16, ' '), sp4(4, ' ');
+  // Jais 2: whitespace runs cut into 512/256/../4/2/1-space pieces, keeping one for the next word.
+  CHECK(split("jais-2", "a" + std::string(10, ' ') + "b   c  d" + std::string(20, ' ')) ==
+        Words{"a", sp8, " ", " b", "  ", " c", " ", " d", sp16, sp4});
+  CHECK(split("jais-2", "x" + std::string(600, ' ') + "y") ==
+        Words{"x", std::string(512, ' '), std::string(64, ' '), sp16, sp4, "  ", " ", " y"});
+  // Tiny Aya / Cohere: digit runs that end a word are cut in threes from the right first.
+  const Words aya{"Pay", " ", "1", "234", "567", " now", ",", " ", "123", "45", "abc", " x", "1", "234", " ", "9"};
+  CHECK(split("tiny_aya", "Pay 1234567 now, 12345abc x1234 9") == aya);
+  CHECK(split("cohere2moe", "Pay 1234567 now, 12345abc x1234 9") == aya);
+  CHECK(split("tiny_aya", "a 1234\xC3\xA9 55") == Words{"a", " ", "123", "4", "\xC3\xA9", " ", "55"});
+  // Youtu: Hangul, CJK punctuation, Bopomofo and CJK/kana runs apart, then GPT-4o-like words.
+  CHECK(split("youtu", "\xED\x95\x9C\xEA\xB5\xAD\xEC\x96\xB4\xEF\xBC\x81\xE2\x80\x9C\xE6\x97\xA5\xE6\x9C\xAC"
+                       "\xE2\x80\x9D\xE3\x84\x85\xE3\x84\x86\xEF\xBC\x8CHelloWorld 123 ok") ==
+        Words{"\xED\x95\x9C\xEA\xB5\xAD\xEC\x96\xB4", "\xEF\xBC\x81\xE2\x80\x9C", "\xE6\x97\xA5\xE6\x9C\xAC",
+              "\xE2\x80\x9D", "\xE3\x84\x85\xE3\x84\x86", "\xEF\xBC\x8C", "Hello", "World", " ", "1", "2", "3",
+              " ok"});
+  CHECK(PreTokenizer::by_name("youtu").ignore_merges());
+  // EXAONE MoE: words joined by single spaces form one piece.
+  CHECK(split("exaone-moe", "Hello big world  it's 42 ok!!\n\nnext/ line e\xCC\x81t\xC3\xA9 a") ==
+        Words{"Hello big world", " ", " it", "'s", " ", "4", "2", " ok", "!!\n", "\n", "next", "/",
+              " line e\xCC\x81t\xC3\xA9 a"});
+  CHECK(split("exaone-moe", " hi there.") == Words{" hi there", "."});
+  // Spark 2.5: DeepSeek V3's pattern with lone line breaks, then single digits.
+  CHECK(split("spark2_5", "Hello world.txt 12345 \xE6\x97\xA5\xE6\x9C\xACx!!\n\n  \nend") ==
+        Words{"Hello", " world", ".txt", " ", "1", "2", "3", "4", "5", " ", "\xE6\x97\xA5\xE6\x9C\xAC", "x",
+              "!!", "\n", "\n", "  ", "\n", "end"});
+}

@@ -135,6 +135,17 @@ class Backend {
   // Waits for the step's draws and writes their tokens to ids[0 .. draws.size()).
   virtual void finish_sampling(int32_t* ids) { no_sampling(); }
 
+  // ---- recorded steps (optional; the CUDA backend's graphs) ----
+  // Model brackets the ops of a step whose launches depend only on the step's shape (every
+  // logit row is sampled on the backend within one LM-head chunk, so nothing is read back
+  // mid-step) with these, after begin_step, apply_cache_edits and begin_sampling and before
+  // finish_sampling. replay_recorded() true: the backend launched a recording of an earlier
+  // step of the same shape, whose ops read this step's indices and draws from the same device
+  // buffers; the model issues none of the bracketed ops. False: the model issues them (the
+  // backend may be recording them) and then calls end_recordable().
+  virtual bool replay_recorded() { return false; }
+  virtual void end_recordable() {}
+
  private:
   [[noreturn]] void no_sampling() const {
     throw std::logic_error("backend '" + name() + "' cannot sample (can_sample() is false)");

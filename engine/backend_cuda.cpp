@@ -77,6 +77,8 @@ struct CudaBackend::Impl {
   size_t off_tokens = 0, off_positions = 0, off_slots = 0, off_token_bt = 0, off_block_tables = 0,
          off_logit_rows = 0, off_decode = 0, off_tiles = 0, off_copies = 0, off_shifts = 0;
 
+  std::unique_ptr<CudaGraphCache> graphs;  // null: CUDA graphs off
+
   DeviceScratch bf16_x;     // activations converted for the GEMM
   DeviceScratch attn_ws;    // split-KV decode workspace
   DeviceScratch sample_io;  // sampling: [params][rows][ids], each part 256-byte aligned
@@ -163,16 +165,23 @@ CudaBackend::CudaBackend(const CudaBackendOptions& opts) : impl_(std::make_uniqu
   CUDA_CHECK(cudaEventCreateWithFlags(&impl_->upload_done, cudaEventDisableTiming));
   CUBLAS_CHECK(cublasCreate(&impl_->cublas));
   CUBLAS_CHECK(cublasSetStream(impl_->cublas, impl_->stream));
+  // cuBLAS must not allocate while a graph is captured: it gets a fixed workspace (the size
+  // NVIDIA recommends for Hopper), with graphs on or off, so that both pick the same GEMMs.
+  constexpr size_t kCublasWorkspace = size_t(32) << 20;
+  CUBLAS_CHECK(cublasSetWorkspace(impl_->cublas, impl_->device_alloc(kCublasWorkspace), kCublasWorkspace));
+  if (opts.cuda_graphs) impl_->graphs = std::make_unique<CudaGraphCache>(impl_->stream);
   cudaDeviceProp prop{};
   CUDA_CHECK(cudaGetDeviceProperties(&prop, opts.device));
   spdlog::info("CUDA backend on device {} ({}, {:.1f} GiB, sm_{}{})", opts.device, prop.name,
                static_cast<double>(prop.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0), prop.major,
                prop.minor);
+  if (opts.cuda_graphs) spdlog::info("CUDA backend: CUDA graphs for decode steps on (not yet verified on a GPU)");
 }
 
 CudaBackend::~CudaBackend() {
   // Errors here cannot be reported (destructors must not throw); release what we can.
   Impl& m = *impl_;
+  m.graphs.reset();  // ends any open capture before the stream goes
   if (m.stream) cudaStreamSynchronize(m.stream);
   for (void* p : m.owned) cudaFree(p);
   for (DeviceScratch* d : {&m.index_buf, &m.bf16_x, &m.attn_ws, &m.sample_io})
@@ -261,6 +270,7 @@ void CudaBackend::init_kv_cache(const KvCacheConfig& cfg) {
           "init_kv_cache: every size must be positive");
   require(cfg.head_dim <= cuda::kMaxHeadDim, "init_kv_cache: head_dim above 256 is not supported");
   CUDA_CHECK(cudaSetDevice(m.device));
+  if (m.graphs) m.graphs->clear();  // they address the old pools
   if (m.k_pool) {
     CUDA_CHECK(cudaStreamSynchronize(m.stream));
     CUDA_CHECK(cudaFree(m.k_pool));
@@ -287,6 +297,7 @@ void CudaBackend::begin_step(const StepPlan& plan) {
   // The current device is per host thread; the engine thread may not be the one that built us.
   CUDA_CHECK(cudaSetDevice(m.device));
   require(m.k_pool != nullptr, "begin_step: the KV cache is not initialised");
+  if (m.graphs) m.graphs->abort();  // a capture an exception left open
   validate_step_plan(plan, m.kv.num_blocks, m.kv.block_size, "CudaBackend");
   const size_t n = plan.tokens.size();
 
@@ -329,7 +340,8 @@ void CudaBackend::begin_step(const StepPlan& plan) {
           (i != j && plan.block_copies[j].dst == plan.block_copies[i].dst))
         independent = false;
 
-  // Layout of the index buffer (int32 elements).
+  // Layout of the index buffer (int32 elements): the arrays whose sizes the step's shape fixes
+  // first, so that steps of one shape hand their kernels the same addresses (CUDA graphs).
   size_t off = 0;
   auto place = [&](size_t count) {
     const size_t at = off;
@@ -340,10 +352,10 @@ void CudaBackend::begin_step(const StepPlan& plan) {
   m.off_positions = place(n);
   m.off_slots = place(n);
   m.off_token_bt = place(n);
-  m.off_block_tables = place(plan.block_tables.size());
   m.off_logit_rows = place(plan.logit_rows.size());
   m.off_decode = place(decode_rows.size());
   m.off_tiles = place(tiles.size());
+  m.off_block_tables = place(plan.block_tables.size());
   m.off_copies = place(2 * plan.block_copies.size());
   m.off_shifts = place(shifts.size());
   const size_t total = std::max<size_t>(off, 1);
@@ -563,6 +575,31 @@ void CudaBackend::read(const Tensor& x, int64_t rows, float* host) {
     CUDA_CHECK(cudaMemcpyAsync(host, x.data, static_cast<size_t>(rows * x.cols) * sizeof(float),
                                cudaMemcpyDeviceToHost, m.stream));
   CUDA_CHECK(cudaStreamSynchronize(m.stream));
+}
+
+// ---- decode-step graphs ---------------------------------------------------------------------
+
+bool CudaBackend::replay_recorded() {
+  Impl& m = *impl_;
+  // Decode-only steps: prefill tiles vary in number and length from step to step.
+  if (!m.graphs || m.n_tiles > 0 || m.n_decode != m.n_tokens || m.n_tokens == 0) return false;
+  CudaGraphKey key;
+  key.n_tokens = m.n_tokens;
+  key.n_logit = m.n_logit;
+  key.n_decode = m.n_decode;
+  key.n_draws = m.n_draws;
+  key.n_splits = static_cast<int>((std::max(m.max_decode_ctx, 1) + cuda::kDecodeSplitKeys - 1) /
+                                  cuda::kDecodeSplitKeys);
+  const CudaGraphBuffers buffers = {m.index_buf.ptr, m.bf16_x.ptr, m.attn_ws.ptr, m.sample_io.ptr};
+  return m.graphs->begin(key, buffers);
+}
+
+void CudaBackend::end_recordable() {
+  if (impl_->graphs) impl_->graphs->end();
+}
+
+CudaGraphStats CudaBackend::graph_stats() const {
+  return impl_->graphs ? impl_->graphs->stats() : CudaGraphStats{};
 }
 
 // ---- sampling -------------------------------------------------------------------------------

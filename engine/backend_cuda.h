@@ -10,6 +10,12 @@
 //   upload, and when a scratch buffer must grow (rare, first steps of a bigger batch).
 // - begin_step validates the plan as the CPU backend does, then copies every index array in one
 //   transfer from a pinned staging buffer.
+// - CUDA graphs (opt-in, CudaBackendOptions::cuda_graphs): a step Model marks recordable (every
+//   row sampled here, one LM-head chunk) that is decode-only is captured on the second sight
+//   of its shape and replayed afterwards (engine/cuda_graphs.h). begin_step lays out the index
+//   buffer with the fixed-size arrays first, so a shape's kernels always get the same
+//   addresses; the decode attention's split count is part of the shape. Exact batch sizes, no
+//   padding. Unverified on hardware (see below).
 // - Errors become exceptions: CUDA/cuBLAS failures throw pagoda::cuda::CudaError naming the call
 //   with file:line; bad arguments throw std::invalid_argument.
 // - Batch invariance: every custom kernel computes a row the same way whatever the batch (the
@@ -36,12 +42,17 @@
 #include <vector>
 
 #include "engine/backend.h"
+#include "engine/cuda_graphs.h"
 #include "kernels/cuda/ops.h"
 
 namespace pagoda {
 
 struct CudaBackendOptions {
   int device = 0;  // CUDA device ordinal
+  // Record decode-only steps as CUDA graphs and replay them (engine/cuda_graphs.h). Off by
+  // default: never run on a GPU. (cuBLAS always gets a fixed 32 MiB workspace, as capture
+  // requires, so both settings run the same GEMMs.)
+  bool cuda_graphs = false;
 };
 
 // Free and total memory of a device, in bytes.
@@ -111,6 +122,12 @@ class CudaBackend final : public Backend {
   void begin_sampling(const std::vector<SampleRequest>& draws) override;
   void sample(const Tensor& logits, int64_t row_base, int64_t first_draw, int64_t n_draws) override;
   void finish_sampling(int32_t* ids) override;
+
+  // Decode-step graphs (when CudaBackendOptions::cuda_graphs): see Backend::replay_recorded.
+  bool replay_recorded() override;
+  void end_recordable() override;
+  // CUDA-only: graph captures and replays so far (all zero with graphs off).
+  CudaGraphStats graph_stats() const;
 
   // CUDA-only: samples one token per row of `logits` (rows x vocab, F32, on this backend) on
   // the GPU with params[row] (see cuda::sample for the exact rule); only the ids come back.

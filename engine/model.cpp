@@ -39,6 +39,11 @@ struct Model::Impl {
                   // at a time, so the buffer stays small however large the batch
 
   void layer(int l, int64_t n);
+  // The ops of a forward pass after its uploads: the layers over n tokens, then the LM head
+  // over the n_out gathered logit rows, of which the first n_device are drawn by `draws`
+  // (sorted by row) and the rest copied to host_logits.
+  void run_ops(int64_t n, int64_t n_out, int64_t n_device, const std::vector<SampleRequest>& draws,
+               float* host_logits);
 };
 
 Model::Model(const gguf::GgufFile& file, std::unique_ptr<Backend> backend, int max_batch_tokens)
@@ -127,6 +132,32 @@ void Model::Impl::layer(int l, int64_t n) {
   b.add(x, xn, n);
 }
 
+void Model::Impl::run_ops(int64_t n, int64_t n_out, int64_t n_device, const std::vector<SampleRequest>& draws,
+                          float* host_logits) {
+  Backend& b = *be;
+  b.embed(w.tok_embd, x);
+  for (int l = 0; l < cfg.n_layers; ++l) layer(l, n);
+  if (n_out == 0) return;
+
+  // Only the rows that are sampled go through the final norm and the LM head.
+  b.gather_logit_rows(x, lx);
+  b.rms_norm(lx, w.output_norm, cfg.rms_eps, xn, n_out);
+  size_t next_draw = 0;
+  for (int64_t first = 0; first < n_device; first += logits.rows) {
+    const int64_t rows = std::min<int64_t>(logits.rows, n_device - first);
+    b.matmul(w.output, row_view(xn, first, rows), logits, rows);
+    size_t end = next_draw;
+    while (end < draws.size() && draws[end].row < first + rows) ++end;
+    b.sample(logits, first, static_cast<int64_t>(next_draw), static_cast<int64_t>(end - next_draw));
+    next_draw = end;
+  }
+  for (int64_t first = n_device; first < n_out; first += logits.rows) {
+    const int64_t rows = std::min<int64_t>(logits.rows, n_out - first);
+    b.matmul(w.output, row_view(xn, first, rows), logits, rows);
+    b.read(logits, rows, host_logits + (first - n_device) * cfg.vocab_size);
+  }
+}
+
 void Model::forward(const StepPlan& plan, std::vector<float>& logits) {
   std::vector<int32_t> no_ids;
   forward(plan, {}, no_ids, logits);
@@ -195,26 +226,12 @@ void Model::forward(const StepPlan& plan, const std::vector<SampleRequest>& draw
   if (n == 0) return;
   if (!sorted.empty()) b.begin_sampling(sorted);  // the upload overlaps the layers
 
-  b.embed(m.w.tok_embd, m.x);
-  for (int l = 0; l < m.cfg.n_layers; ++l) m.layer(l, n);
-  if (n_out == 0) return;
-
-  // Only the rows that are sampled go through the final norm and the LM head.
-  b.gather_logit_rows(m.x, m.lx);
-  b.rms_norm(m.lx, m.w.output_norm, m.cfg.rms_eps, m.xn, n_out);
-  size_t next_draw = 0;
-  for (int64_t first = 0; first < n_device; first += m.logits.rows) {
-    const int64_t rows = std::min<int64_t>(m.logits.rows, n_device - first);
-    b.matmul(m.w.output, row_view(m.xn, first, rows), m.logits, rows);
-    size_t end = next_draw;
-    while (end < sorted.size() && sorted[end].row < first + rows) ++end;
-    b.sample(m.logits, first, static_cast<int64_t>(next_draw), static_cast<int64_t>(end - next_draw));
-    next_draw = end;
-  }
-  for (int64_t first = n_device; first < n_out; first += m.logits.rows) {
-    const int64_t rows = std::min<int64_t>(m.logits.rows, n_out - first);
-    b.matmul(m.w.output, row_view(m.xn, first, rows), m.logits, rows);
-    b.read(m.logits, rows, host_logits.data() + (first - n_device) * vocab);
+  // With every row drawn in one LM-head chunk the ops depend only on the step's shape, so the
+  // backend may record them once and replay them (CUDA graphs).
+  const bool recordable = n_out > 0 && n_device == n_out && n_out <= m.logits.rows;
+  if (!(recordable && b.replay_recorded())) {
+    m.run_ops(n, n_out, n_device, sorted, host_logits.data());
+    if (recordable) b.end_recordable();
   }
   if (!sorted.empty()) {
     std::vector<int32_t> got(sorted.size());

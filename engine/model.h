@@ -43,7 +43,9 @@ class Model {
   // are written to `host_logits` in logit-row order ([those rows x vocab_size]), as forward()
   // does. Non-empty draws need backend().can_sample(); with none this is forward(plan, logits).
   // Internally the sampled rows go through the LM head first, so the host rows form one tail
-  // that is copied back alone, and a step without host rows waits for the device once.
+  // that is copied back alone, and a step without host rows waits for the device once. Such a
+  // step whose rows fit one LM-head chunk is offered to the backend for recording and replay
+  // (Backend::replay_recorded; CUDA graphs when enabled).
   void forward(const StepPlan& plan, const std::vector<SampleRequest>& draws,
                std::vector<int32_t>& ids, std::vector<float>& host_logits);
 

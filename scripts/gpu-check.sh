@@ -4,7 +4,8 @@
 #   build  configure with PAGODA_CUDA=ON (sm_80;90) and build pagoda, the GPU tests, the bench
 #   test   ctest -L gpu (PAGODA_GPU_HEAVY=1 adds the TinyLlama-shape model comparison)
 #   bench  decode benchmark on a llama3-8b-shape bf16 random model (made once with make-model):
-#          tokens/s at batch 1 (with the HBM-bandwidth fraction), 64 and 256
+#          tokens/s at batch 1 (with the HBM-bandwidth fraction), 64 and 256, sampling on the
+#          GPU, without and with CUDA graphs
 #   all    the three in order (default)
 #   emu    no GPU needed: the GPU tests run on the CPU against an emulation of the CUDA execution
 #          model (tests/gpu/emu: kernels rewritten by gen.py, a fake CUDA runtime and cuBLAS).
@@ -23,7 +24,7 @@ do_build() {
   nvidia-smi || echo "gpu-check: nvidia-smi failed (no driver?)" >&2
   cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DPAGODA_CUDA=ON
   cmake --build "$build" -j"$jobs" --target pagoda test_cuda_kernels test_cuda_ops \
-    test_cuda_attention test_cuda_model test_cuda_engine bench_cuda_decode
+    test_cuda_attention test_cuda_model test_cuda_engine test_cuda_graphs bench_cuda_decode
 }
 
 do_test() {
@@ -36,8 +37,10 @@ do_bench() {
     echo "gpu-check: writing $model (llama3-8b shape, bf16, random weights)"
     "$build/pagoda" make-model --preset llama3-8b --type bf16 --output "$model"
   fi
-  "$build/tests/bench_cuda_decode" --model "$model" --batches "${BENCH_BATCHES:-1,64,256}" \
-    --prompt 128 --new 128 --hbm-tbps "${HBM_TBPS:-4.8}"
+  for graphs in off on; do
+    "$build/tests/bench_cuda_decode" --model "$model" --batches "${BENCH_BATCHES:-1,64,256}" \
+      --prompt 128 --new 128 --hbm-tbps "${HBM_TBPS:-4.8}" --cuda-graphs "$graphs"
+  done
 }
 
 do_emu() {
@@ -57,7 +60,7 @@ do_emu() {
   done
   rm -f "$emu/libpagoda_cuda_emu.a" && ar rcs "$emu/libpagoda_cuda_emu.a" "${objs[@]}"
   local status=0
-  for t in ${EMU_TESTS:-test_cuda_kernels test_cuda_ops test_cuda_attention test_cuda_model test_cuda_engine}; do
+  for t in ${EMU_TESTS:-test_cuda_kernels test_cuda_ops test_cuda_attention test_cuda_model test_cuda_engine test_cuda_graphs}; do
     g++ -std=c++20 -O1 -I. -I"$inc" -DPAGODA_HAVE_CUDA=1 "tests/gpu/$t.cpp" tests/catch_main.cpp \
       -o "$emu/$t" "$build/libpagoda_engine.a" "$build/libpagoda_model.a" "$build/libpagoda_tokenizer.a" \
       "$build/libpagoda_gguf.a" "$emu/libpagoda_cuda_emu.a" "$build/libpagoda_kernels_cpu.a" \

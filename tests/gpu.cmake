@@ -6,6 +6,7 @@ if(PAGODA_CUDA)
   pagoda_test(gpu/test_cuda_attention.cpp gpu pagoda_model)
   pagoda_test(gpu/test_cuda_model.cpp gpu pagoda_model)
   pagoda_test(gpu/test_cuda_engine.cpp gpu pagoda_engine)
+  pagoda_test(gpu/test_cuda_graphs.cpp gpu pagoda_model)
 
   # Decode throughput of the Model on the GPU (run by scripts/gpu-check.sh; not a test).
   add_executable(bench_cuda_decode gpu/bench_cuda_decode.cpp)

@@ -2,6 +2,7 @@
 //
 //   bench_cuda_decode --model M.gguf [--batches 1,64,256] [--prompt 128] [--new 128]
 //                     [--max-batch-tokens 2048] [--hbm-tbps 4.8] [--sampling device|host]
+//                     [--cuda-graphs on|off]
 //
 // For each batch size B: B sequences of `prompt` tokens are prefilled (chunked into steps of at
 // most max-batch-tokens), then `new` decode steps run with all B sequences in every step. It
@@ -11,7 +12,8 @@
 // the default: Model::forward with one greedy draw per sequence, only ids come back); with
 // --sampling host it copies B rows of logits to the host instead (the path of requests with
 // logprobs or penalties), without sampling them. Prefill steps sample nothing. The tokens fed
-// back are fixed ids (the throughput does not depend on their values).
+// back are fixed ids (the throughput does not depend on their values). --cuda-graphs on records
+// the decode steps as CUDA graphs (CudaBackendOptions::cuda_graphs) and replays them.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -66,6 +68,7 @@ int run(int argc, char** argv) {
   int prompt = 128, n_new = 128, max_tokens = 2048;
   double hbm_tbps = 4.8;
   bool device_sampling = true;
+  CudaBackendOptions opts;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], v = argv[i + 1];
     if (flag == "--model") model_path = v;
@@ -74,6 +77,7 @@ int run(int argc, char** argv) {
     else if (flag == "--max-batch-tokens") max_tokens = std::stoi(v);
     else if (flag == "--hbm-tbps") hbm_tbps = std::stod(v);
     else if (flag == "--sampling" && (v == "device" || v == "host")) device_sampling = v == "device";
+    else if (flag == "--cuda-graphs" && (v == "on" || v == "off")) opts.cuda_graphs = v == "on";
     else if (flag == "--batches") {
       batches.clear();
       std::stringstream ss(v);
@@ -96,10 +100,11 @@ int run(int argc, char** argv) {
   double weight_bytes = 0;  // as held on the GPU: bf16 matrices, f32 vectors
   for (const auto& t : file.tensors())
     weight_bytes += static_cast<double>(t.n_elements()) * (t.dims.size() >= 2 ? 2.0 : 4.0);
-  Model model(file, make_cuda_backend(), max_tokens);
+  Model model(file, make_cuda_backend(opts), max_tokens);
   const int vocab = model.config().vocab_size;
-  std::printf("model %s: %.2f GB of weights on the GPU (bf16), sampling on the %s\n", model_path.c_str(),
-              weight_bytes / 1e9, device_sampling ? "device" : "host (logits copied back)");
+  std::printf("model %s: %.2f GB of weights on the GPU (bf16), sampling on the %s, CUDA graphs %s\n",
+              model_path.c_str(), weight_bytes / 1e9, device_sampling ? "device" : "host (logits copied back)",
+              opts.cuda_graphs ? "on" : "off");
 
   for (int B : batches) {
     const int blocks_per_seq = (prompt + n_new + kBlock - 1) / kBlock;

@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "engine/backend.h"
+#include "engine/gguf.h"
+#include "engine/model_writer.h"
 #include "engine/step_plan.h"
 #include "kernels/cpu/quants.h"
 #include "kernels/cuda/ops.h"
@@ -34,6 +36,25 @@ inline std::vector<float> bf16_values(size_t n, uint32_t seed, float scale = 1.0
   std::vector<float> v(n);
   for (auto& x : v) x = cpu::bf16_to_fp32(cpu::fp32_to_bf16(dist(rng)));
   return v;
+}
+
+// A tiny random llama (2 layers, dim 64, 4 heads, 2 KV heads of 16 dims, 1024-token context)
+// with bf16 weights, which the CPU and CUDA backends hold exactly; small enough for the CPU
+// emulation of CUDA.
+inline const gguf::GgufFile& tiny_bf16_model() {
+  static const gguf::GgufFile f = [] {
+    ModelSpec s;
+    s.n_layers = 2;
+    s.dim = 64;
+    s.ff_dim = 128;
+    s.n_heads = 4;
+    s.n_kv_heads = 2;
+    s.ctx = 1024;
+    s.type = GgmlType::BF16;
+    s.seed = 21;
+    return gguf::GgufFile::from_bytes(build_model(s).to_bytes(), "tiny-bf16.gguf");
+  }();
+  return f;
 }
 
 // A sequence of a test step: its block table, tokens already cached, tokens in this step.

@@ -30,25 +30,9 @@ namespace {
 
 constexpr int kBlock = 16;
 
-const gguf::GgufFile& tiny() {
-  static const gguf::GgufFile f = [] {
-    ModelSpec s;
-    s.n_layers = 2;
-    s.dim = 64;
-    s.ff_dim = 128;
-    s.n_heads = 4;
-    s.n_kv_heads = 2;
-    s.ctx = 256;
-    s.type = GgmlType::BF16;  // held exactly by both backends
-    s.seed = 21;
-    return gguf::GgufFile::from_bytes(build_model(s).to_bytes(), "tiny-bf16.gguf");
-  }();
-  return f;
-}
-
 std::unique_ptr<Model> make_model(bool gpu) {
-  if (gpu) return std::make_unique<Model>(tiny(), make_cuda_backend(), 64);
-  return std::make_unique<Model>(tiny(), std::make_unique<CpuBackend>(1), 64);
+  if (gpu) return std::make_unique<Model>(gputest::tiny_bf16_model(), make_cuda_backend(), 64);
+  return std::make_unique<Model>(gputest::tiny_bf16_model(), std::make_unique<CpuBackend>(1), 64);
 }
 
 std::vector<int32_t> prompt(int n, int salt, int vocab) {

@@ -7,6 +7,10 @@
 // occupancy, races the real scheduler could expose, or warp-divergent shuffles (it assumes all
 // 32 lanes of a warp reach each shuffle, as pagoda's kernels do). Used by
 // scripts/gpu-check.sh emu; never part of the real build.
+// Stream capture (CUDA graphs): while the host thread captures, launches, async copies/memsets
+// and GEMMs are recorded instead of run, and a graph launch runs the recording in order;
+// synchronising calls (stream/event/device sync, malloc/free, plain cudaMemcpy) fail then, as
+// the real runtime refuses them during a capture.
 #pragma once
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
@@ -15,6 +19,7 @@
 #include <barrier>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -30,6 +35,8 @@ struct BlockSync {
   std::vector<float>* xchg = nullptr;
 };
 extern BlockSync g_sync;
+// The recording of the capture in progress on this thread, or null (see emu_runtime.cpp).
+extern thread_local std::vector<std::function<void()>>* t_capture;
 extern std::mutex g_atomic_mu;
 inline int flat_tid() { return t_threadIdx.x + g_blockDim.x * (t_threadIdx.y + g_blockDim.y * t_threadIdx.z); }
 inline void syncthreads() { g_sync.block->arrive_and_wait(); }
@@ -47,7 +54,7 @@ inline Cfg cfg(dim3 g, dim3 b, size_t smem = 0, cudaStream_t = nullptr) { return
 inline float* dynamic_smem() { return g_smem.data(); }
 
 template <class K, class... A>
-void launch(K kernel, Cfg c, A... args) {
+void run_launch(K kernel, Cfg c, A... args) {
   const int n = c.block.x * c.block.y * c.block.z;
   g_blockDim = c.block;
   g_gridDim = c.grid;
@@ -70,6 +77,15 @@ void launch(K kernel, Cfg c, A... args) {
           }
     });
   for (auto& th : threads) th.join();
+}
+
+template <class K, class... A>
+void launch(K kernel, Cfg c, A... args) {
+  if (t_capture) {
+    t_capture->push_back([=] { run_launch(kernel, c, args...); });
+    return;
+  }
+  run_launch(kernel, c, args...);
 }
 }  // namespace emu
 

@@ -1,0 +1,84 @@
+// CudaGraphCache: CUDA graphs of the CUDA backend's decode steps, keyed by the step's shape
+// (CudaBackendOptions::cuda_graphs; off by default). Compiled only with PAGODA_CUDA.
+//
+// The CUDA backend asks begin() before the ops of a step that Model marks recordable (see
+// Backend::replay_recorded). A shape seen for the first time runs eagerly, which also grows
+// every scratch buffer to the size the shape needs; the second time its ops are captured into
+// a graph, which is instantiated and launched; from then on the graph is replayed. A graph
+// reads everything that varies between steps of one shape (tokens, positions, slots, block
+// tables, draw params) from device buffers at fixed addresses; when one of those buffers has
+// moved since the capture, the graph is captured again. Exact shapes only (no padding to a
+// batch bucket); at most `max_graphs` are kept, later shapes run eagerly.
+//
+// Never run on a GPU: written on a machine without one and checked only under the CPU
+// emulation (scripts/gpu-check.sh emu), which records and replays launches and copies the way
+// a graph would but checks nothing of the real capture rules beyond refusing synchronising
+// calls while capturing.
+#pragma once
+
+#include <array>
+#include <compare>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <set>
+
+namespace pagoda {
+
+// What decides a decode step's launches: its sizes and the decode attention's split count.
+struct CudaGraphKey {
+  int64_t n_tokens = 0, n_logit = 0, n_decode = 0, n_draws = 0;
+  int n_splits = 0;
+  auto operator<=>(const CudaGraphKey&) const = default;
+};
+
+// The device buffers a recorded step uses besides weights, activations and the KV cache (which
+// never move; a new KV cache drops every graph, see clear()): index arrays, GEMM input
+// scratch, attention workspace, draws.
+using CudaGraphBuffers = std::array<const void*, 4>;
+
+struct CudaGraphStats {
+  int64_t captures = 0;  // graphs captured (re-captures included)
+  int64_t replays = 0;   // steps run by replaying a graph
+  int64_t graphs = 0;    // graphs held now
+};
+
+class CudaGraphCache {
+ public:
+  // `stream` is the backend's cudaStream_t.
+  explicit CudaGraphCache(void* stream, size_t max_graphs = 64);
+  ~CudaGraphCache();
+  CudaGraphCache(const CudaGraphCache&) = delete;
+  CudaGraphCache& operator=(const CudaGraphCache&) = delete;
+
+  // Before a recordable step's ops. True: a graph of this shape was launched on the stream and
+  // the caller issues nothing. False: the caller issues the ops; when capturing() is then true
+  // they are being captured and end() must follow them.
+  bool begin(const CudaGraphKey& key, const CudaGraphBuffers& buffers);
+  // Ends the capture begun by begin(), instantiates the graph and launches it (the captured
+  // ops have not run yet). Throws CudaError on failure.
+  void end();
+  // Ends an unfinished capture (an op threw) and discards it; no-op when not capturing.
+  void abort() noexcept;
+  // Drops every graph (e.g. the KV cache was allocated again); shapes already seen are
+  // captured on their next step.
+  void clear();
+  bool capturing() const { return capturing_; }
+  CudaGraphStats stats() const;
+
+ private:
+  struct Graph {
+    void* exec = nullptr;  // cudaGraphExec_t
+    CudaGraphBuffers buffers{};
+  };
+  void* stream_;
+  size_t max_graphs_;
+  std::map<CudaGraphKey, Graph> graphs_;
+  std::set<CudaGraphKey> seen_;
+  bool capturing_ = false;
+  CudaGraphKey capture_key_;
+  CudaGraphBuffers capture_buffers_{};
+  CudaGraphStats stats_;
+};
+
+}  // namespace pagoda

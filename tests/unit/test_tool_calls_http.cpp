@@ -200,6 +200,26 @@ TEST_CASE("tools: streaming gives the same calls and content as non-streaming",
   CHECK(last["usage"]["completion_tokens"] == plain["usage"]["completion_tokens"]);
 }
 
+TEST_CASE("tools: logprobs keep flowing while a call is held back", "[tool_calls][server]") {
+  ToolServer s;
+  s.engine.set_script(FakeEngine::script_bytes(kTwoCalls));
+  auto st = s.post(chat_request({{"stream", true}, {"logprobs", true}}));
+  REQUIRE(st.status == 200);
+  size_t lp_tokens = 0;
+  for (const std::string& e : sse_events(st.body)) {
+    if (e == "[DONE]") continue;
+    json j = json::parse(e);
+    for (const json& c : j["choices"])
+      if (c["logprobs"].is_object()) lp_tokens += c["logprobs"]["content"].size();
+  }
+  CHECK(lp_tokens == std::string(kTwoCalls).size());  // one per (byte) token, none lost
+  auto streamed = accumulate(st.body, 1);
+  CHECK(streamed[0].tool_calls.size() == 2);
+  auto r = s.post(chat_request({{"logprobs", true}}));
+  CHECK(r.j()["choices"][0]["logprobs"]["content"].size() == lp_tokens);
+  CHECK(r.j()["choices"][0]["message"]["tool_calls"].size() == 2);
+}
+
 TEST_CASE("tools: output that is not a call stays content, byte for byte", "[tool_calls][server]") {
   ToolServer s;
   for (std::string out : {std::string("The weather is fine. <tool_"),

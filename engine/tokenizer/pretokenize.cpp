@@ -278,7 +278,11 @@ size_t match_stage(const PreTokenizer::Stage& st, const std::vector<Unit>& u, si
     case K::kCaseWords:
       return match_case_words(u, i, end, st.max, st.contractions);
     case K::kRun: {
-      const size_t n = run_end(u, i, end, in_class, st.max) - i;
+      // Most runs are of a category alone (\p{N}): test the flags without the class lookup.
+      const uint16_t mask = st.cls.flag_mask;
+      const size_t n = st.cls.ranges.empty() && !st.cls.negate
+                           ? run_end(u, i, end, [mask](const Unit& c) { return (c.fl & mask) != 0; }, st.max) - i
+                           : run_end(u, i, end, in_class, st.max) - i;
       return n >= st.min ? n : 0;
     }
     case K::kSpaceThenRun:
@@ -325,11 +329,20 @@ void split_fragment(const PreTokenizer::Stage& st, const std::vector<Unit>& u, s
 
 }  // namespace
 
-bool PreTokenizer::CharClass::contains(uint32_t cp, uint16_t flags) const {
+bool PreTokenizer::CharClass::contains_slow(uint32_t cp, uint16_t flags) const {
   if (flags & flag_mask) return !negate;
   for (const auto& [lo, hi] : ranges)
     if (cp >= lo && cp <= hi) return !negate;
   return negate;
+}
+
+void PreTokenizer::CharClass::prepare() {
+  ascii[0] = ascii[1] = 0;
+  prepared = false;
+  if (ranges.empty() && !negate) return;  // a flag test alone is as cheap as the bitmap
+  for (uint32_t cp = 0; cp < 128; ++cp)
+    if (contains_slow(cp, unicode::flags(cp))) ascii[cp >> 6] |= uint64_t{1} << (cp & 63);
+  prepared = true;
 }
 
 void PreTokenizer::split(std::string_view text, std::vector<Span>& words) const {

@@ -42,7 +42,17 @@ class PreTokenizer {
     uint16_t flag_mask = 0;                              // unicode::Flag bits that match
     std::vector<std::pair<uint32_t, uint32_t>> ranges;  // inclusive code point ranges
     bool negate = false;                                 // [^...]: everything else matches
-    bool contains(uint32_t cp, uint16_t flags) const;
+    // Membership of the ASCII code points, filled by prepare() (most text is ASCII, and a
+    // class can have a hundred ranges).
+    uint64_t ascii[2] = {0, 0};
+    bool prepared = false;
+    // Fills `ascii`; call after setting the fields above.
+    void prepare();
+    bool contains(uint32_t cp, uint16_t flags) const {
+      if (cp < 128 && prepared) return (ascii[cp >> 6] >> (cp & 63)) & 1;
+      return contains_slow(cp, flags);
+    }
+    bool contains_slow(uint32_t cp, uint16_t flags) const;
   };
   enum class StageKind {
     kGpt2,           // 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+

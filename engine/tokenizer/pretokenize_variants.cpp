@@ -244,6 +244,7 @@ PreTokenizer PreTokenizer::by_name(std::string_view name) {
         PreTokenizer p;
         p.name_ = std::string(name);
         p.stages_ = v.stages();
+        for (Stage& st : p.stages_) st.cls.prepare();
         p.ignore_merges_ = v.ignore_merges;
         p.add_bos_by_default_ = v.add_bos_by_default;
         return p;

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/backend_cpu.h"
+#include "engine/backend_select.h"
 #include "engine/engine.h"
 #include "engine/gguf.h"
 #include "engine/model.h"
@@ -32,6 +32,7 @@ struct GenerateArgs {
   float temp = 0.0f;  // 0 = greedy
   uint64_t seed = 0;
   int threads = 0;    // 0 = hardware threads
+  std::string device = "auto";
   int ctx = 2048;
   int batch = 512;    // prefill chunk (max tokens per forward pass)
   bool ignore_eos = false;
@@ -40,11 +41,12 @@ struct GenerateArgs {
 
 const char* kUsage =
     "usage: pagoda generate --model M.gguf --prompt TEXT [-n N] [--temp T] [--seed S]\n"
-    "                       [--threads T] [--ctx C] [--batch B] [--ignore-eos]\n"
+    "                       [--threads T] [--device D] [--ctx C] [--batch B] [--ignore-eos]\n"
     "  -n N          new tokens to generate (default 32)\n"
     "  --temp T      sampling temperature; 0 = greedy (default 0)\n"
     "  --seed S      sampler seed (default 0)\n"
     "  --threads T   CPU threads (default: all hardware threads)\n"
+    "  --device D    cpu, cuda or auto (default auto: CUDA when a device is present)\n"
     "  --ctx C       context size in tokens (default 2048)\n"
     "  --batch B     tokens per prefill step (default 512)\n"
     "  --ignore-eos  keep generating past end-of-generation tokens\n"
@@ -73,6 +75,7 @@ bool parse_args(int argc, char** argv, GenerateArgs& a) {
     else if (f == "-n" || f == "--n-predict") a.n_predict = static_cast<int>(parse_int(f, v, 0, 1 << 24));
     else if (f == "--seed") a.seed = static_cast<uint64_t>(parse_int(f, v, 0, 1L << 62));
     else if (f == "--threads" || f == "-t") a.threads = static_cast<int>(parse_int(f, v, 0, 1024));
+    else if (f == "--device") a.device = v;
     else if (f == "--ctx" || f == "-c") a.ctx = static_cast<int>(parse_int(f, v, 1, 1 << 24));
     else if (f == "--batch" || f == "-b") a.batch = static_cast<int>(parse_int(f, v, 1, 1 << 16));
     else if (f == "--parallel" || f == "-np") a.parallel = static_cast<int>(parse_int(f, v, 1, 4096));
@@ -196,7 +199,11 @@ int generate(int argc, char** argv) {
   }
   const gguf::GgufFile file = gguf::GgufFile::open(a.model);
   const auto tok = Tokenizer::from_gguf(file);
-  Model model(file, std::make_unique<CpuBackend>(a.threads), a.batch);
+  BackendSelection backend = select_backend(BackendChoice{a.device, a.threads, false});
+  if (!backend.fallback_reason.empty())
+    std::fprintf(stderr, "no usable CUDA device (%s), using the CPU\n", backend.fallback_reason.c_str());
+  std::fprintf(stderr, "backend: %s\n", backend.description.c_str());
+  Model model(file, std::move(backend.backend), a.batch);
 
   const std::vector<int32_t> prompt = tok->encode(a.prompt, true, false);
   if (prompt.empty()) throw std::invalid_argument("the prompt has no tokens");

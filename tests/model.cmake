@@ -14,3 +14,6 @@ add_dependencies(test_generate_cli pagoda)
 # factors (engineer "ropefreq"). make-model's CLI is compiled in, as in tests/gguf.cmake.
 pagoda_test(unit/test_rope_freqs.cpp unit pagoda_model pagoda_test_reference)
 target_sources(test_rope_freqs PRIVATE ${CMAKE_SOURCE_DIR}/server/cmd_make_model.cpp)
+
+# --device selection shared by serve and generate (engine/backend_select.h).
+pagoda_test(unit/test_backend_select.cpp unit pagoda_model)

@@ -264,11 +264,13 @@ int serve(int argc, char** argv) {
     ChatTemplate& tmpl = *lm->chat_template;
     std::string bos = tok.bos_id() >= 0 ? tok.token_text(tok.bos_id()) : "";
     std::string eos = tok.eos_id() >= 0 ? tok.token_text(tok.eos_id()) : "";
-    auto render = [&tmpl, &tmpl_mu, bos, eos](const nlohmann::json& messages,
-                                               const nlohmann::json& tools, bool add_gen) {
+    // The ordered inputs keep the client's key order (tool schemas, tool-call arguments) for
+    // `tojson`, as Python renders it.
+    auto render = [&tmpl, &tmpl_mu, bos, eos](const nlohmann::ordered_json& messages,
+                                               const nlohmann::ordered_json& tools, bool add_gen) {
       ChatTemplate::Inputs in;
-      in.messages = messages;
-      in.tools = tools;
+      in.messages_ordered = messages;
+      in.tools_ordered = tools;
       in.add_generation_prompt = add_gen;
       in.bos_token = bos;
       in.eos_token = eos;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "server/access_log.h"
+#include "server/echo_logprobs.h"
 #include "server/http_server.h"
 #include "server/metrics.h"
 
@@ -38,6 +39,8 @@ void Generation::init_choices() {
     choices_[i].index = (int)i;
     choices_[i].text = spec.echo[i / n()];
   }
+  prompt_lps_.assign(choices_.size(), {});
+  echo_sent_.assign(choices_.size(), 0);
   if (spec.chat && spec.tool_format != ToolCallFormat::None) {
     tool_parsers_.assign(choices_.size(), ToolCallParser(spec.tool_format, spec.tool_names));
     tool_content_.assign(choices_.size(), "");
@@ -68,7 +71,7 @@ Usage Generation::usage() {
     u.cached_prompt_tokens += su.cached_prompt_tokens;
     int seen = 0;
     for (int c = 0; c < n(); ++c) seen += tokens_seen_[p * n() + c];
-    u.completion_tokens += streams_[p]->done() ? su.completion_tokens : seen;
+    if (!spec.echo_only) u.completion_tokens += streams_[p]->done() ? su.completion_tokens : seen;
   }
   return u;
 }
@@ -95,11 +98,21 @@ bool Generation::pump(milliseconds wait, const std::function<void(int, const Del
   return unfinished_ == 0 || error_ != nullptr;
 }
 
-void Generation::handle(int p, const Delta& d, const std::function<void(int, const Delta&)>& on) {
-  if (d.index < 0 || d.index >= n()) return;  // never trust an index blindly
-  int idx = p * n() + d.index;
+void Generation::handle(int p, const Delta& raw, const std::function<void(int, const Delta&)>& on) {
+  if (raw.index < 0 || raw.index >= n()) return;  // never trust an index blindly
+  int idx = p * n() + raw.index;
   ChoiceResult& c = choices_[idx];
   if (c.finish != FinishReason::None) return;
+  // max_tokens 0 (echo only): the token the engine had to generate is not part of the answer.
+  Delta prompt_only;
+  if (spec.echo_only) {
+    prompt_only.index = raw.index;
+    prompt_only.prompt_logprobs = raw.prompt_logprobs;
+    prompt_only.finish = raw.finish == FinishReason::Stop ? FinishReason::Length : raw.finish;
+    prompt_only.error = raw.error;
+  }
+  const Delta& d = spec.echo_only ? prompt_only : raw;
+  if (spec.prompt_logprobs && !d.prompt_logprobs.empty()) prompt_lps_[idx] = d.prompt_logprobs;
   if (!d.tokens.empty()) {
     Clock::time_point now = Clock::now();
     if (ttft_ms_ < 0) {
@@ -213,6 +226,11 @@ void Generation::answer(httplib::Response& res) {
   Usage u = usage();
   json body = spec.chat ? chat_response(meta, choices_, u, spec.logprobs, token_text_)
                         : completion_response(meta, choices_, u, spec.logprobs, token_text_);
+  if (spec.prompt_logprobs)
+    for (size_t i = 0; i < choices_.size(); ++i)
+      body["choices"][i]["logprobs"] =
+          echo_logprobs_json(spec.prompts[i / n()], prompt_lps_[i], choices_[i].logprobs,
+                             spec.echo[i / n()].size(), token_text_);
   res.status = 200;
   res.set_content(dump_json(body), "application/json");
   metrics_.record_finished(u);
@@ -235,13 +253,22 @@ bool Generation::stream_step(httplib::DataSink& sink) {
       if (spec.chat) {
         ok = w.event(chat_chunk(meta, (int)i, {{"role", "assistant"}, {"content", ""}}, nullptr,
                                 nullptr, usage_null));
-      } else if (!choices_[i].text.empty()) {  // echo
+      } else if (!choices_[i].text.empty() && !spec.prompt_logprobs) {  // echo
         ok = w.event(completion_chunk(meta, (int)i, choices_[i].text, nullptr, nullptr, usage_null));
       }
     }
   }
   bool done = ok && pump(milliseconds(100), [&](int idx, const Delta& d) {
     if (!ok) return;
+    if (spec.prompt_logprobs && !echo_sent_[idx] && d.finish != FinishReason::Error &&
+        d.finish != FinishReason::Abort) {
+      // The echo waits for the choice's first delta, which brings the prompt's logprobs.
+      echo_sent_[idx] = 1;
+      ok = w.event(completion_chunk(meta, idx, spec.echo[idx / n()],
+                                    prompt_logprobs_json(spec.prompts[idx / n()], prompt_lps_[idx], token_text_),
+                                    nullptr, usage_null));
+      if (!ok) return;
+    }
     size_t before = choices_[idx].text.size() - d.text.size();
     if (!tool_parsers_.empty()) {
       ok = stream_tool_delta(w, idx, d);

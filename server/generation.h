@@ -30,6 +30,13 @@ struct GenSpec {
   std::vector<std::vector<int32_t>> prompts;
   std::vector<std::string> echo;  // per prompt: text to prepend (completions with echo)
   bool logprobs = false;          // include logprobs in the answer
+  // Completions with echo and logprobs: the logprobs cover the prompt tokens (the first with
+  // null logprob), then the generated ones. Streaming sends each choice's echo chunk with the
+  // prompt's logprobs once its first delta arrives.
+  bool prompt_logprobs = false;
+  // Completions with echo and max_tokens 0: the engine runs with max_tokens 1 and the answer
+  // holds only the echoed prompt (finish "length", no completion tokens).
+  bool echo_only = false;
   // Chat with tools: the output is read for tool calls in this format (None: plain content).
   ToolCallFormat tool_format = ToolCallFormat::None;
   std::set<std::string> tool_names;             // the request's functions
@@ -95,6 +102,8 @@ class Generation {
   std::vector<ToolCallParser> tool_parsers_;              // per choice, when reading tool calls
   std::vector<std::string> tool_content_;                 // per choice: content outside calls
   std::vector<ToolCallEvents> tool_out_;                  // per choice: released, not yet streamed
+  std::vector<std::vector<TokenLogprob>> prompt_lps_;     // per choice, with spec.prompt_logprobs
+  std::vector<char> echo_sent_;                           // streaming: the echo chunk went out
   int unfinished_ = 0;
   double ttft_ms_ = -1;
   bool aborted_ = false;

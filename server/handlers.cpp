@@ -220,6 +220,8 @@ void Handlers::completions(const httplib::Request& req, httplib::Response& res) 
     spec.chat = false;
     spec.common = std::move(cr.common);
     spec.logprobs = spec.common.sampling.logprobs >= 0;
+    spec.prompt_logprobs = cr.echo && spec.logprobs;
+    spec.echo_only = cr.echo && spec.common.max_tokens == 0;
     for (size_t i = 0; i < cr.prompts.size(); ++i) {
       std::string param = cr.prompts.size() > 1 ? "prompt[" + std::to_string(i) + "]" : "prompt";
       PromptInput& p = cr.prompts[i];
@@ -327,7 +329,8 @@ void Handlers::generate(const httplib::Request& req, httplib::Response& res, Gen
     int room = ctx - (int)gr.prompt.size();
     int max_tokens = s.common.max_tokens.value_or(s.chat ? room : 16);
     if (!opts_.context_shift || !s.common.max_tokens) max_tokens = std::min(max_tokens, room);
-    gr.stop.max_tokens = std::max(1, max_tokens);
+    gr.stop.max_tokens = std::max(1, max_tokens);  // echo_only: the one token is dropped
+    if (s.prompt_logprobs) gr.prompt_logprobs = s.common.sampling.logprobs;
     gr.n = n;
     gr.n_keep = s.common.n_keep;
     SubmitError err;

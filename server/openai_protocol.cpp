@@ -207,7 +207,8 @@ void check_range(const char* key, double v, double lo, double hi, bool lo_open =
   }
 }
 
-CommonRequest parse_common(const json& body, bool chat) {
+// `zero_max_tokens`: max_tokens 0 is accepted (completions with echo: the prompt only).
+CommonRequest parse_common(const json& body, bool chat, bool zero_max_tokens = false) {
   Fields f(body);
   CommonRequest r;
   r.model = f.string("model").value_or("");
@@ -224,7 +225,10 @@ CommonRequest parse_common(const json& body, bool chat) {
     }
   }
   if (mt) {
-    if (*mt < 1 || *mt > std::numeric_limits<int32_t>::max()) bad(mt_key, "must be at least 1.");
+    if (*mt == 0 && !zero_max_tokens && !chat)
+      bad(mt_key, "must be at least 1 (0 is accepted only with echo, to score the prompt).");
+    if (*mt < (zero_max_tokens ? 0 : 1) || *mt > std::numeric_limits<int32_t>::max())
+      bad(mt_key, "must be at least 1.");
     r.max_tokens = (int)*mt;
   }
   SamplingParams& s = r.sampling;
@@ -362,9 +366,11 @@ json parse_messages(const json& body) {
 
 CompletionRequest parse_completion_request(const json& body) {
   CompletionRequest r;
-  r.common = parse_common(body, /*chat=*/false);
-  r.prompts = parse_prompt(body);
   Fields f(body);
+  // Read first: echo allows max_tokens 0 (OpenAI's legacy API and vLLM answer with the prompt).
+  r.echo = f.boolean("echo").value_or(false);
+  r.common = parse_common(body, /*chat=*/false, /*zero_max_tokens=*/r.echo);
+  r.prompts = parse_prompt(body);
   if (const json* lp = f.get("logprobs")) {
     // The legacy endpoint takes an integer; `false` is accepted as "none".
     if (lp->is_boolean() && !lp->get<bool>()) {
@@ -375,9 +381,6 @@ CompletionRequest parse_completion_request(const json& body) {
       r.common.sampling.logprobs = (int)*n;
     }
   }
-  r.echo = f.boolean("echo").value_or(false);
-  if (r.echo && r.common.sampling.logprobs >= 0)
-    bad("echo", "echo together with logprobs is not supported.");
   return r;
 }
 

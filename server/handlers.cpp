@@ -28,21 +28,32 @@ void send_api_error(httplib::Response& res, const ApiError& e) {
   if (e.status == 429) res.set_header("Retry-After", "1");
 }
 
-// Clients send a call's arguments back as the JSON string they received; templates print
-// them with `tojson`, which would quote that string a second time. Like vLLM and llama.cpp,
-// hand templates the decoded object (in the client's key order).
-void decode_tool_call_arguments(nlohmann::ordered_json& calls) {
+// Tool calls sent back in the conversation, made the way templates expect them. Clients send
+// a call's arguments as the JSON string they received; templates print them with `tojson`,
+// which would quote that string a second time, so (like vLLM and llama.cpp) they get the
+// decoded object, in the client's key order. And `function` lists "name" before "arguments"
+// (templates such as Mistral's print the whole object, and models were trained on that order),
+// whatever order the client's JSON library left them in.
+void prepare_tool_calls(nlohmann::ordered_json& calls) {
   if (!calls.is_array()) return;
   for (auto& call : calls) {
     if (!call.is_object()) continue;
     auto fn = call.find("function");
     if (fn == call.end() || !fn->is_object()) continue;
     auto args = fn->find("arguments");
-    if (args == fn->end() || !args->is_string()) continue;
-    const std::string& text = args->get_ref<const std::string&>();
-    if (json_depth_exceeds(text, 64)) continue;
-    auto decoded = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (!decoded.is_discarded() && decoded.is_object()) *args = std::move(decoded);
+    if (args != fn->end() && args->is_string()) {
+      const std::string& text = args->get_ref<const std::string&>();
+      if (!json_depth_exceeds(text, 64)) {
+        auto decoded = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+        if (!decoded.is_discarded() && decoded.is_object()) *args = std::move(decoded);
+      }
+    }
+    nlohmann::ordered_json ordered = nlohmann::ordered_json::object();
+    for (const char* key : {"name", "arguments"})
+      if (auto it = fn->find(key); it != fn->end()) ordered[key] = std::move(*it);
+    for (auto& [key, value] : fn->items())
+      if (key != "name" && key != "arguments") ordered[key] = std::move(value);
+    *fn = std::move(ordered);
   }
 }
 
@@ -87,7 +98,7 @@ std::string Handlers::render_chat(const std::string& raw_body, const ChatRequest
         auto calls = rm.find("tool_calls");
         if (messages[i].contains("tool_calls") && calls != rm.end()) {
           messages[i]["tool_calls"] = *calls;
-          decode_tool_call_arguments(messages[i]["tool_calls"]);
+          prepare_tool_calls(messages[i]["tool_calls"]);
         }
       }
     }

@@ -22,7 +22,7 @@ pagoda_test(unit/test_server_config.cpp unit pagoda_server_http)
 pagoda_test(unit/test_server_http.cpp unit pagoda_server_http)
 # Function calling (engineer "toolcalls"): the output parser, and tools over HTTP.
 pagoda_test(unit/test_tool_calls.cpp unit pagoda_server_http)
-pagoda_test(unit/test_tool_calls_http.cpp unit pagoda_server_http)
+pagoda_test(unit/test_tool_calls_http.cpp unit pagoda_server_http pagoda_chat_template)
 
 # End-to-end: the real binary on loopback ports (they start `pagoda serve` themselves).
 pagoda_test(e2e/test_serve_e2e.cpp e2e httplib::httplib nlohmann_json::nlohmann_json Threads::Threads)

@@ -5,7 +5,10 @@
 #include <catch2/catch.hpp>
 
 #include <cctype>
+#include <fstream>
+#include <sstream>
 
+#include "engine/chat_template/chat_template.h"
 #include "server/handlers.h"
 #include "server/http_server.h"
 #include "server/metrics.h"
@@ -42,25 +45,28 @@ class MarkerTokenizer : public ByteTokenizer {
 
 struct ToolServer {
   server::Metrics metrics;
-  FakeEngine engine;
+  FakeEngine engine{FakeEngine::Options{8192}};  // room for real templates' tool prompts
   MarkerTokenizer tok;
   std::shared_ptr<server::Handlers> handlers;
   std::unique_ptr<server::HttpServer> http;
   std::thread thread;
   int port = 0;
 
-  explicit ToolServer(server::ToolCallFormat format = server::ToolCallFormat::Hermes) {
+  // `render`: the chat template (default: "DUMP" answers with what the template was given,
+  // anything else with role: content lines).
+  explicit ToolServer(server::ToolCallFormat format = server::ToolCallFormat::Hermes,
+                      server::Handlers::ChatRenderer render = nullptr) {
     server::Handlers::Options ho;
     ho.model_name = "fake-model";
     ho.tool_call_format = format;
-    // "DUMP" answers with what the template was given; otherwise role: content lines.
-    auto render = [](const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
-                     bool) {
-      if (messages[0]["content"] == "DUMP") return messages.dump() + tools.dump();
-      std::string s;
-      for (const auto& m : messages) s += m["role"].get<std::string>() + ": " + m["content"].get<std::string>() + "\n";
-      return s + "assistant:";
-    };
+    if (!render) {
+      render = [](const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools, bool) {
+        if (messages[0]["content"] == "DUMP") return messages.dump() + tools.dump();
+        std::string s;
+        for (const auto& m : messages) s += m["role"].get<std::string>() + ": " + m["content"].get<std::string>() + "\n";
+        return s + "assistant:";
+      };
+    }
     handlers = std::make_shared<server::Handlers>(engine, tok, render, metrics, ho);
     server::HttpServer::Options so;
     so.worker_threads = 8;
@@ -357,4 +363,66 @@ TEST_CASE("tools: arguments sent back as a JSON string reach the template as an 
     if (id < 256) text += static_cast<char>(id);
   INFO(text);
   CHECK(text.find(R"("arguments":{"zeta":1,"alpha":"x"})") != std::string::npos);
+}
+
+// The conversation goes on with the real chat templates of each family: the calls pagoda
+// returned (ids, arguments as a JSON string) are accepted by the template and rendered the way
+// the model wrote them.
+TEST_CASE("tools: returned calls render back through the real chat templates",
+          "[tool_calls][server]") {
+  struct Family {
+    const char* template_file;
+    server::ToolCallFormat format;
+    std::string output;    // what the model writes
+    std::string rendered;  // how the template shows that call in the next prompt
+  };
+  const Family families[] = {
+      {"Qwen-Qwen2.5-7B-Instruct.jinja", server::ToolCallFormat::Hermes,
+       "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"unit\": \"c\"}}\n</tool_call>",
+       "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"unit\": \"c\"}}\n</tool_call>"},
+      {"meta-llama-Llama-3.1-8B-Instruct.jinja", server::ToolCallFormat::Llama3,
+       "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\", \"unit\": \"c\"}}",
+       "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\", \"unit\": \"c\"}}"},
+      {"mistralai-Mistral-Nemo-Instruct-2407.jinja", server::ToolCallFormat::Mistral,
+       "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"unit\": \"c\"}}]",
+       "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"unit\": \"c\"}, \"id\": \""},
+  };
+  for (const Family& f : families) {
+    INFO(f.template_file);
+    std::ifstream in(std::string(PAGODA_TESTDATA_DIR) + "/chat-templates/templates/" + f.template_file);
+    REQUIRE(in.good());
+    std::stringstream src;
+    src << in.rdbuf();
+    auto tmpl = std::make_shared<ChatTemplate>(src.str());
+    auto render = [tmpl](const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
+                         bool add_gen) {
+      ChatTemplate::Inputs ti;
+      ti.messages_ordered = messages;
+      ti.tools_ordered = tools;
+      ti.add_generation_prompt = add_gen;
+      return tmpl->render(ti);
+    };
+    REQUIRE(server::resolve_tool_call_format("auto", src.str()) == f.format);
+    ToolServer s(f.format, render);
+    s.engine.set_script(FakeEngine::script_bytes(f.output));
+    auto first = s.post(chat_request());
+    INFO(first.body);
+    REQUIRE(first.status == 200);
+    json msg = first.j()["choices"][0]["message"];
+    REQUIRE(msg["tool_calls"].size() == 1);
+    json convo = chat_request();
+    convo["messages"].push_back(msg);
+    convo["messages"].push_back(
+        {{"role", "tool"}, {"tool_call_id", msg["tool_calls"][0]["id"]}, {"content", "21 C"}});
+    auto r = http_post(s.port, "/tokenize", convo);
+    INFO(r.body);
+    REQUIRE(r.status == 200);  // the template accepted the call and its id
+    const json reply = r.j();
+    std::string text;
+    for (int id : reply["tokens"])
+      if (id < 256) text += static_cast<char>(id);
+    INFO(text);
+    CHECK(text.find(f.rendered) != std::string::npos);
+    CHECK(text.find("21 C") != std::string::npos);
+  }
 }

@@ -221,11 +221,13 @@ TEST_CASE("prompt logprobs are bit-identical whatever the cache, chunking, batch
     INFO("prefix caching on, the same prompt cached by an earlier request");
     GenerationRequest warm = reqs[1];
     warm.prompt_logprobs = -1;
-    auto res = run(config(256), {reqs[1], reqs[1]}, nullptr, {warm});
+    EngineStats st;
+    auto res = run(config(256), {reqs[1], reqs[1]}, &st, {warm});
     for (const auto& r : res) {
       CHECK(r.choices[0] == alone[1]);
       CHECK(r.usage.cached_prompt_tokens == 0);  // computed, not taken from the cache
     }
+    CHECK(st.kv_blocks_used == 0);  // the recomputed blocks, cached twice over, all came back
     // Without prompt logprobs the same request does hit the cache.
     auto plain = run(config(256), {warm}, nullptr, {warm});
     CHECK(plain[0].usage.cached_prompt_tokens > 0);
@@ -255,6 +257,7 @@ TEST_CASE("prompt logprobs are bit-identical whatever the cache, chunking, batch
     auto res = run(config(12, 24), reqs, &st);
     CHECK(st.preemptions > 0);
     for (size_t i = 0; i < reqs.size(); ++i) CHECK(res[i].choices[0] == alone[i]);
+    CHECK(st.kv_blocks_used == 0);
   }
 }
 

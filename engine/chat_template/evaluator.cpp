@@ -185,7 +185,8 @@ Evaluator::Flow Evaluator::run_loop(const Stmt& s, const FramePtr& frame, std::v
   if (s.recursive) {
     // loop(items) renders this for statement (inline `if` and `else` included) over `items`,
     // one level deeper, in the scope the statement runs in, and returns the text.
-    captured_.push_back(frame);  // the callable holds `frame`; see captured_
+    // The callable holds `frame` (see captured_); deeper levels run in the same frame.
+    if (depth0 == 0) captured_.push_back(frame);
     const Stmt* stmt = &s;
     FramePtr scope = frame;
     loop.dict->call = std::make_shared<Function>(Function{"loop", [this, stmt, scope, depth0](CallArgs& a) {

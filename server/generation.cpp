@@ -156,6 +156,12 @@ void Generation::parse_tools(int idx, const Delta& d) {
     ev.content += rest.content;
     for (auto& c : rest.calls) ev.calls.push_back(std::move(c));
   }
+  // A control-token marker that opened no call goes back to being invisible, as it is without
+  // tool parsing (ordinary text hardly ever spells it: that text encodes as the token itself).
+  for (const auto& [token, marker] : spec.tool_markers) {
+    for (size_t at = ev.content.find(marker); at != std::string::npos; at = ev.content.find(marker, at))
+      ev.content.erase(at, marker.size());
+  }
   tool_content_[idx] += ev.content;
   ToolCallEvents& out = tool_out_[idx];
   out.content += ev.content;

@@ -340,6 +340,21 @@ TEST_CASE("tools: a Mistral marker that is a control token still opens the calls
   CHECK(streamed[0].content.empty());
 }
 
+TEST_CASE("tools: a control-token marker with no call after it stays invisible",
+          "[tool_calls][server]") {
+  ToolServer s(server::ToolCallFormat::Mistral);
+  std::vector<FakeEngine::ScriptToken> script = {{MarkerTokenizer::kToolCalls, ""}};
+  for (auto& t : FakeEngine::script_bytes(" no json here")) script.push_back(t);
+  s.engine.set_script(script);
+  auto r = s.post(chat_request());
+  CHECK(r.j()["choices"][0]["message"]["content"] == " no json here");
+  CHECK(r.j()["choices"][0]["finish_reason"] == "stop");
+  auto st = s.post(chat_request({{"stream", true}}));
+  auto streamed = accumulate(st.body, 1);
+  CHECK(streamed[0].content == " no json here");
+  CHECK(streamed[0].tool_calls.empty());
+}
+
 TEST_CASE("tools: format none turns parsing off", "[tool_calls][server]") {
   ToolServer s(server::ToolCallFormat::None);
   const std::string call = "<tool_call>{\"name\": \"search\", \"arguments\": {}}</tool_call>";

@@ -48,10 +48,12 @@ class PreTokenizer {
     bool prepared = false;
     // Fills `ascii`; call after setting the fields above.
     void prepare();
+    // Whether a character with code point `cp` and unicode::Flag bits `flags` is in the class.
     bool contains(uint32_t cp, uint16_t flags) const {
       if (cp < 128 && prepared) return (ascii[cp >> 6] >> (cp & 63)) & 1;
       return contains_slow(cp, flags);
     }
+    // contains() from the fields alone (no bitmap).
     bool contains_slow(uint32_t cp, uint16_t flags) const;
   };
   enum class StageKind {

@@ -18,7 +18,7 @@
 #include <thread>
 #include <vector>
 
-#include "engine/backend_cpu.h"
+#include "engine/backend_select.h"
 #include "engine/backend_cuda.h"
 #include "engine/chat_template/chat_template.h"
 #include "engine/engine.h"
@@ -157,17 +157,10 @@ void warm_page_cache(const std::string& path, int start_pct, int end_pct) {
 }
 
 std::unique_ptr<Backend> make_backend(const server::ServerConfig& cfg, std::string* name) {
-  std::string why;
-  bool use_cuda = cfg.device == "cuda" || (cfg.device == "auto" && cuda_available(&why));
-  if (cfg.device == "auto" && !use_cuda) log_info("no usable CUDA device, using the CPU", {{"why", why}});
-  if (use_cuda) {
-    auto b = make_cuda_backend();
-    *name = b->name();
-    return b;
-  }
-  auto b = std::make_unique<CpuBackend>(cfg.threads);
-  *name = b->name() + " (" + std::to_string(b->n_threads()) + " threads)";
-  return b;
+  BackendSelection s = select_backend(BackendChoice{cfg.device, cfg.threads, cfg.cuda_graphs});
+  if (!s.fallback_reason.empty()) log_info("no usable CUDA device, using the CPU", {{"why", s.fallback_reason}});
+  *name = s.description;
+  return std::move(s.backend);
 }
 
 std::unique_ptr<LoadedModel> load(const server::ServerConfig& cfg) {
@@ -180,6 +173,7 @@ std::unique_ptr<LoadedModel> load(const server::ServerConfig& cfg) {
   auto lm = std::unique_ptr<LoadedModel>(new LoadedModel{gguf::GgufFile::open(cfg.model), {}, {}, {}, {}, {}});
   progress(10, "tokenizer");
   lm->tokenizer = Tokenizer::from_gguf(lm->file);
+  for (const std::string& w : lm->tokenizer->warnings()) log_warn("tokenizer: " + w);
   std::string tmpl;
   if (!cfg.chat_template.empty()) {
     tmpl = read_text(cfg.chat_template, "chat template");
@@ -201,7 +195,7 @@ std::unique_ptr<LoadedModel> load(const server::ServerConfig& cfg) {
   EngineConfig ec;
   ec.block_size = cfg.block_size;
   ec.kv_cache_memory = (size_t)cfg.kv_cache_bytes();
-  if (ec.kv_cache_memory == 0 && lm->backend_name == "cuda") {
+  if (ec.kv_cache_memory == 0 && lm->model->backend().name() == "cuda") {
     // Like vLLM's gpu_memory_utilization: the cache takes what the weights and activations leave
     // of the allowed share of the device.
     ec.kv_cache_memory = cuda_kv_budget_bytes(cfg.gpu_memory_fraction);

@@ -64,6 +64,7 @@ const std::vector<Option>& options() {
       OPT(model, Kind::Str, "GGUF model file"),
       OPT(served_model_name, Kind::Str, "model name in the API (empty: the file stem)"),
       OPT(device, Kind::Str, "compute device", "cpu|cuda|auto"),
+      OPT(cuda_graphs, Kind::Bool, "CUDA: replay decode steps as CUDA graphs (on|off)"),
       OPT(threads, Kind::Int, "CPU threads (0 = all cores)"),
       OPT(max_seqs, Kind::Int, "max sequences per step"),
       OPT(max_batch_tokens, Kind::Int, "max tokens per step"),

@@ -19,6 +19,8 @@ struct ServerConfig {
   std::string model = "models/demo.gguf";
   std::string served_model_name;     // empty: the model file's stem
   std::string device = "auto";       // cpu | cuda | auto
+  bool cuda_graphs = false;          // CUDA: replay decode steps as CUDA graphs (unverified on
+                                     // hardware, hence off by default)
   int threads = 0;                   // CPU threads; 0 = all cores
   int max_seqs = 64;                 // sequences per step
   int max_batch_tokens = 2048;       // tokens per step

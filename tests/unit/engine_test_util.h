@@ -7,9 +7,11 @@
 #include <memory>
 #include <random>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 #include "engine/backend_cpu.h"
+#include "engine/engine.h"
 #include "engine/engine_api.h"
 #include "engine/gguf.h"
 #include "engine/model.h"
@@ -32,6 +34,23 @@ inline gguf::GgufFile tiny_model_file(int ctx = 1024, uint64_t seed = 1) {
 
 inline std::unique_ptr<Model> load_model(const gguf::GgufFile& f, int max_batch_tokens = 512) {
   return std::make_unique<Model>(f, std::make_unique<CpuBackend>(1), max_batch_tokens);
+}
+
+// The default tiny_model_file(), built once per test binary (building it takes a while).
+inline const gguf::GgufFile& tiny_model() {
+  static const gguf::GgufFile f = tiny_model_file();
+  return f;
+}
+
+// An engine configuration for tiny_model(): blocks of 16 tokens, a KV cache of `kv_blocks`
+// blocks, and the given step token budget and running-sequence limit.
+inline EngineConfig tiny_engine_config(int kv_blocks, int max_batch_tokens = 512, int max_seqs = 16) {
+  EngineConfig c;
+  c.block_size = 16;
+  c.max_batch_tokens = max_batch_tokens;
+  c.max_seqs = max_seqs;
+  c.kv_cache_memory = static_cast<size_t>(kv_blocks) * load_model(tiny_model(), 8)->kv_block_bytes(16);
+  return c;
 }
 
 inline std::vector<int32_t> random_tokens(int n, uint64_t seed, int vocab = 256) {
@@ -87,6 +106,29 @@ inline RequestResult collect(RequestStream& s, int n = 1, std::chrono::seconds l
   }
   r.usage = s.usage();
   return r;
+}
+
+// Submits every request of `reqs`, in order; throws when the engine refuses one.
+inline std::vector<std::shared_ptr<RequestStream>> submit_all(EngineApi& engine,
+                                                               const std::vector<GenerationRequest>& reqs) {
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (const auto& r : reqs) {
+    SubmitError err;
+    streams.push_back(engine.submit(r, &err));
+    if (!streams.back()) throw std::runtime_error("submit refused: " + err.code + ": " + err.message);
+  }
+  return streams;
+}
+
+// Waits (up to about a second) until the engine has nothing running or waiting, so that its
+// block counts can be checked; returns its stats then.
+inline EngineStats wait_idle(const EngineApi& engine) {
+  EngineStats st = engine.stats();
+  for (int i = 0; i < 100 && (st.running != 0 || st.waiting != 0); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    st = engine.stats();
+  }
+  return st;
 }
 
 }  // namespace pagoda::test

@@ -17,21 +17,6 @@ using namespace pagoda::test;
 
 namespace {
 
-const gguf::GgufFile& tiny() {
-  static const gguf::GgufFile f = tiny_model_file();
-  return f;
-}
-
-EngineConfig base_config(int blocks, int max_batch_tokens = 512, int max_seqs = 16) {
-  EngineConfig c;
-  c.block_size = 16;
-  c.max_batch_tokens = max_batch_tokens;
-  c.max_seqs = max_seqs;
-  auto m = load_model(tiny(), 8);
-  c.kv_cache_memory = static_cast<size_t>(blocks) * m->kv_block_bytes(16);
-  return c;
-}
-
 GenerationRequest make_request(int prompt_len, int max_tokens, uint64_t seed, bool sampled) {
   GenerationRequest r;
   r.prompt = random_tokens(prompt_len, seed);
@@ -51,7 +36,7 @@ GenerationRequest make_request(int prompt_len, int max_tokens, uint64_t seed, bo
 // Runs `reqs` concurrently on a fresh engine; returns their results and the final stats.
 std::vector<RequestResult> run(const EngineConfig& cfg, const std::vector<GenerationRequest>& reqs,
                                EngineStats* stats = nullptr, const std::vector<GenerationRequest>& warmup = {}) {
-  auto model = load_model(tiny(), cfg.max_batch_tokens);
+  auto model = load_model(tiny_model(), cfg.max_batch_tokens);
   LlmEngine engine(*model, nullptr, cfg);
   for (const auto& w : warmup) {
     SubmitError err;
@@ -59,22 +44,12 @@ std::vector<RequestResult> run(const EngineConfig& cfg, const std::vector<Genera
     REQUIRE(s);
     collect(*s);
   }
-  std::vector<std::shared_ptr<RequestStream>> streams;
-  for (const auto& r : reqs) {
-    SubmitError err;
-    streams.push_back(engine.submit(r, &err));
-    REQUIRE(streams.back());
-  }
+  const auto streams = submit_all(engine, reqs);
   std::vector<RequestResult> out;
   for (size_t i = 0; i < streams.size(); ++i) out.push_back(collect(*streams[i], reqs[i].n));
-  // Wait for the engine to settle, then check every block came back.
-  EngineStats st;
-  for (int i = 0; i < 100; ++i) {
-    st = engine.stats();
-    if (st.running == 0 && st.waiting == 0) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  if (stats) *stats = engine.stats();
+  // Let the engine settle so that the caller can check every block came back.
+  const EngineStats st = wait_idle(engine);
+  if (stats) *stats = st;
   return out;
 }
 
@@ -88,7 +63,7 @@ TEST_CASE("batch invariance: alone, with 15 others, chunked, prefix hit, preempt
 
     // Each request alone, unchunked: the reference.
     std::vector<ChoiceResult> alone;
-    for (const auto& r : reqs) alone.push_back(run(base_config(256), {r})[0].choices[0]);
+    for (const auto& r : reqs) alone.push_back(run(tiny_engine_config(256), {r})[0].choices[0]);
     for (const auto& a : alone) {
       REQUIRE(a.finish == FinishReason::Length);
       REQUIRE(a.logprob_bits.size() == a.tokens.size());
@@ -99,13 +74,13 @@ TEST_CASE("batch invariance: alone, with 15 others, chunked, prefix hit, preempt
 
     {
       INFO("all 16 together");
-      auto res = run(base_config(256), reqs);
+      auto res = run(tiny_engine_config(256), reqs);
       for (size_t i = 0; i < reqs.size(); ++i) CHECK(res[i].choices[0] == alone[i]);
     }
     {
       INFO("chunked prefill (7-token budget), alone and together");
-      for (size_t i = 0; i < 3; ++i) CHECK(run(base_config(256, 7), {reqs[i]})[0].choices[0] == alone[i]);
-      auto res = run(base_config(256, 7), reqs);
+      for (size_t i = 0; i < 3; ++i) CHECK(run(tiny_engine_config(256, 7), {reqs[i]})[0].choices[0] == alone[i]);
+      auto res = run(tiny_engine_config(256, 7), reqs);
       for (size_t i = 0; i < reqs.size(); ++i) CHECK(res[i].choices[0] == alone[i]);
     }
     {
@@ -115,14 +90,14 @@ TEST_CASE("batch invariance: alone, with 15 others, chunked, prefix hit, preempt
       GenerationRequest warm = make_request(60, 3, 99, false);
       std::copy(reqs[1].prompt.begin(), reqs[1].prompt.begin() + 40, warm.prompt.begin());
       EngineStats st;
-      auto res = run(base_config(256), {reqs[1]}, &st, {warm});
+      auto res = run(tiny_engine_config(256), {reqs[1]}, &st, {warm});
       CHECK(res[0].usage.cached_prompt_tokens == 32);
       CHECK(res[0].choices[0] == alone[1]);
     }
     {
       INFO("preempted and resumed (a 14-block cache)");
       EngineStats st;
-      auto res = run(base_config(14), reqs, &st);
+      auto res = run(tiny_engine_config(14), reqs, &st);
       CHECK(st.preemptions > 0);
       for (size_t i = 0; i < reqs.size(); ++i) CHECK(res[i].choices[0] == alone[i]);
     }
@@ -139,9 +114,9 @@ TEST_CASE("a pinned system prompt is prefilled once and shared; outputs equal th
     r.prompt.insert(r.prompt.begin(), sys.begin(), sys.end());
     reqs.push_back(r);
   }
-  EngineConfig shared = base_config(512, 64);
+  EngineConfig shared = tiny_engine_config(512, 64);
   shared.system_prompt = sys;
-  EngineConfig unshared = base_config(512, 64);
+  EngineConfig unshared = tiny_engine_config(512, 64);
   unshared.prefix_caching = false;
 
   EngineStats s1, s2;
@@ -160,7 +135,7 @@ TEST_CASE("a pinned system prompt is prefilled once and shared; outputs equal th
   CHECK(s2.kv_blocks_used == 0);
 
   // The pinned prefix, seen from the engine thread.
-  auto model = load_model(tiny(), 64);
+  auto model = load_model(tiny_model(), 64);
   LlmEngine engine(*model, nullptr, shared);
   CHECK(engine.wait_system_prompt());
   engine.run_on_engine_thread([](Model&, KvCacheManager& kv) {
@@ -171,7 +146,7 @@ TEST_CASE("a pinned system prompt is prefilled once and shared; outputs equal th
 }
 
 TEST_CASE("context shift: a 256-token context generates 1000 tokens; off -> finish length") {
-  EngineConfig cfg = base_config(64);
+  EngineConfig cfg = tiny_engine_config(64);
   cfg.ctx_size = 256;
   GenerationRequest r = make_request(50, 1000, 7, true);
   r.n_keep = 20;
@@ -192,8 +167,8 @@ TEST_CASE("context shift: a 256-token context generates 1000 tokens; off -> fini
 TEST_CASE("n > 1: choices share the prompt and differ by seed; the same seed reproduces them") {
   GenerationRequest r = make_request(40, 10, 3, true);
   r.n = 3;
-  auto a = run(base_config(64), {r});
-  auto b = run(base_config(64), {r});
+  auto a = run(tiny_engine_config(64), {r});
+  auto b = run(tiny_engine_config(64), {r});
   REQUIRE(a[0].choices.size() == 3);
   CHECK(a[0].choices[0] == b[0].choices[0]);
   CHECK(a[0].choices[2] == b[0].choices[2]);
@@ -202,12 +177,12 @@ TEST_CASE("n > 1: choices share the prompt and differ by seed; the same seed rep
   // Choice 0 of an n=3 request equals the n=1 request with the same seed.
   GenerationRequest one = r;
   one.n = 1;
-  CHECK(run(base_config(64), {one})[0].choices[0] == a[0].choices[0]);
+  CHECK(run(tiny_engine_config(64), {one})[0].choices[0] == a[0].choices[0]);
 }
 
 TEST_CASE("submit errors, abort and stop token ids") {
-  auto model = load_model(tiny(), 64);
-  EngineConfig cfg = base_config(32, 64);
+  auto model = load_model(tiny_model(), 64);
+  EngineConfig cfg = tiny_engine_config(32, 64);
   cfg.ctx_size = 128;
   LlmEngine engine(*model, nullptr, cfg);
   SubmitError err;
@@ -244,9 +219,9 @@ TEST_CASE("submit errors, abort and stop token ids") {
 }
 
 TEST_CASE("a stop string ends the choice and never reaches the client") {
-  const auto tok = Tokenizer::from_gguf(tiny());
-  auto model = load_model(tiny(), 64);
-  LlmEngine engine(*model, tok.get(), base_config(64, 64));
+  const auto tok = Tokenizer::from_gguf(tiny_model());
+  auto model = load_model(tiny_model(), 64);
+  LlmEngine engine(*model, tok.get(), tiny_engine_config(64, 64));
   GenerationRequest g = make_request(10, 40, 8, false);
   SubmitError err;
   auto ref = collect(*engine.submit(g, &err));
@@ -265,8 +240,8 @@ TEST_CASE("a stop string ends the choice and never reaches the client") {
 }
 
 TEST_CASE("a full queue answers queue_full; stats count running and waiting") {
-  auto model = load_model(tiny(), 64);
-  EngineConfig cfg = base_config(64, 64, 1);  // one running sequence at a time
+  auto model = load_model(tiny_model(), 64);
+  EngineConfig cfg = tiny_engine_config(64, 64, 1);  // one running sequence at a time
   cfg.max_queue = 2;
   LlmEngine engine(*model, nullptr, cfg);
   SubmitError err;
@@ -288,8 +263,8 @@ TEST_CASE("a full queue answers queue_full; stats count running and waiting") {
 }
 
 TEST_CASE("an idle engine sleeps: no steps and (almost) no CPU time") {
-  auto model = load_model(tiny(), 64);
-  LlmEngine engine(*model, nullptr, base_config(32, 64));
+  auto model = load_model(tiny_model(), 64);
+  LlmEngine engine(*model, nullptr, tiny_engine_config(32, 64));
   SubmitError err;
   collect(*engine.submit(make_request(10, 5, 1, false), &err));
   std::this_thread::sleep_for(std::chrono::milliseconds(50));  // let the thread pool park

@@ -89,24 +89,10 @@ class SamplingCpuBackend final : public Backend {
   std::vector<int32_t> ids_;
 };
 
-const gguf::GgufFile& tiny() {
-  static const gguf::GgufFile f = tiny_model_file();
-  return f;
-}
-
 // A model on the plain CPU backend (counters == nullptr) or on the sampling double.
 std::unique_ptr<Model> make_model(std::shared_ptr<DrawCounters> counters, int chunk_rows = 64) {
-  if (!counters) return load_model(tiny(), 256);
-  return std::make_unique<Model>(tiny(), std::make_unique<SamplingCpuBackend>(counters, chunk_rows), 256);
-}
-
-EngineConfig config(int max_batch_tokens) {
-  EngineConfig c;
-  c.block_size = 16;
-  c.max_batch_tokens = max_batch_tokens;
-  c.max_seqs = 16;
-  c.kv_cache_memory = 128 * load_model(tiny(), 8)->kv_block_bytes(16);
-  return c;
+  if (!counters) return load_model(tiny_model(), 256);
+  return std::make_unique<Model>(tiny_model(), std::make_unique<SamplingCpuBackend>(counters, chunk_rows), 256);
 }
 
 GenerationRequest request(int prompt_len, uint64_t seed, int max_tokens = 10) {
@@ -130,13 +116,8 @@ GenerationRequest seeded(int prompt_len, uint64_t seed) {
 
 // Runs `reqs` concurrently on a fresh engine over `model` (a small token budget chunks prompts).
 std::vector<RequestResult> run(Model& model, const std::vector<GenerationRequest>& reqs, int max_batch_tokens = 256) {
-  LlmEngine engine(model, nullptr, config(max_batch_tokens));
-  std::vector<std::shared_ptr<RequestStream>> streams;
-  for (const auto& r : reqs) {
-    SubmitError err;
-    streams.push_back(engine.submit(r, &err));
-    REQUIRE(streams.back());
-  }
+  LlmEngine engine(model, nullptr, tiny_engine_config(128, max_batch_tokens));
+  const auto streams = submit_all(engine, reqs);
   std::vector<RequestResult> out;
   for (size_t i = 0; i < streams.size(); ++i) out.push_back(collect(*streams[i], reqs[i].n));
   return out;

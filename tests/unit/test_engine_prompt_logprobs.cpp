@@ -18,21 +18,6 @@ using namespace pagoda::test;
 
 namespace {
 
-const gguf::GgufFile& tiny() {
-  static const gguf::GgufFile f = tiny_model_file();
-  return f;
-}
-
-EngineConfig config(int blocks, int max_batch_tokens = 512) {
-  EngineConfig c;
-  c.block_size = 16;
-  c.max_batch_tokens = max_batch_tokens;
-  c.max_seqs = 16;
-  auto m = load_model(tiny(), 8);
-  c.kv_cache_memory = static_cast<size_t>(blocks) * m->kv_block_bytes(16);
-  return c;
-}
-
 GenerationRequest request(int prompt_len, uint64_t seed, int top_n, int max_tokens = 2) {
   GenerationRequest r;
   r.prompt = random_tokens(prompt_len, seed);
@@ -103,7 +88,7 @@ Result drain(RequestStream& s, int n) {
 // Runs `reqs` together on a fresh engine after `warmup` (one by one); returns their results.
 std::vector<Result> run(const EngineConfig& cfg, const std::vector<GenerationRequest>& reqs,
                         EngineStats* stats = nullptr, const std::vector<GenerationRequest>& warmup = {}) {
-  auto model = load_model(tiny(), cfg.max_batch_tokens);
+  auto model = load_model(tiny_model(), cfg.max_batch_tokens);
   LlmEngine engine(*model, nullptr, cfg);
   REQUIRE((cfg.system_prompt.empty() || engine.wait_system_prompt()));
   for (const auto& w : warmup) {
@@ -112,20 +97,11 @@ std::vector<Result> run(const EngineConfig& cfg, const std::vector<GenerationReq
     REQUIRE(s);
     drain(*s, w.n);
   }
-  std::vector<std::shared_ptr<RequestStream>> streams;
-  for (const auto& r : reqs) {
-    SubmitError err;
-    streams.push_back(engine.submit(r, &err));
-    REQUIRE(streams.back());
-  }
+  const auto streams = submit_all(engine, reqs);
   std::vector<Result> out;
   for (size_t i = 0; i < streams.size(); ++i) out.push_back(drain(*streams[i], reqs[i].n));
-  for (int i = 0; i < 100; ++i) {
-    const EngineStats st = engine.stats();
-    if (st.running == 0 && st.waiting == 0) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  if (stats) *stats = engine.stats();
+  const EngineStats st = wait_idle(engine);
+  if (stats) *stats = st;
   return out;
 }
 
@@ -134,7 +110,7 @@ std::vector<float> direct_logits(const std::vector<int32_t>& prompt) {
   const int B = 16;
   const int n = static_cast<int>(prompt.size());
   const int n_blocks = (n + B - 1) / B;
-  auto model = load_model(tiny(), n);
+  auto model = load_model(tiny_model(), n);
   model->init_kv_cache(n_blocks, B);
   StepPlan plan;
   SeqInStep s;
@@ -158,11 +134,11 @@ std::vector<float> direct_logits(const std::vector<int32_t>& prompt) {
 }  // namespace
 
 TEST_CASE("prompt logprobs equal log-softmax of Model::forward's logits") {
-  const int vocab = load_model(tiny(), 8)->config().vocab_size;
+  const int vocab = load_model(tiny_model(), 8)->config().vocab_size;
   GenerationRequest r = request(70, 11, 3);
   r.n = 2;
   const std::vector<float> logits = direct_logits(r.prompt);
-  auto res = run(config(64), {r});
+  auto res = run(tiny_engine_config(64), {r});
   REQUIRE(res[0].choices.size() == 2);
   for (const Got& g : res[0].choices) {
     CHECK(g.prompt_deltas == 1);  // all of them, once, on the choice's first delta
@@ -207,7 +183,7 @@ TEST_CASE("prompt logprobs are bit-identical whatever the cache, chunking, batch
     if (i % 3 == 2) r.prompt_logprobs = -1;  // batch mates without prompt logprobs
     reqs.push_back(r);
   }
-  EngineConfig no_cache = config(256);
+  EngineConfig no_cache = tiny_engine_config(256);
   no_cache.prefix_caching = false;
   std::vector<Got> alone;
   for (const auto& r : reqs) alone.push_back(run(no_cache, {r})[0].choices[0]);
@@ -222,19 +198,19 @@ TEST_CASE("prompt logprobs are bit-identical whatever the cache, chunking, batch
     GenerationRequest warm = reqs[1];
     warm.prompt_logprobs = -1;
     EngineStats st;
-    auto res = run(config(256), {reqs[1], reqs[1]}, &st, {warm});
+    auto res = run(tiny_engine_config(256), {reqs[1], reqs[1]}, &st, {warm});
     for (const auto& r : res) {
       CHECK(r.choices[0] == alone[1]);
       CHECK(r.usage.cached_prompt_tokens == 0);  // computed, not taken from the cache
     }
     CHECK(st.kv_blocks_used == 0);  // the recomputed blocks, cached twice over, all came back
     // Without prompt logprobs the same request does hit the cache.
-    auto plain = run(config(256), {warm}, nullptr, {warm});
+    auto plain = run(tiny_engine_config(256), {warm}, nullptr, {warm});
     CHECK(plain[0].usage.cached_prompt_tokens > 0);
   }
   {
     INFO("a pinned system prompt the request starts with");
-    EngineConfig sys = config(256);
+    EngineConfig sys = tiny_engine_config(256);
     sys.system_prompt.assign(reqs[4].prompt.begin(), reqs[4].prompt.begin() + 40);
     auto res = run(sys, {reqs[4]});
     CHECK(res[0].choices[0] == alone[4]);
@@ -242,19 +218,19 @@ TEST_CASE("prompt logprobs are bit-identical whatever the cache, chunking, batch
   }
   {
     INFO("chunked prefill (7-token budget), alone and all together");
-    CHECK(run(config(256, 7), {reqs[0]})[0].choices[0] == alone[0]);
-    auto res = run(config(256, 7), reqs);
+    CHECK(run(tiny_engine_config(256, 7), {reqs[0]})[0].choices[0] == alone[0]);
+    auto res = run(tiny_engine_config(256, 7), reqs);
     for (size_t i = 0; i < reqs.size(); ++i) CHECK(res[i].choices[0] == alone[i]);
   }
   {
     INFO("all 16 together");
-    auto res = run(config(256), reqs);
+    auto res = run(tiny_engine_config(256), reqs);
     for (size_t i = 0; i < reqs.size(); ++i) CHECK(res[i].choices[0] == alone[i]);
   }
   {
     INFO("preempted and resumed (a 12-block cache, 24-token steps)");
     EngineStats st;
-    auto res = run(config(12, 24), reqs, &st);
+    auto res = run(tiny_engine_config(12, 24), reqs, &st);
     CHECK(st.preemptions > 0);
     for (size_t i = 0; i < reqs.size(); ++i) CHECK(res[i].choices[0] == alone[i]);
     CHECK(st.kv_blocks_used == 0);
@@ -265,12 +241,12 @@ TEST_CASE("a generated token's logprob equals its prompt logprob when the text i
   GenerationRequest gen = request(33, 7, 0, 12);
   gen.prompt_logprobs = -1;
   gen.sampling.logprobs = 0;
-  const Got g = run(config(64), {gen})[0].choices[0];
+  const Got g = run(tiny_engine_config(64), {gen})[0].choices[0];
   REQUIRE(g.tokens.size() == 12);
 
   GenerationRequest echo = request(33, 7, 0, 1);
   echo.prompt.insert(echo.prompt.end(), g.tokens.begin(), g.tokens.end());
-  const Got e = run(config(64), {echo})[0].choices[0];
+  const Got e = run(tiny_engine_config(64), {echo})[0].choices[0];
   REQUIRE(e.prompt_bits.size() == 33 + 12 - 1);
   for (size_t k = 0; k < g.tokens.size(); ++k) {
     INFO("generated token " << k);

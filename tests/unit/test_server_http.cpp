@@ -13,6 +13,7 @@
 #include "server/metrics.h"
 #include "tests/support/fake_engine.h"
 #include "tests/support/http_test_util.h"
+#include "tests/support/inproc_http.h"
 
 using namespace pagoda;
 using namespace pagoda::testing;
@@ -25,8 +26,7 @@ struct InProcServer {
   FakeEngine engine;
   ByteTokenizer tok;
   std::shared_ptr<server::Handlers> handlers;
-  std::unique_ptr<server::HttpServer> http;
-  std::thread thread;
+  std::unique_ptr<InProcHttpServer> http;  // declared after what it serves: stops first
   int port = 0;
   std::string key;
 
@@ -64,16 +64,8 @@ struct InProcServer {
     so.cors_origins = {"*"};
     so.max_body_bytes = c.max_body;
     so.worker_threads = 48;
-    http = std::make_unique<server::HttpServer>(so, metrics);
-    http->set_handlers(handlers);
-    port = http->bind("127.0.0.1", 0);
-    thread = std::thread([this] { http->run(); });
-    for (int i = 0; i < 200 && http_get(port, "/health").status != 200; ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  ~InProcServer() {
-    http->stop();
-    thread.join();
+    http = std::make_unique<InProcHttpServer>(so, metrics, handlers);
+    port = http->port();
   }
   HttpResult post(const std::string& path, const json& body) { return http_post(port, path, body, key); }
   HttpResult get(const std::string& path) { return http_get(port, path, key); }

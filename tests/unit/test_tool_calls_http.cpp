@@ -14,6 +14,7 @@
 #include "server/metrics.h"
 #include "tests/support/fake_engine.h"
 #include "tests/support/http_test_util.h"
+#include "tests/support/inproc_http.h"
 
 using namespace pagoda;
 using namespace pagoda::testing;
@@ -48,8 +49,7 @@ struct ToolServer {
   FakeEngine engine{FakeEngine::Options{8192}};  // room for real templates' tool prompts
   MarkerTokenizer tok;
   std::shared_ptr<server::Handlers> handlers;
-  std::unique_ptr<server::HttpServer> http;
-  std::thread thread;
+  std::unique_ptr<InProcHttpServer> http;  // declared after what it serves: stops first
   int port = 0;
 
   // `render`: the chat template (default: "DUMP" answers with what the template was given,
@@ -70,16 +70,8 @@ struct ToolServer {
     handlers = std::make_shared<server::Handlers>(engine, tok, render, metrics, ho);
     server::HttpServer::Options so;
     so.worker_threads = 8;
-    http = std::make_unique<server::HttpServer>(so, metrics);
-    http->set_handlers(handlers);
-    port = http->bind("127.0.0.1", 0);
-    thread = std::thread([this] { http->run(); });
-    for (int i = 0; i < 200 && http_get(port, "/health").status != 200; ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  ~ToolServer() {
-    http->stop();
-    thread.join();
+    http = std::make_unique<InProcHttpServer>(so, metrics, handlers);
+    port = http->port();
   }
   HttpResult post(const json& body) { return http_post(port, "/v1/chat/completions", body); }
 };

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include "server/json_scan.h"
+
 namespace pagoda::server {
 
 ApiError::ApiError(int status_, const std::string& message, std::string type_, std::string param_,
@@ -31,15 +33,10 @@ namespace {
 // copying or rendering a value nested a million levels deep recurses off the stack.
 size_t json_depth(const std::string& text) {
   size_t depth = 0, max_depth = 0;
-  bool in_string = false, escaped = false;
+  JsonStringSkipper strings;
   for (char c : text) {
-    if (in_string) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
+    if (!strings.structural(c)) continue;
+    if (c == '[' || c == '{') {
       max_depth = std::max(max_depth, ++depth);
     } else if ((c == ']' || c == '}') && depth > 0) {
       --depth;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "server/json_scan.h"
 #include "server/openai_protocol.h"
 
 namespace pagoda::server {
@@ -22,17 +23,12 @@ bool is_separator(char c) { return is_ws(c) || c == ';' || c == ','; }
 // nests deeper than kMaxCallDepth.
 size_t json_value_end(std::string_view s, size_t start, bool* depth_ok) {
   int depth = 0;
-  bool in_string = false, escaped = false;
+  JsonStringSkipper strings;
   *depth_ok = true;
   for (size_t i = start; i < s.size(); ++i) {
-    char c = s[i];
-    if (in_string) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '{' || c == '[') {
+    const char c = s[i];
+    if (!strings.structural(c)) continue;
+    if (c == '{' || c == '[') {
       if (++depth > kMaxCallDepth) *depth_ok = false;
     } else if (c == '}' || c == ']') {
       if (--depth == 0) return i + 1;

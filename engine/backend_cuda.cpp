@@ -31,19 +31,22 @@ void require(bool ok, const std::string& what) {
 
 float* f32(const Tensor& t) { return static_cast<float*>(t.data); }
 
-// A device buffer that only grows; growing waits for queued work that may still use it.
+// A device buffer that only grows, at least doubling each time so that a slowly growing need
+// (the index buffer's block tables gain one entry every block_size decode steps) reallocates
+// rarely: each reallocation waits for the stream, frees (a device-wide sync) and moves the
+// buffer, which makes every CUDA graph that uses it be captured again.
 struct DeviceScratch {
   void* ptr = nullptr;
   size_t bytes = 0;
   void* get(size_t need, cudaStream_t stream) {
     if (need <= bytes) return ptr;
+    const size_t grown = std::max(need, bytes * 2);  // before `bytes` is reset below
     if (ptr) {
-      CUDA_CHECK(cudaStreamSynchronize(stream));
+      CUDA_CHECK(cudaStreamSynchronize(stream));  // queued work may still use the old buffer
       CUDA_CHECK(cudaFree(ptr));
       ptr = nullptr;
       bytes = 0;
     }
-    const size_t grown = std::max(need, bytes * 2);
     CUDA_CHECK(cudaMalloc(&ptr, grown));
     bytes = grown;
     return ptr;
@@ -183,6 +186,8 @@ CudaBackend::~CudaBackend() {
   Impl& m = *impl_;
   m.graphs.reset();  // ends any open capture before the stream goes
   if (m.stream) cudaStreamSynchronize(m.stream);
+  if (m.cublas) cublasDestroy(m.cublas);  // before its workspace (in `owned`) is freed
+  m.cublas = nullptr;
   for (void* p : m.owned) cudaFree(p);
   for (DeviceScratch* d : {&m.index_buf, &m.bf16_x, &m.attn_ws, &m.sample_io})
     if (d->ptr) cudaFree(d->ptr);
@@ -190,7 +195,6 @@ CudaBackend::~CudaBackend() {
   if (m.v_pool) cudaFree(m.v_pool);
   if (m.pinned) cudaFreeHost(m.pinned);
   if (m.upload_done) cudaEventDestroy(m.upload_done);
-  if (m.cublas) cublasDestroy(m.cublas);
   if (m.stream) cudaStreamDestroy(m.stream);
 }
 

@@ -150,3 +150,52 @@ TEST_CASE("cuda graphs: replayed decode steps give the eager steps' ids and KV, 
   recorded.init_kv_cache(n_blocks, kBlock);
   CHECK(graphs->graph_stats().graphs == 0);  // they addressed the old cache
 }
+
+// The index buffer grows by one int per sequence every kBlock decode steps (block tables). The
+// backend's device scratch must grow geometrically: an exact-size reallocation at every block
+// crossing would sync the device, free, move the buffer and so force a re-capture of the shape
+// each time (a scratch buffer that forgot to double did exactly that). Three sequences decode
+// from 3 to 51 tokens in one shape, crossing three block boundaries: one capture, plus at most
+// one re-capture while the buffer doubles past the prefill steps' size.
+TEST_CASE("cuda graphs: block tables growing during decode do not force re-captures", "[gpu]") {
+  PAGODA_SKIP_WITHOUT_CUDA();
+  CudaBackendOptions on;
+  on.cuda_graphs = true;
+  auto graph_backend = std::make_unique<CudaBackend>(on);
+  CudaBackend* graphs = graph_backend.get();
+  Model recorded(tiny_bf16_model(), std::move(graph_backend), 16);
+  const int vocab = recorded.config().vocab_size;
+  recorded.init_kv_cache(12, kBlock);
+  std::vector<Seq> seqs(3);
+  for (int s = 0; s < 3; ++s) {
+    for (int b = 0; b < 4; ++b) seqs[static_cast<size_t>(s)].table.push_back(b * 3 + s);
+    for (int i = 0; i < 3; ++i) seqs[static_cast<size_t>(s)].tokens.push_back((i * 17 + s * 5 + 1) % vocab);
+    StepPlan p;
+    add(p, seqs[static_cast<size_t>(s)], 2);  // a small prefill step: a small index buffer
+    std::vector<float> logits;
+    recorded.forward(p, logits);
+    seqs[static_cast<size_t>(s)].n_cached = 2;
+  }
+  const int steps = 48;
+  for (int step = 0; step < steps; ++step) {
+    StepPlan p;
+    std::vector<SampleRequest> draws;
+    for (int s = 0; s < 3; ++s) {
+      add(p, seqs[static_cast<size_t>(s)], seqs[static_cast<size_t>(s)].n_cached + 1);
+      draws.push_back(draw_for(0, s, static_cast<uint64_t>(step)));  // greedy
+    }
+    std::vector<int32_t> ids;
+    std::vector<float> host;
+    recorded.forward(p, draws, ids, host);
+    for (int s = 0; s < 3; ++s) {
+      Seq& q = seqs[static_cast<size_t>(s)];
+      ++q.n_cached;
+      q.tokens.push_back(ids[static_cast<size_t>(s)]);
+    }
+  }
+  REQUIRE(seqs[0].n_cached == 2 + steps);  // crossed 16, 32 and 48
+  const CudaGraphStats st = graphs->graph_stats();
+  INFO("captures " << st.captures << ", replays " << st.replays);
+  CHECK(st.captures <= 2);
+  CHECK(st.replays >= steps - 3);
+}

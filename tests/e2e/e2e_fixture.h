@@ -64,4 +64,11 @@ inline std::unique_ptr<ServerProcess> start_server(std::vector<std::string> extr
   throw std::runtime_error("pagoda serve: no free port");
 }
 
+// One start_server() with no extra flags, started on first use and shared by the test cases of
+// a binary (starting a server per case would cost seconds each); stopped when the process exits.
+inline ServerProcess& shared_server() {
+  static std::unique_ptr<ServerProcess> s = start_server();
+  return *s;
+}
+
 }  // namespace pagoda::testing

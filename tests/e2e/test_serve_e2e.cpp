@@ -17,11 +17,6 @@ using json = nlohmann::json;
 
 namespace {
 
-ServerProcess& shared_server() {
-  static std::unique_ptr<ServerProcess> s = start_server();
-  return *s;
-}
-
 json chat_body(const std::string& text, int max_tokens) {
   return {{"model", "e2e"},
           {"messages", {{{"role", "system"}, {"content", "You are terse."}},

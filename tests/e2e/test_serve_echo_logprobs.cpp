@@ -15,20 +15,15 @@ using json = nlohmann::json;
 
 namespace {
 
-ServerProcess& server() {
-  static std::unique_ptr<ServerProcess> s = start_server();
-  return *s;
-}
-
 json post(const json& body) {
-  HttpResult r = http_post(server().port(), "/v1/completions", body);
+  HttpResult r = http_post(shared_server().port(), "/v1/completions", body);
   INFO(r.body);
   REQUIRE(r.status == 200);
   return r.j();
 }
 
 std::vector<int> tokenize(const std::string& text) {
-  HttpResult r = http_post(server().port(), "/tokenize", json{{"prompt", text}});
+  HttpResult r = http_post(shared_server().port(), "/tokenize", json{{"prompt", text}});
   REQUIRE(r.status == 200);
   return r.j()["tokens"].get<std::vector<int>>();
 }
@@ -90,10 +85,10 @@ TEST_CASE("echo + logprobs + max_tokens 0: the prompt scored, nothing generated"
   CHECK(plain["usage"]["completion_tokens"] == 0);
 
   // max_tokens 0 needs echo (and chat never takes it).
-  HttpResult bad = http_post(server().port(), "/v1/completions", json{{"prompt", kPrompt}, {"max_tokens", 0}});
+  HttpResult bad = http_post(shared_server().port(), "/v1/completions", json{{"prompt", kPrompt}, {"max_tokens", 0}});
   CHECK(bad.status == 400);
   CHECK(bad.j()["error"]["param"] == "max_tokens");
-  HttpResult bad_chat = http_post(server().port(), "/v1/chat/completions",
+  HttpResult bad_chat = http_post(shared_server().port(), "/v1/chat/completions",
                                   json{{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"max_tokens", 0}});
   CHECK(bad_chat.status == 400);
 }
@@ -147,7 +142,7 @@ TEST_CASE("echo + logprobs: several prompts, n > 1 and streaming agree") {
   // Streamed: the echo chunk carries the prompt's logprobs, the rest follow; together they
   // are the gathered answer.
   body["stream"] = true;
-  HttpResult s = http_post(server().port(), "/v1/completions", body);
+  HttpResult s = http_post(shared_server().port(), "/v1/completions", body);
   REQUIRE(s.status == 200);
   std::vector<json> merged(4, json{{"tokens", json::array()}, {"token_logprobs", json::array()},
                                    {"top_logprobs", json::array()}, {"text_offset", json::array()}});
@@ -179,7 +174,7 @@ TEST_CASE("echo + logprobs: several prompts, n > 1 and streaming agree") {
 
   // Streaming with max_tokens 0: the echo chunk, then finish "length".
   json s0 = {{"prompt", kPrompt}, {"echo", true}, {"logprobs", 0}, {"max_tokens", 0}, {"stream", true}};
-  auto ev = sse_events(http_post(server().port(), "/v1/completions", s0).body);
+  auto ev = sse_events(http_post(shared_server().port(), "/v1/completions", s0).body);
   REQUIRE(ev.size() >= 3);
   json head = json::parse(ev[0]);
   CHECK(head["choices"][0]["text"] == kPrompt);

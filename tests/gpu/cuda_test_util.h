@@ -107,6 +107,21 @@ inline std::vector<float> read_all(Backend& b, const Tensor& x, int64_t rows) {
   return v;
 }
 
+// Whether the two largest of `logits` lie within 2% (of the largest, plus 1) of each other: a
+// near-tie, where rounding differences between backends may flip the argmax.
+inline bool near_tie(const std::vector<float>& logits) {
+  float a = -INFINITY, b = -INFINITY;
+  for (float x : logits) {
+    if (x > a) {
+      b = a;
+      a = x;
+    } else if (x > b) {
+      b = x;
+    }
+  }
+  return a - b < 0.02f * (std::fabs(a) + 1.0f);
+}
+
 // |a - b| <= atol + rtol * |b| element-wise; reports the first few mismatches.
 inline void require_close(const std::vector<float>& a, const std::vector<float>& b, float atol,
                           float rtol, const std::string& what) {

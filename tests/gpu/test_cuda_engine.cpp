@@ -111,19 +111,6 @@ std::vector<float> cpu_next_logits(const std::vector<int32_t>& tokens) {
   return logits;
 }
 
-bool near_tie(const std::vector<float>& v) {
-  float a = -INFINITY, b = -INFINITY;
-  for (float x : v) {
-    if (x > a) {
-      b = a;
-      a = x;
-    } else if (x > b) {
-      b = x;
-    }
-  }
-  return a - b < 0.02f * (std::fabs(a) + 1.0f);
-}
-
 }  // namespace
 
 TEST_CASE("cuda engine: batched greedy requests sampled on the GPU give the CPU engine's tokens", "[gpu]") {
@@ -153,7 +140,7 @@ TEST_CASE("cuda engine: batched greedy requests sampled on the GPU give the CPU 
       ctx.insert(ctx.end(), ct.begin(), ct.begin() + k);
       INFO("request " << i << " differs at token " << k << ": gpu " << gt[static_cast<size_t>(k)] << " cpu "
                       << ct[static_cast<size_t>(k)]);
-      CHECK(near_tie(cpu_next_logits(ctx)));
+      CHECK(gputest::near_tie(cpu_next_logits(ctx)));
       break;
     }
   }

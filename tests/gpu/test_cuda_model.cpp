@@ -66,20 +66,6 @@ int argmax(const std::vector<float>& v) {
   return static_cast<int>(std::max_element(v.begin(), v.end()) - v.begin());
 }
 
-// The gap between the largest and second largest logit.
-float top2_margin(const std::vector<float>& v) {
-  float a = -INFINITY, b = -INFINITY;
-  for (float x : v) {
-    if (x > a) {
-      b = a;
-      a = x;
-    } else if (x > b) {
-      b = x;
-    }
-  }
-  return a - b;
-}
-
 void compare_models(const ModelSpec& spec, int prompt_len, int steps) {
   const auto file = gguf::GgufFile::from_bytes(build_model(spec).to_bytes(), spec.name);
   const int max_tokens = 64;
@@ -111,9 +97,7 @@ void compare_models(const ModelSpec& spec, int prompt_len, int steps) {
   double worst = prefill_err;
   for (int step = 0; step < steps; ++step) {
     const int next = argmax(lc);
-    const float margin = top2_margin(lc);
-    const bool near_tie = margin < 0.02f * (std::fabs(lc[static_cast<size_t>(next)]) + 1.0f);
-    if (near_tie)
+    if (near_tie(lc))
       ++near_ties;
     else if (argmax(lg) != next)
       ++disagreements;

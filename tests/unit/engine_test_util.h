@@ -108,15 +108,19 @@ inline RequestResult collect(RequestStream& s, int n = 1, std::chrono::seconds l
   return r;
 }
 
+// Submits `req`; throws when the engine refuses it.
+inline std::shared_ptr<RequestStream> submit_or_throw(EngineApi& engine, const GenerationRequest& req) {
+  SubmitError err;
+  auto s = engine.submit(req, &err);
+  if (!s) throw std::runtime_error("submit refused: " + err.code + ": " + err.message);
+  return s;
+}
+
 // Submits every request of `reqs`, in order; throws when the engine refuses one.
 inline std::vector<std::shared_ptr<RequestStream>> submit_all(EngineApi& engine,
                                                                const std::vector<GenerationRequest>& reqs) {
   std::vector<std::shared_ptr<RequestStream>> streams;
-  for (const auto& r : reqs) {
-    SubmitError err;
-    streams.push_back(engine.submit(r, &err));
-    if (!streams.back()) throw std::runtime_error("submit refused: " + err.code + ": " + err.message);
-  }
+  for (const auto& r : reqs) streams.push_back(submit_or_throw(engine, r));
   return streams;
 }
 

@@ -38,12 +38,7 @@ std::vector<RequestResult> run(const EngineConfig& cfg, const std::vector<Genera
                                EngineStats* stats = nullptr, const std::vector<GenerationRequest>& warmup = {}) {
   auto model = load_model(tiny_model(), cfg.max_batch_tokens);
   LlmEngine engine(*model, nullptr, cfg);
-  for (const auto& w : warmup) {
-    SubmitError err;
-    auto s = engine.submit(w, &err);
-    REQUIRE(s);
-    collect(*s);
-  }
+  for (const auto& w : warmup) collect(*submit_or_throw(engine, w));
   const auto streams = submit_all(engine, reqs);
   std::vector<RequestResult> out;
   for (size_t i = 0; i < streams.size(); ++i) out.push_back(collect(*streams[i], reqs[i].n));

@@ -91,12 +91,7 @@ std::vector<Result> run(const EngineConfig& cfg, const std::vector<GenerationReq
   auto model = load_model(tiny_model(), cfg.max_batch_tokens);
   LlmEngine engine(*model, nullptr, cfg);
   REQUIRE((cfg.system_prompt.empty() || engine.wait_system_prompt()));
-  for (const auto& w : warmup) {
-    SubmitError err;
-    auto s = engine.submit(w, &err);
-    REQUIRE(s);
-    drain(*s, w.n);
-  }
+  for (const auto& w : warmup) drain(*submit_or_throw(engine, w), w.n);
   const auto streams = submit_all(engine, reqs);
   std::vector<Result> out;
   for (size_t i = 0; i < streams.size(); ++i) out.push_back(drain(*streams[i], reqs[i].n));

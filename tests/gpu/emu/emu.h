@@ -3,7 +3,8 @@
 // launch run one after another; __syncthreads is a barrier over the block, warp shuffles go
 // through a per-warp exchange buffer and barrier; "__shared__" variables become function
 // statics (shared by the block's threads, reused by the next block). It checks indexing,
-// synchronisation structure and arithmetic; it says nothing about speed, memory coalescing,
+// synchronisation structure, arithmetic and each launch's configuration against the hardware
+// limits (check_launch); it says nothing about speed, memory coalescing, registers,
 // occupancy, races the real scheduler could expose, or warp-divergent shuffles (it assumes all
 // 32 lanes of a warp reach each shuffle, as pagoda's kernels do). Used by
 // scripts/gpu-check.sh emu; never part of the real build.
@@ -20,12 +21,17 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <map>
+#include <stdexcept>
+#include <string>
 #include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
 
 namespace emu {
+// Dynamic shared memory a block may opt into on sm_80 (the smaller of the two targets).
+constexpr int kMaxSmemOptIn = 163 * 1024;
 extern thread_local dim3 t_threadIdx, t_blockIdx;
 extern dim3 g_blockDim, g_gridDim;
 extern std::vector<float> g_smem;
@@ -50,6 +56,44 @@ inline float shfl_xor(float v, int off) {
   return r;
 }
 struct Cfg { dim3 grid, block; size_t smem; };
+
+// Dynamic shared memory limits each kernel was opted into with
+// cudaFuncSetAttribute(cudaFuncAttributeMaxDynamicSharedMemorySize) (see the macro below).
+std::map<const void*, int>& smem_opt_in();
+template <class K>
+cudaError_t func_set_attribute(K* kernel, cudaFuncAttribute attr, int value) {
+  if (attr == cudaFuncAttributeMaxDynamicSharedMemorySize) {
+    if (value < 0 || value > kMaxSmemOptIn) return cudaErrorInvalidValue;
+    smem_opt_in()[reinterpret_cast<const void*>(kernel)] = value;
+  }
+  return cudaSuccess;
+}
+
+// What the real runtime refuses at launch (cudaErrorInvalidConfiguration and friends), which
+// the emulation would otherwise run happily: empty or oversized grids and blocks, and dynamic
+// shared memory above 48 KiB without the opt-in, or above what sm_80 allows at all (163 KiB;
+// sm_90 allows 227 KiB). Throws, naming the kernel's problem.
+template <class K>
+void check_launch(K* kernel, const Cfg& c) {
+  auto fail = [](const std::string& what) {
+    throw std::runtime_error("emulated CUDA launch refused: " + what);
+  };
+  const unsigned long long threads = 1ull * c.block.x * c.block.y * c.block.z;
+  if (threads == 0 || threads > 1024 || c.block.z > 64)
+    fail("block of " + std::to_string(c.block.x) + "x" + std::to_string(c.block.y) + "x" +
+         std::to_string(c.block.z) + " threads (1..1024, z <= 64)");
+  if (c.grid.x == 0 || c.grid.y == 0 || c.grid.z == 0 || c.grid.x > 2147483647u ||
+      c.grid.y > 65535 || c.grid.z > 65535)
+    fail("grid of " + std::to_string(c.grid.x) + "x" + std::to_string(c.grid.y) + "x" +
+         std::to_string(c.grid.z) + " blocks (x 1..2^31-1, y and z 1..65535)");
+  if (c.smem > 48 * 1024) {
+    const auto it = smem_opt_in().find(reinterpret_cast<const void*>(kernel));
+    const size_t allowed = it == smem_opt_in().end() ? 48 * 1024 : static_cast<size_t>(it->second);
+    if (c.smem > allowed)
+      fail(std::to_string(c.smem) + " bytes of dynamic shared memory, " + std::to_string(allowed) +
+           " allowed (cudaFuncSetAttribute(MaxDynamicSharedMemorySize) opts in above 48 KiB)");
+  }
+}
 inline Cfg cfg(dim3 g, dim3 b, size_t smem = 0, cudaStream_t = nullptr) { return Cfg{g, b, smem}; }
 inline float* dynamic_smem() { return g_smem.data(); }
 
@@ -81,6 +125,7 @@ void run_launch(K kernel, Cfg c, A... args) {
 
 template <class K, class... A>
 void launch(K kernel, Cfg c, A... args) {
+  check_launch(kernel, c);  // the real runtime refuses these at launch (and at capture)
   if (t_capture) {
     t_capture->push_back([=] { run_launch(kernel, c, args...); });
     return;
@@ -91,13 +136,15 @@ void launch(K kernel, Cfg c, A... args) {
 
 #undef __shared__
 #define __shared__ static
+#undef __launch_bounds__
+#define __launch_bounds__(...)
 #define threadIdx (::emu::t_threadIdx)
 #define blockIdx (::emu::t_blockIdx)
 #define blockDim (::emu::g_blockDim)
 #define gridDim (::emu::g_gridDim)
 #define __syncthreads() ::emu::syncthreads()
 #define __shfl_xor_sync(mask, v, off) ::emu::shfl_xor((v), (off))
-#define cudaFuncSetAttribute(...) cudaSuccess
+#define cudaFuncSetAttribute(kernel, attr, value) ::emu::func_set_attribute((kernel), (attr), (value))
 inline int atomicMin(int* p, int v) { std::lock_guard<std::mutex> l(emu::g_atomic_mu); int o = *p; *p = std::min(o, v); return o; }
 inline float __fmul_rn(float a, float b) { return a * b; }
 inline float __fadd_rn(float a, float b) { return a + b; }

@@ -19,6 +19,10 @@ std::vector<float> g_smem;
 BlockSync g_sync;
 std::mutex g_atomic_mu;
 thread_local std::vector<std::function<void()>>* t_capture = nullptr;
+std::map<const void*, int>& smem_opt_in() {
+  static std::map<const void*, int> m;
+  return m;
+}
 
 // A captured graph and its instantiation are both the list of recorded work.
 using Recording = std::vector<std::function<void()>>;

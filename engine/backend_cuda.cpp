@@ -53,6 +53,41 @@ struct DeviceScratch {
   }
 };
 
+// A pinned host buffer that uploads are staged in: a copy from pinned memory is truly
+// asynchronous, while one from pageable memory may make the host wait for the stream. Only
+// grows. get() first waits until the previous upload out of it (marked by uploaded()) is done.
+struct PinnedStaging {
+  void* ptr = nullptr;
+  size_t bytes = 0;
+  cudaEvent_t done = nullptr;  // created on the first upload
+  bool pending = false;
+  void* get(size_t need) {
+    if (pending) CUDA_CHECK(cudaEventSynchronize(done));
+    pending = false;
+    if (need > bytes) {
+      const size_t grown = std::max(need, bytes * 2);
+      if (ptr) CUDA_CHECK(cudaFreeHost(ptr));
+      ptr = nullptr;
+      bytes = 0;
+      CUDA_CHECK(cudaMallocHost(&ptr, grown));
+      bytes = grown;
+    }
+    return ptr;
+  }
+  // Call right after queuing the copy out of the buffer on `stream`.
+  void uploaded(cudaStream_t stream) {
+    if (!done) CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventRecord(done, stream));
+    pending = true;
+  }
+  void release() {  // no throw: for destructors
+    if (ptr) cudaFreeHost(ptr);
+    if (done) cudaEventDestroy(done);
+    ptr = nullptr;
+    done = nullptr;
+  }
+};
+
 }  // namespace
 
 struct CudaBackend::Impl {
@@ -69,10 +104,7 @@ struct CudaBackend::Impl {
   int64_t layer_stride = 0;  // halves per layer
 
   // The current step's index arrays: one pinned staging buffer, one device copy.
-  int32_t* pinned = nullptr;
-  size_t pinned_count = 0;
-  cudaEvent_t upload_done = nullptr;
-  bool upload_pending = false;
+  PinnedStaging index_staging;
   DeviceScratch index_buf;
   int64_t n_tokens = 0, n_logit = 0, n_decode = 0, n_tiles = 0, n_copies = 0, n_shifts = 0;
   int max_decode_ctx = 0;
@@ -85,7 +117,7 @@ struct CudaBackend::Impl {
   DeviceScratch bf16_x;     // activations converted for the GEMM
   DeviceScratch attn_ws;    // split-KV decode workspace
   DeviceScratch sample_io;  // sampling: [params][rows][ids], each part 256-byte aligned
-  std::vector<uint8_t> sample_host;  // staging of the params and rows
+  PinnedStaging sample_staging;  // the step's draw params and rows, on their way up
   int64_t n_draws = 0;
   size_t draws_rows_at = 0, draws_ids_at = 0;  // byte offsets in sample_io
 
@@ -165,7 +197,6 @@ CudaBackend::CudaBackend(const CudaBackendOptions& opts) : impl_(std::make_uniqu
   impl_->device = opts.device;
   CUDA_CHECK(cudaSetDevice(opts.device));
   CUDA_CHECK(cudaStreamCreateWithFlags(&impl_->stream, cudaStreamNonBlocking));
-  CUDA_CHECK(cudaEventCreateWithFlags(&impl_->upload_done, cudaEventDisableTiming));
   CUBLAS_CHECK(cublasCreate(&impl_->cublas));
   CUBLAS_CHECK(cublasSetStream(impl_->cublas, impl_->stream));
   // cuBLAS must not allocate while a graph is captured: it gets a fixed workspace (the size
@@ -193,8 +224,8 @@ CudaBackend::~CudaBackend() {
     if (d->ptr) cudaFree(d->ptr);
   if (m.k_pool) cudaFree(m.k_pool);
   if (m.v_pool) cudaFree(m.v_pool);
-  if (m.pinned) cudaFreeHost(m.pinned);
-  if (m.upload_done) cudaEventDestroy(m.upload_done);
+  m.index_staging.release();
+  m.sample_staging.release();
   if (m.stream) cudaStreamDestroy(m.stream);
 }
 
@@ -364,16 +395,8 @@ void CudaBackend::begin_step(const StepPlan& plan) {
   m.off_shifts = place(shifts.size());
   const size_t total = std::max<size_t>(off, 1);
 
-  // The previous upload must have left the staging buffer before it is overwritten.
-  if (m.upload_pending) CUDA_CHECK(cudaEventSynchronize(m.upload_done));
-  if (total > m.pinned_count) {
-    if (m.pinned) CUDA_CHECK(cudaFreeHost(m.pinned));
-    m.pinned = nullptr;
-    const size_t grown = std::max(total, 2 * m.pinned_count);
-    CUDA_CHECK(cudaMallocHost(&m.pinned, grown * sizeof(int32_t)));
-    m.pinned_count = grown;
-  }
-  int32_t* h = m.pinned;
+  // (get() waits until the previous step's upload has left the staging buffer.)
+  int32_t* h = static_cast<int32_t*>(m.index_staging.get(total * sizeof(int32_t)));
   auto put = [&](size_t at, const int32_t* src, size_t count) {
     if (count) std::memcpy(h + at, src, count * sizeof(int32_t));
   };
@@ -394,8 +417,7 @@ void CudaBackend::begin_step(const StepPlan& plan) {
   put(m.off_shifts, shifts.data(), shifts.size());
   void* d = m.index_buf.get(total * sizeof(int32_t), m.stream);
   CUDA_CHECK(cudaMemcpyAsync(d, h, off * sizeof(int32_t), cudaMemcpyHostToDevice, m.stream));
-  CUDA_CHECK(cudaEventRecord(m.upload_done, m.stream));
-  m.upload_pending = true;
+  m.index_staging.uploaded(m.stream);
 
   m.n_tokens = static_cast<int64_t>(n);
   m.n_logit = static_cast<int64_t>(plan.logit_rows.size());
@@ -619,9 +641,9 @@ void CudaBackend::begin_sampling(const std::vector<SampleRequest>& draws) {
   const size_t params_bytes = n * sizeof(cuda::SampleParams);
   m.draws_rows_at = round_up(params_bytes);
   m.draws_ids_at = m.draws_rows_at + round_up(n * sizeof(int32_t));
-  m.sample_host.resize(m.draws_ids_at);
-  auto* params = reinterpret_cast<cuda::SampleParams*>(m.sample_host.data());
-  auto* rows = reinterpret_cast<int32_t*>(m.sample_host.data() + m.draws_rows_at);
+  auto* host = static_cast<uint8_t*>(m.sample_staging.get(m.draws_ids_at));
+  auto* params = reinterpret_cast<cuda::SampleParams*>(host);
+  auto* rows = reinterpret_cast<int32_t*>(host + m.draws_rows_at);
   for (size_t i = 0; i < n; ++i) {
     const SampleRequest& d = draws[i];
     require(d.row >= 0, "begin_sampling: negative row");
@@ -636,9 +658,8 @@ void CudaBackend::begin_sampling(const std::vector<SampleRequest>& draws) {
     rows[i] = d.row;
   }
   void* dev = m.sample_io.get(m.draws_ids_at + n * sizeof(int32_t), m.stream);
-  // From pageable memory: the call returns once the source has been staged, so sample_host may
-  // be reused by the next step.
-  CUDA_CHECK(cudaMemcpyAsync(dev, m.sample_host.data(), m.draws_ids_at, cudaMemcpyHostToDevice, m.stream));
+  CUDA_CHECK(cudaMemcpyAsync(dev, host, m.draws_ids_at, cudaMemcpyHostToDevice, m.stream));
+  m.sample_staging.uploaded(m.stream);
 }
 
 void CudaBackend::sample(const Tensor& logits, int64_t row_base, int64_t first_draw, int64_t n_draws) {

@@ -1,7 +1,7 @@
 // GPU sampling: one token id per row of logits, so only ids (4 bytes a row) return to the host.
 // Per row (params[row]):
 //   temperature <= 0: argmax (lowest index on ties).
-//   otherwise e_j = exp(logit_j / T - max_k logit_k / T) (the largest is exactly 1), and a token
+//   otherwise e_j = exp((logit_j - max_k logit_k) / T) (the largest is exactly 1), and a token
 //   is kept when e_j >= threshold, threshold = max of
 //     top-k: the k-th largest e (ties at it are kept), when 0 < top_k < vocab;
 //     top-p: the largest t >= the top-k threshold such that the kept mass sum(e_j >= t) is at
@@ -60,9 +60,9 @@ __global__ void __launch_bounds__(kThreads)
     return;
   }
 
+  // (x - max) / T, not x/T - max/T: at small T the two large products would cancel.
   const float inv_t = 1.0f / p.temperature;
-  const float shift = mx * inv_t;
-  auto e = [&](int j) { return expf(x[j] * inv_t - shift); };
+  auto e = [&](int j) { return expf((x[j] - mx) * inv_t); };
 
   // Count of e_j >= t and mass of e_j >= t, over the whole row.
   auto count_ge = [&](float t) {

@@ -25,9 +25,9 @@ int reference_sample(const float* x, int vocab, const P& p, bool* ambiguous = nu
     if (ambiguous) *ambiguous = false;
     return amax;
   }
-  const float inv_t = 1.0f / p.temperature, shift = x[amax] * inv_t;
+  const float inv_t = 1.0f / p.temperature, mx = x[amax];
   std::vector<float> e(static_cast<size_t>(vocab));
-  for (int j = 0; j < vocab; ++j) e[static_cast<size_t>(j)] = std::exp(x[j] * inv_t - shift);
+  for (int j = 0; j < vocab; ++j) e[static_cast<size_t>(j)] = std::exp((x[j] - mx) * inv_t);
   std::vector<float> sorted = e;
   std::sort(sorted.begin(), sorted.end(), std::greater<float>());
   float thr = 0.0f;

@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <functional>
 
-#include "engine/gguf.h"
+#include "engine/gguf/gguf.h"
 #include "engine/tokenizer/unicode.h"
 
 namespace pagoda::tok {

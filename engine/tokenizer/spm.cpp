@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "engine/gguf.h"
+#include "engine/gguf/gguf.h"
 #include "engine/tokenizer/unicode.h"
 
 namespace pagoda::tok {

@@ -1,7 +1,7 @@
 // Tokenizer::from_gguf and the behaviour shared by all tokenizer kinds.
 #include <string>
 
-#include "engine/gguf.h"
+#include "engine/gguf/gguf.h"
 #include "engine/tokenizer/bpe.h"
 #include "engine/tokenizer/spm.h"
 #include "engine/tokenizer/tokenizer_base.h"

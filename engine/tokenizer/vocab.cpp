@@ -5,7 +5,7 @@
 #include <cstring>
 #include <string>
 
-#include "engine/gguf.h"
+#include "engine/gguf/gguf.h"
 #include "engine/tokenizer/unicode.h"
 
 namespace pagoda::tok {

@@ -12,9 +12,9 @@
 #include <string>
 #include <thread>
 
-#include "server/handlers.h"
-#include "server/http_server.h"
-#include "server/metrics.h"
+#include "server/openai/handlers.h"
+#include "server/http/http_server.h"
+#include "server/http/metrics.h"
 #include "tests/support/fake_engine.h"
 
 using namespace pagoda;

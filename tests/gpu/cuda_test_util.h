@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "engine/backend.h"
-#include "engine/gguf.h"
-#include "engine/model_writer.h"
-#include "engine/step_plan.h"
+#include "engine/backend/backend.h"
+#include "engine/gguf/gguf.h"
+#include "engine/model/model_writer.h"
+#include "engine/backend/step_plan.h"
 #include "kernels/cpu/quants.h"
 #include "kernels/cuda/ops.h"
 

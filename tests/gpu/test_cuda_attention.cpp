@@ -8,8 +8,8 @@
 #include <memory>
 #include <numeric>
 
-#include "engine/backend_cpu.h"
-#include "engine/backend_cuda.h"
+#include "engine/backend/cpu/backend_cpu.h"
+#include "engine/backend/cuda/backend_cuda.h"
 #include "tests/gpu/cuda_test_util.h"
 
 using namespace pagoda;

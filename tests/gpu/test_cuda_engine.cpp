@@ -15,13 +15,13 @@
 #include <memory>
 #include <set>
 
-#include "engine/backend_cpu.h"
-#include "engine/backend_cuda.h"
-#include "engine/engine.h"
-#include "engine/gguf.h"
-#include "engine/model.h"
-#include "engine/model_writer.h"
-#include "engine/request_stream.h"
+#include "engine/backend/cpu/backend_cpu.h"
+#include "engine/backend/cuda/backend_cuda.h"
+#include "engine/core/engine.h"
+#include "engine/gguf/gguf.h"
+#include "engine/model/model.h"
+#include "engine/model/model_writer.h"
+#include "engine/core/request_stream.h"
 #include "tests/gpu/cuda_test_util.h"
 
 using namespace pagoda;

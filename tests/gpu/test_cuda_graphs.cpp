@@ -12,8 +12,8 @@
 #include <cstring>
 #include <memory>
 
-#include "engine/backend_cuda.h"
-#include "engine/model.h"
+#include "engine/backend/cuda/backend_cuda.h"
+#include "engine/model/model.h"
 #include "tests/gpu/cuda_test_util.h"
 
 using namespace pagoda;

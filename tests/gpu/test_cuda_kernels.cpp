@@ -14,9 +14,9 @@
 #include <random>
 #include <vector>
 
-#include "engine/backend_cpu.h"
-#include "engine/backend_cuda.h"
-#include "engine/model_writer.h"
+#include "engine/backend/cpu/backend_cpu.h"
+#include "engine/backend/cuda/backend_cuda.h"
+#include "engine/model/model_writer.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/quants.h"
 #include "kernels/cuda/common.cuh"

@@ -17,11 +17,11 @@
 #include <cstdlib>
 #include <memory>
 
-#include "engine/backend_cpu.h"
-#include "engine/backend_cuda.h"
-#include "engine/gguf.h"
-#include "engine/model.h"
-#include "engine/model_writer.h"
+#include "engine/backend/cpu/backend_cpu.h"
+#include "engine/backend/cuda/backend_cuda.h"
+#include "engine/gguf/gguf.h"
+#include "engine/model/model.h"
+#include "engine/model/model_writer.h"
 #include "tests/gpu/cuda_test_util.h"
 
 using namespace pagoda;

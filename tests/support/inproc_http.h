@@ -6,9 +6,9 @@
 #include <memory>
 #include <thread>
 
-#include "server/handlers.h"
-#include "server/http_server.h"
-#include "server/metrics.h"
+#include "server/openai/handlers.h"
+#include "server/http/http_server.h"
+#include "server/http/metrics.h"
 #include "tests/support/http_test_util.h"
 
 namespace pagoda::testing {

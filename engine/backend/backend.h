@@ -1,0 +1,155 @@
+// Backend: tensor storage and the ops the transformer forward needs. model.cpp is written once
+// against this interface; backend_cpu.* and backend_cuda.* implement it. The CPU backend is the
+// oracle every other backend is tested against.
+//
+// Conventions:
+// - A Tensor is a 2-D row-major view (rows x cols, cols contiguous) in backend memory.
+//   Activations are F32 unless said otherwise. Weights keep their GGUF type (a [out, in]
+//   matrix: rows = output features, each row of `cols` input features).
+// - Ops are issued in order and may run asynchronously; `read()` is the only point where the
+//   host waits for results.
+// - Per-step index data (tokens, positions, slots, block tables, logit rows) is handed over once
+//   by `begin_step()`; ops that need it use the current step's copy.
+// - Batch invariance: every op computes each row with the same arithmetic in the same order
+//   whatever the number of rows, so a sequence's results never depend on its batch mates.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "engine/backend/step_plan.h"
+#include "kernels/ggml_type.h"
+
+namespace pagoda {
+
+struct Tensor {
+  void* data = nullptr;
+  GgmlType type = GgmlType::F32;
+  int64_t rows = 0;
+  int64_t cols = 0;
+};
+
+struct RopeConfig {
+  int head_dim = 0;        // rotated dims per head (n_rot)
+  float freq_base = 10000.0f;
+  float freq_scale = 1.0f; // positions are multiplied by this (linear scaling)
+  bool neox = false;       // false: llama pairs (2i, 2i+1); true: NeoX/qwen2 halves (i, i+d/2)
+  // Per-pair frequency divisors (GGUF rope_freqs.weight, Llama 3.1 "llama3" scaling): pair i
+  // rotates by pos * freq_scale * freq_base^(-2i/head_dim) / freq_factors[i]. A [1 x head_dim/2]
+  // F32 tensor in backend memory (upload_weight of the 1-row weight); data == nullptr: none.
+  Tensor freq_factors;
+};
+
+struct KvCacheConfig {
+  int n_layers = 0;
+  int num_blocks = 0;
+  int block_size = 16;
+  int n_kv_heads = 0;
+  int head_dim = 0;
+  GgmlType type = GgmlType::F16;  // F16 or F32
+};
+
+// One token to draw on the backend (Backend::sample), from one row of a step's logits. The rule
+// is the GPU sampler's (kernels/cuda/sample.cu): temperature <= 0 is greedy (argmax, lowest id
+// on ties); otherwise e_j = exp((logit_j - max) / temperature), tokens with e_j below the
+// top-k / top-p / min-p threshold are dropped, and the token is the first (in id order) whose
+// running sum of kept e exceeds philox_uniform(seed, counter) * (sum of kept e). A draw is a
+// pure function of (logits row, these fields): it does not depend on other draws.
+struct SampleRequest {
+  int32_t row = 0;           // which logit row (Model: an index into StepPlan::logit_rows)
+  float temperature = 0.0f;  // <= 0: greedy
+  int32_t top_k = 0;         // 0: off
+  float top_p = 1.0f;        // 1: off
+  float min_p = 0.0f;        // 0: off
+  uint64_t seed = 0;         // Philox key (kernels/cuda/philox.h)
+  uint64_t counter = 0;      // Philox counter: the sequence's number of generated tokens
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+
+  // ---- memory ----
+  // A weight from the model file. The CPU backend may return a view of `host_data` (which
+  // outlives the backend); others copy (and may convert) it.
+  virtual Tensor upload_weight(const void* host_data, GgmlType type, int64_t rows, int64_t cols) = 0;
+  // An F32 activation buffer, zero-initialised; freed with the backend.
+  virtual Tensor alloc(int64_t rows, int64_t cols) = 0;
+  // Bytes one KV block takes over all layers (K and V), to size the cache from a budget.
+  virtual size_t kv_block_bytes(const KvCacheConfig& cfg) const = 0;
+  virtual void init_kv_cache(const KvCacheConfig& cfg) = 0;
+
+  // ---- per step ----
+  virtual void begin_step(const StepPlan& plan) = 0;
+  // Applies plan.block_copies then plan.k_shifts to the KV cache.
+  virtual void apply_cache_edits(const RopeConfig& rope) = 0;
+
+  // ---- ops (n = rows of the current step unless stated) ----
+  virtual void embed(const Tensor& table, Tensor& out) = 0;  // out[t] = table[tokens[t]]
+  virtual void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out, int64_t n) = 0;
+  // out[i, :] = W x[i, :] for i < n   (out has W.rows columns, x has W.cols)
+  virtual void matmul(const Tensor& w, const Tensor& x, Tensor& out, int64_t n) = 0;
+  virtual void add_bias(Tensor& x, const Tensor& bias, int64_t n) = 0;  // x[i] += bias (1 x cols)
+  virtual void add(Tensor& x, const Tensor& y, int64_t n) = 0;          // x += y
+  virtual void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out, int64_t n) = 0;
+  // Rotates each head of x (n x n_heads*head_dim) by the step's positions.
+  virtual void rope(Tensor& x, int n_heads, const RopeConfig& rope) = 0;
+  // Writes K and V rows of the step's tokens to their slots in layer `layer`.
+  virtual void store_kv(int layer, const Tensor& k, const Tensor& v) = 0;
+  // Causal attention of every step token over its sequence's cached tokens 0..position.
+  virtual void attention(int layer, const Tensor& q, Tensor& out, int n_heads, int n_kv_heads,
+                         int head_dim, float scale) = 0;
+  // out[j] = x[logit_rows[j]] for every logit row of the step.
+  virtual void gather_logit_rows(const Tensor& x, Tensor& out) = 0;
+
+  // For tests and debugging: one KV block of one layer as F32, laid out
+  // [block_size][n_kv_heads][head_dim] for K and for V.
+  virtual void read_kv_block(int layer, int block, float* k_out, float* v_out) = 0;
+  virtual void write_kv_block(int layer, int block, const float* k, const float* v) = 0;
+
+  // Copies `rows` rows of x (F32) to host memory; waits for all queued work.
+  virtual void read(const Tensor& x, int64_t rows, float* host) = 0;
+
+  // ---- sampling on the backend (optional; the defaults say "not supported") ----
+  // A backend that can sample keeps the logits where they are and returns only token ids: per
+  // step begin_sampling(draws) once, sample() for each chunk of logit rows, finish_sampling()
+  // once (the only wait). Model::forward's sampling overload drives this; the engine uses it
+  // for the requests sampling.h's host pipeline is not needed for (see engine.h).
+  virtual bool can_sample() const { return false; }
+  // Logit rows per LM-head chunk (the logits buffer is this many rows x vocab): bigger on a
+  // GPU, where a bigger GEMM and fewer launches pay for the memory.
+  virtual int logits_chunk_rows() const { return 64; }
+  // Starts a step's sampling: draws[i] will be drawn into ids[i] of finish_sampling. The rows
+  // are positions in the order logit rows reach sample(); draws must be sorted by row.
+  virtual void begin_sampling(const std::vector<SampleRequest>& draws) { no_sampling(); }
+  // Draws [first_draw, first_draw + n_draws) of begin_sampling from `logits` (F32, on this
+  // backend, at least as many rows as needed): draw i reads logits row draws[i].row - row_base.
+  // May run asynchronously; `logits` may be overwritten by later ops in issue order.
+  virtual void sample(const Tensor& logits, int64_t row_base, int64_t first_draw, int64_t n_draws) {
+    no_sampling();
+  }
+  // Waits for the step's draws and writes their tokens to ids[0 .. draws.size()).
+  virtual void finish_sampling(int32_t* ids) { no_sampling(); }
+
+  // ---- recorded steps (optional; the CUDA backend's graphs) ----
+  // Model brackets the ops of a step whose launches depend only on the step's shape (every
+  // logit row is sampled on the backend within one LM-head chunk, so nothing is read back
+  // mid-step) with these, after begin_step, apply_cache_edits and begin_sampling and before
+  // finish_sampling. replay_recorded() true: the backend launched a recording of an earlier
+  // step of the same shape, whose ops read this step's indices and draws from the same device
+  // buffers; the model issues none of the bracketed ops. False: the model issues them (the
+  // backend may be recording them) and then calls end_recordable().
+  virtual bool replay_recorded() { return false; }
+  virtual void end_recordable() {}
+
+ private:
+  [[noreturn]] void no_sampling() const {
+    throw std::logic_error("backend '" + name() + "' cannot sample (can_sample() is false)");
+  }
+};
+
+}  // namespace pagoda

@@ -1,0 +1,30 @@
+#include "engine/backend/backend_select.h"
+
+#include <stdexcept>
+
+#include "engine/backend/cpu/backend_cpu.h"
+#include "engine/backend/cuda/backend_cuda.h"
+
+namespace pagoda {
+
+BackendSelection select_backend(const BackendChoice& choice) {
+  if (choice.device != "cpu" && choice.device != "cuda" && choice.device != "auto")
+    throw std::invalid_argument("--device must be cpu, cuda or auto, got '" + choice.device + "'");
+  BackendSelection s;
+  bool use_cuda = choice.device == "cuda";
+  if (choice.device == "auto") use_cuda = cuda_available(&s.fallback_reason);
+  if (use_cuda) {
+    s.fallback_reason.clear();
+    CudaBackendOptions opts;
+    opts.cuda_graphs = choice.cuda_graphs;
+    s.backend = make_cuda_backend(opts);  // throws when built without CUDA or no device
+    s.description = s.backend->name() + (choice.cuda_graphs ? " (CUDA graphs)" : "");
+    return s;
+  }
+  auto cpu = std::make_unique<CpuBackend>(choice.threads);
+  s.description = cpu->name() + " (" + std::to_string(cpu->n_threads()) + " threads)";
+  s.backend = std::move(cpu);
+  return s;
+}
+
+}  // namespace pagoda

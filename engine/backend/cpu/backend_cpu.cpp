@@ -1,0 +1,361 @@
+#include "engine/backend/cpu/backend_cpu.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <thread>
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/quants.h"
+#include "kernels/cpu/thread_pool.h"
+
+namespace pagoda {
+namespace {
+
+// Below this many element-operations an op runs on the calling thread: waking the pool costs
+// more than the work (decode steps are full of such small ops).
+constexpr int64_t kMinParallelWork = 32 * 1024;
+// The same threshold for attention, in multiply-adds (about 16 us on one AVX-512 core).
+constexpr int64_t kMinParallelAttentionFmas = 1 << 20;
+
+float* f32(const Tensor& t) { return static_cast<float*>(t.data); }
+
+void require(bool ok, const char* what) {
+  if (!ok) throw std::invalid_argument(std::string("CpuBackend: ") + what);
+}
+
+// The ops trust their tensors' shapes; these checks keep a caller's mistake from becoming a
+// buffer overrun.
+void require_rows(const Tensor& t, int64_t n, const char* what) {
+  require(n >= 0 && n <= t.rows && t.data, what);
+}
+
+// The kernel parameters of `rope`, after checking its frequency factors (if any) cover every
+// rotated pair as F32.
+cpu::RopeParams rope_params(const RopeConfig& rope) {
+  const Tensor& ff = rope.freq_factors;
+  require(ff.data == nullptr || (ff.type == GgmlType::F32 && ff.rows == 1 && ff.cols == rope.head_dim / 2),
+          "rope: freq_factors must be one F32 row of head_dim/2 values");
+  return cpu::RopeParams{rope.head_dim, rope.freq_base, rope.freq_scale, rope.neox,
+                         static_cast<const float*>(ff.data)};
+}
+
+// Maps a weight's pages now, at load time, so that the first forward pass does not pay a page
+// fault per 4 KiB of a memory-mapped model (hundreds of thousands for a 1 GB model). Best
+// effort: older kernels or memory that is not a mapping simply skip it.
+void prefault(const void* p, size_t bytes) {
+#ifdef MADV_POPULATE_READ
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(p) / page * page;
+  const uintptr_t end = reinterpret_cast<uintptr_t>(p) + bytes;
+  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_READ);
+#else
+  (void)p;
+  (void)bytes;
+#endif
+}
+
+}  // namespace
+
+void CpuBackend::AlignedFree::operator()(void* p) const { std::free(p); }
+
+CpuBackend::CpuBackend(int n_threads) {
+  if (n_threads <= 0) n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  pool_ = std::make_unique<cpu::ThreadPool>(n_threads);
+  scratch_.resize(static_cast<size_t>(n_threads));
+}
+
+CpuBackend::~CpuBackend() = default;
+
+std::string CpuBackend::name() const { return "cpu"; }
+
+int CpuBackend::n_threads() const { return static_cast<int>(scratch_.size()); }
+
+template <class Fn>
+void CpuBackend::for_rows(int64_t n, int64_t cost_per_row, Fn&& fn) {
+  if (n <= 0) return;
+  if (n == 1 || n * cost_per_row < kMinParallelWork || n_threads() == 1) {
+    fn(int64_t{0}, n, 0);
+    return;
+  }
+  pool_->parallel_for(n, [&](int64_t begin, int64_t end, int thread) { fn(begin, end, thread); });
+}
+
+void* CpuBackend::allocate(size_t bytes) {
+  const size_t rounded = (std::max<size_t>(bytes, 1) + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, rounded);
+  if (!p) throw std::bad_alloc();
+  std::memset(p, 0, rounded);
+  return p;
+}
+
+Tensor CpuBackend::upload_weight(const void* host_data, GgmlType type, int64_t rows, int64_t cols) {
+  // Zero-copy: the mapped file outlives the backend; ops never write to weights.
+  prefault(host_data, ggml_row_size(type, cols) * static_cast<size_t>(rows));
+  return Tensor{const_cast<void*>(host_data), type, rows, cols};
+}
+
+Tensor CpuBackend::alloc(int64_t rows, int64_t cols) {
+  require(rows > 0 && cols > 0, "alloc: rows and cols must be positive");
+  void* p = allocate(static_cast<size_t>(rows * cols) * sizeof(float));
+  buffers_.emplace_back(static_cast<uint8_t*>(p));
+  return Tensor{p, GgmlType::F32, rows, cols};
+}
+
+size_t CpuBackend::kv_block_bytes(const KvCacheConfig& cfg) const {
+  const size_t elem = cfg.type == GgmlType::F32 ? 4 : 2;
+  return 2 * static_cast<size_t>(cfg.n_layers) * cfg.block_size * cfg.n_kv_heads * cfg.head_dim * elem;
+}
+
+void CpuBackend::init_kv_cache(const KvCacheConfig& cfg) {
+  require(cfg.n_layers > 0 && cfg.num_blocks > 0 && cfg.block_size > 0 && cfg.n_kv_heads > 0 &&
+              cfg.head_dim > 0,
+          "init_kv_cache: every size must be positive");
+  require(cfg.type == GgmlType::F16 || cfg.type == GgmlType::F32,
+          "init_kv_cache: the KV cache type must be f16 or f32");
+  kv_cfg_ = cfg;
+  k_pools_.clear();
+  v_pools_.clear();
+  const size_t per_layer = kv_block_bytes(cfg) / (2 * static_cast<size_t>(cfg.n_layers)) * cfg.num_blocks;
+  for (int l = 0; l < cfg.n_layers; ++l) {
+    k_pools_.emplace_back(static_cast<uint8_t*>(allocate(per_layer)));
+    v_pools_.emplace_back(static_cast<uint8_t*>(allocate(per_layer)));
+  }
+}
+
+cpu::KvPool CpuBackend::pool(const std::vector<Buffer>& pools, int layer) const {
+  require(layer >= 0 && layer < static_cast<int>(pools.size()), "layer out of range (is the KV cache initialised?)");
+  cpu::KvPool p;
+  p.data = pools[static_cast<size_t>(layer)].get();
+  p.type = kv_cfg_.type;
+  p.block_size = kv_cfg_.block_size;
+  p.n_kv_heads = kv_cfg_.n_kv_heads;
+  p.head_dim = kv_cfg_.head_dim;
+  p.num_blocks = kv_cfg_.num_blocks;
+  return p;
+}
+
+void CpuBackend::begin_step(const StepPlan& plan) {
+  validate_step_plan(plan, kv_cfg_.num_blocks, kv_cfg_.block_size, "CpuBackend");
+  const size_t n = plan.tokens.size();
+  int max_ctx = 0;
+  for (int32_t p : plan.positions) max_ctx = std::max(max_ctx, p + 1);
+  plan_ = plan;
+  max_ctx_ = max_ctx;
+  // Attention groups: runs of up to kAttnGroup tokens of one sequence at consecutive positions.
+  attn_groups_.clear();
+  for (int32_t t = 0; t < static_cast<int32_t>(n); ++t) {
+    if (!attn_groups_.empty()) {
+      AttnGroup& last = attn_groups_.back();
+      const size_t prev = static_cast<size_t>(t - 1);
+      if (last.n < kAttnGroup && plan.token_seq[prev] == plan.token_seq[static_cast<size_t>(t)] &&
+          plan.positions[prev] + 1 == plan.positions[static_cast<size_t>(t)]) {
+        ++last.n;
+        continue;
+      }
+    }
+    attn_groups_.push_back(AttnGroup{t, 1});
+  }
+}
+
+void CpuBackend::apply_cache_edits(const RopeConfig& rope) {
+  const int n_layers = static_cast<int>(k_pools_.size());
+  for (const auto& c : plan_.block_copies) {
+    for (int l = 0; l < n_layers; ++l) {
+      cpu::kv_copy_block(pool(k_pools_, l), c.src, c.dst);
+      cpu::kv_copy_block(pool(v_pools_, l), c.src, c.dst);
+    }
+  }
+  if (plan_.k_shifts.empty()) return;
+  const cpu::RopeParams rp = rope_params(rope);
+  std::vector<float> cs(static_cast<size_t>(rope.head_dim));
+  std::vector<double> inv_freq(static_cast<size_t>(rope.head_dim / 2));
+  cpu::rope_inv_freq(rp, inv_freq.data());
+  for (const auto& s : plan_.k_shifts) {
+    cpu::rope_angles(rp, inv_freq.data(), s.delta, cs.data(), cs.data() + rope.head_dim / 2);
+    for_rows(n_layers, kv_cfg_.block_size * kv_cfg_.n_kv_heads * kv_cfg_.head_dim,
+             [&](int64_t begin, int64_t end, int) {
+               for (int64_t l = begin; l < end; ++l)
+                 cpu::kv_rope_block(pool(k_pools_, static_cast<int>(l)), s.block, rp, cs.data(),
+                                    cs.data() + rope.head_dim / 2);
+             });
+  }
+}
+
+void CpuBackend::embed(const Tensor& table, Tensor& out) {
+  const int64_t n = plan_.n_tokens();
+  for (int64_t t = 0; t < n; ++t)
+    require(plan_.tokens[static_cast<size_t>(t)] >= 0 && plan_.tokens[static_cast<size_t>(t)] < table.rows,
+            "embed: token id out of range");
+  require_rows(out, n, "embed: output has fewer rows than the step has tokens");
+  require(out.cols == table.cols, "embed: output width differs from the table's");
+  const size_t row_bytes = ggml_row_size(table.type, table.cols);
+  for_rows(n, table.cols, [&](int64_t begin, int64_t end, int) {
+    for (int64_t t = begin; t < end; ++t) {
+      const auto* src = static_cast<const uint8_t*>(table.data) + row_bytes * plan_.tokens[static_cast<size_t>(t)];
+      cpu::dequantize_row(table.type, src, f32(out) + t * out.cols, table.cols);
+    }
+  });
+}
+
+void CpuBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out, int64_t n) {
+  require(weight.type == GgmlType::F32 && weight.cols == x.cols && out.cols == x.cols,
+          "rms_norm: the weight must be f32 and widths must match");
+  require_rows(x, n, "rms_norm: n exceeds the input's rows");
+  require_rows(out, n, "rms_norm: n exceeds the output's rows");
+  for_rows(n, x.cols, [&](int64_t begin, int64_t end, int) {
+    for (int64_t i = begin; i < end; ++i)
+      cpu::rms_norm_row(f32(x) + i * x.cols, f32(weight), eps, f32(out) + i * out.cols, x.cols);
+  });
+}
+
+void CpuBackend::matmul(const Tensor& w, const Tensor& x, Tensor& out, int64_t n) {
+  require(x.cols == w.cols && out.cols == w.rows, "matmul: shapes do not match");
+  require_rows(x, n, "matmul: n exceeds the input's rows");
+  require_rows(out, n, "matmul: n exceeds the output's rows");
+  cpu::matmul(*pool_, w.type, w.data, w.rows, w.cols, f32(x), n, f32(out));
+}
+
+void CpuBackend::add_bias(Tensor& x, const Tensor& bias, int64_t n) {
+  require(bias.type == GgmlType::F32 && bias.cols == x.cols, "add_bias: the bias must be f32, as wide as x");
+  require_rows(x, n, "add_bias: n exceeds the rows");
+  for_rows(n, x.cols, [&](int64_t begin, int64_t end, int) {
+    for (int64_t i = begin; i < end; ++i) cpu::add_row(f32(x) + i * x.cols, f32(bias), x.cols);
+  });
+}
+
+void CpuBackend::add(Tensor& x, const Tensor& y, int64_t n) {
+  require(x.cols == y.cols, "add: widths differ");
+  require_rows(x, n, "add: n exceeds the rows of x");
+  require_rows(y, n, "add: n exceeds the rows of y");
+  for_rows(n, x.cols, [&](int64_t begin, int64_t end, int) {
+    for (int64_t i = begin; i < end; ++i) cpu::add_row(f32(x) + i * x.cols, f32(y) + i * y.cols, x.cols);
+  });
+}
+
+void CpuBackend::silu_mul(const Tensor& gate, const Tensor& up, Tensor& out, int64_t n) {
+  require(gate.cols == up.cols && out.cols == gate.cols, "silu_mul: widths differ");
+  require_rows(gate, n, "silu_mul: n exceeds the rows of gate");
+  require_rows(up, n, "silu_mul: n exceeds the rows of up");
+  require_rows(out, n, "silu_mul: n exceeds the rows of out");
+  for_rows(n, gate.cols * 8, [&](int64_t begin, int64_t end, int) {
+    for (int64_t i = begin; i < end; ++i)
+      cpu::silu_mul_row(f32(gate) + i * gate.cols, f32(up) + i * up.cols, f32(out) + i * out.cols, gate.cols);
+  });
+}
+
+void CpuBackend::rope(Tensor& x, int n_heads, const RopeConfig& rope) {
+  require(n_heads > 0 && x.cols % n_heads == 0, "rope: heads do not divide the row");
+  require_rows(x, plan_.n_tokens(), "rope: fewer rows than the step has tokens");
+  const int head_dim = static_cast<int>(x.cols / n_heads);
+  require(rope.head_dim > 0 && rope.head_dim <= head_dim && rope.head_dim % 2 == 0,
+          "rope: rotated dims must be even and at most head_dim");
+  const cpu::RopeParams rp = rope_params(rope);
+  const int half = rope.head_dim / 2;
+  std::vector<double> inv_freq(static_cast<size_t>(half));
+  cpu::rope_inv_freq(rp, inv_freq.data());
+  for_rows(plan_.n_tokens(), x.cols * 4, [&](int64_t begin, int64_t end, int) {
+    std::vector<float> cs(static_cast<size_t>(2 * half));
+    for (int64_t t = begin; t < end; ++t) {
+      cpu::rope_angles(rp, inv_freq.data(), plan_.positions[static_cast<size_t>(t)], cs.data(), cs.data() + half);
+      cpu::rope_apply(f32(x) + t * x.cols, n_heads, head_dim, rp, cs.data(), cs.data() + half);
+    }
+  });
+}
+
+void CpuBackend::store_kv(int layer, const Tensor& k, const Tensor& v) {
+  const cpu::KvPool kp = pool(k_pools_, layer), vp = pool(v_pools_, layer);
+  require(k.cols == kp.row_elems() && v.cols == vp.row_elems(), "store_kv: row width differs from the cache's");
+  require_rows(k, plan_.n_tokens(), "store_kv: fewer K rows than the step has tokens");
+  require_rows(v, plan_.n_tokens(), "store_kv: fewer V rows than the step has tokens");
+  for_rows(plan_.n_tokens(), k.cols * 2, [&](int64_t begin, int64_t end, int) {
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t slot = plan_.slots[static_cast<size_t>(t)];
+      cpu::kv_store_row(kp, slot, f32(k) + t * k.cols);
+      cpu::kv_store_row(vp, slot, f32(v) + t * v.cols);
+    }
+  });
+}
+
+void CpuBackend::attention(int layer, const Tensor& q, Tensor& out, int n_heads, int n_kv_heads,
+                           int head_dim, float scale) {
+  const cpu::KvPool kp = pool(k_pools_, layer), vp = pool(v_pools_, layer);
+  require(n_kv_heads == kp.n_kv_heads && head_dim == kp.head_dim && n_heads % n_kv_heads == 0,
+          "attention: head layout differs from the cache's");
+  require(q.cols == static_cast<int64_t>(n_heads) * head_dim && out.cols == q.cols, "attention: q/out widths");
+  require_rows(q, plan_.n_tokens(), "attention: fewer q rows than the step has tokens");
+  require_rows(out, plan_.n_tokens(), "attention: fewer output rows than the step has tokens");
+  const int g = n_heads / n_kv_heads;
+  const size_t need = static_cast<size_t>(cpu::attention_scratch_floats(kAttnGroup, g, head_dim, max_ctx_));
+  for (auto& s : scratch_)
+    if (s.size() < need) s.resize(need);
+  // One task per (group of consecutive tokens of a sequence, KV head): the group's query heads
+  // that share a KV head read each K/V row once. Groups late in a prefill attend to more
+  // positions, so tasks are dealt out round-robin (thread i takes tasks i, i + T, ...).
+  const int64_t n_tasks = static_cast<int64_t>(attn_groups_.size()) * n_kv_heads;
+  const auto run = [&](int64_t first, int64_t stride, int thread) {
+    float* scratch = scratch_[static_cast<size_t>(thread)].data();
+    for (int64_t task = first; task < n_tasks; task += stride) {
+      const AttnGroup& grp = attn_groups_[static_cast<size_t>(task / n_kv_heads)];
+      const int kvh = static_cast<int>(task % n_kv_heads);
+      const size_t t = static_cast<size_t>(grp.first);
+      const auto& seq = plan_.seqs[static_cast<size_t>(plan_.token_seq[t])];
+      const int64_t head_off = static_cast<int64_t>(kvh) * g * head_dim;
+      cpu::AttnRows rows;
+      rows.q = f32(q) + static_cast<int64_t>(t) * q.cols + head_off;
+      rows.q_stride = q.cols;
+      rows.out = f32(out) + static_cast<int64_t>(t) * out.cols + head_off;
+      rows.out_stride = out.cols;
+      rows.n_q = grp.n;
+      rows.n_ctx = plan_.positions[t] + 1;
+      cpu::attention_group(rows, g, head_dim, scale, kp, vp, kvh,
+                           plan_.block_tables.data() + seq.block_table_offset, scratch);
+    }
+  };
+  // Multiply-adds (QK and PV) at most. One decode token over a few hundred positions is ~10 us
+  // of work: cheaper inline than a pool round trip, which on a busy machine can cost far more.
+  const int64_t fmas = static_cast<int64_t>(plan_.n_tokens()) * n_heads * max_ctx_ * head_dim * 2;
+  if (n_tasks == 1 || fmas < kMinParallelAttentionFmas || n_threads() == 1) {
+    run(0, 1, 0);
+  } else {
+    const int T = n_threads();
+    pool_->parallel_for(T, [&](int64_t begin, int64_t, int thread) { run(begin, T, thread); });
+  }
+}
+
+void CpuBackend::gather_logit_rows(const Tensor& x, Tensor& out) {
+  require(static_cast<int64_t>(plan_.logit_rows.size()) <= out.rows && out.cols == x.cols,
+          "gather_logit_rows: output too small");
+  require_rows(x, plan_.n_tokens(), "gather_logit_rows: fewer rows than the step has tokens");
+  for (size_t j = 0; j < plan_.logit_rows.size(); ++j)
+    std::memcpy(f32(out) + static_cast<int64_t>(j) * out.cols,
+                f32(x) + static_cast<int64_t>(plan_.logit_rows[j]) * x.cols, sizeof(float) * static_cast<size_t>(x.cols));
+}
+
+void CpuBackend::read_kv_block(int layer, int block, float* k_out, float* v_out) {
+  const cpu::KvPool kp = pool(k_pools_, layer), vp = pool(v_pools_, layer);
+  require(block >= 0 && block < kv_cfg_.num_blocks, "read_kv_block: block out of range");
+  cpu::kv_load_rows(kp, static_cast<int64_t>(block) * kp.block_size, kp.block_size, k_out);
+  cpu::kv_load_rows(vp, static_cast<int64_t>(block) * vp.block_size, vp.block_size, v_out);
+}
+
+void CpuBackend::write_kv_block(int layer, int block, const float* k, const float* v) {
+  const cpu::KvPool kp = pool(k_pools_, layer), vp = pool(v_pools_, layer);
+  require(block >= 0 && block < kv_cfg_.num_blocks, "write_kv_block: block out of range");
+  for (int s = 0; s < kp.block_size; ++s) {
+    const int64_t slot = static_cast<int64_t>(block) * kp.block_size + s;
+    cpu::kv_store_row(kp, slot, k + s * kp.row_elems());
+    cpu::kv_store_row(vp, slot, v + s * vp.row_elems());
+  }
+}
+
+void CpuBackend::read(const Tensor& x, int64_t rows, float* host) {
+  require_rows(x, rows, "read: more rows than the tensor has");
+  std::memcpy(host, x.data, sizeof(float) * static_cast<size_t>(rows * x.cols));
+}
+
+}  // namespace pagoda

@@ -1,0 +1,87 @@
+// CpuBackend: the Backend over kernels/cpu. Weights are zero-copy views of the mapped GGUF file,
+// activations are F32, the paged KV cache holds per layer a K and a V pool of
+// [num_blocks][block_size][n_kv_heads][head_dim] in F16 (default) or F32. Ops run on a
+// persistent thread pool; every row is computed with the same arithmetic in the same order
+// whatever the batch or the thread count, so results are batch invariant. It is also the
+// oracle the other backends are tested against.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/backend/backend.h"
+#include "kernels/cpu/ops.h"
+
+namespace pagoda {
+
+namespace cpu { class ThreadPool; }
+
+class CpuBackend final : public Backend {
+ public:
+  // `n_threads` <= 0 means one thread per hardware thread.
+  explicit CpuBackend(int n_threads = 0);
+  ~CpuBackend() override;
+
+  std::string name() const override;
+  int n_threads() const;
+
+  Tensor upload_weight(const void* host_data, GgmlType type, int64_t rows, int64_t cols) override;
+  Tensor alloc(int64_t rows, int64_t cols) override;
+  size_t kv_block_bytes(const KvCacheConfig& cfg) const override;
+  // Throws std::invalid_argument for a bad configuration (non-positive sizes, type not F16/F32).
+  void init_kv_cache(const KvCacheConfig& cfg) override;
+
+  // Copies the plan's index data and checks it against the cache (slots, block ids, block
+  // tables long enough for every position); throws std::invalid_argument naming the fault.
+  void begin_step(const StepPlan& plan) override;
+  void apply_cache_edits(const RopeConfig& rope) override;
+
+  void embed(const Tensor& table, Tensor& out) override;
+  void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out, int64_t n) override;
+  void matmul(const Tensor& w, const Tensor& x, Tensor& out, int64_t n) override;
+  void add_bias(Tensor& x, const Tensor& bias, int64_t n) override;
+  void add(Tensor& x, const Tensor& y, int64_t n) override;
+  void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out, int64_t n) override;
+  void rope(Tensor& x, int n_heads, const RopeConfig& rope) override;
+  void store_kv(int layer, const Tensor& k, const Tensor& v) override;
+  void attention(int layer, const Tensor& q, Tensor& out, int n_heads, int n_kv_heads,
+                 int head_dim, float scale) override;
+  void gather_logit_rows(const Tensor& x, Tensor& out) override;
+
+  void read_kv_block(int layer, int block, float* k_out, float* v_out) override;
+  void write_kv_block(int layer, int block, const float* k, const float* v) override;
+  void read(const Tensor& x, int64_t rows, float* host) override;
+
+ private:
+  struct AlignedFree {
+    void operator()(void* p) const;
+  };
+  using Buffer = std::unique_ptr<uint8_t, AlignedFree>;
+
+  // 64-byte aligned, zeroed memory owned by the backend.
+  void* allocate(size_t bytes);
+  cpu::KvPool pool(const std::vector<Buffer>& pools, int layer) const;
+  // Runs fn(begin, end) over [0, n) rows on the pool when the work (n * cost) is worth it.
+  template <class Fn>
+  void for_rows(int64_t n, int64_t cost_per_row, Fn&& fn);
+
+  std::unique_ptr<cpu::ThreadPool> pool_;
+  std::vector<Buffer> buffers_;  // activations
+  KvCacheConfig kv_cfg_;
+  std::vector<Buffer> k_pools_, v_pools_;  // one per layer
+  // Consecutive tokens of one sequence whose attention runs as one task (they share K/V reads).
+  struct AttnGroup {
+    int32_t first = 0;  // token index in the plan
+    int32_t n = 0;
+  };
+  static constexpr int kAttnGroup = 8;
+
+  StepPlan plan_;
+  int max_ctx_ = 0;                             // longest sequence context of the step
+  std::vector<AttnGroup> attn_groups_;
+  std::vector<std::vector<float>> scratch_;     // per worker thread: attention scores
+};
+
+}  // namespace pagoda

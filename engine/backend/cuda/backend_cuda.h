@@ -1,0 +1,164 @@
+// CudaBackend: the Backend over kernels/cuda (NVIDIA GPUs, sm_80 / sm_90).
+//
+// - Weights: matrices are converted to bf16 on upload (F32/F16 converted, BF16 copied, Q8_0 /
+//   Q4_0 / Q4_K / Q6_K dequantized on the device; logged once per type); 1-D weights (norms,
+//   biases: rows == 1) become F32. GEMMs run through cuBLAS (bf16 inputs, fp32 accumulate,
+//   fp32 output); activations are converted to bf16 just before each GEMM.
+// - KV cache: always F16 (KvCacheConfig::type is ignored), one contiguous K pool and one V pool
+//   covering all layers.
+// - One stream; ops only enqueue. The host waits in read() (and in finish_sampling()), at weight
+//   upload, and when a scratch buffer must grow (rare, first steps of a bigger batch).
+// - begin_step validates the plan as the CPU backend does, then copies every index array in one
+//   transfer from a pinned staging buffer.
+// - CUDA graphs (opt-in, CudaBackendOptions::cuda_graphs): a step Model marks recordable (every
+//   row sampled here, one LM-head chunk) that is decode-only is captured on the second sight
+//   of its shape and replayed afterwards (engine/cuda_graphs.h). begin_step lays out the index
+//   buffer with the fixed-size arrays first, so a shape's kernels always get the same
+//   addresses; the decode attention's split count is part of the shape. Exact batch sizes, no
+//   padding. Unverified on hardware (see below).
+// - Errors become exceptions: CUDA/cuBLAS failures throw pagoda::cuda::CudaError naming the call
+//   with file:line; bad arguments throw std::invalid_argument.
+// - Batch invariance: every custom kernel computes a row the same way whatever the batch (the
+//   decode attention's splits depend only on the row's own context), but cuBLAS may choose a
+//   different GEMM algorithm for a different number of rows, so logits can differ in the last
+//   bits between batch sizes. Not yet addressed.
+//
+// What was compiled but never executed on a GPU: every kernel in kernels/cuda and all of this
+// backend were written and compiled (nvcc 13, sm_80/sm_90) on a machine with no GPU. They have
+// run only under a CPU emulation of the CUDA execution model (`scripts/gpu-check.sh emu`: the
+// kernels rewritten for OS threads + barriers, a fake CUDA runtime, cuBLAS as a plain loop),
+// where the GPU tests pass against the CPU backend. That checks indexing, the synchronisation
+// structure and the arithmetic; it does not check real cuBLAS, the real runtime, memory-model
+// races, speed or resource limits. On a real GPU the tests (`ctest -L gpu`) skip without a
+// device; scripts/gpu-check.sh builds and runs them there with the decode benchmark. Until that
+// has passed, treat every claim about this backend on hardware as unverified.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "engine/backend/backend.h"
+#include "engine/backend/cuda/cuda_graphs.h"
+#include "kernels/cuda/ops.h"
+
+namespace pagoda {
+
+struct CudaBackendOptions {
+  int device = 0;  // CUDA device ordinal
+  // Record decode-only steps as CUDA graphs and replay them (engine/cuda_graphs.h). Off by
+  // default: never run on a GPU. (cuBLAS always gets a fixed 32 MiB workspace, as capture
+  // requires, so both settings run the same GEMMs.)
+  bool cuda_graphs = false;
+};
+
+// Free and total memory of a device, in bytes.
+struct CudaMemoryInfo {
+  size_t free_bytes = 0;
+  size_t total_bytes = 0;
+};
+
+#ifdef PAGODA_HAVE_CUDA
+
+// True when a usable CUDA device is present; otherwise false with the reason in *why (when
+// given). For `--device auto`: pick CUDA when this is true, else fall back to the CPU.
+bool cuda_available(std::string* why);
+
+// A CUDA backend on opts.device; throws pagoda::cuda::CudaError (e.g. no device) on failure.
+std::unique_ptr<Backend> make_cuda_backend(const CudaBackendOptions& opts = {});
+
+// Free/total memory of the current device (cudaMemGetInfo); throws CudaError without a device.
+CudaMemoryInfo cuda_memory_info();
+
+// Bytes the KV cache may take so that the process stays within `gpu_memory_fraction` of the
+// device's memory: fraction * total - (total - free), never negative. Call it after the model's
+// weights and activations are allocated (--gpu-memory-fraction, default 0.9).
+size_t cuda_kv_budget_bytes(double gpu_memory_fraction);
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(const CudaBackendOptions& opts = {});
+  ~CudaBackend() override;
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
+
+  std::string name() const override;
+
+  Tensor upload_weight(const void* host_data, GgmlType type, int64_t rows, int64_t cols) override;
+  Tensor alloc(int64_t rows, int64_t cols) override;
+  size_t kv_block_bytes(const KvCacheConfig& cfg) const override;
+  void init_kv_cache(const KvCacheConfig& cfg) override;
+
+  // Validates the plan (slots, block ids, block tables long enough for every position, logit
+  // rows, token_seq) and throws std::invalid_argument naming the fault; then uploads it.
+  void begin_step(const StepPlan& plan) override;
+  void apply_cache_edits(const RopeConfig& rope) override;
+
+  void embed(const Tensor& table, Tensor& out) override;
+  void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out, int64_t n) override;
+  void matmul(const Tensor& w, const Tensor& x, Tensor& out, int64_t n) override;
+  void add_bias(Tensor& x, const Tensor& bias, int64_t n) override;
+  void add(Tensor& x, const Tensor& y, int64_t n) override;
+  void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out, int64_t n) override;
+  void rope(Tensor& x, int n_heads, const RopeConfig& rope) override;
+  void store_kv(int layer, const Tensor& k, const Tensor& v) override;
+  void attention(int layer, const Tensor& q, Tensor& out, int n_heads, int n_kv_heads,
+                 int head_dim, float scale) override;
+  void gather_logit_rows(const Tensor& x, Tensor& out) override;
+
+  void read_kv_block(int layer, int block, float* k_out, float* v_out) override;
+  void write_kv_block(int layer, int block, const float* k, const float* v) override;
+  void read(const Tensor& x, int64_t rows, float* host) override;
+
+  // Sampling on the GPU (kernels/cuda/sample.cu): begin_sampling uploads every draw's params
+  // and row in one transfer, sample() enqueues one kernel per LM-head chunk writing ids into a
+  // device buffer, finish_sampling copies the ids back: the step's only host wait. Logits are
+  // read in chunks of 256 rows (one bigger GEMM; 256 x vocab floats of scratch).
+  bool can_sample() const override { return true; }
+  int logits_chunk_rows() const override { return 256; }
+  void begin_sampling(const std::vector<SampleRequest>& draws) override;
+  void sample(const Tensor& logits, int64_t row_base, int64_t first_draw, int64_t n_draws) override;
+  void finish_sampling(int32_t* ids) override;
+
+  // Decode-step graphs (when CudaBackendOptions::cuda_graphs): see Backend::replay_recorded.
+  bool replay_recorded() override;
+  void end_recordable() override;
+  // CUDA-only: graph captures and replays so far (all zero with graphs off).
+  CudaGraphStats graph_stats() const;
+
+  // CUDA-only: samples one token per row of `logits` (rows x vocab, F32, on this backend) on
+  // the GPU with params[row] (see cuda::sample for the exact rule); only the ids come back.
+  // Waits for the result. (The three calls above in one, with draw i = row i.)
+  void sample_tokens(const Tensor& logits, int64_t rows,
+                     const std::vector<cuda::SampleParams>& params, std::vector<int32_t>& ids);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+#else  // built without CUDA: the same entry points, reporting that CUDA is absent
+
+inline bool cuda_available(std::string* why) {
+  if (why) *why = "pagoda was built without CUDA (PAGODA_CUDA=OFF)";
+  return false;
+}
+
+inline std::unique_ptr<Backend> make_cuda_backend(const CudaBackendOptions& = {}) {
+  throw std::runtime_error("pagoda was built without CUDA (PAGODA_CUDA=OFF)");
+}
+
+inline CudaMemoryInfo cuda_memory_info() {
+  throw std::runtime_error("pagoda was built without CUDA (PAGODA_CUDA=OFF)");
+}
+
+inline size_t cuda_kv_budget_bytes(double) {
+  throw std::runtime_error("pagoda was built without CUDA (PAGODA_CUDA=OFF)");
+}
+
+#endif
+
+}  // namespace pagoda

@@ -1,0 +1,149 @@
+// CudaBackend, continued: host access (KV blocks, reads), decode-step graphs and sampling on
+// the device. See backend_cuda.h.
+#include "engine/backend/cuda/backend_cuda_impl.h"
+
+namespace pagoda {
+
+// ---- host access ----------------------------------------------------------------------------
+
+void CudaBackend::read_kv_block(int layer, int block, float* k_out, float* v_out) {
+  Impl& m = *impl_;
+  const cuda::PagedKv kv = m.layer_kv(layer);
+  require(block >= 0 && block < m.kv.num_blocks, "read_kv_block: block out of range");
+  const size_t elems = static_cast<size_t>(kv.block_size) * kv.n_kv_heads * kv.head_dim;
+  std::vector<__half> hk(elems), hv(elems);
+  const size_t first = static_cast<size_t>(block) * elems;
+  CUDA_CHECK(cudaMemcpyAsync(hk.data(), static_cast<__half*>(kv.k) + first, elems * 2,
+                             cudaMemcpyDeviceToHost, m.stream));
+  CUDA_CHECK(cudaMemcpyAsync(hv.data(), static_cast<__half*>(kv.v) + first, elems * 2,
+                             cudaMemcpyDeviceToHost, m.stream));
+  CUDA_CHECK(cudaStreamSynchronize(m.stream));
+  for (size_t i = 0; i < elems; ++i) {
+    k_out[i] = __half2float(hk[i]);
+    v_out[i] = __half2float(hv[i]);
+  }
+}
+
+void CudaBackend::write_kv_block(int layer, int block, const float* k, const float* v) {
+  Impl& m = *impl_;
+  const cuda::PagedKv kv = m.layer_kv(layer);
+  require(block >= 0 && block < m.kv.num_blocks, "write_kv_block: block out of range");
+  const size_t elems = static_cast<size_t>(kv.block_size) * kv.n_kv_heads * kv.head_dim;
+  std::vector<__half> hk(elems), hv(elems);
+  for (size_t i = 0; i < elems; ++i) {
+    hk[i] = __float2half_rn(k[i]);
+    hv[i] = __float2half_rn(v[i]);
+  }
+  const size_t first = static_cast<size_t>(block) * elems;
+  CUDA_CHECK(cudaMemcpyAsync(static_cast<__half*>(kv.k) + first, hk.data(), elems * 2,
+                             cudaMemcpyHostToDevice, m.stream));
+  CUDA_CHECK(cudaMemcpyAsync(static_cast<__half*>(kv.v) + first, hv.data(), elems * 2,
+                             cudaMemcpyHostToDevice, m.stream));
+  CUDA_CHECK(cudaStreamSynchronize(m.stream));  // the host vectors die here
+}
+
+void CudaBackend::read(const Tensor& x, int64_t rows, float* host) {
+  Impl& m = *impl_;
+  require(x.type == GgmlType::F32 && rows >= 0 && rows <= x.rows, "read: bad row count");
+  if (rows > 0)
+    CUDA_CHECK(cudaMemcpyAsync(host, x.data, static_cast<size_t>(rows * x.cols) * sizeof(float),
+                               cudaMemcpyDeviceToHost, m.stream));
+  CUDA_CHECK(cudaStreamSynchronize(m.stream));
+}
+
+// ---- decode-step graphs ---------------------------------------------------------------------
+
+bool CudaBackend::replay_recorded() {
+  Impl& m = *impl_;
+  // Decode-only steps: prefill tiles vary in number and length from step to step.
+  if (!m.graphs || m.n_tiles > 0 || m.n_decode != m.n_tokens || m.n_tokens == 0) return false;
+  CudaGraphKey key;
+  key.n_tokens = m.n_tokens;
+  key.n_logit = m.n_logit;
+  key.n_decode = m.n_decode;
+  key.n_draws = m.n_draws;
+  key.n_splits = static_cast<int>((std::max(m.max_decode_ctx, 1) + cuda::kDecodeSplitKeys - 1) /
+                                  cuda::kDecodeSplitKeys);
+  const CudaGraphBuffers buffers = {m.index_buf.ptr, m.bf16_x.ptr, m.attn_ws.ptr, m.sample_io.ptr};
+  return m.graphs->begin(key, buffers);
+}
+
+void CudaBackend::end_recordable() {
+  if (impl_->graphs) impl_->graphs->end();
+}
+
+CudaGraphStats CudaBackend::graph_stats() const {
+  return impl_->graphs ? impl_->graphs->stats() : CudaGraphStats{};
+}
+
+// ---- sampling -------------------------------------------------------------------------------
+
+void CudaBackend::begin_sampling(const std::vector<SampleRequest>& draws) {
+  Impl& m = *impl_;
+  for (size_t i = 1; i < draws.size(); ++i)
+    require(draws[i - 1].row <= draws[i].row, "begin_sampling: draws must be sorted by row");
+  const size_t n = draws.size();
+  m.n_draws = static_cast<int64_t>(n);
+  if (n == 0) return;
+  auto round_up = [](size_t b) { return (b + 255) / 256 * 256; };
+  const size_t params_bytes = n * sizeof(cuda::SampleParams);
+  m.draws_rows_at = round_up(params_bytes);
+  m.draws_ids_at = m.draws_rows_at + round_up(n * sizeof(int32_t));
+  auto* host = static_cast<uint8_t*>(m.sample_staging.get(m.draws_ids_at));
+  auto* params = reinterpret_cast<cuda::SampleParams*>(host);
+  auto* rows = reinterpret_cast<int32_t*>(host + m.draws_rows_at);
+  for (size_t i = 0; i < n; ++i) {
+    const SampleRequest& d = draws[i];
+    require(d.row >= 0, "begin_sampling: negative row");
+    cuda::SampleParams p;
+    p.temperature = d.temperature;
+    p.top_k = d.top_k;
+    p.top_p = d.top_p;
+    p.min_p = d.min_p;
+    p.seed = d.seed;
+    p.counter = d.counter;
+    params[i] = p;
+    rows[i] = d.row;
+  }
+  void* dev = m.sample_io.get(m.draws_ids_at + n * sizeof(int32_t), m.stream);
+  CUDA_CHECK(cudaMemcpyAsync(dev, host, m.draws_ids_at, cudaMemcpyHostToDevice, m.stream));
+  m.sample_staging.uploaded(m.stream);
+}
+
+void CudaBackend::sample(const Tensor& logits, int64_t row_base, int64_t first_draw, int64_t n_draws) {
+  Impl& m = *impl_;
+  require(logits.type == GgmlType::F32 && first_draw >= 0 && n_draws >= 0 &&
+              first_draw + n_draws <= m.n_draws,
+          "sample: draws outside the range given to begin_sampling");
+  if (n_draws == 0) return;
+  cuda::sample_rows(f32(logits), static_cast<int>(logits.cols), m.d_rows() + first_draw, row_base,
+                    n_draws, m.d_params() + first_draw, m.d_ids() + first_draw, m.s());
+}
+
+void CudaBackend::finish_sampling(int32_t* ids) {
+  Impl& m = *impl_;
+  if (m.n_draws > 0)
+    CUDA_CHECK(cudaMemcpyAsync(ids, m.d_ids(), static_cast<size_t>(m.n_draws) * sizeof(int32_t),
+                               cudaMemcpyDeviceToHost, m.stream));
+  CUDA_CHECK(cudaStreamSynchronize(m.stream));
+  m.n_draws = 0;
+}
+
+void CudaBackend::sample_tokens(const Tensor& logits, int64_t rows,
+                                const std::vector<cuda::SampleParams>& params,
+                                std::vector<int32_t>& ids) {
+  require(logits.type == GgmlType::F32 && rows >= 0 && rows <= logits.rows &&
+              params.size() == static_cast<size_t>(rows),
+          "sample_tokens: one SampleParams per row is needed");
+  std::vector<SampleRequest> draws(params.size());
+  for (size_t i = 0; i < params.size(); ++i) {
+    const cuda::SampleParams& p = params[i];
+    draws[i] = SampleRequest{static_cast<int32_t>(i), p.temperature, p.top_k, p.top_p, p.min_p, p.seed, p.counter};
+  }
+  ids.assign(static_cast<size_t>(rows), 0);
+  begin_sampling(draws);
+  sample(logits, 0, 0, rows);
+  finish_sampling(ids.data());
+}
+
+}  // namespace pagoda

@@ -1,0 +1,170 @@
+// Internal to the CUDA backend: its helpers and CudaBackend::Impl, shared by backend_cuda.cpp
+// (set-up, memory, per-step ops) and backend_cuda_host.cpp (host access, graphs, sampling).
+// Include nowhere else.
+#pragma once
+
+#include "engine/backend/cuda/backend_cuda.h"
+
+#include <cublas_v2.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+
+#include "kernels/cuda/common.cuh"
+
+#define CUBLAS_CHECK(expr)                                                                  \
+  do {                                                                                      \
+    cublasStatus_t pagoda_st_ = (expr);                                                     \
+    if (pagoda_st_ != CUBLAS_STATUS_SUCCESS)                                                \
+      throw ::pagoda::cuda::CudaError(std::string("cuBLAS error '") +                       \
+                                      cublasGetStatusString(pagoda_st_) + "' in " #expr     \
+                                      " at " __FILE__ ":" + std::to_string(__LINE__));      \
+  } while (0)
+
+namespace pagoda {
+namespace cuda_backend_detail {
+
+inline void require(bool ok, const std::string& what) {
+  if (!ok) throw std::invalid_argument("CudaBackend: " + what);
+}
+
+inline float* f32(const Tensor& t) { return static_cast<float*>(t.data); }
+
+// A device buffer that only grows, at least doubling each time so that a slowly growing need
+// (the index buffer's block tables gain one entry every block_size decode steps) reallocates
+// rarely: each reallocation waits for the stream, frees (a device-wide sync) and moves the
+// buffer, which makes every CUDA graph that uses it be captured again.
+struct DeviceScratch {
+  void* ptr = nullptr;
+  size_t bytes = 0;
+  void* get(size_t need, cudaStream_t stream) {
+    if (need <= bytes) return ptr;
+    const size_t grown = std::max(need, bytes * 2);  // before `bytes` is reset below
+    if (ptr) {
+      CUDA_CHECK(cudaStreamSynchronize(stream));  // queued work may still use the old buffer
+      CUDA_CHECK(cudaFree(ptr));
+      ptr = nullptr;
+      bytes = 0;
+    }
+    CUDA_CHECK(cudaMalloc(&ptr, grown));
+    bytes = grown;
+    return ptr;
+  }
+};
+
+// A pinned host buffer that uploads are staged in: a copy from pinned memory is truly
+// asynchronous, while one from pageable memory may make the host wait for the stream. Only
+// grows. get() first waits until the previous upload out of it (marked by uploaded()) is done.
+struct PinnedStaging {
+  void* ptr = nullptr;
+  size_t bytes = 0;
+  cudaEvent_t done = nullptr;  // created on the first upload
+  bool pending = false;
+  void* get(size_t need) {
+    if (pending) CUDA_CHECK(cudaEventSynchronize(done));
+    pending = false;
+    if (need > bytes) {
+      const size_t grown = std::max(need, bytes * 2);
+      if (ptr) CUDA_CHECK(cudaFreeHost(ptr));
+      ptr = nullptr;
+      bytes = 0;
+      CUDA_CHECK(cudaMallocHost(&ptr, grown));
+      bytes = grown;
+    }
+    return ptr;
+  }
+  // Call right after queuing the copy out of the buffer on `stream`.
+  void uploaded(cudaStream_t stream) {
+    if (!done) CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventRecord(done, stream));
+    pending = true;
+  }
+  void release() {  // no throw: for destructors
+    if (ptr) cudaFreeHost(ptr);
+    if (done) cudaEventDestroy(done);
+    ptr = nullptr;
+    done = nullptr;
+  }
+};
+
+}  // namespace cuda_backend_detail
+
+using namespace cuda_backend_detail;
+
+struct CudaBackend::Impl {
+  int device = 0;
+  cudaStream_t stream = nullptr;
+  cublasHandle_t cublas = nullptr;
+  std::vector<void*> owned;  // weights and activations, freed with the backend
+  std::set<GgmlType> logged_dequant;
+
+  // KV cache: [n_layers][num_blocks][block_size][n_kv_heads][head_dim] halves, K and V.
+  KvCacheConfig kv;
+  void* k_pool = nullptr;
+  void* v_pool = nullptr;
+  int64_t layer_stride = 0;  // halves per layer
+
+  // The current step's index arrays: one pinned staging buffer, one device copy.
+  PinnedStaging index_staging;
+  DeviceScratch index_buf;
+  int64_t n_tokens = 0, n_logit = 0, n_decode = 0, n_tiles = 0, n_copies = 0, n_shifts = 0;
+  int max_decode_ctx = 0;
+  bool copies_independent = true;  // no copy reads or writes another copy's destination
+  size_t off_tokens = 0, off_positions = 0, off_slots = 0, off_token_bt = 0, off_block_tables = 0,
+         off_logit_rows = 0, off_decode = 0, off_tiles = 0, off_copies = 0, off_shifts = 0;
+
+  std::unique_ptr<CudaGraphCache> graphs;  // null: CUDA graphs off
+
+  DeviceScratch bf16_x;     // activations converted for the GEMM
+  DeviceScratch attn_ws;    // split-KV decode workspace
+  DeviceScratch sample_io;  // sampling: [params][rows][ids], each part 256-byte aligned
+  PinnedStaging sample_staging;  // the step's draw params and rows, on their way up
+  int64_t n_draws = 0;
+  size_t draws_rows_at = 0, draws_ids_at = 0;  // byte offsets in sample_io
+
+  const cuda::SampleParams* d_params() const { return static_cast<const cuda::SampleParams*>(sample_io.ptr); }
+  const int32_t* d_rows() const {
+    return reinterpret_cast<const int32_t*>(static_cast<const uint8_t*>(sample_io.ptr) + draws_rows_at);
+  }
+  int32_t* d_ids() const { return reinterpret_cast<int32_t*>(static_cast<uint8_t*>(sample_io.ptr) + draws_ids_at); }
+
+  const int32_t* dev(size_t off) const { return static_cast<const int32_t*>(index_buf.ptr) + off; }
+  void* s() const { return stream; }
+
+  cuda::PagedKv layer_kv(int layer) const {
+    require(k_pool != nullptr, "the KV cache is not initialised");
+    require(layer >= 0 && layer < kv.n_layers, "layer out of range");
+    cuda::PagedKv p;
+    p.k = static_cast<__half*>(k_pool) + layer * layer_stride;
+    p.v = static_cast<__half*>(v_pool) + layer * layer_stride;
+    p.block_size = kv.block_size;
+    p.n_kv_heads = kv.n_kv_heads;
+    p.head_dim = kv.head_dim;
+    return p;
+  }
+
+  cuda::KvPools pools() const {
+    cuda::KvPools p;
+    p.k_base = k_pool;
+    p.v_base = v_pool;
+    p.layer_stride = layer_stride;
+    p.n_layers = kv.n_layers;
+    p.block_size = kv.block_size;
+    p.n_kv_heads = kv.n_kv_heads;
+    p.head_dim = kv.head_dim;
+    return p;
+  }
+
+  void* device_alloc(size_t bytes) {
+    void* p = nullptr;
+    CUDA_CHECK(cudaMalloc(&p, bytes));
+    owned.push_back(p);
+    return p;
+  }
+};
+
+}  // namespace pagoda

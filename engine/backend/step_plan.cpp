@@ -1,0 +1,51 @@
+#include "engine/backend/step_plan.h"
+
+#include <stdexcept>
+#include <string>
+
+namespace pagoda {
+namespace {
+
+void require(bool ok, const char* who, const char* what) {
+  if (!ok) throw std::invalid_argument(std::string(who) + ": step plan: " + what);
+}
+
+}  // namespace
+
+void validate_step_plan(const StepPlan& plan, int num_blocks, int block_size, const char* who) {
+  const size_t n = plan.tokens.size();
+  require(plan.positions.size() == n && plan.slots.size() == n && plan.token_seq.size() == n, who,
+          "tokens, positions, slots and token_seq differ in length");
+  const int64_t n_slots = static_cast<int64_t>(num_blocks) * block_size;
+  const auto block_ok = [&](int32_t b) { return b >= 0 && b < num_blocks; };
+  for (size_t si = 0; si < plan.seqs.size(); ++si) {
+    const auto& s = plan.seqs[si];
+    require(s.block_table_offset >= 0 && s.n_blocks >= 0 &&
+                static_cast<size_t>(s.block_table_offset) + s.n_blocks <= plan.block_tables.size(),
+            who, "a block table lies outside block_tables");
+    for (int32_t i = 0; i < s.n_blocks; ++i)
+      require(block_ok(plan.block_tables[static_cast<size_t>(s.block_table_offset + i)]), who,
+              "block id out of range");
+    require(s.n_tokens >= 0 && s.first_token >= 0 && static_cast<size_t>(s.first_token) + s.n_tokens <= n,
+            who, "a sequence's tokens lie outside the token list");
+    for (int32_t t = s.first_token; t < s.first_token + s.n_tokens; ++t)
+      require(plan.token_seq[static_cast<size_t>(t)] == static_cast<int32_t>(si), who,
+              "a sequence's tokens are not contiguous in the token list");
+  }
+  for (size_t t = 0; t < n; ++t) {
+    require(plan.slots[t] >= 0 && plan.slots[t] < n_slots, who, "slot out of range");
+    require(plan.token_seq[t] >= 0 && static_cast<size_t>(plan.token_seq[t]) < plan.seqs.size(), who,
+            "token_seq out of range");
+    const auto& s = plan.seqs[static_cast<size_t>(plan.token_seq[t])];
+    require(plan.positions[t] >= 0 &&
+                static_cast<int64_t>(plan.positions[t]) < static_cast<int64_t>(s.n_blocks) * block_size,
+            who, "position beyond its sequence's block table");
+  }
+  for (int32_t r : plan.logit_rows)
+    require(r >= 0 && static_cast<size_t>(r) < n, who, "logit row out of range");
+  for (const auto& c : plan.block_copies)
+    require(block_ok(c.src) && block_ok(c.dst) && c.src != c.dst, who, "block copy id out of range");
+  for (const auto& s : plan.k_shifts) require(block_ok(s.block), who, "K-shift block out of range");
+}
+
+}  // namespace pagoda

@@ -1,0 +1,545 @@
+#include "engine/core/engine.h"
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <future>
+#include <random>
+#include <unistd.h>
+
+#include <spdlog/spdlog.h>
+
+#include "engine/tokenizer/detokenizer.h"
+#include "engine/model/model.h"
+#include "engine/core/prompt_logprobs.h"
+#include "engine/core/request_stream.h"
+#include "engine/core/sampling.h"
+#include "engine/tokenizer/tokenizer.h"
+
+namespace pagoda {
+
+const char* finish_reason_name(FinishReason r) {
+  switch (r) {
+    case FinishReason::Stop: return "stop";
+    case FinishReason::Length: return "length";
+    case FinishReason::Abort: return "abort";
+    case FinishReason::Error: return "error";
+    case FinishReason::None: break;
+  }
+  return "";
+}
+
+struct LlmEngine::Choice {
+  std::unique_ptr<IncrementalDetokenizer> detok;
+  std::unique_ptr<StopStringMatcher> stop;
+  bool reported = false;
+  bool prompt_logprobs_sent = false;  // on its first delta
+};
+
+struct LlmEngine::Active {
+  std::shared_ptr<const GenerationRequest> req;
+  std::shared_ptr<ChannelStream> stream;
+  std::vector<std::shared_ptr<Sequence>> seqs;  // by choice index
+  std::vector<Choice> choices;
+  int unreported = 0;
+  bool cached_reported = false;
+  std::vector<TokenLogprob> prompt_logprobs;  // prompt tokens 1.. so far (prompt_logprobs >= 0)
+};
+
+namespace {
+
+int ceil_div(int a, int b) { return (a + b - 1) / b; }
+
+// True when the backend's sampler gives this request everything it asks for (see engine.h).
+bool device_samplable(const SamplingParams& p) {
+  return p.logprobs < 0 && p.logit_bias.empty() && p.presence_penalty == 0.0f &&
+         p.frequency_penalty == 0.0f && p.repetition_penalty == 1.0f;
+}
+
+// Bytes of memory available now (Linux MemAvailable), or 0 when unknown.
+size_t available_memory() {
+  std::ifstream f("/proc/meminfo");
+  std::string key;
+  size_t kb = 0;
+  std::string unit;
+  while (f >> key >> kb >> unit)
+    if (key == "MemAvailable:") return kb * 1024;
+  const long pages = sysconf(_SC_AVPHYS_PAGES);
+  const long page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) : 0;
+}
+
+double now_unix_s() {
+  using namespace std::chrono;
+  return duration<double>(system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+LlmEngine::LlmEngine(Model& model, const Tokenizer* tokenizer, EngineConfig cfg)
+    : model_(model), tokenizer_(tokenizer), cfg_(std::move(cfg)), inbox_(std::make_shared<Inbox>()) {
+  const int B = cfg_.block_size;
+  if (B <= 0 || B > 1024) throw EngineError("block size must be in 1..1024");
+  if (cfg_.max_seqs <= 0) throw EngineError("max_seqs must be positive");
+  if (cfg_.max_batch_tokens <= 0) throw EngineError("max_batch_tokens must be positive");
+  vocab_ = model_.config().vocab_size;
+  int ctx = cfg_.ctx_size > 0 ? cfg_.ctx_size : model_.config().ctx_train;
+  if (ctx <= 0) ctx = 4096;
+
+  const size_t block_bytes = model_.kv_block_bytes(B);
+  const int sys_blocks = ceil_div(static_cast<int>(cfg_.system_prompt.size()), B);
+  size_t n_blocks = 0;
+  if (cfg_.kv_cache_memory > 0) {
+    n_blocks = cfg_.kv_cache_memory / block_bytes;
+  } else {
+    const size_t avail = cfg_.device_free_memory > 0 ? cfg_.device_free_memory : available_memory();
+    const double budget = static_cast<double>(avail) * cfg_.kv_cache_fraction;
+    n_blocks = static_cast<size_t>(budget / static_cast<double>(block_bytes));
+    const size_t useful = 2 * static_cast<size_t>(cfg_.max_seqs) * ceil_div(ctx, B) + sys_blocks;
+    n_blocks = std::min(n_blocks, useful);
+  }
+  if (n_blocks < static_cast<size_t>(sys_blocks) + 2)
+    throw EngineError("the KV cache budget holds " + std::to_string(n_blocks) + " blocks of " +
+                      std::to_string(block_bytes) + " bytes; at least " + std::to_string(sys_blocks + 2) +
+                      " are needed");
+  num_blocks_ = static_cast<int>(std::min<size_t>(n_blocks, 1u << 30));
+  ctx_limit_ = std::min(ctx, (num_blocks_ - sys_blocks) * B);
+  if (ctx_limit_ <= B) throw EngineError("the context (" + std::to_string(ctx_limit_) + " tokens) must exceed one block");
+  if (static_cast<int>(cfg_.system_prompt.size()) >= ctx_limit_)
+    throw EngineError("the system prompt (" + std::to_string(cfg_.system_prompt.size()) +
+                      " tokens) does not fit the context of " + std::to_string(ctx_limit_) + " tokens");
+  for (int32_t t : cfg_.system_prompt)
+    if (t < 0 || t >= vocab_) throw EngineError("system prompt token id out of range: " + std::to_string(t));
+
+  model_.init_kv_cache(num_blocks_, B);
+  kv_ = std::make_unique<KvCacheManager>(num_blocks_, B);
+  kv_->set_prefix_caching(cfg_.prefix_caching);
+  SchedulerConfig sc;
+  sc.max_batch_tokens = std::min(cfg_.max_batch_tokens, model_.max_batch_tokens());
+  sc.max_seqs = cfg_.max_seqs;
+  sc.ctx_limit = ctx_limit_;
+  sc.context_shift = cfg_.context_shift;
+  if (tokenizer_) sc.is_eog = [tok = tokenizer_](int32_t t) { return tok->is_eog(t); };
+  scheduler_ = std::make_unique<Scheduler>(sc, *kv_);
+  logits_.reserve(static_cast<size_t>(sc.max_batch_tokens) * vocab_);
+  spdlog::info("engine: {} KV blocks of {} tokens ({:.1f} MiB), context {} tokens, batch {} tokens, {} seqs",
+               num_blocks_, B, num_blocks_ * static_cast<double>(block_bytes) / (1 << 20), ctx_limit_,
+               sc.max_batch_tokens, sc.max_seqs);
+  {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    stats_.alive = true;
+    stats_.kv_blocks_total = num_blocks_;
+  }
+  thread_ = std::thread([this] { loop(); });
+}
+
+LlmEngine::~LlmEngine() {
+  {
+    std::lock_guard<std::mutex> lock(inbox_->mu);
+    inbox_->stop = true;
+  }
+  inbox_->cv.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+std::shared_ptr<RequestStream> LlmEngine::submit(GenerationRequest req, SubmitError* err) {
+  auto fail = [&](std::string msg, std::string code) -> std::shared_ptr<RequestStream> {
+    if (err) *err = {std::move(msg), std::move(code)};
+    return nullptr;
+  };
+  if (req.prompt.empty()) return fail("the prompt is empty", "invalid_prompt");
+  if (req.n < 1) return fail("n must be at least 1", "invalid_value");
+  for (int32_t t : req.prompt)
+    if (t < 0 || t >= vocab_) return fail("token id " + std::to_string(t) + " is out of range", "invalid_prompt");
+  if (static_cast<int>(req.prompt.size()) >= ctx_limit_)
+    return fail("the prompt has " + std::to_string(req.prompt.size()) + " tokens; this model's context is " +
+                    std::to_string(ctx_limit_) + " tokens, and at least one must remain for the completion",
+                "context_length_exceeded");
+  // No limit asked for: up to the context (a shifting context would otherwise never end).
+  if (req.stop.max_tokens <= 0) req.stop.max_tokens = ctx_limit_ - static_cast<int>(req.prompt.size());
+  {
+    // Check and count under one lock, so concurrent submits cannot overshoot the limit.
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    if (stats_.waiting + queued_ >= cfg_.max_queue) return fail("the request queue is full", "queue_full");
+    ++queued_;
+  }
+
+  auto a = std::make_shared<Active>();
+  const int n = req.n;
+  const int prompt_tokens = static_cast<int>(req.prompt.size());
+  a->req = std::make_shared<const GenerationRequest>(std::move(req));
+  std::weak_ptr<Inbox> weak = inbox_;
+  a->stream = std::make_shared<ChannelStream>(n, prompt_tokens, [weak] {
+    if (auto inbox = weak.lock()) {
+      {
+        std::lock_guard<std::mutex> lock(inbox->mu);
+        inbox->aborts = true;
+      }
+      inbox->cv.notify_all();
+    }
+  });
+  bool stopping = false;
+  {
+    std::lock_guard<std::mutex> lock(inbox_->mu);
+    stopping = inbox_->stop;
+    if (!stopping) inbox_->pending.push_back(a);
+  }
+  if (stopping) {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    --queued_;
+    return fail("the engine is shutting down", "engine_unavailable");
+  }
+  inbox_->cv.notify_all();
+  return a->stream;
+}
+
+EngineStats LlmEngine::stats() const {
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  EngineStats s = stats_;
+  s.waiting += queued_;
+  return s;
+}
+
+bool LlmEngine::wait_system_prompt() {
+  std::unique_lock<std::mutex> lock(sys_mu_);
+  sys_cv_.wait(lock, [&] { return sys_done_; });
+  return sys_ok_;
+}
+
+void LlmEngine::run_on_engine_thread(const std::function<void(Model&, KvCacheManager&)>& fn) {
+  std::promise<void> done;
+  std::function<void(Model&, KvCacheManager&)> call = [&](Model& m, KvCacheManager& kv) {
+    try {
+      fn(m, kv);
+      done.set_value();
+    } catch (...) {
+      done.set_exception(std::current_exception());
+    }
+  };
+  {
+    std::lock_guard<std::mutex> lock(inbox_->mu);
+    inbox_->calls.push_back(&call);
+  }
+  inbox_->cv.notify_all();
+  done.get_future().get();
+}
+
+void LlmEngine::prefill_system_prompt() {
+  bool ok = false;
+  if (!cfg_.system_prompt.empty()) {
+    auto req = std::make_shared<GenerationRequest>();
+    req->prompt = cfg_.system_prompt;
+    system_seq_ = std::make_shared<Sequence>();
+    system_seq_->id = next_id_++;
+    system_seq_->request = req;
+    system_seq_->tokens = req->prompt;
+    system_seq_->sample = false;
+    scheduler_->add(system_seq_);
+    while (!system_seq_->finished()) step();
+    ok = kv_->pinned_tokens() == static_cast<int>(cfg_.system_prompt.size());
+    if (ok) spdlog::info("engine: system prompt of {} tokens prefilled and pinned", cfg_.system_prompt.size());
+    else spdlog::error("engine: the system prompt could not be prefilled: {}", system_seq_->error);
+  }
+  std::lock_guard<std::mutex> lock(sys_mu_);
+  sys_done_ = true;
+  sys_ok_ = ok;
+  sys_cv_.notify_all();
+}
+
+void LlmEngine::loop() {
+  try {
+    prefill_system_prompt();
+    while (take_inbox()) {
+      if (scheduler_->has_work()) step();
+    }
+  } catch (const std::exception& e) {
+    spdlog::critical("engine thread stopped: {}", e.what());
+  }
+  // Whatever is left ends now, so no reader waits forever.
+  std::vector<std::shared_ptr<Active>> left;
+  {
+    std::lock_guard<std::mutex> lock(inbox_->mu);
+    inbox_->stop = true;
+    left = std::move(inbox_->pending);
+    for (auto* call : inbox_->calls) (*call)(model_, *kv_);
+    inbox_->calls.clear();
+  }
+  for (auto& [id, a] : active_) left.push_back(a);
+  for (auto& a : left) {
+    for (int i = 0; i < a->req->n; ++i) {
+      if (!a->choices.empty() && a->choices[i].reported) continue;
+      Delta d;
+      d.index = i;
+      d.finish = FinishReason::Abort;
+      a->stream->push(std::move(d));
+    }
+  }
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  stats_.alive = false;
+}
+
+bool LlmEngine::take_inbox() {
+  std::vector<std::shared_ptr<Active>> pending;
+  std::vector<std::function<void(Model&, KvCacheManager&)>*> calls;
+  bool aborts = false;
+  {
+    std::unique_lock<std::mutex> lock(inbox_->mu);
+    if (!scheduler_->has_work())
+      inbox_->cv.wait(lock, [&] {
+        return inbox_->stop || !inbox_->pending.empty() || inbox_->aborts || !inbox_->calls.empty();
+      });
+    if (inbox_->stop) return false;
+    pending.swap(inbox_->pending);
+    calls.swap(inbox_->calls);
+    aborts = inbox_->aborts;
+    inbox_->aborts = false;
+  }
+  for (auto* call : calls) (*call)(model_, *kv_);
+
+  for (auto& a : pending) {
+    const GenerationRequest& req = *a->req;
+    const uint64_t base_seed = req.sampling.seed ? *req.sampling.seed : std::random_device{}();
+    const int sys_len = static_cast<int>(cfg_.system_prompt.size());
+    const bool starts_with_sys = sys_len > 0 && static_cast<int>(req.prompt.size()) > sys_len &&
+                                 std::equal(cfg_.system_prompt.begin(), cfg_.system_prompt.end(), req.prompt.begin());
+    const int n_keep = req.n_keep >= 0 ? req.n_keep : cfg_.n_keep >= 0 ? cfg_.n_keep : starts_with_sys ? sys_len : 0;
+    const bool on_device = model_.backend().can_sample() && device_samplable(req.sampling);
+    a->choices.resize(req.n);
+    for (int i = 0; i < req.n; ++i) {
+      auto seq = std::make_shared<Sequence>();
+      seq->id = next_id_++;
+      seq->index = i;
+      seq->request = a->req;
+      seq->n_keep = n_keep;
+      seq->seed = base_seed + static_cast<uint64_t>(i);
+      seq->rng.reseed(seq->seed);
+      seq->device_sampling = on_device;
+      if (i == 0) {
+        seq->tokens = req.prompt;
+      } else {
+        seq->status = SeqStatus::PendingFork;
+        a->seqs[0]->siblings.push_back(seq);
+      }
+      a->seqs.push_back(seq);
+      by_seq_[seq->id] = a;
+      if (tokenizer_) {
+        a->choices[i].detok = std::make_unique<IncrementalDetokenizer>(*tokenizer_, req.prompt);
+        if (!req.stop.stop.empty()) a->choices[i].stop = std::make_unique<StopStringMatcher>(req.stop.stop);
+      }
+    }
+    a->unreported = req.n;
+    active_[a->seqs[0]->id] = a;
+    scheduler_->add(a->seqs[0]);
+    if (a->stream->abort_requested()) aborts = true;
+  }
+  if (!pending.empty()) {
+    // Moved from the inbox to the scheduler's queue in one go, as submit() counts them.
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    queued_ -= static_cast<int>(pending.size());
+    stats_.waiting = scheduler_->num_waiting();
+  }
+  if (aborts) {
+    for (auto& [id, a] : active_)
+      if (a->stream->abort_requested())
+        for (auto& seq : a->seqs) scheduler_->finish(seq, FinishReason::Abort);
+    report_finished();
+    update_stats(false);
+  }
+  return true;
+}
+
+void LlmEngine::step() {
+  using clock = std::chrono::steady_clock;
+  const auto t0 = clock::now();
+  StepPlan plan = scheduler_->schedule();
+  {
+    // Admission changed the queue: publish it before any output can prompt a new submit.
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    stats_.running = scheduler_->num_running();
+    stats_.waiting = scheduler_->num_waiting();
+  }
+  if (plan.n_tokens() > 0) {
+    const auto& targets = scheduler_->sample_targets();
+    // Targets sampled on the device become draws; draw_of[j] is target j's draw or -1.
+    draws_.clear();
+    std::vector<int> draw_of(targets.size(), -1);
+    for (size_t j = 0; j < targets.size(); ++j) {
+      const Sequence& seq = *targets[j].seq;
+      if (!seq.device_sampling) continue;
+      const SamplingParams& sp = seq.request->sampling;
+      SampleRequest d;
+      d.row = targets[j].logit_row;
+      d.temperature = sp.temperature;
+      d.top_k = sp.top_k;
+      d.top_p = sp.top_p;
+      d.min_p = sp.min_p;
+      d.seed = seq.seed;
+      d.counter = seq.output.size();
+      draw_of[j] = static_cast<int>(draws_.size());
+      draws_.push_back(d);
+    }
+    try {
+      const auto tf = clock::now();
+      if (draws_.empty()) model_.forward(plan, logits_);
+      else model_.forward(plan, draws_, draw_ids_, logits_);
+      forward_s_ += std::chrono::duration<double>(clock::now() - tf).count();
+    } catch (const std::exception& e) {
+      spdlog::error("engine: forward pass failed: {}", e.what());
+      fail_running(std::string("forward pass failed: ") + e.what());
+      report_finished();
+      update_stats(false);
+      return;
+    }
+    // logits_ holds the rows no draw read, in logit-row order: host_row[r] is row r's place.
+    std::vector<int32_t> host_row(plan.logit_rows.size(), 0);
+    {
+      std::vector<char> drawn(plan.logit_rows.size(), 0);
+      for (const SampleRequest& d : draws_) drawn[static_cast<size_t>(d.row)] = 1;
+      int32_t next = 0;
+      for (size_t r = 0; r < drawn.size(); ++r)
+        if (!drawn[r]) host_row[r] = next++;
+    }
+    // Prompt logprobs come from logit rows no draw reads.
+    for (const PromptLogprobRows& r : scheduler_->prompt_logprob_rows())
+      if (auto it = by_seq_.find(r.seq->id); it != by_seq_.end())
+        append_prompt_logprobs(r, logits_.data(), host_row, vocab_, it->second->prompt_logprobs);
+    std::vector<int32_t> sampled(targets.size());
+    std::vector<SampleResult> results(targets.size());
+    for (size_t j = 0; j < targets.size(); ++j) {
+      Sequence& seq = *targets[j].seq;
+      if (draw_of[j] >= 0) {
+        results[j].token = draw_ids_[static_cast<size_t>(draw_of[j])];
+      } else {
+        const float* row = logits_.data() + static_cast<size_t>(host_row[static_cast<size_t>(targets[j].logit_row)]) * vocab_;
+        results[j] = sample_token(row, vocab_, seq.request->sampling, seq.request->prompt, seq.output, seq.rng);
+      }
+      sampled[j] = results[j].token;
+    }
+    // update() returns the sequences that got a token in target order, skipping none that
+    // were running; map results by sequence to be safe.
+    std::unordered_map<const Sequence*, size_t> index;
+    for (size_t j = 0; j < targets.size(); ++j) index[targets[j].seq.get()] = j;
+    std::vector<SampleResult> ordered;
+    const auto updated = scheduler_->update(sampled);
+    for (const auto& seq : updated) ordered.push_back(std::move(results[index.at(seq.get())]));
+    emit_outputs(updated, ordered);
+  }
+  report_finished();
+  step_s_ += std::chrono::duration<double>(clock::now() - t0).count();
+  update_stats(plan.n_tokens() > 0);
+}
+
+void LlmEngine::emit_outputs(const std::vector<std::shared_ptr<Sequence>>& updated,
+                             const std::vector<SampleResult>& results) {
+  for (size_t k = 0; k < updated.size(); ++k) {
+    const std::shared_ptr<Sequence>& seq = updated[k];
+    auto it = by_seq_.find(seq->id);
+    if (it == by_seq_.end()) continue;
+    Active& a = *it->second;
+    Choice& c = a.choices[seq->index];
+    if (c.reported) continue;
+    const int32_t tok = seq->output.back();
+    if (!a.cached_reported && seq->cached_prompt_tokens >= 0) {
+      a.stream->set_cached_prompt_tokens(seq->cached_prompt_tokens);
+      a.cached_reported = true;
+    }
+
+    Delta d;
+    d.index = seq->index;
+    d.tokens = {tok};
+    if (seq->request->sampling.logprobs >= 0)
+      d.logprobs.push_back({tok, results[k].logprob, results[k].top});
+    if (seq->request->prompt_logprobs >= 0 && !c.prompt_logprobs_sent) {
+      d.prompt_logprobs = a.prompt_logprobs;
+      c.prompt_logprobs_sent = true;
+    }
+    // A stop token (EOS/EOG or stop_token_ids) ends the text without appearing in it.
+    const bool stop_token = seq->finished() && seq->finish == FinishReason::Stop;
+    std::string text;
+    if (c.detok && !stop_token) text = c.detok->push(tok);
+    if (c.stop && !text.empty()) {
+      text = c.stop->feed(text);
+      if (c.stop->matched()) scheduler_->finish(seq, FinishReason::Stop);
+    }
+    if (seq->finished()) {
+      const bool string_stop = c.stop && c.stop->matched();
+      if (c.detok && !string_stop) {
+        const std::string tail = c.detok->flush();
+        if (c.stop) {
+          text += c.stop->feed(tail);
+          if (!c.stop->matched()) text += c.stop->flush();
+          else seq->finish = FinishReason::Stop;
+        } else {
+          text += tail;
+        }
+      }
+      d.finish = seq->finish;
+      d.error = seq->error;
+      c.reported = true;
+      --a.unreported;
+    }
+    d.text = std::move(text);
+    a.stream->push(std::move(d));
+  }
+}
+
+void LlmEngine::report_finished() {
+  for (const auto& seq : scheduler_->take_finished()) {
+    auto it = by_seq_.find(seq->id);
+    if (it == by_seq_.end()) continue;  // the system prompt
+    Active& a = *it->second;
+    Choice& c = a.choices[seq->index];
+    if (!c.reported) {
+      Delta d;
+      d.index = seq->index;
+      d.finish = seq->finish;
+      d.error = seq->error;
+      c.reported = true;
+      --a.unreported;
+      a.stream->push(std::move(d));
+    }
+  }
+  // Forget requests whose every choice has been reported.
+  for (auto it = active_.begin(); it != active_.end();) {
+    if (it->second->unreported == 0) {
+      for (const auto& seq : it->second->seqs) by_seq_.erase(seq->id);
+      it = active_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void LlmEngine::fail_running(const std::string& message) {
+  std::vector<std::shared_ptr<Sequence>> running;
+  for (auto& [id, a] : active_)
+    for (auto& seq : a->seqs)
+      if (seq->status == SeqStatus::Running) running.push_back(seq);
+  if (system_seq_ && system_seq_->status == SeqStatus::Running) running.push_back(system_seq_);
+  for (auto& seq : running) scheduler_->finish(seq, FinishReason::Error, message);
+}
+
+void LlmEngine::update_stats(bool stepped) {
+  const BlockPoolStats ps = kv_->pool().stats();
+  const SchedulerCounters& c = scheduler_->counters();
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  stats_.running = scheduler_->num_running();
+  stats_.waiting = scheduler_->num_waiting();
+  stats_.kv_blocks_total = ps.total;
+  stats_.kv_blocks_used = ps.used;
+  stats_.kv_blocks_cached = ps.cached;
+  stats_.preemptions = c.preemptions;
+  stats_.prompt_tokens = c.prompt_tokens;
+  stats_.prompt_tokens_cached = c.prompt_tokens_cached;
+  stats_.generation_tokens = c.generation_tokens;
+  stats_.prefill_tokens_computed = c.prefill_tokens_computed;
+  stats_.context_shifts = c.context_shifts;
+  stats_.step_seconds = step_s_;
+  stats_.forward_seconds = forward_s_;
+  if (stepped) {
+    ++stats_.steps;
+    stats_.last_step_unix_s = now_unix_s();
+  }
+}
+
+}  // namespace pagoda

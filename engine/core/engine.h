@@ -1,0 +1,148 @@
+// LlmEngine: the engine thread (DESIGN.md section 2). It owns the model, the KV cache and the
+// scheduler; other threads only submit requests, read their streams and abort them.
+//
+// Each step: take new requests and aborts from the inbox -> scheduler.schedule() -> StepPlan ->
+// model.forward() -> sample one token per sample target -> scheduler.update() (token stops,
+// frees finished sequences) -> detokenize, match stop strings, push Deltas. With nothing to do
+// the thread sleeps on a condition variable.
+//
+// Where tokens are sampled (decided per request at admission, so never by its batch mates):
+// - On the backend, when model.backend().can_sample() (the CUDA backend) and the request needs
+//   nothing only the host sampler does: no logprobs, no logit_bias, no presence / frequency /
+//   repetition penalty. Only token ids come back from the device; the draw is the GPU rule
+//   (SampleRequest in backend.h) with seed = the choice's seed and counter = tokens generated
+//   so far, so a seeded request's tokens depend only on its own logits and seed: reproducible,
+//   but not the same tokens the CPU sampler would draw for that seed (a different RNG and
+//   filter arithmetic). Greedy requests pick the argmax on either path.
+// - Everything else (and every request on the CPU backend) on the host with sample_token and
+//   the sequence's own Rng, exactly as sampling.h describes.
+// A choice's seed is the request's seed (or a random one) plus its choice index.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <stdexcept>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/backend/backend.h"
+#include "engine/engine_api.h"
+#include "engine/core/kv_cache_manager.h"
+#include "engine/core/sampling.h"
+#include "engine/core/scheduler.h"
+
+namespace pagoda {
+
+class Model;
+class Tokenizer;
+class ChannelStream;
+class IncrementalDetokenizer;
+class StopStringMatcher;
+
+struct EngineConfig {
+  int block_size = 16;
+  // KV cache budget: bytes when > 0, else this fraction of the memory available now (CPU:
+  // MemAvailable), capped at max_seqs full contexts plus the system prompt, twice over.
+  size_t kv_cache_memory = 0;
+  double kv_cache_fraction = 0.5;
+  size_t device_free_memory = 0;  // what the fraction applies to (GPU: free device memory);
+                                  // 0: the host's MemAvailable (CPU backend)
+  int max_batch_tokens = 512;  // at most the model's max_batch_tokens
+  int max_seqs = 16;
+  int max_queue = 1024;        // waiting requests before submit() answers queue_full
+  int ctx_size = 0;            // tokens per sequence; 0: the model's training context
+  bool context_shift = true;
+  int n_keep = -1;             // default tokens kept on a shift; -1: the system prompt's length
+  std::vector<int32_t> system_prompt;  // prefilled once at start-up, its blocks pinned
+  bool prefix_caching = true;  // off: only the pinned system prompt is shared (for comparisons)
+};
+
+struct EngineError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+class LlmEngine final : public EngineApi {
+ public:
+  // `model` (and `tokenizer`, which may be null: then no text and no stop strings) must outlive
+  // the engine. Sizes and initialises the KV cache and starts the engine thread; the system
+  // prompt, if any, is prefilled before the first request runs. Throws EngineError for a bad
+  // configuration (e.g. a cache too small for one block, a system prompt longer than the context).
+  LlmEngine(Model& model, const Tokenizer* tokenizer, EngineConfig cfg);
+  ~LlmEngine() override;  // stops the thread; unfinished requests end with finish "abort"
+
+  std::shared_ptr<RequestStream> submit(GenerationRequest req, SubmitError* err) override;
+  EngineStats stats() const override;
+  int context_size() const override { return ctx_limit_; }
+
+  int num_kv_blocks() const { return num_blocks_; }
+  int block_size() const { return cfg_.block_size; }
+  // Blocks until the system prompt is prefilled (or failed); true when it is pinned.
+  bool wait_system_prompt();
+
+  // For tests: run `fn` on the engine thread between steps, with the model (e.g. to read KV
+  // blocks) and the cache manager. Blocks until done.
+  void run_on_engine_thread(const std::function<void(Model&, KvCacheManager&)>& fn);
+
+ private:
+  struct Choice;
+  struct Active;
+
+  void loop();
+  void prefill_system_prompt();
+  bool take_inbox();  // false when stopping
+  void step();
+  void emit_outputs(const std::vector<std::shared_ptr<Sequence>>& updated,
+                    const std::vector<SampleResult>& results);
+  void report_finished();
+  void fail_running(const std::string& message);
+  void update_stats(bool stepped);
+
+  Model& model_;
+  const Tokenizer* tokenizer_;
+  EngineConfig cfg_;
+  int num_blocks_ = 0;
+  int ctx_limit_ = 0;
+  int vocab_ = 0;
+  std::unique_ptr<KvCacheManager> kv_;
+  std::unique_ptr<Scheduler> scheduler_;
+
+  // Inbox, guarded by mu_ (shared with streams through a shared_ptr to wake the thread).
+  struct Inbox {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::vector<std::shared_ptr<Active>> pending;
+    std::vector<std::function<void(Model&, KvCacheManager&)>*> calls;
+    bool stop = false;
+    bool aborts = false;
+  };
+  std::shared_ptr<Inbox> inbox_;
+  int queued_ = 0;  // submitted, not yet in the scheduler's queue (guarded by stats_mu_)
+
+  // Engine-thread state.
+  std::unordered_map<uint64_t, std::shared_ptr<Active>> active_;  // by request id
+  std::unordered_map<uint64_t, std::shared_ptr<Active>> by_seq_;  // sequence id -> request
+  uint64_t next_id_ = 1;
+  std::shared_ptr<Sequence> system_seq_;
+  std::vector<float> logits_;      // logits of the host-sampled rows of the last step
+  std::vector<SampleRequest> draws_;  // the device-sampled targets of the step, and their ids
+  std::vector<int32_t> draw_ids_;
+  double step_s_ = 0, forward_s_ = 0;
+
+  mutable std::mutex stats_mu_;
+  EngineStats stats_;
+  std::mutex sys_mu_;
+  std::condition_variable sys_cv_;
+  bool sys_done_ = false;
+  bool sys_ok_ = false;
+
+  std::thread thread_;
+};
+
+}  // namespace pagoda

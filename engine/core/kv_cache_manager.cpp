@@ -1,0 +1,217 @@
+#include "engine/core/kv_cache_manager.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+namespace pagoda {
+
+namespace {
+int ceil_div(int a, int b) { return (a + b - 1) / b; }
+}  // namespace
+
+KvCacheManager::KvCacheManager(int num_blocks, int block_size, BlockPool::HashFn hash)
+    : pool_(num_blocks, block_size, std::move(hash)) {}
+
+KvCacheManager::SeqKv& KvCacheManager::get(uint64_t seq) {
+  auto it = seqs_.find(seq);
+  if (it == seqs_.end())
+    throw std::out_of_range("KvCacheManager: unknown sequence " + std::to_string(seq));
+  return it->second;
+}
+
+const KvCacheManager::SeqKv& KvCacheManager::get(uint64_t seq) const {
+  auto it = seqs_.find(seq);
+  if (it == seqs_.end())
+    throw std::out_of_range("KvCacheManager: unknown sequence " + std::to_string(seq));
+  return it->second;
+}
+
+const std::vector<int32_t>& KvCacheManager::block_table(uint64_t seq) const { return get(seq).table; }
+
+int KvCacheManager::pinned_blocks() const {
+  return has_pinned_ ? static_cast<int>(get(pinned_seq_).table.size()) : 0;
+}
+
+bool KvCacheManager::is_pinned_block(int block) const {
+  if (!has_pinned_) return false;
+  const auto& t = get(pinned_seq_).table;
+  return std::find(t.begin(), t.end(), block) != t.end();
+}
+
+int KvCacheManager::match_prefix(uint64_t seq, const std::vector<int32_t>& tokens, int max_tokens) {
+  if (seqs_.count(seq)) throw std::logic_error("KvCacheManager: sequence already has blocks");
+  const int B = block_size();
+  max_tokens = std::min<int>(max_tokens, static_cast<int>(tokens.size()));
+  SeqKv& s = seqs_[seq];
+  uint64_t parent_hash = BlockPool::kRootHash;
+  int parent = BlockPool::kNoBlock;
+  int matched = 0;
+  while (matched + B <= max_tokens) {
+    const int32_t* blk_tokens = tokens.data() + matched;
+    const uint64_t h = pool_.hash(parent_hash, blk_tokens);
+    int b = pool_.find(h, parent, blk_tokens);
+    if (!prefix_caching_ && b != BlockPool::kNoBlock && !is_pinned_block(b)) b = BlockPool::kNoBlock;
+    if (b == BlockPool::kNoBlock) break;
+    pool_.retain(b);
+    s.table.push_back(b);
+    s.hashes.push_back(h);
+    parent_hash = h;
+    parent = b;
+    matched += B;
+  }
+  // The pinned prefix's partial tail block: shared only when every full block before it matched
+  // the pinned blocks themselves and the prompt starts with the whole pinned prefix.
+  const int P = static_cast<int>(pinned_tokens_.size());
+  if (has_pinned_ && P % B != 0 && matched == (P / B) * B && max_tokens > matched &&
+      static_cast<int>(tokens.size()) >= P &&
+      std::equal(pinned_tokens_.begin(), pinned_tokens_.end(), tokens.begin())) {
+    const auto& pt = get(pinned_seq_).table;
+    if (std::equal(s.table.begin(), s.table.end(), pt.begin())) {
+      pool_.retain(pt[P / B]);
+      s.table.push_back(pt[P / B]);
+      matched = std::min(P, max_tokens);
+    }
+  }
+  return matched;
+}
+
+int KvCacheManager::blocks_needed(uint64_t seq, int num_computed, int n) const {
+  if (n <= 0) return 0;
+  const int B = block_size();
+  auto it = seqs_.find(seq);
+  const int have = it == seqs_.end() ? 0 : static_cast<int>(it->second.table.size());
+  const int need = ceil_div(num_computed + n, B);
+  int count = std::max(0, need - have);
+  if (it != seqs_.end()) {
+    for (int bi = num_computed / B; bi < std::min(need, have); ++bi)
+      if (pool_.ref_count(it->second.table[bi]) > 1) ++count;  // copy-on-write
+  }
+  return count;
+}
+
+int KvCacheManager::claim_fresh() {
+  const int b = pool_.allocate();
+  // A block freed earlier in this step may still have a queued K shift; as a copy destination
+  // it would be re-roped after the copy. Its old contents are dead: drop the shift.
+  shifts_.erase(std::remove_if(shifts_.begin(), shifts_.end(), [&](const KShift& k) { return k.block == b; }),
+                shifts_.end());
+  return b;
+}
+
+bool KvCacheManager::allocate(uint64_t seq, int num_computed, int n) {
+  if (n <= 0) return true;
+  if (blocks_needed(seq, num_computed, n) > pool_.num_available()) return false;
+  const int B = block_size();
+  SeqKv& s = seqs_[seq];
+  const int need = ceil_div(num_computed + n, B);
+  const int have = static_cast<int>(s.table.size());
+  for (int bi = num_computed / B; bi < std::min(need, have); ++bi) {
+    const int old = s.table[bi];
+    if (pool_.ref_count(old) > 1) {
+      const int fresh = claim_fresh();
+      copies_.push_back({old, fresh});
+      pool_.release(old);  // still referenced by its other owners
+      s.table[bi] = fresh;
+    } else if (pool_.is_registered(old)) {
+      // Writing into a registered block would corrupt the prefix cache; it no longer matches.
+      pool_.unregister(old);
+    }
+  }
+  // A written block is no longer a registered prefix of this sequence.
+  if (static_cast<int>(s.hashes.size()) > num_computed / B) s.hashes.resize(num_computed / B);
+  for (int bi = have; bi < need; ++bi) s.table.push_back(pool_.allocate());
+  return true;
+}
+
+void KvCacheManager::commit(uint64_t seq, const std::vector<int32_t>& tokens, int num_computed) {
+  SeqKv& s = get(seq);
+  if (!s.cacheable) return;
+  const int B = block_size();
+  const int full = std::min<int>(num_computed / B, static_cast<int>(s.table.size()));
+  for (int bi = static_cast<int>(s.hashes.size()); bi < full; ++bi) {
+    const uint64_t parent_hash = bi == 0 ? BlockPool::kRootHash : s.hashes[bi - 1];
+    const int32_t* blk_tokens = tokens.data() + static_cast<size_t>(bi) * B;
+    const uint64_t h = pool_.hash(parent_hash, blk_tokens);
+    pool_.register_block(s.table[bi], h, bi == 0 ? BlockPool::kNoBlock : s.table[bi - 1], blk_tokens);
+    s.hashes.push_back(h);
+  }
+}
+
+void KvCacheManager::free(uint64_t seq) {
+  auto it = seqs_.find(seq);
+  if (it == seqs_.end()) return;
+  if (has_pinned_ && seq == pinned_seq_) throw std::logic_error("KvCacheManager: freeing the pinned prefix");
+  const auto& table = it->second.table;
+  for (auto b = table.rbegin(); b != table.rend(); ++b) pool_.release(*b);
+  seqs_.erase(it);
+}
+
+void KvCacheManager::fork(uint64_t parent, uint64_t child, int num_tokens) {
+  if (seqs_.count(child)) throw std::logic_error("KvCacheManager: fork into an existing sequence");
+  const SeqKv& p = get(parent);
+  const int B = block_size();
+  const int n_blocks = std::min<int>(ceil_div(num_tokens, B), static_cast<int>(p.table.size()));
+  SeqKv c;
+  c.table.assign(p.table.begin(), p.table.begin() + n_blocks);
+  c.hashes.assign(p.hashes.begin(), p.hashes.begin() + std::min<int>(num_tokens / B, static_cast<int>(p.hashes.size())));
+  c.cacheable = p.cacheable;
+  for (int b : c.table) pool_.retain(b);
+  seqs_.emplace(child, std::move(c));
+}
+
+bool KvCacheManager::shift(uint64_t seq, int num_computed, int n_keep, int n_discard) {
+  SeqKv& s = get(seq);
+  const int B = block_size();
+  if (n_keep < 0 || n_discard <= 0 || n_keep % B || n_discard % B) return false;
+  if (num_computed <= n_keep + n_discard) return false;
+  const int first_drop = n_keep / B;
+  const int end_drop = (n_keep + n_discard) / B;
+  if (end_drop > static_cast<int>(s.table.size())) return false;
+  // Enough blocks for the copies of shared later blocks, counting what the drop frees?
+  int copies_needed = 0, freed = 0;
+  for (int bi = end_drop; bi < static_cast<int>(s.table.size()); ++bi)
+    if (pool_.ref_count(s.table[bi]) > 1) ++copies_needed;
+  for (int bi = first_drop; bi < end_drop; ++bi)
+    if (pool_.ref_count(s.table[bi]) == 1) ++freed;
+  if (copies_needed > pool_.num_available() + freed) return false;
+
+  for (int bi = end_drop - 1; bi >= first_drop; --bi) pool_.release(s.table[bi]);
+  for (int bi = end_drop; bi < static_cast<int>(s.table.size()); ++bi) {
+    int b = s.table[bi];
+    if (pool_.ref_count(b) > 1) {
+      const int fresh = claim_fresh();
+      copies_.push_back({b, fresh});  // the other owners keep the unshifted original
+      pool_.release(b);
+      b = fresh;
+      s.table[bi] = b;
+    } else {
+      pool_.unregister(b);  // its positions change: it is no longer that prefix
+    }
+    shifts_.push_back({b, -n_discard});
+  }
+  s.table.erase(s.table.begin() + first_drop, s.table.begin() + end_drop);
+  if (static_cast<int>(s.hashes.size()) > first_drop) s.hashes.resize(first_drop);
+  // Later blocks were computed attending to the dropped tokens: never a reusable prefix.
+  s.cacheable = false;
+  return true;
+}
+
+void KvCacheManager::pin(uint64_t seq, const std::vector<int32_t>& tokens) {
+  if (has_pinned_) throw std::logic_error("KvCacheManager: a prefix is already pinned");
+  const SeqKv& s = get(seq);
+  if (static_cast<int>(s.table.size()) < ceil_div(static_cast<int>(tokens.size()), block_size()))
+    throw std::logic_error("KvCacheManager: pinned sequence does not hold its tokens");
+  has_pinned_ = true;
+  pinned_seq_ = seq;
+  pinned_tokens_ = tokens;
+}
+
+void KvCacheManager::take_edits(std::vector<BlockCopy>& copies, std::vector<KShift>& shifts) {
+  copies.insert(copies.end(), copies_.begin(), copies_.end());
+  shifts.insert(shifts.end(), shifts_.begin(), shifts_.end());
+  copies_.clear();
+  shifts_.clear();
+}
+
+}  // namespace pagoda

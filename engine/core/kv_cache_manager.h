@@ -1,0 +1,102 @@
+// KvCacheManager: per-sequence block tables over one BlockPool (DESIGN.md section 3).
+//
+// It owns the bookkeeping only; the cache contents live in the backend. Whatever has to happen
+// to the contents (block copies for copy-on-write, K re-roping for context shift) is queued as
+// plain edits that the scheduler moves into the next StepPlan, where the backend applies them
+// (copies first, then shifts) before the forward pass writes anything.
+//
+// Rules that keep the cache correct:
+// - Copy-on-write: before a sequence writes into a block that another sequence (or the pinned
+//   system prompt) also references, it gets a fresh copy of that block. This one rule covers the
+//   partial block of a shared prefix, n > 1 siblings and context shift of shared blocks.
+// - Only full, computed blocks of sequences that never shifted are registered in the prefix
+//   cache (commit()), so a hit always holds exactly the KV a fresh prefill would produce.
+// - Freed blocks keep their registration and stay reusable until evicted (BlockPool's LRU).
+#pragma once
+
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/core/block_pool.h"
+#include "engine/backend/step_plan.h"
+
+namespace pagoda {
+
+class KvCacheManager {
+ public:
+  KvCacheManager(int num_blocks, int block_size, BlockPool::HashFn hash = BlockPool::default_hash);
+
+  BlockPool& pool() { return pool_; }
+  const BlockPool& pool() const { return pool_; }
+  int block_size() const { return pool_.block_size(); }
+
+  // With prefix caching off, match_prefix() shares only the pinned prefix (for comparisons).
+  void set_prefix_caching(bool on) { prefix_caching_ = on; }
+
+  bool has(uint64_t seq) const { return seqs_.count(seq) != 0; }
+  // The sequence's block table (throws std::out_of_range for an unknown sequence).
+  const std::vector<int32_t>& block_table(uint64_t seq) const;
+
+  // Starts `seq` (which must be new) by sharing the longest cached prefix of tokens[0, max_tokens):
+  // registered full blocks (ref+1 each, no copies) and, when the prompt extends the pinned
+  // prefix, the pinned prefix's partial last block (copied on first write). Returns how many
+  // tokens are now in the cache for it (0 when nothing matched).
+  int match_prefix(uint64_t seq, const std::vector<int32_t>& tokens, int max_tokens);
+
+  // Blocks `seq` needs to write the tokens [num_computed, num_computed + n): blocks not yet in its
+  // table plus copies of shared blocks it would write into. Unknown sequences start empty.
+  int blocks_needed(uint64_t seq, int num_computed, int n) const;
+  // Makes room for those tokens (queuing copy-on-write copies). Returns false, changing nothing,
+  // when the pool cannot supply blocks_needed() blocks.
+  bool allocate(uint64_t seq, int num_computed, int n);
+
+  // After a forward pass: registers the sequence's newly completed full blocks (num_computed
+  // tokens of `tokens` are in the cache) in the prefix cache.
+  void commit(uint64_t seq, const std::vector<int32_t>& tokens, int num_computed);
+
+  // Releases every block of `seq` (last block first, so a prefix's head is evicted last).
+  void free(uint64_t seq);
+
+  // `child` (new) shares the blocks of `parent` that hold its first num_tokens tokens.
+  void fork(uint64_t parent, uint64_t child, int num_tokens);
+
+  // Context shift: keeps tokens [0, n_keep), drops [n_keep, n_keep + n_discard) and queues a
+  // K re-rope by -n_discard for every later block (copying shared ones first). Both counts must
+  // be whole blocks and num_computed > n_keep + n_discard. Returns false, changing nothing, when
+  // the arguments do not allow it or the copies of shared blocks cannot be had.
+  bool shift(uint64_t seq, int num_computed, int n_keep, int n_discard);
+
+  // Marks `seq` (fully computed over `tokens`) as the pinned prefix (the system prompt): its
+  // blocks are never freed, and new sequences starting with `tokens` share its partial block.
+  void pin(uint64_t seq, const std::vector<int32_t>& tokens);
+  int pinned_tokens() const { return static_cast<int>(pinned_tokens_.size()); }
+  int pinned_blocks() const;
+
+  // Moves the queued cache edits out (into a StepPlan).
+  void take_edits(std::vector<BlockCopy>& copies, std::vector<KShift>& shifts);
+  bool has_edits() const { return !copies_.empty() || !shifts_.empty(); }
+
+ private:
+  struct SeqKv {
+    std::vector<int32_t> table;
+    std::vector<uint64_t> hashes;  // chained hash of each registered leading block
+    bool cacheable = true;         // false after a context shift
+  };
+  // A block for a copy-on-write destination (never fails after a capacity check).
+  int claim_fresh();
+  bool is_pinned_block(int block) const;
+  SeqKv& get(uint64_t seq);
+  const SeqKv& get(uint64_t seq) const;
+
+  BlockPool pool_;
+  std::unordered_map<uint64_t, SeqKv> seqs_;
+  std::vector<BlockCopy> copies_;
+  std::vector<KShift> shifts_;
+  bool prefix_caching_ = true;
+  bool has_pinned_ = false;
+  uint64_t pinned_seq_ = 0;
+  std::vector<int32_t> pinned_tokens_;
+};
+
+}  // namespace pagoda

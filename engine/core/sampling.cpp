@@ -1,0 +1,181 @@
+#include "engine/core/sampling.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace pagoda {
+
+// ---- Rng ------------------------------------------------------------------------------------
+
+void Rng::reseed(uint64_t seed) {
+  uint64_t x = seed;
+  for (auto& s : s_) {  // splitmix64
+    x += 0x9e3779b97f4a7c15ull;
+    uint64_t z = x;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    s = z ^ (z >> 31);
+  }
+}
+
+uint64_t Rng::next() {
+  auto rotl = [](uint64_t v, int k) { return (v << k) | (v >> (64 - k)); };
+  const uint64_t result = rotl(s_[1] * 5, 7) * 9;
+  const uint64_t t = s_[1] << 17;
+  s_[2] ^= s_[0];
+  s_[3] ^= s_[1];
+  s_[1] ^= s_[2];
+  s_[0] ^= s_[3];
+  s_[2] ^= t;
+  s_[3] = rotl(s_[3], 45);
+  return result;
+}
+
+double Rng::uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
+
+// ---- logit processing -----------------------------------------------------------------------
+
+void apply_penalties(float* logits, int vocab, const SamplingParams& params,
+                     const std::vector<int32_t>& prompt, const std::vector<int32_t>& output) {
+  for (const auto& [tok, bias] : params.logit_bias)
+    if (tok >= 0 && tok < vocab) logits[tok] += bias;
+
+  if (params.repetition_penalty != 1.0f && params.repetition_penalty > 0.0f) {
+    std::unordered_set<int32_t> seen(prompt.begin(), prompt.end());
+    seen.insert(output.begin(), output.end());
+    for (int32_t tok : seen) {
+      if (tok < 0 || tok >= vocab) continue;
+      float& l = logits[tok];
+      l = l > 0 ? l / params.repetition_penalty : l * params.repetition_penalty;
+    }
+  }
+
+  if (params.presence_penalty != 0.0f || params.frequency_penalty != 0.0f) {
+    std::unordered_map<int32_t, int> counts;
+    for (int32_t tok : output) ++counts[tok];
+    for (const auto& [tok, count] : counts) {
+      if (tok < 0 || tok >= vocab) continue;
+      logits[tok] -= params.frequency_penalty * static_cast<float>(count) + params.presence_penalty;
+    }
+  }
+}
+
+namespace {
+
+// Most likely first; equal logits: lower token id first.
+bool more_likely(const std::pair<float, int32_t>& a, const std::pair<float, int32_t>& b) {
+  return a.first > b.first || (a.first == b.first && a.second < b.second);
+}
+
+int32_t argmax(const float* logits, int vocab) {
+  int32_t best = 0;
+  for (int i = 1; i < vocab; ++i)
+    if (logits[i] > logits[best]) best = i;
+  return best;
+}
+
+}  // namespace
+
+std::vector<Candidate> truncated_distribution(const float* logits, int vocab, const SamplingParams& params) {
+  const float inv_t = 1.0f / params.temperature;
+  std::vector<std::pair<float, int32_t>> c(vocab);
+  for (int i = 0; i < vocab; ++i) c[i] = {logits[i] * inv_t, i};
+
+  // Sort only as far as the filters need: top_k -> partial sort; top_p/min_p -> full sort.
+  const bool need_order = params.top_p < 1.0f || params.min_p > 0.0f;
+  size_t keep = c.size();
+  if (params.top_k > 0 && static_cast<size_t>(params.top_k) < c.size()) {
+    keep = params.top_k;
+    std::partial_sort(c.begin(), c.begin() + keep, c.end(), more_likely);
+    c.resize(keep);
+  } else if (need_order) {
+    std::sort(c.begin(), c.end(), more_likely);
+  }
+  // With no filter the full vocabulary stays in token-id order: sorting 100k+ entries per token
+  // would cost more than the draw.
+
+  float max_l = -std::numeric_limits<float>::infinity();
+  for (const auto& e : c) max_l = std::max(max_l, e.first);
+  std::vector<double> p(c.size());
+  double sum = 0;
+  for (size_t i = 0; i < c.size(); ++i) {
+    p[i] = std::isinf(c[i].first) && c[i].first < 0 ? 0.0 : std::exp(static_cast<double>(c[i].first - max_l));
+    sum += p[i];
+  }
+  for (auto& v : p) v /= sum;
+
+  if (params.top_p < 1.0f) {
+    double cum = 0;
+    size_t n = 0;
+    while (n < p.size()) {
+      cum += p[n++];
+      if (cum >= params.top_p) break;
+    }
+    keep = n;
+  } else {
+    keep = p.size();
+  }
+  if (params.min_p > 0.0f) {
+    const double threshold = params.min_p * p[0];
+    size_t n = 0;
+    while (n < keep && p[n] >= threshold) ++n;
+    keep = std::max<size_t>(n, 1);
+  }
+  if (need_order || keep < p.size()) {
+    // Sorted: tokens with zero probability (a -inf bias) sit at the end and are never kept.
+    while (keep > 1 && p[keep - 1] <= 0.0) --keep;
+  }
+
+  double kept_sum = 0;
+  for (size_t i = 0; i < keep; ++i) kept_sum += p[i];
+  std::vector<Candidate> out(keep);
+  for (size_t i = 0; i < keep; ++i) out[i] = {c[i].second, static_cast<float>(p[i] / kept_sum)};
+  return out;
+}
+
+SampleResult sample_token(const float* raw_logits, int vocab, const SamplingParams& params,
+                          const std::vector<int32_t>& prompt, const std::vector<int32_t>& output,
+                          Rng& rng) {
+  std::vector<float> logits(raw_logits, raw_logits + vocab);
+  apply_penalties(logits.data(), vocab, params, prompt, output);
+
+  SampleResult r;
+  if (params.temperature <= 0.0f) {
+    r.token = argmax(logits.data(), vocab);
+  } else {
+    const std::vector<Candidate> dist = truncated_distribution(logits.data(), vocab, params);
+    const double u = rng.uniform();
+    double cum = 0;
+    r.token = dist.front().token;
+    for (const auto& cand : dist) {
+      if (cand.p > 0) r.token = cand.token;  // the last possible one guards against rounding
+      cum += cand.p;
+      if (u < cum) {
+        r.token = cand.token;
+        break;
+      }
+    }
+  }
+
+  if (params.logprobs >= 0) {
+    float max_l = -std::numeric_limits<float>::infinity();
+    for (float l : logits) max_l = std::max(max_l, l);
+    double sum = 0;
+    for (float l : logits) sum += std::exp(static_cast<double>(l - max_l));
+    const float log_z = max_l + static_cast<float>(std::log(sum));
+    r.logprob = logits[r.token] - log_z;
+    const int n = std::min(params.logprobs, vocab);
+    if (n > 0) {
+      std::vector<std::pair<float, int32_t>> c(vocab);
+      for (int i = 0; i < vocab; ++i) c[i] = {logits[i], i};
+      std::partial_sort(c.begin(), c.begin() + n, c.end(), more_likely);
+      for (int i = 0; i < n; ++i) r.top.push_back({c[i].second, c[i].first - log_z});
+    }
+  }
+  return r;
+}
+
+}  // namespace pagoda

@@ -1,0 +1,334 @@
+#include "engine/core/scheduler.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace pagoda {
+
+namespace {
+int ceil_div(int a, int b) { return (a + b - 1) / b; }
+
+// Whether `seq` still needs the logits of some prompt position (see PromptLogprobRows). The
+// positions are prompt indices only while nothing was shifted out.
+bool wants_prompt_logprobs(const Sequence& seq) {
+  return seq.sample && seq.request && seq.request->prompt_logprobs >= 0 && seq.n_shifts == 0 &&
+         seq.prompt_logprob_rows_done < seq.prompt_len() - 1;
+}
+}  // namespace
+
+Scheduler::Scheduler(SchedulerConfig cfg, KvCacheManager& kv) : cfg_(std::move(cfg)), kv_(kv) {
+  if (cfg_.max_batch_tokens <= 0) throw std::invalid_argument("scheduler: max_batch_tokens must be positive");
+  if (cfg_.max_seqs <= 0) throw std::invalid_argument("scheduler: max_seqs must be positive");
+  if (cfg_.ctx_limit <= kv_.block_size())
+    throw std::invalid_argument("scheduler: the context limit must exceed one block");
+}
+
+void Scheduler::add(std::shared_ptr<Sequence> seq) {
+  seq->status = SeqStatus::Waiting;
+  waiting_.push_back(std::move(seq));
+}
+
+bool Scheduler::is_scheduled(const Sequence& seq) const {
+  for (const auto& s : scheduled_)
+    if (s.seq.get() == &seq) return true;
+  return false;
+}
+
+void Scheduler::remove_running(const Sequence& seq) {
+  auto it = std::find_if(running_.begin(), running_.end(), [&](const auto& p) { return p.get() == &seq; });
+  if (it != running_.end()) running_.erase(it);
+}
+
+void Scheduler::preempt(const std::shared_ptr<Sequence>& seq) {
+  kv_.free(seq->id);
+  seq->num_computed = 0;
+  seq->status = SeqStatus::Waiting;
+  remove_running(*seq);
+  waiting_.push_front(seq);
+  ++counters_.preemptions;
+}
+
+bool Scheduler::reserve_running(const std::shared_ptr<Sequence>& seq, int n) {
+  while (!kv_.allocate(seq->id, seq->num_computed, n)) {
+    // The newest running sequence not yet in this step (never one already scheduled: its
+    // cache edits and slots are part of the plan).
+    std::shared_ptr<Sequence> victim;
+    for (auto it = running_.rbegin(); it != running_.rend(); ++it) {
+      if (*it != seq && !is_scheduled(**it)) {
+        victim = *it;
+        break;
+      }
+    }
+    if (victim) {
+      preempt(victim);
+      continue;
+    }
+    if (!scheduled_.empty()) {
+      preempt(seq);  // the sequences scheduled this step hold the blocks; retry later
+    } else {
+      // Alone and still no room: the cache is smaller than this sequence needs.
+      finish(seq, FinishReason::Length);
+    }
+    return false;
+  }
+  return true;
+}
+
+bool Scheduler::shift_context(const std::shared_ptr<Sequence>& seq) {
+  const int B = kv_.block_size();
+  if (cfg_.context_shift) {
+    const int n_keep = std::min(ceil_div(std::max(seq->n_keep, 0), B) * B, seq->num_computed);
+    const int n_discard = (seq->num_computed - n_keep) / 2 / B * B;
+    if (n_discard >= B && kv_.shift(seq->id, seq->num_computed, n_keep, n_discard)) {
+      seq->tokens.erase(seq->tokens.begin() + n_keep, seq->tokens.begin() + n_keep + n_discard);
+      seq->num_computed -= n_discard;
+      ++seq->n_shifts;
+      ++counters_.context_shifts;
+      return true;
+    }
+  }
+  finish(seq, FinishReason::Length);
+  return false;
+}
+
+bool Scheduler::shift_tokens(Sequence& seq) {
+  const int B = kv_.block_size();
+  while (seq.num_tokens() > cfg_.ctx_limit) {
+    // The same cut shift_context() makes, on tokens that are not in the cache yet.
+    const int n = seq.num_tokens() - 1;
+    const int n_keep = std::min(ceil_div(std::max(seq.n_keep, 0), B) * B, n);
+    const int n_discard = (n - n_keep) / 2 / B * B;
+    if (!cfg_.context_shift || n_discard < B) return false;
+    seq.tokens.erase(seq.tokens.begin() + n_keep, seq.tokens.begin() + n_keep + n_discard);
+    ++seq.n_shifts;
+    ++counters_.context_shifts;
+  }
+  return true;
+}
+
+void Scheduler::emit(StepPlan& plan, const std::shared_ptr<Sequence>& seq, int n, bool prefill) {
+  const int B = kv_.block_size();
+  const auto& table = kv_.block_table(seq->id);
+  SeqInStep s;
+  s.seq_id = seq->id;
+  s.first_token = plan.n_tokens();
+  s.n_tokens = n;
+  s.n_past = seq->num_computed;
+  s.block_table_offset = static_cast<int32_t>(plan.block_tables.size());
+  s.n_blocks = ceil_div(seq->num_computed + n, B);
+  const int seq_index = static_cast<int>(plan.seqs.size());
+  plan.block_tables.insert(plan.block_tables.end(), table.begin(), table.begin() + s.n_blocks);
+  for (int i = 0; i < n; ++i) {
+    const int pos = seq->num_computed + i;
+    plan.tokens.push_back(seq->tokens[pos]);
+    plan.positions.push_back(pos);
+    plan.slots.push_back(table[pos / B] * B + pos % B);
+    plan.token_seq.push_back(seq_index);
+  }
+  plan.seqs.push_back(s);
+  if (seq->sample && seq->num_computed + n == seq->num_tokens()) {
+    const int row = static_cast<int>(plan.logit_rows.size());
+    plan.logit_rows.push_back(s.first_token + n - 1);
+    targets_.push_back({row, seq, nullptr});
+    for (const auto& sib : seq->siblings)
+      if (sib->status == SeqStatus::PendingFork) targets_.push_back({row, sib, seq});
+  }
+  if (prefill) emit_prompt_logprob_rows(plan, seq, s.first_token, n);
+  scheduled_.push_back({seq, n, prefill});
+}
+
+void Scheduler::emit_prompt_logprob_rows(StepPlan& plan, const std::shared_ptr<Sequence>& seq, int first, int n) {
+  if (!wants_prompt_logprobs(*seq)) return;
+  // Positions 0 .. prompt_len - 2 score the next prompt token; the last one is the sample row.
+  const int lo = std::max(seq->num_computed, seq->prompt_logprob_rows_done);
+  const int hi = std::min(seq->num_computed + n, seq->prompt_len() - 1);
+  if (lo >= hi) return;
+  PromptLogprobRows r;
+  r.seq = seq;
+  r.first_row = static_cast<int>(plan.logit_rows.size());
+  r.first_position = lo;
+  r.n = hi - lo;
+  for (int pos = lo; pos < hi; ++pos) plan.logit_rows.push_back(first + (pos - seq->num_computed));
+  prompt_rows_.push_back(std::move(r));
+}
+
+bool Scheduler::try_admit(StepPlan& plan, int& budget) {
+  const std::shared_ptr<Sequence> seq = waiting_.front();
+  int group = 1;
+  for (const auto& sib : seq->siblings)
+    if (sib->status == SeqStatus::PendingFork) ++group;
+  if (!running_.empty() && static_cast<int>(running_.size()) + group > cfg_.max_seqs) return false;
+
+  if (!shift_tokens(*seq)) {
+    finish(seq, FinishReason::Length);  // leaves the queue: the caller moves on
+    return true;
+  }
+  const bool first_admission = seq->cached_prompt_tokens < 0;
+  // A request for prompt logprobs needs the logits of every prompt position not yet reported,
+  // so it shares cached blocks only up to there.
+  const int match_limit = wants_prompt_logprobs(*seq)
+                              ? std::min(seq->num_tokens() - 1, static_cast<int>(seq->prompt_logprob_rows_done))
+                              : seq->num_tokens() - 1;
+  const int matched = kv_.match_prefix(seq->id, seq->tokens, match_limit);
+  seq->num_computed = matched;
+  const int n = std::min(seq->num_tokens() - matched, budget);
+  if (!kv_.allocate(seq->id, matched, n)) {
+    kv_.free(seq->id);
+    seq->num_computed = 0;
+    return false;
+  }
+  if (first_admission) {
+    seq->cached_prompt_tokens = std::min(matched, seq->prompt_len());
+    counters_.prompt_tokens += seq->prompt_len();
+    counters_.prompt_tokens_cached += seq->cached_prompt_tokens;
+  }
+  waiting_.pop_front();
+  seq->status = SeqStatus::Running;
+  running_.push_back(seq);
+  emit(plan, seq, n, true);
+  budget -= n;
+  return true;
+}
+
+StepPlan Scheduler::schedule() {
+  StepPlan plan;
+  scheduled_.clear();
+  targets_.clear();
+  prompt_rows_.clear();
+  int budget = cfg_.max_batch_tokens;
+  const uint64_t preemptions_before = counters_.preemptions;
+
+  // Decodes first, then unfinished prefills; both in admission order. Iterate over a snapshot:
+  // preemption and finishing edit running_.
+  for (int pass = 0; pass < 2; ++pass) {
+    const auto snapshot = running_;
+    for (const auto& seq : snapshot) {
+      if (budget == 0) break;
+      if (seq->status != SeqStatus::Running || is_scheduled(*seq)) continue;
+      const int remaining = seq->num_tokens() - seq->num_computed;
+      const bool decode = remaining == 1;
+      if (decode != (pass == 0)) continue;
+      int n = std::min(remaining, budget);
+      if (seq->num_computed + n > cfg_.ctx_limit) {
+        if (decode) {
+          if (!shift_context(seq)) continue;
+        } else {
+          n = cfg_.ctx_limit - seq->num_computed;  // cannot happen: prompts fit the context
+          if (n <= 0) { finish(seq, FinishReason::Length); continue; }
+        }
+      }
+      if (!reserve_running(seq, n)) continue;
+      emit(plan, seq, n, !decode);
+      budget -= n;
+    }
+  }
+
+  if (counters_.preemptions == preemptions_before) {
+    while (!waiting_.empty() && budget > 0) {
+      if (!try_admit(plan, budget)) {
+        if (running_.empty()) {
+          // Nothing else holds blocks, yet it does not fit: it never will.
+          finish(waiting_.front(), FinishReason::Error, "the request does not fit in the KV cache");
+          continue;
+        }
+        break;
+      }
+    }
+  }
+  kv_.take_edits(plan.block_copies, plan.k_shifts);
+  return plan;
+}
+
+void Scheduler::fork_sibling(const std::shared_ptr<Sequence>& parent, const std::shared_ptr<Sequence>& child) {
+  kv_.fork(parent->id, child->id, parent->num_computed);
+  child->tokens.assign(parent->tokens.begin(), parent->tokens.begin() + parent->num_computed);
+  child->num_computed = parent->num_computed;
+  child->cached_prompt_tokens = parent->cached_prompt_tokens;
+  child->n_shifts = parent->n_shifts;
+  child->status = SeqStatus::Running;
+  running_.push_back(child);
+}
+
+FinishReason Scheduler::stop_reason(const Sequence& seq, int32_t token) const {
+  const StopParams& stop = seq.request->stop;
+  if (!stop.ignore_eos && cfg_.is_eog && cfg_.is_eog(token)) return FinishReason::Stop;
+  if (std::find(stop.stop_token_ids.begin(), stop.stop_token_ids.end(), token) != stop.stop_token_ids.end())
+    return FinishReason::Stop;
+  if (stop.max_tokens > 0 && static_cast<int>(seq.output.size()) >= stop.max_tokens) return FinishReason::Length;
+  // The new token would need a cache slot past the limit.
+  if (!cfg_.context_shift && seq.num_computed >= cfg_.ctx_limit) return FinishReason::Length;
+  return FinishReason::None;
+}
+
+std::vector<std::shared_ptr<Sequence>> Scheduler::update(const std::vector<int32_t>& sampled) {
+  if (sampled.size() != targets_.size())
+    throw std::invalid_argument("scheduler: one sampled token per sample target expected");
+  for (const auto& r : prompt_rows_)
+    r.seq->prompt_logprob_rows_done = std::max(r.seq->prompt_logprob_rows_done, r.first_position + r.n);
+  for (const auto& s : scheduled_) {
+    Sequence& seq = *s.seq;
+    if (seq.status != SeqStatus::Running) continue;
+    seq.num_computed += s.n_tokens;
+    if (s.prefill) counters_.prefill_tokens_computed += s.n_tokens;
+    kv_.commit(seq.id, seq.tokens, seq.num_computed);
+    if (!seq.sample && seq.num_computed == seq.num_tokens()) {
+      // A prefill-only sequence (the system prompt) is done: its blocks stay pinned.
+      kv_.pin(seq.id, seq.tokens);
+      remove_running(seq);
+      seq.status = SeqStatus::Finished;
+      finished_.push_back(s.seq);
+    }
+  }
+  // Forks first: a parent may finish on its first token and free its blocks below.
+  for (const auto& t : targets_)
+    if (t.fork_from && t.seq->status == SeqStatus::PendingFork && t.fork_from->status == SeqStatus::Running)
+      fork_sibling(t.fork_from, t.seq);
+  for (const auto& t : targets_)
+    if (!t.fork_from) t.seq->siblings.clear();
+
+  std::vector<std::shared_ptr<Sequence>> out;
+  for (size_t j = 0; j < targets_.size(); ++j) {
+    const auto& seq = targets_[j].seq;
+    if (seq->status != SeqStatus::Running) continue;
+    seq->tokens.push_back(sampled[j]);
+    seq->output.push_back(sampled[j]);
+    ++counters_.generation_tokens;
+    const FinishReason r = stop_reason(*seq, sampled[j]);
+    if (r != FinishReason::None) finish(seq, r);
+    out.push_back(seq);
+  }
+  scheduled_.clear();
+  targets_.clear();
+  prompt_rows_.clear();
+  return out;
+}
+
+void Scheduler::finish(const std::shared_ptr<Sequence>& seq, FinishReason reason, const std::string& error) {
+  if (seq->status == SeqStatus::Finished) {
+    seq->finish = reason;
+    if (!error.empty()) seq->error = error;
+    return;
+  }
+  if (seq->status == SeqStatus::Running) {
+    kv_.free(seq->id);
+    remove_running(*seq);
+  } else if (seq->status == SeqStatus::Waiting) {
+    auto it = std::find(waiting_.begin(), waiting_.end(), seq);
+    if (it != waiting_.end()) waiting_.erase(it);
+    kv_.free(seq->id);  // normally holds nothing
+  }
+  seq->status = SeqStatus::Finished;
+  seq->finish = reason;
+  seq->error = error;
+  finished_.push_back(seq);
+  for (const auto& sib : seq->siblings)
+    if (sib->status == SeqStatus::PendingFork) finish(sib, reason, error);
+}
+
+std::vector<std::shared_ptr<Sequence>> Scheduler::take_finished() {
+  std::vector<std::shared_ptr<Sequence>> out;
+  out.swap(finished_);
+  return out;
+}
+
+}  // namespace pagoda

@@ -1,0 +1,140 @@
+// Scheduler: token-budget continuous batching over the paged KV cache (DESIGN.md section 4).
+//
+// Each step, within `max_batch_tokens` tokens and `max_seqs` running sequences:
+//   1. one decode token for every running sequence (oldest admitted first),
+//   2. the next chunk of every running sequence still prefilling,
+//   3. new (or preempted) sequences from the waiting queue, first come first served, each as
+//      long a chunk as the budget allows.
+// When a running sequence needs a block and none is free, the most recently admitted running
+// sequence not yet scheduled this step is preempted: it drops its blocks (full ones stay in the
+// prefix cache) and goes back to the front of the queue, to resume by recompute. No new
+// sequence is admitted in a step that preempted.
+//
+// The scheduler owns sequence bookkeeping only: schedule() emits a plain StepPlan, the caller
+// runs the model and samples one token per sample target, and update() consumes those tokens,
+// applies the token-level stop rules (EOS/EOG, stop token ids, max_tokens, context limit) and
+// frees finished sequences at once. Stop strings are the caller's (it needs text): it ends a
+// sequence with finish().
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "engine/core/kv_cache_manager.h"
+#include "engine/core/sequence.h"
+#include "engine/backend/step_plan.h"
+
+namespace pagoda {
+
+struct SchedulerConfig {
+  int max_batch_tokens = 512;  // tokens per step (prefill chunks + decodes)
+  int max_seqs = 16;           // running sequences at most
+  int ctx_limit = 4096;        // tokens a sequence may hold in the cache
+  bool context_shift = true;   // at the limit: shift (true) or finish with "length" (false)
+  std::function<bool(int32_t)> is_eog;  // end-of-generation tokens (EOS, EOT, ...); may be empty
+};
+
+// Row `logit_row` (an index into StepPlan::logit_rows) is sampled for `seq`. n > 1 siblings that
+// fork this step share their first sibling's row.
+struct SampleTarget {
+  int logit_row = 0;
+  std::shared_ptr<Sequence> seq;
+  std::shared_ptr<Sequence> fork_from;  // set when seq forks from this sequence on update
+};
+
+// Prompt logprobs (GenerationRequest::prompt_logprobs >= 0): logit rows [first_row, first_row + n)
+// of the step (indices into StepPlan::logit_rows, never shared with a sample target) hold the
+// logits at positions first_position .. first_position + n - 1 of `seq`, which score its prompt
+// tokens first_position + 1 .. first_position + n.
+struct PromptLogprobRows {
+  std::shared_ptr<Sequence> seq;
+  int first_row = 0;
+  int first_position = 0;
+  int n = 0;
+};
+
+struct SchedulerCounters {
+  uint64_t preemptions = 0;
+  uint64_t prompt_tokens = 0;           // prompt tokens of admitted requests (first admission)
+  uint64_t prompt_tokens_cached = 0;    // of those, served from the prefix cache
+  uint64_t prefill_tokens_computed = 0; // prefill work actually done (includes recompute)
+  uint64_t generation_tokens = 0;
+  uint64_t context_shifts = 0;
+};
+
+class Scheduler {
+ public:
+  Scheduler(SchedulerConfig cfg, KvCacheManager& kv);
+
+  const SchedulerConfig& config() const { return cfg_; }
+
+  // Queues a sequence (choice 0 of its request; its siblings, if any, are in seq->siblings with
+  // status PendingFork). Validation (length, capacity) is the caller's.
+  void add(std::shared_ptr<Sequence> seq);
+
+  // Forms the next step. Empty when there is nothing to run.
+  StepPlan schedule();
+  // What to sample after the forward pass of the last schedule(), in order.
+  const std::vector<SampleTarget>& sample_targets() const { return targets_; }
+  // The prompt-logprob rows of the last schedule(). Every prompt position a request needs is
+  // listed exactly once over its steps (chunks, preemption and recompute included): such a
+  // request takes nothing from the prefix cache for positions not yet reported.
+  const std::vector<PromptLogprobRows>& prompt_logprob_rows() const { return prompt_rows_; }
+  // Consumes one sampled token per sample target (same order). Returns the sequences that got a
+  // token, in target order; those whose token ended them are already finished.
+  std::vector<std::shared_ptr<Sequence>> update(const std::vector<int32_t>& sampled);
+
+  // Ends a sequence in any state (abort, stop string, error) and frees its blocks now. On an
+  // already finished sequence only the reason changes. Pending siblings end with it.
+  void finish(const std::shared_ptr<Sequence>& seq, FinishReason reason, const std::string& error = "");
+
+  // Sequences finished since the last call (by update(), finish() or the scheduler itself).
+  std::vector<std::shared_ptr<Sequence>> take_finished();
+
+  bool has_work() const { return !running_.empty() || !waiting_.empty(); }
+  int num_running() const { return static_cast<int>(running_.size()); }
+  int num_waiting() const { return static_cast<int>(waiting_.size()); }
+  const SchedulerCounters& counters() const { return counters_; }
+
+ private:
+  struct Scheduled {
+    std::shared_ptr<Sequence> seq;
+    int n_tokens = 0;
+    bool prefill = false;
+  };
+
+  bool is_scheduled(const Sequence& seq) const;
+  // Makes room for n tokens of a running sequence, preempting others if needed. False when the
+  // sequence itself was preempted or finished instead.
+  bool reserve_running(const std::shared_ptr<Sequence>& seq, int n);
+  // At the context limit: shifts the sequence's cache (or finishes it). False if finished.
+  bool shift_context(const std::shared_ptr<Sequence>& seq);
+  // Drops tokens of a sequence with no blocks so it fits the context again (resume after a
+  // preemption at the limit). False when it cannot (then it ends with "length").
+  bool shift_tokens(Sequence& seq);
+  void preempt(const std::shared_ptr<Sequence>& seq);
+  void emit(StepPlan& plan, const std::shared_ptr<Sequence>& seq, int n, bool prefill);
+  // Adds the prompt-logprob rows of `seq` among its n tokens starting at plan index `first`.
+  void emit_prompt_logprob_rows(StepPlan& plan, const std::shared_ptr<Sequence>& seq, int first, int n);
+  void remove_running(const Sequence& seq);
+  // Admits the front of the queue (or ends it when it can never run again). False when it
+  // has to wait.
+  bool try_admit(StepPlan& plan, int& budget);
+  void fork_sibling(const std::shared_ptr<Sequence>& parent, const std::shared_ptr<Sequence>& child);
+  FinishReason stop_reason(const Sequence& seq, int32_t token) const;
+
+  SchedulerConfig cfg_;
+  KvCacheManager& kv_;
+  std::deque<std::shared_ptr<Sequence>> waiting_;
+  std::vector<std::shared_ptr<Sequence>> running_;  // admission order, oldest first
+  std::vector<Scheduled> scheduled_;
+  std::vector<SampleTarget> targets_;
+  std::vector<PromptLogprobRows> prompt_rows_;
+  std::vector<std::shared_ptr<Sequence>> finished_;
+  SchedulerCounters counters_;
+};
+
+}  // namespace pagoda

@@ -1,0 +1,243 @@
+#include "engine/model/model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "engine/gguf/gguf.h"
+#include "engine/model/model_weights.h"
+
+namespace pagoda {
+namespace {
+
+// A view of rows [first, first + rows) of an F32 activation tensor.
+Tensor row_view(const Tensor& t, int64_t first, int64_t rows) {
+  Tensor v = t;
+  v.data = static_cast<float*>(t.data) + first * t.cols;
+  v.rows = rows;
+  return v;
+}
+
+}  // namespace
+
+struct Model::Impl {
+  ModelConfig cfg;
+  std::unique_ptr<Backend> be;
+  int max_tokens = 0;
+  ModelWeights w;
+  RopeConfig rope;
+  bool kv_ready = false;
+
+  // Activations, [max_tokens x width] each.
+  Tensor x;      // residual stream
+  Tensor xn;     // normed input of a sub-block, then its output before the residual add
+  Tensor q, k, v, att;
+  Tensor gate, up;
+  Tensor lx;      // rows that need logits, gathered (then normed into xn)
+  Tensor logits;  // [backend's logits_chunk_rows x vocab]: the LM head runs over this many rows
+                  // at a time, so the buffer stays small however large the batch
+
+  void layer(int l, int64_t n);
+  // The ops of a forward pass after its uploads: the layers over n tokens, then the LM head
+  // over the n_out gathered logit rows, of which the first n_device are drawn by `draws`
+  // (sorted by row) and the rest copied to host_logits.
+  void run_ops(int64_t n, int64_t n_out, int64_t n_device, const std::vector<SampleRequest>& draws,
+               float* host_logits);
+};
+
+Model::Model(const gguf::GgufFile& file, std::unique_ptr<Backend> backend, int max_batch_tokens)
+    : impl_(std::make_unique<Impl>()) {
+  if (!backend) throw std::invalid_argument("Model: no backend");
+  if (max_batch_tokens <= 0) throw std::invalid_argument("Model: max_batch_tokens must be positive");
+  Impl& m = *impl_;
+  m.cfg = ModelConfig::from_gguf(file);
+  m.be = std::move(backend);
+  m.max_tokens = max_batch_tokens;
+  m.w = ModelWeights::load(file, m.cfg, *m.be);
+  m.rope = RopeConfig{m.cfg.n_rot, m.cfg.rope_freq_base, m.cfg.rope_freq_scale, m.cfg.rope_neox,
+                      m.w.rope_freqs};
+
+  const ModelConfig& c = m.cfg;
+  const int64_t T = max_batch_tokens;
+  const int64_t q_dim = static_cast<int64_t>(c.n_heads) * c.head_dim;
+  const int64_t kv_dim = static_cast<int64_t>(c.n_kv_heads) * c.head_dim;
+  Backend& be = *m.be;
+  m.x = be.alloc(T, c.dim);
+  m.xn = be.alloc(T, c.dim);
+  m.q = be.alloc(T, q_dim);
+  m.k = be.alloc(T, kv_dim);
+  m.v = be.alloc(T, kv_dim);
+  m.att = be.alloc(T, q_dim);
+  m.gate = be.alloc(T, c.ff_dim);
+  m.up = be.alloc(T, c.ff_dim);
+  m.lx = be.alloc(T, c.dim);
+  const int chunk = be.logits_chunk_rows();
+  if (chunk <= 0) throw std::logic_error("Model: backend gave a non-positive logits chunk");
+  m.logits = be.alloc(std::min<int64_t>(T, chunk), c.vocab_size);
+}
+
+Model::~Model() = default;
+
+const ModelConfig& Model::config() const { return impl_->cfg; }
+Backend& Model::backend() { return *impl_->be; }
+int Model::max_batch_tokens() const { return impl_->max_tokens; }
+
+size_t Model::kv_block_bytes(int block_size) const {
+  const ModelConfig& c = impl_->cfg;
+  return impl_->be->kv_block_bytes(KvCacheConfig{c.n_layers, 1, block_size, c.n_kv_heads, c.head_dim});
+}
+
+size_t Model::kv_block_bytes(int block_size, GgmlType kv_type) const {
+  const ModelConfig& c = impl_->cfg;
+  return impl_->be->kv_block_bytes(KvCacheConfig{c.n_layers, 1, block_size, c.n_kv_heads, c.head_dim, kv_type});
+}
+
+void Model::init_kv_cache(int num_blocks, int block_size) {
+  init_kv_cache(num_blocks, block_size, GgmlType::F16);
+}
+
+void Model::init_kv_cache(int num_blocks, int block_size, GgmlType kv_type) {
+  const ModelConfig& c = impl_->cfg;
+  impl_->be->init_kv_cache(KvCacheConfig{c.n_layers, num_blocks, block_size, c.n_kv_heads, c.head_dim, kv_type});
+  impl_->kv_ready = true;
+}
+
+void Model::Impl::layer(int l, int64_t n) {
+  const LayerWeights& L = w.layers[static_cast<size_t>(l)];
+  Backend& b = *be;
+  // Attention block: x += Wo · attention(rope(Wq xn), rope(Wk xn), Wv xn), xn = rmsnorm(x).
+  b.rms_norm(x, L.attn_norm, cfg.rms_eps, xn, n);
+  b.matmul(L.wq, xn, q, n);
+  b.matmul(L.wk, xn, k, n);
+  b.matmul(L.wv, xn, v, n);
+  if (cfg.qkv_bias) {
+    b.add_bias(q, L.bq, n);
+    b.add_bias(k, L.bk, n);
+    b.add_bias(v, L.bv, n);
+  }
+  b.rope(q, cfg.n_heads, rope);
+  b.rope(k, cfg.n_kv_heads, rope);
+  b.store_kv(l, k, v);
+  b.attention(l, q, att, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim,
+              1.0f / std::sqrt(static_cast<float>(cfg.head_dim)));
+  b.matmul(L.wo, att, xn, n);
+  b.add(x, xn, n);
+  // Feed-forward block: x += Wdown · (silu(Wgate xn) * Wup xn), xn = rmsnorm(x).
+  b.rms_norm(x, L.ffn_norm, cfg.rms_eps, xn, n);
+  b.matmul(L.w_gate, xn, gate, n);
+  b.matmul(L.w_up, xn, up, n);
+  b.silu_mul(gate, up, gate, n);
+  b.matmul(L.w_down, gate, xn, n);
+  b.add(x, xn, n);
+}
+
+void Model::Impl::run_ops(int64_t n, int64_t n_out, int64_t n_device, const std::vector<SampleRequest>& draws,
+                          float* host_logits) {
+  Backend& b = *be;
+  b.embed(w.tok_embd, x);
+  for (int l = 0; l < cfg.n_layers; ++l) layer(l, n);
+  if (n_out == 0) return;
+
+  // Only the rows that are sampled go through the final norm and the LM head.
+  b.gather_logit_rows(x, lx);
+  b.rms_norm(lx, w.output_norm, cfg.rms_eps, xn, n_out);
+  size_t next_draw = 0;
+  for (int64_t first = 0; first < n_device; first += logits.rows) {
+    const int64_t rows = std::min<int64_t>(logits.rows, n_device - first);
+    b.matmul(w.output, row_view(xn, first, rows), logits, rows);
+    size_t end = next_draw;
+    while (end < draws.size() && draws[end].row < first + rows) ++end;
+    b.sample(logits, first, static_cast<int64_t>(next_draw), static_cast<int64_t>(end - next_draw));
+    next_draw = end;
+  }
+  for (int64_t first = n_device; first < n_out; first += logits.rows) {
+    const int64_t rows = std::min<int64_t>(logits.rows, n_out - first);
+    b.matmul(w.output, row_view(xn, first, rows), logits, rows);
+    b.read(logits, rows, host_logits + (first - n_device) * cfg.vocab_size);
+  }
+}
+
+void Model::forward(const StepPlan& plan, std::vector<float>& logits) {
+  std::vector<int32_t> no_ids;
+  forward(plan, {}, no_ids, logits);
+}
+
+void Model::forward(const StepPlan& plan, const std::vector<SampleRequest>& draws,
+                    std::vector<int32_t>& ids, std::vector<float>& host_logits) {
+  Impl& m = *impl_;
+  if (!m.kv_ready) throw std::logic_error("Model::forward: init_kv_cache was not called");
+  const int64_t n = plan.n_tokens();
+  if (n > m.max_tokens)
+    throw std::invalid_argument("Model::forward: " + std::to_string(n) + " tokens exceed max_batch_tokens " +
+                                std::to_string(m.max_tokens));
+  for (int32_t t : plan.tokens)
+    if (t < 0 || t >= m.cfg.vocab_size)
+      throw std::invalid_argument("Model::forward: token id " + std::to_string(t) + " is outside the vocabulary");
+  Backend& b = *m.be;
+  const int64_t n_out = static_cast<int64_t>(plan.logit_rows.size());
+  if (!draws.empty() && !b.can_sample())
+    throw std::logic_error("Model::forward: backend '" + b.name() + "' cannot sample");
+
+  // The LM head's row order: rows some draw reads first, then the host rows, each in plan
+  // order. pos[r] is logit row r's place in it.
+  std::vector<char> on_device(static_cast<size_t>(n_out), 0);
+  for (const SampleRequest& d : draws) {
+    if (d.row < 0 || d.row >= n_out)
+      throw std::invalid_argument("Model::forward: draw of logit row " + std::to_string(d.row) + " of " +
+                                  std::to_string(n_out));
+    on_device[static_cast<size_t>(d.row)] = 1;
+  }
+  std::vector<int32_t> order;  // LM-head place -> logit row
+  order.reserve(static_cast<size_t>(n_out));
+  for (int pass = 1; pass >= 0; --pass)
+    for (int32_t r = 0; r < n_out; ++r)
+      if (on_device[static_cast<size_t>(r)] == pass) order.push_back(r);
+  std::vector<int32_t> pos(static_cast<size_t>(n_out));
+  bool reordered = false;
+  for (size_t k = 0; k < order.size(); ++k) {
+    pos[static_cast<size_t>(order[k])] = static_cast<int32_t>(k);
+    reordered |= order[k] != static_cast<int32_t>(k);
+  }
+  const int64_t n_device = static_cast<int64_t>(std::count(on_device.begin(), on_device.end(), 1));
+  StepPlan reordered_plan;
+  if (reordered) {
+    reordered_plan = plan;
+    for (size_t k = 0; k < order.size(); ++k)
+      reordered_plan.logit_rows[k] = plan.logit_rows[static_cast<size_t>(order[k])];
+  }
+  // Draws sorted by their row's place (stable: equal rows keep their order), rows renumbered.
+  std::vector<size_t> by_place(draws.size());
+  for (size_t i = 0; i < by_place.size(); ++i) by_place[i] = i;
+  std::stable_sort(by_place.begin(), by_place.end(), [&](size_t a, size_t c) {
+    return pos[static_cast<size_t>(draws[a].row)] < pos[static_cast<size_t>(draws[c].row)];
+  });
+  std::vector<SampleRequest> sorted(draws.size());
+  for (size_t k = 0; k < sorted.size(); ++k) {
+    sorted[k] = draws[by_place[k]];
+    sorted[k].row = pos[static_cast<size_t>(sorted[k].row)];
+  }
+
+  b.begin_step(reordered ? reordered_plan : plan);  // validates the plan's indices against the cache
+  b.apply_cache_edits(m.rope);
+  const int64_t vocab = m.cfg.vocab_size;
+  host_logits.assign(static_cast<size_t>((n_out - n_device) * vocab), 0.0f);
+  ids.assign(draws.size(), 0);
+  if (n == 0) return;
+  if (!sorted.empty()) b.begin_sampling(sorted);  // the upload overlaps the layers
+
+  // With every row drawn in one LM-head chunk the ops depend only on the step's shape, so the
+  // backend may record them once and replay them (CUDA graphs).
+  const bool recordable = n_out > 0 && n_device == n_out && n_out <= m.logits.rows;
+  if (!(recordable && b.replay_recorded())) {
+    m.run_ops(n, n_out, n_device, sorted, host_logits.data());
+    if (recordable) b.end_recordable();
+  }
+  if (!sorted.empty()) {
+    std::vector<int32_t> got(sorted.size());
+    b.finish_sampling(got.data());
+    for (size_t k = 0; k < got.size(); ++k) ids[by_place[k]] = got[k];
+  }
+}
+
+}  // namespace pagoda

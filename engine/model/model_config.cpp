@@ -1,0 +1,270 @@
+// ModelConfig::from_gguf: hyper-parameters from "<arch>.*" metadata, then a check that every
+// tensor the forward pass will touch exists with the expected shape and a supported type, so
+// that a bad file fails at load time with a message naming the key or tensor, not mid-forward.
+#include "engine/model/model_config.h"
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/gguf/gguf.h"
+
+namespace pagoda {
+
+const char* arch_name(Arch a) {
+  switch (a) {
+    case Arch::Llama: return "llama";
+    case Arch::Qwen2: return "qwen2";
+  }
+  return "unknown";
+}
+
+namespace {
+
+using gguf::GgufFile;
+using gguf::TensorInfo;
+
+std::string shape_str(const std::vector<int64_t>& dims) {
+  std::string s = "{";
+  for (size_t k = 0; k < dims.size(); ++k) s += (k ? ", " : "") + std::to_string(dims[k]);
+  return s + "}";
+}
+
+std::string supported_types() {
+  std::string s;
+  for (uint32_t id = 0; id < 64; ++id) {
+    const GgmlTypeInfo* info = ggml_type_info(id);
+    if (info != nullptr && info->supported) s += (s.empty() ? "" : ", ") + std::string(info->name);
+  }
+  return s;
+}
+
+// Reads metadata with the file's name in every message, turning type errors from the GGUF
+// layer into ModelConfigError.
+class Reader {
+ public:
+  Reader(const GgufFile& f, std::string prefix) : f_(f), prefix_(std::move(prefix)) {}
+
+  const GgufFile& file() const { return f_; }
+
+  [[noreturn]] void fail(const std::string& problem) const {
+    throw ModelConfigError(f_.path() + ": " + problem);
+  }
+
+  std::optional<int64_t> opt_int(const std::string& key) const {
+    try {
+      return f_.get_int(key);
+    } catch (const gguf::GgufError& e) {
+      fail(std::string("bad metadata: ") + e.what());
+    }
+  }
+  std::optional<double> opt_float(const std::string& key) const {
+    try {
+      return f_.get_float(key);
+    } catch (const gguf::GgufError& e) {
+      fail(std::string("bad metadata: ") + e.what());
+    }
+  }
+  std::optional<std::string> opt_string(const std::string& key) const {
+    try {
+      return f_.get_string(key);
+    } catch (const gguf::GgufError& e) {
+      fail(std::string("bad metadata: ") + e.what());
+    }
+  }
+
+  // "<arch>.<key>" as a positive int; `fallback` when absent (0 = the key is required).
+  int arch_int(const std::string& key, int64_t fallback = 0) const {
+    const std::string full = prefix_ + key;
+    std::optional<int64_t> v = opt_int(full);
+    if (!v) {
+      if (fallback > 0) return int(fallback);
+      fail("missing metadata key '" + full + "'");
+    }
+    if (*v <= 0 || *v > std::numeric_limits<int32_t>::max())
+      fail("metadata key '" + full + "' is " + std::to_string(*v) + " (must be a positive int32)");
+    return int(*v);
+  }
+
+  // "<arch>.<key>" as a finite float in (lo, hi); `fallback` when absent.
+  float arch_float(const std::string& key, double fallback, double lo, double hi) const {
+    const std::string full = prefix_ + key;
+    double v = opt_float(full).value_or(fallback);
+    if (!std::isfinite(v) || v <= lo || v >= hi)
+      fail("metadata key '" + full + "' is " + std::to_string(v) + " (must be in (" +
+           std::to_string(lo) + ", " + std::to_string(hi) + "))");
+    return float(v);
+  }
+
+  // The tensor `name`, or nullptr when absent and optional; checks shape and type.
+  const TensorInfo* tensor(const std::string& name, std::vector<int64_t> shape, bool required = true,
+                           bool must_be_f32 = false) const {
+    const TensorInfo* t = f_.find_tensor(name);
+    if (t == nullptr) {
+      if (required) fail("missing tensor '" + name + "'");
+      return nullptr;
+    }
+    if (t->dims != shape)
+      fail("tensor '" + name + "' has shape " + shape_str(t->dims) + ", expected " +
+           shape_str(shape) + " (ggml order: row length first)");
+    const GgmlTypeInfo& info = ggml_type_info(t->type);
+    if (!info.supported)
+      fail("tensor '" + name + "' has type " + info.name +
+           ", which pagoda does not support (supported: " + supported_types() + ")");
+    if (must_be_f32 && t->type != GgmlType::F32)
+      fail("tensor '" + name + "' has type " + info.name + ", expected f32 (norms and biases)");
+    return t;
+  }
+
+ private:
+  const GgufFile& f_;
+  std::string prefix_;
+};
+
+Arch parse_arch(const Reader& r) {
+  std::optional<std::string> a = r.opt_string("general.architecture");
+  if (!a) r.fail("missing metadata key 'general.architecture'");
+  if (*a == "llama") return Arch::Llama;
+  if (*a == "qwen2") return Arch::Qwen2;
+  r.fail("unsupported architecture '" + *a + "' (supported: llama, qwen2)");
+}
+
+// Returns whether the file asks for "llama3" rope scaling (whose factors live in
+// rope_freqs.weight, read by read_rope_freqs).
+bool read_hparams(const Reader& r, ModelConfig& c) {
+  c.n_layers = r.arch_int("block_count");
+  c.dim = r.arch_int("embedding_length");
+  c.ff_dim = r.arch_int("feed_forward_length");
+  c.n_heads = r.arch_int("attention.head_count");
+  c.n_kv_heads = r.arch_int("attention.head_count_kv", c.n_heads);
+  c.ctx_train = r.arch_int("context_length");
+  if (c.n_heads % c.n_kv_heads != 0)
+    r.fail("attention.head_count " + std::to_string(c.n_heads) +
+           " is not a multiple of attention.head_count_kv " + std::to_string(c.n_kv_heads));
+
+  const std::string prefix = std::string(arch_name(c.arch)) + ".";
+  if (r.opt_int(prefix + "attention.key_length")) {
+    c.head_dim = r.arch_int("attention.key_length");
+  } else {
+    if (c.dim % c.n_heads != 0)
+      r.fail("embedding_length " + std::to_string(c.dim) + " is not a multiple of head_count " +
+             std::to_string(c.n_heads));
+    c.head_dim = c.dim / c.n_heads;
+  }
+  if (std::optional<int64_t> v = r.opt_int(prefix + "attention.value_length"); v && *v != c.head_dim)
+    r.fail("attention.value_length " + std::to_string(*v) + " differs from the key length " +
+           std::to_string(c.head_dim) + " (not supported)");
+  if (c.head_dim % 2 != 0) r.fail("head dimension " + std::to_string(c.head_dim) + " is odd");
+  c.n_rot = r.arch_int("rope.dimension_count", c.head_dim);
+  if (c.n_rot > c.head_dim || c.n_rot % 2 != 0)
+    r.fail("rope.dimension_count " + std::to_string(c.n_rot) + " must be even and <= head dimension " +
+           std::to_string(c.head_dim));
+
+  c.rms_eps = r.arch_float("attention.layer_norm_rms_epsilon", 1e-5, 0.0, 1.0);
+  c.rope_freq_base = r.arch_float("rope.freq_base", 10000.0, 0.0, 1e12);
+  // Linear position scaling: the legacy rope.scale_linear, or rope.scaling.{type,factor}.
+  // "llama3" scaling is per-pair frequency factors (rope_freqs.weight); its rope.scaling.factor,
+  // if written, is already folded into them and must not scale positions as well.
+  float scale = r.arch_float("rope.scale_linear", 1.0, 0.0, 1e6);
+  bool llama3 = false;
+  if (std::optional<std::string> type = r.opt_string(prefix + "rope.scaling.type")) {
+    if (*type == "linear") {
+      scale = r.arch_float("rope.scaling.factor", 1.0, 0.0, 1e6);
+    } else if (*type == "llama3") {
+      llama3 = true;
+    } else if (*type != "none") {
+      r.fail("rope scaling type '" + *type + "' is not supported (supported: none, linear, llama3)");
+    }
+  }
+  c.rope_freq_scale = 1.0f / scale;
+  return llama3;
+}
+
+// rope_freqs.weight: optional, but required by "llama3" scaling. Read here, once, so that a bad
+// value fails at load time naming the element rather than rotating by inf or NaN.
+void read_rope_freqs(const Reader& r, ModelConfig& c, bool llama3_scaling) {
+  const char* const name = "rope_freqs.weight";
+  const TensorInfo* t = r.file().find_tensor(name);
+  if (t == nullptr) {
+    if (llama3_scaling)
+      r.fail("rope scaling type 'llama3' needs the tensor 'rope_freqs.weight', which is missing");
+    return;
+  }
+  const int64_t n = c.n_rot / 2;
+  if (t->dims != std::vector<int64_t>{n})
+    r.fail(std::string("tensor '") + name + "' has shape " + shape_str(t->dims) + ", expected {" +
+           std::to_string(n) + "} (one factor per rotated dimension pair: rope.dimension_count / 2)");
+  if (t->type != GgmlType::F32)
+    r.fail(std::string("tensor '") + name + "' has type " + ggml_type_info(t->type).name +
+           ", expected f32");
+  c.rope_freq_factors.resize(static_cast<size_t>(n));
+  std::memcpy(c.rope_freq_factors.data(), r.file().tensor_data(*t), sizeof(float) * static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    const float f = c.rope_freq_factors[static_cast<size_t>(i)];
+    if (!std::isfinite(f) || f <= 0.0f)
+      r.fail(std::string("tensor '") + name + "' element " + std::to_string(i) + " is " +
+             std::to_string(f) + " (frequency factors must be finite and positive)");
+  }
+}
+
+void check_tensors(const Reader& r, ModelConfig& c) {
+  const int64_t dim = c.dim, ff = c.ff_dim;
+  const int64_t q_dim = int64_t(c.n_heads) * c.head_dim;
+  const int64_t kv_dim = int64_t(c.n_kv_heads) * c.head_dim;
+
+  // The vocabulary size is the row count of the embedding table.
+  const TensorInfo* embd = r.file().find_tensor("token_embd.weight");
+  if (embd == nullptr) r.fail("missing tensor 'token_embd.weight'");
+  if (embd->dims.size() != 2 || embd->dims[0] != dim || embd->dims[1] > std::numeric_limits<int32_t>::max())
+    r.fail("tensor 'token_embd.weight' has shape " + shape_str(embd->dims) + ", expected {" +
+           std::to_string(dim) + ", vocab_size}");
+  c.vocab_size = int(embd->dims[1]);
+  r.tensor("token_embd.weight", {dim, c.vocab_size});  // type check
+  const std::string prefix = std::string(arch_name(c.arch)) + ".";
+  if (std::optional<int64_t> v = r.opt_int(prefix + "vocab_size"); v && *v != c.vocab_size)
+    r.fail("metadata key '" + prefix + "vocab_size' is " + std::to_string(*v) +
+           " but token_embd.weight has " + std::to_string(c.vocab_size) + " rows");
+
+  r.tensor("output_norm.weight", {dim}, true, true);
+  c.tied_embeddings = r.tensor("output.weight", {dim, c.vocab_size}, false) == nullptr;
+
+  // QKV biases: always present in qwen2; allowed (all layers or none) in llama.
+  c.qkv_bias = c.arch == Arch::Qwen2 || r.file().find_tensor("blk.0.attn_q.bias") != nullptr;
+  for (int l = 0; l < c.n_layers; ++l) {
+    const std::string b = "blk." + std::to_string(l) + ".";
+    r.tensor(b + "attn_norm.weight", {dim}, true, true);
+    r.tensor(b + "attn_q.weight", {dim, q_dim});
+    r.tensor(b + "attn_k.weight", {dim, kv_dim});
+    r.tensor(b + "attn_v.weight", {dim, kv_dim});
+    r.tensor(b + "attn_output.weight", {q_dim, dim});
+    if (c.qkv_bias) {
+      r.tensor(b + "attn_q.bias", {q_dim}, true, true);
+      r.tensor(b + "attn_k.bias", {kv_dim}, true, true);
+      r.tensor(b + "attn_v.bias", {kv_dim}, true, true);
+    }
+    r.tensor(b + "ffn_norm.weight", {dim}, true, true);
+    r.tensor(b + "ffn_gate.weight", {dim, ff});
+    r.tensor(b + "ffn_up.weight", {dim, ff});
+    r.tensor(b + "ffn_down.weight", {ff, dim});
+  }
+}
+
+}  // namespace
+
+ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& file) {
+  ModelConfig c;
+  c.arch = parse_arch(Reader(file, ""));
+  Reader r(file, std::string(arch_name(c.arch)) + ".");
+  c.name = r.opt_string("general.name").value_or(std::filesystem::path(file.path()).filename().string());
+  const bool llama3_scaling = read_hparams(r, c);
+  c.rope_neox = c.arch == Arch::Qwen2;
+  check_tensors(r, c);
+  read_rope_freqs(r, c, llama3_scaling);
+  return c;
+}
+
+}  // namespace pagoda

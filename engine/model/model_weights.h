@@ -1,0 +1,39 @@
+// The transformer's weights as backend Tensors, looked up by their GGUF names.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "engine/backend/backend.h"
+#include "engine/model/model_config.h"
+
+namespace pagoda::gguf { class GgufFile; }
+
+namespace pagoda {
+
+struct LayerWeights {
+  Tensor attn_norm;            // blk.N.attn_norm.weight   [1 x dim], f32
+  Tensor wq, wk, wv, wo;       // blk.N.attn_{q,k,v,output}.weight
+  Tensor bq, bk, bv;           // blk.N.attn_{q,k,v}.bias (qwen2 only) [1 x out], f32
+  Tensor ffn_norm;             // blk.N.ffn_norm.weight    [1 x dim], f32
+  Tensor w_gate, w_up, w_down; // blk.N.ffn_{gate,up,down}.weight
+};
+
+struct ModelWeights {
+  Tensor tok_embd;     // token_embd.weight [vocab x dim], any supported type (embed dequantizes)
+  Tensor output_norm;  // output_norm.weight [1 x dim], f32
+  Tensor output;       // output.weight, or tok_embd when the embeddings are tied
+  Tensor rope_freqs;   // rope_freqs.weight [1 x n_rot/2], f32, when cfg.rope_freq_factors is
+                       // not empty (data == nullptr otherwise): RopeConfig::freq_factors
+  std::vector<LayerWeights> layers;
+
+  // Looks every tensor up in `file` and uploads it. Matrices keep their GGUF type; norm weights
+  // and biases (1-D) are converted to F32 on the host first (the ops take F32 vectors), which is
+  // why this object owns `host_f32`. Throws ModelConfigError naming a missing tensor or one with
+  // the wrong shape.
+  static ModelWeights load(const gguf::GgufFile& file, const ModelConfig& cfg, Backend& backend);
+
+  std::vector<std::vector<float>> host_f32;  // storage behind the converted 1-D tensors (CPU views)
+};
+
+}  // namespace pagoda

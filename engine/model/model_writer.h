@@ -1,0 +1,93 @@
+// make-model: writes a random-weight GGUF model of any llama/qwen2 shape and weight type, with
+// a tokenizer (the project's own byte-level vocabulary, or every tokenizer.* key copied from
+// another GGUF). Weights are seeded and deterministic: the same spec gives identical bytes,
+// whatever the number of threads used to generate them.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "engine/gguf/gguf.h"
+#include "engine/model/model_config.h"
+#include "kernels/ggml_type.h"
+
+namespace pagoda {
+
+// Per-pair RoPE frequency factors written as rope_freqs.weight.
+enum class RopeFreqs {
+  None,    // no rope_freqs.weight (Llama 2/3, Qwen2)
+  Llama3,  // Llama 3.1's published "llama3" scaling: llama3_rope_freq_factors(n_rot, base)
+};
+
+struct ModelSpec {
+  Arch arch = Arch::Llama;
+  std::string name = "pagoda-random";
+  int n_layers = 2;
+  int dim = 256;
+  int ff_dim = 512;
+  int n_heads = 4;
+  int n_kv_heads = 2;
+  int ctx = 1024;
+  int vocab_size = 0;        // 0: the vocabulary's own size; larger pads the own vocabulary
+  float rope_freq_base = 0;  // 0: the architecture's default (llama 1e4, qwen2 1e6)
+  RopeFreqs rope_freqs = RopeFreqs::None;
+  float rms_eps = 0;         // 0: the architecture's default (llama 1e-5, qwen2 1e-6)
+  GgmlType type = GgmlType::F16;  // matrices and the embedding table; norms/biases stay F32
+  uint64_t seed = 0;
+  std::string vocab_from;    // GGUF path whose tokenizer.* keys are copied; empty: own vocabulary
+};
+
+struct ModelSpecError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// The spec of a named preset ("demo", "tinyllama-1.1b", "llama3-8b", "llama3.1-8b" = the
+// llama3-8b shape with Llama 3.1's rope_freqs and 128k context); throws ModelSpecError.
+ModelSpec model_preset(const std::string& name);
+std::vector<std::string> model_preset_names();
+
+// Parses a --rope-freqs value ("none", "llama3"); throws ModelSpecError.
+RopeFreqs parse_rope_freqs(const std::string& name);
+
+// Llama 3.1's "llama3" RoPE scaling as one frequency divisor per rotated pair (what llama.cpp's
+// converter stores in rope_freqs.weight; pair i rotates by pos * base^(-2i/n_rot) / factor[i]).
+// With wavelength w_i = 2 pi base^(2i/n_rot): 1 when w_i < original_ctx / high_freq_factor
+// (high frequencies kept), `factor` when w_i > original_ctx / low_freq_factor, and in between
+// 1 / ((1 - s) / factor + s) with s = (original_ctx / w_i - low_freq_factor) /
+// (high_freq_factor - low_freq_factor). Defaults: the published Llama 3.1 values.
+std::vector<float> llama3_rope_freq_factors(int n_rot, float freq_base, double factor = 8.0,
+                                            double low_freq_factor = 1.0,
+                                            double high_freq_factor = 4.0,
+                                            int original_ctx = 8192);
+
+// Parses a weight type name accepted by make-model ("f32", "q8_0", ...); throws ModelSpecError.
+GgmlType parse_weight_type(const std::string& name);
+
+// Number of tokens of the project's own byte-level vocabulary (256 bytes + special tokens).
+int builtin_vocab_size();
+
+// Writes the own vocabulary's tokenizer.* keys: model "gpt2", the 256 GPT-2 byte tokens, no
+// merges, control tokens <|bos|> <|eos|> <|im_start|> <|im_end|>, a ChatML chat template, and
+// padding up to `vocab_size` (which must be >= builtin_vocab_size()) with distinct
+// space-prefixed pseudo-words ("Ġbaka"): never produced by encoding (there are no merges), but
+// readable when a random model samples them.
+void add_builtin_vocab(gguf::GgufWriter& w, int vocab_size);
+
+// Copies every tokenizer.* key of `src` to `w`; returns the token count. Throws ModelSpecError
+// when `src` has no tokenizer.ggml.tokens.
+int copy_vocab(const gguf::GgufFile& src, gguf::GgufWriter& w);
+
+// Progress of the streaming write: bytes of tensor data produced so far, and the total.
+using ProgressFn = std::function<void(uint64_t done, uint64_t total)>;
+
+// Validates the spec and returns a writer whose tensors are generated on demand (Fillers), so
+// writing a multi-GB model keeps one tensor in memory at a time. `threads` <= 0: all cores.
+gguf::GgufWriter build_model(const ModelSpec& spec, ProgressFn progress = {}, int threads = 0);
+
+// build_model(...).write(path).
+void write_model(const ModelSpec& spec, const std::string& path, ProgressFn progress = {},
+                 int threads = 0);
+
+}  // namespace pagoda

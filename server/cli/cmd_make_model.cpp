@@ -1,0 +1,158 @@
+// `pagoda make-model`: writes a random-weight GGUF model (see engine/model_writer.h).
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include <unistd.h>
+
+#include "engine/model/model_config.h"
+#include "engine/model/model_writer.h"
+#include "server/cli/commands.h"
+
+namespace pagoda::cli {
+
+namespace {
+
+const char* const kUsage =
+    "usage: pagoda make-model --output FILE [options]\n"
+    "\n"
+    "Writes a GGUF model with seeded random weights (same flags -> identical bytes).\n"
+    "\n"
+    "  --output FILE         where to write the model (required)\n"
+    "  --preset NAME         demo (default) | tinyllama-1.1b | llama3-8b | llama3.1-8b;\n"
+    "                        flags below override it\n"
+    "  --arch A              llama | qwen2\n"
+    "  --layers N --dim N --ff N --heads N --kv-heads N --ctx N\n"
+    "  --vocab-size N        pads the built-in vocabulary with pseudo-word tokens\n"
+    "  --type T              f32 | f16 | bf16 | q8_0 | q4_0 | q4_k | q6_k (norms and biases stay f32)\n"
+    "  --rope-base F         RoPE frequency base\n"
+    "  --rope-freqs F        none | llama3: write rope_freqs.weight with Llama 3.1's factors\n"
+    "                        (factor 8, low/high frequency factors 1/4, original context 8192)\n"
+    "  --seed N              random seed (default 0)\n"
+    "  --vocab-from FILE     copy every tokenizer.* key (and the vocab size) from another GGUF\n"
+    "  --name NAME           general.name\n"
+    "  --threads N           generator threads (default: all cores; never changes the bytes)\n"
+    "  --quiet               no progress output\n";
+
+struct ArgError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+long long parse_int(const std::string& flag, const char* s) {
+  char* end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(s, &end, 10);
+  if (errno != 0 || end == s || *end != '\0') throw ArgError(flag + ": not an integer: '" + s + "'");
+  return v;
+}
+
+int parse_size(const std::string& flag, const char* s) {
+  long long v = parse_int(flag, s);
+  if (v <= 0 || v > 1 << 30) throw ArgError(flag + ": must be a positive size, got " + s);
+  return int(v);
+}
+
+}  // namespace
+
+int make_model(int argc, char** argv) {
+  // The preset is applied first so that every other flag overrides it, wherever it appears.
+  std::string preset = "demo";
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::strcmp(argv[i], "--preset") == 0) preset = argv[i + 1];
+
+  std::string output;
+  bool quiet = false;
+  bool vocab_size_given = false;
+  int threads = 0;
+  ModelSpec spec;
+  try {
+    spec = model_preset(preset);
+    for (int i = 1; i < argc; ++i) {
+      const std::string flag = argv[i];
+      if (flag == "--help" || flag == "-h") {
+        std::fputs(kUsage, stdout);
+        return 0;
+      }
+      if (flag == "--quiet") {
+        quiet = true;
+        continue;
+      }
+      static const char* const kValued[] = {
+          "--output", "-o", "--preset", "--arch", "--layers", "--dim", "--ff", "--heads",
+          "--kv-heads", "--ctx", "--vocab-size", "--type", "--rope-base", "--rope-freqs", "--seed",
+          "--vocab-from", "--name", "--threads"};
+      bool known = false;
+      for (const char* k : kValued) known = known || flag == k;
+      if (!known) throw ArgError("unknown flag '" + flag + "'");
+      if (i + 1 >= argc) throw ArgError(flag + ": missing value");
+      const char* v = argv[++i];
+      if (flag == "--output" || flag == "-o") output = v;
+      else if (flag == "--preset") continue;  // applied above
+      else if (flag == "--arch") {
+        if (std::strcmp(v, "llama") == 0) spec.arch = Arch::Llama;
+        else if (std::strcmp(v, "qwen2") == 0) spec.arch = Arch::Qwen2;
+        else throw ArgError(std::string("--arch: unsupported architecture '") + v + "' (llama, qwen2)");
+      } else if (flag == "--layers") spec.n_layers = parse_size(flag, v);
+      else if (flag == "--dim") spec.dim = parse_size(flag, v);
+      else if (flag == "--ff") spec.ff_dim = parse_size(flag, v);
+      else if (flag == "--heads") spec.n_heads = parse_size(flag, v);
+      else if (flag == "--kv-heads") spec.n_kv_heads = parse_size(flag, v);
+      else if (flag == "--ctx") spec.ctx = parse_size(flag, v);
+      else if (flag == "--vocab-size") {
+        spec.vocab_size = parse_size(flag, v);
+        vocab_size_given = true;
+      } else if (flag == "--type") spec.type = parse_weight_type(v);
+      else if (flag == "--rope-base") {
+        char* end = nullptr;
+        spec.rope_freq_base = std::strtof(v, &end);
+        if (end == v || *end != '\0' || !(spec.rope_freq_base > 0))
+          throw ArgError(std::string("--rope-base: not a positive number: '") + v + "'");
+      } else if (flag == "--rope-freqs") spec.rope_freqs = parse_rope_freqs(v);
+      else if (flag == "--seed") spec.seed = uint64_t(parse_int(flag, v));
+      else if (flag == "--vocab-from") spec.vocab_from = v;
+      else if (flag == "--name") spec.name = v;
+      else if (flag == "--threads") threads = parse_size(flag, v);
+    }
+    if (output.empty()) throw ArgError("--output FILE is required");
+  } catch (const std::runtime_error& e) {  // ArgError, ModelSpecError
+    std::fprintf(stderr, "pagoda make-model: %s (see pagoda make-model --help)\n", e.what());
+    return 2;
+  }
+  // The copied vocabulary decides the size unless --vocab-size was asked for explicitly.
+  if (!spec.vocab_from.empty() && !vocab_size_given) spec.vocab_size = 0;
+
+  const auto t0 = std::chrono::steady_clock::now();
+  int last_percent = -1;
+  const bool tty = isatty(fileno(stderr)) != 0;
+  ProgressFn progress = [&](uint64_t done, uint64_t total) {
+    if (quiet || total < (64u << 20)) return;  // small models are instant
+    // A terminal gets a live percentage; a log gets a line every 10%.
+    int percent = int(done * 100 / total);
+    if (!tty) percent = percent / 10 * 10;
+    if (percent == last_percent) return;
+    last_percent = percent;
+    if (tty) {
+      std::fprintf(stderr, "\rwriting %s: %3d%%", output.c_str(), percent);
+      if (done == total) std::fputc('\n', stderr);
+    } else {
+      std::fprintf(stderr, "writing %s: %d%%\n", output.c_str(), percent);
+    }
+  };
+  try {
+    write_model(spec, output, progress, threads);
+  } catch (const ModelSpecError& e) {  // an impossible shape: a usage error, nothing written
+    std::fprintf(stderr, "pagoda make-model: %s\n", e.what());
+    return 2;
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!quiet)
+    std::fprintf(stderr, "wrote %s (%s, %d layers, dim %d, %s) in %.1f s\n", output.c_str(),
+                 arch_name(spec.arch), spec.n_layers, spec.dim, ggml_type_info(spec.type).name, secs);
+  return 0;
+}
+
+}  // namespace pagoda::cli

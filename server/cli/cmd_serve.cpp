@@ -1,0 +1,326 @@
+// `pagoda serve`: loads the model, starts the engine thread and the OpenAI-compatible HTTP
+// server, and shuts down gracefully on SIGINT/SIGTERM (stop taking requests, let the ones in
+// flight finish for --shutdown-grace seconds, cancel the rest, exit 0).
+//
+// The listener opens before the model loads, so /health can say 503 "loading" meanwhile.
+#include <pthread.h>
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "engine/backend/backend_select.h"
+#include "engine/backend/cuda/backend_cuda.h"
+#include "engine/chat_template/chat_template.h"
+#include "engine/core/engine.h"
+#include "engine/gguf/gguf.h"
+#include "engine/model/model.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "server/http/access_log.h"
+#include "server/cli/commands.h"
+#include "server/openai/handlers.h"
+#include "server/http/http_server.h"
+#include "server/http/metrics.h"
+#include "server/cli/server_config.h"
+
+namespace pagoda::cli {
+
+namespace {
+
+using server::log_info;
+using server::log_warn;
+using Clock = std::chrono::steady_clock;
+
+std::string read_text(const std::string& path, const char* what) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw std::runtime_error(std::string("cannot read ") + what + " '" + path + "'");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+std::vector<std::string> split_origins(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+// Waits for SIGINT/SIGTERM on its own thread (the signals are blocked everywhere else, so no
+// async-signal-safety concerns). The first signal asks for a graceful stop; a second one while
+// the model is still loading (which cannot be interrupted) quits at once.
+class SignalWatcher {
+ public:
+  SignalWatcher() {
+    sigemptyset(&set_);
+    sigaddset(&set_, SIGINT);
+    sigaddset(&set_, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set_, nullptr);  // inherited by every thread started later
+    thread_ = std::thread([this] { run(); });
+  }
+  ~SignalWatcher() {
+    done_ = true;
+    thread_.join();
+  }
+  // Blocks until a stop is requested.
+  void wait() {
+    std::unique_lock<std::mutex> lk(mu_);
+    cv_.wait(lk, [&] { return signals_ > 0; });
+  }
+  bool wait_for(double seconds) {
+    std::unique_lock<std::mutex> lk(mu_);
+    return cv_.wait_for(lk, std::chrono::duration<double>(seconds), [&] { return signals_ > 1; });
+  }
+  bool stop_requested() {
+    std::lock_guard<std::mutex> lk(mu_);
+    return signals_ > 0;
+  }
+  void set_loaded() { loaded_ = true; }
+
+ private:
+  void run() {
+    timespec tick{0, 200 * 1000 * 1000};
+    while (!done_) {
+      int sig = sigtimedwait(&set_, nullptr, &tick);
+      if (sig <= 0) continue;
+      int n;
+      {
+        std::lock_guard<std::mutex> lk(mu_);
+        n = ++signals_;
+      }
+      cv_.notify_all();
+      log_info("signal received", {{"signal", sig == SIGINT ? "SIGINT" : "SIGTERM"}});
+      if (n > 1 && !loaded_) {
+        std::fprintf(stderr, "second signal while loading: quitting now\n");
+        std::_Exit(1);
+      }
+    }
+  }
+
+  sigset_t set_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int signals_ = 0;
+  std::atomic<bool> done_{false}, loaded_{false};
+  std::thread thread_;
+};
+
+// Everything that exists once the model is loaded, torn down in reverse order.
+struct LoadedModel {
+  gguf::GgufFile file;
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::unique_ptr<ChatTemplate> chat_template;
+  std::unique_ptr<Model> model;
+  std::unique_ptr<LlmEngine> engine;
+  std::string backend_name;
+  server::ToolCallFormat tool_call_format = server::ToolCallFormat::None;  // from --tool-call-parser
+};
+
+// Reads a large model file through once, logging a percentage, so that the page cache holds
+// it before the weights are mapped or uploaded: loading is mostly this I/O, and the model
+// constructor offers no progress of its own. Small files are skipped.
+void warm_page_cache(const std::string& path, int start_pct, int end_pct) {
+  constexpr size_t kMin = 256u << 20, kChunk = 64u << 20;
+  std::ifstream f(path, std::ios::binary | std::ios::ate);
+  if (!f) return;
+  size_t total = (size_t)f.tellg();
+  if (total < kMin) return;
+  f.seekg(0);
+  std::vector<char> buf(kChunk);
+  size_t done = 0;
+  int last_decile = -1;
+  auto t0 = Clock::now();
+  while (f && done < total) {
+    f.read(buf.data(), (std::streamsize)buf.size());
+    done += (size_t)f.gcount();
+    int decile = (int)(done * 10 / total);
+    if (decile != last_decile) {
+      last_decile = decile;
+      double s = std::chrono::duration<double>(Clock::now() - t0).count();
+      log_info("loading " + std::to_string(start_pct + (end_pct - start_pct) * decile / 10) +
+                   "%: reading weights",
+               {{"read_mib", done >> 20}, {"total_mib", total >> 20},
+                {"mib_per_s", s > 0 ? (int)((done >> 20) / s) : 0}});
+    }
+  }
+}
+
+std::unique_ptr<Backend> make_backend(const server::ServerConfig& cfg, std::string* name) {
+  BackendSelection s = select_backend(BackendChoice{cfg.device, cfg.threads, cfg.cuda_graphs});
+  if (!s.fallback_reason.empty()) log_info("no usable CUDA device, using the CPU", {{"why", s.fallback_reason}});
+  *name = s.description;
+  return std::move(s.backend);
+}
+
+std::unique_ptr<LoadedModel> load(const server::ServerConfig& cfg) {
+  auto t0 = Clock::now();
+  auto progress = [&](int pct, const std::string& what) {
+    double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    log_info("loading " + std::to_string(pct) + "%: " + what, {{"elapsed_s", std::round(s * 10) / 10}});
+  };
+  progress(0, "opening " + cfg.model);
+  auto lm = std::unique_ptr<LoadedModel>(new LoadedModel{gguf::GgufFile::open(cfg.model), {}, {}, {}, {}, {}});
+  progress(10, "tokenizer");
+  lm->tokenizer = Tokenizer::from_gguf(lm->file);
+  for (const std::string& w : lm->tokenizer->warnings()) log_warn("tokenizer: " + w);
+  std::string tmpl;
+  if (!cfg.chat_template.empty()) {
+    tmpl = read_text(cfg.chat_template, "chat template");
+  } else if (auto t = lm->file.get_string("tokenizer.chat_template")) {
+    tmpl = *t;
+  } else {
+    log_warn("the model has no chat template; using ChatML");
+    tmpl = ChatTemplate::chatml_source();
+  }
+  lm->chat_template = std::make_unique<ChatTemplate>(tmpl);
+  lm->tool_call_format = server::resolve_tool_call_format(cfg.tool_call_parser, tmpl);
+  size_t bytes = 0;
+  for (const auto& t : lm->file.tensors()) bytes += t.nbytes;
+  warm_page_cache(cfg.model, 20, 60);
+  progress(60, "weights to the backend (" + std::to_string(bytes >> 20) + " MiB)");
+  lm->model = std::make_unique<Model>(lm->file, make_backend(cfg, &lm->backend_name),
+                                      cfg.max_batch_tokens);
+  progress(80, "KV cache and engine");
+  EngineConfig ec;
+  ec.block_size = cfg.block_size;
+  ec.kv_cache_memory = (size_t)cfg.kv_cache_bytes();
+  if (ec.kv_cache_memory == 0 && lm->model->backend().name() == "cuda") {
+    // Like vLLM's gpu_memory_utilization: the cache takes what the weights and activations leave
+    // of the allowed share of the device.
+    ec.kv_cache_memory = cuda_kv_budget_bytes(cfg.gpu_memory_fraction);
+    if (ec.kv_cache_memory == 0)
+      throw std::runtime_error("the model leaves no device memory for the KV cache within --gpu-memory-fraction " +
+                               std::to_string(cfg.gpu_memory_fraction) + "; raise it or use a smaller model");
+    log_info("KV cache sized from --gpu-memory-fraction",
+             {{"fraction", cfg.gpu_memory_fraction}, {"kv_cache_mib", ec.kv_cache_memory >> 20}});
+  }
+  ec.max_batch_tokens = cfg.max_batch_tokens;
+  ec.max_seqs = cfg.max_seqs;
+  // The HTTP layer bounds sequences in flight at max_seqs + max_queue (429 beyond). The engine
+  // counts requests not yet admitted, which under a burst includes those about to run, so its
+  // own bound is set so as never to be the tighter one.
+  ec.max_queue = cfg.max_seqs + cfg.max_queue;
+  ec.ctx_size = cfg.ctx_size;
+  ec.context_shift = cfg.context_shift;
+  if (!cfg.system_prompt_file.empty())
+    ec.system_prompt = lm->tokenizer->encode(read_text(cfg.system_prompt_file, "system prompt"),
+                                             /*add_special=*/true, /*parse_special=*/true);
+  lm->engine = std::make_unique<LlmEngine>(*lm->model, lm->tokenizer.get(), ec);
+  if (!ec.system_prompt.empty()) {
+    progress(90, "prefilling the system prompt (" + std::to_string(ec.system_prompt.size()) + " tokens)");
+    if (!lm->engine->wait_system_prompt()) throw std::runtime_error("system prompt prefill failed");
+  }
+  progress(100, "ready");
+  return lm;
+}
+
+}  // namespace
+
+int serve(int argc, char** argv) {
+  bool help = false;
+  server::ServerConfig cfg = server::parse_server_config(argc, argv, &help);
+  if (help) {
+    std::fputs(server::server_usage().c_str(), stdout);
+    return 0;
+  }
+  server::setup_logging(cfg.log_format, cfg.log_level);
+  const std::string api_key = cfg.resolve_api_key();
+  SignalWatcher signals;
+
+  server::Metrics metrics;
+  server::HttpServer::Options ho;
+  ho.api_key = api_key;
+  ho.cors_origins = split_origins(cfg.cors_origins);
+  ho.max_body_bytes = (size_t)cfg.max_body_bytes;
+  ho.worker_threads = cfg.http_threads > 0 ? cfg.http_threads : cfg.max_seqs + cfg.max_queue + 8;
+  server::HttpServer http(ho, metrics);
+  int port = http.bind(cfg.host, cfg.port);
+  std::thread http_thread([&] { http.run(); });
+  log_info("listening while the model loads", {{"address", "http://" + cfg.host + ":" + std::to_string(port)}});
+
+  std::unique_ptr<LoadedModel> lm;
+  std::shared_ptr<server::Handlers> handlers;
+  try {
+    lm = load(cfg);
+    std::mutex tmpl_mu;  // rendering is cheap; one at a time keeps the interpreter simple to trust
+    const Tokenizer& tok = *lm->tokenizer;
+    ChatTemplate& tmpl = *lm->chat_template;
+    std::string bos = tok.bos_id() >= 0 ? tok.token_text(tok.bos_id()) : "";
+    std::string eos = tok.eos_id() >= 0 ? tok.token_text(tok.eos_id()) : "";
+    // The ordered inputs keep the client's key order (tool schemas, tool-call arguments) for
+    // `tojson`, as Python renders it.
+    auto render = [&tmpl, &tmpl_mu, bos, eos](const nlohmann::ordered_json& messages,
+                                               const nlohmann::ordered_json& tools, bool add_gen) {
+      ChatTemplate::Inputs in;
+      in.messages_ordered = messages;
+      in.tools_ordered = tools;
+      in.add_generation_prompt = add_gen;
+      in.bos_token = bos;
+      in.eos_token = eos;
+      std::lock_guard<std::mutex> lk(tmpl_mu);
+      return tmpl.render(in);
+    };
+    server::Handlers::Options opts;
+    opts.model_name = cfg.served_model_name.empty()
+                          ? std::filesystem::path(cfg.model).stem().string()
+                          : cfg.served_model_name;
+    opts.max_inflight_seqs = cfg.max_seqs + cfg.max_queue;
+    opts.timeout_s = cfg.timeout;
+    opts.health_stall_s = cfg.health_stall;
+    opts.context_shift = cfg.context_shift;
+    opts.tool_call_format = lm->tool_call_format;
+    handlers = std::make_shared<server::Handlers>(*lm->engine, tok, render, metrics, opts);
+    http.set_handlers(handlers);
+    signals.set_loaded();
+    int kv_tokens = lm->engine->num_kv_blocks() * lm->engine->block_size();
+    log_info("pagoda serving",
+             {{"address", "http://" + cfg.host + ":" + std::to_string(port)},
+              {"model", cfg.model},
+              {"name", opts.model_name},
+              {"backend", lm->backend_name},
+              {"kv_capacity_tokens", kv_tokens},
+              {"kv_blocks", lm->engine->num_kv_blocks()},
+              {"context", lm->engine->context_size()},
+              {"max_seqs", cfg.max_seqs},
+              {"tool_call_parser", server::tool_call_format_name(opts.tool_call_format)},
+              {"auth", api_key.empty() ? "off" : "on"}});
+
+    signals.wait();
+    // Graceful shutdown: refuse new work, let in-flight requests finish, then cancel the rest.
+    http.begin_drain();
+    log_info("shutting down", {{"in_flight", handlers->inflight_seqs()}, {"grace_s", cfg.shutdown_grace}});
+    auto deadline = Clock::now() + std::chrono::duration<double>(cfg.shutdown_grace);
+    while (handlers->inflight_seqs() > 0 && Clock::now() < deadline && !signals.wait_for(0.05)) {
+    }
+    if (handlers->inflight_seqs() > 0) {
+      log_warn("cancelling requests still in flight", {{"in_flight", handlers->inflight_seqs()}});
+      handlers->abort_all();
+      auto hard = Clock::now() + std::chrono::seconds(5);
+      while (handlers->inflight_seqs() > 0 && Clock::now() < hard)
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  } catch (...) {
+    http.stop();
+    http_thread.join();
+    throw;
+  }
+  http.stop();
+  http_thread.join();
+  handlers.reset();
+  lm.reset();
+  log_info("stopped");
+  return 0;
+}
+
+}  // namespace pagoda::cli

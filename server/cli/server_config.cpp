@@ -1,0 +1,318 @@
+#include "server/cli/server_config.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+namespace pagoda::server {
+
+namespace {
+
+using nlohmann::json;
+
+enum class Kind { Str, Int, Int64, Num, Bool };
+
+// One setting: its JSON key, the field it sets (exactly one member pointer is non-null).
+struct Option {
+  const char* name;  // JSON key; the flag is the same with '-' for '_'
+  Kind kind;
+  std::string ServerConfig::*str = nullptr;
+  int ServerConfig::*i32 = nullptr;
+  int64_t ServerConfig::*i64 = nullptr;
+  double ServerConfig::*num = nullptr;
+  bool ServerConfig::*boolean = nullptr;
+  const char* help = "";
+  const char* choices = nullptr;  // for strings: "a|b|c"
+};
+
+Option make(const char* name, std::string ServerConfig::*f, const char* help,
+            const char* choices = nullptr) {
+  Option o{name, Kind::Str};
+  o.str = f, o.help = help, o.choices = choices;
+  return o;
+}
+Option make(const char* name, int ServerConfig::*f, const char* help) {
+  Option o{name, Kind::Int};
+  o.i32 = f, o.help = help;
+  return o;
+}
+Option make(const char* name, int64_t ServerConfig::*f, const char* help) {
+  Option o{name, Kind::Int64};
+  o.i64 = f, o.help = help;
+  return o;
+}
+Option make(const char* name, double ServerConfig::*f, const char* help) {
+  Option o{name, Kind::Num};
+  o.num = f, o.help = help;
+  return o;
+}
+Option make(const char* name, bool ServerConfig::*f, const char* help) {
+  Option o{name, Kind::Bool};
+  o.boolean = f, o.help = help;
+  return o;
+}
+
+#define OPT(field, kind, ...) make(#field, &ServerConfig::field, __VA_ARGS__)
+
+const std::vector<Option>& options() {
+  static const std::vector<Option> opts = {
+      OPT(model, Kind::Str, "GGUF model file"),
+      OPT(served_model_name, Kind::Str, "model name in the API (empty: the file stem)"),
+      OPT(device, Kind::Str, "compute device", "cpu|cuda|auto"),
+      OPT(cuda_graphs, Kind::Bool, "CUDA: replay decode steps as CUDA graphs (on|off)"),
+      OPT(threads, Kind::Int, "CPU threads (0 = all cores)"),
+      OPT(max_seqs, Kind::Int, "max sequences per step"),
+      OPT(max_batch_tokens, Kind::Int, "max tokens per step"),
+      OPT(ctx_size, Kind::Int, "context size per sequence (0 = model's)"),
+      OPT(kv_cache_memory, Kind::Str, "KV cache budget, e.g. 512MiB (empty: engine picks)"),
+      OPT(gpu_memory_fraction, Kind::Num,
+          "CUDA: share of device memory for weights + KV cache (KV gets what is left)"),
+      OPT(block_size, Kind::Int, "tokens per KV block"),
+      OPT(system_prompt_file, Kind::Str, "text prefilled once at start and shared"),
+      OPT(context_shift, Kind::Bool, "shift the context when a sequence is full (on|off)"),
+      OPT(chat_template, Kind::Str, "Jinja chat template file (empty: the model's)"),
+      OPT(tool_call_parser, Kind::Str, "how chat output is read for tool calls (auto: from the template)",
+          "auto|hermes|llama3|mistral|none"),
+      OPT(host, Kind::Str, "listen address (loopback by default; 0.0.0.0 exposes the server)"),
+      OPT(port, Kind::Int, "listen port"),
+      OPT(api_key, Kind::Str, "require 'Authorization: Bearer KEY'"),
+      OPT(api_key_file, Kind::Str, "file whose first line is the API key"),
+      OPT(max_queue, Kind::Int, "waiting sequences allowed beyond max-seqs, then 429"),
+      OPT(timeout, Kind::Num, "per-request timeout in seconds (0 = none)"),
+      OPT(cors_origins, Kind::Str, "allowed CORS origins, comma-separated ('' = off)"),
+      OPT(max_body_bytes, Kind::Int64, "largest request body; larger gets 413"),
+      OPT(http_threads, Kind::Int, "HTTP worker threads (0 = max-seqs + max-queue + 8)"),
+      OPT(shutdown_grace, Kind::Num, "seconds to finish requests on SIGINT/SIGTERM"),
+      OPT(health_stall, Kind::Num, "seconds without an engine step (with work) before /health is 503"),
+      OPT(log_format, Kind::Str, "log format", "text|json"),
+      OPT(log_level, Kind::Str, "log level", "trace|debug|info|warn|error"),
+  };
+  return opts;
+}
+#undef OPT
+
+std::string flag_name(const Option& o) {
+  std::string s = o.name;
+  for (char& c : s)
+    if (c == '_') c = '-';
+  return s;
+}
+
+const Option* find_flag(const std::string& flag) {
+  for (const Option& o : options())
+    if (flag_name(o) == flag) return &o;
+  return nullptr;
+}
+
+const Option* find_key(const std::string& key) {
+  for (const Option& o : options())
+    if (key == o.name) return &o;
+  return nullptr;
+}
+
+bool parse_bool(const std::string& v, bool* out) {
+  if (v == "on" || v == "true" || v == "1" || v == "yes") return *out = true, true;
+  if (v == "off" || v == "false" || v == "0" || v == "no") return *out = false, true;
+  return false;
+}
+
+// Sets an option from its text form (a flag value).
+void set_from_text(ServerConfig& cfg, const Option& o, const std::string& v, const std::string& where) {
+  auto fail = [&](const char* what) {
+    throw ConfigError(where + ": " + what + ", got '" + v + "'");
+  };
+  switch (o.kind) {
+    case Kind::Str: {
+      if (o.choices) {
+        std::string c = std::string("|") + o.choices + "|";
+        if (c.find("|" + v + "|") == std::string::npos)
+          throw ConfigError(where + ": expected one of " + o.choices + ", got '" + v + "'");
+      }
+      cfg.*o.str = v;
+      break;
+    }
+    case Kind::Int:
+    case Kind::Int64: {
+      char* end = nullptr;
+      errno = 0;
+      long long x = std::strtoll(v.c_str(), &end, 10);
+      if (v.empty() || *end || errno) fail("expected an integer");
+      if (x < 0) fail("expected a non-negative integer");
+      if (o.kind == Kind::Int) {
+        if (x > INT32_MAX) fail("value too large");
+        cfg.*o.i32 = (int)x;
+      } else {
+        cfg.*o.i64 = x;
+      }
+      break;
+    }
+    case Kind::Num: {
+      char* end = nullptr;
+      double x = std::strtod(v.c_str(), &end);
+      if (v.empty() || *end || !std::isfinite(x) || x < 0) fail("expected a non-negative number");
+      cfg.*o.num = x;
+      break;
+    }
+    case Kind::Bool: {
+      bool b;
+      if (!parse_bool(v, &b)) fail("expected on|off");
+      cfg.*o.boolean = b;
+      break;
+    }
+  }
+}
+
+std::string read_file(const std::string& path, const char* what) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw ConfigError(std::string("cannot read ") + what + " '" + path + "'");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+void apply_config_json(const std::string& text, const std::string& source, ServerConfig& cfg) {
+  json j = json::parse(text, nullptr, false, /*ignore_comments=*/true);
+  if (j.is_discarded()) throw ConfigError(source + ": not valid JSON");
+  if (!j.is_object()) throw ConfigError(source + ": expected a JSON object of settings");
+  for (const auto& [key, v] : j.items()) {
+    const Option* o = find_key(key);
+    if (!o) throw ConfigError(source + ": unknown setting '" + key + "'");
+    std::string where = source + ": '" + key + "'";
+    std::string as_text;
+    if (v.is_string()) {
+      as_text = v.get<std::string>();
+    } else if (v.is_boolean() && o->kind == Kind::Bool) {
+      as_text = v.get<bool>() ? "on" : "off";
+    } else if (v.is_number() && o->kind != Kind::Str && o->kind != Kind::Bool) {
+      as_text = v.is_number_float() ? std::to_string(v.get<double>()) : v.dump();
+      if (v.is_number_float() && o->kind != Kind::Num) {
+        double d = v.get<double>();
+        if (d != std::floor(d)) throw ConfigError(where + ": expected an integer");
+        as_text = std::to_string((long long)d);
+      }
+    } else if (v.is_number() && o->kind == Kind::Str && std::string(o->name) == "kv_cache_memory") {
+      as_text = v.dump();
+    } else {
+      throw ConfigError(where + ": wrong type " + std::string(v.type_name()));
+    }
+    set_from_text(cfg, *o, as_text, where);
+  }
+}
+
+ServerConfig parse_server_config(int argc, char** argv, bool* help) {
+  ServerConfig cfg;
+  if (help) *help = false;
+  // Pass 1: the config file, so that flags (pass 2) override it wherever they appear.
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--config") {
+      if (i + 1 >= argc) throw ConfigError("--config needs a file");
+      apply_config_json(read_file(argv[i + 1], "config file"), argv[i + 1], cfg);
+      ++i;
+    } else if (a.rfind("--config=", 0) == 0) {
+      std::string path = a.substr(9);
+      apply_config_json(read_file(path, "config file"), path, cfg);
+    }
+  }
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      if (help) *help = true;
+      continue;
+    }
+    if (a.rfind("--", 0) != 0) throw ConfigError("unexpected argument '" + a + "'");
+    std::string name = a.substr(2), value;
+    bool has_value = false;
+    if (auto eq = name.find('='); eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+      has_value = true;
+    }
+    if (name == "config") {
+      if (!has_value) ++i;
+      continue;
+    }
+    const Option* o = find_flag(name);
+    if (!o) throw ConfigError("unknown option '--" + name + "' (see --help)");
+    if (!has_value) {
+      if (i + 1 >= argc) throw ConfigError("--" + name + " needs a value");
+      value = argv[++i];
+    }
+    set_from_text(cfg, *o, value, "--" + name);
+  }
+  if (cfg.port < 0 || cfg.port > 65535) throw ConfigError("--port must be in 0..65535");
+  if (cfg.max_seqs < 1) throw ConfigError("--max-seqs must be at least 1");
+  if (cfg.max_batch_tokens < 1) throw ConfigError("--max-batch-tokens must be at least 1");
+  if (cfg.block_size < 1) throw ConfigError("--block-size must be at least 1");
+  if (cfg.max_body_bytes < 1024) throw ConfigError("--max-body-bytes must be at least 1024");
+  if (!(cfg.gpu_memory_fraction > 0 && cfg.gpu_memory_fraction <= 1))
+    throw ConfigError("--gpu-memory-fraction must be in (0, 1]");
+  cfg.kv_cache_bytes();  // validates the size string early
+  return cfg;
+}
+
+std::string ServerConfig::resolve_api_key() const {
+  if (!api_key.empty()) return api_key;
+  if (api_key_file.empty()) return "";
+  std::string text = read_file(api_key_file, "API key file");
+  std::string key = text.substr(0, text.find('\n'));
+  while (!key.empty() && (key.back() == '\r' || key.back() == ' ')) key.pop_back();
+  if (key.empty()) throw ConfigError("API key file '" + api_key_file + "' is empty");
+  return key;
+}
+
+int64_t ServerConfig::kv_cache_bytes() const {
+  if (kv_cache_memory.empty()) return 0;
+  char* end = nullptr;
+  double v = std::strtod(kv_cache_memory.c_str(), &end);
+  std::string unit = end;
+  double mult = 1;
+  if (unit.empty() || unit == "B") mult = 1;
+  else if (unit == "K" || unit == "KB") mult = 1e3;
+  else if (unit == "KiB") mult = 1024.0;
+  else if (unit == "M" || unit == "MB") mult = 1e6;
+  else if (unit == "MiB") mult = 1024.0 * 1024;
+  else if (unit == "G" || unit == "GB") mult = 1e9;
+  else if (unit == "GiB") mult = 1024.0 * 1024 * 1024;
+  else throw ConfigError("--kv-cache-memory: unknown unit in '" + kv_cache_memory + "'");
+  if (end == kv_cache_memory.c_str() || !std::isfinite(v) || v <= 0)
+    throw ConfigError("--kv-cache-memory: expected a positive size, got '" + kv_cache_memory + "'");
+  return (int64_t)(v * mult);
+}
+
+std::string server_usage() {
+  ServerConfig d;
+  std::string out =
+      "usage: pagoda serve [--config FILE.json] [options]\n"
+      "Every option can also be set in the config file as \"option_name\": value; flags win.\n\n";
+  for (const Option& o : options()) {
+    std::string def;
+    switch (o.kind) {
+      case Kind::Str: def = d.*o.str; break;
+      case Kind::Int: def = std::to_string(d.*o.i32); break;
+      case Kind::Int64: def = std::to_string(d.*o.i64); break;
+      case Kind::Num: {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%g", d.*o.num);
+        def = buf;
+        break;
+      }
+      case Kind::Bool: def = d.*o.boolean ? "on" : "off"; break;
+    }
+    char line[256];
+    std::snprintf(line, sizeof line, "  --%-22s %s%s%s (default: %s)\n", flag_name(o).c_str(),
+                  o.help, o.choices ? " " : "", o.choices ? o.choices : "",
+                  def.empty() ? "none" : def.c_str());
+    out += line;
+  }
+  return out;
+}
+
+}  // namespace pagoda::server

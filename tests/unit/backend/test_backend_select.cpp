@@ -1,0 +1,39 @@
+// --device selection (engine/backend_select.h): names, the CPU backend, auto's fallback, and a
+// clear error when CUDA is asked for where it cannot run.
+#include <catch2/catch.hpp>
+
+#include "engine/backend/cuda/backend_cuda.h"
+#include "engine/backend/backend_select.h"
+
+using namespace pagoda;
+
+TEST_CASE("select_backend: unknown device names are refused", "[backend_select]") {
+  CHECK_THROWS_WITH(select_backend(BackendChoice{"tpu", 1, false}), Catch::Contains("cpu, cuda or auto"));
+  CHECK_THROWS_WITH(select_backend(BackendChoice{"", 1, false}), Catch::Contains("cpu, cuda or auto"));
+}
+
+TEST_CASE("select_backend: cpu gives the CPU backend with its threads", "[backend_select]") {
+  BackendSelection s = select_backend(BackendChoice{"cpu", 2, false});
+  REQUIRE(s.backend);
+  CHECK(s.backend->name() == "cpu");
+  CHECK(s.description == "cpu (2 threads)");
+  CHECK(s.fallback_reason.empty());
+}
+
+TEST_CASE("select_backend: auto and cuda follow cuda_available", "[backend_select]") {
+  std::string why;
+  const bool have_cuda = cuda_available(&why);
+  BackendSelection s = select_backend(BackendChoice{"auto", 1, false});
+  REQUIRE(s.backend);
+  if (have_cuda) {
+    CHECK(s.backend->name() == "cuda");
+    CHECK(s.fallback_reason.empty());
+    CHECK(select_backend(BackendChoice{"cuda", 1, false}).backend->name() == "cuda");
+  } else {
+    // No device here: auto falls back and says why; cuda is an error carrying the same reason.
+    CHECK(s.backend->name() == "cpu");
+    CHECK(s.fallback_reason == why);
+    CHECK_FALSE(why.empty());
+    CHECK_THROWS(select_backend(BackendChoice{"cuda", 1, false}));
+  }
+}

@@ -1,0 +1,516 @@
+// The CPU backend's non-matmul ops against plain scalar references (double precision, written
+// from the definitions), with odd shapes: RMSNorm, add, bias, SiLU-gate, embedding, RoPE in both
+// conventions (with and without rope_freqs), paged attention (GQA 1/2/4, scrambled block tables,
+// prefill chunks after cached tokens, F16 and F32 KV), K-shift (with and without rope_freqs, and
+// shifted K against K roped at the new position), block copy, logit-row gather.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "engine/backend/cpu/backend_cpu.h"
+#include "kernels/cpu/ops_impl.h"
+#include "kernels/cpu/quants.h"
+
+using namespace pagoda;
+
+namespace {
+
+std::vector<float> randoms(size_t n, uint64_t seed, float lo = -1.0f, float hi = 1.0f) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+Tensor filled(CpuBackend& be, int64_t rows, int64_t cols, const std::vector<float>& v) {
+  Tensor t = be.alloc(rows, cols);
+  std::memcpy(t.data, v.data(), sizeof(float) * v.size());
+  return t;
+}
+
+std::vector<float> host(CpuBackend& be, const Tensor& t, int64_t rows) {
+  std::vector<float> v(static_cast<size_t>(rows * t.cols));
+  be.read(t, rows, v.data());
+  return v;
+}
+
+// Relative to the largest reference magnitude: the error measure used throughout.
+double max_rel_err(const std::vector<float>& got, const std::vector<double>& want) {
+  double mx = 1e-30, err = 0;
+  for (double w : want) mx = std::max(mx, std::fabs(w));
+  for (size_t i = 0; i < want.size(); ++i) err = std::max(err, std::fabs(got[i] - want[i]));
+  return err / mx;
+}
+
+struct SeqSpec {
+  std::vector<int32_t> table;  // block ids
+  int n_past = 0;              // cached tokens before the step
+  int n_new = 0;               // tokens of this step
+};
+
+// A plan over several sequences; every token gets logits.
+StepPlan make_plan(const std::vector<SeqSpec>& specs, int block_size) {
+  StepPlan p;
+  for (size_t s = 0; s < specs.size(); ++s) {
+    const SeqSpec& sp = specs[s];
+    SeqInStep seq;
+    seq.seq_id = s;
+    seq.first_token = p.n_tokens();
+    seq.n_tokens = sp.n_new;
+    seq.n_past = sp.n_past;
+    seq.block_table_offset = static_cast<int32_t>(p.block_tables.size());
+    seq.n_blocks = static_cast<int32_t>(sp.table.size());
+    p.block_tables.insert(p.block_tables.end(), sp.table.begin(), sp.table.end());
+    for (int i = sp.n_past; i < sp.n_past + sp.n_new; ++i) {
+      p.logit_rows.push_back(p.n_tokens());
+      p.tokens.push_back(0);
+      p.positions.push_back(i);
+      p.slots.push_back(sp.table[static_cast<size_t>(i / block_size)] * block_size + i % block_size);
+      p.token_seq.push_back(static_cast<int32_t>(s));
+    }
+    p.seqs.push_back(seq);
+  }
+  return p;
+}
+
+// Reference rotation of one head in double precision, from the GGUF definitions; `ff`: the
+// optional per-pair frequency divisors (rope_freqs.weight).
+void ref_rope(double* x, int n_rot, double pos, double base, double scale, bool neox,
+              const float* ff = nullptr) {
+  for (int i = 0; i < n_rot / 2; ++i) {
+    const double th = pos * scale * std::pow(base, -2.0 * i / n_rot) / (ff ? double(ff[i]) : 1.0);
+    const int a = neox ? i : 2 * i, b = neox ? i + n_rot / 2 : 2 * i + 1;
+    const double x0 = x[a], x1 = x[b];
+    x[a] = x0 * std::cos(th) - x1 * std::sin(th);
+    x[b] = x0 * std::sin(th) + x1 * std::cos(th);
+  }
+}
+
+float round_f16(float x) { return cpu::fp16_to_fp32(cpu::fp32_to_fp16(x)); }
+
+}  // namespace
+
+TEST_CASE("rms_norm, add, add_bias, silu_mul match scalar references", "[cpu_ops]") {
+  CpuBackend be(2);
+  for (int64_t cols : {1, 7, 16, 37, 300, 2051}) {
+    const int64_t rows = 5;
+    const auto xv = randoms(static_cast<size_t>(rows * cols), 1 + cols, -3, 3);
+    const auto wv = randoms(static_cast<size_t>(cols), 2 + cols);
+    const auto yv = randoms(static_cast<size_t>(rows * cols), 3 + cols, -3, 3);
+    Tensor x = filled(be, rows, cols, xv), w = filled(be, 1, cols, wv), y = filled(be, rows, cols, yv);
+    Tensor out = be.alloc(rows, cols);
+
+    be.rms_norm(x, w, 1e-5f, out, rows);
+    std::vector<double> ref(xv.size());
+    for (int64_t r = 0; r < rows; ++r) {
+      double ss = 0;
+      for (int64_t c = 0; c < cols; ++c) ss += double(xv[r * cols + c]) * xv[r * cols + c];
+      const double s = 1.0 / std::sqrt(ss / cols + 1e-5);
+      for (int64_t c = 0; c < cols; ++c) ref[r * cols + c] = xv[r * cols + c] * s * wv[c];
+    }
+    CHECK(max_rel_err(host(be, out, rows), ref) < 1e-6);
+
+    be.silu_mul(x, y, out, rows);
+    for (size_t i = 0; i < ref.size(); ++i) ref[i] = xv[i] / (1.0 + std::exp(-double(xv[i]))) * yv[i];
+    CHECK(max_rel_err(host(be, out, rows), ref) < 1e-6);
+
+    be.add(x, y, rows);
+    for (size_t i = 0; i < ref.size(); ++i) ref[i] = double(xv[i]) + yv[i];
+    CHECK(max_rel_err(host(be, x, rows), ref) < 1e-7);
+
+    be.add_bias(y, w, rows);
+    for (size_t i = 0; i < ref.size(); ++i) ref[i] = double(yv[i]) + wv[i % cols];
+    CHECK(max_rel_err(host(be, y, rows), ref) < 1e-7);
+  }
+}
+
+TEST_CASE("silu_mul is accurate for large magnitudes", "[cpu_ops]") {
+  CpuBackend be(1);
+  std::vector<float> g = {-200.f, -90.f, -20.f, -1e-3f, 0.f, 1e-3f, 20.f, 90.f, 200.f};
+  std::vector<float> u(g.size(), 1.5f);
+  Tensor tg = filled(be, 1, static_cast<int64_t>(g.size()), g), tu = filled(be, 1, static_cast<int64_t>(g.size()), u);
+  Tensor out = be.alloc(1, static_cast<int64_t>(g.size()));
+  be.silu_mul(tg, tu, out, 1);
+  const auto got = host(be, out, 1);
+  for (size_t i = 0; i < g.size(); ++i) {
+    const double want = g[i] / (1.0 + std::exp(-double(g[i]))) * 1.5;
+    CHECK(std::fabs(got[i] - want) <= 1e-6 * std::max(1.0, std::fabs(want)));
+  }
+}
+
+TEST_CASE("embed dequantizes the rows of the step's tokens", "[cpu_ops]") {
+  CpuBackend be(2);
+  be.init_kv_cache(KvCacheConfig{1, 4, 16, 1, 8, GgmlType::F32});
+  const int64_t vocab = 11, dim = 64;
+  const auto tab = randoms(static_cast<size_t>(vocab * dim), 9);
+  for (GgmlType type : {GgmlType::F32, GgmlType::F16, GgmlType::Q8_0}) {
+    std::vector<uint8_t> q(ggml_row_size(type, dim) * vocab);
+    for (int64_t r = 0; r < vocab; ++r)
+      cpu::quantize_row(type, tab.data() + r * dim, q.data() + r * ggml_row_size(type, dim), dim);
+    Tensor w = be.upload_weight(q.data(), type, vocab, dim);
+    StepPlan p = make_plan({SeqSpec{{0, 1}, 0, 20}}, 16);
+    for (int i = 0; i < 20; ++i) p.tokens[static_cast<size_t>(i)] = (i * 7) % vocab;
+    be.begin_step(p);
+    Tensor out = be.alloc(20, dim);
+    be.embed(w, out);
+    const auto got = host(be, out, 20);
+    std::vector<float> row(static_cast<size_t>(dim));
+    for (int i = 0; i < 20; ++i) {
+      const int tok = (i * 7) % vocab;
+      cpu::dequantize_row(type, q.data() + tok * ggml_row_size(type, dim), row.data(), dim);
+      CHECK(std::memcmp(got.data() + i * dim, row.data(), sizeof(float) * dim) == 0);
+    }
+    p.tokens[3] = static_cast<int32_t>(vocab);
+    be.begin_step(p);
+    CHECK_THROWS(be.embed(w, out));
+  }
+}
+
+TEST_CASE("rope rotates pairs (llama) or halves (neox) by the step's positions", "[cpu_ops]") {
+  CpuBackend be(2);
+  be.init_kv_cache(KvCacheConfig{1, 200, 16, 1, 8, GgmlType::F32});
+  for (bool neox : {false, true}) {
+    for (int head_dim : {8, 20, 64}) {
+      for (int n_rot : {head_dim, head_dim / 2}) {
+        for (bool with_ff : {false, true}) {
+          if (n_rot % 2) continue;
+          // Divisors as Llama 3.1 writes them (1 .. 8), plus some below 1.
+          const auto ffv = randoms(static_cast<size_t>(n_rot / 2), 7 + n_rot, 0.3f, 8.0f);
+          const int n_heads = 3;
+          std::vector<int32_t> table(200);
+          for (int i = 0; i < 200; ++i) table[static_cast<size_t>(i)] = i;
+          StepPlan p = make_plan({SeqSpec{table, 0, 5}, SeqSpec{table, 3000, 4}}, 16);
+          const int64_t n = p.n_tokens(), cols = int64_t{n_heads} * head_dim;
+          const auto xv = randoms(static_cast<size_t>(n * cols), 50 + head_dim + n_rot);
+          Tensor x = filled(be, n, cols, xv);
+          be.begin_step(p);
+          RopeConfig rc{n_rot, 500000.0f, 0.25f, neox, {}};
+          if (with_ff) rc.freq_factors = Tensor{const_cast<float*>(ffv.data()), GgmlType::F32, 1, n_rot / 2};
+          be.rope(x, n_heads, rc);
+          std::vector<double> ref(xv.begin(), xv.end());
+          for (int64_t t = 0; t < n; ++t)
+            for (int h = 0; h < n_heads; ++h)
+              ref_rope(ref.data() + t * cols + h * head_dim, n_rot, p.positions[static_cast<size_t>(t)],
+                       500000.0, 0.25, neox, with_ff ? ffv.data() : nullptr);
+          INFO("neox " << neox << " head_dim " << head_dim << " n_rot " << n_rot << " factors " << with_ff);
+          CHECK(max_rel_err(host(be, x, n), ref) < 2e-6);
+        }
+      }
+    }
+  }
+}
+
+namespace {
+
+// Scalar attention straight from the definition, over K/V stored per logical index.
+std::vector<double> ref_attention(const std::vector<float>& q, const std::vector<std::vector<float>>& K,
+                                  const std::vector<std::vector<float>>& V, int pos, int n_heads,
+                                  int n_kv_heads, int head_dim) {
+  std::vector<double> out(static_cast<size_t>(n_heads * head_dim), 0.0);
+  const double scale = 1.0 / std::sqrt(double(head_dim));
+  for (int h = 0; h < n_heads; ++h) {
+    const int kvh = h / (n_heads / n_kv_heads);
+    std::vector<double> s(static_cast<size_t>(pos + 1));
+    double mx = -1e300, sum = 0;
+    for (int i = 0; i <= pos; ++i) {
+      double d = 0;
+      for (int c = 0; c < head_dim; ++c) d += double(q[h * head_dim + c]) * K[i][kvh * head_dim + c];
+      s[i] = d * scale;
+      mx = std::max(mx, s[i]);
+    }
+    for (auto& x : s) sum += x = std::exp(x - mx);
+    for (int i = 0; i <= pos; ++i)
+      for (int c = 0; c < head_dim; ++c) out[h * head_dim + c] += s[i] / sum * V[i][kvh * head_dim + c];
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("paged attention matches a scalar reference over block tables", "[cpu_ops]") {
+  const int bs = 4;
+  struct Layout {
+    std::vector<SeqSpec> seqs;
+    const char* what;
+  };
+  const std::vector<Layout> layouts = {
+      {{SeqSpec{{0, 1, 2}, 0, 9}}, "one prefill, contiguous blocks"},
+      {{SeqSpec{{7, 2, 5, 1}, 0, 13}}, "one prefill, scrambled blocks"},
+      {{SeqSpec{{3, 6, 0}, 6, 5}}, "prefill chunk after 6 cached tokens"},
+      {{SeqSpec{{4, 9}, 7, 1}, SeqSpec{{8}, 2, 1}, SeqSpec{{10, 11, 2}, 0, 10}}, "decodes and a prefill"},
+      {{SeqSpec{{5, 3}, 4, 1}, SeqSpec{{5, 1}, 4, 3}}, "two sequences sharing a prefix block"},
+  };
+  for (GgmlType kv_type : {GgmlType::F32, GgmlType::F16}) {
+    for (int ratio : {1, 2, 4}) {
+      for (int head_dim : {8, 20, 64}) {
+        const int n_kv = 2, n_heads = n_kv * ratio;
+        CpuBackend be(2);
+        be.init_kv_cache(KvCacheConfig{2, 12, bs, n_kv, head_dim, kv_type});
+        const int kv_cols = n_kv * head_dim, q_cols = n_heads * head_dim;
+        for (const Layout& lay : layouts) {
+          INFO(lay.what << ", kv " << (kv_type == GgmlType::F16 ? "f16" : "f32") << ", ratio " << ratio
+                        << ", head_dim " << head_dim);
+          // Every sequence's K/V by logical index; cached ones written first, in their own step.
+          uint64_t seed = 1000;
+          std::vector<std::vector<std::vector<float>>> K(lay.seqs.size()), V(lay.seqs.size());
+          for (size_t s = 0; s < lay.seqs.size(); ++s) {
+            const SeqSpec& sp = lay.seqs[s];
+            for (int i = 0; i < sp.n_past + sp.n_new; ++i) {
+              // Cached tokens are seeded by their slot, so sequences sharing a block agree on it.
+              const int slot = sp.table[size_t(i / bs)] * bs + i % bs;
+              const uint64_t sk = i < sp.n_past ? 5000 + 2 * slot : seed++;
+              const uint64_t sv = i < sp.n_past ? 5001 + 2 * slot : seed++;
+              K[s].push_back(randoms(static_cast<size_t>(kv_cols), sk, -2, 2));
+              V[s].push_back(randoms(static_cast<size_t>(kv_cols), sv));
+              if (kv_type == GgmlType::F16)
+                for (auto* row : {&K[s].back(), &V[s].back()})
+                  for (auto& x : *row) x = round_f16(x);
+            }
+            if (sp.n_past > 0) {
+              StepPlan cached = make_plan({SeqSpec{sp.table, 0, sp.n_past}}, bs);
+              std::vector<float> kf, vf;
+              for (int i = 0; i < sp.n_past; ++i) {
+                kf.insert(kf.end(), K[s][i].begin(), K[s][i].end());
+                vf.insert(vf.end(), V[s][i].begin(), V[s][i].end());
+              }
+              Tensor tk = filled(be, sp.n_past, kv_cols, kf), tv = filled(be, sp.n_past, kv_cols, vf);
+              be.begin_step(cached);
+              be.store_kv(1, tk, tv);
+            }
+          }
+          StepPlan p = make_plan(lay.seqs, bs);
+          const int n = p.n_tokens();
+          std::vector<float> kf, vf;
+          for (int t = 0; t < n; ++t) {
+            const size_t s = static_cast<size_t>(p.token_seq[static_cast<size_t>(t)]);
+            const int pos = p.positions[static_cast<size_t>(t)];
+            kf.insert(kf.end(), K[s][pos].begin(), K[s][pos].end());
+            vf.insert(vf.end(), V[s][pos].begin(), V[s][pos].end());
+          }
+          const auto qv = randoms(static_cast<size_t>(n * q_cols), 77, -2, 2);
+          Tensor q = filled(be, n, q_cols, qv), out = be.alloc(n, q_cols);
+          Tensor tk = filled(be, n, kv_cols, kf), tv = filled(be, n, kv_cols, vf);
+          be.begin_step(p);
+          be.store_kv(1, tk, tv);
+          be.attention(1, q, out, n_heads, n_kv, head_dim, 1.0f / std::sqrt(float(head_dim)));
+          const auto got = host(be, out, n);
+          for (int t = 0; t < n; ++t) {
+            const size_t s = static_cast<size_t>(p.token_seq[static_cast<size_t>(t)]);
+            std::vector<float> qt(qv.begin() + t * q_cols, qv.begin() + (t + 1) * q_cols);
+            const auto want = ref_attention(qt, K[s], V[s], p.positions[static_cast<size_t>(t)], n_heads, n_kv, head_dim);
+            std::vector<float> g(got.begin() + t * q_cols, got.begin() + (t + 1) * q_cols);
+            CHECK(max_rel_err(g, want) < 2e-6);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("attention results do not depend on the thread count or batch mates", "[cpu_ops]") {
+  const int bs = 16, n_kv = 4, head_dim = 64, n_heads = 32;
+  std::vector<float> results[2];
+  int idx = 0;
+  for (int threads : {1, 2}) {
+    CpuBackend be(threads);
+    be.init_kv_cache(KvCacheConfig{1, 16, bs, n_kv, head_dim, GgmlType::F16});
+    StepPlan p = make_plan({SeqSpec{{3, 1, 4}, 0, 40}}, bs);
+    const int n = p.n_tokens();
+    Tensor k = filled(be, n, n_kv * head_dim, randoms(size_t(n) * n_kv * head_dim, 5));
+    Tensor v = filled(be, n, n_kv * head_dim, randoms(size_t(n) * n_kv * head_dim, 6));
+    Tensor q = filled(be, n, n_heads * head_dim, randoms(size_t(n) * n_heads * head_dim, 7));
+    Tensor out = be.alloc(n, n_heads * head_dim);
+    be.begin_step(p);
+    be.store_kv(0, k, v);
+    be.attention(0, q, out, n_heads, n_kv, head_dim, 0.125f);
+    results[idx++] = host(be, out, n);
+    // The last token alone (a decode step over the same cache) gives the same bits.
+    StepPlan last = make_plan({SeqSpec{{3, 1, 4}, 39, 1}}, bs);
+    const auto qh = host(be, q, n);
+    Tensor q1 = filled(be, 1, n_heads * head_dim, std::vector<float>(qh.end() - n_heads * head_dim, qh.end()));
+    Tensor out1 = be.alloc(1, n_heads * head_dim);
+    be.begin_step(last);
+    be.attention(0, q1, out1, n_heads, n_kv, head_dim, 0.125f);
+    const auto alone = host(be, out1, 1);
+    CHECK(std::memcmp(alone.data(), results[idx - 1].data() + (n - 1) * n_heads * head_dim,
+                      sizeof(float) * alone.size()) == 0);
+  }
+  CHECK(results[0] == results[1]);
+}
+
+TEST_CASE("K-shift re-ropes K by delta, leaves V alone; block copy copies K and V", "[cpu_ops]") {
+  const int bs = 5, n_kv = 3, head_dim = 12;
+  const int row = n_kv * head_dim;
+  const std::vector<float> ffv = {1.0f, 8.0f, 0.5f, 3.0f};  // rope_freqs for n_rot 8
+  for (GgmlType kv_type : {GgmlType::F32, GgmlType::F16}) {
+    for (bool neox : {false, true}) {
+      for (bool with_ff : {false, true}) {
+        CpuBackend be(2);
+        be.init_kv_cache(KvCacheConfig{2, 6, bs, n_kv, head_dim, kv_type});
+        std::vector<std::vector<float>> k0, v0;
+        for (int l = 0; l < 2; ++l)
+          for (int b = 0; b < 6; ++b) {
+            k0.push_back(randoms(size_t(bs) * row, 100 + l * 6 + b));
+            v0.push_back(randoms(size_t(bs) * row, 200 + l * 6 + b));
+            if (kv_type == GgmlType::F16)
+              for (auto* r : {&k0.back(), &v0.back()})
+                for (auto& x : *r) x = round_f16(x);
+            be.write_kv_block(l, b, k0.back().data(), v0.back().data());
+          }
+        StepPlan p;
+        p.block_copies = {BlockCopy{1, 4}, BlockCopy{2, 5}};
+        p.k_shifts = {KShift{4, -37}, KShift{0, 11}};
+        be.begin_step(p);
+        RopeConfig rc{8, 10000.0f, 1.0f, neox, {}};  // n_rot < head_dim: dims 8..11 untouched
+        if (with_ff) rc.freq_factors = Tensor{const_cast<float*>(ffv.data()), GgmlType::F32, 1, 4};
+        be.apply_cache_edits(rc);
+        std::vector<float> k(size_t(bs) * row), v(size_t(bs) * row);
+        for (int l = 0; l < 2; ++l) {
+          for (int b = 0; b < 6; ++b) {
+            be.read_kv_block(l, b, k.data(), v.data());
+            const int src = b == 4 ? 1 : b == 5 ? 2 : b;
+            const int delta = b == 4 ? -37 : b == 0 ? 11 : 0;
+            INFO("layer " << l << " block " << b << " neox " << neox << " factors " << with_ff);
+            CHECK(v == v0[size_t(l * 6 + src)]);
+            std::vector<double> want(k0[size_t(l * 6 + src)].begin(), k0[size_t(l * 6 + src)].end());
+            for (int s = 0; s < bs * n_kv; ++s)
+              ref_rope(want.data() + s * head_dim, 8, delta, 10000.0, 1.0, neox, with_ff ? ffv.data() : nullptr);
+            // F16 storage rounds the rotated values once more (relative 2^-11).
+            CHECK(max_rel_err(k, want) < (kv_type == GgmlType::F16 ? 1e-3 : 1e-6));
+            if (delta == 0) CHECK(k == k0[size_t(l * 6 + src)]);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("a K-shift with rope_freqs equals roping at the new position", "[cpu_ops][rope_freqs]") {
+  // K roped at positions p0.. and cached, then shifted by delta, must read as K roped directly
+  // at p0 + delta..: the context-shift invariant, with Llama 3.1-style frequency divisors.
+  const int bs = 4, n_kv = 2, head_dim = 16, n_rot = 16, p0 = 400, delta = -300;
+  const int64_t row = n_kv * head_dim;
+  const std::vector<float> ffv = {1.0f, 1.0f, 1.2f, 2.0f, 3.5f, 6.0f, 8.0f, 8.0f};
+  std::vector<int32_t> table(128);
+  for (int i = 0; i < 128; ++i) table[static_cast<size_t>(i)] = i;
+  for (GgmlType kv_type : {GgmlType::F32, GgmlType::F16}) {
+    for (bool neox : {false, true}) {
+      INFO("kv " << ggml_type_info(kv_type).name << " neox " << neox);
+      CpuBackend be(2);
+      be.init_kv_cache(KvCacheConfig{1, 128, bs, n_kv, head_dim, kv_type});
+      RopeConfig rc{n_rot, 500000.0f, 1.0f, neox, {}};
+      rc.freq_factors = Tensor{const_cast<float*>(ffv.data()), GgmlType::F32, 1, n_rot / 2};
+      const auto kv = randoms(static_cast<size_t>(bs * row), 77 + neox);
+      // Rope at p0.. and store: the tokens fill block p0 / bs exactly.
+      be.begin_step(make_plan({SeqSpec{table, p0, bs}}, bs));
+      Tensor k = filled(be, bs, row, kv), v = filled(be, bs, row, kv);
+      be.rope(k, n_kv, rc);
+      be.store_kv(0, k, v);
+      StepPlan shift;
+      shift.k_shifts = {KShift{p0 / bs, delta}};
+      be.begin_step(shift);
+      be.apply_cache_edits(rc);
+      std::vector<float> got(static_cast<size_t>(bs * row)), vv(got.size());
+      be.read_kv_block(0, p0 / bs, got.data(), vv.data());
+      // The same rows roped directly at the new positions.
+      be.begin_step(make_plan({SeqSpec{table, p0 + delta, bs}}, bs));
+      Tensor direct = filled(be, bs, row, kv);
+      be.rope(direct, n_kv, rc);
+      const auto want_f = host(be, direct, bs);
+      const std::vector<double> want(want_f.begin(), want_f.end());
+      // F32: two roundings of the rotation; F16: the cache rounds twice (2^-11 each).
+      CHECK(max_rel_err(got, want) < (kv_type == GgmlType::F16 ? 2e-3 : 2e-6));
+      // Without the factors the shifted K would differ: the test can tell.
+      RopeConfig plain = rc;
+      plain.freq_factors = Tensor{};
+      Tensor other = filled(be, bs, row, kv);
+      be.rope(other, n_kv, plain);
+      const auto other_f = host(be, other, bs);
+      CHECK(max_rel_err(got, std::vector<double>(other_f.begin(), other_f.end())) > 1e-2);
+    }
+  }
+}
+
+TEST_CASE("begin_step rejects plans that point outside the cache", "[cpu_ops]") {
+  CpuBackend be(1);
+  be.init_kv_cache(KvCacheConfig{1, 4, 4, 1, 8, GgmlType::F16});
+  StepPlan ok = make_plan({SeqSpec{{0, 3}, 0, 8}}, 4);
+  CHECK_NOTHROW(be.begin_step(ok));
+  StepPlan bad = ok;
+  bad.block_tables[1] = 4;
+  CHECK_THROWS_AS(be.begin_step(bad), std::invalid_argument);
+  bad = ok;
+  bad.slots[2] = 16;
+  CHECK_THROWS_AS(be.begin_step(bad), std::invalid_argument);
+  bad = ok;
+  bad.positions[7] = 8;  // beyond the 2 blocks of its table
+  CHECK_THROWS_AS(be.begin_step(bad), std::invalid_argument);
+  bad = ok;
+  bad.logit_rows.push_back(8);
+  CHECK_THROWS_AS(be.begin_step(bad), std::invalid_argument);
+  bad = ok;
+  bad.k_shifts.push_back(KShift{9, 1});
+  CHECK_THROWS_AS(be.begin_step(bad), std::invalid_argument);
+}
+
+TEST_CASE("gather_logit_rows picks the plan's rows in order", "[cpu_ops]") {
+  CpuBackend be(1);
+  be.init_kv_cache(KvCacheConfig{1, 4, 4, 1, 8, GgmlType::F16});
+  StepPlan p = make_plan({SeqSpec{{0, 1}, 0, 6}}, 4);
+  p.logit_rows = {5, 0, 3};
+  const auto xv = randoms(6 * 9, 3);
+  Tensor x = filled(be, 6, 9, xv), out = be.alloc(3, 9);
+  be.begin_step(p);
+  be.gather_logit_rows(x, out);
+  const auto got = host(be, out, 3);
+  for (int j = 0; j < 3; ++j)
+    for (int c = 0; c < 9; ++c) CHECK(got[j * 9 + c] == xv[p.logit_rows[j] * 9 + c]);
+}
+
+TEST_CASE("portable and AVX-512 variants agree", "[cpu_ops]") {
+  if (!cpu::detail::ops_have_avx512()) {
+    WARN("no AVX-512 on this CPU: only the portable variants run (and are tested above)");
+    return;
+  }
+  for (int64_t n : {1, 15, 16, 33, 2048}) {
+    const auto x = randoms(size_t(n), 1, -30, 30), w = randoms(size_t(n), 2), u = randoms(size_t(n), 3);
+    std::vector<float> a(static_cast<size_t>(n)), b(static_cast<size_t>(n));
+    cpu::detail::rms_norm_row_portable(x.data(), w.data(), 1e-6f, a.data(), n);
+    cpu::detail::rms_norm_row_avx512(x.data(), w.data(), 1e-6f, b.data(), n);
+    for (int64_t i = 0; i < n; ++i) CHECK(std::fabs(a[i] - b[i]) <= 1e-6f * (1 + std::fabs(a[i])));
+    cpu::detail::silu_mul_row_portable(x.data(), u.data(), a.data(), n);
+    cpu::detail::silu_mul_row_avx512(x.data(), u.data(), b.data(), n);
+    for (int64_t i = 0; i < n; ++i) CHECK(std::fabs(a[i] - b[i]) <= 1e-6f * (1 + std::fabs(a[i])));
+    a = x;
+    b = x;
+    cpu::detail::softmax_row_portable(a.data(), n);
+    cpu::detail::softmax_row_avx512(b.data(), n);
+    for (int64_t i = 0; i < n; ++i) CHECK(std::fabs(a[i] - b[i]) <= 1e-6f * (1e-6f + a[i]));
+  }
+  for (GgmlType type : {GgmlType::F16, GgmlType::F32}) {
+    for (int head_dim : {8, 20, 64, 128}) {
+      const int bs = 16, n_kv = 2, g = 4, n_ctx = 45, blocks = 4;
+      const auto kd = randoms(size_t(blocks) * bs * n_kv * head_dim, 4, -2, 2);
+      const auto vd = randoms(size_t(blocks) * bs * n_kv * head_dim, 5);
+      std::vector<uint16_t> k16(kd.size()), v16(vd.size());
+      for (size_t i = 0; i < kd.size(); ++i) k16[i] = cpu::fp32_to_fp16(kd[i]), v16[i] = cpu::fp32_to_fp16(vd[i]);
+      cpu::KvPool kp{type == GgmlType::F16 ? static_cast<void*>(k16.data()) : const_cast<float*>(kd.data()), type, bs, n_kv, head_dim, blocks};
+      cpu::KvPool vp{type == GgmlType::F16 ? static_cast<void*>(v16.data()) : const_cast<float*>(vd.data()), type, bs, n_kv, head_dim, blocks};
+      const int32_t table[] = {2, 0, 3};
+      // 3 query rows at contexts 43, 44, 45.
+      const int n_q = 3, row = g * head_dim;
+      const auto q = randoms(size_t(n_q) * row, 6, -2, 2);
+      std::vector<float> scratch(size_t(cpu::attention_scratch_floats(n_q, g, head_dim, n_ctx)));
+      std::vector<float> a(size_t(n_q) * row), b(size_t(n_q) * row);
+      cpu::AttnRows ra{q.data(), row, a.data(), row, n_q, n_ctx - 2}, rb = ra;
+      rb.out = b.data();
+      cpu::detail::attention_group_portable(ra, g, head_dim, 0.3f, kp, vp, 1, table, scratch.data());
+      cpu::detail::attention_group_avx512(rb, g, head_dim, 0.3f, kp, vp, 1, table, scratch.data());
+      for (size_t i = 0; i < a.size(); ++i) CHECK(std::fabs(a[i] - b[i]) <= 1e-5f);
+    }
+  }
+}

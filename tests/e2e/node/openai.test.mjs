@@ -3,68 +3,22 @@
 // Needs PAGODA_BINARY and PAGODA_TESTDATA_DIR (set by CTest); run `npm ci` here first.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import OpenAI from 'openai';
+import { startTestServer, stopTestServer } from './server.mjs';
 
-const binary = process.env.PAGODA_BINARY;
-const testdata = process.env.PAGODA_TESTDATA_DIR;
 const apiKey = 'node-e2e-key';
+let running;
 let server;
 let client;
-let dir;
-
-// Starts the server on a free port (--port 0) and reads the address from its JSON log.
-function startServer(args) {
-  return new Promise((resolve, reject) => {
-    const proc = spawn(binary, ['serve', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    const timer = setTimeout(() => reject(new Error('server did not start:\n' + out)), 60000);
-    const onData = (chunk) => {
-      out += chunk.toString();
-      for (const line of out.split('\n')) {
-        if (!line.startsWith('{')) continue;
-        let j;
-        try { j = JSON.parse(line); } catch { continue; }
-        if (j.msg === 'pagoda serving') {
-          clearTimeout(timer);
-          proc.stdout.off('data', onData);
-          proc.stdout.resume();
-          resolve({ proc, address: j.address });
-          return;
-        }
-      }
-    };
-    proc.stdout.on('data', onData);
-    proc.stderr.on('data', (c) => { out += c.toString(); });
-    proc.on('exit', (code) => { clearTimeout(timer); reject(new Error(`server exited ${code}:\n${out}`)); });
-  });
-}
 
 before(async () => {
-  assert.ok(binary && testdata, 'PAGODA_BINARY and PAGODA_TESTDATA_DIR must be set');
-  dir = mkdtempSync(join(tmpdir(), 'pagoda-node-'));
-  const model = join(dir, 'model.gguf');
-  execFileSync(binary, ['make-model', '--output', model,
-    '--vocab-from', join(testdata, 'vocab/ggml-vocab-phi-3.gguf'),
-    '--layers', '2', '--dim', '64', '--ff', '128', '--heads', '4', '--kv-heads', '2',
-    '--ctx', '512', '--quiet']);
-  server = await startServer(['--model', model, '--port', '0', '--host', '127.0.0.1',
-    '--chat-template', join(testdata, 'chat-templates/templates/microsoft-Phi-3-mini-gguf.jinja'),
-    '--threads', '1', '--ctx-size', '512', '--kv-cache-memory', '32MiB',
-    '--api-key', apiKey, '--log-format', 'json', '--served-model-name', 'pagoda-test']);
+  running = await startTestServer({ apiKey, modelName: 'pagoda-test' });
+  server = running.server;
   client = new OpenAI({ apiKey, baseURL: server.address + '/v1', maxRetries: 0 });
 });
 
 after(async () => {
-  if (server) {
-    const exited = new Promise((r) => server.proc.on('exit', (code) => r(code)));
-    server.proc.kill('SIGTERM');
-    assert.equal(await exited, 0);
-  }
-  if (dir) rmSync(dir, { recursive: true, force: true });
+  await stopTestServer(running);
 });
 
 const messages = [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'Hello there' }];

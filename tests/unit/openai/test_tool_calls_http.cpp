@@ -9,8 +9,8 @@
 #include <sstream>
 
 #include "engine/chat_template/chat_template.h"
-#include "server/openai/handlers.h"
 #include "server/http/http_server.h"
+#include "server/openai/handlers.h"
 #include "server/http/metrics.h"
 #include "tests/support/fake_engine.h"
 #include "tests/support/http_test_util.h"
@@ -46,8 +46,8 @@ class MarkerTokenizer : public ByteTokenizer {
 
 struct ToolServer {
   server::Metrics metrics;
-  FakeEngine engine{FakeEngine::Options{8192}};  // room for real templates' tool prompts
   MarkerTokenizer tok;
+  FakeEngine engine{FakeEngine::Options{8192}, &tok};  // room for real templates' tool prompts
   std::shared_ptr<server::Handlers> handlers;
   std::unique_ptr<InProcHttpServer> http;  // declared after what it serves: stops first
   int port = 0;
@@ -67,7 +67,7 @@ struct ToolServer {
         return s + "assistant:";
       };
     }
-    handlers = std::make_shared<server::Handlers>(engine, tok, render, metrics, ho);
+    handlers = std::make_shared<server::Handlers>(engine, render, metrics, ho);
     server::HttpServer::Options so;
     so.worker_threads = 8;
     http = std::make_unique<InProcHttpServer>(so, metrics, handlers);

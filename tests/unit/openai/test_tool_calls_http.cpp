@@ -15,6 +15,7 @@
 #include "tests/support/fake_engine.h"
 #include "tests/support/http_test_util.h"
 #include "tests/support/inproc_http.h"
+#include "tests/support/testdata.h"
 
 using namespace pagoda;
 using namespace pagoda::testing;
@@ -376,7 +377,8 @@ TEST_CASE("tools: arguments sent back as a JSON string reach the template as an 
 // returned (ids, arguments as a JSON string) are accepted by the template and rendered the way
 // the model wrote them.
 TEST_CASE("tools: returned calls render back through the real chat templates",
-          "[tool_calls][server]") {
+          "[tool_calls][server][testdata]") {
+  if (!pagoda::testing::testdata_available("chat-templates/templates")) return;
   struct Family {
     const char* template_file;
     server::ToolCallFormat format;

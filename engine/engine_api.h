@@ -1,5 +1,6 @@
 // The engine as the HTTP layer sees it: submit a tokenized request, read its deltas from a
-// channel, abort it. Implemented by LlmEngine (engine/engine.*) and by test doubles.
+// channel, abort it; and the model's vocabulary, to tokenize prompts and show tokens as text.
+// Implemented by LlmEngine (engine/engine.*) and by test doubles.
 #pragma once
 
 #include <chrono>
@@ -7,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "engine/sampling_params.h"
@@ -106,6 +108,20 @@ class EngineApi {
   virtual std::shared_ptr<RequestStream> submit(GenerationRequest req, SubmitError* err) = 0;
   virtual EngineStats stats() const = 0;
   virtual int context_size() const = 0;
+
+  // ---- the model's vocabulary: what the server needs to make prompts of text and text of
+  // tokens (it never sees the tokenizer itself) ----
+  // Text -> token ids. `add_special`: BOS/EOS as the model wants them; `parse_special`:
+  // control-token text ("<|im_start|>") becomes that token. Throws std::exception on failure.
+  virtual std::vector<int32_t> tokenize(std::string_view text, bool add_special,
+                                        bool parse_special) const = 0;
+  // Token ids -> text, control tokens left out.
+  virtual std::string detokenize(const std::vector<int32_t>& ids) const = 0;
+  // One token's text; `special`: control tokens spelled out (otherwise they read as "").
+  virtual std::string token_piece(int32_t id, bool special) const = 0;
+  virtual int32_t vocab_size() const = 0;
+  // The BOS id that tokenize(add_special = true) puts first; -1 when the model wants none.
+  virtual int32_t prompt_bos_id() const = 0;
 };
 
 }  // namespace pagoda

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set-up on a fresh Debian 12 machine: installs what is missing, builds pagoda (Release) and
-# writes the demo model to models/demo.gguf. Safe to run again.
+# puts the demo model at models/demo.gguf: ../shared/testdata's stories260K when it is beside the
+# repo, else a random-weight model. Safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,8 +29,15 @@ cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release
 cmake --build "$build_dir" -j"$(nproc)"
 
 mkdir -p models
-if [ ! -f models/demo.gguf ]; then
+stories=../shared/testdata/models/stories260K.gguf
+if [ -f "$stories" ]; then
+  # A real model when the shared testdata sits beside the repo: TinyStories 260K (1 MiB) writes
+  # short children's stories. install, not cp: the source is read-only and a rerun overwrites.
+  cmp -s "$stories" models/demo.gguf || install -m 644 "$stories" models/demo.gguf
+  echo "setup: models/demo.gguf is stories260K (real TinyStories weights) from $stories"
+elif [ ! -f models/demo.gguf ]; then
   # Random weights; the vocabulary is padded with pseudo-words so the noise it prints is readable.
   "$build_dir"/pagoda make-model --preset demo --vocab-size 4096 --output models/demo.gguf
+  echo "setup: models/demo.gguf has random weights ($stories not found)"
 fi
 echo "setup: done. Run: $build_dir/pagoda serve"

@@ -80,6 +80,13 @@ class LlmEngine final : public EngineApi {
   std::shared_ptr<RequestStream> submit(GenerationRequest req, SubmitError* err) override;
   EngineStats stats() const override;
   int context_size() const override { return ctx_limit_; }
+  // The vocabulary is the tokenizer's (engine_vocabulary.cpp); without one, nothing tokenizes.
+  std::vector<int32_t> tokenize(std::string_view text, bool add_special,
+                                bool parse_special) const override;
+  std::string detokenize(const std::vector<int32_t>& ids) const override;
+  std::string token_piece(int32_t id, bool special) const override;
+  int32_t vocab_size() const override;
+  int32_t prompt_bos_id() const override;
 
   int num_kv_blocks() const { return num_blocks_; }
   int block_size() const { return cfg_.block_size; }

@@ -244,7 +244,7 @@ int serve(int argc, char** argv) {
   ho.cors_origins = split_origins(cfg.cors_origins);
   ho.max_body_bytes = (size_t)cfg.max_body_bytes;
   ho.worker_threads = cfg.http_threads > 0 ? cfg.http_threads : cfg.max_seqs + cfg.max_queue + 8;
-  server::HttpServer http(ho, metrics);
+  server::HttpServer http(ho, metrics, server::Handlers::routes());
   int port = http.bind(cfg.host, cfg.port);
   std::thread http_thread([&] { http.run(); });
   log_info("listening while the model loads", {{"address", "http://" + cfg.host + ":" + std::to_string(port)}});
@@ -275,13 +275,12 @@ int serve(int argc, char** argv) {
     opts.model_name = cfg.served_model_name.empty()
                           ? std::filesystem::path(cfg.model).stem().string()
                           : cfg.served_model_name;
-    opts.max_inflight_seqs = cfg.max_seqs + cfg.max_queue;
     opts.timeout_s = cfg.timeout;
     opts.health_stall_s = cfg.health_stall;
     opts.context_shift = cfg.context_shift;
     opts.tool_call_format = lm->tool_call_format;
-    handlers = std::make_shared<server::Handlers>(*lm->engine, tok, render, metrics, opts);
-    http.set_handlers(handlers);
+    handlers = std::make_shared<server::Handlers>(*lm->engine, render, metrics, opts);
+    http.set_service(handlers);
     signals.set_loaded();
     int kv_tokens = lm->engine->num_kv_blocks() * lm->engine->block_size();
     log_info("pagoda serving",

@@ -90,11 +90,6 @@ void log_warn(const std::string& msg, const nlohmann::ordered_json& fields) {
   emit(spdlog::level::warn, msg, fields);
 }
 
-AccessRecord& current_access_record() {
-  thread_local AccessRecord rec;
-  return rec;
-}
-
 void log_access(const std::string& method, const std::string& path, int status,
                 const AccessRecord& rec, double total_ms) {
   nlohmann::ordered_json f = {{"id", rec.request_id.empty() ? "-" : rec.request_id},

@@ -17,7 +17,8 @@ void setup_logging(const std::string& format, const std::string& level);
 void log_info(const std::string& msg, const nlohmann::ordered_json& fields = nlohmann::ordered_json::object());
 void log_warn(const std::string& msg, const nlohmann::ordered_json& fields = nlohmann::ordered_json::object());
 
-// What the access log says about one HTTP request. Handlers fill it in as the request
+// What the access log says about one HTTP request. The HTTP layer makes one when routing
+// begins and hands it to the route (api_service.h); handlers fill it in as the request
 // proceeds; the HTTP layer writes the line once the response has been sent.
 struct AccessRecord {
   std::string request_id;         // "-" for requests that generate nothing
@@ -26,13 +27,7 @@ struct AccessRecord {
   int completion_tokens = 0;
   double ttft_ms = -1;            // -1: no token was generated
   std::chrono::steady_clock::time_point start{};  // set when routing begins
-  void reset() { *this = AccessRecord{}; }
 };
-
-// The record of the request being served on this thread. cpp-httplib runs a request's routing,
-// handler, streaming content provider and logger on one worker thread, so a thread-local record
-// follows exactly one request at a time.
-AccessRecord& current_access_record();
 
 // Writes the access line: method, path, status, request id, tokens, TTFT and total time.
 void log_access(const std::string& method, const std::string& path, int status,

@@ -1,56 +1,23 @@
-// The HTTP front: cpp-httplib set-up, routing to Handlers, API-key auth, body size limit, CORS,
-// OpenAI-shaped error bodies for everything the library rejects itself (404, 413, ...),
-// the access log, and draining on shutdown. Also the two helpers handlers need from the
-// transport: an SSE writer and a probe telling whether the client has gone away.
+// The HTTP front: cpp-httplib set-up, routing to the API's routes (api_service.h), API-key
+// auth, body size limit, CORS, OpenAI-shaped error bodies for everything the library rejects
+// itself (404, 413, ...), the access log, and draining on shutdown.
 #pragma once
 
 #include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include <httplib.h>
-#include <nlohmann/json.hpp>
+
+#include "server/http/access_log.h"
+#include "server/http/api_service.h"
 
 namespace pagoda::server {
 
-class Handlers;
 class Metrics;
-
-// Tells whether the client of the request being served has closed its connection.
-// cpp-httplib 0.11 does not expose the socket to handlers, so the probe finds it once: the
-// process's socket whose local and peer addresses match the request's (only the connection
-// serving this request can match while the request is being served).
-class ConnectionProbe {
- public:
-  explicit ConnectionProbe(const httplib::Request& req);
-  // True once the peer has closed or reset the connection (pending pipelined data is not a
-  // close). Returns false when the socket could not be identified.
-  bool closed() const;
-  bool found() const { return fd_ >= 0; }
-
- private:
-  int fd_ = -1;
-};
-
-// Writes Server-Sent Events into a chunked response. Every write reports whether the client
-// is still there.
-class SseWriter {
- public:
-  explicit SseWriter(httplib::DataSink& sink) : sink_(sink) {}
-  bool event(const nlohmann::json& data);  // "data: {json}\n\n"
-  bool done();                              // "data: [DONE]\n\n" and the end of the body
-
- private:
-  bool write(const std::string& s);
-  httplib::DataSink& sink_;
-};
-
-// Writes an OpenAI error body with its status.
-void send_error(httplib::Response& res, int status, const std::string& message,
-                const std::string& type, const std::string& param = "",
-                const std::string& code = "");
 
 class HttpServer {
  public:
@@ -62,12 +29,13 @@ class HttpServer {
     double read_timeout_s = 30;
   };
 
-  HttpServer(Options opts, Metrics& metrics);
+  // `routes`: the API's endpoints, besides the server's own /health and /metrics.
+  HttpServer(Options opts, Metrics& metrics, std::vector<ApiRoute> routes);
   ~HttpServer();
 
   // The endpoints go live once the model is loaded; until then every route but /health (and
   // /metrics) answers 503.
-  void set_handlers(std::shared_ptr<Handlers> handlers);
+  void set_service(std::shared_ptr<ApiService> service);
 
   // Binds (port 0 picks a free one); returns the port, or throws std::runtime_error.
   int bind(const std::string& host, int port);
@@ -82,10 +50,15 @@ class HttpServer {
   void stop();
 
  private:
-  void install_routes();
+  void install_routes(const std::vector<ApiRoute>& routes);
   bool authorized(const httplib::Request& req) const;
   void add_cors(const httplib::Request& req, httplib::Response& res) const;
-  std::shared_ptr<Handlers> handlers() const;
+  std::shared_ptr<ApiService> service() const;
+  // The access record of a request being served: made when routing begins, handed to the
+  // route, taken back by the logger once the response is written.
+  std::shared_ptr<AccessRecord> open_record(const httplib::Request& req);
+  std::shared_ptr<AccessRecord> record_of(const httplib::Request& req);
+  std::shared_ptr<AccessRecord> close_record(const httplib::Request& req);
 
   // cpp-httplib with access to its listening socket: the library listens with a backlog of 5,
   // which drops connections when a load test opens hundreds at once; bind() raises it.
@@ -98,7 +71,10 @@ class HttpServer {
   Metrics& metrics_;
   Server svr_;
   mutable std::mutex mu_;
-  std::shared_ptr<Handlers> handlers_;
+  std::shared_ptr<ApiService> service_;
+  // Keyed by the request object, which lives on its worker's stack from routing to logging.
+  std::mutex records_mu_;
+  std::unordered_map<const httplib::Request*, std::shared_ptr<AccessRecord>> records_;
   std::atomic<bool> draining_{false};
   bool stopped_ = false;    // guarded by mu_
   bool listening_ = false;  // guarded by mu_

@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/engine_api.h"
-#include "server/openai/openai_protocol.h"
+#include "server/openai/response_build.h"
 
 namespace pagoda::server {
 

@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -14,7 +15,10 @@
 #include <httplib.h>
 
 #include "engine/engine_api.h"
-#include "server/openai/openai_protocol.h"
+#include "server/http/access_log.h"
+#include "server/http/api_error.h"
+#include "server/openai/request_parse.h"
+#include "server/openai/response_build.h"
 #include "server/openai/tool_calls.h"
 
 namespace pagoda::server {
@@ -47,63 +51,74 @@ class Generation {
  public:
   using Clock = std::chrono::steady_clock;
 
-  Generation(GenSpec spec, Metrics& metrics, TokenText token_text, double timeout_s);
-  // Aborts whatever is unfinished, then runs on_release (which returns the queue reservation).
+  // What a generation needs from the handler that makes it.
+  struct Context {
+    Metrics& metrics;
+    TokenText token_text;                           // a token as the client sees it in logprobs
+    std::function<std::string()> new_tool_call_id;  // ids of the tool calls found in the output
+    double timeout_s = 0;                           // 0: none
+    // The request's access-log record: filled in when the request ends; latencies count from
+    // its start (the request's arrival, parsing included).
+    std::shared_ptr<AccessRecord> record;
+    // Runs in the destructor, however the request ended, with the streams submitted.
+    std::function<void(const std::vector<std::shared_ptr<RequestStream>>&)> on_release;
+  };
+
+  // Builds every choice's state (prompts x n); `req` is the request being answered, whose
+  // connection is watched for a client that leaves.
+  Generation(GenSpec spec, ResponseMeta meta, Context ctx, const httplib::Request& req);
+  // Aborts whatever is unfinished, then runs ctx.on_release.
   ~Generation();
 
-  // Sizes the per-choice state once `meta` and the number of prompts are known.
-  void init_choices();
   // Adds the stream of the next prompt (in prompt order).
   void add_stream(std::shared_ptr<RequestStream> s);
 
-  // Pulls every delta that is ready, waiting up to `wait` for the first; calls `on` with the
-  // choice index for each. Returns true once every choice has finished or the engine failed.
-  bool pump(std::chrono::milliseconds wait, const std::function<void(int, const Delta&)>& on);
-  // Stops every stream (idempotent).
-  void abort();
-  bool timed_out() const;
-  // Final usage over all prompts and choices.
-  Usage usage();
-  // Fills the access record and the latency metric once the request has ended.
-  void account(int status_override);
-
   // Non-streaming: waits for the end; fills `res` with the answer or the error. A client that
-  // left (per `probe`) or a timeout aborts the request.
+  // left or a timeout aborts the request.
   void answer(httplib::Response& res);
   // Streaming: one call of the chunked content provider. Returns false to drop the connection.
   bool stream_step(httplib::DataSink& sink);
 
-  GenSpec spec;
-  ResponseMeta meta;
-  std::unique_ptr<ConnectionProbe> probe;
-  int reserved = 0;                     // sequences reserved against the queue bound
-  std::function<void()> on_release;     // runs in the destructor
-  std::function<std::string()> new_tool_call_id;  // ids of the tool calls found in the output
-  const std::vector<std::shared_ptr<RequestStream>>& streams() const { return streams_; }
-
  private:
-  int n() const { return spec.common.n; }
+  // One choice: what it produced, its timing, its tool-call reading.
+  struct Choice {
+    ChoiceResult result;  // text, tokens, logprobs, tool calls, finish
+    int tokens_seen = 0;
+    Clock::time_point last_token;
+    std::optional<ToolCallParser> tool_parser;  // set when the output is read for tool calls
+    std::string tool_content;                   // with a parser: the content outside calls
+    ToolCallEvents tool_out;                    // released by the parser, not yet streamed
+    std::vector<TokenLogprob> prompt_logprobs;  // with spec_.prompt_logprobs
+    bool echo_sent = false;                     // streaming: the echo chunk went out
+  };
+
+  int n() const { return spec_.common.n; }
+  bool reads_tool_calls() const { return spec_.chat && spec_.tool_format != ToolCallFormat::None; }
+  // Pulls every delta that is ready, waiting up to `wait` for the first; calls `on` with the
+  // choice index for each. Returns true once every choice has finished or the engine failed.
+  bool pump(std::chrono::milliseconds wait, const std::function<void(int, const Delta&)>& on);
   void handle(int prompt, const Delta& d, const std::function<void(int, const Delta&)>& on);
+  // Stops every stream (idempotent).
+  void abort();
+  bool timed_out() const;
+  // Final usage over all prompts and choices.
+  Usage usage() const;
+  // Fills the access record and the latency metric once the request has ended.
+  void account(int status_override);
   json delta_logprobs(const Delta& d, size_t text_before);
   // Tool calls: feeds a delta's text to the choice's parser; what it releases waits in
-  // tool_out_ until the stream sends it.
+  // tool_out until the stream sends it.
   void parse_tools(int idx, const Delta& d);
   // Streaming with tool calls: the chunks for one delta (content, then each new call).
   bool stream_tool_delta(SseWriter& w, int idx, const Delta& d);
 
-  Metrics& metrics_;
-  TokenText token_text_;
-  double timeout_s_;
-  Clock::time_point start_ = Clock::now();
+  const GenSpec spec_;
+  const ResponseMeta meta_;
+  Context ctx_;
+  Clock::time_point start_;
+  std::unique_ptr<ConnectionProbe> probe_;
   std::vector<std::shared_ptr<RequestStream>> streams_;  // one per prompt
-  std::vector<ChoiceResult> choices_;                     // index = prompt * n + choice
-  std::vector<int> tokens_seen_;                          // per choice
-  std::vector<Clock::time_point> last_token_;             // per choice
-  std::vector<ToolCallParser> tool_parsers_;              // per choice, when reading tool calls
-  std::vector<std::string> tool_content_;                 // per choice: content outside calls
-  std::vector<ToolCallEvents> tool_out_;                  // per choice: released, not yet streamed
-  std::vector<std::vector<TokenLogprob>> prompt_lps_;     // per choice, with spec.prompt_logprobs
-  std::vector<char> echo_sent_;                           // streaming: the echo chunk went out
+  std::vector<Choice> choices_;                          // index = prompt * n + choice
   int unfinished_ = 0;
   double ttft_ms_ = -1;
   bool aborted_ = false;

@@ -1,16 +1,15 @@
+// Handlers: the OpenAI endpoints and their route table (see handlers.h).
 #include "server/openai/handlers.h"
 
 #include <algorithm>
-#include <thread>
 
-#include "server/http/access_log.h"
-#include "server/openai/generation.h"
-#include "server/http/http_server.h"
+#include "server/http/api_error.h"
 #include "server/http/metrics.h"
-#include "server/openai/openai_protocol.h"
+#include "server/openai/generation.h"
+#include "server/openai/request_parse.h"
+#include "server/openai/response_build.h"
 
 namespace pagoda::server {
-
 
 namespace {
 
@@ -23,46 +22,10 @@ void send_json(httplib::Response& res, const json& j, int status = 200) {
   res.set_content(dump_json(j), "application/json");
 }
 
-void send_api_error(httplib::Response& res, const ApiError& e) {
-  send_json(res, error_body(e), e.status);
-  if (e.status == 429) res.set_header("Retry-After", "1");
-}
-
-// Tool calls sent back in the conversation, made the way templates expect them. Clients send
-// a call's arguments as the JSON string they received; templates print them with `tojson`,
-// which would quote that string a second time, so (like vLLM and llama.cpp) they get the
-// decoded object, in the client's key order. And `function` lists "name" before "arguments"
-// (templates such as Mistral's print the whole object, and models were trained on that order),
-// whatever order the client's JSON library left them in.
-void prepare_tool_calls(nlohmann::ordered_json& calls) {
-  if (!calls.is_array()) return;
-  for (auto& call : calls) {
-    if (!call.is_object()) continue;
-    auto fn = call.find("function");
-    if (fn == call.end() || !fn->is_object()) continue;
-    auto args = fn->find("arguments");
-    if (args != fn->end() && args->is_string()) {
-      const std::string& text = args->get_ref<const std::string&>();
-      if (!json_depth_exceeds(text, 64)) {
-        auto decoded = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
-        if (!decoded.is_discarded() && decoded.is_object()) *args = std::move(decoded);
-      }
-    }
-    nlohmann::ordered_json ordered = nlohmann::ordered_json::object();
-    for (const char* key : {"name", "arguments"})
-      if (auto it = fn->find(key); it != fn->end()) ordered[key] = std::move(*it);
-    for (auto& [key, value] : fn->items())
-      if (key != "name" && key != "arguments") ordered[key] = std::move(value);
-    *fn = std::move(ordered);
-  }
-}
-
 }  // namespace
 
-Handlers::Handlers(EngineApi& engine, const Tokenizer& tokenizer, ChatRenderer render_chat,
-                   Metrics& metrics, Options opts)
+Handlers::Handlers(EngineApi& engine, ChatRenderer render_chat, Metrics& metrics, Options opts)
     : engine_(engine),
-      tok_(tokenizer),
       render_chat_(std::move(render_chat)),
       metrics_(metrics),
       opts_(std::move(opts)),
@@ -73,8 +36,9 @@ Handlers::Handlers(EngineApi& engine, const Tokenizer& tokenizer, ChatRenderer r
   // such tokens so that the tool-call parser still sees the marker.
   for (const std::string& m : tool_call_markers(opts_.tool_call_format)) {
     try {
-      std::vector<int32_t> ids = tok_.encode(m, /*add_special=*/false, /*parse_special=*/true);
-      if (ids.size() == 1 && tok_.token_to_piece(ids[0]).empty()) tool_markers_[ids[0]] = m;
+      std::vector<int32_t> ids = engine_.tokenize(m, /*add_special=*/false, /*parse_special=*/true);
+      if (ids.size() == 1 && engine_.token_piece(ids[0], /*special=*/false).empty())
+        tool_markers_[ids[0]] = m;
     } catch (const std::exception&) {
       // A tokenizer that cannot encode the marker simply never produces it as one token.
     }
@@ -83,54 +47,36 @@ Handlers::Handlers(EngineApi& engine, const Tokenizer& tokenizer, ChatRenderer r
 
 Handlers::~Handlers() = default;
 
-// nlohmann::json sorts object keys, so the validated request has lost the client's order. Tool
-// calls and tools are taken verbatim, in order, from the raw body; everything else (role, joined
-// content) from the validated request.
-std::string Handlers::render_chat(const std::string& raw_body, const ChatRequest& cr) const {
-  nlohmann::ordered_json messages = nlohmann::ordered_json::parse(cr.messages.dump());
-  nlohmann::ordered_json tools = nlohmann::ordered_json::parse(cr.tools.dump());
-  const auto raw = nlohmann::ordered_json::parse(raw_body, nullptr, false);
-  if (!raw.is_discarded() && raw.is_object()) {
-    auto raw_msgs = raw.find("messages");
-    if (raw_msgs != raw.end() && raw_msgs->is_array() && raw_msgs->size() == messages.size()) {
-      for (size_t i = 0; i < messages.size(); ++i) {
-        const auto& rm = (*raw_msgs)[i];
-        auto calls = rm.find("tool_calls");
-        if (messages[i].contains("tool_calls") && calls != rm.end()) {
-          messages[i]["tool_calls"] = *calls;
-          prepare_tool_calls(messages[i]["tool_calls"]);
-        }
-      }
-    }
-    auto raw_tools = raw.find("tools");
-    if (!tools.is_null() && raw_tools != raw.end()) tools = *raw_tools;
-  }
+std::vector<ApiRoute> Handlers::routes() {
+  return {member_route("GET", "/v1/models", &Handlers::models),
+          member_route("GET", "/v1/models/(.+)", &Handlers::model),
+          member_route("POST", "/v1/completions", &Handlers::completions),
+          member_route("POST", "/v1/chat/completions", &Handlers::chat_completions),
+          member_route("POST", "/tokenize", &Handlers::tokenize),
+          member_route("POST", "/detokenize", &Handlers::detokenize)};
+}
+
+// The parsed request already holds the template's inputs in the client's key order
+// (request_parse.h).
+std::string Handlers::render_chat(const ChatRequest& cr) const {
   try {
-    return render_chat_(messages, tools, cr.add_generation_prompt);
+    return render_chat_(cr.messages, cr.tools, cr.add_generation_prompt);
   } catch (const std::exception& e) {
     throw ApiError(400, std::string("The chat template rejected the messages: ") + e.what(),
                    "invalid_request_error", "messages");
   }
 }
 
-bool Handlers::try_reserve(int n) {
-  int cur = inflight_seqs_.load();
-  while (true) {
-    if (cur + n > opts_.max_inflight_seqs) return false;
-    if (inflight_seqs_.compare_exchange_weak(cur, cur + n)) return true;
-  }
-}
-
-void Handlers::release(int n) { inflight_seqs_ -= n; }
-
-void Handlers::track(const std::shared_ptr<RequestStream>& s) {
+void Handlers::track(const std::shared_ptr<RequestStream>& s, int n) {
   std::lock_guard<std::mutex> lk(mu_);
   active_.insert(s);
+  inflight_seqs_ += n;
 }
 
-void Handlers::untrack(const std::shared_ptr<RequestStream>& s) {
+void Handlers::untrack(const std::shared_ptr<RequestStream>& s, int n) {
   std::lock_guard<std::mutex> lk(mu_);
   active_.erase(s);
+  inflight_seqs_ -= n;
 }
 
 void Handlers::abort_all() {
@@ -156,26 +102,26 @@ std::string Handlers::new_tool_call_id() {
 }
 
 std::string Handlers::token_text(int32_t id) const {
-  if (id < 0 || id >= tok_.vocab_size()) return "";
-  return tok_.token_to_piece(id, /*special=*/true);
+  if (id < 0 || id >= engine_.vocab_size()) return "";
+  return engine_.token_piece(id, /*special=*/true);
 }
 
 std::vector<int32_t> Handlers::encode_prompt(const std::string& text, bool chat) const {
-  if (!chat) return tok_.encode(text, /*add_special=*/true, /*parse_special=*/true);
+  if (!chat) return engine_.tokenize(text, /*add_special=*/true, /*parse_special=*/true);
   // A rendered chat usually spells its own BOS; add one only when the model wants it and the
   // template left it out, never twice.
-  std::vector<int32_t> ids = tok_.encode(text, /*add_special=*/false, /*parse_special=*/true);
-  if (tok_.add_bos() && tok_.bos_id() >= 0 && (ids.empty() || ids.front() != tok_.bos_id()))
-    ids.insert(ids.begin(), tok_.bos_id());
+  std::vector<int32_t> ids = engine_.tokenize(text, /*add_special=*/false, /*parse_special=*/true);
+  const int32_t bos = engine_.prompt_bos_id();
+  if (bos >= 0 && (ids.empty() || ids.front() != bos)) ids.insert(ids.begin(), bos);
   return ids;
 }
 
 void Handlers::check_token_ids(const std::vector<int32_t>& ids, const std::string& param) const {
   for (size_t i = 0; i < ids.size(); ++i)
-    if (ids[i] < 0 || ids[i] >= tok_.vocab_size())
+    if (ids[i] < 0 || ids[i] >= engine_.vocab_size())
       throw ApiError(400,
                      "Invalid value for '" + param + "': token id " + std::to_string(ids[i]) +
-                         " is outside the vocabulary (size " + std::to_string(tok_.vocab_size()) +
+                         " is outside the vocabulary (size " + std::to_string(engine_.vocab_size()) +
                          ").",
                      "invalid_request_error", param);
 }
@@ -216,15 +162,16 @@ void Handlers::models(const httplib::Request&, httplib::Response& res) {
 void Handlers::model(const httplib::Request& req, httplib::Response& res) {
   std::string id = req.matches.size() > 1 ? req.matches[1].str() : "";
   if (id != opts_.model_name) {
-    send_api_error(res, ApiError(404, "The model '" + id + "' does not exist; this server runs '" +
-                                          opts_.model_name + "'.",
-                                 "not_found_error", "model", "model_not_found"));
+    send_error(res, ApiError(404, "The model '" + id + "' does not exist; this server runs '" +
+                             opts_.model_name + "'.",
+                             "not_found_error", "model", "model_not_found"));
     return;
   }
   send_json(res, model_card());
 }
 
-void Handlers::completions(const httplib::Request& req, httplib::Response& res) {
+void Handlers::completions(const httplib::Request& req, httplib::Response& res,
+                           const std::shared_ptr<AccessRecord>& record) {
   GenSpec spec;
   try {
     CompletionRequest cr = parse_completion_request(parse_json_body(req.body));
@@ -238,25 +185,26 @@ void Handlers::completions(const httplib::Request& req, httplib::Response& res) 
       PromptInput& p = cr.prompts[i];
       std::vector<int32_t> ids = p.is_tokens ? p.tokens : encode_prompt(p.text, false);
       check_token_ids(ids, param);
-      spec.echo.push_back(!cr.echo ? "" : p.is_tokens ? tok_.decode(ids) : p.text);
+      spec.echo.push_back(!cr.echo ? "" : p.is_tokens ? engine_.detokenize(ids) : p.text);
       spec.prompts.push_back(std::move(ids));
     }
   } catch (const ApiError& e) {
-    send_api_error(res, e);
+    send_error(res, e);
     return;
   } catch (const std::exception& e) {  // e.g. the tokenizer refusing the text
-    send_api_error(res, ApiError(400, std::string("Invalid prompt: ") + e.what(),
-                                 "invalid_request_error", "prompt"));
+    send_error(res, ApiError(400, std::string("Invalid prompt: ") + e.what(),
+                             "invalid_request_error", "prompt"));
     return;
   }
-  generate(req, res, std::move(spec));
+  generate(req, res, record, std::move(spec));
 }
 
-void Handlers::chat_completions(const httplib::Request& req, httplib::Response& res) {
+void Handlers::chat_completions(const httplib::Request& req, httplib::Response& res,
+                                const std::shared_ptr<AccessRecord>& record) {
   GenSpec spec;
   try {
     ChatRequest cr = parse_chat_request(parse_json_body(req.body));
-    const std::string text = render_chat(req.body, cr);
+    const std::string text = render_chat(cr);
     spec.chat = true;
     spec.common = std::move(cr.common);
     spec.logprobs = cr.logprobs;
@@ -270,32 +218,23 @@ void Handlers::chat_completions(const httplib::Request& req, httplib::Response& 
     spec.prompts.push_back(encode_prompt(text, true));
     spec.echo.push_back("");
   } catch (const ApiError& e) {
-    send_api_error(res, e);
+    send_error(res, e);
     return;
   } catch (const std::exception& e) {
-    send_api_error(res, ApiError(400, std::string("Invalid messages: ") + e.what(),
-                                 "invalid_request_error", "messages"));
+    send_error(res, ApiError(400, std::string("Invalid messages: ") + e.what(),
+                             "invalid_request_error", "messages"));
     return;
   }
-  generate(req, res, std::move(spec));
+  generate(req, res, record, std::move(spec));
 }
 
-void Handlers::generate(const httplib::Request& req, httplib::Response& res, GenSpec spec) {
+void Handlers::generate(const httplib::Request& req, httplib::Response& res,
+                        const std::shared_ptr<AccessRecord>& record, GenSpec spec) {
   const int ctx = engine_.context_size();
   const char* prompt_param = spec.chat ? "messages" : "prompt";
-  const int n = spec.common.n;
-  auto g = std::make_shared<Generation>(std::move(spec), metrics_,
-                                        [this](int32_t id) { return token_text(id); }, opts_.timeout_s);
-  // Runs when the request is over, however it ended: frees its queue slots.
-  g->on_release = [this, gp = g.get()] {
-    for (auto& st : gp->streams()) untrack(st);
-    release(gp->reserved);
-  };
-  g->new_tool_call_id = [this] { return new_tool_call_id(); };
-  GenSpec& s = g->spec;
   try {
-    for (size_t p = 0; p < s.prompts.size(); ++p) {
-      int len = (int)s.prompts[p].size();
+    for (size_t p = 0; p < spec.prompts.size(); ++p) {
+      int len = (int)spec.prompts[p].size();
       if (len == 0)
         throw ApiError(400, "The prompt is empty.", "invalid_request_error", prompt_param);
       if (len >= ctx)
@@ -303,69 +242,75 @@ void Handlers::generate(const httplib::Request& req, httplib::Response& res, Gen
                        "This model's maximum context length is " + std::to_string(ctx) +
                            " tokens. However, your prompt has " + std::to_string(len) +
                            " tokens. Please reduce the length of the " +
-                           (s.chat ? "messages." : "prompt."),
+                           (spec.chat ? "messages." : "prompt."),
                        "invalid_request_error", prompt_param, "context_length_exceeded");
     }
-    for (const auto& [id, bias] : s.common.sampling.logit_bias)
-      if (id >= tok_.vocab_size())
+    for (const auto& [id, bias] : spec.common.sampling.logit_bias)
+      if (id >= engine_.vocab_size())
         throw ApiError(400, "Invalid value for 'logit_bias': token id " + std::to_string(id) +
                                 " is outside the vocabulary.",
                        "invalid_request_error", "logit_bias." + std::to_string(id));
-    check_token_ids(s.common.stop.stop_token_ids, "stop_token_ids");
-    int need = (int)s.prompts.size() * n;
-    if (need > opts_.max_inflight_seqs)
-      throw ApiError(400, "The request asks for " + std::to_string(need) +
-                              " sequences (prompts x n); this server runs at most " +
-                              std::to_string(opts_.max_inflight_seqs) + ".",
-                     "invalid_request_error", "n");
-    if (!try_reserve(need))
-      throw ApiError(429, "The server is at capacity; retry shortly.", "rate_limit_error", "",
-                     "queue_full");
-    g->reserved = need;
+    check_token_ids(spec.common.stop.stop_token_ids, "stop_token_ids");
   } catch (const ApiError& e) {
-    send_api_error(res, e);
+    send_error(res, e);
     return;
   }
 
-  g->meta.id = new_id(s.chat ? "chatcmpl-" : "cmpl-");
-  g->meta.model = opts_.model_name;
-  g->meta.created = (int64_t)unix_now();
-  current_access_record().request_id = g->meta.id;
-  g->init_choices();
-  for (size_t p = 0; p < s.prompts.size(); ++p) {
+  ResponseMeta meta;
+  meta.id = new_id(spec.chat ? "chatcmpl-" : "cmpl-");
+  meta.model = opts_.model_name;
+  meta.created = (int64_t)unix_now();
+  record->request_id = meta.id;
+  // What is submitted, per prompt (the Generation keeps the spec).
+  std::vector<GenerationRequest> requests;
+  for (const std::vector<int32_t>& prompt : spec.prompts) {
     GenerationRequest gr;
-    gr.prompt = s.prompts[p];
-    gr.sampling = s.common.sampling;
-    gr.stop = s.common.stop;
+    gr.prompt = prompt;
+    gr.sampling = spec.common.sampling;
+    gr.stop = spec.common.stop;
     int room = ctx - (int)gr.prompt.size();
-    int max_tokens = s.common.max_tokens.value_or(s.chat ? room : 16);
-    if (!opts_.context_shift || !s.common.max_tokens) max_tokens = std::min(max_tokens, room);
+    int max_tokens = spec.common.max_tokens.value_or(spec.chat ? room : kCompletionDefaultMaxTokens);
+    if (!opts_.context_shift || !spec.common.max_tokens) max_tokens = std::min(max_tokens, room);
     gr.stop.max_tokens = std::max(1, max_tokens);  // echo_only: the one token is dropped
-    if (s.prompt_logprobs) gr.prompt_logprobs = s.common.sampling.logprobs;
-    gr.n = n;
-    gr.n_keep = s.common.n_keep;
+    if (spec.prompt_logprobs) gr.prompt_logprobs = spec.common.sampling.logprobs;
+    gr.n = spec.common.n;
+    gr.n_keep = spec.common.n_keep;
+    requests.push_back(std::move(gr));
+  }
+  const bool stream = spec.common.stream;
+  const int n = spec.common.n;
+  Generation::Context gctx{metrics_,
+                           [this](int32_t id) { return token_text(id); },
+                           [this] { return new_tool_call_id(); },
+                           opts_.timeout_s,
+                           record,
+                           // However the request ended: its streams are no longer in flight.
+                           [this, n](const std::vector<std::shared_ptr<RequestStream>>& streams) {
+                             for (auto& st : streams) untrack(st, n);
+                           }};
+  auto g = std::make_shared<Generation>(std::move(spec), std::move(meta), std::move(gctx), req);
+  for (GenerationRequest& gr : requests) {
     SubmitError err;
-    std::shared_ptr<RequestStream> stream = engine_.submit(std::move(gr), &err);
-    if (!stream) {
-      // The engine re-checks what the handler validated; only capacity should fail here.
+    std::shared_ptr<RequestStream> st = engine_.submit(std::move(gr), &err);
+    if (!st) {
+      // The engine re-checks what the handler validated, and holds the admission bound.
       std::string msg = err.message.empty() ? "The request was refused." : err.message;
       if (err.code == "queue_full")
-        send_api_error(res, ApiError(429, "The server is at capacity; retry shortly (" + msg + ").",
-                                     "rate_limit_error", "", err.code));
+        send_error(res, ApiError(429, "The server is at capacity; retry shortly (" + msg + ").",
+                                 "rate_limit_error", "", err.code));
       else if (err.code == "engine_unavailable")
-        send_api_error(res, ApiError(503, msg, "service_unavailable_error", "", err.code));
+        send_error(res, ApiError(503, msg, "service_unavailable_error", "", err.code));
       else
-        send_api_error(res, ApiError(400, msg, "invalid_request_error", prompt_param, err.code));
+        send_error(res, ApiError(400, msg, "invalid_request_error", prompt_param, err.code));
       return;  // ~Generation aborts the prompts already submitted
     }
-    track(stream);
-    g->add_stream(std::move(stream));
+    track(st, n);
+    g->add_stream(std::move(st));
   }
   last_submit_unix_s_ = unix_now();
-  res.set_header("X-Request-Id", g->meta.id);
-  g->probe = std::make_unique<ConnectionProbe>(req);
+  res.set_header("X-Request-Id", record->request_id);
 
-  if (s.common.stream) {
+  if (stream) {
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
         "text/event-stream",
@@ -380,13 +325,10 @@ void Handlers::generate(const httplib::Request& req, httplib::Response& res, Gen
 
 void Handlers::tokenize(const httplib::Request& req, httplib::Response& res) {
   try {
-    json body = parse_json_body(req.body);
+    const RequestJson body = parse_json_body(req.body);
     std::vector<int32_t> ids;
     if (body.contains("messages")) {
-      json chat_body = body;
-      ChatRequest cr = parse_chat_request(chat_body);
-      const std::string text = render_chat(req.body, cr);
-      ids = encode_prompt(text, true);
+      ids = encode_prompt(render_chat(parse_chat_request(body)), true);
     } else {
       const char* key = body.contains("prompt") ? "prompt" : "content";
       auto it = body.find(key);
@@ -400,7 +342,7 @@ void Handlers::tokenize(const httplib::Request& req, httplib::Response& res) {
                          "invalid_request_error", "add_special_tokens");
         add_special = a->get<bool>();
       }
-      ids = tok_.encode(it->get<std::string>(), add_special, /*parse_special=*/true);
+      ids = engine_.tokenize(it->get<std::string>(), add_special, /*parse_special=*/true);
     }
     json out = {{"tokens", ids}, {"count", ids.size()}, {"max_model_len", engine_.context_size()}};
     if (auto wp = body.find("with_pieces"); wp != body.end() && wp->is_boolean() && wp->get<bool>()) {
@@ -410,38 +352,38 @@ void Handlers::tokenize(const httplib::Request& req, httplib::Response& res) {
     }
     send_json(res, out);
   } catch (const ApiError& e) {
-    send_api_error(res, e);
+    send_error(res, e);
   } catch (const std::exception& e) {
-    send_api_error(res, ApiError(400, std::string("Cannot tokenize: ") + e.what()));
+    send_error(res, ApiError(400, std::string("Cannot tokenize: ") + e.what()));
   }
 }
 
 void Handlers::detokenize(const httplib::Request& req, httplib::Response& res) {
   try {
-    json body = parse_json_body(req.body);
+    const RequestJson body = parse_json_body(req.body);
     auto it = body.find("tokens");
     if (it == body.end() || !it->is_array())
       throw ApiError(400, "Expected 'tokens': an array of token ids.", "invalid_request_error",
                      "tokens");
     std::vector<int32_t> ids;
     for (size_t i = 0; i < it->size(); ++i) {
-      const json& v = (*it)[i];
+      const RequestJson& v = (*it)[i];
       std::string param = "tokens[" + std::to_string(i) + "]";
       if (!v.is_number_integer())
         throw ApiError(400, "Invalid value for '" + param + "': expected an integer.",
                        "invalid_request_error", param);
       int64_t id = v.get<int64_t>();
-      if (id < 0 || id >= tok_.vocab_size())
+      if (id < 0 || id >= engine_.vocab_size())
         throw ApiError(400, "Invalid value for '" + param + "': token id out of range.",
                        "invalid_request_error", param);
       ids.push_back((int32_t)id);
     }
-    std::string text = tok_.decode(ids);
+    std::string text = engine_.detokenize(ids);
     send_json(res, {{"prompt", text}, {"content", text}});
   } catch (const ApiError& e) {
-    send_api_error(res, e);
+    send_error(res, e);
   } catch (const std::exception& e) {
-    send_api_error(res, ApiError(400, std::string("Cannot detokenize: ") + e.what()));
+    send_error(res, ApiError(400, std::string("Cannot detokenize: ") + e.what()));
   }
 }
 

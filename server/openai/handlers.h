@@ -1,6 +1,7 @@
-// One function per endpoint: parse -> validate -> template -> tokenize -> submit -> answer
-// (gathered or streamed as SSE). Talks to the engine only through EngineApi, so tests can run it
-// against a test double.
+// The OpenAI API service: one function per endpoint, parse -> validate -> template -> tokenize
+// -> submit -> answer (gathered or streamed as SSE), and the route table that maps the API's
+// paths onto them for the HTTP layer. Talks to the engine only through EngineApi (tokenizing
+// included), so tests can run it against a test double.
 #pragma once
 
 #include <atomic>
@@ -13,12 +14,14 @@
 #include <random>
 #include <set>
 #include <string>
+#include <vector>
 
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
 #include "engine/engine_api.h"
-#include "engine/tokenizer/tokenizer.h"
+#include "server/http/access_log.h"
+#include "server/http/api_service.h"
 #include "server/openai/tool_calls.h"
 
 namespace pagoda::server {
@@ -27,7 +30,7 @@ class Metrics;
 struct GenSpec;
 struct ChatRequest;
 
-class Handlers {
+class Handlers : public ApiService {
  public:
   // Renders chat messages to prompt text with the model's template; throws (any
   // std::exception) when the template rejects the conversation. The JSON keeps the client's
@@ -39,7 +42,6 @@ class Handlers {
 
   struct Options {
     std::string model_name;       // the id in /v1/models and in every response
-    int max_inflight_seqs = 320;  // running + waiting sequences before 429
     double timeout_s = 600;       // per request; 0 = none
     double health_stall_s = 60;   // a step with work pending older than this: /health 503
     bool context_shift = true;    // when off, max_tokens is capped by the free context
@@ -48,32 +50,35 @@ class Handlers {
     ToolCallFormat tool_call_format = ToolCallFormat::Hermes;
   };
 
-  Handlers(EngineApi& engine, const Tokenizer& tokenizer, ChatRenderer render_chat,
-           Metrics& metrics, Options opts);
-  ~Handlers();
+  Handlers(EngineApi& engine, ChatRenderer render_chat, Metrics& metrics, Options opts);
+  ~Handlers() override;
 
-  void health(const httplib::Request& req, httplib::Response& res);
+  // The API's routes, for HttpServer; they call the Handlers it is given as its service.
+  static std::vector<ApiRoute> routes();
+
+  void health(const httplib::Request& req, httplib::Response& res) override;
+  EngineStats engine_stats() const override { return engine_.stats(); }
+
   void models(const httplib::Request& req, httplib::Response& res);
   void model(const httplib::Request& req, httplib::Response& res);  // GET /v1/models/{id}
-  void completions(const httplib::Request& req, httplib::Response& res);
-  void chat_completions(const httplib::Request& req, httplib::Response& res);
+  void completions(const httplib::Request& req, httplib::Response& res,
+                   const std::shared_ptr<AccessRecord>& record);
+  void chat_completions(const httplib::Request& req, httplib::Response& res,
+                        const std::shared_ptr<AccessRecord>& record);
   void tokenize(const httplib::Request& req, httplib::Response& res);
   void detokenize(const httplib::Request& req, httplib::Response& res);
 
-  EngineStats engine_stats() const { return engine_.stats(); }
-  // Sequences admitted by the HTTP layer and not yet finished.
+  // Sequences submitted to the engine and not yet finished (shutdown waits for them).
   int inflight_seqs() const { return inflight_seqs_.load(); }
   // Aborts every request in flight (shutdown after the grace period).
   void abort_all();
 
  private:
   // The prompt text of a chat request; ApiError(400) when the template rejects it.
-  std::string render_chat(const std::string& raw_body, const ChatRequest& cr) const;
-  // Reserves `n` sequences against the queue bound; false when full.
-  bool try_reserve(int n);
-  void release(int n);
-  void track(const std::shared_ptr<RequestStream>& s);
-  void untrack(const std::shared_ptr<RequestStream>& s);
+  std::string render_chat(const ChatRequest& cr) const;
+  // Streams in flight, each with its `n` sequences, so that abort_all reaches them.
+  void track(const std::shared_ptr<RequestStream>& s, int n);
+  void untrack(const std::shared_ptr<RequestStream>& s, int n);
   std::string new_id(const char* prefix);
   // A tool call's id: "call_" + 24 alphanumerics, or 9 alphanumerics for Mistral models (their
   // template refuses any other id when the call comes back in the conversation).
@@ -84,10 +89,10 @@ class Handlers {
   void check_token_ids(const std::vector<int32_t>& ids, const std::string& param) const;
 
   // Shared by completions and chat: submit every prompt x n and answer.
-  void generate(const httplib::Request& req, httplib::Response& res, GenSpec spec);
+  void generate(const httplib::Request& req, httplib::Response& res,
+                const std::shared_ptr<AccessRecord>& record, GenSpec spec);
 
   EngineApi& engine_;
-  const Tokenizer& tok_;
   ChatRenderer render_chat_;
   Metrics& metrics_;
   Options opts_;

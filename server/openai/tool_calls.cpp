@@ -1,10 +1,12 @@
+// Function calling: tools / tool_choice validation and the incremental tool-call parser (see
+// tool_calls.h).
 #include "server/openai/tool_calls.h"
 
 #include <algorithm>
 #include <stdexcept>
 
 #include "server/openai/json_scan.h"
-#include "server/openai/openai_protocol.h"
+#include "server/http/api_error.h"
 
 namespace pagoda::server {
 
@@ -66,12 +68,12 @@ std::string compact(const ojson& j) { return j.dump(-1, ' ', false, ojson::error
 
 }  // namespace
 
-std::vector<std::string> parse_tools(const nlohmann::json& tools) {
+std::vector<std::string> parse_tools(const nlohmann::ordered_json& tools) {
   if (!tools.is_array()) bad("tools", "expected an array of tools.");
   std::vector<std::string> names;
   for (size_t i = 0; i < tools.size(); ++i) {
     const std::string param = "tools[" + std::to_string(i) + "]";
-    const json& t = tools[i];
+    const auto& t = tools[i];
     if (!t.is_object()) bad(param, "expected a tool object.");
     auto type = t.find("type");
     if (type != t.end() && !(type->is_string() && *type == "function"))
@@ -93,7 +95,7 @@ std::vector<std::string> parse_tools(const nlohmann::json& tools) {
   return names;
 }
 
-ToolChoice parse_tool_choice(const nlohmann::json* v, const std::vector<std::string>& names, bool has_tools) {
+ToolChoice parse_tool_choice(const nlohmann::ordered_json* v, const std::vector<std::string>& names, bool has_tools) {
   ToolChoice c;
   if (!v) {
     if (!has_tools) c.mode = ToolChoice::Mode::None;

@@ -41,12 +41,12 @@ struct ToolChoice {
 // Checks the shape of a request's `tools` ([{"type": "function", "function": {"name",
 // "description", "parameters"}}]) and returns the function names, in order. Throws
 // ApiError(400) naming the bad field ("tools[1].function.name").
-std::vector<std::string> parse_tools(const nlohmann::json& tools);
+std::vector<std::string> parse_tools(const nlohmann::ordered_json& tools);
 
 // tool_choice: absent, "none" | "auto" | "required", or {"type": "function", "function":
 // {"name": ...}} naming one of `names`. Absent means Auto with tools and None without; a
 // required or named choice without tools is an error (ApiError 400, param "tool_choice...").
-ToolChoice parse_tool_choice(const nlohmann::json* choice, const std::vector<std::string>& names,
+ToolChoice parse_tool_choice(const nlohmann::ordered_json* choice, const std::vector<std::string>& names,
                              bool has_tools);
 
 // ---- the output side: reading calls from the model's text ---------------------------------

@@ -11,8 +11,13 @@
 #include <vector>
 
 #include "tests/support/http_test_util.h"
+#include "tests/support/testdata.h"
 
 namespace pagoda::testing {
+
+// Every e2e binary built on this fixture serves the model below: without these files it skips.
+inline const RequiredTestdata e2e_testdata{"vocab/ggml-vocab-phi-3.gguf",
+                                          "chat-templates/templates/microsoft-Phi-3-mini-gguf.jinja"};
 
 // A scratch directory for this test process, removed when the process exits.
 inline std::string e2e_dir() {

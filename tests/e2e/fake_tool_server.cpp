@@ -12,8 +12,8 @@
 #include <string>
 #include <thread>
 
-#include "server/openai/handlers.h"
 #include "server/http/http_server.h"
+#include "server/openai/handlers.h"
 #include "server/http/metrics.h"
 #include "tests/support/fake_engine.h"
 
@@ -22,23 +22,21 @@ using namespace pagoda;
 namespace {
 
 // Scripts each request's output as its own prompt text (the last user message, see render).
-class EchoEngine : public EngineApi {
+class EchoEngine : public testing::FakeEngine {
  public:
+  EchoEngine() : FakeEngine(Options{1 << 16, 8, 16, 1 << 16, std::chrono::microseconds(200)}) {}
+
   std::shared_ptr<RequestStream> submit(GenerationRequest req, SubmitError* err) override {
     std::string text;
     for (int32_t id : req.prompt)
       if (id < 256) text += (char)id;
-    std::lock_guard<std::mutex> lk(mu_);  // the script is read at submit: set and submit together
-    inner_.set_script(testing::FakeEngine::script_bytes(text.empty() ? "?" : text));
-    return inner_.submit(std::move(req), err);
+    std::lock_guard<std::mutex> lk(script_mu_);  // the script is read at submit: set and submit together
+    set_script(script_bytes(text.empty() ? "?" : text));
+    return FakeEngine::submit(std::move(req), err);
   }
-  EngineStats stats() const override { return inner_.stats(); }
-  int context_size() const override { return inner_.context_size(); }
 
  private:
-  std::mutex mu_;
-  testing::FakeEngine inner_{testing::FakeEngine::Options{1 << 16, 8, 16, 1 << 16,
-                                                          std::chrono::microseconds(200)}};
+  std::mutex script_mu_;
 };
 
 }  // namespace
@@ -59,7 +57,6 @@ int main(int argc, char** argv) {
   }
   server::Metrics metrics;
   EchoEngine engine;
-  testing::ByteTokenizer tok;
   server::Handlers::Options ho;
   ho.model_name = "fake-tools";
   ho.tool_call_format = format;
@@ -69,11 +66,11 @@ int main(int argc, char** argv) {
       if (m["role"] == "user") last = m["content"].get<std::string>();
     return last;
   };
-  auto handlers = std::make_shared<server::Handlers>(engine, tok, render, metrics, ho);
+  auto handlers = std::make_shared<server::Handlers>(engine, render, metrics, ho);
   server::HttpServer::Options so;
   so.worker_threads = 8;
-  server::HttpServer http(so, metrics);
-  http.set_handlers(handlers);
+  server::HttpServer http(so, metrics, server::Handlers::routes());
+  http.set_service(handlers);
   int port = http.bind("127.0.0.1", 0);
   std::thread run([&] { http.run(); });
   std::printf("{\"msg\": \"pagoda serving\", \"address\": \"http://127.0.0.1:%d\"}\n", port);

@@ -1,5 +1,5 @@
 // End-to-end: the real `pagoda serve` binary on a loopback port, a random-weight model with
-// Phi-3's real vocabulary and chat template, checked over real HTTP (DESIGN.md section 6,
+// Phi-3's real vocabulary and chat template, checked over real HTTP (the README's surfaces,
 // issue 5 "Checked by").
 #include <arpa/inet.h>
 #include <netinet/in.h>

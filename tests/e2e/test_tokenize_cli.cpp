@@ -7,7 +7,12 @@
 #include <fstream>
 #include <string>
 
+#include "tests/support/testdata.h"
+
 namespace {
+
+// Every case tokenizes with the real vocabularies.
+const pagoda::testing::RequiredTestdata needs_testdata{"vocab"};
 
 struct Result {
   int status;

@@ -1,6 +1,7 @@
 // Test doubles for the server: a byte-level Tokenizer and an EngineApi that "generates"
 // deterministic printable bytes on its own step thread, with KV-block accounting visible in
-// stats(), so the HTTP layer can be tested without a model.
+// stats(), an admission bound like the real engine's, and the vocabulary of a Tokenizer (the
+// byte-level one unless a test brings its own), so the HTTP layer can be tested without a model.
 #pragma once
 
 #include <atomic>
@@ -69,6 +70,9 @@ class FakeEngine : public EngineApi {
     int block_size = 16;
     int blocks_total = 1024;
     std::chrono::microseconds step_time{500};
+    // Running + waiting sequences beyond which submit refuses ("queue_full"), as the engine
+    // does; 0: no bound.
+    int max_seqs = 0;
   };
 
   // One scripted token: its id and the text it detokenizes to (may be empty: a control token).
@@ -83,7 +87,9 @@ class FakeEngine : public EngineApi {
     return out;
   }
 
-  explicit FakeEngine(Options o) : opts_(o), thread_([this] { loop(); }) {}
+  // `vocab`, when given, must outlive the engine; otherwise the engine's vocabulary is bytes.
+  explicit FakeEngine(Options o, const Tokenizer* vocab = nullptr)
+      : opts_(o), vocab_(vocab ? *vocab : bytes_), thread_([this] { loop(); }) {}
   FakeEngine() : FakeEngine(Options{}) {}
   ~FakeEngine() override {
     {
@@ -103,6 +109,10 @@ class FakeEngine : public EngineApi {
     s->req = std::move(req);
     {
       std::lock_guard<std::mutex> lk(mu_);
+      if (opts_.max_seqs > 0 && sequences_in_flight() + s->req.n > opts_.max_seqs) {
+        if (err) *err = {"the queue is full", "queue_full"};
+        return nullptr;
+      }
       s->script = script_;
     }
     s->outputs.resize(s->req.n);
@@ -128,6 +138,18 @@ class FakeEngine : public EngineApi {
     return st;
   }
   int context_size() const override { return opts_.context; }
+  std::vector<int32_t> tokenize(std::string_view text, bool add_special,
+                                bool parse_special) const override {
+    return vocab_.encode(text, add_special, parse_special);
+  }
+  std::string detokenize(const std::vector<int32_t>& ids) const override {
+    return vocab_.decode(ids);
+  }
+  std::string token_piece(int32_t id, bool special) const override {
+    return vocab_.token_to_piece(id, special);
+  }
+  int32_t vocab_size() const override { return vocab_.vocab_size(); }
+  int32_t prompt_bos_id() const override { return vocab_.add_bos() ? vocab_.bos_id() : -1; }
 
   // Requests submitted from now on emit these tokens (every choice the same), one per step,
   // then finish with "stop" (or "length" at max_tokens). Empty: generated letters again.
@@ -192,6 +214,14 @@ class FakeEngine : public EngineApi {
       return (int)((len + bs - 1) / bs);
     }
   };
+
+  // Under mu_.
+  int sequences_in_flight() const {
+    int n = 0;
+    for (auto& s : waiting_) n += s->req.n;
+    for (auto& s : running_) n += s->req.n;
+    return n;
+  }
 
   int32_t next_token(const Stream& s, int choice) const {
     size_t pos = s.outputs[choice].size();
@@ -278,6 +308,8 @@ class FakeEngine : public EngineApi {
   }
 
   Options opts_;
+  ByteTokenizer bytes_;
+  const Tokenizer& vocab_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::vector<ScriptToken> script_;

@@ -6,8 +6,8 @@
 #include <memory>
 #include <thread>
 
-#include "server/openai/handlers.h"
 #include "server/http/http_server.h"
+#include "server/openai/handlers.h"
 #include "server/http/metrics.h"
 #include "tests/support/http_test_util.h"
 
@@ -21,8 +21,8 @@ class InProcHttpServer {
  public:
   InProcHttpServer(const server::HttpServer::Options& opts, server::Metrics& metrics,
                    std::shared_ptr<server::Handlers> handlers)
-      : http_(std::make_unique<server::HttpServer>(opts, metrics)) {
-    http_->set_handlers(std::move(handlers));
+      : http_(std::make_unique<server::HttpServer>(opts, metrics, server::Handlers::routes())) {
+    http_->set_service(std::move(handlers));
     port_ = http_->bind("127.0.0.1", 0);
     thread_ = std::thread([this] { http_->run(); });
     for (int i = 0; i < 200 && http_get(port_, "/health").status != 200; ++i)

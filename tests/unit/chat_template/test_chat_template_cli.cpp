@@ -12,6 +12,7 @@
 #include "engine/chat_template/chat_template.h"
 #include "engine/gguf/gguf.h"
 #include "tests/support/test_files.h"
+#include "tests/support/testdata.h"
 
 using pagoda::testing::read_file;
 
@@ -71,7 +72,8 @@ void write_gguf(const fs::path& p, const std::string* chat_template, const std::
 
 }  // namespace
 
-TEST_CASE("chat-template CLI renders testdata templates exactly") {
+TEST_CASE("chat-template CLI renders testdata templates exactly", "[testdata]") {
+  if (!pagoda::testing::testdata_available("chat-templates")) return;
   REQUIRE(fs::exists(PAGODA_BINARY));
   TempDir tmp;
   for (const char* case_name : {"c2_multi", "c6_tool_call", "c3_no_gen"}) {
@@ -128,7 +130,8 @@ TEST_CASE("chat-template CLI reads the template and BOS/EOS from a GGUF model") 
   CHECK(r.err.find("ChatML") != std::string::npos);
 }
 
-TEST_CASE("chat-template CLI fails cleanly") {
+TEST_CASE("chat-template CLI fails cleanly", "[testdata]") {
+  if (!pagoda::testing::testdata_available("chat-templates/templates/google-gemma-2-2b-it.jinja")) return;
   TempDir tmp;
   spit(tmp.path / "sys.json", R"([{"role": "system", "content": "s"}, {"role": "user", "content": "u"}])");
   spit(tmp.path / "bad.json", R"([{"role": "user", "content": "u"})");

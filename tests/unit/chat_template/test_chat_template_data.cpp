@@ -9,6 +9,7 @@
 
 #include "engine/chat_template/chat_template.h"
 #include "tests/support/test_files.h"
+#include "tests/support/testdata.h"
 
 using pagoda::testing::read_file;
 
@@ -33,7 +34,8 @@ ChatTemplate::Inputs inputs_for(const nlohmann::ordered_json& c) {
 
 }  // namespace
 
-TEST_CASE("every template x case matches the jinja2 reference") {
+TEST_CASE("every template x case matches the jinja2 reference", "[testdata]") {
+  if (!pagoda::testing::testdata_available("chat-templates")) return;
   REQUIRE(fs::exists(kDir / "cases.json"));
   auto cases = nlohmann::ordered_json::parse(read_file(kDir / "cases.json"));
   int rendered = 0, failed_as_expected = 0, templates = 0;
@@ -73,7 +75,8 @@ TEST_CASE("every template x case matches the jinja2 reference") {
   WARN("rendered exactly: " << rendered << ", failed as expected: " << failed_as_expected);
 }
 
-TEST_CASE("one parsed template renders concurrently from several threads") {
+TEST_CASE("one parsed template renders concurrently from several threads", "[testdata]") {
+  if (!pagoda::testing::testdata_available("chat-templates")) return;
   auto cases = nlohmann::ordered_json::parse(read_file(kDir / "cases.json"));
   const ChatTemplate tmpl(read_file(kDir / "templates" / "NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use.jinja"));
   const nlohmann::ordered_json& c = cases.at(5);  // tool call: macros, namespaces, tojson

@@ -11,6 +11,7 @@
 
 #include "engine/chat_template/chat_template.h"
 #include "tests/support/test_files.h"
+#include "tests/support/testdata.h"
 
 using pagoda::testing::read_file;
 
@@ -31,7 +32,8 @@ std::string deep_json(int depth) { return std::string(depth, '[') + std::string(
 
 }  // namespace
 
-TEST_CASE("wrong-typed and incomplete messages give errors or renderings, never crashes") {
+TEST_CASE("wrong-typed and incomplete messages give errors or renderings, never crashes", "[testdata]") {
+  if (!pagoda::testing::testdata_available("chat-templates/templates")) return;
   const std::vector<std::string> bad = {
       R"({"role": "user", "content": "not an array"})",
       R"([1, 2, 3])",
@@ -157,7 +159,8 @@ TEST_CASE("runaway templates hit limits") {
   SECTION("huge range") { CHECK_THROWS_AS(ChatTemplate("{{ range(10**12)|length }}").render(in), ChatTemplateError); }
 }
 
-TEST_CASE("huge inputs render") {
+TEST_CASE("huge inputs render", "[testdata]") {
+  if (!pagoda::testing::testdata_available("chat-templates/templates")) return;
   ojson msgs = ojson::array();
   for (int i = 0; i < 20000; ++i)
     msgs.push_back({{"role", i % 2 ? "assistant" : "user"}, {"content", "message number " + std::to_string(i)}});

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "engine/gguf/gguf.h"
+#include "tests/support/testdata.h"
 
 using namespace pagoda;
 using namespace pagoda::gguf;
@@ -333,7 +334,8 @@ TEST_CASE("duplicate keys, duplicate tensors, bad alignment and deep nesting are
   CHECK_THAT(error_of(wn.to_bytes()), Catch::Contains("nested deeper"));
 }
 
-TEST_CASE("real vocabulary files from testdata parse") {
+TEST_CASE("real vocabulary files from testdata parse", "[testdata]") {
+  if (!pagoda::testing::testdata_available("vocab")) return;
   std::filesystem::path dir = std::filesystem::path(PAGODA_TESTDATA_DIR) / "vocab";
   if (!std::filesystem::exists(dir)) {
     WARN("no testdata at " << dir);

@@ -8,8 +8,8 @@
 #include <catch2/catch.hpp>
 #include <future>
 
-#include "server/openai/handlers.h"
 #include "server/http/http_server.h"
+#include "server/openai/handlers.h"
 #include "server/http/metrics.h"
 #include "tests/support/fake_engine.h"
 #include "tests/support/http_test_util.h"
@@ -24,7 +24,6 @@ namespace {
 struct InProcServer {
   server::Metrics metrics;
   FakeEngine engine;
-  ByteTokenizer tok;
   std::shared_ptr<server::Handlers> handlers;
   std::unique_ptr<InProcHttpServer> http;  // declared after what it serves: stops first
   int port = 0;
@@ -32,7 +31,7 @@ struct InProcServer {
 
   struct Config {
     std::string api_key;
-    int max_inflight = 64;
+    int max_inflight = 64;  // the engine's admission bound, in sequences
     double timeout_s = 60;
     double stall_s = 60;
     size_t max_body = 1 << 20;
@@ -40,10 +39,14 @@ struct InProcServer {
   };
 
   InProcServer() : InProcServer(Config{}) {}
-  explicit InProcServer(Config c) : engine(c.engine), key(c.api_key) {
+  static FakeEngine::Options bounded(FakeEngine::Options o, int max_seqs) {
+    o.max_seqs = max_seqs;
+    return o;
+  }
+
+  explicit InProcServer(Config c) : engine(bounded(c.engine, c.max_inflight)), key(c.api_key) {
     server::Handlers::Options ho;
     ho.model_name = "fake-model";
-    ho.max_inflight_seqs = c.max_inflight;
     ho.timeout_s = c.timeout_s;
     ho.health_stall_s = c.stall_s;
     auto render = [](const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
@@ -58,7 +61,7 @@ struct InProcServer {
       if (add_gen) s += "assistant:";
       return s;
     };
-    handlers = std::make_shared<server::Handlers>(engine, tok, render, metrics, ho);
+    handlers = std::make_shared<server::Handlers>(engine, render, metrics, ho);
     server::HttpServer::Options so;
     so.api_key = c.api_key;
     so.cors_origins = {"*"};

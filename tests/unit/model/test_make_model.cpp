@@ -17,6 +17,7 @@
 #include "engine/model/model_writer.h"
 #include "kernels/cpu/quants.h"
 #include "server/cli/commands.h"
+#include "tests/support/testdata.h"
 
 using namespace pagoda;
 using namespace pagoda::gguf;
@@ -178,7 +179,8 @@ TEST_CASE("built-in vocabulary: GPT-2 byte tokens, control tokens, padding, chat
   CHECK_THROWS_AS(build_model(s), ModelSpecError);
 }
 
-TEST_CASE("--vocab-from copies every tokenizer key and the vocabulary size") {
+TEST_CASE("--vocab-from copies every tokenizer key and the vocabulary size", "[testdata]") {
+  if (!pagoda::testing::testdata_available("vocab/ggml-vocab-llama-spm.gguf")) return;
   const std::string src_path = std::string(PAGODA_TESTDATA_DIR) + "/vocab/ggml-vocab-llama-spm.gguf";
   if (!std::filesystem::exists(src_path)) {
     WARN("no testdata " << src_path);

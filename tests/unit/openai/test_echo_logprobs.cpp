@@ -4,7 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "server/openai/echo_logprobs.h"
-#include "server/openai/openai_protocol.h"
+#include "server/openai/request_parse.h"
 
 using namespace pagoda;
 using namespace pagoda::server;

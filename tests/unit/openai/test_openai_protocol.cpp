@@ -1,7 +1,8 @@
 // OpenAI request parsing/validation and response shapes, without HTTP.
 #include <catch2/catch.hpp>
 
-#include "server/openai/openai_protocol.h"
+#include "server/openai/request_parse.h"
+#include "server/openai/response_build.h"
 
 using namespace pagoda;
 using namespace pagoda::server;

@@ -8,6 +8,7 @@
 
 #include "server/cli/server_config.h"
 #include "server/openai/tool_calls.h"
+#include "tests/support/testdata.h"
 
 using namespace pagoda::server;
 
@@ -73,7 +74,8 @@ Result text_only(std::string s) { return Result{std::move(s), {}}; }
 
 }  // namespace
 
-TEST_CASE("tool-call format: names, detection from real chat templates", "[tool_calls]") {
+TEST_CASE("tool-call format: names, detection from real chat templates", "[tool_calls][testdata]") {
+  if (!pagoda::testing::testdata_available("chat-templates/templates")) return;
   CHECK(tool_call_format_from_name("hermes") == ToolCallFormat::Hermes);
   CHECK(tool_call_format_from_name("llama3") == ToolCallFormat::Llama3);
   CHECK(tool_call_format_from_name("mistral") == ToolCallFormat::Mistral);

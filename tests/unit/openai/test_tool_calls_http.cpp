@@ -9,12 +9,13 @@
 #include <sstream>
 
 #include "engine/chat_template/chat_template.h"
-#include "server/openai/handlers.h"
 #include "server/http/http_server.h"
+#include "server/openai/handlers.h"
 #include "server/http/metrics.h"
 #include "tests/support/fake_engine.h"
 #include "tests/support/http_test_util.h"
 #include "tests/support/inproc_http.h"
+#include "tests/support/testdata.h"
 
 using namespace pagoda;
 using namespace pagoda::testing;
@@ -46,8 +47,8 @@ class MarkerTokenizer : public ByteTokenizer {
 
 struct ToolServer {
   server::Metrics metrics;
-  FakeEngine engine{FakeEngine::Options{8192}};  // room for real templates' tool prompts
   MarkerTokenizer tok;
+  FakeEngine engine{FakeEngine::Options{8192}, &tok};  // room for real templates' tool prompts
   std::shared_ptr<server::Handlers> handlers;
   std::unique_ptr<InProcHttpServer> http;  // declared after what it serves: stops first
   int port = 0;
@@ -67,7 +68,7 @@ struct ToolServer {
         return s + "assistant:";
       };
     }
-    handlers = std::make_shared<server::Handlers>(engine, tok, render, metrics, ho);
+    handlers = std::make_shared<server::Handlers>(engine, render, metrics, ho);
     server::HttpServer::Options so;
     so.worker_threads = 8;
     http = std::make_unique<InProcHttpServer>(so, metrics, handlers);
@@ -376,7 +377,8 @@ TEST_CASE("tools: arguments sent back as a JSON string reach the template as an 
 // returned (ids, arguments as a JSON string) are accepted by the template and rendered the way
 // the model wrote them.
 TEST_CASE("tools: returned calls render back through the real chat templates",
-          "[tool_calls][server]") {
+          "[tool_calls][server][testdata]") {
+  if (!pagoda::testing::testdata_available("chat-templates/templates")) return;
   struct Family {
     const char* template_file;
     server::ToolCallFormat format;

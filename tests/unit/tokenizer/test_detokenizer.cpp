@@ -11,6 +11,7 @@
 #include "engine/model/model_writer.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "engine/tokenizer/unicode.h"
+#include "tests/support/testdata.h"
 
 using pagoda::IncrementalDetokenizer;
 using pagoda::StopStringMatcher;
@@ -81,7 +82,8 @@ TEST_CASE("control tokens, invalid bytes and an unfinished tail", "[detokenizer]
   CHECK(d.flush() == "");
 }
 
-TEST_CASE("SPM: joined pieces equal decode, with and without a prompt", "[detokenizer][spm]") {
+TEST_CASE("SPM: joined pieces equal decode, with and without a prompt", "[detokenizer][spm][testdata]") {
+  if (!pagoda::testing::testdata_available("vocab/ggml-vocab-llama-spm.gguf")) return;
   const auto tok = load("llama-spm");
   const std::string text = "Hello w\xC3\xB6rld \xF0\x9F\xA6\x99 and \xE1\x9E\x80\xE1\x9E\xB6 ok";
   const auto ids = tok->encode(text, false, false);
@@ -99,7 +101,8 @@ TEST_CASE("SPM: joined pieces equal decode, with and without a prompt", "[detoke
   CHECK(join(stream(*tok, prompt, ids)) == expected);
 }
 
-TEST_CASE("byte-level BPE: joined pieces equal decode for every test string", "[detokenizer]") {
+TEST_CASE("byte-level BPE: joined pieces equal decode for every test string", "[detokenizer][testdata]") {
+  if (!pagoda::testing::testdata_available("vocab")) return;
   for (const char* name : {"gpt-2", "deepseek-llm", "phi-3"}) {
     const auto tok = load(name);
     for (const std::string text : {"\xF0\x9F\x9A\x80 (normal) \xF0\x9F\x98\xB6\xE2\x80\x8D\xF0\x9F\x8C\xAB\xEF\xB8\x8F",

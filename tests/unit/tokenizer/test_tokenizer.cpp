@@ -11,6 +11,7 @@
 #include "engine/tokenizer/tokenizer.h"
 #include "engine/tokenizer/unicode.h"
 #include "engine/tokenizer/vocab.h"
+#include "tests/support/testdata.h"
 
 using pagoda::Tokenizer;
 using pagoda::TokenizerError;
@@ -190,7 +191,8 @@ TEST_CASE("the project's own byte-level vocabulary", "[tokenizer][builtin]") {
   CHECK_THROWS_AS(tok->token_to_piece(-1), TokenizerError);
 }
 
-TEST_CASE("SPM special tokens and the added leading space", "[tokenizer][spm]") {
+TEST_CASE("SPM special tokens and the added leading space", "[tokenizer][spm][testdata]") {
+  if (!pagoda::testing::testdata_available("vocab/ggml-vocab-llama-spm.gguf")) return;
   const auto tok = load("llama-spm");
   const auto hello = tok->encode("Hello", false, false);
   CHECK(tok->encode("Hello", true, false).front() == 1);  // BOS
@@ -209,7 +211,8 @@ TEST_CASE("SPM special tokens and the added leading space", "[tokenizer][spm]") 
   CHECK(tok->decode(tok->encode("\xF0\x9F\xA6\x99 \xFF", false, false)) == "\xF0\x9F\xA6\x99 \xFF");
 }
 
-TEST_CASE("user-defined tokens are always matched, control tokens only when asked", "[tokenizer]") {
+TEST_CASE("user-defined tokens are always matched, control tokens only when asked", "[tokenizer][testdata]") {
+  if (!pagoda::testing::testdata_available("vocab/ggml-vocab-phi-3.gguf")) return;
   const auto phi = load("phi-3");
   // In this vocabulary "</s>" (id 2) is user-defined and "<|user|>" (32010) is a control token.
   const auto a = phi->encode("a</s>b", false, false);
@@ -224,7 +227,8 @@ TEST_CASE("user-defined tokens are always matched, control tokens only when aske
   CHECK_FALSE(phi->is_eog(32010));
 }
 
-TEST_CASE("BPE merges, special tokens and invalid UTF-8", "[tokenizer][bpe]") {
+TEST_CASE("BPE merges, special tokens and invalid UTF-8", "[tokenizer][bpe][testdata]") {
+  if (!pagoda::testing::testdata_available("vocab/ggml-vocab-gpt-2.gguf")) return;
   const auto tok = from_writer(tiny_bpe("default"));
   CHECK(tok->encode("abab", false, false) == std::vector<int32_t>{256, 256});
   CHECK(tok->encode("ba", false, false) == std::vector<int32_t>{'b', 'a'});
@@ -303,7 +307,8 @@ TEST_CASE("bad tokenizer metadata gives clear errors", "[tokenizer][errors]") {
 // tokens strip the whitespace after them, and SentencePiece then adds its leading space to the
 // text that follows, as Hugging Face and llama.cpp both tokenize it: "<|user|>\nHello<|end|>"
 // is "<|user|>", "▁Hello", "<|end|>" (transformers issue #32136 shows the dropped newline).
-TEST_CASE("Phi-3 chat tokens strip the whitespace after them", "[tokenizer][spm][strip]") {
+TEST_CASE("Phi-3 chat tokens strip the whitespace after them", "[tokenizer][spm][strip][testdata]") {
+  if (!pagoda::testing::testdata_available("vocab")) return;
   using Ids = std::vector<int32_t>;
   const auto phi = load("phi-3");
   CHECK(phi->encode("<|user|>\nHello<|end|>\n<|assistant|>\n", false, true) ==

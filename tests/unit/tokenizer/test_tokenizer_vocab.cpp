@@ -13,6 +13,7 @@
 #include "engine/tokenizer/tokenizer.h"
 #include "engine/tokenizer/unicode.h"
 #include "tests/support/test_files.h"
+#include "tests/support/testdata.h"
 
 using pagoda::testing::read_file;
 
@@ -20,6 +21,9 @@ namespace fs = std::filesystem;
 using pagoda::Tokenizer;
 
 namespace {
+
+// Every case reads the real vocabularies.
+const pagoda::testing::RequiredTestdata needs_testdata{"vocab"};
 
 const fs::path kVocabDir = fs::path(PAGODA_TESTDATA_DIR) / "vocab";
 

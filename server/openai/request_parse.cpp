@@ -1,31 +1,15 @@
-#include "server/openai/openai_protocol.h"
+// Request parsing: body -> validated CompletionRequest / ChatRequest (see request_parse.h).
+#include "server/openai/request_parse.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <limits>
 
 #include "server/openai/json_scan.h"
 
 namespace pagoda::server {
-
-ApiError::ApiError(int status_, const std::string& message, std::string type_, std::string param_,
-                   std::string code_)
-    : std::runtime_error(message),
-      status(status_),
-      type(std::move(type_)),
-      param(std::move(param_)),
-      code(std::move(code_)) {}
-
-json error_body(const ApiError& e) {
-  json err = {{"message", e.what()}, {"type", e.type}, {"param", nullptr}, {"code", nullptr}};
-  if (!e.param.empty()) err["param"] = e.param;
-  if (!e.code.empty()) err["code"] = e.code;
-  return json{{"error", err}};
-}
-
-std::string dump_json(const json& j) {
-  return j.dump(-1, ' ', false, json::error_handler_t::replace);
-}
 
 namespace {
 
@@ -53,12 +37,12 @@ bool json_depth_exceeds(const std::string& text, size_t max_depth) {
   return json_depth(text) > max_depth;
 }
 
-json parse_json_body(const std::string& body) {
+RequestJson parse_json_body(const std::string& body) {
   if (json_depth(body) > kMaxJsonDepth)
     throw ApiError(400, "The JSON body is nested more than " + std::to_string(kMaxJsonDepth) +
                             " levels deep.",
                    "invalid_request_error", "", "invalid_json");
-  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  RequestJson j = RequestJson::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded())
     throw ApiError(400, "We could not parse the JSON body of your request: it is not valid JSON.",
                    "invalid_request_error", "", "invalid_json");
@@ -81,23 +65,23 @@ constexpr size_t kMaxStops = 16;
 // Typed, optional field access: absent or null fields give nullopt; a wrong type throws.
 class Fields {
  public:
-  explicit Fields(const json& obj) : obj_(obj) {}
+  explicit Fields(const RequestJson& obj) : obj_(obj) {}
 
-  const json* get(const char* key) const {
+  const RequestJson* get(const char* key) const {
     auto it = obj_.find(key);
     if (it == obj_.end() || it->is_null()) return nullptr;
     return &*it;
   }
 
   std::optional<bool> boolean(const char* key) const {
-    const json* v = get(key);
+    const RequestJson* v = get(key);
     if (!v) return std::nullopt;
     if (!v->is_boolean()) bad(key, "expected a boolean.");
     return v->get<bool>();
   }
 
   std::optional<int64_t> integer(const char* key) const {
-    const json* v = get(key);
+    const RequestJson* v = get(key);
     if (!v) return std::nullopt;
     if (v->is_number_integer()) return v->get<int64_t>();
     // 3.0 is accepted as 3, as Python clients sometimes send floats.
@@ -109,7 +93,7 @@ class Fields {
   }
 
   std::optional<double> number(const char* key) const {
-    const json* v = get(key);
+    const RequestJson* v = get(key);
     if (!v) return std::nullopt;
     if (!v->is_number()) bad(key, "expected a number.");
     double d = v->get<double>();
@@ -118,24 +102,24 @@ class Fields {
   }
 
   std::optional<std::string> string(const char* key) const {
-    const json* v = get(key);
+    const RequestJson* v = get(key);
     if (!v) return std::nullopt;
     if (!v->is_string()) bad(key, "expected a string.");
     return v->get<std::string>();
   }
 
  private:
-  const json& obj_;
+  const RequestJson& obj_;
 };
 
-int32_t token_id(const json& v, const std::string& param) {
+int32_t token_id(const RequestJson& v, const std::string& param) {
   if (!v.is_number_integer()) bad(param, "expected an integer token id.");
   int64_t id = v.get<int64_t>();
   if (id < 0 || id > std::numeric_limits<int32_t>::max()) bad(param, "token id out of range.");
   return (int32_t)id;
 }
 
-std::vector<int32_t> token_array(const json& arr, const std::string& param) {
+std::vector<int32_t> token_array(const RequestJson& arr, const std::string& param) {
   if (arr.empty()) bad(param, "the token list is empty.");
   std::vector<int32_t> out;
   out.reserve(arr.size());
@@ -144,12 +128,12 @@ std::vector<int32_t> token_array(const json& arr, const std::string& param) {
   return out;
 }
 
-std::vector<PromptInput> parse_prompt(const json& body) {
+std::vector<PromptInput> parse_prompt(const RequestJson& body) {
   auto it = body.find("prompt");
   if (it == body.end() || it->is_null())
     throw ApiError(400, "Missing required parameter: 'prompt'.", "invalid_request_error", "prompt",
                    "missing_required_parameter");
-  const json& p = *it;
+  const RequestJson& p = *it;
   std::vector<PromptInput> out;
   if (p.is_string()) {
     out.push_back({false, p.get<std::string>(), {}});
@@ -178,7 +162,7 @@ std::vector<PromptInput> parse_prompt(const json& body) {
 }
 
 std::vector<std::string> parse_stop(const Fields& f) {
-  const json* v = f.get("stop");
+  const RequestJson* v = f.get("stop");
   std::vector<std::string> out;
   if (!v) return out;
   if (v->is_string()) {
@@ -205,7 +189,7 @@ void check_range(const char* key, double v, double lo, double hi, bool lo_open =
 }
 
 // `zero_max_tokens`: max_tokens 0 is accepted (completions with echo: the prompt only).
-CommonRequest parse_common(const json& body, bool chat, bool zero_max_tokens = false) {
+CommonRequest parse_common(const RequestJson& body, bool chat, bool zero_max_tokens = false) {
   Fields f(body);
   CommonRequest r;
   r.model = f.string("model").value_or("");
@@ -258,7 +242,7 @@ CommonRequest parse_common(const json& body, bool chat, bool zero_max_tokens = f
     s.repetition_penalty = (float)*v;
   }
   if (auto v = f.integer("seed")) s.seed = (uint64_t)*v;
-  if (const json* lb = f.get("logit_bias")) {
+  if (const RequestJson* lb = f.get("logit_bias")) {
     if (!lb->is_object()) bad("logit_bias", "expected an object mapping token ids to biases.");
     for (const auto& [k, v] : lb->items()) {
       std::string param = "logit_bias." + k;
@@ -274,7 +258,7 @@ CommonRequest parse_common(const json& body, bool chat, bool zero_max_tokens = f
     }
   }
   r.stop.stop = parse_stop(f);
-  if (const json* ids = f.get("stop_token_ids")) {
+  if (const RequestJson* ids = f.get("stop_token_ids")) {
     if (!ids->is_array()) bad("stop_token_ids", "expected an array of token ids.");
     for (size_t i = 0; i < ids->size(); ++i)
       r.stop.stop_token_ids.push_back(
@@ -282,7 +266,7 @@ CommonRequest parse_common(const json& body, bool chat, bool zero_max_tokens = f
   }
   r.stop.ignore_eos = f.boolean("ignore_eos").value_or(false);
   r.stream = f.boolean("stream").value_or(false);
-  if (const json* so = f.get("stream_options")) {
+  if (const RequestJson* so = f.get("stream_options")) {
     if (!so->is_object()) bad("stream_options", "expected an object.");
     Fields sf(*so);
     try {
@@ -300,13 +284,13 @@ CommonRequest parse_common(const json& body, bool chat, bool zero_max_tokens = f
 }
 
 // Content as a string: a plain string, or an array of {"type": "text", "text": ...} parts.
-std::string message_content(const json& content, const std::string& param) {
+std::string message_content(const RequestJson& content, const std::string& param) {
   if (content.is_string()) return content.get<std::string>();
   if (!content.is_array()) bad(param, "expected a string or an array of content parts.");
   std::string out;
   for (size_t i = 0; i < content.size(); ++i) {
     std::string pp = param + "[" + std::to_string(i) + "]";
-    const json& part = content[i];
+    const RequestJson& part = content[i];
     if (!part.is_object()) bad(pp, "expected a content part object.");
     auto type = part.find("type");
     if (type == part.end() || !type->is_string()) bad(pp + ".type", "expected a string.");
@@ -321,17 +305,46 @@ std::string message_content(const json& content, const std::string& param) {
   return out;
 }
 
-json parse_messages(const json& body) {
+// Tool calls sent back in the conversation, made the way templates expect them. Clients send
+// a call's arguments as the JSON string they received; templates print them with `tojson`,
+// which would quote that string a second time, so (like vLLM and llama.cpp) they get the
+// decoded object, in the client's key order. And `function` lists "name" before "arguments"
+// (templates such as Mistral's print the whole object, and models were trained on that order),
+// whatever order the client's JSON library left them in.
+void prepare_tool_calls(RequestJson& calls) {
+  if (!calls.is_array()) return;
+  for (auto& call : calls) {
+    if (!call.is_object()) continue;
+    auto fn = call.find("function");
+    if (fn == call.end() || !fn->is_object()) continue;
+    auto args = fn->find("arguments");
+    if (args != fn->end() && args->is_string()) {
+      const std::string& text = args->get_ref<const std::string&>();
+      if (json_depth(text) <= kMaxJsonDepth) {
+        auto decoded = RequestJson::parse(text, nullptr, /*allow_exceptions=*/false);
+        if (!decoded.is_discarded() && decoded.is_object()) *args = std::move(decoded);
+      }
+    }
+    RequestJson ordered = RequestJson::object();
+    for (const char* key : {"name", "arguments"})
+      if (auto it = fn->find(key); it != fn->end()) ordered[key] = std::move(*it);
+    for (auto& [key, value] : fn->items())
+      if (key != "name" && key != "arguments") ordered[key] = std::move(value);
+    *fn = std::move(ordered);
+  }
+}
+
+RequestJson parse_messages(const RequestJson& body) {
   auto it = body.find("messages");
   if (it == body.end() || it->is_null())
     throw ApiError(400, "Missing required parameter: 'messages'.", "invalid_request_error",
                    "messages", "missing_required_parameter");
   if (!it->is_array()) bad("messages", "expected an array of messages.");
   if (it->empty()) bad("messages", "the list of messages is empty; at least one is required.");
-  json out = json::array();
+  RequestJson out = RequestJson::array();
   for (size_t i = 0; i < it->size(); ++i) {
     std::string param = "messages[" + std::to_string(i) + "]";
-    const json& m = (*it)[i];
+    const RequestJson& m = (*it)[i];
     if (!m.is_object()) bad(param, "expected a message object.");
     auto role = m.find("role");
     if (role == m.end() || !role->is_string()) bad(param + ".role", "expected a string.");
@@ -340,6 +353,8 @@ json parse_messages(const json& body) {
     if (r != "system" && r != "user" && r != "assistant" && r != "tool")
       bad(param + ".role", "unknown role '" + role->get<std::string>() +
                                "'; expected system, developer, user, assistant or tool.");
+    // Built sorted (nlohmann::json), the order templates have always seen a message's keys in;
+    // only the tool calls keep the client's order.
     json nm = {{"role", r}};
     auto content = m.find("content");
     bool has_content = content != m.end() && !content->is_null();
@@ -352,23 +367,28 @@ json parse_messages(const json& body) {
     }
     for (const char* extra : {"name", "tool_calls", "tool_call_id"}) {
       auto e = m.find(extra);
-      if (e != m.end() && !e->is_null()) nm[extra] = *e;
+      if (e != m.end() && !e->is_null()) nm[extra] = json(*e);
     }
-    out.push_back(std::move(nm));
+    RequestJson message(nm);
+    if (auto calls = m.find("tool_calls"); calls != m.end() && !calls->is_null()) {
+      message["tool_calls"] = *calls;
+      prepare_tool_calls(message["tool_calls"]);
+    }
+    out.push_back(std::move(message));
   }
   return out;
 }
 
 }  // namespace
 
-CompletionRequest parse_completion_request(const json& body) {
+CompletionRequest parse_completion_request(const RequestJson& body) {
   CompletionRequest r;
   Fields f(body);
   // Read first: echo allows max_tokens 0 (OpenAI's legacy API and vLLM answer with the prompt).
   r.echo = f.boolean("echo").value_or(false);
   r.common = parse_common(body, /*chat=*/false, /*zero_max_tokens=*/r.echo);
   r.prompts = parse_prompt(body);
-  if (const json* lp = f.get("logprobs")) {
+  if (const RequestJson* lp = f.get("logprobs")) {
     // The legacy endpoint takes an integer; `false` is accepted as "none".
     if (lp->is_boolean() && !lp->get<bool>()) {
     } else {
@@ -381,7 +401,7 @@ CompletionRequest parse_completion_request(const json& body) {
   return r;
 }
 
-ChatRequest parse_chat_request(const json& body) {
+ChatRequest parse_chat_request(const RequestJson& body) {
   ChatRequest r;
   r.common = parse_common(body, /*chat=*/true);
   r.messages = parse_messages(body);
@@ -395,7 +415,7 @@ ChatRequest parse_chat_request(const json& body) {
     top = (int)*t;
   }
   if (r.logprobs) r.common.sampling.logprobs = top;
-  if (const json* tools = f.get("tools")) {
+  if (const RequestJson* tools = f.get("tools")) {
     r.tool_names = parse_tools(*tools);
     r.tools = *tools;
   }
@@ -403,163 +423,6 @@ ChatRequest parse_chat_request(const json& body) {
   r.parallel_tool_calls = f.boolean("parallel_tool_calls").value_or(true);
   r.add_generation_prompt = f.boolean("add_generation_prompt").value_or(true);
   return r;
-}
-
-const char* finish_reason_str(FinishReason r) {
-  return r == FinishReason::Length ? "length" : "stop";
-}
-
-json usage_json(const Usage& u) {
-  return json{{"prompt_tokens", u.prompt_tokens},
-              {"completion_tokens", u.completion_tokens},
-              {"total_tokens", u.prompt_tokens + u.completion_tokens},
-              {"prompt_tokens_details", {{"cached_tokens", u.cached_prompt_tokens}}}};
-}
-
-namespace {
-
-// A token may hold part of a multi-byte character; such strings are kept as they are and made
-// valid when serialized (dump_json replaces invalid bytes); `bytes` carries the raw bytes.
-const std::string& safe_utf8(const std::string& s) { return s; }
-
-json byte_list(const std::string& s) {
-  json b = json::array();
-  for (unsigned char c : s) b.push_back((int)c);
-  return b;
-}
-
-}  // namespace
-
-json completion_logprobs_json(const std::vector<TokenLogprob>& lps, const TokenText& text,
-                              size_t text_offset) {
-  json tokens = json::array(), token_lps = json::array(), tops = json::array(),
-       offsets = json::array();
-  size_t off = text_offset;
-  for (const TokenLogprob& lp : lps) {
-    std::string piece = text(lp.token);
-    tokens.push_back(safe_utf8(piece));
-    token_lps.push_back(lp.logprob);
-    json top = json::object();
-    for (const TopLogprob& t : lp.top) {
-      std::string key = safe_utf8(text(t.token));
-      if (!top.contains(key)) top[key] = t.logprob;
-    }
-    tops.push_back(std::move(top));
-    offsets.push_back(off);
-    off += piece.size();
-  }
-  return json{{"tokens", tokens},
-              {"token_logprobs", token_lps},
-              {"top_logprobs", tops},
-              {"text_offset", offsets}};
-}
-
-json chat_logprobs_json(const std::vector<TokenLogprob>& lps, const TokenText& text) {
-  json content = json::array();
-  for (const TokenLogprob& lp : lps) {
-    std::string piece = text(lp.token);
-    json top = json::array();
-    for (const TopLogprob& t : lp.top) {
-      std::string tp = text(t.token);
-      top.push_back({{"token", safe_utf8(tp)}, {"logprob", t.logprob}, {"bytes", byte_list(tp)}});
-    }
-    content.push_back({{"token", safe_utf8(piece)},
-                       {"logprob", lp.logprob},
-                       {"bytes", byte_list(piece)},
-                       {"top_logprobs", top}});
-  }
-  return json{{"content", content}, {"refusal", nullptr}};
-}
-
-json completion_response(const ResponseMeta& m, const std::vector<ChoiceResult>& choices,
-                         const Usage& usage, bool with_logprobs, const TokenText& text) {
-  json cs = json::array();
-  for (const ChoiceResult& c : choices) {
-    cs.push_back({{"index", c.index},
-                  {"text", c.text},
-                  {"logprobs", with_logprobs ? completion_logprobs_json(c.logprobs, text, 0)
-                                             : json(nullptr)},
-                  {"finish_reason", finish_reason_str(c.finish)}});
-  }
-  return json{{"id", m.id},           {"object", "text_completion"},
-              {"created", m.created}, {"model", m.model},
-              {"choices", cs},        {"usage", usage_json(usage)}};
-}
-
-json chat_response(const ResponseMeta& m, const std::vector<ChoiceResult>& choices,
-                   const Usage& usage, bool with_logprobs, const TokenText& text) {
-  json cs = json::array();
-  for (const ChoiceResult& c : choices) {
-    json message = {{"role", "assistant"}, {"content", c.text}};
-    const char* finish = finish_reason_str(c.finish);
-    if (!c.tool_calls.empty()) {
-      json calls = json::array();
-      for (const ToolCallOut& t : c.tool_calls)
-        calls.push_back({{"id", t.id},
-                         {"type", "function"},
-                         {"function", {{"name", t.name}, {"arguments", t.arguments}}}});
-      if (c.text.empty()) message["content"] = nullptr;
-      message["tool_calls"] = std::move(calls);
-      finish = "tool_calls";
-    }
-    cs.push_back({{"index", c.index},
-                  {"message", std::move(message)},
-                  {"logprobs", with_logprobs ? chat_logprobs_json(c.logprobs, text) : json(nullptr)},
-                  {"finish_reason", finish}});
-  }
-  return json{{"id", m.id},           {"object", "chat.completion"},
-              {"created", m.created}, {"model", m.model},
-              {"choices", cs},        {"usage", usage_json(usage)}};
-}
-
-namespace {
-json chunk_base(const ResponseMeta& m, const char* object, bool usage_null) {
-  json j = {{"id", m.id}, {"object", object}, {"created", m.created}, {"model", m.model}};
-  if (usage_null) j["usage"] = nullptr;
-  return j;
-}
-json reason(const char* finish_reason) {
-  return finish_reason ? json(finish_reason) : json(nullptr);
-}
-}  // namespace
-
-json completion_chunk(const ResponseMeta& m, int index, const std::string& text,
-                      const json& logprobs, const char* finish_reason, bool usage_null) {
-  json j = chunk_base(m, "text_completion", usage_null);
-  j["choices"] = json::array({{{"index", index},
-                               {"text", text},
-                               {"logprobs", logprobs},
-                               {"finish_reason", reason(finish_reason)}}});
-  return j;
-}
-
-json chat_chunk(const ResponseMeta& m, int index, const json& delta, const json& logprobs,
-                const char* finish_reason, bool usage_null) {
-  json j = chunk_base(m, "chat.completion.chunk", usage_null);
-  j["choices"] = json::array({{{"index", index},
-                               {"delta", delta},
-                               {"logprobs", logprobs},
-                               {"finish_reason", reason(finish_reason)}}});
-  return j;
-}
-
-json tool_call_head_delta(int call_index, const ToolCallOut& call) {
-  return json{{"tool_calls", json::array({{{"index", call_index},
-                                           {"id", call.id},
-                                           {"type", "function"},
-                                           {"function", {{"name", call.name}, {"arguments", ""}}}}})}};
-}
-
-json tool_call_arguments_delta(int call_index, const std::string& fragment) {
-  return json{{"tool_calls",
-               json::array({{{"index", call_index}, {"function", {{"arguments", fragment}}}}})}};
-}
-
-json usage_chunk(const ResponseMeta& m, const char* object, const Usage& usage) {
-  json j = chunk_base(m, object, false);
-  j["choices"] = json::array();
-  j["usage"] = usage_json(usage);
-  return j;
 }
 
 }  // namespace pagoda::server

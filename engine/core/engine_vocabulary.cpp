@@ -1,0 +1,28 @@
+// LlmEngine's vocabulary (EngineApi): the server's tokenizing goes through the engine's
+// tokenizer, so the server never includes it.
+#include "engine/core/engine.h"
+#include "engine/tokenizer/tokenizer.h"
+
+namespace pagoda {
+
+std::vector<int32_t> LlmEngine::tokenize(std::string_view text, bool add_special,
+                                         bool parse_special) const {
+  if (!tokenizer_) throw EngineError("the engine has no tokenizer");
+  return tokenizer_->encode(text, add_special, parse_special);
+}
+
+std::string LlmEngine::detokenize(const std::vector<int32_t>& ids) const {
+  return tokenizer_ ? tokenizer_->decode(ids) : "";
+}
+
+std::string LlmEngine::token_piece(int32_t id, bool special) const {
+  return tokenizer_ ? tokenizer_->token_to_piece(id, special) : "";
+}
+
+int32_t LlmEngine::vocab_size() const { return tokenizer_ ? tokenizer_->vocab_size() : 0; }
+
+int32_t LlmEngine::prompt_bos_id() const {
+  return tokenizer_ && tokenizer_->add_bos() ? tokenizer_->bos_id() : -1;
+}
+
+}  // namespace pagoda

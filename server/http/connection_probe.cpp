@@ -1,0 +1,82 @@
+// ConnectionProbe: finding the request's socket under /proc/self/fd and polling it (see
+// connection_probe.h).
+#include "server/http/connection_probe.h"
+
+#include <dirent.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <string>
+
+namespace pagoda::server {
+
+namespace {
+
+int port_of(const sockaddr_storage& sa) {
+  if (sa.ss_family == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in&>(sa).sin_port);
+  if (sa.ss_family == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6&>(sa).sin6_port);
+  return -1;
+}
+
+bool address_of(const sockaddr_storage& sa, socklen_t len, std::string* ip, int* port) {
+  char host[NI_MAXHOST], serv[NI_MAXSERV];
+  if (getnameinfo(reinterpret_cast<const sockaddr*>(&sa), len, host, sizeof host, serv,
+                  sizeof serv, NI_NUMERICHOST | NI_NUMERICSERV) != 0)
+    return false;
+  *ip = host;
+  *port = std::atoi(serv);
+  return true;
+}
+
+}  // namespace
+
+ConnectionProbe::ConnectionProbe(const httplib::Request& req) {
+  DIR* dir = opendir("/proc/self/fd");
+  if (!dir) return;
+  while (dirent* e = readdir(dir)) {
+    char* end = nullptr;
+    long fd = std::strtol(e->d_name, &end, 10);
+    if (*end || end == e->d_name || fd == dirfd(dir)) continue;
+    struct stat st;
+    if (fstat((int)fd, &st) != 0 || !S_ISSOCK(st.st_mode)) continue;
+    sockaddr_storage local{}, peer{};
+    socklen_t llen = sizeof local, plen = sizeof peer;
+    // Ports first: cheap, and they rule out nearly every other socket.
+    if (getsockname((int)fd, reinterpret_cast<sockaddr*>(&local), &llen) != 0 ||
+        port_of(local) != req.local_port)
+      continue;
+    if (getpeername((int)fd, reinterpret_cast<sockaddr*>(&peer), &plen) != 0 ||
+        port_of(peer) != req.remote_port)
+      continue;
+    std::string lip, pip;
+    int lport = -1, pport = -1;
+    if (!address_of(local, llen, &lip, &lport) || !address_of(peer, plen, &pip, &pport)) continue;
+    if (lport == req.local_port && pport == req.remote_port && pip == req.remote_addr &&
+        lip == req.local_addr) {
+      fd_ = (int)fd;
+      break;
+    }
+  }
+  closedir(dir);
+}
+
+bool ConnectionProbe::closed() const {
+  if (fd_ < 0) return false;
+  pollfd p{fd_, POLLIN | POLLRDHUP, 0};
+  if (poll(&p, 1, 0) <= 0) return false;
+  if (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) return true;
+  if (p.revents & POLLIN) {
+    char c;
+    ssize_t n = recv(fd_, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n == 0) return true;  // orderly close
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return true;
+  }
+  return false;
+}
+
+}  // namespace pagoda::server

@@ -1,0 +1,83 @@
+// The OpenAI request side: a request body -> validated structs, naming the offending field in
+// every refusal (ApiError 400). No HTTP and no engine calls here, so every rule is
+// unit-testable. Bodies are parsed once, keeping the client's key order: chat templates print
+// tool schemas and tool-call arguments with `tojson`, and Python (whose rendering models are
+// trained on) keeps that order.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/sampling_params.h"
+#include "server/http/api_error.h"
+#include "server/openai/tool_calls.h"
+
+namespace pagoda::server {
+
+// A request body as parsed: objects keep the client's key order.
+using RequestJson = nlohmann::ordered_json;
+
+// OpenAI's rule for /v1/completions: without max_tokens, 16 tokens are generated. (Chat has no
+// such default: it runs until the model stops or the context is full.)
+constexpr int kCompletionDefaultMaxTokens = 16;
+
+// Whether the arrays/objects in the JSON text `text` nest more than `max_depth` levels deep
+// (a cheap scan, before parsing: copying or rendering deep values recurses).
+bool json_depth_exceeds(const std::string& text, size_t max_depth);
+
+// Parses a request body; a syntax error, nesting deeper than 64 levels or a non-object
+// becomes a 400 ApiError.
+RequestJson parse_json_body(const std::string& body);
+
+// One prompt as the client sent it: text to tokenize, or token ids to use as they are.
+struct PromptInput {
+  bool is_tokens = false;
+  std::string text;
+  std::vector<int32_t> tokens;
+};
+
+// Fields shared by /v1/completions and /v1/chat/completions, validated.
+struct CommonRequest {
+  std::string model;                 // as sent (may be empty); the response names our model
+  int n = 1;
+  std::optional<int> max_tokens;     // unset: the endpoint's default
+  SamplingParams sampling;           // logprobs filled by the endpoint-specific parser
+  StopParams stop;                   // max_tokens filled in later by the handler
+  bool stream = false;
+  bool include_usage = false;        // stream_options.include_usage
+  int n_keep = -1;
+  std::string user;
+};
+
+struct CompletionRequest {
+  CommonRequest common;
+  std::vector<PromptInput> prompts;  // at least one
+  bool echo = false;                 // prepend the prompt text to each choice
+};
+
+struct ChatRequest {
+  CommonRequest common;
+  // The messages as the chat template gets them: each has "role" and string "content"
+  // (content-part arrays joined), plus any name/tool_calls/tool_call_id passed through. Tool
+  // calls keep the client's key order, with "name" before "arguments" and arguments sent as a
+  // JSON string decoded to the object (templates print them with `tojson`).
+  RequestJson messages;
+  RequestJson tools;                 // null when absent; as sent, in the client's order
+  std::vector<std::string> tool_names;  // the functions in `tools`, in order
+  ToolChoice tool_choice;            // Auto when absent (None when there are no tools)
+  bool parallel_tool_calls = true;   // accepted; pagoda does not limit the number of calls
+  bool add_generation_prompt = true;
+  bool logprobs = false;
+};
+
+// Validate a body and build the request; throw ApiError(400) naming the bad field.
+// Unknown fields are ignored. Token ids are only checked to be >= 0 here (vocabulary size is
+// checked by the handler, which knows it).
+CompletionRequest parse_completion_request(const RequestJson& body);
+ChatRequest parse_chat_request(const RequestJson& body);
+
+}  // namespace pagoda::server

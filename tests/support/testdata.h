@@ -1,0 +1,72 @@
+// Skipping tests whose data is missing: ../shared/testdata lives beside the repo, not in it, so a
+// clone alone lacks it. Such tests skip (CTest's "Skipped", exit code 77 from tests/catch_main.cpp)
+// with a message naming the missing path, instead of failing or passing silently.
+//
+// Two forms:
+// - a test case that needs data starts with `if (!testdata_available("vocab/x.gguf")) return;`
+//   and carries the tag [testdata], so CTest runs it as its own entry `<binary>_testdata`
+//   (tests/CMakeLists.txt) and the file's other cases still count as passed;
+// - a file whose every case needs data declares it once at namespace scope:
+//   `const pagoda::testing::RequiredTestdata needs{"vocab/x.gguf"};` and the whole binary skips.
+#pragma once
+
+#include <cstdio>
+#include <filesystem>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+namespace pagoda::testing {
+
+// Why each skip happened, in order; tests/catch_main.cpp turns a non-empty list into exit code 77.
+inline std::vector<std::string>& testdata_skips() {
+  static std::vector<std::string> skips;
+  return skips;
+}
+
+// Data files the whole binary needs (RequiredTestdata); checked by the main before any case runs.
+inline std::vector<std::filesystem::path>& required_testdata() {
+  static std::vector<std::filesystem::path> paths;
+  return paths;
+}
+
+inline std::string testdata_missing_message(const std::filesystem::path& path) {
+  return path.string() + " missing (clone ../shared beside the repo to run it)";
+}
+
+// The first path of `paths` that does not exist, or an empty path when all do.
+inline std::filesystem::path first_missing(const std::vector<std::filesystem::path>& paths) {
+  for (const auto& p : paths)
+    if (!std::filesystem::exists(p)) return p;
+  return {};
+}
+
+#ifdef PAGODA_TESTDATA_DIR
+// `relative` inside ../shared/testdata, as an absolute path without "..".
+inline std::filesystem::path testdata_path(const std::string& relative = "") {
+  return (std::filesystem::path(PAGODA_TESTDATA_DIR) / relative).lexically_normal();
+}
+
+// True when `relative` exists in the testdata; otherwise records and prints the skip of the
+// current test case, which should then return at once.
+inline bool testdata_available(const std::string& relative = "") {
+  const auto path = testdata_path(relative);
+  if (std::filesystem::exists(path)) return true;
+  std::string why = "skipped: \"" + Catch::getResultCapture().getCurrentTestName() + "\": " +
+                    testdata_missing_message(path);
+  std::printf("%s\n", why.c_str());
+  testdata_skips().push_back(std::move(why));
+  return false;
+}
+
+// Declared at namespace scope by a test file whose every case needs these testdata files.
+struct RequiredTestdata {
+  RequiredTestdata(std::initializer_list<const char*> relatives) {
+    for (const char* r : relatives) required_testdata().push_back(testdata_path(r));
+  }
+};
+#endif
+
+}  // namespace pagoda::testing

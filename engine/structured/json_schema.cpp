@@ -1,0 +1,767 @@
+// JSON Schema -> GBNF: entry points, the rule table, keyword checking and dispatch by `type`,
+// local $ref resolution, allOf merging, anyOf/oneOf branches and enum/const literals.
+// Objects and arrays are in json_schema_objects.cpp; strings and numbers in
+// json_schema_scalars.cpp.
+#include "engine/structured/json_schema.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include "engine/structured/json_schema_internal.h"
+#include "engine/structured/regex.h"
+
+namespace pagoda::structured {
+namespace schema_detail {
+
+namespace {
+
+const std::set<std::string>& annotation_keywords() {
+  static const std::set<std::string> words = {
+      "title", "description", "examples", "default", "$schema", "$id", "$comment",
+      "deprecated", "readOnly", "writeOnly", "$defs", "definitions"};
+  return words;
+}
+
+const std::set<std::string>& supported_keywords() {
+  static const std::set<std::string> words = {
+      "type", "enum", "const", "properties", "required", "additionalProperties", "items",
+      "prefixItems", "additionalItems", "minItems", "maxItems", "uniqueItems", "anyOf", "oneOf",
+      "allOf", "$ref", "minLength", "maxLength", "pattern", "format", "minimum", "maximum",
+      "exclusiveMinimum", "exclusiveMaximum", "minProperties", "maxProperties"};
+  return words;
+}
+
+bool is_annotation(const std::string& key) {
+  return annotation_keywords().count(key) || key.rfind("x-", 0) == 0;
+}
+
+// True when the schema has keywords besides annotations and those listed in `except`.
+bool has_assertions(const Json& schema, std::initializer_list<const char*> except = {}) {
+  if (!schema.is_object()) return !(schema.is_boolean() && schema.get<bool>());
+  for (const auto& [key, value] : schema.items()) {
+    if (is_annotation(key)) continue;
+    bool skipped = false;
+    for (const char* e : except) skipped |= key == e;
+    if (!skipped) return true;
+  }
+  return false;
+}
+
+const char* const kAllTypes[] = {"null", "boolean", "object", "array", "number", "string"};
+
+bool json_type_matches(const Json& value, const std::string& type) {
+  if (type == "null") return value.is_null();
+  if (type == "boolean") return value.is_boolean();
+  if (type == "object") return value.is_object();
+  if (type == "array") return value.is_array();
+  if (type == "string") return value.is_string();
+  if (type == "number") return value.is_number();
+  if (type == "integer") {
+    if (value.is_number_integer()) return true;
+    if (!value.is_number_float()) return false;
+    double d = value.get<double>();
+    return d == static_cast<double>(static_cast<long long>(d)) && d > -9.2e18 && d < 9.2e18;
+  }
+  return false;
+}
+
+std::string type_of_value(const Json& value) {
+  if (value.is_null()) return "null";
+  if (value.is_boolean()) return "boolean";
+  if (value.is_object()) return "object";
+  if (value.is_array()) return "array";
+  if (value.is_string()) return "string";
+  return json_type_matches(value, "integer") ? "integer" : "number";
+}
+
+// The `type` keyword as a set; integer is kept apart from number ("number" covers it).
+std::set<std::string> declared_types(const Json& schema, const std::string& path) {
+  std::set<std::string> out;
+  if (!schema.is_object() || !schema.contains("type")) {
+    for (const char* t : kAllTypes) out.insert(t);
+    return out;
+  }
+  const Json& type = schema["type"];
+  auto add = [&](const Json& name) {
+    static const std::set<std::string> known = {"null", "boolean", "object", "array",
+                                                "number", "string", "integer"};
+    if (!name.is_string() || !known.count(name.get<std::string>()))
+      throw SchemaError(path + "/type", "unknown type " + name.dump());
+    out.insert(name.get<std::string>());
+  };
+  if (type.is_array()) {
+    for (const auto& t : type) add(t);
+  } else {
+    add(type);
+  }
+  return out;
+}
+
+bool types_overlap(const std::set<std::string>& a, const std::set<std::string>& b) {
+  for (const auto& t : a) {
+    if (b.count(t)) return true;
+    if (t == "integer" && b.count("number")) return true;
+    if (t == "number" && b.count("integer")) return true;
+  }
+  return false;
+}
+
+// Numbers written as JSON writes integers when they are whole (1.0 -> 1), so enum/const
+// literals match what a model would naturally print.
+Json normalize_numbers(const Json& value) {
+  if (value.is_number_float() && json_type_matches(value, "integer"))
+    return Json(static_cast<long long>(value.get<double>()));
+  if (value.is_array()) {
+    Json out = Json::array();
+    for (const auto& v : value) out.push_back(normalize_numbers(v));
+    return out;
+  }
+  if (value.is_object()) {
+    Json out = Json::object();
+    for (const auto& [k, v] : value.items()) out[k] = normalize_numbers(v);
+    return out;
+  }
+  return value;
+}
+
+}  // namespace
+
+std::string seq(std::initializer_list<std::string> pieces) {
+  std::string out;
+  for (const auto& p : pieces) {
+    if (p.empty()) continue;
+    if (!out.empty()) out += ' ';
+    out += p;
+  }
+  return out;
+}
+
+Expr alternatives(const std::vector<std::string>& alts) {
+  std::vector<std::string> unique;
+  bool has_empty = false;
+  for (const auto& a : alts) {
+    if (a.empty()) { has_empty = true; continue; }
+    if (std::find(unique.begin(), unique.end(), a) == unique.end()) unique.push_back(a);
+  }
+  if (unique.empty()) return has_empty ? Expr("") : std::nullopt;
+  std::string out;
+  if (unique.size() == 1 && !has_empty) return unique[0];
+  for (size_t i = 0; i < unique.size(); ++i) out += (i ? " | " : "") + unique[i];
+  return "(" + out + ")" + (has_empty ? "?" : "");
+}
+
+std::string pointer_escape(const std::string& name) {
+  std::string out;
+  for (char c : name) {
+    if (c == '~') out += "~0";
+    else if (c == '/') out += "~1";
+    else out += c;
+  }
+  return out;
+}
+
+// ---- rule table ------------------------------------------------------------------------
+
+SchemaConverter::SchemaConverter(const Json& root, const SchemaOptions& options)
+    : root_(root), options_(options) {
+  if (root.is_object() && root.contains("$schema") && root["$schema"].is_string()) {
+    const std::string& uri = root["$schema"].get_ref<const std::string&>();
+    for (const char* old : {"draft-04", "draft-06", "draft-07"})
+      if (uri.find(old) != std::string::npos) options_.ref_ignores_siblings = true;
+  }
+  // Any $id below the root changes what relative references mean: refuse $ref then.
+  std::vector<std::pair<const Json*, int>> stack = {{&root, 0}};
+  for (size_t guard = 0; !stack.empty() && guard < 1000000; ++guard) {
+    auto [node, level] = stack.back();
+    stack.pop_back();
+    if (!node->is_object()) continue;
+    if (level > 0 && node->contains("$id")) nested_ids_ = true;
+    for (const auto& [key, value] : node->items()) {
+      if (key == "enum" || key == "const" || key == "examples" || key == "default") continue;
+      if (key == "properties" || key == "$defs" || key == "definitions" ||
+          key == "patternProperties" || key == "dependencies") {
+        if (value.is_object())
+          for (const auto& [k, v] : value.items()) stack.push_back({&v, level + 1});
+      } else if (value.is_array()) {
+        for (const auto& v : value) stack.push_back({&v, level + 1});
+      } else if (value.is_object()) {
+        stack.push_back({&value, level + 1});
+      }
+    }
+  }
+}
+
+std::string SchemaConverter::fresh_name(const std::string& hint) {
+  std::string base;
+  for (char c : hint) {
+    if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')) base += c;
+    else if (c >= 'A' && c <= 'Z') base += char(c - 'A' + 'a');
+    else if (!base.empty() && base.back() != '-') base += '-';
+  }
+  while (!base.empty() && base.back() == '-') base.pop_back();
+  if (base.size() > 40) base = base.substr(base.size() - 40);
+  while (!base.empty() && base.front() == '-') base.erase(0, 1);
+  if (base.empty()) base = "r";
+  std::string name = base;
+  for (int i = 2; used_names_.count(name) || name == "root"; ++i) name = base + "-" + std::to_string(i);
+  used_names_.insert(name);
+  return name;
+}
+
+std::string SchemaConverter::add_rule(const std::string& hint, const std::string& body) {
+  auto found = name_by_body_.find(body);
+  if (found != name_by_body_.end()) return found->second;
+  std::string name = fresh_name(hint);
+  grammar_bytes_ += name.size() + body.size() + 6;
+  if (grammar_bytes_ > options_.max_grammar_bytes)
+    throw SchemaError("", "schema needs a grammar larger than " +
+                              std::to_string(options_.max_grammar_bytes) + " bytes");
+  rules_.emplace_back(name, body);
+  name_by_body_[body] = name;
+  return name;
+}
+
+void SchemaConverter::charge_repeat(uint64_t count, const std::string& item, const std::string& path) {
+  if (count > options_.max_repeat)
+    throw SchemaError(path, "count " + std::to_string(count) + " is above the limit of " +
+                                std::to_string(options_.max_repeat));
+  expanded_cost_ += count * (1 + item.size() / 8);
+  if (expanded_cost_ > options_.max_expanded_cost)
+    throw SchemaError(path, "schema needs too large a grammar (repetition counts too high)");
+}
+
+std::string SchemaConverter::ws() {
+  if (!options_.flexible_whitespace) return "";
+  return primitive("ws");
+}
+
+std::string SchemaConverter::sep() { return seq({ws(), "\",\"", ws()}); }
+
+std::string SchemaConverter::value_rule() { return primitive("json-value"); }
+
+std::string SchemaConverter::primitive(const std::string& name) {
+  if (primitives_.count(name)) return name;
+  primitives_.insert(name);
+  used_names_.insert(name);
+  std::string body;
+  if (name == "ws") body = "( \" \" | \"\\n\" [ \\t]{0,20} )?";
+  else if (name == "json-hex") body = "[0-9a-fA-F]";
+  else if (name == "json-char")
+    // Any string character; \u escapes of surrogates are left out (a lone one is not text,
+    // and a pair would count as two characters against minLength).
+    body = "[^\"\\\\\\x00-\\x1F] | \"\\\\\" ( [\"\\\\/bfnrt] | \"u\" ( [0-9a-cA-Ce-fE-F] " +
+           primitive("json-hex") + "{3} | [dD] [0-7] " + primitive("json-hex") + "{2} ) )";
+  else if (name == "json-string") body = "\"\\\"\" " + primitive("json-char") + "* \"\\\"\"";
+  else if (name == "json-integer") body = "\"-\"? ( \"0\" | [1-9] [0-9]* )";
+  else if (name == "json-number")
+    body = "\"-\"? ( \"0\" | [1-9] [0-9]* ) ( \".\" [0-9]+ )? ( [eE] [+\\x2D]? [0-9]+ )?";
+  else if (name == "json-boolean") body = "\"true\" | \"false\"";
+  else if (name == "json-null") body = "\"null\"";
+  else if (name == "json-member")
+    body = seq({primitive("json-string"), ws(), "\":\"", ws(), primitive("json-value")});
+  else if (name == "json-object")
+    body = seq({"\"{\"", ws(), "(", primitive("json-member"), "(", sep(), primitive("json-member"),
+                ")* )?", ws(), "\"}\""});
+  else if (name == "json-array")
+    body = seq({"\"[\"", ws(), "(", primitive("json-value"), "(", sep(), primitive("json-value"),
+                ")* )?", ws(), "\"]\""});
+  else if (name == "json-value")
+    body = "json-object | json-array | json-string | json-number | json-boolean | json-null";
+  if (name == "json-value")
+    for (const char* dep : {"json-object", "json-array", "json-string", "json-number",
+                            "json-boolean", "json-null"})
+      primitive(dep);
+  rules_.emplace_back(name, body);
+  grammar_bytes_ += name.size() + body.size() + 6;
+  return name;
+}
+
+std::string SchemaConverter::convert() {
+  Expr root = visit(root_, "");
+  if (!root) throw SchemaError("", "schema accepts no value");
+  std::string out = "root ::= " + (root->empty() ? std::string("\"\"") : *root) + "\n";
+  for (const auto& [name, body] : rules_) out += name + " ::= " + body + "\n";
+  return out;
+}
+
+std::string SchemaConverter::object_only_grammar() {
+  std::string object = primitive("json-object");
+  std::string out = "root ::= " + object + "\n";
+  for (const auto& [name, body] : rules_) out += name + " ::= " + body + "\n";
+  return out;
+}
+
+// ---- dispatch --------------------------------------------------------------------------
+
+void SchemaConverter::check_keywords(const Json& schema, const std::string& path) {
+  for (const auto& [key, value] : schema.items()) {
+    if (is_annotation(key) || supported_keywords().count(key)) continue;
+    throw SchemaError(path + "/" + pointer_escape(key),
+                      "keyword '" + key + "' is not supported for structured output");
+  }
+}
+
+Expr SchemaConverter::visit(const Json& schema, const std::string& path) {
+  if (depth_ >= options_.max_depth)
+    throw SchemaError(path, "schema nested deeper than " + std::to_string(options_.max_depth));
+  struct DepthGuard {
+    size_t& d;
+    explicit DepthGuard(size_t& d) : d(d) { ++d; }
+    ~DepthGuard() { --d; }
+  } guard(depth_);
+
+  if (schema.is_boolean()) return schema.get<bool>() ? Expr(value_rule()) : std::nullopt;
+  if (!schema.is_object()) throw SchemaError(path, "a schema must be an object or a boolean");
+  if (schema.contains("$ref")) return visit_ref(schema, path);
+  check_keywords(schema, path);
+
+  if (schema.contains("allOf")) {
+    const Json& all = schema["allOf"];
+    if (!all.is_array() || all.empty())
+      throw SchemaError(path + "/allOf", "allOf must be a non-empty array");
+    Json merged = schema;
+    merged.erase("allOf");
+    for (size_t i = 0; i < all.size(); ++i)
+      merged = merge(merged, all[i], path + "/allOf/" + std::to_string(i), 0);
+    return visit(merged, path);
+  }
+  if (schema.contains("anyOf")) return visit_branches(schema, "anyOf", path);
+  if (schema.contains("oneOf")) return visit_branches(schema, "oneOf", path);
+  if (schema.contains("enum") || schema.contains("const")) return visit_enum(schema, path);
+
+  std::set<std::string> types = declared_types(schema, path);
+  if (types.count("number")) types.erase("integer");
+  std::vector<std::string> alts;
+  // Fixed order so equal schemas give equal grammars.
+  for (const char* type : {"object", "array", "string", "integer", "number", "boolean", "null"}) {
+    if (!types.count(type)) continue;
+    std::string t = type;
+    Expr e;
+    if (t == "object") e = build_object(schema, path);
+    else if (t == "array") e = build_array(schema, path);
+    else if (t == "string") e = build_string(schema, path);
+    else if (t == "integer") e = build_number(schema, path, true);
+    else if (t == "number") e = build_number(schema, path, false);
+    else if (t == "boolean") e = primitive("json-boolean");
+    else e = primitive("json-null");
+    if (e) alts.push_back(*e);
+  }
+  return alternatives(alts);
+}
+
+// ---- $ref ------------------------------------------------------------------------------
+
+const Json& SchemaConverter::resolve_ref(const std::string& ref, const std::string& path) {
+  if (ref.empty() || ref[0] != '#')
+    throw SchemaError(path, "only local $ref (\"#...\") is supported, not " + ref);
+  if (nested_ids_)
+    throw SchemaError(path, "$ref in a schema whose subschemas declare $id is not supported");
+  // Percent-decoding first (URI fragment), then JSON pointer tokens.
+  std::string pointer;
+  for (size_t i = 1; i < ref.size(); ++i) {
+    if (ref[i] == '%' && i + 2 < ref.size() && std::isxdigit(static_cast<unsigned char>(ref[i + 1])) &&
+        std::isxdigit(static_cast<unsigned char>(ref[i + 2]))) {
+      int value = std::stoi(ref.substr(i + 1, 2), nullptr, 16);
+      pointer += char(value);
+      i += 2;
+    } else {
+      pointer += ref[i];
+    }
+  }
+  const Json* node = &root_;
+  if (pointer.empty()) return *node;
+  if (pointer[0] != '/') throw SchemaError(path, "$ref anchors (\"#name\") are not supported: " + ref);
+  size_t pos = 1;
+  for (int guard = 0; guard < 10000; ++guard) {
+    size_t next = pointer.find('/', pos);
+    std::string token = pointer.substr(pos, next == std::string::npos ? std::string::npos : next - pos);
+    std::string name;
+    for (size_t i = 0; i < token.size(); ++i) {
+      if (token[i] == '~' && i + 1 < token.size() && token[i + 1] == '1') name += '/', ++i;
+      else if (token[i] == '~' && i + 1 < token.size() && token[i + 1] == '0') name += '~', ++i;
+      else name += token[i];
+    }
+    if (node->is_object() && node->contains(name)) {
+      node = &(*node)[name];
+    } else if (node->is_array() && !name.empty() &&
+               std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
+               name.size() < 9 && std::stoul(name) < node->size()) {
+      node = &(*node)[std::stoul(name)];
+    } else {
+      throw SchemaError(path, "$ref " + ref + " does not resolve inside this schema");
+    }
+    if (next == std::string::npos) return *node;
+    pos = next + 1;
+  }
+  throw SchemaError(path, "$ref pointer too long");
+}
+
+Expr SchemaConverter::visit_ref(const Json& schema, const std::string& path) {
+  const Json& ref_value = schema["$ref"];
+  if (!ref_value.is_string()) throw SchemaError(path + "/$ref", "$ref must be a string");
+  const std::string ref = ref_value.get<std::string>();
+  if (!options_.ref_ignores_siblings && has_assertions(schema, {"$ref"})) {
+    // Draft 2019-09+: the keywords beside $ref apply too.
+    Json rest = schema;
+    rest.erase("$ref");
+    Json merged = merge(resolve_ref(ref, path + "/$ref"), rest, path, 0);
+    return visit(merged, path);
+  }
+  if (refs_in_progress_.count(ref))
+    throw SchemaError(path + "/$ref", "$ref " + ref + " refers to itself without an object or array in between");
+  auto found = ref_rules_.find(ref);
+  if (found != ref_rules_.end()) return found->second;
+  const Json& target = resolve_ref(ref, path + "/$ref");
+  std::string name = fresh_name("ref-" + ref.substr(1));
+  ref_rules_[ref] = name;
+  refs_in_progress_.insert(ref);
+  Expr body;
+  try {
+    body = visit(target, ref.substr(1));
+  } catch (...) {
+    refs_in_progress_.erase(ref);
+    throw;
+  }
+  refs_in_progress_.erase(ref);
+  if (!body) throw SchemaError(path + "/$ref", "$ref " + ref + " accepts no value");
+  rules_.emplace_back(name, body->empty() ? "\"\"" : *body);
+  grammar_bytes_ += name.size() + body->size() + 6;
+  return name;
+}
+
+Json SchemaConverter::inline_ref(const Json& schema, const std::string& path, size_t depth) {
+  if (!schema.is_object() || !schema.contains("$ref")) return schema;
+  if (depth > options_.max_depth)
+    throw SchemaError(path, "$ref chain too deep to merge (recursive schema under allOf?)");
+  const Json& ref = schema["$ref"];
+  if (!ref.is_string()) throw SchemaError(path + "/$ref", "$ref must be a string");
+  const Json& target = resolve_ref(ref.get<std::string>(), path + "/$ref");
+  if (options_.ref_ignores_siblings || !has_assertions(schema, {"$ref"}))
+    return inline_ref(target, path, depth + 1);
+  Json rest = schema;
+  rest.erase("$ref");
+  return merge(inline_ref(target, path, depth + 1), rest, path, depth + 1);
+}
+
+// ---- allOf -----------------------------------------------------------------------------
+
+Json SchemaConverter::merge_properties(const Json& a, const Json& b, const std::string& path,
+                                       size_t depth) {
+  // A name listed in one schema's properties is checked by the other's properties entry or,
+  // when the other does not list it, by the other's additionalProperties.
+  auto schema_for = [](const Json& s, const std::string& name) -> Json {
+    if (s.contains("properties") && s["properties"].is_object() && s["properties"].contains(name))
+      return s["properties"][name];
+    if (s.contains("additionalProperties")) return s["additionalProperties"];
+    return Json(true);
+  };
+  Json props = Json::object();
+  for (const Json* side : {&a, &b}) {
+    if (!side->contains("properties")) continue;
+    if (!(*side)["properties"].is_object())
+      throw SchemaError(path + "/properties", "properties must be an object");
+    for (const auto& [name, unused] : (*side)["properties"].items()) {
+      if (props.contains(name)) continue;
+      Json sa = schema_for(a, name), sb = schema_for(b, name);
+      if (sa == Json(true)) props[name] = sb;
+      else if (sb == Json(true)) props[name] = sa;
+      else props[name] = Json{{"allOf", Json::array({sa, sb})}};
+    }
+  }
+  return props;
+}
+
+Json SchemaConverter::merge(const Json& a_in, const Json& b_in, const std::string& path,
+                            size_t depth) {
+  if (depth > options_.max_depth) throw SchemaError(path, "allOf nested too deeply");
+  Json a = inline_ref(a_in, path, depth);
+  Json b = inline_ref(b_in, path, depth);
+  if (a.is_boolean()) return a.get<bool>() ? b : a;
+  if (b.is_boolean()) return b.get<bool>() ? a : b;
+  if (!a.is_object() || !b.is_object()) throw SchemaError(path, "a schema must be an object or a boolean");
+  check_keywords(b, path);
+  Json out = a;
+  bool objects_touched = a.contains("properties") || b.contains("properties") ||
+                         a.contains("additionalProperties") || b.contains("additionalProperties");
+  for (const auto& [key, vb] : b.items()) {
+    if (is_annotation(key)) continue;
+    const std::string kpath = path + "/" + pointer_escape(key);
+    if (!out.contains(key)) { out[key] = vb; continue; }
+    const Json va = out[key];
+    if (va == vb) continue;
+    if (key == "type") {
+      std::set<std::string> ta = declared_types(a, path), tb = declared_types(b, path);
+      Json both = Json::array();
+      for (const auto& t : ta) {
+        if (tb.count(t)) both.push_back(t);
+        else if (t == "integer" && tb.count("number")) both.push_back(t);
+        else if (t == "number" && tb.count("integer")) both.push_back("integer");
+      }
+      if (both.empty()) return Json(false);
+      out[key] = both;
+    } else if (key == "minimum" || key == "exclusiveMinimum" || key == "minLength" ||
+               key == "minItems" || key == "minProperties") {
+      if (!va.is_number() || !vb.is_number()) throw SchemaError(kpath, key + " must be a number");
+      out[key] = va.get<double>() >= vb.get<double>() ? va : vb;
+    } else if (key == "maximum" || key == "exclusiveMaximum" || key == "maxLength" ||
+               key == "maxItems" || key == "maxProperties") {
+      if (!va.is_number() || !vb.is_number()) throw SchemaError(kpath, key + " must be a number");
+      out[key] = va.get<double>() <= vb.get<double>() ? va : vb;
+    } else if (key == "required") {
+      if (!va.is_array() || !vb.is_array()) throw SchemaError(kpath, "required must be an array");
+      Json names = va;
+      for (const auto& n : vb)
+        if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
+      out[key] = names;
+    } else if (key == "enum") {
+      if (!va.is_array() || !vb.is_array()) throw SchemaError(kpath, "enum must be an array");
+      Json common = Json::array();
+      for (const auto& v : va)
+        if (std::find(vb.begin(), vb.end(), v) != vb.end()) common.push_back(v);
+      out[key] = common;
+    } else if (key == "const") {
+      return Json(false);  // two different constants
+    } else if (key == "items" && va.is_object() == vb.is_object() && !va.is_array() && !vb.is_array()) {
+      out[key] = Json{{"allOf", Json::array({va, vb})}};
+    } else if (key == "additionalItems" && !va.is_array() && !vb.is_array()) {
+      out[key] = Json{{"allOf", Json::array({va, vb})}};
+    } else if ((key == "prefixItems" || key == "items") && va.is_array() && vb.is_array() &&
+               va.size() == vb.size()) {
+      Json pairs = Json::array();
+      for (size_t i = 0; i < va.size(); ++i) pairs.push_back(Json{{"allOf", Json::array({va[i], vb[i]})}});
+      out[key] = pairs;
+    } else if (key == "properties" || key == "additionalProperties") {
+      continue;  // merged together below
+    } else if (key == "allOf") {
+      Json all = va;
+      for (const auto& s : vb) all.push_back(s);
+      out[key] = all;
+    } else if (key == "anyOf") {
+      if (!va.is_array() || !vb.is_array()) throw SchemaError(kpath, "anyOf must be an array");
+      if (va.size() * vb.size() > 64)
+        throw SchemaError(kpath, "allOf of two anyOf lists with more than 64 combinations");
+      Json product = Json::array();
+      for (const auto& x : va)
+        for (const auto& y : vb) product.push_back(Json{{"allOf", Json::array({x, y})}});
+      out[key] = product;
+    } else {
+      throw SchemaError(kpath, "allOf with two different '" + key + "' values is not supported");
+    }
+  }
+  if (objects_touched) {
+    Json props = merge_properties(a, b, path, depth);
+    if (!props.empty()) out["properties"] = props;
+    Json apa = a.contains("additionalProperties") ? a["additionalProperties"] : Json(true);
+    Json apb = b.contains("additionalProperties") ? b["additionalProperties"] : Json(true);
+    Json ap;
+    if (apa == Json(true)) ap = apb;
+    else if (apb == Json(true)) ap = apa;
+    else if (apa == Json(false) || apb == Json(false)) ap = false;
+    else ap = Json{{"allOf", Json::array({apa, apb})}};
+    if (ap != Json(true)) out["additionalProperties"] = ap;
+    else out.erase("additionalProperties");
+  }
+  return out;
+}
+
+// ---- anyOf / oneOf ---------------------------------------------------------------------
+
+std::set<std::string> SchemaConverter::value_types(const Json& schema_in, const std::string& path,
+                                                   size_t depth) {
+  std::set<std::string> all;
+  for (const char* t : kAllTypes) all.insert(t);
+  all.insert("integer");
+  if (depth > 8) return all;
+  Json schema = inline_ref(schema_in, path, 0);
+  if (schema.is_boolean()) return schema.get<bool>() ? all : std::set<std::string>{};
+  if (!schema.is_object()) return all;
+  std::set<std::string> types = declared_types(schema, path);
+  if (types.count("number")) types.insert("integer");
+  auto restrict_to = [&](const std::set<std::string>& allowed) {
+    std::set<std::string> out;
+    for (const auto& t : types)
+      if (allowed.count(t) || (t == "integer" && allowed.count("number"))) out.insert(t);
+    types = out;
+  };
+  for (const char* key : {"enum", "const"}) {
+    if (!schema.contains(key)) continue;
+    std::set<std::string> of_values;
+    Json values = std::string(key) == "enum" ? schema[key] : Json::array({schema[key]});
+    if (!values.is_array()) continue;
+    for (const auto& v : values) of_values.insert(type_of_value(v));
+    restrict_to(of_values);
+  }
+  for (const char* key : {"anyOf", "oneOf"}) {
+    if (!schema.contains(key) || !schema[key].is_array()) continue;
+    std::set<std::string> of_branches;
+    for (const auto& branch : schema[key])
+      for (const auto& t : value_types(branch, path, depth + 1)) of_branches.insert(t);
+    restrict_to(of_branches);
+  }
+  if (schema.contains("allOf") && schema["allOf"].is_array())
+    for (const auto& branch : schema["allOf"]) restrict_to(value_types(branch, path, depth + 1));
+  return types;
+}
+
+bool SchemaConverter::provably_disjoint(const Json& a_in, const Json& b_in, const std::string& path) {
+  Json a = inline_ref(a_in, path, 0), b = inline_ref(b_in, path, 0);
+  if (!types_overlap(value_types(a, path, 0), value_types(b, path, 0))) return true;
+  if (!a.is_object() || !b.is_object()) return false;
+  auto values_of = [](const Json& s) -> std::optional<Json> {
+    if (!s.is_object()) return std::nullopt;
+    if (s.contains("const")) return Json::array({s["const"]});
+    if (s.contains("enum") && s["enum"].is_array()) return s["enum"];
+    return std::nullopt;
+  };
+  auto disjoint_values = [](const Json& x, const Json& y) {
+    for (const auto& v : x)
+      if (std::find(y.begin(), y.end(), v) != y.end()) return false;
+    return true;
+  };
+  if (auto va = values_of(a), vb = values_of(b); va && vb) return disjoint_values(*va, *vb);
+  // Objects told apart by a required property: different constant values, or required in one
+  // and forbidden in the other.
+  std::set<std::string> common_types;
+  auto ta = value_types(a, path, 0), tb = value_types(b, path, 0);
+  for (const auto& t : ta)
+    if (tb.count(t) || (t == "integer" && tb.count("number")) || (t == "number" && tb.count("integer")))
+      common_types.insert(t);
+  if (common_types != std::set<std::string>{"object"}) return false;
+  auto required = [](const Json& s) {
+    std::set<std::string> out;
+    if (s.contains("required") && s["required"].is_array())
+      for (const auto& n : s["required"]) if (n.is_string()) out.insert(n.get<std::string>());
+    return out;
+  };
+  auto property = [&](const Json& s, const std::string& name) -> std::optional<Json> {
+    if (s.contains("properties") && s["properties"].is_object() && s["properties"].contains(name))
+      return inline_ref(s["properties"][name], path, 0);
+    if (s.contains("additionalProperties")) return inline_ref(s["additionalProperties"], path, 0);
+    return std::nullopt;
+  };
+  auto ra = required(a), rb = required(b);
+  for (const auto& name : ra) {
+    auto pb = property(b, name);
+    if (pb && *pb == Json(false)) return true;
+    if (!rb.count(name)) continue;
+    auto pa = property(a, name);
+    if (!pa || !pb) continue;
+    auto va = values_of(*pa), vb = values_of(*pb);
+    if (va && vb && disjoint_values(*va, *vb)) return true;
+  }
+  for (const auto& name : rb) {
+    auto pa = property(a, name);
+    if (pa && *pa == Json(false)) return true;
+  }
+  return false;
+}
+
+Expr SchemaConverter::visit_branches(const Json& schema, const std::string& key, const std::string& path) {
+  const Json& list = schema[key];
+  if (!list.is_array() || list.empty())
+    throw SchemaError(path + "/" + key, key + " must be a non-empty array");
+  Json base = schema;
+  base.erase(key);
+  bool base_matters = has_assertions(base);
+  std::vector<Json> branches;
+  for (size_t i = 0; i < list.size(); ++i) {
+    std::string bpath = path + "/" + key + "/" + std::to_string(i);
+    branches.push_back(base_matters ? merge(base, list[i], bpath, 0) : list[i]);
+  }
+  if (key == "oneOf") {
+    for (size_t i = 0; i < branches.size(); ++i)
+      for (size_t j = i + 1; j < branches.size(); ++j)
+        if (!provably_disjoint(branches[i], branches[j], path + "/oneOf"))
+          throw SchemaError(path + "/oneOf",
+                            "oneOf branches " + std::to_string(i) + " and " + std::to_string(j) +
+                                " may both match a value (only oneOf of provably distinct "
+                                "branches is supported; use anyOf if overlap is fine)");
+  }
+  std::vector<std::string> alts;
+  for (size_t i = 0; i < branches.size(); ++i) {
+    Expr e = visit(branches[i], path + "/" + key + "/" + std::to_string(i));
+    if (e) alts.push_back(e->empty() ? "\"\"" : *e);
+  }
+  Expr out = alternatives(alts);
+  if (out && out->find(' ') != std::string::npos) return add_rule(path + "-" + key, *out);
+  return out;
+}
+
+// ---- enum / const ----------------------------------------------------------------------
+
+std::string SchemaConverter::literal(const Json& value_in) {
+  Json value = normalize_numbers(value_in);
+  if (!options_.flexible_whitespace || (!value.is_object() && !value.is_array()) || value.empty())
+    return gbnf_literal(value.dump());
+  std::string out;
+  if (value.is_object()) {
+    out = "\"{\" " + ws();
+    size_t i = 0;
+    for (const auto& [k, v] : value.items()) {
+      if (i++) out += " " + sep();
+      out += " " + seq({gbnf_literal(Json(k).dump()), ws(), "\":\"", ws(), literal(v)});
+    }
+    return out + " " + ws() + " \"}\"";
+  }
+  out = "\"[\" " + ws();
+  for (size_t i = 0; i < value.size(); ++i) {
+    if (i) out += " " + sep();
+    out += " " + literal(value[i]);
+  }
+  return out + " " + ws() + " \"]\"";
+}
+
+Expr SchemaConverter::visit_enum(const Json& schema, const std::string& path) {
+  for (const auto& [key, value] : schema.items()) {
+    if (is_annotation(key) || key == "enum" || key == "const" || key == "type") continue;
+    throw SchemaError(path + "/" + pointer_escape(key),
+                      "'" + key + "' together with enum/const is not supported");
+  }
+  Json values;
+  if (schema.contains("enum")) {
+    values = schema["enum"];
+    if (!values.is_array()) throw SchemaError(path + "/enum", "enum must be an array");
+  }
+  if (schema.contains("const")) {
+    Json c = schema["const"];
+    if (schema.contains("enum")) {
+      Json both = Json::array();
+      if (std::find(values.begin(), values.end(), c) != values.end()) both.push_back(c);
+      values = both;
+    } else {
+      values = Json::array({c});
+    }
+  }
+  std::set<std::string> types = declared_types(schema, path);
+  std::vector<std::string> alts;
+  for (const auto& v : values) {
+    bool typed = false;
+    for (const auto& t : types) typed |= json_type_matches(v, t);
+    if (typed) alts.push_back(literal(v));
+  }
+  Expr out = alternatives(alts);
+  if (out && out->size() > 60) return add_rule(path + "-enum", *out);
+  return out;
+}
+
+}  // namespace schema_detail
+
+std::string json_schema_to_gbnf(const nlohmann::ordered_json& schema, const SchemaOptions& options) {
+  schema_detail::SchemaConverter converter(schema, options);
+  return converter.convert();
+}
+
+std::string json_object_gbnf(const SchemaOptions& options) {
+  schema_detail::SchemaConverter converter(nlohmann::ordered_json::object(), options);
+  return converter.object_only_grammar();
+}
+
+std::string choice_gbnf(const std::vector<std::string>& choices) {
+  if (choices.empty()) throw SchemaError("", "guided_choice needs at least one choice");
+  std::vector<std::string> literals;
+  for (const auto& c : choices) literals.push_back(gbnf_literal(c));
+  schema_detail::Expr body = schema_detail::alternatives(literals);
+  return "root ::= " + (body && !body->empty() ? *body : std::string("\"\"")) + "\n";
+}
+
+}  // namespace pagoda::structured

@@ -31,8 +31,22 @@ const std::set<std::string>& supported_keywords() {
   return words;
 }
 
+// Keywords of some JSON Schema draft (or OpenAPI) that constrain values but are not enforced
+// here: refused. Words that are no keyword at all are annotations by the spec and ignored.
+const std::set<std::string>& refused_keywords() {
+  static const std::set<std::string> words = {
+      "not", "if", "then", "else", "contains", "minContains", "maxContains", "multipleOf",
+      "patternProperties", "propertyNames", "dependencies", "dependentRequired",
+      "dependentSchemas", "unevaluatedProperties", "unevaluatedItems", "$anchor",
+      "$dynamicRef", "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor", "$vocabulary",
+      "contentMediaType", "contentEncoding", "contentSchema", "nullable", "discriminator",
+      "extends", "disallow", "divisibleBy"};
+  return words;
+}
+
 bool is_annotation(const std::string& key) {
-  return annotation_keywords().count(key) || key.rfind("x-", 0) == 0;
+  return annotation_keywords().count(key) ||
+         (!refused_keywords().count(key) && !supported_keywords().count(key));
 }
 
 // True when the schema has keywords besides annotations and those listed in `except`.

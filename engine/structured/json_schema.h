@@ -6,14 +6,17 @@
 // lists them (then required names not listed there, then additional properties). A keyword
 // the converter cannot enforce throws SchemaError naming it, so nothing it generates is ever
 // rejected by a validator. Annotations (title, description, examples, default, $schema, $id,
-// $comment, deprecated, readOnly, writeOnly) and vendor keywords starting with "x-" are
-// ignored.
+// $comment, deprecated, readOnly, writeOnly) and words that are no keyword of any draft
+// (vendor extensions such as "x-foo"; the spec treats unknown keywords as annotations) are
+// ignored; keywords of some draft that are not enforced here (not, if/then/else, contains,
+// multipleOf, patternProperties, propertyNames, dependencies, unevaluated*, nullable, ...)
+// are refused.
 //
 // Supported: type (incl. unions, "integer" vs "number"), properties, required,
 // additionalProperties (true / false / schema; absent = true as the spec says), items,
 // prefixItems, draft-7 tuple `items` + additionalItems, minItems, maxItems, uniqueItems (false,
 // or true when maxItems <= 1), enum, const, anyOf, oneOf (branches must be provably
-// disjoint), allOf (merged), not with enum/const, $ref to local JSON pointers (#, #/$defs/..,
+// disjoint), allOf (merged), $ref to local JSON pointers (#, #/$defs/..,
 // #/definitions/.., recursive too), minLength, maxLength, pattern, format (date, time,
 // date-time, email, hostname, ipv4, uuid, uri), minimum / maximum / exclusiveMinimum /
 // exclusiveMaximum, minProperties, maxProperties.

@@ -206,31 +206,73 @@ Expr integer_range(std::optional<long long> lo, std::optional<long long> hi) {
 
 const std::string kAnyFraction = "( \".\" [0-9]+ )?";
 
-// Fraction (".ddd" or nothing) whose value is >= (or >) 0.F.
-std::string fraction_at_least(const std::string& f, bool strict) {
-  if (f.empty()) return strict ? "\".\" [0-9]* [1-9] [0-9]*" : kAnyFraction;
+// Digits D[k..] (possibly none) with 0.D[k..] >= 0.F[k..] (> when strict).
+std::string digits_at_least(const std::string& f, size_t k0, bool strict) {
   std::string tail = strict ? "[0-9]* [1-9] [0-9]*" : "[0-9]*";
-  for (size_t k = f.size(); k-- > 0;) {
+  for (size_t k = f.size(); k-- > k0;) {
     std::vector<std::string> alts;
     if (f[k] < '9') alts.push_back(seq({digits_class(char(f[k] + 1), '9'), "[0-9]*"}));
     alts.push_back(seq({digits_class(f[k], f[k]), tail}));
     tail = *alternatives(alts);
   }
-  return seq({"\".\"", tail});
+  return tail;
+}
+
+// Digits D[k..] with 0.D[k..] <= 0.F[k..] (< when strict); the digits may stop anywhere after
+// k0 when `stop_at_k0` (the rest of F is then larger than the zeros D leaves), or from k0 + 1
+// on otherwise. nullopt when nothing fits.
+Expr digits_at_most(const std::string& f, size_t k0, bool strict, bool stop_at_k0) {
+  Expr tail = strict ? Expr(std::nullopt) : Expr("\"0\"*");
+  for (size_t k = f.size(); k-- > k0;) {
+    std::vector<std::string> alts;
+    if (f[k] > '0') alts.push_back(seq({digits_class('0', char(f[k] - 1)), "[0-9]*"}));
+    if (tail) alts.push_back(seq({digits_class(f[k], f[k]), *tail}));
+    if (k > k0 || stop_at_k0) alts.push_back("");
+    tail = alternatives(alts);
+  }
+  return tail;
+}
+
+// Fraction (".ddd" or nothing) whose value is >= (or >) 0.F.
+std::string fraction_at_least(const std::string& f, bool strict) {
+  if (f.empty() && !strict) return kAnyFraction;
+  return seq({"\".\"", digits_at_least(f, 0, strict)});
 }
 
 // Fraction whose value is <= (or <) 0.F. nullopt when none is (strict and F = 0).
 Expr fraction_at_most(const std::string& f, bool strict) {
   if (f.empty()) return strict ? Expr(std::nullopt) : Expr("( \".\" \"0\"+ )?");
-  Expr tail = strict ? Expr(std::nullopt) : Expr("\"0\"*");
-  for (size_t k = f.size(); k-- > 0;) {
-    std::vector<std::string> alts;
-    if (f[k] > '0') alts.push_back(seq({digits_class('0', char(f[k] - 1)), "[0-9]*"}));
-    if (tail) alts.push_back(seq({digits_class(f[k], f[k]), *tail}));
-    if (k > 0) alts.push_back("");  // stop early: the rest of F is not all zeros
-    tail = alternatives(alts);
+  return "( " + seq({"\".\"", *digits_at_most(f, 0, strict, false)}) + " )?";
+}
+
+// Fraction whose value lies between 0.L and 0.H (bounds strict or not). nullopt if none.
+Expr fraction_between(const std::string& l, bool l_strict, const std::string& h, bool h_strict) {
+  if (l == h) {
+    if (l_strict || h_strict) return std::nullopt;
+    return l.empty() ? Expr("( \".\" \"0\"+ )?") : Expr(seq({"\"." + l + "\"", "\"0\"*"}));
   }
-  return "( " + seq({"\".\"", *tail}) + " )?";
+  auto digit = [](const std::string& f, size_t k) { return k < f.size() ? f[k] : '0'; };
+  size_t j = 0;
+  while (digit(l, j) == digit(h, j)) ++j;  // they differ before h ends (h has no trailing 0s)
+  if (digit(l, j) > digit(h, j)) return std::nullopt;
+  // Stopping after k digits (value L exactly) is fine when L has ended by then.
+  auto may_stop = [&](size_t k) { return !l_strict && k >= l.size() && k >= 1; };
+  std::vector<std::string> alts;
+  alts.push_back(seq({digits_class(digit(l, j), digit(l, j)), digits_at_least(l, j + 1, l_strict)}));
+  if (digit(l, j) + 1 <= digit(h, j) - 1)
+    alts.push_back(seq({digits_class(char(digit(l, j) + 1), char(digit(h, j) - 1)), "[0-9]*"}));
+  if (Expr upper = digits_at_most(h, j + 1, h_strict, true))
+    alts.push_back(seq({digits_class(h[j], h[j]), *upper}));
+  if (may_stop(j)) alts.push_back("");
+  std::string node = *alternatives(alts);
+  for (size_t k = j; k-- > 0;) {
+    std::vector<std::string> prefix_alts = {seq({digits_class(h[k], h[k]), node})};
+    if (may_stop(k)) prefix_alts.push_back("");
+    node = *alternatives(prefix_alts);
+  }
+  std::string fraction = seq({"\".\"", node});
+  if (!l_strict && l.empty()) return "( " + fraction + " )?";
+  return fraction;
 }
 
 // Non-negative decimals y = M.F (no exponent) with lower <= y <= upper (either optional).
@@ -243,19 +285,8 @@ Expr magnitude_range(const std::optional<Bound>& lower, const std::optional<Boun
   auto whole = [](long long v) { return gbnf_literal(std::to_string(v)); };
   if (hi_int && *hi_int < lo_int) return std::nullopt;
   if (hi_int && *hi_int == lo_int) {
-    bool lo_trivial = !lower || (lower->value.frac_digits.empty() && !lower->exclusive);
-    bool hi_trivial = upper->value.frac_digits.empty() && !upper->exclusive;
-    if (!lo_trivial && !hi_trivial)
-      throw SchemaError(path, "number bounds that share their integer part are not supported");
-    Expr frac = lo_trivial ? fraction_at_most(upper->value.frac_digits, upper->exclusive)
-                           : Expr(fraction_at_least(lower->value.frac_digits, lower->exclusive));
-    if (lo_trivial && !hi_trivial) {
-      // upper bound has a fraction or is exclusive; lower is M.0 inclusive: fine as is
-    } else if (!lo_trivial && hi_trivial) {
-      // upper is M exactly: only M.0 fits, and the lower bound must allow it
-      bool zero_ok = lower->value.frac_digits.empty() && !lower->exclusive;
-      frac = zero_ok ? Expr("( \".\" \"0\"+ )?") : std::nullopt;
-    }
+    Expr frac = fraction_between(lower ? lower->value.frac_digits : "", lower && lower->exclusive,
+                                 upper->value.frac_digits, upper->exclusive);
     if (!frac) return std::nullopt;
     return seq({whole(lo_int), *frac});
   }

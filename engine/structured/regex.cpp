@@ -284,6 +284,7 @@ class RegexParser {
   }
 
   RegexNode parse_group(int depth) {
+    size_t open = pos_;
     ++pos_;  // (
     if (peek() == '?') {
       uint32_t kind = peek(1);
@@ -295,6 +296,7 @@ class RegexParser {
         if (peek() != '>') fail("unterminated group name");
         ++pos_;
       } else {
+        pos_ = open;
         fail("lookaround assertions are not supported");
       }
     }

@@ -100,7 +100,7 @@ std::set<std::string> declared_types(const Json& schema, const std::string& path
     static const std::set<std::string> known = {"null", "boolean", "object", "array",
                                                 "number", "string", "integer"};
     if (!name.is_string() || !known.count(name.get<std::string>()))
-      throw SchemaError(path + "/type", "unknown type " + name.dump());
+      throw SchemaError(path + "/type", std::string("unknown type ") + name.dump());
     out.insert(name.get<std::string>());
   };
   if (type.is_array()) {
@@ -162,6 +162,16 @@ Expr alternatives(const std::vector<std::string>& alts) {
   if (unique.size() == 1 && !has_empty) return unique[0];
   for (size_t i = 0; i < unique.size(); ++i) out += (i ? " | " : "") + unique[i];
   return "(" + out + ")" + (has_empty ? "?" : "");
+}
+
+std::string repeat_suffix(uint64_t min, std::optional<uint64_t> max) {
+  if (!max) return min == 0 ? "*" : min == 1 ? "+" : std::string("{") + std::to_string(min).append(",}");
+  if (min == 0 && *max == 1) return "?";
+  if (min == 1 && *max == 1) return "";
+  std::string out = "{";
+  out += std::to_string(min);
+  if (*max != min) out.append(",").append(std::to_string(*max));
+  return out + "}";
 }
 
 std::string pointer_escape(const std::string& name) {
@@ -237,7 +247,7 @@ std::string SchemaConverter::add_rule(const std::string& hint, const std::string
 
 void SchemaConverter::charge_repeat(uint64_t count, const std::string& item, const std::string& path) {
   if (count > options_.max_repeat)
-    throw SchemaError(path, "count " + std::to_string(count) + " is above the limit of " +
+    throw SchemaError(path, std::string("count ") + std::to_string(count) + " is above the limit of " +
                                 std::to_string(options_.max_repeat));
   expanded_cost_ += count * (1 + item.size() / 8);
   if (expanded_cost_ > options_.max_expanded_cost)
@@ -265,7 +275,7 @@ std::string SchemaConverter::primitive(const std::string& name) {
     // and a pair would count as two characters against minLength).
     body = "[^\"\\\\\\x00-\\x1F] | \"\\\\\" ( [\"\\\\/bfnrt] | \"u\" ( [0-9a-cA-Ce-fE-F] " +
            primitive("json-hex") + "{3} | [dD] [0-7] " + primitive("json-hex") + "{2} ) )";
-  else if (name == "json-string") body = "\"\\\"\" " + primitive("json-char") + "* \"\\\"\"";
+  else if (name == "json-string") body = std::string("\"\\\"\" ") + primitive("json-char") + "* \"\\\"\"";
   else if (name == "json-integer") body = "\"-\"? ( \"0\" | [1-9] [0-9]* )";
   else if (name == "json-number")
     body = "\"-\"? ( \"0\" | [1-9] [0-9]* ) ( \".\" [0-9]+ )? ( [eE] [+\\x2D]? [0-9]+ )?";
@@ -293,14 +303,14 @@ std::string SchemaConverter::primitive(const std::string& name) {
 std::string SchemaConverter::convert() {
   Expr root = visit(root_, "");
   if (!root) throw SchemaError("", "schema accepts no value");
-  std::string out = "root ::= " + (root->empty() ? std::string("\"\"") : *root) + "\n";
+  std::string out = std::string("root ::= ") + (root->empty() ? std::string("\"\"") : *root) + "\n";
   for (const auto& [name, body] : rules_) out += name + " ::= " + body + "\n";
   return out;
 }
 
 std::string SchemaConverter::object_only_grammar() {
   std::string object = primitive("json-object");
-  std::string out = "root ::= " + object + "\n";
+  std::string out = std::string("root ::= ") + object + "\n";
   for (const auto& [name, body] : rules_) out += name + " ::= " + body + "\n";
   return out;
 }
@@ -311,13 +321,13 @@ void SchemaConverter::check_keywords(const Json& schema, const std::string& path
   for (const auto& [key, value] : schema.items()) {
     if (is_annotation(key) || supported_keywords().count(key)) continue;
     throw SchemaError(path + "/" + pointer_escape(key),
-                      "keyword '" + key + "' is not supported for structured output");
+                      std::string("keyword '") + key + "' is not supported for structured output");
   }
 }
 
 Expr SchemaConverter::visit(const Json& schema, const std::string& path) {
   if (depth_ >= options_.max_depth)
-    throw SchemaError(path, "schema nested deeper than " + std::to_string(options_.max_depth));
+    throw SchemaError(path, std::string("schema nested deeper than ") + std::to_string(options_.max_depth));
   struct DepthGuard {
     size_t& d;
     explicit DepthGuard(size_t& d) : d(d) { ++d; }
@@ -367,7 +377,7 @@ Expr SchemaConverter::visit(const Json& schema, const std::string& path) {
 
 const Json& SchemaConverter::resolve_ref(const std::string& ref, const std::string& path) {
   if (ref.empty() || ref[0] != '#')
-    throw SchemaError(path, "only local $ref (\"#...\") is supported, not " + ref);
+    throw SchemaError(path, std::string("only local $ref (\"#...\") is supported, not ") + ref);
   if (nested_ids_)
     throw SchemaError(path, "$ref in a schema whose subschemas declare $id is not supported");
   // Percent-decoding first (URI fragment), then JSON pointer tokens.
@@ -384,7 +394,7 @@ const Json& SchemaConverter::resolve_ref(const std::string& ref, const std::stri
   }
   const Json* node = &root_;
   if (pointer.empty()) return *node;
-  if (pointer[0] != '/') throw SchemaError(path, "$ref anchors (\"#name\") are not supported: " + ref);
+  if (pointer[0] != '/') throw SchemaError(path, std::string("$ref anchors (\"#name\") are not supported: ") + ref);
   size_t pos = 1;
   for (int guard = 0; guard < 10000; ++guard) {
     size_t next = pointer.find('/', pos);
@@ -402,7 +412,7 @@ const Json& SchemaConverter::resolve_ref(const std::string& ref, const std::stri
                name.size() < 9 && std::stoul(name) < node->size()) {
       node = &(*node)[std::stoul(name)];
     } else {
-      throw SchemaError(path, "$ref " + ref + " does not resolve inside this schema");
+      throw SchemaError(path, std::string("$ref ") + ref + " does not resolve inside this schema");
     }
     if (next == std::string::npos) return *node;
     pos = next + 1;
@@ -422,11 +432,11 @@ Expr SchemaConverter::visit_ref(const Json& schema, const std::string& path) {
     return visit(merged, path);
   }
   if (refs_in_progress_.count(ref))
-    throw SchemaError(path + "/$ref", "$ref " + ref + " refers to itself without an object or array in between");
+    throw SchemaError(path + "/$ref", std::string("$ref ") + ref + " refers to itself without an object or array in between");
   auto found = ref_rules_.find(ref);
   if (found != ref_rules_.end()) return found->second;
   const Json& target = resolve_ref(ref, path + "/$ref");
-  std::string name = fresh_name("ref-" + ref.substr(1));
+  std::string name = fresh_name(std::string("ref-") + ref.substr(1));
   ref_rules_[ref] = name;
   refs_in_progress_.insert(ref);
   Expr body;
@@ -437,7 +447,7 @@ Expr SchemaConverter::visit_ref(const Json& schema, const std::string& path) {
     throw;
   }
   refs_in_progress_.erase(ref);
-  if (!body) throw SchemaError(path + "/$ref", "$ref " + ref + " accepts no value");
+  if (!body) throw SchemaError(path + "/$ref", std::string("$ref ") + ref + " accepts no value");
   rules_.emplace_back(name, body->empty() ? "\"\"" : *body);
   grammar_bytes_ += name.size() + body->size() + 6;
   return name;
@@ -559,7 +569,7 @@ Json SchemaConverter::merge(const Json& a_in, const Json& b_in, const std::strin
         for (const auto& y : vb) product.push_back(Json{{"allOf", Json::array({x, y})}});
       out[key] = product;
     } else {
-      throw SchemaError(kpath, "allOf with two different '" + key + "' values is not supported");
+      throw SchemaError(kpath, std::string("allOf with two different '") + key + "' values is not supported");
     }
   }
   if (objects_touched) {
@@ -687,7 +697,7 @@ Expr SchemaConverter::visit_branches(const Json& schema, const std::string& key,
       for (size_t j = i + 1; j < branches.size(); ++j)
         if (!provably_disjoint(branches[i], branches[j], path + "/oneOf"))
           throw SchemaError(path + "/oneOf",
-                            "oneOf branches " + std::to_string(i) + " and " + std::to_string(j) +
+                            std::string("oneOf branches ") + std::to_string(i) + " and " + std::to_string(j) +
                                 " may both match a value (only oneOf of provably distinct "
                                 "branches is supported; use anyOf if overlap is fine)");
   }
@@ -709,18 +719,18 @@ std::string SchemaConverter::literal(const Json& value_in) {
     return gbnf_literal(value.dump());
   std::string out;
   if (value.is_object()) {
-    out = "\"{\" " + ws();
+    out = std::string("\"{\" ") + ws();
     size_t i = 0;
     for (const auto& [k, v] : value.items()) {
-      if (i++) out += " " + sep();
-      out += " " + seq({gbnf_literal(Json(k).dump()), ws(), "\":\"", ws(), literal(v)});
+      if (i++) out += std::string(" ") + sep();
+      out += std::string(" ") + seq({gbnf_literal(Json(k).dump()), ws(), "\":\"", ws(), literal(v)});
     }
     return out + " " + ws() + " \"}\"";
   }
-  out = "\"[\" " + ws();
+  out = std::string("\"[\" ") + ws();
   for (size_t i = 0; i < value.size(); ++i) {
-    if (i) out += " " + sep();
-    out += " " + literal(value[i]);
+    if (i) out += std::string(" ") + sep();
+    out += std::string(" ") + literal(value[i]);
   }
   return out + " " + ws() + " \"]\"";
 }
@@ -729,7 +739,7 @@ Expr SchemaConverter::visit_enum(const Json& schema, const std::string& path) {
   for (const auto& [key, value] : schema.items()) {
     if (is_annotation(key) || key == "enum" || key == "const" || key == "type") continue;
     throw SchemaError(path + "/" + pointer_escape(key),
-                      "'" + key + "' together with enum/const is not supported");
+                      std::string("'") + key + "' together with enum/const is not supported");
   }
   Json values;
   if (schema.contains("enum")) {

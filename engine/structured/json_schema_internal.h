@@ -21,6 +21,9 @@ using Expr = std::optional<std::string>;
 std::string seq(std::initializer_list<std::string> pieces);
 // "( a | b )" of the non-empty alternatives (a lone one is returned as is); nullopt if none.
 Expr alternatives(const std::vector<std::string>& alts);
+// GBNF repetition suffix for min..max (max nullopt = unbounded): "*", "+", "?", "{m}", "{m,}",
+// "{m,n}"; "" for exactly one.
+std::string repeat_suffix(uint64_t min, std::optional<uint64_t> max);
 // JSON pointer token escaping (~ -> ~0, / -> ~1).
 std::string pointer_escape(const std::string& name);
 

@@ -164,14 +164,19 @@ Expr SchemaConverter::build_object(const Json& schema, const std::string& path) 
       } else if (room && need > *room) {
         result = std::nullopt;
       } else {
-        std::string more = room ? "{" + std::to_string(need > 0 && c == 0 ? need - 1 : need) + "," +
-                                      std::to_string(c == 0 ? *room - 1 : *room) + "}"
-                                : (need > 1 || (need == 1 && c > 0)) ? "{" + std::to_string(c == 0 ? need - 1 : need) + ",}"
-                                                                     : "*";
+        // The first extra member of an empty object carries no comma: one fewer repeated.
+        uint64_t more_min = (c == 0 && need > 0) ? need - 1 : need;
+        std::optional<uint64_t> more_max;
+        if (room) more_max = c == 0 ? *room - 1 : *room;
         if (room) charge_repeat(*room, extra_member, path + "/maxProperties");
-        std::string tail = "(" + seq({sep(), extra_member}) + ")" + more;
+        std::string tail;  // further members, each after a comma
+        if (!more_max || *more_max > 0) {
+          tail = std::string("(") + seq({sep(), extra_member}) + ")";
+          std::string suffix = repeat_suffix(more_min, more_max);
+          if (!suffix.empty()) tail = std::string("(") + tail + suffix + ")";
+        }
         if (c > 0) result = tail;
-        else if (need == 0) result = "(" + seq({extra_member, tail}) + ")?";
+        else if (need == 0) result = std::string("(") + seq({extra_member, tail}) + ")?";
         else result = seq({extra_member, tail});
       }
     } else {
@@ -253,13 +258,8 @@ Expr SchemaConverter::build_array(const Json& schema, const std::string& path) {
     if (!rest || (r_hi && *r_hi == 0)) return r_lo == 0 ? Expr("") : std::nullopt;
     if (r_hi) charge_repeat(*r_hi, *rest, path + "/maxItems");
     if (r_lo > 0) charge_repeat(r_lo, *rest, path + "/minItems");
-    auto count = [](uint64_t a, std::optional<uint64_t> b) -> std::string {
-      if (!b) return a == 0 ? "*" : a == 1 ? "+" : "{" + std::to_string(a) + ",}";
-      if (a == 0 && *b == 1) return "?";
-      if (a == *b) return "{" + std::to_string(a) + "}";
-      return "{" + std::to_string(a) + "," + std::to_string(*b) + "}";
-    };
-    std::string item_after = "(" + seq({sep(), *rest}) + ")";
+    auto count = [](uint64_t a, std::optional<uint64_t> b) { return repeat_suffix(a, b); };
+    std::string item_after = std::string("(") + seq({sep(), *rest}) + ")";
     if (!first) {
       if (r_hi && *r_hi == r_lo && r_lo == 1) return seq({sep(), *rest});
       return item_after + count(r_lo, r_hi);
@@ -268,7 +268,7 @@ Expr SchemaConverter::build_array(const Json& schema, const std::string& path) {
     if (r_hi) more_hi = *r_hi - 1;
     std::string more = (more_hi && *more_hi == 0) ? "" : item_after + count(r_lo > 0 ? r_lo - 1 : 0, more_hi);
     std::string some = seq({*rest, more});
-    return r_lo == 0 ? "(" + some + ")?" : some;
+    return r_lo == 0 ? std::string("(") + some + ")?" : some;
   };
   // seq_from(i): the items from position i on, i items already written.
   Expr after = tail(k == 0);

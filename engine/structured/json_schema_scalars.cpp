@@ -151,7 +151,7 @@ std::string digits_class(char lo, char hi) {
 std::string any_digits(size_t n) {
   if (n == 0) return "";
   if (n == 1) return "[0-9]";
-  return "[0-9]{" + std::to_string(n) + "}";
+  return "[0-9]" + repeat_suffix(n, n);
 }
 
 // Digit strings of equal length between lo and hi (inclusive), leading zeros allowed.
@@ -179,12 +179,12 @@ std::string natural_range(long long lo, std::optional<long long> hi) {
   std::vector<std::string> alts;
   size_t last_len = hi ? std::to_string(*hi).size() : a.size();
   for (size_t len = a.size(); len <= last_len; ++len) {
-    std::string from = len == a.size() ? a : "1" + std::string(len - 1, '0');
-    if (len == 1 && len != a.size()) from = "0";
+    std::string from = a;
+    if (len != a.size()) from = std::string(1, '1').append(len - 1, '0');
     std::string to = (hi && len == last_len) ? std::to_string(*hi) : std::string(len, '9');
     alts.push_back(same_length_range(from, to));
   }
-  if (!hi) alts.push_back(seq({"[1-9]", "[0-9]{" + std::to_string(a.size()) + ",}"}));
+  if (!hi) alts.push_back(seq({"[1-9]", std::string("[0-9]") + repeat_suffix(a.size(), std::nullopt)}));
   return *alternatives(alts);
 }
 
@@ -199,7 +199,7 @@ Expr integer_range(std::optional<long long> lo, std::optional<long long> hi) {
     long long mag_lo = (hi && *hi < 0) ? -*hi : 1;
     std::optional<long long> mag_hi;
     if (lo) mag_hi = -*lo;
-    alts.push_back(seq({"\"-\"", "(" + natural_range(mag_lo, mag_hi) + ")"}));
+    alts.push_back(seq({"\"-\"", std::string("(") + natural_range(mag_lo, mag_hi) + ")"}));
   }
   return alternatives(alts);
 }
@@ -249,7 +249,7 @@ Expr fraction_at_most(const std::string& f, bool strict) {
 Expr fraction_between(const std::string& l, bool l_strict, const std::string& h, bool h_strict) {
   if (l == h) {
     if (l_strict || h_strict) return std::nullopt;
-    return l.empty() ? Expr("( \".\" \"0\"+ )?") : Expr(seq({"\"." + l + "\"", "\"0\"*"}));
+    return l.empty() ? Expr("( \".\" \"0\"+ )?") : Expr(seq({std::string("\".") + l + "\"", "\"0\"*"}));
   }
   auto digit = [](const std::string& f, size_t k) { return k < f.size() ? f[k] : '0'; };
   size_t j = 0;
@@ -297,7 +297,7 @@ Expr magnitude_range(const std::optional<Bound>& lower, const std::optional<Boun
   if (!hi_int || *hi_int - 1 >= lo_int + 1) {
     std::optional<long long> mid_hi;
     if (hi_int) mid_hi = *hi_int - 1;
-    alts.push_back(seq({"(" + natural_range(lo_int + 1, mid_hi) + ")", kAnyFraction}));
+    alts.push_back(seq({std::string("(") + natural_range(lo_int + 1, mid_hi) + ")", kAnyFraction}));
   }
   // M == hi_int with the fraction at most the upper bound's.
   if (hi_int) {
@@ -329,7 +329,7 @@ Expr SchemaConverter::build_string(const Json& schema, const std::string& path) 
     if (!f.is_string()) throw SchemaError(path + "/format", "format must be a string");
     const Format* format = find_format(f.get<std::string>());
     if (!format)
-      throw SchemaError(path + "/format", "format '" + f.get<std::string>() +
+      throw SchemaError(path + "/format", std::string("format '") + f.get<std::string>() +
                                               "' is not supported (date, time, date-time, email, "
                                               "hostname, ipv4, uuid, uri are)");
     if (!lengths_implied(format->min_len, format->max_len))
@@ -354,7 +354,7 @@ Expr SchemaConverter::build_string(const Json& schema, const std::string& path) 
     if (name == "date-time") add_format(*find_format("date")), add_format(*find_format("time"));
     if (name == "email" || name == "uri") add_format(*find_format("hostname"));
     add_format(*format);
-    return add_rule(path + "-" + name, seq({quote, "fmt-" + name, quote}));
+    return add_rule(path + "-" + name, seq({quote, std::string("fmt-") + name, quote}));
   }
   if (schema.contains("pattern")) {
     const Json& p = schema["pattern"];
@@ -408,13 +408,12 @@ Expr SchemaConverter::build_string(const Json& schema, const std::string& path) 
     }
     Expr body = alternatives(alts);
     if (!body) return std::nullopt;
-    return add_rule(path + "-pattern", seq({quote, body->empty() ? "" : "(" + *body + ")", quote}));
+    return add_rule(path + "-pattern", seq({quote, body->empty() ? "" : std::string("(") + *body + ")", quote}));
   }
   if (!min_len && !max_len) return primitive("json-string");
   uint64_t lo = min_len.value_or(0);
-  std::string count;
-  if (!max_len) count = lo == 0 ? "*" : lo == 1 ? "+" : "{" + std::to_string(lo) + ",}";
-  else count = "{" + std::to_string(lo) + "," + std::to_string(*max_len) + "}";
+  if (max_len && *max_len == 0) return add_rule(path + "-string", seq({quote, quote}));
+  std::string count = repeat_suffix(lo, max_len);
   charge_repeat(max_len.value_or(lo), "x", path + (max_len ? "/maxLength" : "/minLength"));
   return add_rule(path + "-string", seq({quote, primitive("json-char") + count, quote}));
 }
@@ -482,7 +481,7 @@ Expr SchemaConverter::build_number(const Json& schema, const std::string& path, 
     std::optional<Bound> y_lower;
     if (lower && !lower->value.negative && !(lower->value.is_zero() && !lower->exclusive)) y_lower = lower;
     Expr e = magnitude_range(y_lower, upper, bpath);
-    if (e) alts.push_back("(" + *e + ")");
+    if (e) alts.push_back(std::string("(") + *e + ")");
   }
   bool neg_possible = !lower || lower->value.negative;
   if (neg_possible) {
@@ -492,7 +491,7 @@ Expr SchemaConverter::build_number(const Json& schema, const std::string& path, 
     std::optional<Bound> y_upper;
     if (lower) y_upper = Bound{negate(lower->value), lower->exclusive};
     Expr e = magnitude_range(y_lower, y_upper, bpath);
-    if (e) alts.push_back(seq({"\"-\"", "(" + *e + ")"}));
+    if (e) alts.push_back(seq({"\"-\"", std::string("(") + *e + ")"}));
   }
   Expr e = alternatives(alts);
   if (!e) return std::nullopt;

@@ -222,7 +222,7 @@ class RegexParser {
     ++pos_;
     if (!has_comma) hi = lo, has_hi = true;
     if (lo > max_count_ || (has_hi && hi > max_count_))
-      fail("repetition count above " + std::to_string(max_count_));
+      fail(std::string("repetition count above ") + std::to_string(max_count_));
     if (has_hi && hi < lo) fail("repetition {m,n} with n < m");
     min = uint32_t(lo);
     max = has_hi ? std::optional<uint32_t>(uint32_t(hi)) : std::nullopt;

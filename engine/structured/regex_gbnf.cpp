@@ -157,7 +157,7 @@ Emitted emit(const RegexNode& node, RegexTarget target, int depth) {
         Emitted e = emit(child, target, depth + 1);
         if (e.empty) continue;
         if (parts++) text += ' ';
-        text += e.atomic ? e.text : "(" + e.text + ")";
+        text += e.atomic ? e.text : std::string("(") + e.text + ")";
       }
       if (parts == 0) return {"\"\"", true, true};
       return {text, parts == 1, false};
@@ -173,22 +173,25 @@ Emitted emit(const RegexNode& node, RegexTarget target, int depth) {
         text += e.text;
       }
       if (parts == 0) return {"\"\"", true, true};
-      return {"(" + text + ")" + (has_empty ? "?" : ""), true, false};
+      return {std::string("(") + text + ")" + (has_empty ? "?" : ""), true, false};
     }
     case Kind::Repeat: {
       Emitted inner = emit(node.children[0], target, depth + 1);
       if (inner.empty || (node.max && *node.max == 0)) return {"\"\"", true, true};
-      std::string base = inner.atomic ? inner.text : "(" + inner.text + ")";
+      std::string base = inner.atomic ? inner.text : std::string("(") + inner.text + ")";
       std::string quant;
       if (node.min == 0 && !node.max) quant = "*";
       else if (node.min == 1 && !node.max) quant = "+";
       else if (node.min == 0 && node.max && *node.max == 1) quant = "?";
       else if (node.min == 1 && node.max && *node.max == 1) return inner;
-      else if (!node.max) quant = "{" + std::to_string(node.min) + ",}";
-      else if (*node.max == node.min) quant = "{" + std::to_string(node.min) + "}";
-      else quant = "{" + std::to_string(node.min) + "," + std::to_string(*node.max) + "}";
+      else {
+        quant = std::string("{") + std::to_string(node.min);
+        if (!node.max) quant += ",";
+        else if (*node.max != node.min) quant.append(",").append(std::to_string(*node.max));
+        quant += "}";
+      }
       // Parenthesize so a following quantifier cannot stack onto this one.
-      return {"(" + base + quant + ")", true, false};
+      return {std::string("(") + base + quant + ")", true, false};
     }
   }
   return {"\"\"", true, true};
@@ -236,11 +239,11 @@ std::string regex_to_gbnf(std::string_view pattern) {
     Emitted e = emit(branch.body, RegexTarget::RawBytes, 0);
     if (e.empty) { any_empty = true; continue; }
     body += parts++ ? " | " : "";
-    body += e.atomic ? e.text : "(" + e.text + ")";
+    body += e.atomic ? e.text : std::string("(") + e.text + ")";
   }
   std::string root;
   if (parts == 0) root = "\"\"";
-  else if (any_empty) root = "(" + body + ")?";
+  else if (any_empty) root = std::string("(") + body + ")?";
   else root = body;
   return "root ::= " + root + "\n";
 }

@@ -21,7 +21,7 @@ struct Refusal {
 Refusal refusal_of(const std::string& schema, const SchemaOptions& options = {}) {
   try {
     std::string g = json_schema_to_gbnf(Json::parse(schema), options);
-    return {"<none>", "accepted:\n" + g};
+    return {"<none>", std::string("accepted:\n") + g};
   } catch (const SchemaError& e) {
     return {e.path, e.what()};
   }
@@ -84,7 +84,7 @@ TEST_CASE("size limits: grammar bytes, nesting depth, expansion") {
   SchemaOptions small;
   small.max_grammar_bytes = 2000;
   Json many = {{"enum", Json::array()}};
-  for (int i = 0; i < 500; ++i) many["enum"].push_back("value-" + std::to_string(i));
+  for (int i = 0; i < 500; ++i) many["enum"].push_back(std::string("value-") + std::to_string(i));
   try {
     json_schema_to_gbnf(many, small);
     FAIL("accepted");
@@ -106,8 +106,11 @@ TEST_CASE("size limits: grammar bytes, nesting depth, expansion") {
 
   // Counts that multiply: 100 objects of 5000 items each.
   Json wide = {{"type", "object"}, {"properties", Json::object()}};
-  for (int i = 0; i < 100; ++i)
-    wide["properties"]["p" + std::to_string(i)] = {{"type", "array"}, {"items", {{"type", "string"}, {"maxLength", 9000}}}, {"maxItems", 5000}};
+  for (int i = 0; i < 100; ++i) {
+    std::string name = "p";
+    name += std::to_string(i);
+    wide["properties"][name] = {{"type", "array"}, {"items", {{"type", "string"}, {"maxLength", 9000}}}, {"maxItems", 5000}};
+  }
   CHECK_THROWS_WITH(json_schema_to_gbnf(wide), Catch::Contains("too large a grammar"));
 }
 

@@ -41,8 +41,8 @@ std::string random_pattern(std::mt19937& rng, int depth) {
   std::uniform_int_distribution<int> pick(0, 99);
   auto atom = [&]() -> std::string {
     int r = pick(rng);
-    if (depth < 2 && r < 15) return "(" + random_pattern(rng, depth + 1) + ")";
-    if (depth < 2 && r < 20) return "(?:" + random_pattern(rng, depth + 1) + ")";
+    if (depth < 2 && r < 15) return std::string("(").append(random_pattern(rng, depth + 1)).append(")");
+    if (depth < 2 && r < 20) return std::string("(?:").append(random_pattern(rng, depth + 1)).append(")");
     static const char* const atoms[] = {"a", "b", "1", ".", "[ab]", "[^a]", "\\d", "\\D", "\\w",
                                         "\\W", "\\s", "\\S", "[a-b1]", "[^\\d]", "\\n"};
     return atoms[pick(rng) % 15];

@@ -3,10 +3,15 @@
 // compactly with object keys in the order the grammar writes them, is walked byte by byte
 // through the grammar core's token mask (a byte-level vocabulary) and must be accepted exactly
 // when the suite says it is valid. Groups the converter refuses are counted as skipped.
-// Prints a per-file (= per keyword) coverage table.
+// When ../shared/testdata has deepseek-llm's vocabulary (100k byte-level BPE tokens), each
+// instance is also tokenized and walked token by token through that vocabulary's mask, which
+// must agree with the byte walk; mask and compile times are printed (figures, not limits).
+// Each schema is also converted with flexible whitespace, which must accept the same instances
+// written compactly and pretty-printed. Prints a per-file (= per keyword) coverage table.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -14,8 +19,10 @@
 #include <iostream>
 #include <map>
 
+#include "engine/gguf.h"
 #include "engine/structured/json_schema.h"
 #include "engine/structured/structured.h"
+#include "engine/tokenizer/tokenizer.h"
 
 using namespace pagoda::structured;
 using Json = nlohmann::ordered_json;
@@ -52,6 +59,56 @@ bool walk(const std::shared_ptr<const CompiledGrammar>& grammar, const std::stri
   bool end = mask_allows(m, 256);
   CHECK(end == m.can_end());
   return end;
+}
+
+struct RealVocabulary {
+  std::unique_ptr<pagoda::Tokenizer> tokenizer;
+  std::shared_ptr<const TokenVocabulary> vocab;
+};
+
+RealVocabulary load_real_vocabulary(const std::string& path) {
+  RealVocabulary out;
+  if (!fs::exists(path)) return out;
+  auto file = pagoda::gguf::GgufFile::open(path);
+  out.tokenizer = pagoda::Tokenizer::from_gguf(file);
+  int32_t n = out.tokenizer->vocab_size();
+  std::vector<std::string> bytes(static_cast<size_t>(n));
+  std::vector<bool> eog(static_cast<size_t>(n), false), special(static_cast<size_t>(n), false);
+  for (int32_t id = 0; id < n; ++id) {
+    eog[size_t(id)] = out.tokenizer->is_eog(id);
+    special[size_t(id)] = out.tokenizer->is_control(id);
+    if (!special[size_t(id)]) bytes[size_t(id)] = out.tokenizer->token_to_piece(id);
+  }
+  out.vocab = TokenVocabulary::build(bytes, eog, special);
+  return out;
+}
+
+// Token walk: each token must be in the mask at its step, then an EOG token at the end.
+bool walk_tokens(const std::shared_ptr<const CompiledGrammar>& grammar, const std::vector<int32_t>& ids,
+                 std::vector<double>& mask_us) {
+  GrammarMatcher m(grammar);
+  std::vector<uint32_t> bits(grammar->vocabulary()->mask_words());
+  auto timed_mask = [&] {
+    auto t0 = std::chrono::steady_clock::now();
+    m.fill_mask(bits.data());
+    mask_us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+  };
+  for (int32_t id : ids) {
+    timed_mask();
+    if (!((bits[size_t(id) / 32] >> (id % 32)) & 1u)) return false;
+    if (!m.accept_token(id)) FAIL("mask allowed token " << id << " that accept_token refused");
+  }
+  timed_mask();
+  const auto& vocab = *grammar->vocabulary();
+  for (int32_t id = 0; id < vocab.size(); ++id)
+    if (vocab.is_eog(id) && ((bits[size_t(id) / 32] >> (id % 32)) & 1u)) return true;
+  return false;
+}
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, size_t(p * double(v.size())))];
 }
 
 const Json* resolve_local(const Json& root, const Json& schema) {
@@ -170,6 +227,10 @@ TEST_CASE("json-schema-test-suite draft7: accepted schemas accept valid and reje
   std::sort(files.begin(), files.end());
 
   auto vocab = byte_vocabulary();
+  RealVocabulary real = load_real_vocabulary(std::string(PAGODA_TESTDATA_DIR) + "/vocab/ggml-vocab-deepseek-llm.gguf");
+  if (!real.vocab) WARN("deepseek-llm vocabulary not found under " PAGODA_TESTDATA_DIR ": token walks skipped");
+  std::vector<double> mask_us, convert_us, compile_us;
+  int token_walks = 0;
   SchemaOptions options;
   options.ref_ignores_siblings = true;  // draft 7 semantics
   std::map<std::string, FileStats> table;
@@ -185,8 +246,10 @@ TEST_CASE("json-schema-test-suite draft7: accepted schemas accept valid and reje
       ++stats.groups;
       const Json& schema = group["schema"];
       std::string gbnf;
+      auto t0 = std::chrono::steady_clock::now();
       try {
         gbnf = json_schema_to_gbnf(schema, options);
+        convert_us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
       } catch (const SchemaError& e) {
         stats.refusals[refused_keyword(e.path)]++;
         if (std::getenv("SUITE_VERBOSE")) std::cout << keyword << ": " << e.what() << "\n";
@@ -200,12 +263,32 @@ TEST_CASE("json-schema-test-suite draft7: accepted schemas accept valid and reje
                            << "\n" << gbnf);
         continue;
       }
+      std::shared_ptr<const CompiledGrammar> real_grammar;
+      if (real.vocab) {
+        auto t1 = std::chrono::steady_clock::now();
+        real_grammar = compile_gbnf(gbnf, real.vocab);
+        compile_us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t1).count());
+      }
+      // The same schema with flexible whitespace must accept the pretty-printed instances.
+      SchemaOptions flexible_options = options;
+      flexible_options.flexible_whitespace = true;
+      auto flexible = compile_gbnf(json_schema_to_gbnf(schema, flexible_options), vocab);
       ++stats.groups_supported;
       for (const auto& test : group["tests"]) {
         ++stats.instances;
         std::string text = canonical(schema, schema, test["data"]).dump();
         bool valid = test["valid"].get<bool>();
         bool accepted = walk(grammar, text);
+        std::string pretty = canonical(schema, schema, test["data"]).dump(2);
+        if (walk(flexible, pretty) != accepted || walk(flexible, text) != accepted)
+          FAIL_CHECK(keyword << ": flexible whitespace disagrees on " << pretty);
+        if (real_grammar) {
+          std::vector<int32_t> ids = real.tokenizer->encode(text, false, false);
+          bool token_accepted = walk_tokens(real_grammar, ids, mask_us);
+          ++token_walks;
+          if (token_accepted != accepted)
+            FAIL_CHECK(keyword << ": token walk " << token_accepted << " but byte walk " << accepted << " for " << text);
+        }
         if (accepted == valid) {
           ++stats.passed;
           continue;
@@ -238,6 +321,13 @@ TEST_CASE("json-schema-test-suite draft7: accepted schemas accept valid and reje
   }
   std::cout << "  total: " << supported << " / " << groups << " groups, " << passed << " / " << instances
             << " instances\n";
+  if (real.vocab)
+    std::cout << "  deepseek-llm token walks: " << token_walks << " instances, " << mask_us.size()
+              << " masks; mask us p50 " << percentile(mask_us, 0.5) << " p90 " << percentile(mask_us, 0.9)
+              << " p99 " << percentile(mask_us, 0.99) << " max " << percentile(mask_us, 1.0)
+              << "; schema->GBNF us p50 " << percentile(convert_us, 0.5) << " max " << percentile(convert_us, 1.0)
+              << "; GBNF compile us p50 " << percentile(compile_us, 0.5) << " max " << percentile(compile_us, 1.0)
+              << " (unoptimized timings if built without -O2)\n";
   for (const auto& m : subset_misses) std::cout << "  outside the generated format subset: " << m << "\n";
   for (const auto& f : failures) FAIL_CHECK(f);
   CHECK(failures.empty());

@@ -363,6 +363,11 @@ Expr SchemaConverter::build_string(const Json& schema, const std::string& path) 
     std::vector<std::string> alts;
     try {
       tree = parse_regex(p.get<std::string>(), options_.max_repeat);
+      uint64_t expanded = regex_expanded_size(tree);
+      if (expanded > kMaxRegexExpandedSize)
+        throw RegexError("pattern too large once its repetitions are expanded", 0);
+      expanded_cost_ += expanded;
+      charge_repeat(0, "", path + "/pattern");  // checks the running total
       for (auto& branch : split_anchors(tree)) {
         auto [lo, hi] = regex_length_range(branch.body);
         if (!branch.anchored_start || !branch.anchored_end) hi = std::nullopt;

@@ -444,6 +444,25 @@ RegexNode parse_regex(std::string_view pattern, uint32_t max_count) {
   return RegexParser(pattern, max_count).parse();
 }
 
+uint64_t regex_expanded_size(const RegexNode& node) {
+  constexpr uint64_t kCap = uint64_t(1) << 40;
+  switch (node.kind) {
+    case RegexNode::Kind::Concat:
+    case RegexNode::Kind::Alternation: {
+      uint64_t total = 0;
+      for (const auto& child : node.children) total = std::min(kCap, total + regex_expanded_size(child));
+      return total;
+    }
+    case RegexNode::Kind::Repeat: {
+      uint64_t copies = std::max<uint64_t>(1, node.max ? *node.max : uint64_t(node.min) + 1);
+      uint64_t inner = regex_expanded_size(node.children[0]);
+      return inner > kCap / copies ? kCap : inner * copies;
+    }
+    default:
+      return 1;
+  }
+}
+
 std::pair<uint64_t, std::optional<uint64_t>> regex_length_range(const RegexNode& node) {
   using Kind = RegexNode::Kind;
   switch (node.kind) {

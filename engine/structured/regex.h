@@ -66,6 +66,11 @@ RegexNode parse_regex(std::string_view pattern, uint32_t max_count = 10000);
 // Shortest and longest match length in code points (longest nullopt when unbounded).
 std::pair<uint64_t, std::optional<uint64_t>> regex_length_range(const RegexNode& node);
 
+// Grammar elements the tree grows to once every {m,n} is expanded (saturates at 2^40): regex
+// users must not be able to make a small pattern compile into a huge grammar.
+uint64_t regex_expanded_size(const RegexNode& node);
+inline constexpr uint64_t kMaxRegexExpandedSize = 200000;
+
 // ---- GBNF text helpers ------------------------------------------------------------------
 
 // `"..."` literal matching exactly these bytes (UTF-8 passes through, controls escaped).
@@ -96,7 +101,7 @@ std::vector<AnchoredBranch> split_anchors(const RegexNode& root);
 
 // Whole-output regex (`--regex`, guided_regex): the output must match the pattern entirely, as
 // if wrapped in ^(?:...)$. Returns a complete grammar whose start rule is `root`.
-// Throws RegexError.
+// Throws RegexError (also when the expanded pattern exceeds kMaxRegexExpandedSize).
 std::string regex_to_gbnf(std::string_view pattern);
 
 }  // namespace pagoda::structured

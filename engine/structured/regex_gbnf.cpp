@@ -232,6 +232,8 @@ std::vector<AnchoredBranch> split_anchors(const RegexNode& root) {
 
 std::string regex_to_gbnf(std::string_view pattern) {
   RegexNode tree = parse_regex(pattern);
+  if (regex_expanded_size(tree) > kMaxRegexExpandedSize)
+    throw RegexError("pattern too large once its repetitions are expanded", 0);
   std::string body;
   bool any_empty = false;
   size_t parts = 0;

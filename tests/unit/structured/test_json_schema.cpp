@@ -446,3 +446,32 @@ TEST_CASE("a realistic nested schema (tool arguments) compiles and accepts its e
   CHECK_FALSE(g.accepts(R"({"location":"Paris","unit":"celsius","days":15})"));
   CHECK_FALSE(g.accepts(R"({"location":"Paris","unit":"celsius","tags":["A"]})"));
 }
+
+TEST_CASE("long and ambiguous outputs stay within the matcher's limits") {
+  // Unanchored pattern: the match may start at any position.
+  auto search = grammar_of(R"({"type":"string","pattern":"a+b"})");
+  CHECK(search.accepts("\"" + std::string(3000, 'a') + "b" + std::string(500, 'c') + "\""));
+  CHECK_FALSE(search.accepts("\"" + std::string(3000, 'a') + "\""));
+  // Deep generic JSON.
+  auto any = grammar_of("{}");
+  CHECK(any.accepts(std::string(200, '[') + std::string(200, ']')));
+  // Many optional properties, all present or only the last.
+  Json wide = {{"type", "object"}, {"properties", Json::object()}, {"additionalProperties", false}};
+  std::string all = "{", last;
+  for (int i = 0; i < 60; ++i) {
+    std::string name = "p";
+    name += std::to_string(i);
+    wide["properties"][name] = {{"type", "integer"}};
+    all += (i ? ",\"" : "\"") + name + "\":" + std::to_string(i);
+    last = "{\"" + name + "\":1}";
+  }
+  auto wide_g = grammar_of(wide.dump());
+  CHECK(wide_g.accepts(all + "}"));
+  CHECK(wide_g.accepts(last));
+  // anyOf of many objects that look alike until late.
+  Json branches = Json::array();
+  for (int i = 0; i < 30; ++i)
+    branches.push_back({{"type", "object"}, {"properties", {{"k", {{"const", std::string(40, 'x') + std::to_string(i)}}}}}, {"required", {"k"}}});
+  auto alike = grammar_of(Json{{"anyOf", branches}}.dump());
+  CHECK(alike.accepts("{\"k\":\"" + std::string(40, 'x') + "17\",\"extra\":[1,2,3]}"));
+}

@@ -155,6 +155,7 @@ TEST_CASE("regex parse errors name the construct and the offset") {
   CHECK_THAT(error_of("a{3,2}"), Catch::Contains("n < m"));
   CHECK_THAT(error_of("a{20000}"), Catch::Contains("above"));
   CHECK_THAT(error_of("a^b"), Catch::Contains("anchors"));
+  CHECK_THAT(error_of("((a{100}){100}){100}"), Catch::Contains("too large"));
   CHECK_THAT(error_of("\\p{L}"), Catch::Contains("property"));
   CHECK_THAT(error_of("a\\"), Catch::Contains("ends with"));
   CHECK_THAT(error_of(std::string("\xFF")), Catch::Contains("UTF-8"));

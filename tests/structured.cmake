@@ -1,0 +1,11 @@
+# Structured output (issue 11): grammar core tests and benchmark.
+pagoda_test(unit/structured/test_gbnf_parser.cpp unit pagoda_structured pagoda_tokenizer)
+pagoda_test(unit/structured/test_grammar_matcher.cpp unit pagoda_structured pagoda_tokenizer)
+pagoda_test(unit/structured/test_token_mask.cpp unit pagoda_structured pagoda_tokenizer)
+
+# Mask and compile timings over deepseek-llm's vocabulary; a plain program, not a test:
+#   build/tests/bench_structured [vocab.gguf] [--steps N]
+add_executable(bench_structured bench/bench_structured.cpp)
+target_link_libraries(bench_structured PRIVATE pagoda_structured pagoda_tokenizer)
+target_include_directories(bench_structured PRIVATE ${CMAKE_SOURCE_DIR})
+target_compile_definitions(bench_structured PRIVATE PAGODA_TESTDATA_DIR="${PAGODA_TESTDATA_DIR}")

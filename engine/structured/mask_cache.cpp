@@ -14,6 +14,48 @@ WalkScratch& walk_scratch() {
 }
 
 namespace {
+uint64_t hash_stack_set(const StackSet& s) {
+  uint64_t h = 1469598103934665603ull ^ s.size();
+  for (size_t i = 0; i < s.size(); ++i) {
+    h = (h ^ (0x9E3779B97F4A7C15ull + s.length(i))) * 1099511628211ull;
+    const uint32_t* f = s.begin(i);
+    for (size_t j = 0; j < s.length(i); ++j) h = (h ^ f[j]) * 1099511628211ull;
+  }
+  return h;
+}
+}  // namespace
+
+int32_t InternedStates::intern(const StackSet& s) {
+  uint64_t h = hash_stack_set(s);
+  auto it = by_hash_.find(h);
+  if (it != by_hash_.end())
+    for (int32_t id : it->second)
+      if (states_[id] == s) return id;
+  if (states_.size() >= max_states_) return -1;
+  states_.push_back(s);
+  hashes_.push_back(h);
+  by_hash_[h].push_back(static_cast<int32_t>(states_.size() - 1));
+  transitions_.resize(states_.size() * 256, kUnknown);
+  return static_cast<int32_t>(states_.size() - 1);
+}
+
+int32_t InternedStates::step(const CompiledGrammar::Impl& g, int32_t state, uint8_t byte,
+                             const StepLimits& limits) {
+  int32_t& memo = transitions_[static_cast<size_t>(state) * 256 + byte];
+  if (memo != kUnknown) return memo;
+  if (!advance_byte(g, states_[state], byte, scratch_, limits)) return memo = kOverflow;
+  if (scratch_.empty()) return memo = kDead;
+  bool left = scratch_.remove_empty();
+  int32_t id = intern(scratch_);
+  if (id < 0) {
+    // Table full: keep the walk correct by giving up on memoization for this walk's rest.
+    return kOverflow;
+  }
+  // `memo` may dangle after intern() grew the table.
+  return transitions_[static_cast<size_t>(state) * 256 + byte] = (id << 1) | (left ? 1 : 0);
+}
+
+namespace {
 
 StepLimits step_limits(const CompiledGrammar::Impl& g) {
   StepLimits l;
@@ -36,7 +78,7 @@ std::shared_ptr<const MaskEntry> compute_entry(const CompiledGrammar::Impl& g,
   start.push(key.data() + 1, key.size() - 1);
   auto entry = std::make_shared<MaskEntry>();
   std::vector<uint32_t> accepted;
-  walk_tokens(g, v, start, !full, nullptr, v.unique.size(), step_limits(g),
+  walk_all_tokens(g, v, start, !full, step_limits(g),
               [&](size_t b, size_t e, TokenVerdict verdict) {
                 if (verdict == TokenVerdict::Accept) {
                   for (size_t u = b; u < e; ++u) accepted.push_back(static_cast<uint32_t>(u));

@@ -2,6 +2,8 @@
 pagoda_test(unit/structured/test_gbnf_parser.cpp unit pagoda_structured pagoda_tokenizer)
 pagoda_test(unit/structured/test_grammar_matcher.cpp unit pagoda_structured pagoda_tokenizer)
 pagoda_test(unit/structured/test_token_mask.cpp unit pagoda_structured pagoda_tokenizer)
+pagoda_test(unit/structured/test_token_mask_spm.cpp unit pagoda_structured pagoda_tokenizer)
+pagoda_test(unit/structured/test_token_mask_bpe.cpp unit pagoda_structured pagoda_tokenizer)
 
 # Mask and compile timings over deepseek-llm's vocabulary; a plain program, not a test:
 #   build/tests/bench_structured [vocab.gguf] [--steps N]

@@ -39,6 +39,16 @@ int32_t InternedStates::intern(const StackSet& s) {
   return static_cast<int32_t>(states_.size() - 1);
 }
 
+void InternedStates::restart(std::vector<int32_t>& keep, size_t count) {
+  std::vector<StackSet> kept;
+  for (size_t i = 0; i < count; ++i) kept.push_back(states_[keep[i]]);
+  states_.clear();
+  hashes_.clear();
+  by_hash_.clear();
+  transitions_.clear();
+  for (size_t i = 0; i < count; ++i) keep[i] = intern(kept[i]);
+}
+
 int32_t InternedStates::step(const CompiledGrammar::Impl& g, int32_t state, uint8_t byte,
                              const StepLimits& limits) {
   int32_t& memo = transitions_[static_cast<size_t>(state) * 256 + byte];
@@ -47,10 +57,7 @@ int32_t InternedStates::step(const CompiledGrammar::Impl& g, int32_t state, uint
   if (scratch_.empty()) return memo = kDead;
   bool left = scratch_.remove_empty();
   int32_t id = intern(scratch_);
-  if (id < 0) {
-    // Table full: keep the walk correct by giving up on memoization for this walk's rest.
-    return kOverflow;
-  }
+  if (id < 0) return kTableFull;
   // `memo` may dangle after intern() grew the table.
   return transitions_[static_cast<size_t>(state) * 256 + byte] = (id << 1) | (left ? 1 : 0);
 }

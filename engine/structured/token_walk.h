@@ -115,13 +115,16 @@ namespace pagoda::structured {
 // lookup per byte. Capped; past the cap transitions are computed but not stored.
 class InternedStates {
  public:
-  static constexpr int32_t kDead = -1;      // no stack accepts the byte
-  static constexpr int32_t kOverflow = -3;  // a StepLimits limit was hit
+  static constexpr int32_t kDead = -1;       // no stack accepts the byte
+  static constexpr int32_t kOverflow = -3;   // a StepLimits limit was hit
+  static constexpr int32_t kTableFull = -4;  // no room for the new state: call restart()
   explicit InternedStates(size_t max_states) : max_states_(max_states) {}
   int32_t intern(const StackSet& s);
   // Transition result: kDead, kOverflow, or (state id << 1) | (a stack emptied on the way).
   int32_t step(const CompiledGrammar::Impl& g, int32_t state, uint8_t byte, const StepLimits& limits);
   bool has_live(int32_t state) const { return states_[state].has_live(); }
+  // Empties the table but for the states in `keep`, renumbered in place.
+  void restart(std::vector<int32_t>& keep, size_t count);
 
  private:
   static constexpr int32_t kUnknown = -2;
@@ -155,6 +158,10 @@ void walk_all_tokens(const CompiledGrammar::Impl& g, const TokenVocabulary::Impl
     bool overflow = false;
     for (; d < s.size(); ++d) {
       int32_t t = states.step(g, at[d], static_cast<uint8_t>(s[d]), limits);
+      if (t == InternedStates::kTableFull) {
+        states.restart(at, d + 1);
+        t = states.step(g, at[d], static_cast<uint8_t>(s[d]), limits);
+      }
       if (t < 0) {
         overflow = t == InternedStates::kOverflow;
         fail = d;

@@ -2,6 +2,7 @@
 // compile_gbnf / CompiledGrammar, which own that cache.
 #include "engine/structured/mask_cache.h"
 
+#include <algorithm>
 #include <mutex>
 
 #include "engine/structured/token_walk.h"
@@ -46,7 +47,10 @@ void InternedStates::restart(std::vector<int32_t>& keep, size_t count) {
   hashes_.clear();
   by_hash_.clear();
   transitions_.clear();
+  size_t cap = max_states_;
+  max_states_ = std::max(cap, count + 1);  // the kept path always fits, and one more state
   for (size_t i = 0; i < count; ++i) keep[i] = intern(kept[i]);
+  max_states_ = std::max(cap, count + 1);
 }
 
 int32_t InternedStates::step(const CompiledGrammar::Impl& g, int32_t state, uint8_t byte,

@@ -195,6 +195,18 @@ std::shared_ptr<const CompiledGrammar> compile_gbnf(std::string_view text,
                                                     const GrammarLimits& limits,
                                                     std::string_view start_rule) {
   Grammar grammar = parse_gbnf(text, limits, start_rule);
+  return compile_grammar(grammar, std::move(vocab), limits);
+}
+
+std::shared_ptr<const CompiledGrammar> compile_grammar(const Grammar& grammar,
+                                                       std::shared_ptr<const TokenVocabulary> vocab,
+                                                       const GrammarLimits& limits) {
+  if (grammar.rules.empty()) throw GrammarError("empty grammar: no rule is defined");
+  if (grammar.start >= grammar.rules.size()) throw GrammarError("start rule out of range");
+  if (grammar.rules.size() > limits.max_rules)
+    throw GrammarError("grammar too large: more than " + std::to_string(limits.max_rules) + " rules");
+  for (const GrammarRule& r : grammar.rules)
+    if (!r.defined) throw GrammarError("undefined rule '" + r.name + "'");
   std::unique_ptr<CompiledGrammar::Impl> impl = lower_grammar(grammar, limits);
   impl->vocab = std::move(vocab);
   return std::make_shared<const CompiledGrammar>(std::move(impl));

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <random>
 #include <string>
 #include <vector>
@@ -22,6 +23,14 @@ namespace {
 
 double us_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+}
+
+// This thread's CPU time: on a shared machine, wall time includes time the thread was not
+// running; both are reported.
+double thread_cpu_us() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
 }
 
 struct Stats {
@@ -138,7 +147,7 @@ int main(int argc, char** argv) {
   const Case cases[] = {{"person schema", kPersonSchemaGbnf, person_doc},
                         {"tool calls", kToolCallsGbnf, tool_doc},
                         {"generic json", kJsonGbnf, json_doc}};
-  Stats all_warm, all_cold;
+  Stats all_warm, all_cold, all, all_warm_cpu;
   for (const Case& c : cases) {
     std::printf("%s:\n", c.name);
     Stats compile;
@@ -150,7 +159,7 @@ int main(int argc, char** argv) {
     compile.print("compile (parse + lower)");
     std::mt19937 rng(7);
     auto grammar = compile_gbnf(c.gbnf, vocab);
-    Stats cold, warm, accept;
+    Stats cold, warm, accept, warm_cpu;
     std::vector<uint32_t> bits(vocab->mask_words());
     size_t tokens = 0;
     for (int d = 0; d < docs; ++d) {
@@ -158,11 +167,18 @@ int main(int argc, char** argv) {
       std::vector<int32_t> ids = tok->encode(text, false, false);
       GrammarMatcher m(grammar);
       for (size_t i = 0; i <= ids.size(); ++i) {
+        double c0 = thread_cpu_us();
         auto t = Clock::now();
         m.fill_mask(bits.data());
         double us = us_since(t);
+        double cpu = thread_cpu_us() - c0;
         (d == 0 ? cold : warm).v.push_back(us);
         (d == 0 ? all_cold : all_warm).v.push_back(us);
+        all.v.push_back(us);
+        if (d > 0) {
+          warm_cpu.v.push_back(cpu);
+          all_warm_cpu.v.push_back(cpu);
+        }
         if (i == ids.size()) {
           if (!m.can_end()) std::printf("  ! document %d cannot end: %s\n", d, text.c_str());
           break;
@@ -184,12 +200,38 @@ int main(int argc, char** argv) {
     }
     cold.print("mask, cold (1st document)");
     warm.print("mask, warm (later documents)");
+    warm_cpu.print("mask, warm, thread CPU time");
     accept.print("accept_token");
     std::printf("  %zu tokens in %d documents, %zu cached positions\n", tokens, docs,
                 grammar->cached_positions());
+    // Random walks: a uniformly random allowed token at each step (odd strings, unicode,
+    // deep nesting: states real documents rarely reach), same compiled grammar.
+    Stats walk, walk_cpu;
+    size_t before = grammar->cached_positions();
+    for (int w = 0; w < docs; ++w) {
+      GrammarMatcher m(grammar);
+      for (int step = 0; step < 100; ++step) {
+        double c0 = thread_cpu_us();
+        auto t = Clock::now();
+        m.fill_mask(bits.data());
+        walk.v.push_back(us_since(t));
+        walk_cpu.v.push_back(thread_cpu_us() - c0);
+        std::vector<int32_t> allowed;
+        for (int32_t id = 0; id < vocab->size(); ++id)
+          if ((bits[id / 32] >> (id % 32)) & 1) allowed.push_back(id);
+        if (allowed.empty()) break;
+        int32_t id = allowed[rng() % allowed.size()];
+        if (vocab->is_eog(id) || !m.accept_token(id)) break;
+      }
+    }
+    walk.print("mask, random walks");
+    walk_cpu.print("mask, random walks, thread CPU");
+    std::printf("  random walks added %zu cached positions\n", grammar->cached_positions() - before);
   }
   std::printf("all grammars:\n");
   all_cold.print("mask, cold");
   all_warm.print("mask, warm");
+  all_warm_cpu.print("mask, warm, thread CPU time");
+  all.print("mask, all documents");
   return 0;
 }

@@ -140,3 +140,24 @@ TEST_CASE("GBNF IR from the parser", "[structured]") {
   CHECK(g.rules[1].body.kind == Expr::Kind::CharClass);
   CHECK(g.rules[1].body.negated);
 }
+
+TEST_CASE("grammar IR built in code compiles like GBNF", "[structured]") {
+  Grammar g;
+  GrammarRule root;
+  root.name = "root";
+  root.defined = true;
+  root.body.kind = Expr::Kind::Repeat;
+  root.body.min_count = 1;
+  root.body.max_count = 3;
+  Expr digit;
+  digit.kind = Expr::Kind::CharClass;
+  digit.ranges.push_back({'0', '9'});
+  root.body.children.push_back(digit);
+  g.rules.push_back(root);
+  auto compiled = compile_grammar(g, nullptr);
+  CHECK(full_match(compiled, "123"));
+  CHECK_FALSE(full_match(compiled, "1234"));
+  g.rules[0].body.children[0].kind = Expr::Kind::RuleRef;
+  g.rules[0].body.children[0].rule = 7;
+  CHECK_THROWS_AS(compile_grammar(g, nullptr), GrammarError);
+}

@@ -69,6 +69,8 @@ inline int check_random_states(const std::string& name, const std::string& gbnf,
     GrammarMatcher m(grammar);
     std::string text;
     for (int step = 0; step < 60 && checked < states; ++step) {
+      if (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > seconds)
+        break;
       std::vector<uint32_t> mask = m.mask();
       std::vector<uint32_t> want = brute_mask(m, *vocab);
       ++checked;

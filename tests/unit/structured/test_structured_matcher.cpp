@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <thread>
 
 #include "tests/unit/structured/structured_test_util.h"
@@ -173,4 +174,25 @@ TEST_CASE("compiled grammar cache returns the same grammar and stays bounded", "
     });
   for (auto& th : threads) th.join();
   CHECK(failures == 0);
+}
+
+TEST_CASE("exponentially ambiguous grammar hits the stack limit instead of hanging", "[structured]") {
+  // After n a's there are 2^n distinct parse stacks (each a pending "b" or "c").
+  auto vocab = small_vocab();
+  GrammarLimits limits;
+  limits.max_stacks = 256;
+  auto g = compile_gbnf("root ::= s\ns ::= \"a\" s \"b\" | \"a\" s \"c\" | \"x\"\n", vocab, limits);
+  GrammarMatcher m(g);
+  int accepted = 0;
+  for (int i = 0; i < 30; ++i) {
+    if (!m.accept_bytes("a")) break;
+    ++accepted;
+  }
+  CHECK(accepted >= 6);  // 2^6 pending stacks x 3 alternatives fit in 256
+  CHECK(accepted < 30);
+  auto t0 = std::chrono::steady_clock::now();
+  std::vector<uint32_t> mask = m.mask();
+  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  CHECK(ms < 5000);
+  CHECK(m.accept_bytes("x"));  // still usable below the limit
 }

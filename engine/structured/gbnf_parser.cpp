@@ -53,17 +53,11 @@ class GbnfParser {
  private:
   [[noreturn]] void fail(const std::string& problem) const { fail_at(pos_, problem); }
   [[noreturn]] void fail_at(size_t at, const std::string& problem) const {
-    uint32_t line = 1, column = 1;
-    for (size_t i = 0; i < at && i < text_.size(); ++i) {
-      if (text_[i] == '\n') {
-        ++line;
-        column = 1;
-      } else if ((static_cast<unsigned char>(text_[i]) & 0xC0) != 0x80) {
-        ++column;
-      }
-    }
+    uint32_t line, column;
+    location(at, line, column);
     throw GrammarError(source_location(line, column) + problem);
   }
+  // 1-based line and column (in code points) of byte offset `at`.
   void location(size_t at, uint32_t& line, uint32_t& column) const {
     line = 1;
     column = 1;

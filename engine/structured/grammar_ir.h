@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -49,6 +50,12 @@ struct Grammar {
 // Parses llama.cpp's GBNF dialect (see gbnf_parser.cpp for the accepted syntax). Throws
 // GrammarError naming line:column.
 Grammar parse_gbnf(std::string_view text, const GrammarLimits& limits, std::string_view start_rule);
+
+// Compiles a grammar built in code (front ends that do not go through GBNF text); the same
+// checks and limits as compile_gbnf. Throws GrammarError.
+std::shared_ptr<const CompiledGrammar> compile_grammar(const Grammar& grammar,
+                                                       std::shared_ptr<const TokenVocabulary> vocab,
+                                                       const GrammarLimits& limits = {});
 
 // "line L, column C: " prefix of error messages.
 std::string source_location(uint32_t line, uint32_t column);

@@ -176,6 +176,9 @@ class Lowering {
         return;
       }
       case Expr::Kind::RuleRef:
+        if (e.rule >= grammar_.rules.size())
+          throw GrammarError(source_location(e.line, e.column) + "reference to rule #" +
+                             std::to_string(e.rule) + ", which does not exist");
         push_ref(seq, e.rule);
         return;
       case Expr::Kind::Sequence:
@@ -194,7 +197,9 @@ class Lowering {
   }
 
   void lower_repeat(const Expr& e, PendingAlt& seq, uint32_t rule) {
-    const Expr& body = e.children.at(0);
+    if (e.children.size() != 1 || e.max_count < e.min_count)
+      throw GrammarError(source_location(e.line, e.column) + "malformed repetition");
+    const Expr& body = e.children[0];
     if (e.max_count == 0) return;
     // A terminal or reference is re-lowered at each use; anything bigger becomes one helper
     // rule referenced at each use.

@@ -32,7 +32,7 @@ StepLimits limits_of(const CompiledGrammar& g) {
 // Advances `stacks` over `bytes`; false (stacks unspecified) when rejected.
 bool advance_all(const CompiledGrammar::Impl& g, StackSet& stacks, std::string_view bytes,
                  const StepLimits& limits) {
-  StackSet next;
+  thread_local StackSet next;
   for (char c : bytes) {
     if (!advance_byte(g, stacks, static_cast<uint8_t>(c), next, limits)) return false;
     if (next.empty()) return false;
@@ -104,7 +104,8 @@ bool GrammarMatcher::is_token_allowed(int32_t id) const {
   const TokenVocabulary::Impl& v = vocab->impl();
   if (v.eog[id]) return can_end();
   if (v.unique_of_id[id] < 0) return false;
-  StackSet copy = state_->stacks;
+  thread_local StackSet copy;  // reused: this runs once per token in brute-force checks
+  copy = state_->stacks;
   return advance_all(grammar_->impl(), copy, v.token_bytes[id], limits_of(*grammar_));
 }
 

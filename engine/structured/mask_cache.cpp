@@ -2,6 +2,7 @@
 // compile_gbnf / CompiledGrammar, which own that cache.
 #include "engine/structured/mask_cache.h"
 
+#include <algorithm>
 #include <mutex>
 
 #include "engine/structured/token_walk.h"
@@ -11,6 +12,58 @@ namespace pagoda::structured {
 WalkScratch& walk_scratch() {
   thread_local WalkScratch scratch;
   return scratch;
+}
+
+namespace {
+uint64_t hash_stack_set(const StackSet& s) {
+  uint64_t h = 1469598103934665603ull ^ s.size();
+  for (size_t i = 0; i < s.size(); ++i) {
+    h = (h ^ (0x9E3779B97F4A7C15ull + s.length(i))) * 1099511628211ull;
+    const uint32_t* f = s.begin(i);
+    for (size_t j = 0; j < s.length(i); ++j) h = (h ^ f[j]) * 1099511628211ull;
+  }
+  return h;
+}
+}  // namespace
+
+int32_t InternedStates::intern(const StackSet& s) {
+  uint64_t h = hash_stack_set(s);
+  auto it = by_hash_.find(h);
+  if (it != by_hash_.end())
+    for (int32_t id : it->second)
+      if (states_[id] == s) return id;
+  if (states_.size() >= max_states_) return -1;
+  states_.push_back(s);
+  hashes_.push_back(h);
+  by_hash_[h].push_back(static_cast<int32_t>(states_.size() - 1));
+  transitions_.resize(states_.size() * 256, kUnknown);
+  return static_cast<int32_t>(states_.size() - 1);
+}
+
+void InternedStates::restart(std::vector<int32_t>& keep, size_t count) {
+  std::vector<StackSet> kept;
+  for (size_t i = 0; i < count; ++i) kept.push_back(states_[keep[i]]);
+  states_.clear();
+  hashes_.clear();
+  by_hash_.clear();
+  transitions_.clear();
+  size_t cap = max_states_;
+  max_states_ = std::max(cap, count + 1);  // the kept path always fits, and one more state
+  for (size_t i = 0; i < count; ++i) keep[i] = intern(kept[i]);
+  max_states_ = std::max(cap, count + 1);
+}
+
+int32_t InternedStates::step(const CompiledGrammar::Impl& g, int32_t state, uint8_t byte,
+                             const StepLimits& limits) {
+  int32_t& memo = transitions_[static_cast<size_t>(state) * 256 + byte];
+  if (memo != kUnknown) return memo;
+  if (!advance_byte(g, states_[state], byte, scratch_, limits)) return memo = kOverflow;
+  if (scratch_.empty()) return memo = kDead;
+  bool left = scratch_.remove_empty();
+  int32_t id = intern(scratch_);
+  if (id < 0) return kTableFull;
+  // `memo` may dangle after intern() grew the table.
+  return transitions_[static_cast<size_t>(state) * 256 + byte] = (id << 1) | (left ? 1 : 0);
 }
 
 namespace {
@@ -36,7 +89,7 @@ std::shared_ptr<const MaskEntry> compute_entry(const CompiledGrammar::Impl& g,
   start.push(key.data() + 1, key.size() - 1);
   auto entry = std::make_shared<MaskEntry>();
   std::vector<uint32_t> accepted;
-  walk_tokens(g, v, start, !full, nullptr, v.unique.size(), step_limits(g),
+  walk_all_tokens(g, v, start, !full, step_limits(g),
               [&](size_t b, size_t e, TokenVerdict verdict) {
                 if (verdict == TokenVerdict::Accept) {
                   for (size_t u = b; u < e; ++u) accepted.push_back(static_cast<uint32_t>(u));
@@ -142,6 +195,18 @@ std::shared_ptr<const CompiledGrammar> compile_gbnf(std::string_view text,
                                                     const GrammarLimits& limits,
                                                     std::string_view start_rule) {
   Grammar grammar = parse_gbnf(text, limits, start_rule);
+  return compile_grammar(grammar, std::move(vocab), limits);
+}
+
+std::shared_ptr<const CompiledGrammar> compile_grammar(const Grammar& grammar,
+                                                       std::shared_ptr<const TokenVocabulary> vocab,
+                                                       const GrammarLimits& limits) {
+  if (grammar.rules.empty()) throw GrammarError("empty grammar: no rule is defined");
+  if (grammar.start >= grammar.rules.size()) throw GrammarError("start rule out of range");
+  if (grammar.rules.size() > limits.max_rules)
+    throw GrammarError("grammar too large: more than " + std::to_string(limits.max_rules) + " rules");
+  for (const GrammarRule& r : grammar.rules)
+    if (!r.defined) throw GrammarError("undefined rule '" + r.name + "'");
   std::unique_ptr<CompiledGrammar::Impl> impl = lower_grammar(grammar, limits);
   impl->vocab = std::move(vocab);
   return std::make_shared<const CompiledGrammar>(std::move(impl));

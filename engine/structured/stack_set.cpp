@@ -66,12 +66,26 @@ thread_local std::vector<uint32_t> tl_frames;
 void StackSet::dedup() {
   size_t n = size();
   if (n < 2) return;
-  if (n == 2) {
-    if (length(0) == length(1) &&
-        std::memcmp(begin(0), begin(1), length(0) * sizeof(uint32_t)) == 0) {
-      data_.resize(ends_[0]);
-      ends_.resize(1);
+  if (n <= 16) {
+    // Few stacks (the usual case): compact in place, no allocation.
+    size_t kept = 0, kept_end = 0, src_begin = 0;
+    for (size_t i = 0; i < n; ++i) {
+      size_t src_end = ends_[i];
+      size_t len = src_end - src_begin;
+      bool dup = false;
+      for (size_t j = 0, jb = 0; j < kept && !dup; jb = ends_[j], ++j)
+        dup = ends_[j] - jb == len &&
+              std::memcmp(data_.data() + jb, data_.data() + src_begin, len * sizeof(uint32_t)) == 0;
+      if (!dup) {
+        if (kept_end != src_begin)
+          std::memmove(data_.data() + kept_end, data_.data() + src_begin, len * sizeof(uint32_t));
+        kept_end += len;
+        ends_[kept++] = static_cast<uint32_t>(kept_end);
+      }
+      src_begin = src_end;
     }
+    data_.resize(kept_end);
+    ends_.resize(kept);
     return;
   }
   std::vector<std::pair<uint64_t, uint32_t>> keyed(n);

@@ -42,9 +42,10 @@ struct GrammarLimits {
   // Run time: the matcher keeps every parse alternative alive (ambiguous grammars fork); a
   // state with more stacks than this makes the step fail (accept_* returns false).
   size_t max_stacks = 2048;
-  // Per-grammar cache of token masks per grammar position; beyond this, masks are computed
-  // without caching (correct but slower).
-  size_t max_cached_positions = 16384;
+  // Per-grammar cache of token masks per grammar position (an entry is at most one bit per
+  // token, ~13 KB for a 100k vocabulary); beyond this, masks are computed without caching
+  // (correct but slower).
+  size_t max_cached_positions = 4096;
 };
 
 // Byte strings of a model's tokens, sorted and indexed for mask computation. Build once per

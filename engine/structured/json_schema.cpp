@@ -254,6 +254,12 @@ void SchemaConverter::charge_repeat(uint64_t count, const std::string& item, con
     throw SchemaError(path, "schema needs too large a grammar (repetition counts too high)");
 }
 
+void SchemaConverter::count_work(const std::string& path) {
+  if (++work_ > options_.max_work)
+    throw SchemaError(path, "schema too complex to convert (more than " + std::to_string(options_.max_work) +
+                                " steps of $ref/allOf expansion)");
+}
+
 std::string SchemaConverter::ws() {
   if (!options_.flexible_whitespace) return "";
   return primitive("ws");
@@ -333,6 +339,7 @@ Expr SchemaConverter::visit(const Json& schema, const std::string& path) {
     explicit DepthGuard(size_t& d) : d(d) { ++d; }
     ~DepthGuard() { --d; }
   } guard(depth_);
+  count_work(path);
 
   if (schema.is_boolean()) return schema.get<bool>() ? Expr(value_rule()) : std::nullopt;
   if (!schema.is_object()) throw SchemaError(path, "a schema must be an object or a boolean");
@@ -498,6 +505,7 @@ Json SchemaConverter::merge_properties(const Json& a, const Json& b, const std::
 Json SchemaConverter::merge(const Json& a_in, const Json& b_in, const std::string& path,
                             size_t depth) {
   if (depth > options_.max_depth) throw SchemaError(path, "allOf nested too deeply");
+  count_work(path);
   Json a = inline_ref(a_in, path, depth);
   Json b = inline_ref(b_in, path, depth);
   if (a.is_boolean()) return a.get<bool>() ? b : a;

@@ -59,6 +59,9 @@ struct SchemaOptions {
   uint32_t max_repeat = 10000;        // largest count in {m,n} (maxLength, maxItems, ...)
   uint64_t max_expanded_cost = 400000;  // estimate of grammar elements after expanding {m,n}
   size_t max_depth = 64;              // schema nesting / $ref inlining depth
+  // Schema nodes visited plus allOf merges done: bounds the conversion time of schemas whose
+  // $ref/allOf inlining multiplies (a chain of allOf of two refs doubles at each link).
+  uint64_t max_work = 200000;
 };
 
 // The schema as a complete GBNF grammar with start rule `root`. Throws SchemaError.

@@ -76,6 +76,8 @@ class SchemaConverter {
   size_t grammar_bytes_ = 0;
   uint64_t expanded_cost_ = 0;
   size_t depth_ = 0;
+  uint64_t work_ = 0;
+  void count_work(const std::string& path);
   bool nested_ids_ = false;  // a subschema has its own $id: refs may be relative to it
 };
 

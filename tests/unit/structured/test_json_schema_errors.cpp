@@ -4,6 +4,7 @@
 // converts also compiles.
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <random>
 
 #include "engine/structured/json_schema.h"
@@ -112,6 +113,23 @@ TEST_CASE("size limits: grammar bytes, nesting depth, expansion") {
     wide["properties"][name] = {{"type", "array"}, {"items", {{"type", "string"}, {"maxLength", 9000}}}, {"maxItems", 5000}};
   }
   CHECK_THROWS_WITH(json_schema_to_gbnf(wide), Catch::Contains("too large a grammar"));
+}
+
+TEST_CASE("work bound: $ref inlining that doubles at each link") {
+  Json schema = {{"$defs", Json::object()}};
+  for (int i = 0; i < 40; ++i) {
+    std::string next = "#/$defs/d";
+    next += std::to_string(i + 1);
+    // Both branches carry keywords beside $ref, so both inline the next link.
+    std::string name = "d";
+    name += std::to_string(i);
+    schema["$defs"][name] = {{"anyOf", {{{"$ref", next}, {"minimum", -i}}, {{"$ref", next}, {"maximum", 1000 + i}}}}};
+  }
+  schema["$defs"]["d40"] = {{"type", "integer"}};
+  schema["$ref"] = "#/$defs/d0";
+  auto start = std::chrono::steady_clock::now();
+  CHECK_THROWS_WITH(json_schema_to_gbnf(schema), Catch::Contains("too complex"));
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(5));
 }
 
 TEST_CASE("annotations and unknown words are ignored") {

@@ -1,6 +1,7 @@
 // Internal to the JSON Schema converter: the SchemaConverter class shared by json_schema.cpp
-// (dispatch, $ref, allOf/anyOf/oneOf, enum/const, rule table), json_schema_objects.cpp
-// (objects, arrays) and json_schema_scalars.cpp (strings, formats, numbers).
+// (dispatch, enum/const, rule table), json_schema_combinators.cpp ($ref, allOf, anyOf/oneOf),
+// json_schema_objects.cpp (objects, arrays), json_schema_scalars.cpp (strings, numbers) and
+// json_schema_formats.cpp (string formats).
 #pragma once
 
 #include <map>
@@ -27,13 +28,26 @@ std::string repeat_suffix(uint64_t min, std::optional<uint64_t> max);
 // JSON pointer token escaping (~ -> ~0, / -> ~1).
 std::string pointer_escape(const std::string& name);
 
+// Keyword classes: annotations (ignored: title, description, ..., and words that are no
+// keyword of any draft) versus supported and refused keywords.
+bool is_annotation(const std::string& key);
+// True when the schema has keywords besides annotations and those listed in `except`.
+bool has_assertions(const Json& schema, std::initializer_list<const char*> except = {});
+inline constexpr const char* kAllTypes[] = {"null", "boolean", "object", "array", "number", "string"};
+bool json_type_matches(const Json& value, const std::string& type);
+std::string type_of_value(const Json& value);
+// The `type` keyword as a set (all types when absent); throws SchemaError on unknown names.
+std::set<std::string> declared_types(const Json& schema, const std::string& path);
+// Whether two type sets share a value ("integer" lies inside "number").
+bool types_overlap(const std::set<std::string>& a, const std::set<std::string>& b);
+
 class SchemaConverter {
  public:
   SchemaConverter(const Json& root, const SchemaOptions& options);
   std::string convert();                 // the whole grammar, `root` first
   std::string object_only_grammar();     // json_object_gbnf
 
-  // ---- json_schema.cpp ----
+  // ---- json_schema.cpp (and json_schema_combinators.cpp for $ref / allOf / anyOf / oneOf) ----
   Expr visit(const Json& schema, const std::string& path);
   std::string add_rule(const std::string& hint, const std::string& body);
   std::string ws();                      // "" (compact) or "ws"
@@ -50,6 +64,15 @@ class SchemaConverter {
   // ---- json_schema_scalars.cpp ----
   Expr build_string(const Json& schema, const std::string& path);
   Expr build_number(const Json& schema, const std::string& path, bool integer_only);
+
+  // ---- json_schema_formats.cpp ----
+  struct FormatRule {
+    std::string rule;  // rule name matching the string's characters (quotes excluded)
+    uint64_t min_len;  // length range of what it matches, in characters
+    std::optional<uint64_t> max_len;
+  };
+  // Registers the format's rules; nullopt for a format not supported.
+  std::optional<FormatRule> format_rule(const std::string& name);
 
  private:
   Expr visit_ref(const Json& schema, const std::string& path);

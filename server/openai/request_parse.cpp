@@ -33,10 +33,6 @@ constexpr size_t kMaxJsonDepth = 64;
 
 }  // namespace
 
-bool json_depth_exceeds(const std::string& text, size_t max_depth) {
-  return json_depth(text) > max_depth;
-}
-
 RequestJson parse_json_body(const std::string& body) {
   if (json_depth(body) > kMaxJsonDepth)
     throw ApiError(400, "The JSON body is nested more than " + std::to_string(kMaxJsonDepth) +

@@ -25,10 +25,6 @@ using RequestJson = nlohmann::ordered_json;
 // such default: it runs until the model stops or the context is full.)
 constexpr int kCompletionDefaultMaxTokens = 16;
 
-// Whether the arrays/objects in the JSON text `text` nest more than `max_depth` levels deep
-// (a cheap scan, before parsing: copying or rendering deep values recurses).
-bool json_depth_exceeds(const std::string& text, size_t max_depth);
-
 // Parses a request body; a syntax error, nesting deeper than 64 levels or a non-object
 // becomes a 400 ApiError.
 RequestJson parse_json_body(const std::string& body);

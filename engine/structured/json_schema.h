@@ -1,0 +1,78 @@
+// JSON Schema -> GBNF grammar text (llama.cpp dialect, start rule `root`), plus the small
+// grammars the server needs for response_format json_object and vLLM guided_choice.
+//
+// The grammar accepts a subset of the instances the schema accepts, written compactly (or with
+// bounded whitespace, see SchemaOptions) and with object properties in the order `properties`
+// lists them (then required names not listed there, then additional properties). A keyword
+// the converter cannot enforce throws SchemaError naming it, so nothing it generates is ever
+// rejected by a validator. Annotations (title, description, examples, default, $schema, $id,
+// $comment, deprecated, readOnly, writeOnly) and words that are no keyword of any draft
+// (vendor extensions such as "x-foo"; the spec treats unknown keywords as annotations) are
+// ignored; keywords of some draft that are not enforced here (not, if/then/else, contains,
+// multipleOf, patternProperties, propertyNames, dependencies, unevaluated*, nullable, ...)
+// are refused.
+//
+// Supported: type (incl. unions, "integer" vs "number"), properties, required,
+// additionalProperties (true / false / schema; absent = true as the spec says), items,
+// prefixItems, draft-7 tuple `items` + additionalItems, minItems, maxItems, uniqueItems (false,
+// or true when maxItems <= 1), enum, const, anyOf, oneOf (branches must be provably
+// disjoint), allOf (merged), $ref to local JSON pointers (#, #/$defs/..,
+// #/definitions/.., recursive too), minLength, maxLength, pattern, format (date, time,
+// date-time, email, hostname, ipv4, uuid, uri), minimum / maximum / exclusiveMinimum /
+// exclusiveMaximum, minProperties, maxProperties.
+//
+// Property order: pass the schema as nlohmann::ordered_json (parse with
+// nlohmann::ordered_json::parse) so `properties` keeps the order it was written in; a plain
+// nlohmann::json sorts keys alphabetically, and converting it gives that order.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace pagoda::structured {
+
+// The schema uses something the converter refuses, is malformed, accepts no value, or needs a
+// grammar above the size limits. `path` is the JSON pointer of the offending keyword inside
+// the schema (e.g. "/properties/foo/pattern"); what() names the keyword and the reason.
+struct SchemaError : std::runtime_error {
+  SchemaError(std::string path, const std::string& message)
+      : std::runtime_error(path.empty() ? message : path + ": " + message),
+        path(std::move(path)) {}
+  std::string path;
+};
+
+struct SchemaOptions {
+  // false: compact JSON (no whitespace at all). true: up to a newline plus 20 spaces/tabs of
+  // indentation, or one space, between tokens (bounded, so a model cannot spin on spaces).
+  bool flexible_whitespace = false;
+  // Draft-7 and earlier: keywords next to $ref are ignored (draft 2019-09+ applies them).
+  // Also turned on by a root `$schema` naming draft-04/06/07.
+  bool ref_ignores_siblings = false;
+  // Size bounds; beyond them SchemaError (a 400) rather than a grammar that stalls compilation.
+  size_t max_grammar_bytes = 512 * 1024;
+  uint32_t max_repeat = 10000;        // largest count in {m,n} (maxLength, maxItems, ...)
+  uint64_t max_expanded_cost = 400000;  // estimate of grammar elements after expanding {m,n}
+  size_t max_depth = 64;              // schema nesting / $ref inlining depth
+  // Schema nodes visited plus allOf merges done: bounds the conversion time of schemas whose
+  // $ref/allOf inlining multiplies (a chain of allOf of two refs doubles at each link).
+  uint64_t max_work = 200000;
+};
+
+// The schema as a complete GBNF grammar with start rule `root`. Throws SchemaError.
+std::string json_schema_to_gbnf(const nlohmann::ordered_json& schema,
+                                const SchemaOptions& options = {});
+
+// Any JSON object (response_format {"type": "json_object"}).
+std::string json_object_gbnf(const SchemaOptions& options = {});
+
+// Exactly one of the given strings, verbatim (vLLM guided_choice). Throws SchemaError when
+// the list is empty.
+std::string choice_gbnf(const std::vector<std::string>& choices);
+
+}  // namespace pagoda::structured

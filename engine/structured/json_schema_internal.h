@@ -1,0 +1,107 @@
+// Internal to the JSON Schema converter: the SchemaConverter class shared by json_schema.cpp
+// (dispatch, enum/const, rule table), json_schema_combinators.cpp ($ref, allOf, anyOf/oneOf),
+// json_schema_objects.cpp (objects, arrays), json_schema_scalars.cpp (strings, numbers) and
+// json_schema_formats.cpp (string formats).
+#pragma once
+
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "engine/structured/json_schema.h"
+
+namespace pagoda::structured::schema_detail {
+
+using Json = nlohmann::ordered_json;
+// A GBNF expression; nullopt where the schema accepts no value at all (e.g. `false`).
+using Expr = std::optional<std::string>;
+
+// Joins GBNF pieces with spaces, skipping empty ones.
+std::string seq(std::initializer_list<std::string> pieces);
+// "( a | b )" of the non-empty alternatives (a lone one is returned as is); nullopt if none.
+Expr alternatives(const std::vector<std::string>& alts);
+// GBNF repetition suffix for min..max (max nullopt = unbounded): "*", "+", "?", "{m}", "{m,}",
+// "{m,n}"; "" for exactly one.
+std::string repeat_suffix(uint64_t min, std::optional<uint64_t> max);
+// JSON pointer token escaping (~ -> ~0, / -> ~1).
+std::string pointer_escape(const std::string& name);
+
+// Keyword classes: annotations (ignored: title, description, ..., and words that are no
+// keyword of any draft) versus supported and refused keywords.
+bool is_annotation(const std::string& key);
+// True when the schema has keywords besides annotations and those listed in `except`.
+bool has_assertions(const Json& schema, std::initializer_list<const char*> except = {});
+inline constexpr const char* kAllTypes[] = {"null", "boolean", "object", "array", "number", "string"};
+bool json_type_matches(const Json& value, const std::string& type);
+std::string type_of_value(const Json& value);
+// The `type` keyword as a set (all types when absent); throws SchemaError on unknown names.
+std::set<std::string> declared_types(const Json& schema, const std::string& path);
+// Whether two type sets share a value ("integer" lies inside "number").
+bool types_overlap(const std::set<std::string>& a, const std::set<std::string>& b);
+
+class SchemaConverter {
+ public:
+  SchemaConverter(const Json& root, const SchemaOptions& options);
+  std::string convert();                 // the whole grammar, `root` first
+  std::string object_only_grammar();     // json_object_gbnf
+
+  // ---- json_schema.cpp (and json_schema_combinators.cpp for $ref / allOf / anyOf / oneOf) ----
+  Expr visit(const Json& schema, const std::string& path);
+  std::string add_rule(const std::string& hint, const std::string& body);
+  std::string ws();                      // "" (compact) or "ws"
+  std::string sep();                     // between members / items
+  std::string value_rule();              // any JSON value
+  std::string primitive(const std::string& name);  // json-string, json-number, json-char ...
+  void charge_repeat(uint64_t count, const std::string& item, const std::string& path);
+  const SchemaOptions& options() const { return options_; }
+
+  // ---- json_schema_objects.cpp ----
+  Expr build_object(const Json& schema, const std::string& path);
+  Expr build_array(const Json& schema, const std::string& path);
+
+  // ---- json_schema_scalars.cpp ----
+  Expr build_string(const Json& schema, const std::string& path);
+  Expr build_number(const Json& schema, const std::string& path, bool integer_only);
+
+  // ---- json_schema_formats.cpp ----
+  struct FormatRule {
+    std::string rule;  // rule name matching the string's characters (quotes excluded)
+    uint64_t min_len;  // length range of what it matches, in characters
+    std::optional<uint64_t> max_len;
+  };
+  // Registers the format's rules; nullopt for a format not supported.
+  std::optional<FormatRule> format_rule(const std::string& name);
+
+ private:
+  Expr visit_ref(const Json& schema, const std::string& path);
+  Expr visit_enum(const Json& schema, const std::string& path);
+  Expr visit_branches(const Json& schema, const std::string& key, const std::string& path);
+  std::string literal(const Json& value);
+  const Json& resolve_ref(const std::string& ref, const std::string& path);
+  Json inline_ref(const Json& schema, const std::string& path, size_t depth);
+  Json merge(const Json& a, const Json& b, const std::string& path, size_t depth);
+  Json merge_properties(const Json& a, const Json& b, const std::string& path, size_t depth);
+  bool provably_disjoint(const Json& a, const Json& b, const std::string& path);
+  std::set<std::string> value_types(const Json& schema, const std::string& path, size_t depth);
+  void check_keywords(const Json& schema, const std::string& path);
+  std::string fresh_name(const std::string& hint);
+
+  const Json& root_;
+  SchemaOptions options_;
+  std::vector<std::pair<std::string, std::string>> rules_;  // name, body in output order
+  std::map<std::string, std::string> name_by_body_;
+  std::set<std::string> used_names_;
+  std::map<std::string, std::string> ref_rules_;  // $ref string -> rule name
+  std::set<std::string> refs_in_progress_;        // being compiled: a cycle reaches them
+  std::set<std::string> primitives_;
+  size_t grammar_bytes_ = 0;
+  uint64_t expanded_cost_ = 0;
+  size_t depth_ = 0;
+  uint64_t work_ = 0;
+  void count_work(const std::string& path);
+  bool nested_ids_ = false;  // a subschema has its own $id: refs may be relative to it
+};
+
+}  // namespace pagoda::structured::schema_detail

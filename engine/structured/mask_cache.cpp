@@ -1,0 +1,215 @@
+// Token masks per parse stack through the per-grammar adaptive cache (see mask_cache.h), and
+// compile_gbnf / CompiledGrammar, which own that cache.
+#include "engine/structured/mask_cache.h"
+
+#include <algorithm>
+#include <mutex>
+
+#include "engine/structured/token_walk.h"
+
+namespace pagoda::structured {
+
+WalkScratch& walk_scratch() {
+  thread_local WalkScratch scratch;
+  return scratch;
+}
+
+namespace {
+uint64_t hash_stack_set(const StackSet& s) {
+  uint64_t h = 1469598103934665603ull ^ s.size();
+  for (size_t i = 0; i < s.size(); ++i) {
+    h = (h ^ (0x9E3779B97F4A7C15ull + s.length(i))) * 1099511628211ull;
+    const uint32_t* f = s.begin(i);
+    for (size_t j = 0; j < s.length(i); ++j) h = (h ^ f[j]) * 1099511628211ull;
+  }
+  return h;
+}
+}  // namespace
+
+int32_t InternedStates::intern(const StackSet& s) {
+  uint64_t h = hash_stack_set(s);
+  auto it = by_hash_.find(h);
+  if (it != by_hash_.end())
+    for (int32_t id : it->second)
+      if (states_[id] == s) return id;
+  if (states_.size() >= max_states_) return -1;
+  states_.push_back(s);
+  hashes_.push_back(h);
+  by_hash_[h].push_back(static_cast<int32_t>(states_.size() - 1));
+  transitions_.resize(states_.size() * 256, kUnknown);
+  return static_cast<int32_t>(states_.size() - 1);
+}
+
+void InternedStates::restart(std::vector<int32_t>& keep, size_t count) {
+  std::vector<StackSet> kept;
+  for (size_t i = 0; i < count; ++i) kept.push_back(states_[keep[i]]);
+  states_.clear();
+  hashes_.clear();
+  by_hash_.clear();
+  transitions_.clear();
+  size_t cap = max_states_;
+  max_states_ = std::max(cap, count + 1);  // the kept path always fits, and one more state
+  for (size_t i = 0; i < count; ++i) keep[i] = intern(kept[i]);
+  max_states_ = std::max(cap, count + 1);
+}
+
+int32_t InternedStates::step(const CompiledGrammar::Impl& g, int32_t state, uint8_t byte,
+                             const StepLimits& limits) {
+  int32_t& memo = transitions_[static_cast<size_t>(state) * 256 + byte];
+  if (memo != kUnknown) return memo;
+  if (!advance_byte(g, states_[state], byte, scratch_, limits)) return memo = kOverflow;
+  if (scratch_.empty()) return memo = kDead;
+  bool left = scratch_.remove_empty();
+  int32_t id = intern(scratch_);
+  if (id < 0) return kTableFull;
+  // `memo` may dangle after intern() grew the table.
+  return transitions_[static_cast<size_t>(state) * 256 + byte] = (id << 1) | (left ? 1 : 0);
+}
+
+namespace {
+
+StepLimits step_limits(const CompiledGrammar::Impl& g) {
+  StepLimits l;
+  l.max_stacks = g.limits.max_stacks;
+  return l;
+}
+
+void set_ids(const TokenVocabulary::Impl& v, uint32_t u, uint32_t* bits) {
+  for (uint32_t i = v.ids_begin[u]; i < v.ids_begin[u + 1]; ++i) {
+    auto id = static_cast<uint32_t>(v.ids[i]);
+    bits[id >> 5] |= 1u << (id & 31);
+  }
+}
+
+std::shared_ptr<const MaskEntry> compute_entry(const CompiledGrammar::Impl& g,
+                                               const std::vector<uint32_t>& key) {
+  const TokenVocabulary::Impl& v = g.vocab->impl();
+  bool full = key[0] != 0;
+  StackSet start;
+  start.push(key.data() + 1, key.size() - 1);
+  auto entry = std::make_shared<MaskEntry>();
+  std::vector<uint32_t> accepted;
+  walk_all_tokens(g, v, start, !full, step_limits(g),
+              [&](size_t b, size_t e, TokenVerdict verdict) {
+                if (verdict == TokenVerdict::Accept) {
+                  for (size_t u = b; u < e; ++u) accepted.push_back(static_cast<uint32_t>(u));
+                } else if (verdict == TokenVerdict::Dependent) {
+                  for (size_t u = b; u < e; ++u) entry->dependent.push_back(static_cast<uint32_t>(u));
+                }
+              });
+  size_t n_ids = 0;
+  for (uint32_t u : accepted) n_ids += v.ids_begin[u + 1] - v.ids_begin[u];
+  if (n_ids < v.words) {
+    for (uint32_t u : accepted)
+      for (uint32_t i = v.ids_begin[u]; i < v.ids_begin[u + 1]; ++i)
+        entry->accepted_ids.push_back(v.ids[i]);
+  } else {
+    entry->accepted_bits.assign(v.words, 0);
+    for (uint32_t u : accepted) set_ids(v, u, entry->accepted_bits.data());
+  }
+  return entry;
+}
+
+}  // namespace
+
+void stack_key(const CompiledGrammar::Impl& g, const uint32_t* f, size_t n,
+               std::vector<uint32_t>& key) {
+  size_t lo = n - 1;
+  bool open = g.nullable_from[g.nodes[f[n - 1]].element + 1] != 0;
+  while (open && lo > 0) {
+    --lo;
+    open = g.nullable_from[f[lo]] != 0;
+  }
+  key.clear();
+  key.push_back(lo == 0 ? 1u : 0u);
+  key.insert(key.end(), f + lo, f + n);
+}
+
+std::shared_ptr<const MaskEntry> mask_entry(const CompiledGrammar::Impl& g,
+                                            const std::vector<uint32_t>& key) {
+  {
+    std::shared_lock lock(g.cache_mutex);
+    auto it = g.mask_cache.find(key);
+    if (it != g.mask_cache.end()) return it->second;
+  }
+  std::shared_ptr<const MaskEntry> entry = compute_entry(g, key);
+  std::unique_lock lock(g.cache_mutex);
+  if (g.mask_cache.size() >= g.limits.max_cached_positions) return entry;
+  auto [it, inserted] = g.mask_cache.try_emplace(key, entry);
+  return it->second;
+}
+
+void add_stack_mask(const CompiledGrammar::Impl& g, const uint32_t* f, size_t n, uint32_t* bits,
+                    std::vector<uint32_t>* last_key) {
+  const TokenVocabulary::Impl& v = g.vocab->impl();
+  thread_local std::vector<uint32_t> key;
+  stack_key(g, f, n, key);
+  std::shared_ptr<const MaskEntry> entry = mask_entry(g, key);
+  // Stacks sharing a key share its accepted tokens: OR them once.
+  bool same_key = last_key && *last_key == key;
+  if (!same_key) {
+    if (!entry->accepted_bits.empty()) {
+      const uint32_t* a = entry->accepted_bits.data();
+      for (size_t w = 0; w < v.words; ++w) bits[w] |= a[w];
+    } else {
+      for (int32_t id : entry->accepted_ids)
+        bits[static_cast<uint32_t>(id) >> 5] |= 1u << (static_cast<uint32_t>(id) & 31);
+    }
+    if (last_key) *last_key = key;
+  }
+  if (entry->dependent.empty()) return;
+  if (key[0] != 0) return;  // a key covering the whole stack has nothing below it
+  // The dependent tokens not yet allowed, walked from the full stack.
+  thread_local std::vector<uint32_t> todo;
+  todo.clear();
+  for (uint32_t u : entry->dependent) {
+    auto id = static_cast<uint32_t>(v.ids[v.ids_begin[u]]);
+    if (!(bits[id >> 5] & (1u << (id & 31)))) todo.push_back(u);
+  }
+  if (todo.empty()) return;
+  StackSet start;
+  start.push(f, n);
+  walk_tokens(g, v, start, /*local=*/false, todo.data(), todo.size(), step_limits(g),
+              [&](size_t b, size_t e, TokenVerdict verdict) {
+                if (verdict != TokenVerdict::Accept) return;
+                for (size_t k = b; k < e; ++k) set_ids(v, todo[k], bits);
+              });
+}
+
+// ---- CompiledGrammar ------------------------------------------------------------------------
+
+CompiledGrammar::CompiledGrammar(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+CompiledGrammar::~CompiledGrammar() = default;
+const std::shared_ptr<const TokenVocabulary>& CompiledGrammar::vocabulary() const {
+  return impl_->vocab;
+}
+size_t CompiledGrammar::rule_count() const { return impl_->rules.size(); }
+size_t CompiledGrammar::element_count() const { return impl_->elements.size(); }
+size_t CompiledGrammar::cached_positions() const {
+  std::shared_lock lock(impl_->cache_mutex);
+  return impl_->mask_cache.size();
+}
+
+std::shared_ptr<const CompiledGrammar> compile_gbnf(std::string_view text,
+                                                    std::shared_ptr<const TokenVocabulary> vocab,
+                                                    const GrammarLimits& limits,
+                                                    std::string_view start_rule) {
+  Grammar grammar = parse_gbnf(text, limits, start_rule);
+  return compile_grammar(grammar, std::move(vocab), limits);
+}
+
+std::shared_ptr<const CompiledGrammar> compile_grammar(const Grammar& grammar,
+                                                       std::shared_ptr<const TokenVocabulary> vocab,
+                                                       const GrammarLimits& limits) {
+  if (grammar.rules.empty()) throw GrammarError("empty grammar: no rule is defined");
+  if (grammar.start >= grammar.rules.size()) throw GrammarError("start rule out of range");
+  if (grammar.rules.size() > limits.max_rules)
+    throw GrammarError("grammar too large: more than " + std::to_string(limits.max_rules) + " rules");
+  for (const GrammarRule& r : grammar.rules)
+    if (!r.defined) throw GrammarError("undefined rule '" + r.name + "'");
+  std::unique_ptr<CompiledGrammar::Impl> impl = lower_grammar(grammar, limits);
+  impl->vocab = std::move(vocab);
+  return std::make_shared<const CompiledGrammar>(std::move(impl));
+}
+
+}  // namespace pagoda::structured

@@ -1,0 +1,27 @@
+// Internal: the vocabulary index used by mask computation. The distinct byte strings of the
+// grammar-eligible tokens (not special, not EOG, not empty) sorted bytewise, so tokens sharing a
+// prefix are adjacent and a walk can reuse the parse state of the common prefix and skip every
+// token under a rejected prefix at once.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "engine/structured/structured.h"
+
+namespace pagoda::structured {
+
+struct TokenVocabulary::Impl {
+  std::vector<std::string> token_bytes;   // by token id
+  std::vector<uint8_t> eog, special;      // by token id
+  std::vector<int32_t> eog_ids;
+  std::vector<std::string> unique;        // sorted distinct byte strings of eligible tokens
+  std::vector<uint32_t> lcp;              // lcp[u]: common prefix length of unique[u-1], unique[u]
+  std::vector<uint32_t> ids_begin;        // ids of unique[u]: ids[ids_begin[u] .. ids_begin[u+1])
+  std::vector<int32_t> ids;
+  std::vector<int32_t> unique_of_id;      // by token id: index into unique, -1 when ineligible
+  uint32_t first_byte_begin[257] = {};    // unique strings starting with byte b: [fbb[b], fbb[b+1])
+  size_t words = 0;                       // mask words
+};
+
+}  // namespace pagoda::structured

@@ -1,0 +1,193 @@
+// Internal: one walk over a sorted list of vocabulary strings from a parse state, classifying
+// each token as accepted, rejected, or (for a walk confined to a few top stack frames)
+// dependent on the frames below. Tokens sharing a prefix reuse its parse state, and every
+// token under a prefix that fails is classified in one go without being walked.
+#pragma once
+
+#include <cstring>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/structured/stack_set.h"
+#include "engine/structured/token_vocabulary.h"
+
+namespace pagoda::structured {
+
+enum class TokenVerdict : uint8_t { Accept, Dependent, Reject };
+
+struct WalkScratch {
+  std::vector<StackSet> levels;    // levels[d]: live stacks after d bytes of the current token
+  std::vector<uint8_t> exited;     // exited[d]: the scope was left within the first d bytes
+};
+WalkScratch& walk_scratch();
+
+// Walks unique strings list[0, n) (ascending indices into v.unique; list == nullptr: all of
+// them, n == v.unique.size()) from `start` (live stacks only). `local`: the stacks are the top
+// frames of longer stacks, and a stack emptied means the scope was left (the rest of the token
+// then depends on the frames below: Dependent); otherwise an emptied stack is the grammar's end.
+// Calls on_run(k_begin, k_end, verdict) for consecutive list positions sharing a verdict.
+template <class OnRun>
+void walk_tokens(const CompiledGrammar::Impl& g, const TokenVocabulary::Impl& v,
+                 const StackSet& start, bool local, const uint32_t* list, size_t n,
+                 const StepLimits& limits, OnRun&& on_run) {
+  WalkScratch& ws = walk_scratch();
+  if (ws.levels.empty()) ws.levels.resize(1);
+  ws.levels[0] = start;
+  if (ws.exited.empty()) ws.exited.resize(1);
+  ws.exited[0] = 0;
+  size_t valid = 0;            // levels[0..valid] hold the states of prev's prefix
+  const std::string* prev = nullptr;
+  size_t k = 0;
+  for (size_t guard = 0; k < n && guard <= n; ++guard) {
+    uint32_t u = list ? list[k] : static_cast<uint32_t>(k);
+    const std::string& s = v.unique[u];
+    size_t l = 0;
+    if (prev) {
+      if (!list) {
+        l = v.lcp[u];
+      } else {
+        size_t m = std::min(prev->size(), s.size());
+        while (l < m && (*prev)[l] == s[l]) ++l;
+      }
+    }
+    size_t d = std::min(l, valid);
+    if (ws.levels.size() < s.size() + 1) {
+      ws.levels.resize(s.size() + 1);
+      ws.exited.resize(s.size() + 1);
+    }
+    size_t fail = SIZE_MAX;
+    bool overflow = false;
+    for (; d < s.size(); ++d) {
+      StackSet& next = ws.levels[d + 1];
+      if (!advance_byte(g, ws.levels[d], static_cast<uint8_t>(s[d]), next, limits)) {
+        overflow = true;
+        fail = d;
+        break;
+      }
+      if (next.empty()) {
+        fail = d;
+        break;
+      }
+      bool left = next.remove_empty();
+      ws.exited[d + 1] = ws.exited[d] || (local && left);
+    }
+    prev = &s;
+    if (fail == SIZE_MAX) {
+      valid = s.size();
+      on_run(k, k + 1, TokenVerdict::Accept);
+      ++k;
+      continue;
+    }
+    valid = fail;
+    // A step that hit a limit cannot be trusted either way: let the full check decide (local)
+    // or refuse the token (full).
+    TokenVerdict verdict = (overflow ? local : ws.exited[fail] != 0) ? TokenVerdict::Dependent
+                                                                      : TokenVerdict::Reject;
+    size_t end = k + 1;
+    size_t shared = fail + 1;  // every later token with this prefix fails the same way
+    if (overflow) {
+      // only this token
+    } else if (!list) {
+      if (fail == 0) end = v.first_byte_begin[static_cast<uint8_t>(s[0]) + 1];
+      else
+        while (end < n && v.lcp[end] >= shared) ++end;
+    } else {
+      while (end < n) {
+        const std::string& t = v.unique[list[end]];
+        if (t.size() < shared || std::memcmp(t.data(), s.data(), shared) != 0) break;
+        ++end;
+      }
+    }
+    if (end > k + 1 && list == nullptr) prev = &v.unique[end - 1];
+    else if (end > k + 1) prev = &v.unique[list[end - 1]];
+    on_run(k, end, verdict);
+    k = end;
+  }
+}
+
+}  // namespace pagoda::structured
+
+namespace pagoda::structured {
+
+// The states a walk of the whole vocabulary passes through, interned, with their byte
+// transitions memoized: most tokens revisit a handful of states (inside a string every
+// character leads back to the same one), so after the first visits a token costs a table
+// lookup per byte. Capped; past the cap transitions are computed but not stored.
+class InternedStates {
+ public:
+  static constexpr int32_t kDead = -1;       // no stack accepts the byte
+  static constexpr int32_t kOverflow = -3;   // a StepLimits limit was hit
+  static constexpr int32_t kTableFull = -4;  // no room for the new state: call restart()
+  explicit InternedStates(size_t max_states) : max_states_(max_states) {}
+  int32_t intern(const StackSet& s);
+  // Transition result: kDead, kOverflow, or (state id << 1) | (a stack emptied on the way).
+  int32_t step(const CompiledGrammar::Impl& g, int32_t state, uint8_t byte, const StepLimits& limits);
+  bool has_live(int32_t state) const { return states_[state].has_live(); }
+  // Empties the table but for the states in `keep`, renumbered in place.
+  void restart(std::vector<int32_t>& keep, size_t count);
+
+ private:
+  static constexpr int32_t kUnknown = -2;
+  size_t max_states_;
+  std::vector<StackSet> states_;
+  std::vector<uint64_t> hashes_;
+  std::unordered_map<uint64_t, std::vector<int32_t>> by_hash_;
+  std::vector<int32_t> transitions_;  // 256 per state
+  StackSet scratch_;
+};
+
+// Same contract as walk_tokens over every unique string (list == nullptr), with interned
+// states; for the per-key cache walks.
+template <class OnRun>
+void walk_all_tokens(const CompiledGrammar::Impl& g, const TokenVocabulary::Impl& v,
+                     const StackSet& start, bool local, const StepLimits& limits, OnRun&& on_run) {
+  InternedStates states(4096);
+  std::vector<int32_t> at(1, states.intern(start));  // at[d]: state after d bytes
+  std::vector<uint8_t> exited(1, 0);
+  size_t n = v.unique.size();
+  size_t valid = 0;
+  size_t k = 0;
+  for (size_t guard = 0; k < n && guard <= n; ++guard) {
+    const std::string& s = v.unique[k];
+    size_t d = std::min<size_t>(k ? v.lcp[k] : 0, valid);
+    if (at.size() < s.size() + 1) {
+      at.resize(s.size() + 1);
+      exited.resize(s.size() + 1);
+    }
+    size_t fail = SIZE_MAX;
+    bool overflow = false;
+    for (; d < s.size(); ++d) {
+      int32_t t = states.step(g, at[d], static_cast<uint8_t>(s[d]), limits);
+      if (t == InternedStates::kTableFull) {
+        states.restart(at, d + 1);
+        t = states.step(g, at[d], static_cast<uint8_t>(s[d]), limits);
+      }
+      if (t < 0) {
+        overflow = t == InternedStates::kOverflow;
+        fail = d;
+        break;
+      }
+      at[d + 1] = t >> 1;
+      exited[d + 1] = exited[d] || (local && (t & 1));
+    }
+    if (fail == SIZE_MAX) {
+      valid = s.size();
+      on_run(k, k + 1, TokenVerdict::Accept);
+      ++k;
+      continue;
+    }
+    valid = fail;
+    TokenVerdict verdict = (overflow ? local : exited[fail] != 0) ? TokenVerdict::Dependent
+                                                                   : TokenVerdict::Reject;
+    size_t end = k + 1;
+    if (!overflow) {
+      if (fail == 0) end = v.first_byte_begin[static_cast<uint8_t>(s[0]) + 1];
+      else
+        while (end < n && v.lcp[end] >= fail + 1) ++end;
+    }
+    on_run(k, end, verdict);
+    k = end;
+  }
+}
+
+}  // namespace pagoda::structured

@@ -1,0 +1,163 @@
+// GBNF parsing: the accepted dialect, matching of what it describes, and the errors (with
+// line:column) for malformed or oversized grammars.
+#include <catch2/catch.hpp>
+
+#include "engine/structured/grammar_ir.h"
+#include "tests/unit/structured/structured_test_util.h"
+
+using namespace structured_test;
+
+namespace {
+
+std::string error_of(const std::string& gbnf, const GrammarLimits& limits = {}) {
+  try {
+    compile_gbnf(gbnf, nullptr, limits);
+  } catch (const GrammarError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("GBNF literals, escapes and classes", "[structured]") {
+  CHECK(full_match(R"(root ::= "abc")", "abc"));
+  CHECK_FALSE(full_match(R"(root ::= "abc")", "ab"));
+  CHECK_FALSE(full_match(R"(root ::= "abc")", "abcd"));
+  CHECK(full_match(R"(root ::= "a\nb\t\r\\\"\[\]")", "a\nb\t\r\\\"[]"));
+  CHECK(full_match(R"(root ::= "\x41\u00e9\U0001F600")", "A\xC3\xA9\xF0\x9F\x98\x80"));
+  CHECK(full_match(R"(root ::= [a-z_]+)", "hello_x"));
+  CHECK_FALSE(full_match(R"(root ::= [a-z_]+)", "Hello"));
+  CHECK(full_match(R"(root ::= [^"\\]*)", "any thing, é 日本"));
+  CHECK_FALSE(full_match(R"(root ::= [^"\\]*)", "a\"b"));
+  CHECK(full_match(R"(root ::= . . .)", "a\xC3\xA9\n"));
+  CHECK(full_match(R"(root ::= [\x00-\x1F])", std::string(1, '\0')));
+  CHECK(full_match(R"(root ::= "")", ""));
+  CHECK(full_match(R"(root ::= [-a])", "-"));
+  CHECK(full_match(R"(root ::= [a-])", "-"));
+}
+
+TEST_CASE("GBNF rules, groups, alternation, comments and line continuation", "[structured]") {
+  const char* g = R"(
+# a comment
+root ::= greeting " " name   # trailing comment
+greeting ::= "hello" | "hi"
+name ::= ( "bob"
+         | "alice" ) "!"?
+)";
+  CHECK(full_match(g, "hello bob"));
+  CHECK(full_match(g, "hi alice!"));
+  CHECK_FALSE(full_match(g, "hey bob"));
+  const char* leading_bar = "root ::= \"a\"\n  | \"b\"\n";
+  CHECK(full_match(leading_bar, "b"));
+  const char* after_bar = "root ::= \"a\" |\n  \"b\"\n";
+  CHECK(full_match(after_bar, "b"));
+  const char* crlf = "root ::= x\r\nx ::= \"y\"\r\n";
+  CHECK(full_match(crlf, "y"));
+  // Named start rule.
+  auto g2 = compile_gbnf("a ::= \"x\"\nb ::= a a\n", nullptr, {}, "b");
+  CHECK(full_match(g2, "xx"));
+}
+
+TEST_CASE("GBNF repetition bounds", "[structured]") {
+  CHECK(full_match(R"(root ::= "a"{3})", "aaa"));
+  CHECK_FALSE(full_match(R"(root ::= "a"{3})", "aa"));
+  CHECK_FALSE(full_match(R"(root ::= "a"{3})", "aaaa"));
+  CHECK(full_match(R"(root ::= "a"{2,})", "aaaaa"));
+  CHECK_FALSE(full_match(R"(root ::= "a"{2,})", "a"));
+  CHECK(full_match(R"(root ::= "a"{1,3} "b")", "aaab"));
+  CHECK_FALSE(full_match(R"(root ::= "a"{1,3} "b")", "aaaab"));
+  CHECK(full_match(R"(root ::= "a"{,2} "b")", "b"));
+  CHECK(full_match(R"(root ::= "a"{,2} "b")", "aab"));
+  CHECK_FALSE(full_match(R"(root ::= "a"{,2} "b")", "aaab"));
+  CHECK(full_match(R"(root ::= ("ab" | "c"){2,3})", "abcab"));
+  CHECK_FALSE(full_match(R"(root ::= ("ab" | "c"){2,3})", "ab"));
+  CHECK(full_match(R"(root ::= "x"+ "y"* "z"?)", "xxyyy"));
+}
+
+TEST_CASE("GBNF errors name the place and the problem", "[structured]") {
+  CHECK(error_of("") .find("empty grammar") != std::string::npos);
+  CHECK(error_of("# only a comment\n").find("empty grammar") != std::string::npos);
+  std::string e = error_of("root ::= foo\n");
+  CHECK(e.find("undefined rule 'foo'") != std::string::npos);
+  CHECK(e.find("line 1, column 10") != std::string::npos);
+  e = error_of("root ::= ( \"a\" \n\nx ::= \"b\"\n");
+  CHECK(e.find("unbalanced parenthesis") != std::string::npos);
+  e = error_of("root ::= \"a\" )\n");
+  CHECK(e.find("unexpected ')'") != std::string::npos);
+  e = error_of("root ::= \"a\\q\"\n");
+  CHECK(e.find("bad escape") != std::string::npos);
+  CHECK(e.find("column 12") != std::string::npos);
+  CHECK(error_of("root ::= \"abc\n").find("unterminated string") != std::string::npos);
+  CHECK(error_of("root ::= [abc\n").find("unterminated character class") != std::string::npos);
+  CHECK(error_of("root ::= [z-a]\n").find("end before start") != std::string::npos);
+  CHECK(error_of("root ::= \"a\"\nroot ::= \"b\"\n").find("defined twice") != std::string::npos);
+  CHECK(error_of("x ::= \"a\"\n").find("no start rule 'root'") != std::string::npos);
+  CHECK(error_of("root = \"a\"\n").find("expected '::='") != std::string::npos);
+  CHECK(error_of("root ::= \"a\"{2,1}\n").find("n < m") != std::string::npos);
+  CHECK(error_of("root ::= \"a\"{}\n").find("empty repetition") != std::string::npos);
+  CHECK(error_of("root ::= <think>\n").find("not supported") != std::string::npos);
+  CHECK(error_of("root ::= \"a\" @\n").find("unexpected character '@'") != std::string::npos);
+  CHECK(error_of("root ::= [^\\x00-\\U0010FFFF]\n").find("matches no character") != std::string::npos);
+  // Left recursion, direct and through a nullable prefix, and a repeated empty-able group.
+  CHECK(error_of("root ::= root \"a\" | \"b\"\n").find("left recursion") != std::string::npos);
+  CHECK(error_of("root ::= x\nx ::= \"\"? y\ny ::= x \"a\"\n").find("left recursion") !=
+        std::string::npos);
+  e = error_of("root ::= (\"a\"?)*\n");
+  CHECK(e.find("left recursion") != std::string::npos);
+  CHECK(e.find("empty string") != std::string::npos);
+}
+
+TEST_CASE("GBNF size limits", "[structured]") {
+  std::string e = error_of("root ::= [0-9]{0,100000}\n");
+  CHECK(e.find("repetition count above the limit") != std::string::npos);
+  GrammarLimits small;
+  small.max_elements = 1000;
+  e = error_of("root ::= (\"abcdef\" [0-9]){0,900}\n", small);
+  CHECK(e.find("grammar too large") != std::string::npos);
+  e = error_of("root ::= \"abcdefghij\"{500}\n", small);
+  CHECK(e.find("grammar too large") != std::string::npos);
+  small = {};
+  small.max_text_bytes = 10;
+  CHECK(error_of("root ::= \"abcdefghij\"\n", small).find("limit") != std::string::npos);
+  small = {};
+  small.max_nesting = 3;
+  CHECK(error_of("root ::= ((((\"a\"))))\n", small).find("nested deeper") != std::string::npos);
+  // Nested bounded repetitions share their body: no blow-up.
+  CHECK(error_of("root ::= (((\"a\"{100}){100}){100})\n").empty());
+}
+
+TEST_CASE("GBNF IR from the parser", "[structured]") {
+  Grammar g = parse_gbnf("root ::= a \"x\"*\na ::= [^a-c]\n", GrammarLimits{}, "root");
+  REQUIRE(g.rules.size() == 2);
+  CHECK(g.rules[g.start].name == "root");
+  const Expr& body = g.rules[0].body;
+  REQUIRE(body.kind == Expr::Kind::Sequence);
+  REQUIRE(body.children.size() == 2);
+  CHECK(body.children[0].kind == Expr::Kind::RuleRef);
+  CHECK(body.children[1].kind == Expr::Kind::Repeat);
+  CHECK(body.children[1].max_count == kUnbounded);
+  CHECK(g.rules[1].body.kind == Expr::Kind::CharClass);
+  CHECK(g.rules[1].body.negated);
+}
+
+TEST_CASE("grammar IR built in code compiles like GBNF", "[structured]") {
+  Grammar g;
+  GrammarRule root;
+  root.name = "root";
+  root.defined = true;
+  root.body.kind = Expr::Kind::Repeat;
+  root.body.min_count = 1;
+  root.body.max_count = 3;
+  Expr digit;
+  digit.kind = Expr::Kind::CharClass;
+  digit.ranges.push_back({'0', '9'});
+  root.body.children.push_back(digit);
+  g.rules.push_back(root);
+  auto compiled = compile_grammar(g, nullptr);
+  CHECK(full_match(compiled, "123"));
+  CHECK_FALSE(full_match(compiled, "1234"));
+  g.rules[0].body.children[0].kind = Expr::Kind::RuleRef;
+  g.rules[0].body.children[0].rule = 7;
+  CHECK_THROWS_AS(compile_grammar(g, nullptr), GrammarError);
+}

@@ -1,6 +1,7 @@
 // Public API of grammar-constrained decoding: token vocabulary, grammar compilation (GBNF),
 // per-sequence matcher with the whole-vocabulary token mask, and a compiled-grammar cache.
-// Everything else under engine/structured/ is internal and may change.
+// Everything else under engine/structured/ is internal and may change, except grammar_ir.h
+// (the grammar IR, parse_gbnf, compile_grammar for grammars built in code).
 //
 // Typical use (server side, off the engine thread):
 //   auto vocab = TokenVocabulary::build(bytes_of_each_token, is_eog, is_special);  // once per model
@@ -157,9 +158,10 @@ class GrammarMatcher {
   std::unique_ptr<State> state_;
 };
 
-// Thread-safe, bounded LRU of compiled grammars keyed by a hash of (kind, text, start rule,
-// vocabulary identity, limits), so each distinct grammar is compiled once and its mask cache
-// is shared by all requests using it.
+// Thread-safe, bounded LRU of compiled grammars keyed by content (kind, text, start rule,
+// limits, vocabulary identity; hashed by the map, compared in full so no collision can mix
+// grammars up), so each distinct grammar is compiled once and its mask cache is shared by all
+// requests using it.
 class CompiledGrammarCache {
  public:
   explicit CompiledGrammarCache(size_t capacity = 64);

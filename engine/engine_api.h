@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -95,6 +96,25 @@ struct EngineStats {
   double forward_seconds = 0;  // of which in model.forward
 };
 
+// Structured output: what every token a request generates must spell, as the server reads it
+// from response_format, tool_choice or the peers' extensions. Plain data; compile_constraint
+// turns it into the grammar SamplingParams::grammar carries.
+struct OutputConstraint {
+  enum class Kind { JsonObject, JsonSchema, Gbnf, Regex, Choice };
+  Kind kind = Kind::JsonObject;
+  std::string source;                // JsonSchema: the schema's JSON text (key order kept);
+                                     // Gbnf: llama.cpp GBNF; Regex: ECMA subset, whole output
+  std::vector<std::string> choices;  // Choice: the output is exactly one of these
+  bool flexible_whitespace = false;  // JSON kinds: bounded whitespace between tokens allowed
+  std::string prefix, suffix;        // literal text around the constrained part (tool-call markers)
+};
+
+// A constraint that cannot be compiled: a malformed schema, grammar or regex, a schema keyword
+// pagoda does not enforce, or one over the size limits. what() names the problem.
+struct ConstraintError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 struct SubmitError {
   std::string message;
   std::string code;  // e.g. "context_length_exceeded", "queue_full"
@@ -122,6 +142,15 @@ class EngineApi {
   virtual int32_t vocab_size() const = 0;
   // The BOS id that tokenize(add_special = true) puts first; -1 when the model wants none.
   virtual int32_t prompt_bos_id() const = 0;
+
+  // Compiles a constraint over the model's vocabulary for SamplingParams::grammar, on the
+  // caller's thread (never the engine's); repeated constraints come from a cache. Throws
+  // ConstraintError. An engine without a vocabulary cannot constrain (the default).
+  virtual std::shared_ptr<const structured::CompiledGrammar> compile_constraint(
+      const OutputConstraint& constraint) const {
+    (void)constraint;
+    throw ConstraintError("structured output is not available: the engine has no vocabulary");
+  }
 };
 
 }  // namespace pagoda

@@ -4,11 +4,14 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace pagoda {
+
+namespace structured { class CompiledGrammar; }
 
 struct SamplingParams {
   float temperature = 1.0f;        // 0 = greedy
@@ -21,6 +24,9 @@ struct SamplingParams {
   std::map<int32_t, float> logit_bias;
   std::optional<uint64_t> seed;    // set: reproducible; unset: engine picks a random seed
   int logprobs = -1;               // -1: none; N >= 0: chosen token's logprob + top N alternatives
+  // Structured output: every generated token must keep the output inside this grammar (from
+  // EngineApi::compile_constraint); null = free text. Immutable and shared by requests.
+  std::shared_ptr<const structured::CompiledGrammar> grammar;
 };
 
 struct StopParams {

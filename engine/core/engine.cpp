@@ -11,6 +11,7 @@
 
 #include "engine/tokenizer/detokenizer.h"
 #include "engine/model/model.h"
+#include "engine/core/output_constraint.h"
 #include "engine/core/prompt_logprobs.h"
 #include "engine/core/request_stream.h"
 #include "engine/core/sampling.h"
@@ -52,6 +53,7 @@ int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
 // True when the backend's sampler gives this request everything it asks for (see engine.h).
 bool device_samplable(const SamplingParams& p) {
+  if (p.grammar) return false;  // token masks are applied by the host sampler
   return p.logprobs < 0 && p.logit_bias.empty() && p.presence_penalty == 0.0f &&
          p.frequency_penalty == 0.0f && p.repetition_penalty == 1.0f;
 }
@@ -314,6 +316,7 @@ bool LlmEngine::take_inbox() {
       seq->seed = base_seed + static_cast<uint64_t>(i);
       seq->rng.reseed(seq->seed);
       seq->device_sampling = on_device;
+      if (req.sampling.grammar) seq->grammar.emplace(req.sampling.grammar);
       if (i == 0) {
         seq->tokens = req.prompt;
       } else {
@@ -378,12 +381,15 @@ void LlmEngine::step() {
       draw_of[j] = static_cast<int>(draws_.size());
       draws_.push_back(d);
     }
+    // Structured output: the constrained rows' token masks are computed while the model runs.
+    const bool constrained = start_grammar_masks(targets);
     try {
       const auto tf = clock::now();
       if (draws_.empty()) model_.forward(plan, logits_);
       else model_.forward(plan, draws_, draw_ids_, logits_);
       forward_s_ += std::chrono::duration<double>(clock::now() - tf).count();
     } catch (const std::exception& e) {
+      if (constrained) masks_->wait();  // the workers read the matchers
       spdlog::error("engine: forward pass failed: {}", e.what());
       fail_running(std::string("forward pass failed: ") + e.what());
       report_finished();
@@ -405,13 +411,21 @@ void LlmEngine::step() {
         append_prompt_logprobs(r, logits_.data(), host_row, vocab_, it->second->prompt_logprobs);
     std::vector<int32_t> sampled(targets.size());
     std::vector<SampleResult> results(targets.size());
+    std::vector<char> grammar_dead(targets.size(), 0);  // the grammar allowed no token
+    if (constrained) masks_->wait();
     for (size_t j = 0; j < targets.size(); ++j) {
       Sequence& seq = *targets[j].seq;
       if (draw_of[j] >= 0) {
         results[j].token = draw_ids_[static_cast<size_t>(draw_of[j])];
       } else {
-        const float* row = logits_.data() + static_cast<size_t>(host_row[static_cast<size_t>(targets[j].logit_row)]) * vocab_;
-        results[j] = sample_token(row, vocab_, seq.request->sampling, seq.request->prompt, seq.output, seq.rng);
+        float* row = logits_.data() + static_cast<size_t>(host_row[static_cast<size_t>(targets[j].logit_row)]) * vocab_;
+        const uint32_t* mask = constrained ? masks_->mask(j) : nullptr;
+        if (mask && apply_token_mask(row, vocab_, mask) == 0) {
+          grammar_dead[j] = 1;  // ended with an error below; the token is a placeholder
+          results[j].token = tokenizer_ && tokenizer_->eos_id() >= 0 ? tokenizer_->eos_id() : 0;
+        } else {
+          results[j] = sample_token(row, vocab_, seq.request->sampling, seq.request->prompt, seq.output, seq.rng);
+        }
       }
       sampled[j] = results[j].token;
     }
@@ -421,12 +435,53 @@ void LlmEngine::step() {
     for (size_t j = 0; j < targets.size(); ++j) index[targets[j].seq.get()] = j;
     std::vector<SampleResult> ordered;
     const auto updated = scheduler_->update(sampled);
-    for (const auto& seq : updated) ordered.push_back(std::move(results[index.at(seq.get())]));
+    for (const auto& seq : updated) {
+      if (seq->grammar) advance_grammar(seq, grammar_dead[index.at(seq.get())] != 0);
+      ordered.push_back(std::move(results[index.at(seq.get())]));
+    }
     emit_outputs(updated, ordered);
   }
   report_finished();
   step_s_ += std::chrono::duration<double>(clock::now() - t0).count();
   update_stats(plan.n_tokens() > 0);
+}
+
+bool LlmEngine::start_grammar_masks(const std::vector<SampleTarget>& targets) {
+  std::vector<const structured::GrammarMatcher*> matchers(targets.size(), nullptr);
+  size_t words = (static_cast<size_t>(vocab_) + 31) / 32;
+  bool any = false;
+  for (size_t j = 0; j < targets.size(); ++j) {
+    const Sequence& seq = *targets[j].seq;
+    if (!seq.grammar || seq.device_sampling) continue;
+    matchers[j] = &*seq.grammar;
+    words = std::max(words, seq.grammar->grammar()->vocabulary()->mask_words());
+    any = true;
+  }
+  if (!any) return false;
+  if (!masks_) {
+    // Mask workers run beside the forward pass's own threads: a couple is enough to hide a
+    // batch's masks behind the model, and they sleep between constrained steps.
+    const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
+    masks_ = std::make_unique<StepMasks>(static_cast<int>(std::min(4u, std::max(1u, hw / 2))));
+  }
+  masks_->start(std::move(matchers), words);
+  return true;
+}
+
+void LlmEngine::advance_grammar(const std::shared_ptr<Sequence>& seq, bool dead) {
+  if (dead) {
+    scheduler_->finish(seq, FinishReason::Error,
+                       "structured output: no token of the vocabulary can continue the grammar here");
+    return;
+  }
+  structured::GrammarMatcher& g = *seq->grammar;
+  if (!g.accept_token(seq->output.back())) {
+    scheduler_->finish(seq, FinishReason::Error, "structured output: the sampled token left the grammar");
+    return;
+  }
+  // Once the grammar is complete and nothing may follow, the choice ends as if it had drawn
+  // the end-of-generation token it would be left with.
+  if ((g.is_terminated() || g.is_finished()) && !seq->finished()) scheduler_->finish(seq, FinishReason::Stop);
 }
 
 void LlmEngine::emit_outputs(const std::vector<std::shared_ptr<Sequence>>& updated,
@@ -454,7 +509,10 @@ void LlmEngine::emit_outputs(const std::vector<std::shared_ptr<Sequence>>& updat
       c.prompt_logprobs_sent = true;
     }
     // A stop token (EOS/EOG or stop_token_ids) ends the text without appearing in it.
-    const bool stop_token = seq->finished() && seq->finish == FinishReason::Stop;
+    // (A grammar that completed ends its choice with "stop" on its last real token, which is
+    // text: advance_grammar.)
+    const bool grammar_completed = seq->grammar && seq->grammar->is_finished() && !seq->grammar->is_terminated();
+    const bool stop_token = seq->finished() && seq->finish == FinishReason::Stop && !grammar_completed;
     std::string text;
     if (c.detok && !stop_token) text = c.detok->push(tok);
     if (c.stop && !text.empty()) {

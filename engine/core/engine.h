@@ -17,6 +17,12 @@
 // - Everything else (and every request on the CPU backend) on the host with sample_token and
 //   the sequence's own Rng, exactly as sampling.h describes.
 // A choice's seed is the request's seed (or a random one) plus its choice index.
+//
+// Structured output: a request with SamplingParams::grammar is sampled on the host; each of
+// its choices keeps a GrammarMatcher. The masks of a step's constrained rows are computed by
+// StepMasks workers while the forward pass runs, applied to the row's logits before the
+// sampler (so logprobs are those of the masked distribution), and the drawn token advances the
+// matcher. The choice ends with "stop" once the grammar accepts an end-of-generation token.
 #pragma once
 
 #include <atomic>
@@ -34,6 +40,7 @@
 
 #include "engine/backend/backend.h"
 #include "engine/engine_api.h"
+#include "engine/core/grammar_masks.h"
 #include "engine/core/kv_cache_manager.h"
 #include "engine/core/sampling.h"
 #include "engine/core/scheduler.h"
@@ -45,6 +52,7 @@ class Tokenizer;
 class ChannelStream;
 class IncrementalDetokenizer;
 class StopStringMatcher;
+class ConstraintCompiler;
 
 struct EngineConfig {
   int block_size = 16;
@@ -87,6 +95,8 @@ class LlmEngine final : public EngineApi {
   std::string token_piece(int32_t id, bool special) const override;
   int32_t vocab_size() const override;
   int32_t prompt_bos_id() const override;
+  std::shared_ptr<const structured::CompiledGrammar> compile_constraint(
+      const OutputConstraint& constraint) const override;
 
   int num_kv_blocks() const { return num_blocks_; }
   int block_size() const { return cfg_.block_size; }
@@ -107,6 +117,10 @@ class LlmEngine final : public EngineApi {
   void step();
   void emit_outputs(const std::vector<std::shared_ptr<Sequence>>& updated,
                     const std::vector<SampleResult>& results);
+  // Structured output: starts the masks of the constrained targets (false when there are none);
+  // after sampling, advances a target's grammar or ends its choice.
+  bool start_grammar_masks(const std::vector<SampleTarget>& targets);
+  void advance_grammar(const std::shared_ptr<Sequence>& seq, bool dead);
   void report_finished();
   void fail_running(const std::string& message);
   void update_stats(bool stepped);
@@ -141,6 +155,12 @@ class LlmEngine final : public EngineApi {
   std::vector<SampleRequest> draws_;  // the device-sampled targets of the step, and their ids
   std::vector<int32_t> draw_ids_;
   double step_s_ = 0, forward_s_ = 0;
+  std::unique_ptr<StepMasks> masks_;  // made at the first constrained step
+
+  // Structured output: the vocabulary's token bytes and the compiled-grammar cache, built on
+  // the first compile_constraint (from HTTP threads; the compiler itself is thread-safe).
+  mutable std::once_flag constraints_once_;
+  mutable std::unique_ptr<ConstraintCompiler> constraints_;
 
   mutable std::mutex stats_mu_;
   EngineStats stats_;

@@ -1,6 +1,8 @@
 // LlmEngine's vocabulary (EngineApi): the server's tokenizing goes through the engine's
-// tokenizer, so the server never includes it.
+// tokenizer, so the server never includes it; so does compiling structured-output constraints
+// over that vocabulary.
 #include "engine/core/engine.h"
+#include "engine/core/output_constraint.h"
 #include "engine/tokenizer/tokenizer.h"
 
 namespace pagoda {
@@ -23,6 +25,13 @@ int32_t LlmEngine::vocab_size() const { return tokenizer_ ? tokenizer_->vocab_si
 
 int32_t LlmEngine::prompt_bos_id() const {
   return tokenizer_ && tokenizer_->add_bos() ? tokenizer_->bos_id() : -1;
+}
+
+std::shared_ptr<const structured::CompiledGrammar> LlmEngine::compile_constraint(
+    const OutputConstraint& constraint) const {
+  if (!tokenizer_) return EngineApi::compile_constraint(constraint);
+  std::call_once(constraints_once_, [this] { constraints_ = std::make_unique<ConstraintCompiler>(*tokenizer_); });
+  return constraints_->compile(constraint);
 }
 
 }  // namespace pagoda

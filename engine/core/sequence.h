@@ -5,10 +5,12 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "engine/engine_api.h"
 #include "engine/core/sampling.h"
+#include "engine/structured/structured.h"
 
 namespace pagoda {
 
@@ -50,6 +52,9 @@ struct Sequence {
   uint64_t seed = 0;
   Rng rng;
   std::vector<std::shared_ptr<Sequence>> siblings;  // choice 0 only: choices forked from it
+  // Structured output: where this choice's output stands in the request's grammar (advanced by
+  // every token drawn; a recompute after preemption replays nothing, the output is kept).
+  std::optional<structured::GrammarMatcher> grammar;
 
   int32_t num_tokens() const { return static_cast<int32_t>(tokens.size()); }
   int32_t prompt_len() const { return static_cast<int32_t>(request->prompt.size()); }

@@ -21,8 +21,14 @@ struct WalkScratch {
 };
 WalkScratch& walk_scratch();
 
-// Walks unique strings list[0, n) (ascending indices into v.unique; list == nullptr: all of
-// them, n == v.unique.size()) from `start` (live stacks only). `local`: the stacks are the top
+// Verdict for a token whose byte at `fail` no stack accepts. A step that hit a StepLimits
+// limit cannot be trusted either way: the full check decides (local) or the token is refused.
+inline TokenVerdict failed_verdict(bool overflow, bool local, bool exited_before) {
+  return (overflow ? local : exited_before) ? TokenVerdict::Dependent : TokenVerdict::Reject;
+}
+
+// Walks unique strings list[0, n) (ascending indices into v.unique) from `start` (live
+// stacks only). `local`: the stacks are the top
 // frames of longer stacks, and a stack emptied means the scope was left (the rest of the token
 // then depends on the frames below: Dependent); otherwise an emptied stack is the grammar's end.
 // Calls on_run(k_begin, k_end, verdict) for consecutive list positions sharing a verdict.
@@ -39,16 +45,11 @@ void walk_tokens(const CompiledGrammar::Impl& g, const TokenVocabulary::Impl& v,
   const std::string* prev = nullptr;
   size_t k = 0;
   for (size_t guard = 0; k < n && guard <= n; ++guard) {
-    uint32_t u = list ? list[k] : static_cast<uint32_t>(k);
-    const std::string& s = v.unique[u];
+    const std::string& s = v.unique[list[k]];
     size_t l = 0;
     if (prev) {
-      if (!list) {
-        l = v.lcp[u];
-      } else {
-        size_t m = std::min(prev->size(), s.size());
-        while (l < m && (*prev)[l] == s[l]) ++l;
-      }
+      size_t m = std::min(prev->size(), s.size());
+      while (l < m && (*prev)[l] == s[l]) ++l;
     }
     size_t d = std::min(l, valid);
     if (ws.levels.size() < s.size() + 1) {
@@ -79,27 +80,15 @@ void walk_tokens(const CompiledGrammar::Impl& g, const TokenVocabulary::Impl& v,
       continue;
     }
     valid = fail;
-    // A step that hit a limit cannot be trusted either way: let the full check decide (local)
-    // or refuse the token (full).
-    TokenVerdict verdict = (overflow ? local : ws.exited[fail] != 0) ? TokenVerdict::Dependent
-                                                                      : TokenVerdict::Reject;
+    TokenVerdict verdict = failed_verdict(overflow, local, ws.exited[fail] != 0);
     size_t end = k + 1;
     size_t shared = fail + 1;  // every later token with this prefix fails the same way
-    if (overflow) {
-      // only this token
-    } else if (!list) {
-      if (fail == 0) end = v.first_byte_begin[static_cast<uint8_t>(s[0]) + 1];
-      else
-        while (end < n && v.lcp[end] >= shared) ++end;
-    } else {
-      while (end < n) {
-        const std::string& t = v.unique[list[end]];
-        if (t.size() < shared || std::memcmp(t.data(), s.data(), shared) != 0) break;
-        ++end;
-      }
+    while (!overflow && end < n) {
+      const std::string& t = v.unique[list[end]];
+      if (t.size() < shared || std::memcmp(t.data(), s.data(), shared) != 0) break;
+      ++end;
     }
-    if (end > k + 1 && list == nullptr) prev = &v.unique[end - 1];
-    else if (end > k + 1) prev = &v.unique[list[end - 1]];
+    prev = &v.unique[list[end - 1]];
     on_run(k, end, verdict);
     k = end;
   }
@@ -136,7 +125,7 @@ class InternedStates {
   StackSet scratch_;
 };
 
-// Same contract as walk_tokens over every unique string (list == nullptr), with interned
+// Same contract as walk_tokens over every unique string of the vocabulary, with interned
 // states; for the per-key cache walks.
 template <class OnRun>
 void walk_all_tokens(const CompiledGrammar::Impl& g, const TokenVocabulary::Impl& v,
@@ -177,8 +166,7 @@ void walk_all_tokens(const CompiledGrammar::Impl& g, const TokenVocabulary::Impl
       continue;
     }
     valid = fail;
-    TokenVerdict verdict = (overflow ? local : exited[fail] != 0) ? TokenVerdict::Dependent
-                                                                   : TokenVerdict::Reject;
+    TokenVerdict verdict = failed_verdict(overflow, local, exited[fail] != 0);
     size_t end = k + 1;
     if (!overflow) {
       if (fail == 0) end = v.first_byte_begin[static_cast<uint8_t>(s[0]) + 1];

@@ -20,6 +20,7 @@ const Command kCommands[] = {
     {"make-model", pagoda::cli::make_model, "write a random-weight GGUF model"},
     {"tokenize", pagoda::cli::tokenize, "print the token ids of stdin"},
     {"chat-template", pagoda::cli::chat_template, "render a chat template"},
+    {"structured", pagoda::cli::structured, "compile a JSON Schema / grammar / regex, check a text"},
 };
 
 void usage() {

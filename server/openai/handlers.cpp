@@ -208,8 +208,15 @@ void Handlers::chat_completions(const httplib::Request& req, httplib::Response& 
     spec.chat = true;
     spec.common = std::move(cr.common);
     spec.logprobs = cr.logprobs;
-    // tool_choice "required" or a named function is validated but does not constrain decoding:
-    // the output is read for calls the same way, and is content when it holds none.
+    // tool_choice "required" or a named function constrains decoding to one call in the
+    // model's own format (structured_output.h); either way the output is read for calls.
+    if (auto forced = tool_choice_constraint(cr.tool_choice, cr.tools, opts_.tool_call_format)) {
+      if (spec.common.constraint)
+        throw ApiError(400, "Invalid 'tool_choice': a required or named tool call cannot be combined with '" +
+                                spec.common.constraint->param + "'.",
+                       "invalid_request_error", "tool_choice");
+      spec.common.constraint = std::move(forced);
+    }
     if (cr.tool_choice.mode != ToolChoice::Mode::None && !cr.tool_names.empty()) {
       spec.tool_format = opts_.tool_call_format;
       spec.tool_names.insert(cr.tool_names.begin(), cr.tool_names.end());
@@ -251,6 +258,16 @@ void Handlers::generate(const httplib::Request& req, httplib::Response& res,
                                 " is outside the vocabulary.",
                        "invalid_request_error", "logit_bias." + std::to_string(id));
     check_token_ids(spec.common.stop.stop_token_ids, "stop_token_ids");
+    // Structured output: compiled here, on this HTTP worker, so a large schema never stalls
+    // the engine thread; a constraint that does not compile is the client's 400.
+    if (const auto& c = spec.common.constraint) {
+      try {
+        spec.common.sampling.grammar = engine_.compile_constraint(c->constraint);
+      } catch (const ConstraintError& e) {
+        throw ApiError(400, std::string("Invalid '") + c->param + "': " + e.what(), "invalid_request_error",
+                       c->param);
+      }
+    }
   } catch (const ApiError& e) {
     send_error(res, e);
     return;

@@ -189,6 +189,7 @@ CommonRequest parse_common(const RequestJson& body, bool chat, bool zero_max_tok
   Fields f(body);
   CommonRequest r;
   r.model = f.string("model").value_or("");
+  r.constraint = parse_output_constraint(body);
   if (auto n = f.integer("n")) {
     if (*n < 1 || *n > kMaxN) bad("n", "must be between 1 and " + std::to_string(kMaxN) + ".");
     r.n = (int)*n;

@@ -14,6 +14,7 @@
 
 #include "engine/sampling_params.h"
 #include "server/http/api_error.h"
+#include "server/openai/structured_output.h"
 #include "server/openai/tool_calls.h"
 
 namespace pagoda::server {
@@ -47,6 +48,9 @@ struct CommonRequest {
   bool include_usage = false;        // stream_options.include_usage
   int n_keep = -1;
   std::string user;
+  // Structured output asked by response_format or an extension (structured_output.h); the
+  // handler compiles it through the engine. tool_choice's constraint is the chat handler's.
+  std::optional<RequestedConstraint> constraint;
 };
 
 struct CompletionRequest {

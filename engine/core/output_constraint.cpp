@@ -1,0 +1,104 @@
+#include "engine/core/output_constraint.h"
+
+#include <nlohmann/json.hpp>
+
+#include "engine/structured/json_schema.h"
+#include "engine/structured/regex.h"
+#include "engine/tokenizer/tokenizer.h"
+
+namespace pagoda {
+
+namespace {
+
+const char* kind_name(OutputConstraint::Kind k) {
+  switch (k) {
+    case OutputConstraint::Kind::JsonObject: return "json_object";
+    case OutputConstraint::Kind::JsonSchema: return "json_schema";
+    case OutputConstraint::Kind::Gbnf: return "gbnf";
+    case OutputConstraint::Kind::Regex: return "regex";
+    case OutputConstraint::Kind::Choice: return "choice";
+  }
+  return "?";
+}
+
+// The part the kind describes, as a grammar whose start rule is `root`.
+std::string body_gbnf(const OutputConstraint& c) {
+  structured::SchemaOptions opts;
+  opts.flexible_whitespace = c.flexible_whitespace;
+  switch (c.kind) {
+    case OutputConstraint::Kind::JsonObject:
+      return structured::json_object_gbnf(opts);
+    case OutputConstraint::Kind::JsonSchema: {
+      nlohmann::ordered_json schema;
+      try {
+        schema = nlohmann::ordered_json::parse(c.source);
+      } catch (const nlohmann::json::exception& e) {
+        throw ConstraintError(std::string("the schema is not valid JSON: ") + e.what());
+      }
+      if (!schema.is_object() && !schema.is_boolean())
+        throw ConstraintError("the schema must be a JSON object (or a boolean)");
+      return structured::json_schema_to_gbnf(schema, opts);
+    }
+    case OutputConstraint::Kind::Gbnf:
+      return c.source;
+    case OutputConstraint::Kind::Regex:
+      return structured::regex_to_gbnf(c.source);
+    case OutputConstraint::Kind::Choice:
+      return structured::choice_gbnf(c.choices);
+  }
+  throw ConstraintError("unknown constraint kind");
+}
+
+}  // namespace
+
+std::string constraint_to_gbnf(const OutputConstraint& c) {
+  std::string gbnf;
+  try {
+    gbnf = body_gbnf(c);
+  } catch (const structured::SchemaError& e) {
+    throw ConstraintError(std::string("invalid JSON schema: ") + e.what());
+  } catch (const structured::RegexError& e) {
+    throw ConstraintError("invalid regex at byte " + std::to_string(e.offset) + ": " + e.what());
+  }
+  if (c.prefix.empty() && c.suffix.empty()) return gbnf;
+  // Wrapped (a tool call's markers around its JSON): a new start rule that refers to `root`.
+  const std::string start = "pagoda-wrapped-root";
+  if (gbnf.find(start) != std::string::npos)
+    throw ConstraintError("the grammar uses the reserved rule name " + start);
+  return gbnf + "\n" + start + " ::= " + (c.prefix.empty() ? "" : structured::gbnf_literal(c.prefix) + " ") +
+         "root" + (c.suffix.empty() ? "" : " " + structured::gbnf_literal(c.suffix)) + "\n";
+}
+
+ConstraintCompiler::ConstraintCompiler(const Tokenizer& tok, size_t cache_capacity)
+    : cache_(cache_capacity) {
+  const int32_t n = tok.vocab_size();
+  std::vector<std::string> bytes(static_cast<size_t>(n));
+  std::vector<bool> eog(static_cast<size_t>(n)), special(static_cast<size_t>(n));
+  for (int32_t id = 0; id < n; ++id) {
+    eog[static_cast<size_t>(id)] = tok.is_eog(id);
+    special[static_cast<size_t>(id)] = tok.is_control(id);
+    if (!special[static_cast<size_t>(id)]) bytes[static_cast<size_t>(id)] = tok.token_to_piece(id, false);
+  }
+  vocab_ = structured::TokenVocabulary::build(std::move(bytes), std::move(eog), std::move(special));
+}
+
+std::shared_ptr<const structured::CompiledGrammar> ConstraintCompiler::compile(const OutputConstraint& c) {
+  const bool wrapped = !c.prefix.empty() || !c.suffix.empty();
+  // The cache key is the constraint itself (kind, options, wrapping, source), not the GBNF, so
+  // a hit skips the schema conversion too.
+  nlohmann::json key = {{"kind", kind_name(c.kind)}, {"ws", c.flexible_whitespace},
+                        {"prefix", c.prefix}, {"suffix", c.suffix}, {"source", c.source},
+                        {"choices", c.choices}};
+  try {
+    return cache_.get_or_compile(kind_name(c.kind), key.dump(), vocab_, [&] {
+      return structured::compile_gbnf(constraint_to_gbnf(c), vocab_, {},
+                                      wrapped ? "pagoda-wrapped-root" : "root");
+    });
+  } catch (const structured::GrammarError& e) {
+    throw ConstraintError(std::string(c.kind == OutputConstraint::Kind::Gbnf ? "invalid grammar: "
+                                                                               : "grammar error: ") +
+                          e.what());
+  }
+}
+
+}  // namespace pagoda

@@ -7,7 +7,8 @@
 #   IN.jsonl: one object per line, {"id": ..., "schema": {...}, "output": "<the model's text>"}.
 # Prints one JSON object per line on stdout:
 #   first  {"formats_active": [...], "formats_inactive": [...]}   (the formats the checker knows)
-#   then   {"id": ..., "valid": bool, "error": "...", "unchecked_formats": [...]} per input line.
+#   then   {"id": ..., "valid": bool, "error": "...", "unchecked_formats": [...],
+#           "duplicate_keys": bool} per input line (duplicates: the last value is validated).
 # "valid" is false when the output is not JSON or does not validate. Formats whose checker is
 # missing (jsonschema checks some only with optional packages) are listed in "unchecked_formats"
 # for that line instead of being silently accepted. Exit status 0 unless the input is unreadable
@@ -80,11 +81,15 @@ def formats_in(schema, out):
     return out
 
 
-def _no_duplicates(pairs):
+class _Parse:
+    duplicate_keys = False
+
+
+def _note_duplicates(pairs):
     keys = [k for k, _ in pairs]
     if len(set(keys)) != len(keys):
-        raise ValueError("duplicate key in object: " + repr(keys))
-    return dict(pairs)
+        _Parse.duplicate_keys = True
+    return dict(pairs)  # the last one wins, as in json.loads and JavaScript's JSON.parse
 
 
 def _no_constants(name):
@@ -92,8 +97,10 @@ def _no_constants(name):
 
 
 def parse_strict(text):
-    """JSON as RFC 8259 has it: no NaN/Infinity, and (I-JSON) no duplicate object keys."""
-    return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constants)
+    """JSON as RFC 8259 has it (no NaN/Infinity); notes duplicate object keys, which RFC 8259
+    allows (names SHOULD be unique) and a grammar cannot exclude where keys are free."""
+    _Parse.duplicate_keys = False
+    return json.loads(text, object_pairs_hook=_note_duplicates, parse_constant=_no_constants)
 
 
 def main():
@@ -114,9 +121,11 @@ def main():
             continue
         item = json.loads(line)
         schema = item["schema"]
-        result = {"id": item.get("id"), "valid": False, "error": "", "unchecked_formats": []}
+        result = {"id": item.get("id"), "valid": False, "error": "", "unchecked_formats": [],
+                  "duplicate_keys": False}
         try:
             instance = parse_strict(item["output"])
+            result["duplicate_keys"] = _Parse.duplicate_keys
         except (ValueError, TypeError) as e:
             result["error"] = "not JSON: " + str(e)
             print(json.dumps(result))

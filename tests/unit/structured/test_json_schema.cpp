@@ -212,6 +212,14 @@ TEST_CASE("anyOf, oneOf of distinct branches, allOf merged") {
   CHECK_FALSE(merged.accepts(R"({"a":6,"b":"x"})"));
   CHECK_FALSE(merged.accepts(R"({"a":3})"));
 
+  // items of one side still checks the positions the other side's prefixItems covers.
+  auto items_prefix = grammar_of(R"({"allOf":[{"type":"array","items":{"type":"string"}},
+      {"prefixItems":[{"minLength":2}],"maxItems":2}]})");
+  CHECK(items_prefix.accepts(R"(["ab","c"])"));
+  CHECK_FALSE(items_prefix.accepts(R"([1])"));
+  CHECK_FALSE(items_prefix.accepts(R"(["a"])"));
+  CHECK_FALSE(items_prefix.accepts(R"(["ab",2])"));
+
   // Keywords beside anyOf apply to every branch.
   auto shared = grammar_of(R"({"type":"object","properties":{"id":{"type":"integer"}},"required":["id"],
       "anyOf":[{"required":["x"]},{"required":["y"]}]})");

@@ -71,10 +71,49 @@ const char* const kRealisticSchemas[] = {
     R"({"type":"object","properties":{"q\"uote":{"const":"a\\b\"c\n"},"emoji":{"type":"string","minLength":2,"maxLength":2}},"required":["q\"uote","emoji"]})",
 };
 
+bool python_jsonschema_available() {
+  return std::system("/usr/bin/python3 -c 'import jsonschema' >/dev/null 2>&1") == 0;
+}
+
+// Validates every output of `batch` ([{schema, draft, outputs}]) with python3-jsonschema;
+// prints the report and returns whether all were valid.
+bool validate_with_python(const Json& batch, int schemas, int outputs) {
+  fs::path dir = fs::temp_directory_path() / ("pagoda_schema_gen_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / "batch.json") << batch.dump();
+  std::ofstream(dir / "validate.py") << R"PY(
+import json, sys, jsonschema
+batch = json.load(open(sys.argv[1]))
+bad = 0
+for case in batch:
+    cls = jsonschema.Draft7Validator if case["draft"] == "7" else jsonschema.Draft202012Validator
+    # The draft's own format checker: a bare FormatChecker() mixes in draft 3's "time".
+    validator = cls(case["schema"], format_checker=cls.FORMAT_CHECKER)
+    for text in case["outputs"]:
+        try:
+            value = json.loads(text)
+        except Exception as e:
+            print("not JSON:", repr(text), json.dumps(case["schema"])); bad += 1; continue
+        errors = list(validator.iter_errors(value))
+        if errors:
+            print("invalid:", text, "schema", json.dumps(case["schema"]), "--", errors[0].message); bad += 1
+print("checked", sum(len(c["outputs"]) for c in batch), "outputs,", bad, "invalid")
+sys.exit(1 if bad else 0)
+)PY";
+  std::string command = "/usr/bin/python3 " + (dir / "validate.py").string() + " " + (dir / "batch.json").string() +
+                        " > " + (dir / "report.txt").string() + " 2>&1";
+  int rc = std::system(command.c_str());
+  std::ifstream report(dir / "report.txt");
+  std::string text((std::istreambuf_iterator<char>(report)), std::istreambuf_iterator<char>());
+  std::printf("generated outputs validated: %d schemas, %d outputs\n%s", schemas, outputs, text.c_str());
+  fs::remove_all(dir);
+  return rc == 0;
+}
+
 }  // namespace
 
 TEST_CASE("random outputs of converted schemas validate with python3-jsonschema") {
-  if (std::system("/usr/bin/python3 -c 'import jsonschema' >/dev/null 2>&1") != 0) {
+  if (!python_jsonschema_available()) {
     WARN("skipped: /usr/bin/python3 with the jsonschema module not found (apt-get install python3-jsonschema)");
     return;
   }
@@ -127,35 +166,116 @@ TEST_CASE("random outputs of converted schemas validate with python3-jsonschema"
   CHECK(schemas >= 70);
   CHECK(outputs >= schemas * per_schema * 2 / 3);
 
-  fs::path dir = fs::temp_directory_path() / ("pagoda_schema_gen_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  std::ofstream(dir / "batch.json") << batch.dump();
-  std::ofstream(dir / "validate.py") << R"PY(
-import json, sys, jsonschema
-batch = json.load(open(sys.argv[1]))
-bad = 0
-for case in batch:
-    cls = jsonschema.Draft7Validator if case["draft"] == "7" else jsonschema.Draft202012Validator
-    # The draft's own format checker: a bare FormatChecker() mixes in draft 3's "time".
-    validator = cls(case["schema"], format_checker=cls.FORMAT_CHECKER)
-    for text in case["outputs"]:
-        try:
-            value = json.loads(text)
-        except Exception as e:
-            print("not JSON:", repr(text), json.dumps(case["schema"])); bad += 1; continue
-        errors = list(validator.iter_errors(value))
-        if errors:
-            print("invalid:", text, "schema", json.dumps(case["schema"]), "--", errors[0].message); bad += 1
-print("checked", sum(len(c["outputs"]) for c in batch), "outputs,", bad, "invalid")
-sys.exit(1 if bad else 0)
-)PY";
-  std::string command = "/usr/bin/python3 " + (dir / "validate.py").string() + " " + (dir / "batch.json").string() +
-                        " > " + (dir / "report.txt").string() + " 2>&1";
-  int rc = std::system(command.c_str());
-  std::ifstream report(dir / "report.txt");
-  std::string text((std::istreambuf_iterator<char>(report)), std::istreambuf_iterator<char>());
-  INFO(text);
-  std::printf("generated outputs validated: %d schemas, %d outputs\n%s", schemas, outputs, text.c_str());
-  CHECK(rc == 0);
-  fs::remove_all(dir);
+  CHECK(validate_with_python(batch, schemas, outputs));
+}
+
+// Random well-formed schemas mixing every supported keyword (allOf merges, anyOf/oneOf with
+// sibling keywords, $ref with siblings, bounds, patterns, formats): whatever converts must
+// only generate valid outputs.
+namespace {
+
+Json random_schema(std::mt19937& rng, int depth);
+
+Json random_value(std::mt19937& rng, int depth) {
+  switch (std::uniform_int_distribution<int>(0, depth > 1 ? 5 : 7)(rng)) {
+    case 0: return nullptr;
+    case 1: return std::uniform_int_distribution<int>(0, 1)(rng) == 1;
+    case 2: return std::uniform_int_distribution<int>(-20, 20)(rng);
+    case 3: return std::uniform_int_distribution<int>(-300, 300)(rng) / 8.0;
+    case 4: return std::string(1, char('a' + std::uniform_int_distribution<int>(0, 3)(rng)));
+    case 5: return "x\"y";
+    case 6: return Json::array({random_value(rng, depth + 1), random_value(rng, depth + 1)});
+    default: return Json{{"a", random_value(rng, depth + 1)}};
+  }
+}
+
+Json random_schema(std::mt19937& rng, int depth) {
+  auto chance = [&](int percent) { return std::uniform_int_distribution<int>(0, 99)(rng) < percent; };
+  auto small = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  if (depth > 3 || chance(8)) return chance(85) ? Json(true) : Json::object();
+  Json s = Json::object();
+  static const char* const types[] = {"null", "boolean", "object", "array", "number", "string", "integer"};
+  if (chance(60)) {
+    if (chance(70)) s["type"] = types[small(0, 6)];
+    else s["type"] = Json::array({types[small(0, 6)], types[small(0, 6)]});
+  }
+  if (chance(30)) {
+    Json props = Json::object();
+    for (int i = small(0, 3); i > 0; --i) props[std::string(1, char('p' + small(0, 3)))] = random_schema(rng, depth + 1);
+    s["properties"] = props;
+  }
+  if (chance(25)) {
+    Json req = Json::array();
+    for (int i = small(1, 2); i > 0; --i) req.push_back(std::string(1, char('p' + small(0, 4))));
+    s["required"] = req;
+  }
+  if (chance(20)) s["additionalProperties"] = chance(40) ? Json(false) : random_schema(rng, depth + 1);
+  if (chance(15)) s["minProperties"] = small(0, 2);
+  if (chance(15)) s["maxProperties"] = small(1, 3);
+  if (chance(25)) s["items"] = random_schema(rng, depth + 1);
+  if (chance(10)) s["prefixItems"] = Json::array({random_schema(rng, depth + 1), random_schema(rng, depth + 1)});
+  if (chance(15)) s["minItems"] = small(0, 2);
+  if (chance(15)) s["maxItems"] = small(0, 4);
+  if (chance(8)) {
+    Json values = Json::array();
+    for (int i = small(1, 3); i > 0; --i) values.push_back(random_value(rng, 0));
+    s["enum"] = values;
+  }
+  if (chance(4)) s["const"] = random_value(rng, 0);
+  if (chance(15)) s["minLength"] = small(0, 3);
+  if (chance(15)) s["maxLength"] = small(1, 6);
+  static const char* const patterns[] = {"^a", "b$", "^[a-c]*$", "^x?[0-9]{1,3}$", "ab|cd", "^(\\w\\s)+", "\\d", "^[^a]+$"};
+  if (chance(12)) s["pattern"] = patterns[small(0, 7)];
+  static const char* const formats[] = {"date", "email", "ipv4", "uuid", "uri"};
+  if (chance(6)) s["format"] = formats[small(0, 4)];
+  static const char* const bounds[] = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"};
+  for (const char* b : bounds)
+    if (chance(12)) s[b] = chance(50) ? Json(small(-20, 20)) : Json(small(-200, 200) / 10.0);
+  for (const char* combinator : {"anyOf", "oneOf", "allOf"})
+    if (chance(10)) s[combinator] = Json::array({random_schema(rng, depth + 1), random_schema(rng, depth + 1)});
+  if (depth == 0 && chance(30)) {
+    s["$defs"] = {{"d", random_schema(rng, 2)}};
+    Json holder = {{"$ref", "#/$defs/d"}};
+    if (chance(50)) holder["minLength"] = 1;
+    s["properties"]["r"] = holder;
+  }
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("random well-formed schemas: generated outputs validate with python3-jsonschema") {
+  if (!python_jsonschema_available()) {
+    WARN("skipped: /usr/bin/python3 with the jsonschema module not found (apt-get install python3-jsonschema)");
+    return;
+  }
+  auto vocab = byte_vocabulary();
+  const char* seed_env = std::getenv("PAGODA_SCHEMA_GEN_SEED");
+  const char* count_env = std::getenv("PAGODA_SCHEMA_GEN_SCHEMAS");
+  std::mt19937 rng(seed_env ? unsigned(std::atoi(seed_env)) : 77u);
+  int attempts = count_env ? std::max(1, std::atoi(count_env)) : 600;
+  Json batch = Json::array();
+  int schemas = 0, outputs = 0, refused = 0;
+  for (int i = 0; i < attempts; ++i) {
+    Json schema = random_schema(rng, 0);
+    std::string gbnf;
+    try {
+      gbnf = json_schema_to_gbnf(schema);
+    } catch (const SchemaError&) {
+      ++refused;
+      continue;
+    }
+    auto grammar = compile_gbnf(gbnf, vocab);
+    Json samples = Json::array();
+    for (int k = 0; k < 6; ++k) {
+      std::string out = random_output(grammar, rng);
+      if (!out.empty()) samples.push_back(out);
+    }
+    ++schemas;
+    outputs += int(samples.size());
+    batch.push_back({{"schema", schema}, {"draft", "2020-12"}, {"outputs", samples}});
+  }
+  std::printf("random schemas: %d converted, %d refused\n", schemas, refused);
+  CHECK(schemas >= attempts / 3);
+  CHECK(validate_with_python(batch, schemas, outputs));
 }

@@ -46,19 +46,22 @@ std::shared_ptr<const CompiledGrammar> CompiledGrammarCache::lookup(const std::s
   return it->second->second;
 }
 
-void CompiledGrammarCache::insert(const std::string& key, std::shared_ptr<const CompiledGrammar> grammar) {
+std::shared_ptr<const CompiledGrammar> CompiledGrammarCache::insert(
+    const std::string& key, std::shared_ptr<const CompiledGrammar> grammar) {
   std::lock_guard lock(impl_->mutex);
   auto it = impl_->index.find(key);
   if (it != impl_->index.end()) {
+    // Another thread compiled it first: share that one (and its mask cache).
     impl_->lru.splice(impl_->lru.begin(), impl_->lru, it->second);
-    return;  // another thread compiled it first; keep that one
+    return it->second->second;
   }
-  impl_->lru.emplace_front(key, std::move(grammar));
+  impl_->lru.emplace_front(key, grammar);
   impl_->index.emplace(key, impl_->lru.begin());
   while (impl_->lru.size() > impl_->capacity) {
     impl_->index.erase(impl_->lru.back().first);
     impl_->lru.pop_back();
   }
+  return grammar;
 }
 
 std::shared_ptr<const CompiledGrammar> CompiledGrammarCache::get_or_compile_gbnf(

@@ -118,7 +118,12 @@ class GrammarMatcher {
   // Writes the allowed-token bitmask: bit (id % 32) of bits[id / 32] is set when token id may
   // be sampled next. Writes vocabulary().mask_words() words (bits past size() are 0).
   // EOG tokens are set exactly when can_end(); when is_finished(), only EOG tokens are set;
-  // after an EOG token was accepted (is_terminated()) nothing is set.
+  // after an EOG token was accepted (is_terminated()) nothing is set. A reachable state
+  // always allows some token, except when a grammar's ambiguity or nesting outgrew
+  // GrammarLimits::max_stacks / the stack depth limit (4096 frames): then the mask may be
+  // all zero and the caller should end the sequence.
+  // Cost: a few microseconds once the grammar's mask cache knows the positions involved; the
+  // first visit of a position walks the vocabulary once (up to a few ms for 100k tokens).
   void fill_mask(uint32_t* bits) const;
   std::vector<uint32_t> mask() const;  // same, as a new vector
   // True when token `id` is allowed by the current state (checks just this token).
@@ -177,7 +182,9 @@ class CompiledGrammarCache {
 
  private:
   std::shared_ptr<const CompiledGrammar> lookup(const std::string& key);
-  void insert(const std::string& key, std::shared_ptr<const CompiledGrammar> grammar);
+  // Returns the cached grammar: `grammar`, or the one another thread inserted first.
+  std::shared_ptr<const CompiledGrammar> insert(const std::string& key,
+                                                std::shared_ptr<const CompiledGrammar> grammar);
   static std::string make_key(std::string_view kind, std::string_view key_text,
                               const TokenVocabulary* vocab);
   struct Impl;
@@ -190,9 +197,7 @@ std::shared_ptr<const CompiledGrammar> CompiledGrammarCache::get_or_compile(
     const std::shared_ptr<const TokenVocabulary>& vocab, CompileFn&& compile) {
   std::string key = make_key(kind, key_text, vocab.get());
   if (auto found = lookup(key)) return found;
-  std::shared_ptr<const CompiledGrammar> compiled = compile();
-  insert(key, compiled);
-  return compiled;
+  return insert(key, compile());
 }
 
 }  // namespace pagoda::structured

@@ -58,7 +58,11 @@ std::string pick(std::mt19937& rng) { return kWords[rng() % (sizeof(kWords) / si
 std::string number(std::mt19937& rng) {
   switch (rng() % 4) {
     case 0: return std::to_string(rng() % 100);
-    case 1: return "-" + std::to_string(rng() % 100000);
+    case 1: {
+      std::string s = "-";  // (not "-" + to_string(): g++ 12 warns falsely there, -Wrestrict)
+      s += std::to_string(rng() % 100000);
+      return s;
+    }
     case 2: return std::to_string(rng() % 1000) + "." + std::to_string(rng() % 1000);
     default: return std::to_string(rng() % 10) + "." + std::to_string(rng() % 100) + "e-" + std::to_string(rng() % 9);
   }

@@ -126,7 +126,7 @@ inline void check_vocab(const std::string& file, double seconds) {
   for (const GrammarCase& c : kCases) {
     int n = check_random_states(file + ": " + c.name, c.gbnf, vocab, 100000, per_grammar, seed++);
     INFO(file << ": " << c.name);
-    CHECK(n >= 10);
+    CHECK(n >= 3);
     total += n;
   }
   WARN(file << ": " << total << " random states checked against brute force");

@@ -21,6 +21,15 @@
 // date-time, email, hostname, ipv4, uuid, uri), minimum / maximum / exclusiveMinimum /
 // exclusiveMaximum, minProperties, maxProperties.
 //
+// Narrower than the spec, by design (still never invalid): integers are written without a
+// fraction or exponent (1, not 1.0); bounded numbers without an exponent; enum/const combine
+// only with `type`; pattern combines with minLength/maxLength only when anchored with one
+// repeated class (^[a-z]{1,}$); format with neither; formats generate a strict subset (no
+// leap seconds, no quoted e-mail local parts, URIs with scheme://host).
+//
+// Server use: SchemaError -> 400 naming e.path (e.g. param "response_format.json_schema.schema"
+// plus the pointer); regex_to_gbnf (regex.h) throws RegexError with a byte offset.
+//
 // Property order: pass the schema as nlohmann::ordered_json (parse with
 // nlohmann::ordered_json::parse) so `properties` keeps the order it was written in; a plain
 // nlohmann::json sorts keys alphabetically, and converting it gives that order.

@@ -181,15 +181,8 @@ Json SchemaConverter::merge(const Json& a_in, const Json& b_in, const std::strin
       out[key] = common;
     } else if (key == "const") {
       return Json(false);  // two different constants
-    } else if (key == "items" && va.is_object() == vb.is_object() && !va.is_array() && !vb.is_array()) {
-      out[key] = Json{{"allOf", Json::array({va, vb})}};
-    } else if (key == "additionalItems" && !va.is_array() && !vb.is_array()) {
-      out[key] = Json{{"allOf", Json::array({va, vb})}};
-    } else if ((key == "prefixItems" || key == "items") && va.is_array() && vb.is_array() &&
-               va.size() == vb.size()) {
-      Json pairs = Json::array();
-      for (size_t i = 0; i < va.size(); ++i) pairs.push_back(Json{{"allOf", Json::array({va[i], vb[i]})}});
-      out[key] = pairs;
+    } else if (key == "items" || key == "prefixItems" || key == "additionalItems") {
+      continue;  // merged together below
     } else if (key == "properties" || key == "additionalProperties") {
       continue;  // merged together below
     } else if (key == "allOf") {
@@ -207,6 +200,42 @@ Json SchemaConverter::merge(const Json& a_in, const Json& b_in, const std::strin
     } else {
       throw SchemaError(kpath, std::string("allOf with two different '") + key + "' values is not supported");
     }
+  }
+  bool arrays_touched = false;
+  for (const char* k : {"items", "prefixItems", "additionalItems"})
+    arrays_touched |= a.contains(k) || b.contains(k);
+  if (arrays_touched) {
+    // Item i is checked by each side's prefix entry for i or, past its prefix, by its rest
+    // schema: the merged prefix is as long as the longer one, every position both sides'.
+    auto split = [&](const Json& s) {
+      std::vector<Json> prefix;
+      Json rest = true;
+      if (s.contains("prefixItems")) {
+        if (!s["prefixItems"].is_array()) throw SchemaError(path + "/prefixItems", "prefixItems must be an array");
+        for (const auto& item : s["prefixItems"]) prefix.push_back(item);
+        if (s.contains("items")) rest = s["items"];
+      } else if (s.contains("items") && s["items"].is_array()) {
+        for (const auto& item : s["items"]) prefix.push_back(item);
+        if (s.contains("additionalItems")) rest = s["additionalItems"];
+      } else if (s.contains("items")) {
+        rest = s["items"];
+      }
+      return std::make_pair(prefix, rest);
+    };
+    auto both = [](const Json& x, const Json& y) -> Json {
+      if (x == Json(true)) return y;
+      if (y == Json(true) || x == y) return x;
+      return Json{{"allOf", Json::array({x, y})}};
+    };
+    auto [prefix_a, rest_a] = split(a);
+    auto [prefix_b, rest_b] = split(b);
+    Json prefix = Json::array();
+    for (size_t i = 0; i < std::max(prefix_a.size(), prefix_b.size()); ++i)
+      prefix.push_back(both(i < prefix_a.size() ? prefix_a[i] : rest_a, i < prefix_b.size() ? prefix_b[i] : rest_b));
+    Json rest = both(rest_a, rest_b);
+    for (const char* k : {"items", "prefixItems", "additionalItems"}) out.erase(k);
+    if (!prefix.empty()) out["prefixItems"] = prefix;
+    if (rest != Json(true)) out["items"] = rest;
   }
   if (objects_touched) {
     Json props = merge_properties(a, b, path, depth);

@@ -124,6 +124,19 @@ class FakeEngine : public EngineApi {
     return s;
   }
 
+  // Accepts every constraint without compiling it (the script decides the output; the real
+  // compiler is tested with the engine) and records it for the tests to check.
+  std::shared_ptr<const structured::CompiledGrammar> compile_constraint(
+      const OutputConstraint& c) const override {
+    std::lock_guard<std::mutex> lk(mu_);
+    constraints_.push_back(c);
+    return nullptr;
+  }
+  std::vector<OutputConstraint> constraints() const {
+    std::lock_guard<std::mutex> lk(mu_);
+    return constraints_;
+  }
+
   EngineStats stats() const override {
     std::lock_guard<std::mutex> lk(mu_);
     EngineStats st;
@@ -311,6 +324,7 @@ class FakeEngine : public EngineApi {
   ByteTokenizer bytes_;
   const Tokenizer& vocab_;
   mutable std::mutex mu_;
+  mutable std::vector<OutputConstraint> constraints_;  // every compile_constraint call, in order
   std::condition_variable cv_;
   std::vector<ScriptToken> script_;
   std::deque<std::shared_ptr<Stream>> waiting_;

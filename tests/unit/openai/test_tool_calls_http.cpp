@@ -264,11 +264,24 @@ TEST_CASE("tools: tool_choice none, no tools, required and named", "[tool_calls]
   }
   for (json choice : {json("auto"), json("required"),
                       json{{"type", "function"}, {"function", {{"name", "search"}}}}}) {
+    const size_t before = s.engine.constraints().size();
     auto r = s.post(chat_request({{"tool_choice", choice}}));
     REQUIRE(r.status == 200);
     CHECK(r.j()["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "search");
+    // "required" and a named function constrain decoding to one call in the model's format
+    // (here Hermes); "auto" leaves the output free.
+    const auto constraints = s.engine.constraints();
+    if (choice == "auto") {
+      CHECK(constraints.size() == before);
+    } else {
+      REQUIRE(constraints.size() == before + 1);
+      CHECK(constraints.back().kind == pagoda::OutputConstraint::Kind::JsonSchema);
+      CHECK(constraints.back().prefix == "<tool_call>\n");
+      CHECK(constraints.back().source.find("\"search\"") != std::string::npos);
+    }
   }
-  // "required" does not constrain decoding: an answer without a call is returned as content.
+  // The fake engine ignores the grammar (the real one is tested in test_engine_structured and
+  // e2e): an answer that holds no call is still returned as content, not lost.
   s.engine.set_script(FakeEngine::script_bytes("no call today"));
   auto r = s.post(chat_request({{"tool_choice", "required"}}));
   REQUIRE(r.status == 200);

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/gguf.h"
+#include "engine/gguf/gguf.h"
 #include "engine/structured/structured.h"
 #include "engine/tokenizer/tokenizer.h"
 

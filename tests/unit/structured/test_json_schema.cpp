@@ -212,6 +212,14 @@ TEST_CASE("anyOf, oneOf of distinct branches, allOf merged") {
   CHECK_FALSE(merged.accepts(R"({"a":6,"b":"x"})"));
   CHECK_FALSE(merged.accepts(R"({"a":3})"));
 
+  // items of one side still checks the positions the other side's prefixItems covers.
+  auto items_prefix = grammar_of(R"({"allOf":[{"type":"array","items":{"type":"string"}},
+      {"prefixItems":[{"minLength":2}],"maxItems":2}]})");
+  CHECK(items_prefix.accepts(R"(["ab","c"])"));
+  CHECK_FALSE(items_prefix.accepts(R"([1])"));
+  CHECK_FALSE(items_prefix.accepts(R"(["a"])"));
+  CHECK_FALSE(items_prefix.accepts(R"(["ab",2])"));
+
   // Keywords beside anyOf apply to every branch.
   auto shared = grammar_of(R"({"type":"object","properties":{"id":{"type":"integer"}},"required":["id"],
       "anyOf":[{"required":["x"]},{"required":["y"]}]})");
@@ -450,8 +458,10 @@ TEST_CASE("a realistic nested schema (tool arguments) compiles and accepts its e
 TEST_CASE("long and ambiguous outputs stay within the matcher's limits") {
   // Unanchored pattern: the match may start at any position.
   auto search = grammar_of(R"({"type":"string","pattern":"a+b"})");
-  CHECK(search.accepts("\"" + std::string(3000, 'a') + "b" + std::string(500, 'c') + "\""));
-  CHECK_FALSE(search.accepts("\"" + std::string(3000, 'a') + "\""));
+  std::string long_match = std::string(1, '"').append(3000, 'a').append("b").append(500, 'c').append("\"");
+  std::string no_match = std::string(1, '"').append(3000, 'a').append("\"");
+  CHECK(search.accepts(long_match));
+  CHECK_FALSE(search.accepts(no_match));
   // Deep generic JSON.
   auto any = grammar_of("{}");
   CHECK(any.accepts(std::string(200, '[') + std::string(200, ']')));

@@ -412,15 +412,17 @@ TEST_CASE("structured e2e: response_format json_schema, 50+ schemas, streaming a
   const std::vector<ojson> schemas = load_schemas();
   REQUIRE(schemas.size() >= 50);
   const int port = server().port();
-  // Each schema twice: once streamed, once not, with different seeds.
-  std::vector<Outcome> runs(schemas.size() * 2);
+  // Each schema four times, each with its own seed: streamed and not, at temperature 0.7 and 1.
+  std::vector<Outcome> runs(schemas.size() * 4);
   parallel_for(runs.size(), 16, [&](size_t i) {
-    const ojson& s = schemas[i / 2];
+    const ojson& s = schemas[i / 4];
     const bool stream = i % 2 == 1;
+    const double temperature = i % 4 >= 2 ? 1.0 : 0.7;
     Outcome& o = runs[i];
-    o.label = s["name"].get<std::string>() + (stream ? " (stream)" : "");
+    o.label = s["name"].get<std::string>() + " T=" + (i % 4 >= 2 ? "1" : "0.7") + (stream ? " (stream)" : "");
     o.schema = s["schema"];
     o.request = chat_request("Give an example.", kMaxTokens, 1000 + i, stream);
+    o.request["temperature"] = temperature;
     o.request["response_format"] = schema_format(o.schema);
     if (s.contains("bias")) o.request["logit_bias"] = logit_bias_for(port, s["bias"]);
     o.answer = ask(port, o.request);
@@ -622,6 +624,14 @@ TEST_CASE("structured e2e: bad constraints are 400s naming the parameter", "[e2e
        {"response_format"}, "uniqueItems"},
       {"refused format ipv6", [](ojson& b) { b["response_format"] = schema_format({{"type", "string"}, {"format", "ipv6"}}); },
        {"response_format"}, "ipv6"},
+      {"refused keyword not",
+       [](ojson& b) { b["response_format"] = schema_format({{"type", "string"}, {"not", {{"const", "a"}}}}); },
+       {"response_format"}, "not"},
+      {"oneOf with overlapping branches",
+       [](ojson& b) {
+         b["response_format"] = schema_format({{"oneOf", {{{"type", "integer"}}, {{"type", "number"}}}}});
+       },
+       {"response_format"}, "oneOf"},
       {"pattern with a lookahead",
        [](ojson& b) { b["response_format"] = schema_format({{"type", "string"}, {"pattern", "^(?=a)a$"}}); },
        {"response_format"}, ""},
@@ -658,6 +668,19 @@ TEST_CASE("structured e2e: bad constraints are 400s naming the parameter", "[e2e
          b["response_format"] = schema_format(valid_schema);
        },
        {"json_schema", "response_format"}, ""},
+      {"tool_choice required with a tool whose parameters are not a schema",
+       [](ojson& b) {
+         b["tools"] = ojson::array({{{"type", "function"}, {"function", {{"name", "f"}, {"parameters", {{"type", 5}}}}}}});
+         b["tool_choice"] = "required";
+       },
+       {"tool_choice", "tools"}, ""},
+      {"a schema whose grammar is over the size bound",
+       [](ojson& b) {
+         ojson values = ojson::array();
+         for (int v = 0; v < 20000; ++v) values.push_back("value number " + std::to_string(v));
+         b["response_format"] = schema_format({{"enum", values}});
+       },
+       {"response_format"}, ""},
       {"bad GBNF on completions", [](ojson& b) { b["grammar"] = "root ::= [a-"; }, {"grammar"}, "", true},
   };
   std::vector<Answer> answers(bad.size());
@@ -827,6 +850,42 @@ TEST_CASE("structured e2e: 16 concurrent requests with different schemas do not 
   }
   CHECK(require_valid(runs, "concurrent") == stop);
   CHECK(stop >= 14);
+}
+
+TEST_CASE("structured e2e: constrained requests survive preemption and recompute", "[e2e][structured]") {
+  SKIP_WITHOUT_VALIDATOR();
+  // 64 KV blocks (1024 tokens) for 16 requests of ~150 tokens each: the scheduler preempts
+  // and recomputes; the grammar state must follow (issue 11: "preemption + recompute keep
+  // working"), and with the same seeds the outputs equal those of the roomy shared server.
+  auto tight = start_server({"--kv-cache-memory", "256KiB", "--max-seqs", "16"});
+  const ojson schema = {{"type", "array"},
+                        {"items", {{"type", "string"}, {"minLength", 8}, {"maxLength", 8}}},
+                        {"minItems", 30},
+                        {"maxItems", 30}};
+  std::vector<Outcome> runs(32);
+  for (size_t i = 0; i < 32; ++i) {
+    Outcome& o = runs[i];
+    const bool roomy = i >= 16;
+    o.label = std::string(roomy ? "roomy " : "tight ") + std::to_string(i % 16) + (i % 2 ? " (stream)" : "");
+    o.schema = schema;
+    o.request = chat_request("List " + std::to_string(i % 16), kMaxTokens, 600 + i % 16, i % 2);
+    o.request["response_format"] = schema_format(schema);
+  }
+  const int tight_port = tight->port(), roomy_port = server().port();
+  parallel_for(32, 32, [&](size_t i) { runs[i].answer = ask(i >= 16 ? roomy_port : tight_port, runs[i].request); });
+  for (const Outcome& o : runs) {
+    INFO(o.label << ": " << o.answer.body.substr(0, 600));
+    REQUIRE(o.answer.status == 200);
+    CHECK(o.answer.choices.at(0).finish == "stop");
+  }
+  CHECK(require_valid(runs, "preemption") == 32);
+  const double preemptions = metric_value(http_get(tight_port, "/metrics").body, "pagoda_preemptions_total");
+  std::printf("structured e2e: %g preemptions among 16 constrained requests on 64 KV blocks\n", preemptions);
+  CHECK(preemptions > 0);
+  for (size_t i = 0; i < 16; ++i) {
+    INFO(runs[i].label << " vs " << runs[i + 16].label);
+    CHECK(runs[i].answer.choices.at(0).text == runs[i + 16].answer.choices.at(0).text);
+  }
 }
 
 TEST_CASE("structured e2e: n = 2, logprobs, seeded reproducibility", "[e2e][structured]") {

@@ -156,7 +156,10 @@ TokenLogprob token_logprob(const float* logits, int vocab, int32_t token, int to
     for (int i = 0; i < vocab; ++i) c[static_cast<size_t>(i)] = {logits[i], i};
     std::partial_sort(c.begin(), c.begin() + n, c.end(), more_likely);
     out.top.reserve(static_cast<size_t>(n));
-    for (int i = 0; i < n; ++i) out.top.push_back({c[static_cast<size_t>(i)].second, c[static_cast<size_t>(i)].first - log_z});
+    // A token with no probability at all (a structured-output mask sent it to -inf) is never
+    // an alternative: the list is shorter when fewer than n tokens are possible.
+    for (int i = 0; i < n && std::isfinite(c[static_cast<size_t>(i)].first); ++i)
+      out.top.push_back({c[static_cast<size_t>(i)].second, c[static_cast<size_t>(i)].first - log_z});
   }
   return out;
 }

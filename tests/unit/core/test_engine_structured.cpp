@@ -87,10 +87,16 @@ TEST_CASE("a choice constraint picks one of the strings; greedy too") {
   for (float temperature : {0.0f, 1.0f}) {
     GenerationRequest r = request(g, 5);
     r.sampling.temperature = temperature;
+    r.sampling.logprobs = 8;
     const auto out = collect(*submit_or_throw(engine, r)).choices[0];
     INFO(out.text);
     CHECK(out.finish == FinishReason::Stop);
     CHECK((out.text == "yes" || out.text == "no" || out.text == "maybe so"));
+    // Top alternatives are possible tokens only: at the first step just "y", "n" and "m" are
+    // (the built-in vocabulary spells them one byte each), not 8 tokens with -inf logprobs.
+    REQUIRE_FALSE(out.top_tokens.empty());
+    CHECK(out.top_tokens[0].size() <= 3);
+    CHECK_FALSE(out.top_tokens[0].empty());
   }
 }
 

@@ -30,7 +30,6 @@ struct GenerationRequest {
 };
 
 enum class FinishReason { None, Stop, Length, Abort, Error };
-const char* finish_reason_name(FinishReason r);  // "stop", "length", "abort", "error"
 
 struct TopLogprob {
   int32_t token = 0;

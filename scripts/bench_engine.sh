@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Issue 4's engine benchmark: aggregate decode tok/s through LlmEngine (continuous batching
 # over the paged KV cache) at 1, 4 and 16 sequences, 128-token prompts, 64 new tokens each,
-# on the TinyLlama-1.1B shape in Q8_0 with 2 CPU threads; plus the single-sequence decode of
-# the plain (engine-less) `pagoda generate` path for comparison.
+# on the TinyLlama-1.1B shape in Q8_0 with 2 CPU threads; plus the single-sequence figures of
+# `pagoda generate` (also through the engine, n = 1: prefill, then decode per token).
 #
 #   scripts/bench_engine.sh [build-dir]      env: MODEL=path THREADS=2 SEQS="1 4 16" N=64
 #
@@ -23,7 +23,7 @@ fi
 # The built-in byte-level vocabulary has no merges: 127 bytes + BOS = 128 prompt tokens.
 PROMPT=$(printf 'The quick brown fox jumps over the lazy dog. %.0s' 1 2 3 | head -c 127)
 
-echo "== single sequence, plain generate path"
+echo "== single sequence (generate, n = 1)"
 "$BIN" generate --model "$MODEL" --prompt "$PROMPT" -n "$N" --threads "$THREADS" --ignore-eos 2>&1 >/dev/null |
   grep -E '^(prefill|decode):'
 for s in $SEQS; do

@@ -1,6 +1,6 @@
 // Backend: tensor storage and the ops the transformer forward needs. model.cpp is written once
-// against this interface; backend_cpu.* and backend_cuda.* implement it. The CPU backend is the
-// oracle every other backend is tested against.
+// against this interface; cpu/backend_cpu.* and cuda/backend_cuda.* implement it. The CPU
+// backend is the oracle every other backend is tested against.
 //
 // Conventions:
 // - A Tensor is a 2-D row-major view (rows x cols, cols contiguous) in backend memory.
@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "engine/backend/step_plan.h"
+#include "kernels/draw_params.h"
 #include "kernels/ggml_type.h"
 
 namespace pagoda {
@@ -57,21 +58,30 @@ struct KvCacheConfig {
 // on ties); otherwise e_j = exp((logit_j - max) / temperature), tokens with e_j below the
 // top-k / top-p / min-p threshold are dropped, and the token is the first (in id order) whose
 // running sum of kept e exceeds philox_uniform(seed, counter) * (sum of kept e). A draw is a
-// pure function of (logits row, these fields): it does not depend on other draws.
-struct SampleRequest {
-  int32_t row = 0;           // which logit row (Model: an index into StepPlan::logit_rows)
-  float temperature = 0.0f;  // <= 0: greedy
-  int32_t top_k = 0;         // 0: off
-  float top_p = 1.0f;        // 1: off
-  float min_p = 0.0f;        // 0: off
-  uint64_t seed = 0;         // Philox key (kernels/cuda/philox.h)
-  uint64_t counter = 0;      // Philox counter: the sequence's number of generated tokens
+// pure function of (logits row, these fields): it does not depend on other draws. The fields
+// are DrawParams, the struct the CUDA launchers take (kernels/draw_params.h).
+struct SampleRequest : DrawParams {
+  int32_t row = 0;  // which logit row (Model: an index into StepPlan::logit_rows)
+};
+
+// The memory a backend's KV cache is carved from (Backend::memory_info), in bytes.
+struct MemoryInfo {
+  size_t free_bytes = 0;   // available now
+  size_t total_bytes = 0;
+  // True: the backend's own device memory (a GPU's), which the model's weights and activations
+  // already occupy and nothing else shares. False: host memory, shared with the whole system.
+  bool device = false;
 };
 
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
+
+  // Where this backend's tensors live and how much of it is free now (the engine sizes its KV
+  // cache from it: engine/core/kv_budget.h). The default is host memory (Linux MemAvailable
+  // and MemTotal; zeros when unknown).
+  virtual MemoryInfo memory_info() const;
 
   // ---- memory ----
   // A weight from the model file. The CPU backend may return a view of `host_data` (which

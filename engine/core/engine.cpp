@@ -2,14 +2,15 @@
 
 #include <algorithm>
 #include <chrono>
-#include <fstream>
 #include <future>
+#include <optional>
 #include <random>
-#include <unistd.h>
 
 #include <spdlog/spdlog.h>
 
-#include "engine/tokenizer/detokenizer.h"
+#include "engine/core/block_math.h"
+#include "engine/core/choice_text.h"
+#include "engine/core/kv_budget.h"
 #include "engine/model/model.h"
 #include "engine/core/output_constraint.h"
 #include "engine/core/prompt_logprobs.h"
@@ -19,20 +20,8 @@
 
 namespace pagoda {
 
-const char* finish_reason_name(FinishReason r) {
-  switch (r) {
-    case FinishReason::Stop: return "stop";
-    case FinishReason::Length: return "length";
-    case FinishReason::Abort: return "abort";
-    case FinishReason::Error: return "error";
-    case FinishReason::None: break;
-  }
-  return "";
-}
-
 struct LlmEngine::Choice {
-  std::unique_ptr<IncrementalDetokenizer> detok;
-  std::unique_ptr<StopStringMatcher> stop;
+  std::optional<ChoiceText> text;  // set at admission
   bool reported = false;
   bool prompt_logprobs_sent = false;  // on its first delta
 };
@@ -49,8 +38,6 @@ struct LlmEngine::Active {
 
 namespace {
 
-int ceil_div(int a, int b) { return (a + b - 1) / b; }
-
 // True when the backend's sampler gives this request everything it asks for (see engine.h).
 bool device_samplable(const SamplingParams& p) {
   if (p.grammar) return false;  // token masks are applied by the host sampler
@@ -58,17 +45,19 @@ bool device_samplable(const SamplingParams& p) {
          p.frequency_penalty == 0.0f && p.repetition_penalty == 1.0f;
 }
 
-// Bytes of memory available now (Linux MemAvailable), or 0 when unknown.
-size_t available_memory() {
-  std::ifstream f("/proc/meminfo");
-  std::string key;
-  size_t kb = 0;
-  std::string unit;
-  while (f >> key >> kb >> unit)
-    if (key == "MemAvailable:") return kb * 1024;
-  const long pages = sysconf(_SC_AVPHYS_PAGES);
-  const long page = sysconf(_SC_PAGESIZE);
-  return pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) : 0;
+// Target `seq`'s draw on the backend (see engine.h): the request's knobs, the choice's seed,
+// and counter = the tokens it generated so far.
+SampleRequest device_draw(const Sequence& seq, int logit_row) {
+  const SamplingParams& sp = seq.request->sampling;
+  SampleRequest d;
+  d.row = logit_row;
+  d.temperature = sp.temperature;
+  d.top_k = sp.top_k;
+  d.top_p = sp.top_p;
+  d.min_p = sp.min_p;
+  d.seed = seq.seed;
+  d.counter = seq.output.size();
+  return d;
 }
 
 double now_unix_s() {
@@ -90,20 +79,17 @@ LlmEngine::LlmEngine(Model& model, const Tokenizer* tokenizer, EngineConfig cfg)
 
   const size_t block_bytes = model_.kv_block_bytes(B);
   const int sys_blocks = ceil_div(static_cast<int>(cfg_.system_prompt.size()), B);
-  size_t n_blocks = 0;
-  if (cfg_.kv_cache_memory > 0) {
-    n_blocks = cfg_.kv_cache_memory / block_bytes;
-  } else {
-    const size_t avail = cfg_.device_free_memory > 0 ? cfg_.device_free_memory : available_memory();
-    const double budget = static_cast<double>(avail) * cfg_.kv_cache_fraction;
-    n_blocks = static_cast<size_t>(budget / static_cast<double>(block_bytes));
-    const size_t useful = 2 * static_cast<size_t>(cfg_.max_seqs) * ceil_div(ctx, B) + sys_blocks;
-    n_blocks = std::min(n_blocks, useful);
+  KvBudget budget;
+  try {
+    budget = kv_budget(cfg_, model_.backend().memory_info(), block_bytes, ctx);
+  } catch (const std::invalid_argument& e) {
+    throw EngineError(e.what());
   }
+  const size_t n_blocks = budget.blocks;
   if (n_blocks < static_cast<size_t>(sys_blocks) + 2)
-    throw EngineError("the KV cache budget holds " + std::to_string(n_blocks) + " blocks of " +
-                      std::to_string(block_bytes) + " bytes; at least " + std::to_string(sys_blocks + 2) +
-                      " are needed");
+    throw EngineError("the KV cache budget (" + budget.basis + ") holds " + std::to_string(n_blocks) +
+                      " blocks of " + std::to_string(block_bytes) + " bytes; at least " +
+                      std::to_string(sys_blocks + 2) + " are needed");
   num_blocks_ = static_cast<int>(std::min<size_t>(n_blocks, 1u << 30));
   ctx_limit_ = std::min(ctx, (num_blocks_ - sys_blocks) * B);
   if (ctx_limit_ <= B) throw EngineError("the context (" + std::to_string(ctx_limit_) + " tokens) must exceed one block");
@@ -123,9 +109,8 @@ LlmEngine::LlmEngine(Model& model, const Tokenizer* tokenizer, EngineConfig cfg)
   sc.context_shift = cfg_.context_shift;
   if (tokenizer_) sc.is_eog = [tok = tokenizer_](int32_t t) { return tok->is_eog(t); };
   scheduler_ = std::make_unique<Scheduler>(sc, *kv_);
-  logits_.reserve(static_cast<size_t>(sc.max_batch_tokens) * vocab_);
-  spdlog::info("engine: {} KV blocks of {} tokens ({:.1f} MiB), context {} tokens, batch {} tokens, {} seqs",
-               num_blocks_, B, num_blocks_ * static_cast<double>(block_bytes) / (1 << 20), ctx_limit_,
+  spdlog::info("engine: {} KV blocks of {} tokens ({:.1f} MiB; {}), context {} tokens, batch {} tokens, {} seqs",
+               num_blocks_, B, num_blocks_ * static_cast<double>(block_bytes) / (1 << 20), budget.basis, ctx_limit_,
                sc.max_batch_tokens, sc.max_seqs);
   {
     std::lock_guard<std::mutex> lock(stats_mu_);
@@ -159,10 +144,18 @@ std::shared_ptr<RequestStream> LlmEngine::submit(GenerationRequest req, SubmitEr
                 "context_length_exceeded");
   // No limit asked for: up to the context (a shifting context would otherwise never end).
   if (req.stop.max_tokens <= 0) req.stop.max_tokens = ctx_limit_ - static_cast<int>(req.prompt.size());
+  // The one admission bound, in sequences: those in flight (submitted, some choice not yet
+  // finished) stay within max_seqs running plus max_queue waiting.
+  const int max_inflight = cfg_.max_seqs + cfg_.max_queue;
+  if (req.n > max_inflight)
+    return fail("the request asks for " + std::to_string(req.n) + " sequences; this engine runs at most " +
+                    std::to_string(max_inflight) + " at a time",
+                "too_many_sequences");
   {
     // Check and count under one lock, so concurrent submits cannot overshoot the limit.
     std::lock_guard<std::mutex> lock(stats_mu_);
-    if (stats_.waiting + queued_ >= cfg_.max_queue) return fail("the request queue is full", "queue_full");
+    if (inflight_seqs_ + req.n > max_inflight) return fail("the request queue is full", "queue_full");
+    inflight_seqs_ += req.n;
     ++queued_;
   }
 
@@ -189,6 +182,7 @@ std::shared_ptr<RequestStream> LlmEngine::submit(GenerationRequest req, SubmitEr
   if (stopping) {
     std::lock_guard<std::mutex> lock(stats_mu_);
     --queued_;
+    inflight_seqs_ -= n;
     return fail("the engine is shutting down", "engine_unavailable");
   }
   inbox_->cv.notify_all();
@@ -325,10 +319,7 @@ bool LlmEngine::take_inbox() {
       }
       a->seqs.push_back(seq);
       by_seq_[seq->id] = a;
-      if (tokenizer_) {
-        a->choices[i].detok = std::make_unique<IncrementalDetokenizer>(*tokenizer_, req.prompt);
-        if (!req.stop.stop.empty()) a->choices[i].stop = std::make_unique<StopStringMatcher>(req.stop.stop);
-      }
+      a->choices[i].text.emplace(tokenizer_, req.prompt, req.stop.stop);
     }
     a->unreported = req.n;
     active_[a->seqs[0]->id] = a;
@@ -369,24 +360,14 @@ void LlmEngine::step() {
     for (size_t j = 0; j < targets.size(); ++j) {
       const Sequence& seq = *targets[j].seq;
       if (!seq.device_sampling) continue;
-      const SamplingParams& sp = seq.request->sampling;
-      SampleRequest d;
-      d.row = targets[j].logit_row;
-      d.temperature = sp.temperature;
-      d.top_k = sp.top_k;
-      d.top_p = sp.top_p;
-      d.min_p = sp.min_p;
-      d.seed = seq.seed;
-      d.counter = seq.output.size();
       draw_of[j] = static_cast<int>(draws_.size());
-      draws_.push_back(d);
+      draws_.push_back(device_draw(seq, targets[j].logit_row));
     }
     // Structured output: the constrained rows' token masks are computed while the model runs.
     const bool constrained = start_grammar_masks(targets);
     try {
       const auto tf = clock::now();
-      if (draws_.empty()) model_.forward(plan, logits_);
-      else model_.forward(plan, draws_, draw_ids_, logits_);
+      model_.forward(plan, draws_, logits_);
       forward_s_ += std::chrono::duration<double>(clock::now() - tf).count();
     } catch (const std::exception& e) {
       if (constrained) masks_->wait();  // the workers read the matchers
@@ -396,19 +377,10 @@ void LlmEngine::step() {
       update_stats(false);
       return;
     }
-    // logits_ holds the rows no draw read, in logit-row order: host_row[r] is row r's place.
-    std::vector<int32_t> host_row(plan.logit_rows.size(), 0);
-    {
-      std::vector<char> drawn(plan.logit_rows.size(), 0);
-      for (const SampleRequest& d : draws_) drawn[static_cast<size_t>(d.row)] = 1;
-      int32_t next = 0;
-      for (size_t r = 0; r < drawn.size(); ++r)
-        if (!drawn[r]) host_row[r] = next++;
-    }
     // Prompt logprobs come from logit rows no draw reads.
     for (const PromptLogprobRows& r : scheduler_->prompt_logprob_rows())
       if (auto it = by_seq_.find(r.seq->id); it != by_seq_.end())
-        append_prompt_logprobs(r, logits_.data(), host_row, vocab_, it->second->prompt_logprobs);
+        append_prompt_logprobs(r, logits_, it->second->prompt_logprobs);
     std::vector<int32_t> sampled(targets.size());
     std::vector<SampleResult> results(targets.size());
     std::vector<char> grammar_dead(targets.size(), 0);  // the grammar allowed no token
@@ -416,28 +388,39 @@ void LlmEngine::step() {
     for (size_t j = 0; j < targets.size(); ++j) {
       Sequence& seq = *targets[j].seq;
       if (draw_of[j] >= 0) {
-        results[j].token = draw_ids_[static_cast<size_t>(draw_of[j])];
+        results[j].token = logits_.drawn()[static_cast<size_t>(draw_of[j])];
       } else {
-        float* row = logits_.data() + static_cast<size_t>(host_row[static_cast<size_t>(targets[j].logit_row)]) * vocab_;
+        const std::span<const float> row = logits_.host_row(targets[j].logit_row);
         const uint32_t* mask = constrained ? masks_->mask(j) : nullptr;
-        if (mask && apply_token_mask(row, vocab_, mask) == 0) {
-          grammar_dead[j] = 1;  // ended with an error below; the token is a placeholder
-          results[j].token = tokenizer_ && tokenizer_->eos_id() >= 0 ? tokenizer_->eos_id() : 0;
+        if (!mask) {
+          results[j] = sample_token(row.data(), vocab_, seq.request->sampling, seq.request->prompt, seq.output, seq.rng);
         } else {
-          results[j] = sample_token(row, vocab_, seq.request->sampling, seq.request->prompt, seq.output, seq.rng);
+          // Structured output: the sampler sees the row with every disallowed token at -inf.
+          masked_row_.assign(row.begin(), row.end());
+          if (apply_token_mask(masked_row_.data(), vocab_, mask) == 0) {
+            grammar_dead[j] = 1;  // ended with an error below; the token is a placeholder
+            results[j].token = tokenizer_ && tokenizer_->eos_id() >= 0 ? tokenizer_->eos_id() : 0;
+          } else {
+            results[j] = sample_token(masked_row_.data(), vocab_, seq.request->sampling, seq.request->prompt,
+                                      seq.output, seq.rng);
+          }
         }
       }
       sampled[j] = results[j].token;
     }
-    // update() returns the sequences that got a token in target order, skipping none that
-    // were running; map results by sequence to be safe.
-    std::unordered_map<const Sequence*, size_t> index;
-    for (size_t j = 0; j < targets.size(); ++j) index[targets[j].seq.get()] = j;
-    std::vector<SampleResult> ordered;
+    // update() returns the sequences that got a token, a subsequence of the targets in their
+    // order: walk both to pair each with its result.
+    std::vector<const Sequence*> target_seqs(targets.size());  // update() clears the targets
+    for (size_t j = 0; j < targets.size(); ++j) target_seqs[j] = targets[j].seq.get();
     const auto updated = scheduler_->update(sampled);
+    std::vector<SampleResult> ordered;
+    ordered.reserve(updated.size());
+    size_t j = 0;
     for (const auto& seq : updated) {
-      if (seq->grammar) advance_grammar(seq, grammar_dead[index.at(seq.get())] != 0);
-      ordered.push_back(std::move(results[index.at(seq.get())]));
+      while (j < target_seqs.size() && target_seqs[j] != seq.get()) ++j;
+      if (j == target_seqs.size()) throw std::logic_error("engine: update() returned a sequence out of target order");
+      if (seq->grammar) advance_grammar(seq, grammar_dead[j] != 0);
+      ordered.push_back(std::move(results[j++]));
     }
     emit_outputs(updated, ordered);
   }
@@ -513,28 +496,15 @@ void LlmEngine::emit_outputs(const std::vector<std::shared_ptr<Sequence>>& updat
     // text: advance_grammar.)
     const bool grammar_completed = seq->grammar && seq->grammar->is_finished() && !seq->grammar->is_terminated();
     const bool stop_token = seq->finished() && seq->finish == FinishReason::Stop && !grammar_completed;
-    std::string text;
-    if (c.detok && !stop_token) text = c.detok->push(tok);
-    if (c.stop && !text.empty()) {
-      text = c.stop->feed(text);
-      if (c.stop->matched()) scheduler_->finish(seq, FinishReason::Stop);
-    }
+    std::string text = c.text->push(tok, stop_token);
+    if (c.text->stopped()) scheduler_->finish(seq, FinishReason::Stop);
     if (seq->finished()) {
-      const bool string_stop = c.stop && c.stop->matched();
-      if (c.detok && !string_stop) {
-        const std::string tail = c.detok->flush();
-        if (c.stop) {
-          text += c.stop->feed(tail);
-          if (!c.stop->matched()) text += c.stop->flush();
-          else seq->finish = FinishReason::Stop;
-        } else {
-          text += tail;
-        }
-      }
+      text += c.text->finish();
+      if (c.text->stopped()) seq->finish = FinishReason::Stop;
       d.finish = seq->finish;
       d.error = seq->error;
       c.reported = true;
-      --a.unreported;
+      choice_finished(a);
     }
     d.text = std::move(text);
     a.stream->push(std::move(d));
@@ -553,7 +523,7 @@ void LlmEngine::report_finished() {
       d.finish = seq->finish;
       d.error = seq->error;
       c.reported = true;
-      --a.unreported;
+      choice_finished(a);
       a.stream->push(std::move(d));
     }
   }
@@ -566,6 +536,12 @@ void LlmEngine::report_finished() {
       ++it;
     }
   }
+}
+
+void LlmEngine::choice_finished(Active& a) {
+  --a.unreported;
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  --inflight_seqs_;
 }
 
 void LlmEngine::fail_running(const std::string& message) {

@@ -1,4 +1,4 @@
-// LlmEngine: the engine thread (DESIGN.md section 2). It owns the model, the KV cache and the
+// LlmEngine: the engine thread (README, "Architecture"). It owns the model, the KV cache and the
 // scheduler; other threads only submit requests, read their streams and abort them.
 //
 // Each step: take new requests and aborts from the inbox -> scheduler.schedule() -> StepPlan ->
@@ -44,27 +44,28 @@
 #include "engine/core/kv_cache_manager.h"
 #include "engine/core/sampling.h"
 #include "engine/core/scheduler.h"
+#include "engine/model/model.h"
 
 namespace pagoda {
 
-class Model;
 class Tokenizer;
 class ChannelStream;
-class IncrementalDetokenizer;
-class StopStringMatcher;
 class ConstraintCompiler;
 
 struct EngineConfig {
   int block_size = 16;
-  // KV cache budget: bytes when > 0, else this fraction of the memory available now (CPU:
-  // MemAvailable), capped at max_seqs full contexts plus the system prompt, twice over.
+  // KV cache budget (engine/core/kv_budget.h): bytes when > 0; else, on a backend with device
+  // memory, what keeps the process within device_memory_fraction of it; else this fraction of
+  // the host memory available now, capped at max_seqs full contexts plus the system prompt,
+  // twice over.
   size_t kv_cache_memory = 0;
   double kv_cache_fraction = 0.5;
-  size_t device_free_memory = 0;  // what the fraction applies to (GPU: free device memory);
-                                  // 0: the host's MemAvailable (CPU backend)
+  double device_memory_fraction = 0.9;  // weights + activations + KV cache, in (0, 1]
   int max_batch_tokens = 512;  // at most the model's max_batch_tokens
   int max_seqs = 16;
-  int max_queue = 1024;        // waiting requests before submit() answers queue_full
+  // The admission bound, in sequences (a request counts its n choices): submit() answers
+  // queue_full while max_seqs + max_queue sequences are in flight (submitted, not finished).
+  int max_queue = 1024;
   int ctx_size = 0;            // tokens per sequence; 0: the model's training context
   bool context_shift = true;
   int n_keep = -1;             // default tokens kept on a shift; -1: the system prompt's length
@@ -122,6 +123,7 @@ class LlmEngine final : public EngineApi {
   bool start_grammar_masks(const std::vector<SampleTarget>& targets);
   void advance_grammar(const std::shared_ptr<Sequence>& seq, bool dead);
   void report_finished();
+  void choice_finished(Active& a);  // its last delta was pushed
   void fail_running(const std::string& message);
   void update_stats(bool stepped);
 
@@ -145,17 +147,18 @@ class LlmEngine final : public EngineApi {
   };
   std::shared_ptr<Inbox> inbox_;
   int queued_ = 0;  // submitted, not yet in the scheduler's queue (guarded by stats_mu_)
+  int inflight_seqs_ = 0;  // choices submitted and not yet finished (guarded by stats_mu_)
 
   // Engine-thread state.
   std::unordered_map<uint64_t, std::shared_ptr<Active>> active_;  // by request id
   std::unordered_map<uint64_t, std::shared_ptr<Active>> by_seq_;  // sequence id -> request
   uint64_t next_id_ = 1;
   std::shared_ptr<Sequence> system_seq_;
-  std::vector<float> logits_;      // logits of the host-sampled rows of the last step
-  std::vector<SampleRequest> draws_;  // the device-sampled targets of the step, and their ids
-  std::vector<int32_t> draw_ids_;
+  StepLogits logits_;                 // the last step's drawn ids and host logits
+  std::vector<SampleRequest> draws_;  // the device-sampled targets of the step
   double step_s_ = 0, forward_s_ = 0;
   std::unique_ptr<StepMasks> masks_;  // made at the first constrained step
+  std::vector<float> masked_row_;     // a constrained row's logits with its mask applied
 
   // Structured output: the vocabulary's token bytes and the compiled-grammar cache, built on
   // the first compile_constraint (from HTTP threads; the compiler itself is thread-safe).

@@ -4,11 +4,9 @@
 #include <stdexcept>
 #include <string>
 
-namespace pagoda {
+#include "engine/core/block_math.h"
 
-namespace {
-int ceil_div(int a, int b) { return (a + b - 1) / b; }
-}  // namespace
+namespace pagoda {
 
 KvCacheManager::KvCacheManager(int num_blocks, int block_size, BlockPool::HashFn hash)
     : pool_(num_blocks, block_size, std::move(hash)) {}

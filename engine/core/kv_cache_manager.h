@@ -1,4 +1,4 @@
-// KvCacheManager: per-sequence block tables over one BlockPool (DESIGN.md section 3).
+// KvCacheManager: per-sequence block tables over one BlockPool (README, "Architecture").
 //
 // It owns the bookkeeping only; the cache contents live in the backend. Whatever has to happen
 // to the contents (block copies for copy-on-write, K re-roping for context shift) is queued as
@@ -75,7 +75,6 @@ class KvCacheManager {
 
   // Moves the queued cache edits out (into a StepPlan).
   void take_edits(std::vector<BlockCopy>& copies, std::vector<KShift>& shifts);
-  bool has_edits() const { return !copies_.empty() || !shifts_.empty(); }
 
  private:
   struct SeqKv {

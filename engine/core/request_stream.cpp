@@ -21,11 +21,6 @@ bool ChannelStream::done() const {
   return unfinished_ == 0 && queue_.empty();
 }
 
-bool ChannelStream::all_finished() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return unfinished_ == 0;
-}
-
 Usage ChannelStream::usage() const {
   std::lock_guard<std::mutex> lock(mu_);
   return usage_;

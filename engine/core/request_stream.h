@@ -31,7 +31,6 @@ class ChannelStream final : public RequestStream {
   void push(Delta d);
   void set_cached_prompt_tokens(int n);
   bool abort_requested() const { return abort_.load(std::memory_order_acquire); }
-  bool all_finished() const;
 
  private:
   mutable std::mutex mu_;

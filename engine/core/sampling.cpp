@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <stdexcept>
+#include <string>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -136,6 +138,32 @@ std::vector<Candidate> truncated_distribution(const float* logits, int vocab, co
   return out;
 }
 
+TokenLogprob token_logprob(const float* logits, int vocab, int32_t token, int top_n) {
+  if (token < 0 || token >= vocab)
+    throw std::invalid_argument("logprobs: token " + std::to_string(token) + " is outside the vocabulary");
+  float max_l = -std::numeric_limits<float>::infinity();
+  for (int i = 0; i < vocab; ++i) max_l = std::max(max_l, logits[i]);
+  double sum = 0;
+  for (int i = 0; i < vocab; ++i) sum += std::exp(static_cast<double>(logits[i] - max_l));
+  const float log_z = max_l + static_cast<float>(std::log(sum));
+
+  TokenLogprob out;
+  out.token = token;
+  out.logprob = logits[token] - log_z;
+  const int n = std::min(std::max(top_n, 0), vocab);
+  if (n > 0) {
+    std::vector<std::pair<float, int32_t>> c(static_cast<size_t>(vocab));
+    for (int i = 0; i < vocab; ++i) c[static_cast<size_t>(i)] = {logits[i], i};
+    std::partial_sort(c.begin(), c.begin() + n, c.end(), more_likely);
+    out.top.reserve(static_cast<size_t>(n));
+    // A token with no probability at all (a structured-output mask sent it to -inf) is never
+    // an alternative: the list is shorter when fewer than n tokens are possible.
+    for (int i = 0; i < n && std::isfinite(c[static_cast<size_t>(i)].first); ++i)
+      out.top.push_back({c[static_cast<size_t>(i)].second, c[static_cast<size_t>(i)].first - log_z});
+  }
+  return out;
+}
+
 SampleResult sample_token(const float* raw_logits, int vocab, const SamplingParams& params,
                           const std::vector<int32_t>& prompt, const std::vector<int32_t>& output,
                           Rng& rng) {
@@ -161,19 +189,9 @@ SampleResult sample_token(const float* raw_logits, int vocab, const SamplingPara
   }
 
   if (params.logprobs >= 0) {
-    float max_l = -std::numeric_limits<float>::infinity();
-    for (float l : logits) max_l = std::max(max_l, l);
-    double sum = 0;
-    for (float l : logits) sum += std::exp(static_cast<double>(l - max_l));
-    const float log_z = max_l + static_cast<float>(std::log(sum));
-    r.logprob = logits[r.token] - log_z;
-    const int n = std::min(params.logprobs, vocab);
-    if (n > 0) {
-      std::vector<std::pair<float, int32_t>> c(vocab);
-      for (int i = 0; i < vocab; ++i) c[i] = {logits[i], i};
-      std::partial_sort(c.begin(), c.begin() + n, c.end(), more_likely);
-      for (int i = 0; i < n; ++i) r.top.push_back({c[i].second, c[i].first - log_z});
-    }
+    TokenLogprob lp = token_logprob(logits.data(), vocab, r.token, params.logprobs);
+    r.logprob = lp.logprob;
+    r.top = std::move(lp.top);
   }
   return r;
 }

@@ -58,6 +58,14 @@ void apply_penalties(float* logits, int vocab, const SamplingParams& params,
 // filter, in token-id order (the whole vocabulary) when none does. Exposed for tests.
 std::vector<Candidate> truncated_distribution(const float* logits, int vocab, const SamplingParams& params);
 
+// The logprob of `token` under one row of logits (log-softmax: float max, double sum of
+// exponentials) and the `top_n` most likely tokens, most likely first (ties: lower id first).
+// The one implementation of token logprobs: the sampler's (on processed logits, step 4) and the
+// prompt's (on raw logits), so a generated token and the same token read back as part of a
+// prompt get the same value from the same logits. Throws std::invalid_argument for a token
+// outside [0, vocab).
+TokenLogprob token_logprob(const float* logits, int vocab, int32_t token, int top_n);
+
 // The whole pipeline for one row of raw logits. Consumes one rng draw unless greedy.
 SampleResult sample_token(const float* raw_logits, int vocab, const SamplingParams& params,
                           const std::vector<int32_t>& prompt, const std::vector<int32_t>& output,

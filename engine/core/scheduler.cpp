@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "engine/core/block_math.h"
+
 namespace pagoda {
 
 namespace {
-int ceil_div(int a, int b) { return (a + b - 1) / b; }
-
 // Whether `seq` still needs the logits of some prompt position (see PromptLogprobRows). The
 // positions are prompt indices only while nothing was shifted out.
 bool wants_prompt_logprobs(const Sequence& seq) {
@@ -77,8 +77,7 @@ bool Scheduler::reserve_running(const std::shared_ptr<Sequence>& seq, int n) {
 bool Scheduler::shift_context(const std::shared_ptr<Sequence>& seq) {
   const int B = kv_.block_size();
   if (cfg_.context_shift) {
-    const int n_keep = std::min(ceil_div(std::max(seq->n_keep, 0), B) * B, seq->num_computed);
-    const int n_discard = (seq->num_computed - n_keep) / 2 / B * B;
+    const auto [n_keep, n_discard] = context_shift_cut(seq->num_computed, seq->n_keep, B);
     if (n_discard >= B && kv_.shift(seq->id, seq->num_computed, n_keep, n_discard)) {
       seq->tokens.erase(seq->tokens.begin() + n_keep, seq->tokens.begin() + n_keep + n_discard);
       seq->num_computed -= n_discard;
@@ -95,9 +94,7 @@ bool Scheduler::shift_tokens(Sequence& seq) {
   const int B = kv_.block_size();
   while (seq.num_tokens() > cfg_.ctx_limit) {
     // The same cut shift_context() makes, on tokens that are not in the cache yet.
-    const int n = seq.num_tokens() - 1;
-    const int n_keep = std::min(ceil_div(std::max(seq.n_keep, 0), B) * B, n);
-    const int n_discard = (n - n_keep) / 2 / B * B;
+    const auto [n_keep, n_discard] = context_shift_cut(seq.num_tokens() - 1, seq.n_keep, B);
     if (!cfg_.context_shift || n_discard < B) return false;
     seq.tokens.erase(seq.tokens.begin() + n_keep, seq.tokens.begin() + n_keep + n_discard);
     ++seq.n_shifts;

@@ -158,13 +158,25 @@ void Model::Impl::run_ops(int64_t n, int64_t n_out, int64_t n_device, const std:
   }
 }
 
-void Model::forward(const StepPlan& plan, std::vector<float>& logits) {
-  std::vector<int32_t> no_ids;
-  forward(plan, {}, no_ids, logits);
+std::span<const float> StepLogits::host_row(int logit_row) const {
+  if (logit_row < 0 || static_cast<size_t>(logit_row) >= place_.size())
+    throw std::out_of_range("StepLogits: logit row " + std::to_string(logit_row) + " is outside the step");
+  const int32_t place = place_[static_cast<size_t>(logit_row)];
+  if (place < 0)
+    throw std::out_of_range("StepLogits: logit row " + std::to_string(logit_row) + " was drawn on the backend");
+  return {logits_.data() + static_cast<size_t>(place) * static_cast<size_t>(vocab_), static_cast<size_t>(vocab_)};
 }
 
-void Model::forward(const StepPlan& plan, const std::vector<SampleRequest>& draws,
-                    std::vector<int32_t>& ids, std::vector<float>& host_logits) {
+void Model::forward(const StepPlan& plan, std::vector<float>& logits) {
+  // With no draws every row is a host row, in logit-row order. The swaps lend the caller's
+  // buffer (and its capacity) to the pass.
+  StepLogits out;
+  out.logits_.swap(logits);
+  forward(plan, {}, out);
+  logits.swap(out.logits_);
+}
+
+void Model::forward(const StepPlan& plan, const std::vector<SampleRequest>& draws, StepLogits& out) {
   Impl& m = *impl_;
   if (!m.kv_ready) throw std::logic_error("Model::forward: init_kv_cache was not called");
   const int64_t n = plan.n_tokens();
@@ -221,8 +233,12 @@ void Model::forward(const StepPlan& plan, const std::vector<SampleRequest>& draw
   b.begin_step(reordered ? reordered_plan : plan);  // validates the plan's indices against the cache
   b.apply_cache_edits(m.rope);
   const int64_t vocab = m.cfg.vocab_size;
-  host_logits.assign(static_cast<size_t>((n_out - n_device) * vocab), 0.0f);
-  ids.assign(draws.size(), 0);
+  out.vocab_ = vocab;
+  out.place_.resize(static_cast<size_t>(n_out));
+  for (size_t r = 0; r < out.place_.size(); ++r)
+    out.place_[r] = on_device[r] ? -1 : pos[r] - static_cast<int32_t>(n_device);
+  out.logits_.assign(static_cast<size_t>((n_out - n_device) * vocab), 0.0f);
+  out.ids_.assign(draws.size(), 0);
   if (n == 0) return;
   if (!sorted.empty()) b.begin_sampling(sorted);  // the upload overlaps the layers
 
@@ -230,13 +246,13 @@ void Model::forward(const StepPlan& plan, const std::vector<SampleRequest>& draw
   // backend may record them once and replay them (CUDA graphs).
   const bool recordable = n_out > 0 && n_device == n_out && n_out <= m.logits.rows;
   if (!(recordable && b.replay_recorded())) {
-    m.run_ops(n, n_out, n_device, sorted, host_logits.data());
+    m.run_ops(n, n_out, n_device, sorted, out.logits_.data());
     if (recordable) b.end_recordable();
   }
   if (!sorted.empty()) {
     std::vector<int32_t> got(sorted.size());
     b.finish_sampling(got.data());
-    for (size_t k = 0; k < got.size(); ++k) ids[by_place[k]] = got[k];
+    for (size_t k = 0; k < got.size(); ++k) out.ids_[by_place[k]] = got[k];
   }
 }
 

@@ -1,7 +1,9 @@
 // The transformer forward (llama, qwen2) over a StepPlan, written once against Backend.
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -12,6 +14,27 @@
 namespace pagoda::gguf { class GgufFile; }
 
 namespace pagoda {
+
+// What a forward pass leaves for the caller: per draw, the token the backend drew; per logit
+// row no draw names, a view of its logits on the host. Reused from step to step (the buffers
+// keep their capacity); valid until the next forward into it.
+class StepLogits {
+ public:
+  // The token of each draw, in the order of the draws given to forward().
+  const std::vector<int32_t>& drawn() const { return ids_; }
+  // The vocab_size logits of logit row `logit_row`; throws std::out_of_range for a row outside
+  // the step or one drawn on the backend (its logits never left it).
+  std::span<const float> host_row(int logit_row) const;
+  // How many logit rows were read back.
+  size_t host_rows() const { return vocab_ > 0 ? logits_.size() / static_cast<size_t>(vocab_) : 0; }
+
+ private:
+  friend class Model;
+  std::vector<int32_t> ids_;     // by draw
+  std::vector<float> logits_;    // the host rows, in LM-head order
+  std::vector<int32_t> place_;   // logit row -> its place in logits_, or -1 when drawn
+  int64_t vocab_ = 0;
+};
 
 class Model {
  public:
@@ -33,21 +56,21 @@ class Model {
   void init_kv_cache(int num_blocks, int block_size, GgmlType kv_type);
 
   // Applies the plan's cache edits, runs the forward pass and writes the logits of
-  // plan.logit_rows (in that order) to `logits` as [logit_rows.size() x vocab_size].
+  // plan.logit_rows (in that order) to `logits` as [logit_rows.size() x vocab_size]: the
+  // forward below with no draws, every row on the host.
   void forward(const StepPlan& plan, std::vector<float>& logits);
 
-  // The same forward pass with sampling on the backend, so that only token ids come back for
-  // the rows sampled there. draws[i].row names a logit row (an index into plan.logit_rows;
-  // several draws may name one row, e.g. the n choices of a prompt) and ids[i] receives its
-  // token, drawn by the rule documented at SampleRequest. The logits of the rows no draw names
-  // are written to `host_logits` in logit-row order ([those rows x vocab_size]), as forward()
-  // does. Non-empty draws need backend().can_sample(); with none this is forward(plan, logits).
-  // Internally the sampled rows go through the LM head first, so the host rows form one tail
-  // that is copied back alone, and a step without host rows waits for the device once. Such a
-  // step whose rows fit one LM-head chunk is offered to the backend for recording and replay
-  // (Backend::replay_recorded; CUDA graphs when enabled).
-  void forward(const StepPlan& plan, const std::vector<SampleRequest>& draws,
-               std::vector<int32_t>& ids, std::vector<float>& host_logits);
+  // The forward pass, with sampling on the backend for the rows `draws` name, so that only
+  // token ids come back for them. draws[i].row names a logit row (an index into
+  // plan.logit_rows; several draws may name one row, e.g. the n choices of a prompt) and
+  // out.drawn()[i] is its token, drawn by the rule documented at SampleRequest; every row no
+  // draw names is read back, and out.host_row(r) is its logits. The order rows take through the
+  // LM head is the model's own business: callers index by logit row and by draw only. Non-empty
+  // draws need backend().can_sample(). Internally the drawn rows go through the LM head first,
+  // so the host rows form one tail that is copied back alone, and a step without host rows
+  // waits for the device once. Such a step whose rows fit one LM-head chunk is offered to the
+  // backend for recording and replay (Backend::replay_recorded; CUDA graphs when enabled).
+  void forward(const StepPlan& plan, const std::vector<SampleRequest>& draws, StepLogits& out);
 
  private:
   struct Impl;

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <string>
 
+#include "kernels/draw_params.h"
 #include "kernels/ggml_type.h"
 
 namespace pagoda::cuda {
@@ -145,24 +146,15 @@ void attention_prefill(const float* q, float* out, int n_heads, float scale, con
 
 // ---- sampling ----
 
-// Per-row sampling parameters (device array of n_rows).
-struct SampleParams {
-  float temperature = 0.0f;  // <= 0: greedy (argmax, lowest index on ties)
-  int top_k = 0;             // 0: off; keeps every token whose logit is >= the k-th largest
-  float top_p = 1.0f;        // keeps the smallest top set whose probability reaches top_p
-  float min_p = 0.0f;        // keeps tokens with probability >= min_p * max probability
-  uint64_t seed = 0;         // Philox key
-  uint64_t counter = 0;      // Philox counter (e.g. the number of tokens already generated)
-};
-
-// Samples one token per row of logits (n_rows x vocab) into out[row]. Deterministic for a
-// given (logits, params): the uniform draw is philox_uniform(seed, counter), see philox.h.
-void sample(const float* logits, int64_t n_rows, int vocab, const SampleParams* params,
+// Samples one token per row of logits (n_rows x vocab) into out[row] with params[row] (a device
+// array of n_rows; kernels/draw_params.h). Deterministic for a given (logits, params): the
+// uniform draw is philox_uniform(seed, counter), see philox.h.
+void sample(const float* logits, int64_t n_rows, int vocab, const DrawParams* params,
             int32_t* out, void* stream);
 
 // The same rule for n_draws draws where draw i reads logits row rows[i] - row_base (rows:
 // device array of n_draws) with params[i] into out[i]; a row may be read by several draws.
 void sample_rows(const float* logits, int vocab, const int32_t* rows, int64_t row_base,
-                 int64_t n_draws, const SampleParams* params, int32_t* out, void* stream);
+                 int64_t n_draws, const DrawParams* params, int32_t* out, void* stream);
 
 }  // namespace pagoda::cuda

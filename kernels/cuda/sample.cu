@@ -33,14 +33,14 @@ __device__ __forceinline__ float bits_to_float(uint32_t b) { return __uint_as_fl
 // (40 registers on sm_80 and 32 on sm_90 without the bound; 32 on both with it.)
 __global__ void __launch_bounds__(kThreads)
     sample_kernel(const float* logits, int vocab, const int32_t* rows, int64_t row_base,
-                  const SampleParams* params, int32_t* out) {
+                  const DrawParams* params, int32_t* out) {
   __shared__ float scratch[32];
   __shared__ float chunk_sum[kThreads];
   __shared__ int s_idx;
   const int row = blockIdx.x, tid = threadIdx.x;
   const int64_t logit_row = rows ? rows[row] - row_base : row;
   const float* x = logits + logit_row * vocab;
-  const SampleParams p = params[row];
+  const DrawParams p = params[row];
 
   // Max logit and its lowest index: reduce (value, index) pairs through shared memory.
   float best = -INFINITY;
@@ -141,13 +141,13 @@ __global__ void __launch_bounds__(kThreads)
 
 }  // namespace
 
-void sample(const float* logits, int64_t n_rows, int vocab, const SampleParams* params,
+void sample(const float* logits, int64_t n_rows, int vocab, const DrawParams* params,
             int32_t* out, void* stream) {
   sample_rows(logits, vocab, nullptr, 0, n_rows, params, out, stream);
 }
 
 void sample_rows(const float* logits, int vocab, const int32_t* rows, int64_t row_base,
-                 int64_t n_draws, const SampleParams* params, int32_t* out, void* stream) {
+                 int64_t n_draws, const DrawParams* params, int32_t* out, void* stream) {
   if (vocab <= 0) throw CudaError("sample: empty vocabulary");
   if (n_draws <= 0) return;
   sample_kernel<<<static_cast<unsigned>(n_draws), kThreads, 0, as_stream(stream)>>>(

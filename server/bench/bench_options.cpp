@@ -30,7 +30,8 @@ workload:
   --len-spread F          lengths uniform in [len*(1-F), len*(1+F)] (default 0)
   --system-prompt-len N   shared system prompt words (default 0)
   --no-ignore-eos         let the model stop early (default: ignore_eos=true)
-  --prompts FILE.jsonl    prompts from a file: {"prompt": ...} or {"messages": [...]}
+  --prompts FILE.jsonl    prompts from a file: {"prompt": ...} or {"messages": [...]}; other
+                          fields of a line (max_tokens, response_format, ...) go into its request
   --seed N                workload seed (default 1)
 output:
   --json FILE             machine-readable report ("-" for stdout)

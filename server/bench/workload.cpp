@@ -61,6 +61,8 @@ std::vector<BenchPrompt> read_prompts_file(const BenchOptions& opt) {
       throw std::runtime_error(opt.prompts_file + ":" + std::to_string(lineno) +
                                ": needs a \"prompt\" string or a \"messages\" array");
     }
+    for (const auto& [key, value] : j.items())
+      if (key != "prompt" && key != "messages" && key != "max_tokens") p.extra[key] = value;
     out.push_back(std::move(p));
   }
   if (out.empty()) throw std::runtime_error("prompts file " + opt.prompts_file + " has no prompts");
@@ -108,6 +110,7 @@ nlohmann::json make_request_body(const BenchOptions& opt, const std::string& mod
   } else {
     body["prompt"] = p.system.empty() ? p.user : p.system + "\n" + p.user;
   }
+  for (const auto& [key, value] : p.extra.items()) body[key] = value;
   return body;
 }
 

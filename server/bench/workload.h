@@ -1,5 +1,6 @@
 // The requests a benchmark sends: synthetic prompts with a chosen length spread and an optional
-// shared system prompt, or prompts read from a JSONL file. Seeded, so a workload repeats.
+// shared system prompt, or prompts read from a JSONL file (whose lines may carry any other request
+// fields, e.g. response_format). Seeded, so a workload repeats.
 #pragma once
 
 #include <string>
@@ -16,6 +17,9 @@ struct BenchPrompt {
   std::string user;              // completions: the prompt; chat: the user message
   nlohmann::json messages;       // from a prompts file: used as-is for chat when not null
   int max_tokens = 128;
+  // From a prompts file: every other field of the line (response_format, temperature, ...),
+  // copied into the request body as it is, over the defaults.
+  nlohmann::json extra = nlohmann::json::object();
 };
 
 // Builds the request body for `endpoint` (always streaming, with usage in the last chunk).

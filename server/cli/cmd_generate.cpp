@@ -1,29 +1,30 @@
-// `pagoda generate`: runs one prompt through the model on the CPU backend and prints the text,
-// then prefill and decode speeds on stderr. One sequence, blocks 0, 1, 2, ... of the paged
-// cache; greedy unless --temp is given (engine/sampling.h draws the tokens).
+// `pagoda generate`: runs one prompt through LlmEngine (n = 1, or --parallel copies) and prints
+// the text as it comes, then prefill and decode speeds on stderr, so its figures measure the
+// engine the server runs. Greedy unless --temp is given (engine/core/sampling.h).
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include <spdlog/spdlog.h>
+
 #include "engine/backend/backend_select.h"
+#include "engine/core/block_math.h"
 #include "engine/core/engine.h"
 #include "engine/gguf/gguf.h"
 #include "engine/model/model.h"
-#include "engine/core/sampling.h"
-#include "engine/backend/step_plan.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "server/cli/commands.h"
 
 namespace pagoda::cli {
 namespace {
-
-constexpr int kBlockSize = 16;
 
 struct GenerateArgs {
   std::string model;
@@ -90,23 +91,6 @@ bool parse_args(int argc, char** argv, GenerateArgs& a) {
   }
   if (a.model.empty()) throw std::invalid_argument("--model is required");
   return true;
-}
-
-// A step for one sequence (id 0) whose block table is 0, 1, 2, ...: tokens [begin, end) of
-// `ids`, logits for the last one.
-StepPlan one_sequence_step(const std::vector<int32_t>& ids, int begin, int end) {
-  StepPlan p;
-  const int n_blocks = (end + kBlockSize - 1) / kBlockSize;
-  for (int i = begin; i < end; ++i) {
-    p.tokens.push_back(ids[static_cast<size_t>(i)]);
-    p.positions.push_back(i);
-    p.slots.push_back(i);  // block i / B is block number i / B: the slot is the index itself
-    p.token_seq.push_back(0);
-  }
-  p.seqs.push_back(SeqInStep{0, 0, end - begin, begin, 0, n_blocks});
-  for (int b = 0; b < n_blocks; ++b) p.block_tables.push_back(b);
-  p.logit_rows.push_back(end - begin - 1);
-  return p;
 }
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -189,6 +173,69 @@ int generate_parallel(const GenerateArgs& a, Model& model, const Tokenizer& tok,
   return 0;
 }
 
+// One sequence through LlmEngine. Prefill: from submit to the first token; decode: the
+// forward passes after it (one per further token) over the time from the first token to the
+// last, as the engine-less loop this replaced counted them.
+int generate_one(const GenerateArgs& a, Model& model, const Tokenizer& tok, const std::vector<int32_t>& prompt) {
+  const int total = static_cast<int>(prompt.size()) + a.n_predict;
+  if (total > a.ctx)
+    throw std::invalid_argument("prompt (" + std::to_string(prompt.size()) + " tokens) + -n " +
+                                std::to_string(a.n_predict) + " exceed --ctx " + std::to_string(a.ctx));
+  EngineConfig cfg;
+  cfg.max_seqs = 1;
+  cfg.max_batch_tokens = a.batch;
+  // Checked above: the sequence never reaches the context, so no shift. The engine needs a
+  // context longer than the prompt and than one block; the cache holds exactly the context.
+  cfg.ctx_size = std::max({a.ctx, total + 1, 2 * cfg.block_size + 1});
+  cfg.kv_cache_memory = static_cast<size_t>(ceil_div(cfg.ctx_size, cfg.block_size)) * model.kv_block_bytes(cfg.block_size);
+  // The engine's start-up line would land on stdout, among the generated text.
+  const spdlog::level::level_enum log_level = spdlog::get_level();
+  spdlog::set_level(spdlog::level::warn);
+  LlmEngine engine(model, &tok, cfg);
+  spdlog::set_level(log_level);
+
+  GenerationRequest req;
+  req.prompt = prompt;
+  req.stop.max_tokens = std::max(a.n_predict, 1);  // -n 0: the prefill alone; its token is dropped
+  req.stop.ignore_eos = a.ignore_eos;
+  req.sampling.temperature = a.temp;
+  req.sampling.seed = a.seed;
+  const auto t_submit = std::chrono::steady_clock::now();
+  SubmitError err;
+  const std::shared_ptr<RequestStream> stream = engine.submit(std::move(req), &err);
+  if (!stream) throw std::runtime_error("request rejected: " + err.message);
+
+  int tokens = 0;
+  double prefill_s = 0;
+  std::chrono::steady_clock::time_point t_first, t_last;
+  while (!stream->done()) {  // the engine ends every stream, even when it stops
+    const std::optional<Delta> d = stream->next(std::chrono::seconds(1));
+    if (!d) continue;
+    if (!d->tokens.empty()) {
+      t_last = std::chrono::steady_clock::now();
+      if (tokens == 0) {
+        t_first = t_last;
+        prefill_s = seconds_since(t_submit);
+      }
+      tokens += static_cast<int>(d->tokens.size());
+    }
+    if (a.n_predict > 0 && !d->text.empty()) {
+      std::fwrite(d->text.data(), 1, d->text.size(), stdout);
+      std::fflush(stdout);
+    }
+    if (d->finish == FinishReason::Error) throw std::runtime_error(d->error);
+  }
+  std::fputc('\n', stdout);
+
+  const int decode_steps = a.n_predict > 0 ? std::max(tokens - 1, 0) : 0;
+  const double decode_s = decode_steps > 0 ? std::chrono::duration<double>(t_last - t_first).count() : 0.0;
+  std::fprintf(stderr, "prefill: %zu tokens in %.3f s (%.2f tok/s)\n", prompt.size(), prefill_s,
+               static_cast<double>(prompt.size()) / prefill_s);
+  std::fprintf(stderr, "decode: %d tokens in %.3f s (%.2f tok/s)\n", decode_steps, decode_s,
+               decode_steps > 0 ? decode_steps / decode_s : 0.0);
+  return 0;
+}
+
 }  // namespace
 
 int generate(int argc, char** argv) {
@@ -208,51 +255,7 @@ int generate(int argc, char** argv) {
   const std::vector<int32_t> prompt = tok->encode(a.prompt, true, false);
   if (prompt.empty()) throw std::invalid_argument("the prompt has no tokens");
   if (a.parallel > 0) return generate_parallel(a, model, *tok, prompt);
-  const int total = static_cast<int>(prompt.size()) + a.n_predict;
-  if (total > a.ctx)
-    throw std::invalid_argument("prompt (" + std::to_string(prompt.size()) + " tokens) + -n " +
-                                std::to_string(a.n_predict) + " exceed --ctx " + std::to_string(a.ctx));
-  model.init_kv_cache((a.ctx + kBlockSize - 1) / kBlockSize, kBlockSize);
-
-  std::vector<int32_t> ids = prompt;
-  std::vector<float> logits;
-  SamplingParams params;
-  params.temperature = a.temp;
-  params.seed = a.seed;
-  Rng rng(a.seed);
-
-  const auto t_prefill = std::chrono::steady_clock::now();
-  for (int begin = 0; begin < static_cast<int>(prompt.size()); begin += a.batch) {
-    const int end = std::min<int>(begin + a.batch, static_cast<int>(prompt.size()));
-    model.forward(one_sequence_step(ids, begin, end), logits);
-  }
-  const double prefill_s = seconds_since(t_prefill);
-
-  const auto t_decode = std::chrono::steady_clock::now();
-  int generated = 0, decode_steps = 0;
-  while (generated < a.n_predict) {
-    const std::vector<int32_t> output(ids.begin() + static_cast<long>(prompt.size()), ids.end());
-    const int32_t next = sample_token(logits.data(), model.config().vocab_size, params, prompt, output, rng).token;
-    ++generated;
-    if (!a.ignore_eos && tok->is_eog(next)) break;
-    const std::string piece = tok->token_to_piece(next);
-    std::fwrite(piece.data(), 1, piece.size(), stdout);
-    std::fflush(stdout);
-    ids.push_back(next);
-    if (generated == a.n_predict) break;  // the last token needs no forward pass
-    const int n = static_cast<int>(ids.size());
-    model.forward(one_sequence_step(ids, n - 1, n), logits);
-    ++decode_steps;
-  }
-  const double decode_s = seconds_since(t_decode);
-  std::fputc('\n', stdout);
-
-  // Decode speed counts the single-token forward passes (the first new token comes from prefill).
-  std::fprintf(stderr, "prefill: %zu tokens in %.3f s (%.2f tok/s)\n", prompt.size(), prefill_s,
-               static_cast<double>(prompt.size()) / prefill_s);
-  std::fprintf(stderr, "decode: %d tokens in %.3f s (%.2f tok/s)\n", decode_steps, decode_s,
-               decode_steps > 0 ? decode_steps / decode_s : 0.0);
-  return 0;
+  return generate_one(a, model, *tok, prompt);
 }
 
 }  // namespace pagoda::cli

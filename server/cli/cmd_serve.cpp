@@ -19,7 +19,6 @@
 #include <vector>
 
 #include "engine/backend/backend_select.h"
-#include "engine/backend/cuda/backend_cuda.h"
 #include "engine/chat_template/chat_template.h"
 #include "engine/core/engine.h"
 #include "engine/gguf/gguf.h"
@@ -195,22 +194,10 @@ std::unique_ptr<LoadedModel> load(const server::ServerConfig& cfg) {
   EngineConfig ec;
   ec.block_size = cfg.block_size;
   ec.kv_cache_memory = (size_t)cfg.kv_cache_bytes();
-  if (ec.kv_cache_memory == 0 && lm->model->backend().name() == "cuda") {
-    // Like vLLM's gpu_memory_utilization: the cache takes what the weights and activations leave
-    // of the allowed share of the device.
-    ec.kv_cache_memory = cuda_kv_budget_bytes(cfg.gpu_memory_fraction);
-    if (ec.kv_cache_memory == 0)
-      throw std::runtime_error("the model leaves no device memory for the KV cache within --gpu-memory-fraction " +
-                               std::to_string(cfg.gpu_memory_fraction) + "; raise it or use a smaller model");
-    log_info("KV cache sized from --gpu-memory-fraction",
-             {{"fraction", cfg.gpu_memory_fraction}, {"kv_cache_mib", ec.kv_cache_memory >> 20}});
-  }
+  ec.device_memory_fraction = cfg.gpu_memory_fraction;  // the engine sizes the cache (kv_budget.h)
   ec.max_batch_tokens = cfg.max_batch_tokens;
   ec.max_seqs = cfg.max_seqs;
-  // The HTTP layer bounds sequences in flight at max_seqs + max_queue (429 beyond). The engine
-  // counts requests not yet admitted, which under a burst includes those about to run, so its
-  // own bound is set so as never to be the tighter one.
-  ec.max_queue = cfg.max_seqs + cfg.max_queue;
+  ec.max_queue = cfg.max_queue;  // the engine's admission bound: max_seqs + max_queue sequences
   ec.ctx_size = cfg.ctx_size;
   ec.context_shift = cfg.context_shift;
   if (!cfg.system_prompt_file.empty())

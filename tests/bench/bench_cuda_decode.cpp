@@ -115,7 +115,7 @@ int run(int argc, char** argv) {
     std::vector<float> logits;
     std::vector<SampleRequest> draws(static_cast<size_t>(B));  // greedy, one per sequence
     for (int s = 0; s < B; ++s) draws[static_cast<size_t>(s)].row = s;
-    std::vector<int32_t> ids;
+    StepLogits drawn;
     // Prefill: whole prompts, as many sequences per step as the token budget allows.
     const auto t_prefill = std::chrono::steady_clock::now();
     for (int s = 0; s < B;) {
@@ -136,7 +136,7 @@ int run(int argc, char** argv) {
     for (int step = 0; step < n_new; ++step) {
       StepPlan plan;
       for (int s = 0; s < B; ++s) add_tokens(plan, seqs[static_cast<size_t>(s)], prompt + step, prompt + step + 1, vocab);
-      if (device_sampling) model.forward(plan, draws, ids, logits);
+      if (device_sampling) model.forward(plan, draws, drawn);
       else model.forward(plan, logits);
     }
     const double decode_s = seconds_since(t_decode);

@@ -1,7 +1,6 @@
 // `pagoda structured`: compiles schemas, grammars and regexes over a real vocabulary (exit 0, or
 // 2 with the reason), walks a text through the matcher (accepted / rejected at byte N), and
 // prints timings with --bench, as text or --json.
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -12,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/support/run_command.h"
 #include "tests/support/testdata.h"
 
 namespace {
@@ -19,26 +19,14 @@ namespace {
 const pagoda::testing::RequiredTestdata needs_testdata{"vocab/ggml-vocab-phi-3.gguf",
                                                        "vocab/ggml-vocab-deepseek-llm.gguf"};
 
-struct Result {
-  int status;
-  std::string out;
-};
-
 std::string scratch(const std::string& name, const std::string& content) {
   const std::string path = "/tmp/pagoda_structured_cli_" + std::to_string(::getpid()) + "_" + name;
   std::ofstream(path, std::ios::binary) << content;
   return path;
 }
 
-Result run(const std::string& args) {
-  const std::string cmd = std::string(PAGODA_BINARY) + " structured " + args + " 2>&1";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  REQUIRE(p != nullptr);
-  std::string out;
-  char buf[4096];
-  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
-  const int status = ::pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+pagoda::testing::CommandResult run(const std::string& args) {
+  return pagoda::testing::run_command(std::string(PAGODA_BINARY) + " structured " + args + " 2>&1");
 }
 
 const std::string kModels[] = {std::string(PAGODA_TESTDATA_DIR) + "/vocab/ggml-vocab-phi-3.gguf",
@@ -61,7 +49,7 @@ TEST_CASE("pagoda structured compiles and walks texts", "[cli][structured]") {
   for (const std::string& model : kModels) {
     INFO(model);
     const std::string base = "--model " + model + " --schema " + schema;
-    Result r = run(base);
+    auto r = run(base);
     CHECK(r.status == 0);
     CHECK(r.out.find("compiled") != std::string::npos);
 
@@ -95,7 +83,7 @@ TEST_CASE("pagoda structured: grammars and regexes; errors exit 2 with the reaso
   CHECK(run(model + " --regex '[a-z]{2,3}' --input " + yes).status == 0);
   CHECK(run(model + " --regex '[0-9]+' --input " + yes).status == 1);
 
-  Result r = run(model + " --grammar " + scratch("bad.gbnf", "root ::= undefined-rule\n"));
+  auto r = run(model + " --grammar " + scratch("bad.gbnf", "root ::= undefined-rule\n"));
   CHECK(r.status == 2);
   CHECK(r.out.find("undefined-rule") != std::string::npos);
   r = run(model + " --schema " + scratch("bad.json", R"({"type": 5})"));

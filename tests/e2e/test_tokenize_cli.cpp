@@ -1,4 +1,3 @@
-#include <sys/wait.h>
 #include <unistd.h>
 // `pagoda tokenize`: the CLI over a real vocabulary, its output formats and its errors.
 #include <catch2/catch.hpp>
@@ -7,6 +6,7 @@
 #include <fstream>
 #include <string>
 
+#include "tests/support/run_command.h"
 #include "tests/support/testdata.h"
 
 namespace {
@@ -14,28 +14,17 @@ namespace {
 // Every case tokenizes with the real vocabularies.
 const pagoda::testing::RequiredTestdata needs_testdata{"vocab"};
 
-struct Result {
-  int status;
-  std::string out;
-};
-
 // Runs `pagoda tokenize <args>` with `input` on stdin; returns the exit status and stdout.
-Result run_tokenize(const std::string& args, const std::string& input) {
+pagoda::testing::CommandResult run_tokenize(const std::string& args, const std::string& input) {
   const std::string in_path = "/tmp/pagoda_tokenize_cli_test_" + std::to_string(::getpid());
   {
     std::ofstream f(in_path, std::ios::binary);
     f << input;
   }
-  const std::string cmd =
-      std::string(PAGODA_BINARY) + " tokenize " + args + " < " + in_path + " 2>/dev/null";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  REQUIRE(p != nullptr);
-  std::string out;
-  char buf[4096];
-  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
-  const int status = ::pclose(p);
+  auto r = pagoda::testing::run_command(std::string(PAGODA_BINARY) + " tokenize " + args + " < " +
+                                        in_path + " 2>/dev/null");
   std::remove(in_path.c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+  return r;
 }
 
 const std::string kVocab = std::string(PAGODA_TESTDATA_DIR) + "/vocab/";

@@ -118,17 +118,16 @@ TEST_CASE("cuda graphs: replayed decode steps give the eager steps' ids and KV, 
       extra.seed += 1000;
       draws.push_back(extra);
     }
-    std::vector<int32_t> ids_e, ids_r;
-    std::vector<float> host_e, host_r;
-    eager.forward(p, draws, ids_e, host_e);
-    recorded.forward(p, draws, ids_r, host_r);
+    StepLogits out_e, out_r;
+    eager.forward(p, draws, out_e);
+    recorded.forward(p, draws, out_r);
     INFO("step " << step);
-    REQUIRE(ids_r == ids_e);
-    CHECK(host_e.empty());
+    REQUIRE(out_r.drawn() == out_e.drawn());
+    CHECK(out_e.host_rows() == 0);
     for (size_t r = 0; r < batch.size(); ++r) {
       Seq& s = seqs[static_cast<size_t>(batch[r])];
       ++s.n_cached;
-      s.tokens.push_back(ids_e[r]);
+      s.tokens.push_back(out_e.drawn()[r]);
     }
   }
   REQUIRE(seqs[3].n_cached > 512);
@@ -184,13 +183,12 @@ TEST_CASE("cuda graphs: block tables growing during decode do not force re-captu
       add(p, seqs[static_cast<size_t>(s)], seqs[static_cast<size_t>(s)].n_cached + 1);
       draws.push_back(draw_for(0, s, static_cast<uint64_t>(step)));  // greedy
     }
-    std::vector<int32_t> ids;
-    std::vector<float> host;
-    recorded.forward(p, draws, ids, host);
+    StepLogits out;
+    recorded.forward(p, draws, out);
     for (int s = 0; s < 3; ++s) {
       Seq& q = seqs[static_cast<size_t>(s)];
       ++q.n_cached;
-      q.tokens.push_back(ids[static_cast<size_t>(s)]);
+      q.tokens.push_back(out.drawn()[static_cast<size_t>(s)]);
     }
   }
   REQUIRE(seqs[0].n_cached == 2 + steps);  // crossed 16, 32 and 48

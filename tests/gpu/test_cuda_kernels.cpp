@@ -53,12 +53,12 @@ std::vector<T> from_device(const DeviceBuf& d, size_t n) {
 }
 
 std::vector<int32_t> gpu_sample(const std::vector<float>& logits, int rows, int vocab,
-                                const std::vector<cuda::SampleParams>& params) {
-  DeviceBuf d_logits(logits.size() * sizeof(float)), d_params(params.size() * sizeof(cuda::SampleParams)),
+                                const std::vector<DrawParams>& params) {
+  DeviceBuf d_logits(logits.size() * sizeof(float)), d_params(params.size() * sizeof(DrawParams)),
       d_out(static_cast<size_t>(rows) * sizeof(int32_t));
   to_device(d_logits, logits);
   to_device(d_params, params);
-  cuda::sample(d_logits.as<float>(), rows, vocab, d_params.as<cuda::SampleParams>(),
+  cuda::sample(d_logits.as<float>(), rows, vocab, d_params.as<DrawParams>(),
                d_out.as<int32_t>(), nullptr);
   return from_device<int32_t>(d_out, static_cast<size_t>(rows));
 }
@@ -154,7 +154,7 @@ TEST_CASE("cuda: greedy sampling is the argmax, lowest index on ties", "[gpu]") 
       logits[static_cast<size_t>(vocab + 2)] = 100.0f;
       logits[static_cast<size_t>(2 * vocab - 1)] = 100.0f;
     }
-    std::vector<cuda::SampleParams> params(rows);
+    std::vector<DrawParams> params(rows);
     params[3].temperature = 1.0f;  // top_k = 1 is greedy too
     params[3].top_k = 1;
     const auto ids = gpu_sample(logits, rows, vocab, params);
@@ -176,7 +176,7 @@ TEST_CASE("cuda: temperature/top-k/top-p/min-p sampling follows the host rule", 
   PAGODA_SKIP_WITHOUT_CUDA();
   const int vocab = 1000;
   std::vector<float> logits;
-  std::vector<cuda::SampleParams> params;
+  std::vector<DrawParams> params;
   std::mt19937 rng(3);
   std::normal_distribution<float> dist(0.0f, 2.0f);
   for (float temp : {0.7f, 1.0f, 1.5f})
@@ -185,7 +185,7 @@ TEST_CASE("cuda: temperature/top-k/top-p/min-p sampling follows the host rule", 
         for (float min_p : {0.0f, 0.05f})
           for (uint64_t counter = 0; counter < 6; ++counter) {
             for (int j = 0; j < vocab; ++j) logits.push_back(dist(rng));
-            cuda::SampleParams p;
+            DrawParams p;
             p.temperature = temp;
             p.top_k = top_k;
             p.top_p = top_p;
@@ -237,7 +237,7 @@ TEST_CASE("cuda: sampled frequencies follow the filtered distribution", "[gpu]")
   const int rows = 8000;
   for (const Case& c : cases) {
     std::vector<float> logits;
-    std::vector<cuda::SampleParams> params(rows);
+    std::vector<DrawParams> params(rows);
     for (int r = 0; r < rows; ++r) {
       for (float p : probs) logits.push_back(std::log(p));
       params[static_cast<size_t>(r)].temperature = 1.0f;

@@ -8,6 +8,8 @@
 
 #include "engine/backend/cpu/backend_cpu.h"
 #include "engine/backend/cuda/backend_cuda.h"
+#include "engine/core/engine.h"
+#include "engine/core/kv_budget.h"
 #include "tests/gpu/cuda_test_util.h"
 
 using namespace pagoda;
@@ -62,11 +64,16 @@ TEST_CASE("cuda: backend availability is reported", "[gpu]") {
     return;
   }
   CHECK(cuda_available(&why));
-  const CudaMemoryInfo m = cuda_memory_info();
+  const MemoryInfo m = make_cuda_backend()->memory_info();
+  CHECK(m.device);
   CHECK(m.total_bytes > 0);
   CHECK(m.free_bytes <= m.total_bytes);
-  CHECK(cuda_kv_budget_bytes(0.9) <= m.total_bytes);
-  CHECK_THROWS(cuda_kv_budget_bytes(1.5));
+  // The KV budget's device rule (engine/core/kv_budget.h), in bytes (blocks of one byte).
+  EngineConfig cfg;
+  cfg.device_memory_fraction = 0.9;
+  CHECK(kv_budget(cfg, m, 1, 4096).blocks <= m.total_bytes);
+  cfg.device_memory_fraction = 1.5;
+  CHECK_THROWS(kv_budget(cfg, m, 1, 4096));
 }
 
 TEST_CASE("cuda: element-wise ops, RMSNorm and logits gather match the CPU", "[gpu]") {

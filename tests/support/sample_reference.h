@@ -1,7 +1,7 @@
 // The GPU sampling rule (kernels/cuda/sample.cu, documented at SampleRequest in
-// engine/backend.h) on the host, for tests: the GPU kernel tests compare the device against it,
-// and the engine tests use it in a CPU test double of a backend that samples. P is any struct
-// with temperature, top_k, top_p, min_p, seed and counter (cuda::SampleParams, SampleRequest).
+// engine/backend/backend.h) on the host, for tests: the GPU kernel tests compare the device
+// against it, and the engine tests use it in a CPU test double of a backend that samples. P is
+// any struct with temperature, top_k, top_p, min_p, seed and counter (DrawParams, SampleRequest).
 #pragma once
 
 #include <algorithm>

@@ -1,6 +1,6 @@
 // CudaBackend: Backend ops as launches of kernels/cuda (see ops.h) plus cuBLAS GEMMs, all on
 // one stream: set-up, memory and the per-step ops. Host access, graphs and sampling are in
-// backend_cuda_host.cpp. See backend_cuda.h for the design and for what has never been run.
+// backend_cuda_host.cpp. See backend_cuda.h for the design.
 #include "engine/backend/cuda/backend_cuda_impl.h"
 
 namespace pagoda {
@@ -11,21 +11,6 @@ bool cuda_available(std::string* why) { return cuda::device_usable(why); }
 
 std::unique_ptr<Backend> make_cuda_backend(const CudaBackendOptions& opts) {
   return std::make_unique<CudaBackend>(opts);
-}
-
-CudaMemoryInfo cuda_memory_info() {
-  CudaMemoryInfo info;
-  cuda::memory_info(&info.free_bytes, &info.total_bytes);
-  return info;
-}
-
-size_t cuda_kv_budget_bytes(double gpu_memory_fraction) {
-  if (!(gpu_memory_fraction > 0.0 && gpu_memory_fraction <= 1.0))
-    throw std::invalid_argument("--gpu-memory-fraction must be in (0, 1]");
-  const CudaMemoryInfo m = cuda_memory_info();
-  const double allowed = gpu_memory_fraction * static_cast<double>(m.total_bytes);
-  const double used = static_cast<double>(m.total_bytes - m.free_bytes);
-  return allowed > used ? static_cast<size_t>(allowed - used) : 0;
 }
 
 // ---- lifetime -------------------------------------------------------------------------------
@@ -73,6 +58,14 @@ CudaBackend::~CudaBackend() {
 }
 
 std::string CudaBackend::name() const { return "cuda"; }
+
+MemoryInfo CudaBackend::memory_info() const {
+  MemoryInfo m;
+  m.device = true;
+  CUDA_CHECK(cudaSetDevice(impl_->device));
+  cuda::memory_info(&m.free_bytes, &m.total_bytes);
+  return m;
+}
 
 // ---- memory ---------------------------------------------------------------------------------
 

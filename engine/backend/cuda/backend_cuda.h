@@ -12,26 +12,17 @@
 //   transfer from a pinned staging buffer.
 // - CUDA graphs (opt-in, CudaBackendOptions::cuda_graphs): a step Model marks recordable (every
 //   row sampled here, one LM-head chunk) that is decode-only is captured on the second sight
-//   of its shape and replayed afterwards (engine/cuda_graphs.h). begin_step lays out the index
+//   of its shape and replayed afterwards (cuda_graphs.h). begin_step lays out the index
 //   buffer with the fixed-size arrays first, so a shape's kernels always get the same
 //   addresses; the decode attention's split count is part of the shape. Exact batch sizes, no
-//   padding. Unverified on hardware (see below).
+//   padding.
 // - Errors become exceptions: CUDA/cuBLAS failures throw pagoda::cuda::CudaError naming the call
 //   with file:line; bad arguments throw std::invalid_argument.
 // - Batch invariance: every custom kernel computes a row the same way whatever the batch (the
 //   decode attention's splits depend only on the row's own context), but cuBLAS may choose a
 //   different GEMM algorithm for a different number of rows, so logits can differ in the last
 //   bits between batch sizes. Not yet addressed.
-//
-// What was compiled but never executed on a GPU: every kernel in kernels/cuda and all of this
-// backend were written and compiled (nvcc 13, sm_80/sm_90) on a machine with no GPU. They have
-// run only under a CPU emulation of the CUDA execution model (`scripts/gpu-check.sh emu`: the
-// kernels rewritten for OS threads + barriers, a fake CUDA runtime, cuBLAS as a plain loop),
-// where the GPU tests pass against the CPU backend. That checks indexing, the synchronisation
-// structure and the arithmetic; it does not check real cuBLAS, the real runtime, memory-model
-// races, speed or resource limits. On a real GPU the tests (`ctest -L gpu`) skip without a
-// device; scripts/gpu-check.sh builds and runs them there with the decode benchmark. Until that
-// has passed, treat every claim about this backend on hardware as unverified.
+// What has been verified where is the README's to say ("Architecture").
 #pragma once
 
 #include <cstddef>
@@ -49,16 +40,10 @@ namespace pagoda {
 
 struct CudaBackendOptions {
   int device = 0;  // CUDA device ordinal
-  // Record decode-only steps as CUDA graphs and replay them (engine/cuda_graphs.h). Off by
-  // default: never run on a GPU. (cuBLAS always gets a fixed 32 MiB workspace, as capture
-  // requires, so both settings run the same GEMMs.)
+  // Record decode-only steps as CUDA graphs and replay them (cuda_graphs.h). Off by default.
+  // (cuBLAS always gets a fixed 32 MiB workspace, as capture requires, so both settings run
+  // the same GEMMs.)
   bool cuda_graphs = false;
-};
-
-// Free and total memory of a device, in bytes.
-struct CudaMemoryInfo {
-  size_t free_bytes = 0;
-  size_t total_bytes = 0;
 };
 
 #ifdef PAGODA_HAVE_CUDA
@@ -70,14 +55,6 @@ bool cuda_available(std::string* why);
 // A CUDA backend on opts.device; throws pagoda::cuda::CudaError (e.g. no device) on failure.
 std::unique_ptr<Backend> make_cuda_backend(const CudaBackendOptions& opts = {});
 
-// Free/total memory of the current device (cudaMemGetInfo); throws CudaError without a device.
-CudaMemoryInfo cuda_memory_info();
-
-// Bytes the KV cache may take so that the process stays within `gpu_memory_fraction` of the
-// device's memory: fraction * total - (total - free), never negative. Call it after the model's
-// weights and activations are allocated (--gpu-memory-fraction, default 0.9).
-size_t cuda_kv_budget_bytes(double gpu_memory_fraction);
-
 class CudaBackend final : public Backend {
  public:
   explicit CudaBackend(const CudaBackendOptions& opts = {});
@@ -86,6 +63,8 @@ class CudaBackend final : public Backend {
   CudaBackend& operator=(const CudaBackend&) = delete;
 
   std::string name() const override;
+  // The device's free and total memory (cudaMemGetInfo), device = true.
+  MemoryInfo memory_info() const override;
 
   Tensor upload_weight(const void* host_data, GgmlType type, int64_t rows, int64_t cols) override;
   Tensor alloc(int64_t rows, int64_t cols) override;
@@ -129,12 +108,6 @@ class CudaBackend final : public Backend {
   // CUDA-only: graph captures and replays so far (all zero with graphs off).
   CudaGraphStats graph_stats() const;
 
-  // CUDA-only: samples one token per row of `logits` (rows x vocab, F32, on this backend) on
-  // the GPU with params[row] (see cuda::sample for the exact rule); only the ids come back.
-  // Waits for the result. (The three calls above in one, with draw i = row i.)
-  void sample_tokens(const Tensor& logits, int64_t rows,
-                     const std::vector<cuda::SampleParams>& params, std::vector<int32_t>& ids);
-
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
@@ -148,14 +121,6 @@ inline bool cuda_available(std::string* why) {
 }
 
 inline std::unique_ptr<Backend> make_cuda_backend(const CudaBackendOptions& = {}) {
-  throw std::runtime_error("pagoda was built without CUDA (PAGODA_CUDA=OFF)");
-}
-
-inline CudaMemoryInfo cuda_memory_info() {
-  throw std::runtime_error("pagoda was built without CUDA (PAGODA_CUDA=OFF)");
-}
-
-inline size_t cuda_kv_budget_bytes(double) {
   throw std::runtime_error("pagoda was built without CUDA (PAGODA_CUDA=OFF)");
 }
 

@@ -86,23 +86,16 @@ void CudaBackend::begin_sampling(const std::vector<SampleRequest>& draws) {
   m.n_draws = static_cast<int64_t>(n);
   if (n == 0) return;
   auto round_up = [](size_t b) { return (b + 255) / 256 * 256; };
-  const size_t params_bytes = n * sizeof(cuda::SampleParams);
+  const size_t params_bytes = n * sizeof(DrawParams);
   m.draws_rows_at = round_up(params_bytes);
   m.draws_ids_at = m.draws_rows_at + round_up(n * sizeof(int32_t));
   auto* host = static_cast<uint8_t*>(m.sample_staging.get(m.draws_ids_at));
-  auto* params = reinterpret_cast<cuda::SampleParams*>(host);
+  auto* params = reinterpret_cast<DrawParams*>(host);
   auto* rows = reinterpret_cast<int32_t*>(host + m.draws_rows_at);
   for (size_t i = 0; i < n; ++i) {
     const SampleRequest& d = draws[i];
     require(d.row >= 0, "begin_sampling: negative row");
-    cuda::SampleParams p;
-    p.temperature = d.temperature;
-    p.top_k = d.top_k;
-    p.top_p = d.top_p;
-    p.min_p = d.min_p;
-    p.seed = d.seed;
-    p.counter = d.counter;
-    params[i] = p;
+    params[i] = d;  // the DrawParams part, as the kernel reads it
     rows[i] = d.row;
   }
   void* dev = m.sample_io.get(m.draws_ids_at + n * sizeof(int32_t), m.stream);
@@ -127,23 +120,6 @@ void CudaBackend::finish_sampling(int32_t* ids) {
                                cudaMemcpyDeviceToHost, m.stream));
   CUDA_CHECK(cudaStreamSynchronize(m.stream));
   m.n_draws = 0;
-}
-
-void CudaBackend::sample_tokens(const Tensor& logits, int64_t rows,
-                                const std::vector<cuda::SampleParams>& params,
-                                std::vector<int32_t>& ids) {
-  require(logits.type == GgmlType::F32 && rows >= 0 && rows <= logits.rows &&
-              params.size() == static_cast<size_t>(rows),
-          "sample_tokens: one SampleParams per row is needed");
-  std::vector<SampleRequest> draws(params.size());
-  for (size_t i = 0; i < params.size(); ++i) {
-    const cuda::SampleParams& p = params[i];
-    draws[i] = SampleRequest{static_cast<int32_t>(i), p.temperature, p.top_k, p.top_p, p.min_p, p.seed, p.counter};
-  }
-  ids.assign(static_cast<size_t>(rows), 0);
-  begin_sampling(draws);
-  sample(logits, 0, 0, rows);
-  finish_sampling(ids.data());
 }
 
 }  // namespace pagoda

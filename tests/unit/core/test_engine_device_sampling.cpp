@@ -186,18 +186,19 @@ TEST_CASE("Model::forward with draws: ids by the rule, host logits of the other 
     auto counters = std::make_shared<DrawCounters>();
     auto model = make_model(counters, chunk);
     model->init_kv_cache(64, 16);
-    std::vector<int32_t> ids;
-    std::vector<float> host;
-    model->forward(plan, draws, ids, host);
+    StepLogits out;
+    model->forward(plan, draws, out);
     CHECK(counters->draws == 5);
     CHECK(counters->finishes == 1);
-    REQUIRE(ids.size() == draws.size());
+    REQUIRE(out.drawn().size() == draws.size());
     for (size_t i = 0; i < draws.size(); ++i)
-      CHECK(ids[i] == reference_sample(logits.data() + static_cast<size_t>(draws[i].row) * vocab, vocab, draws[i]));
-    REQUIRE(host.size() == host_rows.size() * static_cast<size_t>(vocab));
-    for (size_t k = 0; k < host_rows.size(); ++k)
-      CHECK(std::equal(host.begin() + static_cast<long>(k * vocab), host.begin() + static_cast<long>((k + 1) * vocab),
-                       logits.begin() + static_cast<long>(host_rows[k]) * vocab));
+      CHECK(out.drawn()[i] == reference_sample(logits.data() + static_cast<size_t>(draws[i].row) * vocab, vocab, draws[i]));
+    REQUIRE(out.host_rows() == host_rows.size());
+    for (size_t k = 0; k < host_rows.size(); ++k) {
+      const std::span<const float> row = out.host_row(host_rows[k]);
+      REQUIRE(row.size() == static_cast<size_t>(vocab));
+      CHECK(std::equal(row.begin(), row.end(), logits.begin() + static_cast<long>(host_rows[k]) * vocab));
+    }
   }
   // The draws are not all the same token: the check above compares something.
   std::set<int32_t> distinct;
@@ -207,9 +208,8 @@ TEST_CASE("Model::forward with draws: ids by the rule, host logits of the other 
 
   auto model = make_model(nullptr);
   model->init_kv_cache(64, 16);
-  std::vector<int32_t> ids;
-  std::vector<float> host;
-  CHECK_THROWS_AS(model->forward(plan, draws, ids, host), std::logic_error);  // the CPU backend cannot sample
+  StepLogits out;
+  CHECK_THROWS_AS(model->forward(plan, draws, out), std::logic_error);  // the CPU backend cannot sample
 }
 
 TEST_CASE("engine: simple requests are sampled on the backend; greedy ones match the host's argmax") {

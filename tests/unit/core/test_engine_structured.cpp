@@ -53,12 +53,21 @@ void check_person(const ChoiceResult& c) {
   for (const auto& t : j["tags"]) CHECK(t.get<std::string>().size() <= 4 * 4);  // 4 code points
 }
 
+// The tiny model with its tokenizer (the vocabulary grammars compile over) and an engine on it.
+struct TinyEngine {
+  std::unique_ptr<Tokenizer> tok = Tokenizer::from_gguf(tiny_model());
+  std::unique_ptr<Model> model;
+  std::unique_ptr<LlmEngine> engine;
+  explicit TinyEngine(int kv_blocks, int batch = 256, int max_seqs = 16)
+      : model(load_model(tiny_model(), batch)),
+        engine(std::make_unique<LlmEngine>(*model, tok.get(), tiny_engine_config(kv_blocks, batch, max_seqs))) {}
+};
+
 }  // namespace
 
 TEST_CASE("constrained choices follow their JSON schema and stop when it is complete") {
-  const auto tok = Tokenizer::from_gguf(tiny_model());
-  auto model = load_model(tiny_model(), 256);
-  LlmEngine engine(*model, tok.get(), tiny_engine_config(128, 256));
+  TinyEngine t(128, 256);
+  LlmEngine& engine = *t.engine;
   const auto g = engine.compile_constraint(schema(kPerson));
   std::vector<GenerationRequest> reqs;
   for (uint64_t s = 1; s <= 6; ++s) reqs.push_back(request(g, s));
@@ -69,9 +78,8 @@ TEST_CASE("constrained choices follow their JSON schema and stop when it is comp
 }
 
 TEST_CASE("a choice constraint picks one of the strings; greedy too") {
-  const auto tok = Tokenizer::from_gguf(tiny_model());
-  auto model = load_model(tiny_model(), 256);
-  LlmEngine engine(*model, tok.get(), tiny_engine_config(64, 256));
+  TinyEngine t(64, 256);
+  LlmEngine& engine = *t.engine;
   OutputConstraint c;
   c.kind = OutputConstraint::Kind::Choice;
   c.choices = {"yes", "no", "maybe so"};
@@ -79,17 +87,22 @@ TEST_CASE("a choice constraint picks one of the strings; greedy too") {
   for (float temperature : {0.0f, 1.0f}) {
     GenerationRequest r = request(g, 5);
     r.sampling.temperature = temperature;
+    r.sampling.logprobs = 8;
     const auto out = collect(*submit_or_throw(engine, r)).choices[0];
     INFO(out.text);
     CHECK(out.finish == FinishReason::Stop);
     CHECK((out.text == "yes" || out.text == "no" || out.text == "maybe so"));
+    // Top alternatives are possible tokens only: at the first step just "y", "n" and "m" are
+    // (the built-in vocabulary spells them one byte each), not 8 tokens with -inf logprobs.
+    REQUIRE_FALSE(out.top_tokens.empty());
+    CHECK(out.top_tokens[0].size() <= 3);
+    CHECK_FALSE(out.top_tokens[0].empty());
   }
 }
 
 TEST_CASE("unconstrained batch mates get the same tokens with or without constrained ones") {
-  const auto tok = Tokenizer::from_gguf(tiny_model());
-  auto model = load_model(tiny_model(), 256);
-  LlmEngine engine(*model, tok.get(), tiny_engine_config(128, 256));
+  TinyEngine t(128, 256);
+  LlmEngine& engine = *t.engine;
   const auto g = engine.compile_constraint(schema(kPerson));
   std::vector<GenerationRequest> free_reqs;
   for (uint64_t s = 11; s <= 13; ++s) {
@@ -111,9 +124,8 @@ TEST_CASE("unconstrained batch mates get the same tokens with or without constra
 }
 
 TEST_CASE("n = 2 with logprobs: both choices valid, logprobs of the masked distribution") {
-  const auto tok = Tokenizer::from_gguf(tiny_model());
-  auto model = load_model(tiny_model(), 256);
-  LlmEngine engine(*model, tok.get(), tiny_engine_config(128, 256));
+  TinyEngine t(128, 256);
+  LlmEngine& engine = *t.engine;
   const auto g = engine.compile_constraint(schema(kPerson));
   GenerationRequest r = request(g, 3);
   r.n = 2;
@@ -132,10 +144,9 @@ TEST_CASE("n = 2 with logprobs: both choices valid, logprobs of the masked distr
 }
 
 TEST_CASE("constrained choices survive preemption and recompute") {
-  const auto tok = Tokenizer::from_gguf(tiny_model());
-  auto model = load_model(tiny_model(), 64);
   // A cache too small for all of them at once: sequences are preempted and recomputed.
-  LlmEngine engine(*model, tok.get(), tiny_engine_config(12, 64, 8));
+  TinyEngine t(12, 64, 8);
+  LlmEngine& engine = *t.engine;
   const auto g = engine.compile_constraint(schema(kPerson));
   std::vector<GenerationRequest> reqs;
   for (uint64_t s = 31; s <= 36; ++s) reqs.push_back(request(g, s, 80));
@@ -145,9 +156,8 @@ TEST_CASE("constrained choices survive preemption and recompute") {
 }
 
 TEST_CASE("constraints that do not compile are ConstraintErrors naming the problem") {
-  const auto tok = Tokenizer::from_gguf(tiny_model());
-  auto model = load_model(tiny_model(), 64);
-  LlmEngine engine(*model, tok.get(), tiny_engine_config(16, 64));
+  TinyEngine t(16, 64);
+  LlmEngine& engine = *t.engine;
   CHECK_THROWS_AS(engine.compile_constraint(schema(R"({"type": 5})")), ConstraintError);
   CHECK_THROWS_AS(engine.compile_constraint(schema("{not json")), ConstraintError);
   OutputConstraint gbnf;

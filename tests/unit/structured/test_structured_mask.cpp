@@ -4,6 +4,7 @@
 #include <atomic>
 #include <thread>
 
+#include "tests/support/testdata.h"
 #include "tests/unit/structured/token_mask_check.h"
 
 using namespace structured_test;
@@ -46,12 +47,9 @@ TEST_CASE("mask equals brute force: synthetic byte vocabulary", "[structured]") 
   WARN("synthetic vocabulary: " << total << " random states checked against brute force");
 }
 
-TEST_CASE("masks from concurrent threads sharing one grammar", "[structured]") {
+TEST_CASE("masks from concurrent threads sharing one grammar", "[structured][testdata]") {
+  if (!pagoda::testing::testdata_available("vocab/ggml-vocab-gpt-2.gguf")) return;
   std::string path = std::string(PAGODA_TESTDATA_DIR) + "/vocab/ggml-vocab-gpt-2.gguf";
-  if (!std::filesystem::exists(path)) {
-    WARN("skipped: " << path << " missing");
-    return;
-  }
   auto vocab = load_vocabulary(path);
   auto grammar = compile_gbnf(kPersonSchemaGbnf, vocab);  // cold cache: threads fill it together
   std::atomic<int> mismatches{0}, states{0};

@@ -1,0 +1,31 @@
+// The KV cache budget: how many blocks the engine's cache gets. The one place that decides it,
+// from the configuration and the backend's memory (Backend::memory_info), whatever the backend.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "engine/backend/backend.h"
+
+namespace pagoda {
+
+struct EngineConfig;
+
+struct KvBudget {
+  size_t blocks = 0;
+  std::string basis;  // how it was sized, for the log and for errors
+};
+
+// Blocks of `block_bytes` for the cache of an engine configured by `cfg` whose sequences hold
+// up to `ctx_tokens` tokens, in this order:
+// - cfg.kv_cache_memory > 0: that many bytes.
+// - device memory (a GPU's): cfg.device_memory_fraction of its total, less what is in use
+//   already (the weights and activations: ask after the model is loaded), like vLLM's
+//   gpu_memory_utilization. The budget is 0 when they already exceed that share.
+// - host memory: cfg.kv_cache_fraction of what is available now, capped at what can ever be
+//   used: max_seqs full contexts twice over (room for prefix-cache reuse) plus the system
+//   prompt's blocks.
+// Throws std::invalid_argument for a device fraction outside (0, 1].
+KvBudget kv_budget(const EngineConfig& cfg, const MemoryInfo& mem, size_t block_bytes, int ctx_tokens);
+
+}  // namespace pagoda

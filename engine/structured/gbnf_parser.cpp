@@ -57,19 +57,26 @@ class GbnfParser {
     location(at, line, column);
     throw GrammarError(source_location(line, column) + problem);
   }
-  // 1-based line and column (in code points) of byte offset `at`.
+  // 1-based line and column (in code points) of byte offset `at`. Offsets are asked for mostly
+  // in increasing order, so the scan resumes from the last answer (from the start only when
+  // asked for an earlier one): a scan from the start each time made parsing quadratic in the
+  // grammar's size (seconds for a schema of a few thousand properties).
   void location(size_t at, uint32_t& line, uint32_t& column) const {
-    line = 1;
-    column = 1;
-    for (size_t i = 0; i < at && i < text_.size(); ++i) {
-      if (text_[i] == '\n') {
-        ++line;
-        column = 1;
-      } else if ((static_cast<unsigned char>(text_[i]) & 0xC0) != 0x80) {
-        ++column;
+    if (at < loc_at_) loc_at_ = 0, loc_line_ = 1, loc_column_ = 1;
+    for (; loc_at_ < at && loc_at_ < text_.size(); ++loc_at_) {
+      const char c = text_[loc_at_];
+      if (c == '\n') {
+        ++loc_line_;
+        loc_column_ = 1;
+      } else if ((static_cast<unsigned char>(c) & 0xC0) != 0x80) {
+        ++loc_column_;
       }
     }
+    line = loc_line_;
+    column = loc_column_;
   }
+  mutable size_t loc_at_ = 0;  // location()'s last offset and its line and column
+  mutable uint32_t loc_line_ = 1, loc_column_ = 1;
 
   bool at_end() const { return pos_ >= text_.size(); }
   char peek(size_t ahead = 0) const {
@@ -130,11 +137,14 @@ class GbnfParser {
     skip_space(true);
     uint32_t id = rule_index(name, name_at);
     if (grammar_.rules[id].defined) fail_at(name_at, "rule '" + name + "' is defined twice");
+    uint32_t line, column;
+    location(name_at, line, column);
     Expr body = parse_alternates(/*nested=*/false, 0);
     GrammarRule& r = grammar_.rules[id];
     r.defined = true;
     r.body = std::move(body);
-    location(name_at, r.line, r.column);
+    r.line = line;
+    r.column = column;
     // The rule must end here: end of line or of text.
     skip_space(false);
     if (!at_end() && peek() != '\n' && peek() != '\r')
@@ -167,6 +177,8 @@ class GbnfParser {
       char c = peek();
       if (c == '|' || c == ')' || c == '\n' || c == '\r') break;
       size_t item_at = pos_;
+      uint32_t item_line, item_column;  // taken before the item moves the scan past it
+      location(item_at, item_line, item_column);
       Expr item;
       if (c == '"') {
         item = parse_literal();
@@ -206,7 +218,8 @@ class GbnfParser {
       } else {
         fail(std::string("unexpected character '") + c + "'");
       }
-      location(item_at, item.line, item.column);
+      item.line = item_line;
+      item.column = item_column;
       item = parse_postfix(std::move(item));
       seq.children.push_back(std::move(item));
     }

@@ -63,10 +63,19 @@ $PY - "$work" "$RUNS" <<'PYEOF'
 import json, statistics, sys
 work, runs = sys.argv[1], int(sys.argv[2])
 def summary(path):
-    j = json.load(open(path))
-    while isinstance(j, dict) and "output_throughput" not in j:
-        j = j.get("runs", j.get("results", [j]))[0] if isinstance(j.get("runs", j.get("results")), list) else j.get("summary", {})
-    return j
+    # The report's run summary: the object holding output_throughput ("points"[0] for one run).
+    def find(o):
+        if isinstance(o, dict):
+            if "output_throughput" in o:
+                return o
+            o = list(o.values())
+        if isinstance(o, list):
+            for v in o:
+                r = find(v)
+                if r:
+                    return r
+        return None
+    return find(json.load(open(path)))
 rows = {}
 for kind in ("free", "constrained"):
     s = [summary(f"{work}/{kind}-{r}.json") for r in range(1, runs + 1)]

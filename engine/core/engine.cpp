@@ -435,7 +435,7 @@ bool LlmEngine::start_grammar_masks(const std::vector<SampleTarget>& targets) {
   bool any = false;
   for (size_t j = 0; j < targets.size(); ++j) {
     const Sequence& seq = *targets[j].seq;
-    if (!seq.grammar || seq.device_sampling) continue;
+    if (!seq.grammar) continue;  // (a constrained sequence is never device-sampled)
     matchers[j] = &*seq.grammar;
     words = std::max(words, seq.grammar->grammar()->vocabulary()->mask_words());
     any = true;

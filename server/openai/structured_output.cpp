@@ -23,6 +23,14 @@ RequestedConstraint schema_constraint(const ojson& schema, const std::string& pa
   return r;
 }
 
+// vLLM's json / guided_json: the schema as an object or as JSON text.
+RequestedConstraint schema_or_text_constraint(const ojson& v, const std::string& param) {
+  if (!v.is_string()) return schema_constraint(v, param);
+  ojson parsed = ojson::parse(v.get<std::string>(), nullptr, /*allow_exceptions=*/false);
+  if (parsed.is_discarded()) bad(param, "the schema text is not valid JSON.");
+  return schema_constraint(parsed, param);
+}
+
 RequestedConstraint text_constraint(OutputConstraint::Kind kind, const ojson& v, const std::string& param) {
   if (!v.is_string()) bad(param, "expected a string.");
   if (v.get_ref<const std::string&>().empty()) bad(param, "must not be empty.");
@@ -94,14 +102,7 @@ std::optional<RequestedConstraint> structured_outputs(const ojson& so) {
   for (const auto& [key, v] : so.items()) {
     if (v.is_null()) continue;
     if (key == "json") {
-      // vLLM accepts the schema as an object or as JSON text.
-      if (v.is_string()) {
-        ojson parsed = ojson::parse(v.get<std::string>(), nullptr, /*allow_exceptions=*/false);
-        if (parsed.is_discarded()) bad(p + ".json", "the schema text is not valid JSON.");
-        take(schema_constraint(parsed, p + ".json"));
-      } else {
-        take(schema_constraint(v, p + ".json"));
-      }
+      take(schema_or_text_constraint(v, p + ".json"));
     } else if (key == "regex") {
       take(text_constraint(OutputConstraint::Kind::Regex, v, p + ".regex"));
     } else if (key == "choice") {
@@ -140,15 +141,7 @@ std::optional<RequestedConstraint> parse_output_constraint(const ojson& body) {
   if (const ojson* v = field("grammar")) found.push_back(text_constraint(OutputConstraint::Kind::Gbnf, *v, "grammar"));
   if (const ojson* v = field("structured_outputs"))
     if (auto r = structured_outputs(*v)) found.push_back(std::move(*r));
-  if (const ojson* v = field("guided_json")) {
-    if (v->is_string()) {
-      ojson parsed = ojson::parse(v->get<std::string>(), nullptr, false);
-      if (parsed.is_discarded()) bad("guided_json", "the schema text is not valid JSON.");
-      found.push_back(schema_constraint(parsed, "guided_json"));
-    } else {
-      found.push_back(schema_constraint(*v, "guided_json"));
-    }
-  }
+  if (const ojson* v = field("guided_json")) found.push_back(schema_or_text_constraint(*v, "guided_json"));
   if (const ojson* v = field("guided_regex")) found.push_back(text_constraint(OutputConstraint::Kind::Regex, *v, "guided_regex"));
   if (const ojson* v = field("guided_choice")) found.push_back(choice_constraint(*v, "guided_choice"));
   if (const ojson* v = field("guided_grammar")) found.push_back(text_constraint(OutputConstraint::Kind::Gbnf, *v, "guided_grammar"));

@@ -69,8 +69,7 @@ std::string constraint_to_gbnf(const OutputConstraint& c) {
          "root" + (c.suffix.empty() ? "" : " " + structured::gbnf_literal(c.suffix)) + "\n";
 }
 
-ConstraintCompiler::ConstraintCompiler(const Tokenizer& tok, size_t cache_capacity)
-    : cache_(cache_capacity) {
+std::shared_ptr<const structured::TokenVocabulary> token_vocabulary(const Tokenizer& tok) {
   const int32_t n = tok.vocab_size();
   std::vector<std::string> bytes(static_cast<size_t>(n));
   std::vector<bool> eog(static_cast<size_t>(n)), special(static_cast<size_t>(n));
@@ -79,8 +78,11 @@ ConstraintCompiler::ConstraintCompiler(const Tokenizer& tok, size_t cache_capaci
     special[static_cast<size_t>(id)] = tok.is_control(id);
     if (!special[static_cast<size_t>(id)]) bytes[static_cast<size_t>(id)] = tok.token_to_piece(id, false);
   }
-  vocab_ = structured::TokenVocabulary::build(std::move(bytes), std::move(eog), std::move(special));
+  return structured::TokenVocabulary::build(std::move(bytes), std::move(eog), std::move(special));
 }
+
+ConstraintCompiler::ConstraintCompiler(const Tokenizer& tok, size_t cache_capacity)
+    : vocab_(token_vocabulary(tok)), cache_(cache_capacity) {}
 
 std::shared_ptr<const structured::CompiledGrammar> ConstraintCompiler::compile(const OutputConstraint& c) {
   const bool wrapped = !c.prefix.empty() || !c.suffix.empty();

@@ -15,6 +15,10 @@ namespace pagoda {
 
 class Tokenizer;
 
+// The bytes of every token of `tokenizer` as grammars see them: control tokens are special (never
+// allowed; their text is not output), end-of-generation tokens as the tokenizer says.
+std::shared_ptr<const structured::TokenVocabulary> token_vocabulary(const Tokenizer& tokenizer);
+
 // The GBNF text a constraint stands for (start rule `root`). Throws ConstraintError.
 std::string constraint_to_gbnf(const OutputConstraint& c);
 

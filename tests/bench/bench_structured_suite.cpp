@@ -47,7 +47,7 @@ int main(int argc, char** argv) {
   }
   pagoda::gguf::GgufFile file = pagoda::gguf::GgufFile::open(vocab_path);
   auto tok = pagoda::Tokenizer::from_gguf(file);
-  auto vocab = load_vocabulary(vocab_path);
+  auto vocab = pagoda::token_vocabulary(*tok);  // the tokenizer above, not a second load
   std::vector<uint32_t> bits(vocab->mask_words());
 
   std::vector<double> compile_us, mask_us, warm_us;

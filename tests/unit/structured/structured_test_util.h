@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/core/output_constraint.h"
 #include "engine/gguf/gguf.h"
 #include "engine/structured/structured.h"
 #include "engine/tokenizer/tokenizer.h"
@@ -28,20 +29,10 @@ inline bool prefix_match(const std::string& gbnf, const std::string& text) {
   return m.accept_bytes(text);
 }
 
-// Token bytes of a GGUF vocabulary through the project's tokenizer: control tokens are
-// special (their text is not output bytes), EOG as the tokenizer says.
+// Token bytes of a GGUF vocabulary as the server sees them (engine/core/output_constraint.h).
 inline std::shared_ptr<const TokenVocabulary> load_vocabulary(const std::string& path) {
   pagoda::gguf::GgufFile file = pagoda::gguf::GgufFile::open(path);
-  std::unique_ptr<pagoda::Tokenizer> tok = pagoda::Tokenizer::from_gguf(file);
-  int32_t n = tok->vocab_size();
-  std::vector<std::string> bytes(n);
-  std::vector<bool> eog(n), special(n);
-  for (int32_t id = 0; id < n; ++id) {
-    eog[id] = tok->is_eog(id);
-    special[id] = tok->is_control(id);
-    if (!special[id]) bytes[id] = tok->token_to_piece(id, /*special=*/false);
-  }
-  return TokenVocabulary::build(std::move(bytes), std::move(eog), std::move(special));
+  return pagoda::token_vocabulary(*pagoda::Tokenizer::from_gguf(file));
 }
 
 // Generic JSON (any value at the top is an object), flexible whitespace.

@@ -19,6 +19,7 @@
 #include <iostream>
 #include <map>
 
+#include "engine/core/output_constraint.h"
 #include "engine/gguf/gguf.h"
 #include "engine/structured/json_schema.h"
 #include "engine/structured/structured.h"
@@ -71,15 +72,7 @@ RealVocabulary load_real_vocabulary(const std::string& path) {
   if (!fs::exists(path)) return out;
   auto file = pagoda::gguf::GgufFile::open(path);
   out.tokenizer = pagoda::Tokenizer::from_gguf(file);
-  int32_t n = out.tokenizer->vocab_size();
-  std::vector<std::string> bytes(static_cast<size_t>(n));
-  std::vector<bool> eog(static_cast<size_t>(n), false), special(static_cast<size_t>(n), false);
-  for (int32_t id = 0; id < n; ++id) {
-    eog[size_t(id)] = out.tokenizer->is_eog(id);
-    special[size_t(id)] = out.tokenizer->is_control(id);
-    if (!special[size_t(id)]) bytes[size_t(id)] = out.tokenizer->token_to_piece(id);
-  }
-  out.vocab = TokenVocabulary::build(bytes, eog, special);
+  out.vocab = pagoda::token_vocabulary(*out.tokenizer);  // as the server builds it
   return out;
 }
 

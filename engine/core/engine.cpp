@@ -391,19 +391,14 @@ void LlmEngine::step() {
         results[j].token = logits_.drawn()[static_cast<size_t>(draw_of[j])];
       } else {
         const std::span<const float> row = logits_.host_row(targets[j].logit_row);
+        // Structured output: the sampler masks the row itself (sampling.h, step 0).
         const uint32_t* mask = constrained ? masks_->mask(j) : nullptr;
-        if (!mask) {
-          results[j] = sample_token(row.data(), vocab_, seq.request->sampling, seq.request->prompt, seq.output, seq.rng);
+        if (mask && allowed_tokens(mask, vocab_) == 0) {
+          grammar_dead[j] = 1;  // ended with an error below; the token is a placeholder
+          results[j].token = tokenizer_ && tokenizer_->eos_id() >= 0 ? tokenizer_->eos_id() : 0;
         } else {
-          // Structured output: the sampler sees the row with every disallowed token at -inf.
-          masked_row_.assign(row.begin(), row.end());
-          if (apply_token_mask(masked_row_.data(), vocab_, mask) == 0) {
-            grammar_dead[j] = 1;  // ended with an error below; the token is a placeholder
-            results[j].token = tokenizer_ && tokenizer_->eos_id() >= 0 ? tokenizer_->eos_id() : 0;
-          } else {
-            results[j] = sample_token(masked_row_.data(), vocab_, seq.request->sampling, seq.request->prompt,
-                                      seq.output, seq.rng);
-          }
+          results[j] = sample_token(row.data(), vocab_, seq.request->sampling, seq.request->prompt, seq.output,
+                                    seq.rng, mask);
         }
       }
       sampled[j] = results[j].token;

@@ -158,7 +158,6 @@ class LlmEngine final : public EngineApi {
   std::vector<SampleRequest> draws_;  // the device-sampled targets of the step
   double step_s_ = 0, forward_s_ = 0;
   std::unique_ptr<StepMasks> masks_;  // made at the first constrained step
-  std::vector<float> masked_row_;     // a constrained row's logits with its mask applied
 
   // Structured output: the vocabulary's token bytes and the compiled-grammar cache, built on
   // the first compile_constraint (from HTTP threads; the compiler itself is thread-safe).

@@ -66,6 +66,16 @@ void StepMasks::work() {
   }
 }
 
+int allowed_tokens(const uint32_t* bits, int vocab) {
+  int n = 0;
+  for (int w = 0; w * 32 < vocab; ++w) {
+    const int tail = vocab - w * 32;  // tokens of this word inside the vocabulary
+    const uint32_t in_vocab = tail >= 32 ? ~0u : (1u << tail) - 1;
+    n += __builtin_popcount(bits[w] & in_vocab);
+  }
+  return n;
+}
+
 int apply_token_mask(float* logits, int vocab, const uint32_t* bits) {
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   int allowed = 0;

@@ -47,6 +47,9 @@ class StepMasks {
   bool stopping_ = false;
 };
 
+// How many of tokens 0..vocab-1 the mask allows.
+int allowed_tokens(const uint32_t* bits, int vocab);
+
 // Sets the logit of every token the mask disallows to -infinity (before the sampler's
 // pipeline, so logprobs and truncation describe the constrained distribution). Returns the
 // number of allowed tokens.

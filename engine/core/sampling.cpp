@@ -8,6 +8,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "engine/core/grammar_masks.h"
+
 namespace pagoda {
 
 // ---- Rng ------------------------------------------------------------------------------------
@@ -166,8 +168,9 @@ TokenLogprob token_logprob(const float* logits, int vocab, int32_t token, int to
 
 SampleResult sample_token(const float* raw_logits, int vocab, const SamplingParams& params,
                           const std::vector<int32_t>& prompt, const std::vector<int32_t>& output,
-                          Rng& rng) {
+                          Rng& rng, const uint32_t* allowed) {
   std::vector<float> logits(raw_logits, raw_logits + vocab);
+  if (allowed) apply_token_mask(logits.data(), vocab, allowed);
   apply_penalties(logits.data(), vocab, params, prompt, output);
 
   SampleResult r;

@@ -1,6 +1,8 @@
 // The sampler: logits of one row -> one token, with its logprob and top alternatives.
 //
 // Pipeline, in this order (documented choices):
+//  0. Structured output: with an `allowed` token mask, every token it disallows gets -inf, so
+//     everything below (logprobs included) describes the constrained distribution.
 //  1. logit_bias is added to the raw logits.
 //  2. repetition_penalty (llama.cpp/vLLM semantics) over the distinct tokens of prompt + output:
 //     a positive logit is divided by it, a negative one multiplied.
@@ -67,8 +69,10 @@ std::vector<Candidate> truncated_distribution(const float* logits, int vocab, co
 TokenLogprob token_logprob(const float* logits, int vocab, int32_t token, int top_n);
 
 // The whole pipeline for one row of raw logits. Consumes one rng draw unless greedy.
+// `allowed` (optional): step 0's mask, bit id%32 of word id/32 set for an allowed token; at
+// least one token must be allowed.
 SampleResult sample_token(const float* raw_logits, int vocab, const SamplingParams& params,
                           const std::vector<int32_t>& prompt, const std::vector<int32_t>& output,
-                          Rng& rng);
+                          Rng& rng, const uint32_t* allowed = nullptr);
 
 }  // namespace pagoda

@@ -63,10 +63,12 @@ TEST_CASE("StepMasks with no constrained row wakes nobody and returns at once") 
   CHECK(masks.mask(0) == nullptr);
 }
 
-TEST_CASE("apply_token_mask") {
+TEST_CASE("apply_token_mask and allowed_tokens") {
   std::vector<float> logits(70, 1.5f);
   std::vector<uint32_t> bits(3, 0);
   for (int id : {0, 31, 32, 69}) bits[id / 32] |= 1u << (id % 32);
+  CHECK(allowed_tokens(bits.data(), 70) == 4);
+  CHECK(allowed_tokens(bits.data(), 69) == 3);  // bits past the vocabulary do not count
   CHECK(apply_token_mask(logits.data(), 70, bits.data()) == 4);
   for (int id = 0; id < 70; ++id) {
     const bool allowed = id == 0 || id == 31 || id == 32 || id == 69;

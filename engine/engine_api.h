@@ -16,6 +16,11 @@
 
 namespace pagoda {
 
+// How an embedding request reduces its prompt's final-norm hidden states to one vector: the
+// mean over every token, the first token's (CLS), or the last token's (decoder embedders such
+// as Qwen3-Embedding). The result is L2-normalized.
+enum class Pooling { Mean, Cls, Last };
+
 struct GenerationRequest {
   std::vector<int32_t> prompt;   // already tokenized, BOS included when the model wants it
   SamplingParams sampling;
@@ -27,6 +32,11 @@ struct GenerationRequest {
   // it, no bias or penalties) plus the top N alternatives there. Costs one LM-head row per
   // prompt token, and the prompt is computed in full (no prefix-cache reuse for it).
   int prompt_logprobs = -1;
+  // An embedding request: the prompt is prefilled (sharing the prefix cache where the pooling
+  // allows), nothing is sampled, and the one finish delta carries Delta::embedding. The
+  // pooling is the model's (GGUF `<arch>.pooling_type`) when it names one, else this.
+  bool embed = false;
+  Pooling pooling = Pooling::Mean;
 };
 
 enum class FinishReason { None, Stop, Length, Abort, Error };
@@ -53,6 +63,8 @@ struct Delta {
   // prompt's logprobs: entry i is for prompt token i + 1 (the first prompt token has none), so
   // there are prompt.size() - 1 entries. Empty on every other delta.
   std::vector<TokenLogprob> prompt_logprobs;
+  // An embedding request's pooled, L2-normalized vector (model dim floats), on its finish delta.
+  std::vector<float> embedding;
   FinishReason finish = FinishReason::None;
   std::string error;             // set when finish == Error
 };
@@ -61,6 +73,12 @@ struct Usage {
   int prompt_tokens = 0;
   int completion_tokens = 0;      // over all choices
   int cached_prompt_tokens = 0;   // served from the prefix cache
+  // Where the request's time went, in seconds, as the engine saw it (final once done(); -1
+  // when a phase never happened): submit -> first scheduled, -> first token (embeddings: the
+  // prompt computed), -> last token.
+  double queue_seconds = -1;
+  double prefill_seconds = -1;
+  double decode_seconds = -1;
 };
 
 // A submitted request. Thread-safe; owned jointly by the caller and the engine.

@@ -6,7 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(build-essential cmake pkg-config libcpp-httplib-dev nlohmann-json3-dev libspdlog-dev
-          catch2 libssl-dev zlib1g-dev nodejs npm json-schema-test-suite python3-jsonschema)
+          catch2 libssl-dev zlib1g-dev nodejs npm json-schema-test-suite python3-jsonschema
+          prometheus)  # promtool: the /metrics exposition check
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

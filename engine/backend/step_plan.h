@@ -45,6 +45,9 @@ struct StepPlan {
   // Token indices whose logits are needed (the last token of each sequence that samples this
   // step), in the order the sampler will consume them.
   std::vector<int32_t> logit_rows;
+  // Token indices whose final-norm hidden states are needed (embedding requests' pooling), in
+  // the order the caller will read them (StepLogits::hidden_row). Costs no LM-head row.
+  std::vector<int32_t> hidden_rows;
   // Cache edits applied before the forward pass: copies first, then K shifts.
   std::vector<BlockCopy> block_copies;
   std::vector<KShift> k_shifts;

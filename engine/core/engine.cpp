@@ -10,6 +10,7 @@
 
 #include "engine/core/block_math.h"
 #include "engine/core/choice_text.h"
+#include "engine/core/embedding_pool.h"
 #include "engine/core/kv_budget.h"
 #include "engine/model/model.h"
 #include "engine/core/output_constraint.h"
@@ -34,6 +35,9 @@ struct LlmEngine::Active {
   int unreported = 0;
   bool cached_reported = false;
   std::vector<TokenLogprob> prompt_logprobs;  // prompt tokens 1.. so far (prompt_logprobs >= 0)
+  PooledEmbedding pool;                       // an embedding request's pooled rows so far
+  // Phase times for Usage (queue, prefill, decode); unset time points are default-constructed.
+  std::chrono::steady_clock::time_point submitted, admitted, first_token;
 };
 
 namespace {
@@ -74,6 +78,7 @@ LlmEngine::LlmEngine(Model& model, const Tokenizer* tokenizer, EngineConfig cfg)
   if (cfg_.max_seqs <= 0) throw EngineError("max_seqs must be positive");
   if (cfg_.max_batch_tokens <= 0) throw EngineError("max_batch_tokens must be positive");
   vocab_ = model_.config().vocab_size;
+  if (Pooling p; pooling_from_gguf(model_.config().pooling_type, p)) model_pooling_ = p;
   int ctx = cfg_.ctx_size > 0 ? cfg_.ctx_size : model_.config().ctx_train;
   if (ctx <= 0) ctx = 4096;
 
@@ -138,7 +143,15 @@ std::shared_ptr<RequestStream> LlmEngine::submit(GenerationRequest req, SubmitEr
   if (req.n < 1) return fail("n must be at least 1", "invalid_value");
   for (int32_t t : req.prompt)
     if (t < 0 || t >= vocab_) return fail("token id " + std::to_string(t) + " is out of range", "invalid_prompt");
-  if (static_cast<int>(req.prompt.size()) >= ctx_limit_)
+  if (req.embed) {
+    // Nothing is generated: the prompt may fill the context, and there is one vector.
+    if (req.n != 1) return fail("an embedding request has one choice", "invalid_value");
+    if (static_cast<int>(req.prompt.size()) > ctx_limit_)
+      return fail("the input has " + std::to_string(req.prompt.size()) + " tokens; this model's context is " +
+                      std::to_string(ctx_limit_) + " tokens",
+                  "context_length_exceeded");
+    if (model_pooling_) req.pooling = *model_pooling_;
+  } else if (static_cast<int>(req.prompt.size()) >= ctx_limit_)
     return fail("the prompt has " + std::to_string(req.prompt.size()) + " tokens; this model's context is " +
                     std::to_string(ctx_limit_) + " tokens, and at least one must remain for the completion",
                 "context_length_exceeded");
@@ -160,6 +173,7 @@ std::shared_ptr<RequestStream> LlmEngine::submit(GenerationRequest req, SubmitEr
   }
 
   auto a = std::make_shared<Active>();
+  a->submitted = std::chrono::steady_clock::now();
   const int n = req.n;
   const int prompt_tokens = static_cast<int>(req.prompt.size());
   a->req = std::make_shared<const GenerationRequest>(std::move(req));
@@ -310,6 +324,7 @@ bool LlmEngine::take_inbox() {
       seq->seed = base_seed + static_cast<uint64_t>(i);
       seq->rng.reseed(seq->seed);
       seq->device_sampling = on_device;
+      seq->sample = !req.embed;
       if (req.sampling.grammar) seq->grammar.emplace(req.sampling.grammar);
       if (i == 0) {
         seq->tokens = req.prompt;
@@ -353,6 +368,9 @@ void LlmEngine::step() {
     stats_.waiting = scheduler_->num_waiting();
   }
   if (plan.n_tokens() > 0) {
+    for (const SeqInStep& s : plan.seqs)  // a request's first step ends its time in the queue
+      if (auto it = by_seq_.find(s.seq_id); it != by_seq_.end() && it->second->admitted == clock::time_point{})
+        it->second->admitted = t0;
     const auto& targets = scheduler_->sample_targets();
     // Targets sampled on the device become draws; draw_of[j] is target j's draw or -1.
     draws_.clear();
@@ -381,6 +399,10 @@ void LlmEngine::step() {
     for (const PromptLogprobRows& r : scheduler_->prompt_logprob_rows())
       if (auto it = by_seq_.find(r.seq->id); it != by_seq_.end())
         append_prompt_logprobs(r, logits_, it->second->prompt_logprobs);
+    // Embedding requests pool the hidden rows of their prompt positions.
+    for (const HiddenRows& r : scheduler_->hidden_rows())
+      if (auto it = by_seq_.find(r.seq->id); it != by_seq_.end())
+        for (int k = 0; k < r.n; ++k) it->second->pool.add(logits_.hidden_row(r.first_row + k));
     std::vector<int32_t> sampled(targets.size());
     std::vector<SampleResult> results(targets.size());
     std::vector<char> grammar_dead(targets.size(), 0);  // the grammar allowed no token
@@ -472,6 +494,7 @@ void LlmEngine::emit_outputs(const std::vector<std::shared_ptr<Sequence>>& updat
     Choice& c = a.choices[seq->index];
     if (c.reported) continue;
     const int32_t tok = seq->output.back();
+    if (a.first_token == std::chrono::steady_clock::time_point{}) a.first_token = std::chrono::steady_clock::now();
     if (!a.cached_reported && seq->cached_prompt_tokens >= 0) {
       a.stream->set_cached_prompt_tokens(seq->cached_prompt_tokens);
       a.cached_reported = true;
@@ -517,6 +540,10 @@ void LlmEngine::report_finished() {
       d.index = seq->index;
       d.finish = seq->finish;
       d.error = seq->error;
+      if (a.req->embed && seq->finish == FinishReason::Stop) {
+        a.stream->set_cached_prompt_tokens(std::max(0, seq->cached_prompt_tokens));
+        d.embedding = a.pool.finish();
+      }
       c.reported = true;
       choice_finished(a);
       a.stream->push(std::move(d));
@@ -534,7 +561,18 @@ void LlmEngine::report_finished() {
 }
 
 void LlmEngine::choice_finished(Active& a) {
-  --a.unreported;
+  if (--a.unreported == 0) {
+    using clock = std::chrono::steady_clock;
+    const clock::time_point now = clock::now(), none{};
+    auto secs = [](clock::time_point from, clock::time_point to) {
+      return std::chrono::duration<double>(to - from).count();
+    };
+    // An embedding's prompt ends its prefill; it has no decode.
+    const clock::time_point prefilled = a.first_token != none ? a.first_token : a.req->embed ? now : none;
+    a.stream->set_timings(a.admitted != none ? secs(a.submitted, a.admitted) : -1,
+                          a.admitted != none && prefilled != none ? secs(a.admitted, prefilled) : -1,
+                          a.first_token != none ? secs(a.first_token, now) : -1);
+  }
   std::lock_guard<std::mutex> lock(stats_mu_);
   --inflight_seqs_;
 }

@@ -33,6 +33,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -133,6 +134,7 @@ class LlmEngine final : public EngineApi {
   int num_blocks_ = 0;
   int ctx_limit_ = 0;
   int vocab_ = 0;
+  std::optional<Pooling> model_pooling_;  // the model's own (GGUF pooling_type), when it names one
   std::unique_ptr<KvCacheManager> kv_;
   std::unique_ptr<Scheduler> scheduler_;
 

@@ -47,4 +47,11 @@ void ChannelStream::set_cached_prompt_tokens(int n) {
   usage_.cached_prompt_tokens = n;
 }
 
+void ChannelStream::set_timings(double queue_s, double prefill_s, double decode_s) {
+  std::lock_guard<std::mutex> lock(mu_);
+  usage_.queue_seconds = queue_s;
+  usage_.prefill_seconds = prefill_s;
+  usage_.decode_seconds = decode_s;
+}
+
 }  // namespace pagoda

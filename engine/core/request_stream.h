@@ -30,6 +30,8 @@ class ChannelStream final : public RequestStream {
   // completion tokens.
   void push(Delta d);
   void set_cached_prompt_tokens(int n);
+  // Usage's phase timings (before the last delta is pushed, so a reader sees them once done()).
+  void set_timings(double queue_s, double prefill_s, double decode_s);
   bool abort_requested() const { return abort_.load(std::memory_order_acquire); }
 
  private:

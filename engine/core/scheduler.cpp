@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "engine/core/block_math.h"
+#include "engine/core/embedding_pool.h"
 
 namespace pagoda {
 
@@ -13,6 +14,13 @@ namespace {
 bool wants_prompt_logprobs(const Sequence& seq) {
   return seq.sample && seq.request && seq.request->prompt_logprobs >= 0 && seq.n_shifts == 0 &&
          seq.prompt_logprob_rows_done < seq.prompt_len() - 1;
+}
+// The prompt positions an embedding sequence still has to pool ([lo, hi) empty: none or not one).
+PoolPositions positions_to_pool(const Sequence& seq) {
+  if (!seq.request || !seq.request->embed) return {0, 0};
+  PoolPositions p = pool_positions(seq.request->pooling, seq.prompt_len());
+  p.lo = std::max(p.lo, static_cast<int>(seq.pooled_upto));
+  return p;
 }
 }  // namespace
 
@@ -131,6 +139,8 @@ void Scheduler::emit(StepPlan& plan, const std::shared_ptr<Sequence>& seq, int n
       if (sib->status == SeqStatus::PendingFork) targets_.push_back({row, sib, seq});
   }
   if (prefill) emit_prompt_logprob_rows(plan, seq, s.first_token, n);
+  // (Also a "decode": a chunk can leave an embedding's prompt one token short.)
+  emit_hidden_rows(plan, seq, s.first_token, n);
   scheduled_.push_back({seq, n, prefill});
 }
 
@@ -149,6 +159,20 @@ void Scheduler::emit_prompt_logprob_rows(StepPlan& plan, const std::shared_ptr<S
   prompt_rows_.push_back(std::move(r));
 }
 
+void Scheduler::emit_hidden_rows(StepPlan& plan, const std::shared_ptr<Sequence>& seq, int first, int n) {
+  const PoolPositions want = positions_to_pool(*seq);
+  const int lo = std::max(seq->num_computed, want.lo);
+  const int hi = std::min(seq->num_computed + n, want.hi);
+  if (lo >= hi) return;
+  HiddenRows r;
+  r.seq = seq;
+  r.first_row = static_cast<int>(plan.hidden_rows.size());
+  r.first_position = lo;
+  r.n = hi - lo;
+  for (int pos = lo; pos < hi; ++pos) plan.hidden_rows.push_back(first + (pos - seq->num_computed));
+  hidden_rows_.push_back(std::move(r));
+}
+
 bool Scheduler::try_admit(StepPlan& plan, int& budget) {
   const std::shared_ptr<Sequence> seq = waiting_.front();
   int group = 1;
@@ -163,9 +187,12 @@ bool Scheduler::try_admit(StepPlan& plan, int& budget) {
   const bool first_admission = seq->cached_prompt_tokens < 0;
   // A request for prompt logprobs needs the logits of every prompt position not yet reported,
   // so it shares cached blocks only up to there.
-  const int match_limit = wants_prompt_logprobs(*seq)
-                              ? std::min(seq->num_tokens() - 1, static_cast<int>(seq->prompt_logprob_rows_done))
-                              : seq->num_tokens() - 1;
+  // An embedding request likewise shares them only up to the first position it still pools.
+  int match_limit = wants_prompt_logprobs(*seq)
+                        ? std::min(seq->num_tokens() - 1, static_cast<int>(seq->prompt_logprob_rows_done))
+                        : seq->num_tokens() - 1;
+  if (const PoolPositions pool = positions_to_pool(*seq); pool.lo < pool.hi)
+    match_limit = std::min(match_limit, pool.lo);
   const int matched = kv_.match_prefix(seq->id, seq->tokens, match_limit);
   seq->num_computed = matched;
   const int n = std::min(seq->num_tokens() - matched, budget);
@@ -192,6 +219,7 @@ StepPlan Scheduler::schedule() {
   scheduled_.clear();
   targets_.clear();
   prompt_rows_.clear();
+  hidden_rows_.clear();
   int budget = cfg_.max_batch_tokens;
   const uint64_t preemptions_before = counters_.preemptions;
 
@@ -262,13 +290,17 @@ std::vector<std::shared_ptr<Sequence>> Scheduler::update(const std::vector<int32
     throw std::invalid_argument("scheduler: one sampled token per sample target expected");
   for (const auto& r : prompt_rows_)
     r.seq->prompt_logprob_rows_done = std::max(r.seq->prompt_logprob_rows_done, r.first_position + r.n);
+  for (const auto& r : hidden_rows_)
+    r.seq->pooled_upto = std::max(r.seq->pooled_upto, r.first_position + r.n);
   for (const auto& s : scheduled_) {
     Sequence& seq = *s.seq;
     if (seq.status != SeqStatus::Running) continue;
     seq.num_computed += s.n_tokens;
     if (s.prefill) counters_.prefill_tokens_computed += s.n_tokens;
     kv_.commit(seq.id, seq.tokens, seq.num_computed);
-    if (!seq.sample && seq.num_computed == seq.num_tokens()) {
+    if (!seq.sample && seq.num_computed == seq.num_tokens() && seq.request->embed) {
+      finish(s.seq, FinishReason::Stop);  // an embedding: pooled; its full blocks stay cached
+    } else if (!seq.sample && seq.num_computed == seq.num_tokens()) {
       // A prefill-only sequence (the system prompt) is done: its blocks stay pinned.
       kv_.pin(seq.id, seq.tokens);
       remove_running(seq);
@@ -297,6 +329,7 @@ std::vector<std::shared_ptr<Sequence>> Scheduler::update(const std::vector<int32
   scheduled_.clear();
   targets_.clear();
   prompt_rows_.clear();
+  hidden_rows_.clear();
   return out;
 }
 

@@ -56,6 +56,16 @@ struct PromptLogprobRows {
   int n = 0;
 };
 
+// Embedding requests: hidden rows [first_row, first_row + n) of the step (indices into
+// StepPlan::hidden_rows) hold the final-norm states of positions first_position .. + n - 1 of
+// `seq`, the positions its pooling reads (embedding_pool.h).
+struct HiddenRows {
+  std::shared_ptr<Sequence> seq;
+  int first_row = 0;
+  int first_position = 0;
+  int n = 0;
+};
+
 struct SchedulerCounters {
   uint64_t preemptions = 0;
   uint64_t prompt_tokens = 0;           // prompt tokens of admitted requests (first admission)
@@ -83,6 +93,10 @@ class Scheduler {
   // listed exactly once over its steps (chunks, preemption and recompute included): such a
   // request takes nothing from the prefix cache for positions not yet reported.
   const std::vector<PromptLogprobRows>& prompt_logprob_rows() const { return prompt_rows_; }
+  // The hidden rows of the last schedule(): every position an embedding request pools is
+  // listed exactly once over its steps. An embedding sequence samples nothing; once its prompt
+  // is computed it finishes with Stop (its full blocks stay in the prefix cache).
+  const std::vector<HiddenRows>& hidden_rows() const { return hidden_rows_; }
   // Consumes one sampled token per sample target (same order). Returns the sequences that got a
   // token, in target order; those whose token ended them are already finished.
   std::vector<std::shared_ptr<Sequence>> update(const std::vector<int32_t>& sampled);
@@ -119,6 +133,8 @@ class Scheduler {
   void emit(StepPlan& plan, const std::shared_ptr<Sequence>& seq, int n, bool prefill);
   // Adds the prompt-logprob rows of `seq` among its n tokens starting at plan index `first`.
   void emit_prompt_logprob_rows(StepPlan& plan, const std::shared_ptr<Sequence>& seq, int first, int n);
+  // Adds the hidden rows an embedding sequence pools among its n tokens at plan index `first`.
+  void emit_hidden_rows(StepPlan& plan, const std::shared_ptr<Sequence>& seq, int first, int n);
   void remove_running(const Sequence& seq);
   // Admits the front of the queue (or ends it when it can never run again). False when it
   // has to wait.
@@ -133,6 +149,7 @@ class Scheduler {
   std::vector<Scheduled> scheduled_;
   std::vector<SampleTarget> targets_;
   std::vector<PromptLogprobRows> prompt_rows_;
+  std::vector<HiddenRows> hidden_rows_;
   std::vector<std::shared_ptr<Sequence>> finished_;
   SchedulerCounters counters_;
 };

@@ -43,7 +43,10 @@ struct Sequence {
   // computed and handed out, so the logprobs of prompt tokens 1..n are known. Only advances, so
   // a recompute after preemption never reports a position twice.
   int32_t prompt_logprob_rows_done = 0;
-  bool sample = true;                 // false: prefill only (the pinned system prompt)
+  // Embedding requests: prompt positions below this have had their hidden state pooled. Only
+  // advances, like prompt_logprob_rows_done, so a recompute never pools a position twice.
+  int32_t pooled_upto = 0;
+  bool sample = true;                 // false: prefill only (the pinned system prompt, embeddings)
   // Where this sequence's tokens are drawn, fixed at admission (never by its batch mates):
   // device_sampling true: on the backend (Backend::sample) with the Philox draw (seed, number
   // of tokens generated so far); false: on the host by sample_token with `rng` (seeded with the

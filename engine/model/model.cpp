@@ -167,6 +167,12 @@ std::span<const float> StepLogits::host_row(int logit_row) const {
   return {logits_.data() + static_cast<size_t>(place) * static_cast<size_t>(vocab_), static_cast<size_t>(vocab_)};
 }
 
+std::span<const float> StepLogits::hidden_row(int i) const {
+  if (i < 0 || dim_ <= 0 || static_cast<size_t>(i) >= hidden_.size() / static_cast<size_t>(dim_))
+    throw std::out_of_range("StepLogits: hidden row " + std::to_string(i) + " is outside the step");
+  return {hidden_.data() + static_cast<size_t>(i) * static_cast<size_t>(dim_), static_cast<size_t>(dim_)};
+}
+
 void Model::forward(const StepPlan& plan, std::vector<float>& logits) {
   // With no draws every row is a host row, in logit-row order. The swaps lend the caller's
   // buffer (and its capacity) to the pass.
@@ -186,6 +192,9 @@ void Model::forward(const StepPlan& plan, const std::vector<SampleRequest>& draw
   for (int32_t t : plan.tokens)
     if (t < 0 || t >= m.cfg.vocab_size)
       throw std::invalid_argument("Model::forward: token id " + std::to_string(t) + " is outside the vocabulary");
+  for (int32_t r : plan.hidden_rows)
+    if (r < 0 || r >= n)
+      throw std::invalid_argument("Model::forward: hidden row " + std::to_string(r) + " is outside the step");
   Backend& b = *m.be;
   const int64_t n_out = static_cast<int64_t>(plan.logit_rows.size());
   if (!draws.empty() && !b.can_sample())
@@ -239,15 +248,28 @@ void Model::forward(const StepPlan& plan, const std::vector<SampleRequest>& draw
     out.place_[r] = on_device[r] ? -1 : pos[r] - static_cast<int32_t>(n_device);
   out.logits_.assign(static_cast<size_t>((n_out - n_device) * vocab), 0.0f);
   out.ids_.assign(draws.size(), 0);
+  out.dim_ = m.cfg.dim;
+  out.hidden_.assign(plan.hidden_rows.size() * static_cast<size_t>(m.cfg.dim), 0.0f);
   if (n == 0) return;
   if (!sorted.empty()) b.begin_sampling(sorted);  // the upload overlaps the layers
 
   // With every row drawn in one LM-head chunk the ops depend only on the step's shape, so the
   // backend may record them once and replay them (CUDA graphs).
-  const bool recordable = n_out > 0 && n_device == n_out && n_out <= m.logits.rows;
+  const bool recordable = n_out > 0 && n_device == n_out && n_out <= m.logits.rows && plan.hidden_rows.empty();
   if (!(recordable && b.replay_recorded())) {
     m.run_ops(n, n_out, n_device, sorted, out.logits_.data());
     if (recordable) b.end_recordable();
+  }
+  if (!plan.hidden_rows.empty()) {
+    // The final norm over the whole step (the LM head is done with xn), read back, and the
+    // rows asked for picked out: a step's worth of norms is small beside its layers.
+    b.rms_norm(m.x, m.w.output_norm, m.cfg.rms_eps, m.xn, n);
+    const size_t dim = static_cast<size_t>(m.cfg.dim);
+    out.normed_.resize(static_cast<size_t>(n) * dim);
+    b.read(m.xn, n, out.normed_.data());
+    for (size_t i = 0; i < plan.hidden_rows.size(); ++i)
+      std::copy_n(out.normed_.data() + static_cast<size_t>(plan.hidden_rows[i]) * dim, dim,
+                  out.hidden_.data() + i * dim);
   }
   if (!sorted.empty()) {
     std::vector<int32_t> got(sorted.size());

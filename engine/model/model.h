@@ -25,6 +25,9 @@ class StepLogits {
   // The vocab_size logits of logit row `logit_row`; throws std::out_of_range for a row outside
   // the step or one drawn on the backend (its logits never left it).
   std::span<const float> host_row(int logit_row) const;
+  // The model-dim final-norm hidden state of StepPlan::hidden_rows[i]; throws
+  // std::out_of_range outside them.
+  std::span<const float> hidden_row(int i) const;
   // How many logit rows were read back.
   size_t host_rows() const { return vocab_ > 0 ? logits_.size() / static_cast<size_t>(vocab_) : 0; }
 
@@ -34,6 +37,9 @@ class StepLogits {
   std::vector<float> logits_;    // the host rows, in LM-head order
   std::vector<int32_t> place_;   // logit row -> its place in logits_, or -1 when drawn
   int64_t vocab_ = 0;
+  std::vector<float> hidden_;    // the hidden rows, [hidden_rows x dim]
+  std::vector<float> normed_;    // scratch: every token's final-norm state (when hidden rows)
+  int64_t dim_ = 0;
 };
 
 class Model {
@@ -57,7 +63,8 @@ class Model {
 
   // Applies the plan's cache edits, runs the forward pass and writes the logits of
   // plan.logit_rows (in that order) to `logits` as [logit_rows.size() x vocab_size]: the
-  // forward below with no draws, every row on the host.
+  // forward below with no draws, every row on the host. (plan.hidden_rows: use the overload
+  // below.)
   void forward(const StepPlan& plan, std::vector<float>& logits);
 
   // The forward pass, with sampling on the backend for the rows `draws` name, so that only
@@ -70,6 +77,7 @@ class Model {
   // so the host rows form one tail that is copied back alone, and a step without host rows
   // waits for the device once. Such a step whose rows fit one LM-head chunk is offered to the
   // backend for recording and replay (Backend::replay_recorded; CUDA graphs when enabled).
+  // The final-norm hidden states of plan.hidden_rows come back too (out.hidden_row).
   void forward(const StepPlan& plan, const std::vector<SampleRequest>& draws, StepLogits& out);
 
  private:

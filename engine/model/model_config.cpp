@@ -262,6 +262,8 @@ ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& file) {
   c.name = r.opt_string("general.name").value_or(std::filesystem::path(file.path()).filename().string());
   const bool llama3_scaling = read_hparams(r, c);
   c.rope_neox = c.arch == Arch::Qwen2;
+  const int64_t pooling = r.opt_int(std::string(arch_name(c.arch)) + ".pooling_type").value_or(0);
+  c.pooling_type = pooling >= 1 && pooling <= 3 ? static_cast<int>(pooling) : 0;
   check_tensors(r, c);
   read_rope_freqs(r, c, llama3_scaling);
   return c;

@@ -37,7 +37,10 @@ struct ModelConfig {
   std::vector<float> rope_freq_factors;
   bool rope_neox = false;      // qwen2: true (NeoX halves); llama: false (pairs)
   bool qkv_bias = false;       // qwen2: Q, K, V projections carry biases
-  bool tied_embeddings = false;  // no output.weight: the LM head reuses token_embd.weight
+  bool tied_embeddings = false;
+  // <arch>.pooling_type as llama.cpp writes it for embedding models: 0 none (absent), 1 mean,
+  // 2 CLS, 3 last token, 4 rank (not supported: read as none).
+  int pooling_type = 0;  // no output.weight: the LM head reuses token_embd.weight
 
   // Reads and validates (positive sizes, heads divide dim, n_kv_heads divides n_heads, the
   // tensors the architecture needs are present with the right shapes and supported types, the

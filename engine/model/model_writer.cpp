@@ -212,6 +212,7 @@ void add_hparams(GgufWriter& w, const ModelSpec& s, int vocab_size) {
   w.set("general.quantization_version", Value::from_u32(2));
   w.set(a + ".vocab_size", Value::from_u32(uint32_t(vocab_size)));
   w.set(a + ".context_length", Value::from_u32(uint32_t(s.ctx)));
+  if (s.pooling_type > 0) w.set(a + ".pooling_type", Value::from_u32(uint32_t(s.pooling_type)));
   w.set(a + ".embedding_length", Value::from_u32(uint32_t(s.dim)));
   w.set(a + ".block_count", Value::from_u32(uint32_t(s.n_layers)));
   w.set(a + ".feed_forward_length", Value::from_u32(uint32_t(s.ff_dim)));

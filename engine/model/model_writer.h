@@ -37,6 +37,7 @@ struct ModelSpec {
   GgmlType type = GgmlType::F16;  // matrices and the embedding table; norms/biases stay F32
   uint64_t seed = 0;
   std::string vocab_from;    // GGUF path whose tokenizer.* keys are copied; empty: own vocabulary
+  int pooling_type = 0;      // > 0: written as <arch>.pooling_type (1 mean, 2 CLS, 3 last)
 };
 
 struct ModelSpecError : std::runtime_error {

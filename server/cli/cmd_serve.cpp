@@ -47,7 +47,8 @@ std::string read_text(const std::string& path, const char* what) {
   return ss.str();
 }
 
-std::vector<std::string> split_origins(const std::string& s) {
+// A comma-separated list (CORS origins, served model names), empty items dropped.
+std::vector<std::string> split_list(const std::string& s) {
   std::vector<std::string> out;
   std::stringstream ss(s);
   std::string item;
@@ -199,6 +200,9 @@ std::unique_ptr<LoadedModel> load(const server::ServerConfig& cfg) {
   ec.max_seqs = cfg.max_seqs;
   ec.max_queue = cfg.max_queue;  // the engine's admission bound: max_seqs + max_queue sequences
   ec.ctx_size = cfg.ctx_size;
+  if (cfg.ctx_size > lm->model->config().ctx_train && lm->model->config().ctx_train > 0)
+    log_warn("ctx_size exceeds the context the model was trained on; quality past it is not assured",
+             {{"ctx_size", cfg.ctx_size}, {"model_context", lm->model->config().ctx_train}});
   ec.context_shift = cfg.context_shift;
   if (!cfg.system_prompt_file.empty())
     ec.system_prompt = lm->tokenizer->encode(read_text(cfg.system_prompt_file, "system prompt"),
@@ -226,9 +230,12 @@ int serve(int argc, char** argv) {
   SignalWatcher signals;
 
   server::Metrics metrics;
+  std::vector<std::string> names = split_list(cfg.served_model_name);
+  if (names.empty()) names.push_back(std::filesystem::path(cfg.model).stem().string());
+  metrics.set_model_name(names.front());
   server::HttpServer::Options ho;
   ho.api_key = api_key;
-  ho.cors_origins = split_origins(cfg.cors_origins);
+  ho.cors_origins = split_list(cfg.cors_origins);
   ho.max_body_bytes = (size_t)cfg.max_body_bytes;
   ho.worker_threads = cfg.http_threads > 0 ? cfg.http_threads : cfg.max_seqs + cfg.max_queue + 8;
   server::HttpServer http(ho, metrics, server::Handlers::routes());
@@ -259,9 +266,9 @@ int serve(int argc, char** argv) {
       return tmpl.render(in);
     };
     server::Handlers::Options opts;
-    opts.model_name = cfg.served_model_name.empty()
-                          ? std::filesystem::path(cfg.model).stem().string()
-                          : cfg.served_model_name;
+    opts.model_name = names.front();
+    opts.model_aliases.assign(names.begin() + 1, names.end());
+    opts.pooling = cfg.pooling == "cls" ? Pooling::Cls : cfg.pooling == "last" ? Pooling::Last : Pooling::Mean;
     opts.timeout_s = cfg.timeout;
     opts.health_stall_s = cfg.health_stall;
     opts.context_shift = cfg.context_shift;

@@ -28,7 +28,18 @@ struct Option {
   bool ServerConfig::*boolean = nullptr;
   const char* help = "";
   const char* choices = nullptr;  // for strings: "a|b|c"
+  // Other spellings of the flag, as vLLM and llama-server users type them ("-m|--max-model-len"):
+  // flags only; config files use the one key.
+  const char* aliases = nullptr;
+  const char* note = nullptr;     // --help: where an alias means something else elsewhere
 };
+
+// The same option, with flag aliases (and a note on them for --help).
+Option alias(Option o, const char* aliases, const char* note = nullptr) {
+  o.aliases = aliases;
+  o.note = note;
+  return o;
+}
 
 Option make(const char* name, std::string ServerConfig::*f, const char* help,
             const char* choices = nullptr) {
@@ -62,17 +73,21 @@ Option make(const char* name, bool ServerConfig::*f, const char* help) {
 
 const std::vector<Option>& options() {
   static const std::vector<Option> opts = {
-      OPT(model, "GGUF model file"),
-      OPT(served_model_name, "model name in the API (empty: the file stem)"),
+      alias(OPT(model, "GGUF model file (also the first positional argument)"), "-m"),
+      OPT(served_model_name,
+          "model name(s) in the API, comma-separated aliases; others get 404 (empty: the file stem)"),
       OPT(device, "compute device", "cpu|cuda|auto"),
       OPT(cuda_graphs, "CUDA: replay decode steps as CUDA graphs (on|off)"),
-      OPT(threads, "CPU threads (0 = all cores)"),
-      OPT(max_seqs, "max sequences per step"),
-      OPT(max_batch_tokens, "max tokens per step"),
-      OPT(ctx_size, "context size per sequence (0 = model's)"),
+      alias(OPT(threads, "CPU threads (0 = all cores)"), "-t"),
+      alias(OPT(max_seqs, "max sequences per step"), "--max-num-seqs|--parallel|-np"),
+      alias(OPT(max_batch_tokens, "max tokens per step"), "--max-num-batched-tokens"),
+      alias(OPT(ctx_size, "context size per sequence (0 = model's)"), "-c|--max-model-len",
+            "per sequence, as vLLM's --max-model-len; llama-server's -c/--ctx-size is the total over its slots"),
       OPT(kv_cache_memory, "KV cache budget, e.g. 512MiB (empty: engine picks)"),
-      OPT(gpu_memory_fraction,
-          "CUDA: share of device memory for weights + KV cache (KV gets what is left)"),
+      alias(OPT(gpu_memory_fraction,
+                "CUDA: share of device memory for weights + KV cache (KV gets what is left)"),
+            "--gpu-memory-utilization"),
+      OPT(pooling, "embeddings: pooling when the model's GGUF names none", "mean|cls|last"),
       OPT(block_size, "tokens per KV block"),
       OPT(system_prompt_file, "text prefilled once at start and shared"),
       OPT(context_shift, "shift the context when a sequence is full (on|off)"),
@@ -104,9 +119,15 @@ std::string flag_name(const Option& o) {
   return s;
 }
 
+// `flag` as typed, dashes included ("--max-model-len", "-m").
 const Option* find_flag(const std::string& flag) {
-  for (const Option& o : options())
-    if (flag_name(o) == flag) return &o;
+  for (const Option& o : options()) {
+    if ("--" + flag_name(o) == flag) return &o;
+    if (!o.aliases) continue;
+    std::string rest = std::string(o.aliases) + "|";
+    for (size_t bar; (bar = rest.find('|')) != std::string::npos; rest.erase(0, bar + 1))
+      if (rest.substr(0, bar) == flag) return &o;
+  }
   return nullptr;
 }
 
@@ -210,6 +231,7 @@ void apply_config_json(const std::string& text, const std::string& source, Serve
 ServerConfig parse_server_config(int argc, char** argv, bool* help) {
   ServerConfig cfg;
   if (help) *help = false;
+  bool model_positional = false;
   // Pass 1: the config file, so that flags (pass 2) override it wherever they appear.
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -228,25 +250,31 @@ ServerConfig parse_server_config(int argc, char** argv, bool* help) {
       if (help) *help = true;
       continue;
     }
-    if (a.rfind("--", 0) != 0) throw ConfigError("unexpected argument '" + a + "'");
-    std::string name = a.substr(2), value;
+    if (a.empty() || a[0] != '-') {
+      // `pagoda serve MODEL.gguf`, as vLLM and llama-server users type it.
+      if (model_positional) throw ConfigError("unexpected argument '" + a + "'");
+      cfg.model = a;
+      model_positional = true;
+      continue;
+    }
+    std::string name = a, value;
     bool has_value = false;
     if (auto eq = name.find('='); eq != std::string::npos) {
       value = name.substr(eq + 1);
       name = name.substr(0, eq);
       has_value = true;
     }
-    if (name == "config") {
+    if (name == "--config") {
       if (!has_value) ++i;
       continue;
     }
     const Option* o = find_flag(name);
-    if (!o) throw ConfigError("unknown option '--" + name + "' (see --help)");
+    if (!o) throw ConfigError("unknown option '" + name + "' (see --help)");
     if (!has_value) {
-      if (i + 1 >= argc) throw ConfigError("--" + name + " needs a value");
+      if (i + 1 >= argc) throw ConfigError(name + " needs a value");
       value = argv[++i];
     }
-    set_from_text(cfg, *o, value, "--" + name);
+    set_from_text(cfg, *o, value, name);
   }
   if (cfg.port < 0 || cfg.port > 65535) throw ConfigError("--port must be in 0..65535");
   if (cfg.max_seqs < 1) throw ConfigError("--max-seqs must be at least 1");
@@ -291,7 +319,7 @@ int64_t ServerConfig::kv_cache_bytes() const {
 std::string server_usage() {
   ServerConfig d;
   std::string out =
-      "usage: pagoda serve [--config FILE.json] [options]\n"
+      "usage: pagoda serve [MODEL.gguf] [--config FILE.json] [options]\n"
       "Every option can also be set in the config file as \"option_name\": value; flags win.\n\n";
   for (const Option& o : options()) {
     std::string def;
@@ -307,11 +335,16 @@ std::string server_usage() {
       }
       case Kind::Bool: def = d.*o.boolean ? "on" : "off"; break;
     }
-    char line[256];
+    char line[512];
     std::snprintf(line, sizeof line, "  --%-22s %s%s%s (default: %s)\n", flag_name(o).c_str(),
                   o.help, o.choices ? " " : "", o.choices ? o.choices : "",
                   def.empty() ? "none" : def.c_str());
     out += line;
+    if (o.aliases) {
+      std::string names = o.aliases;
+      for (size_t bar; (bar = names.find('|')) != std::string::npos;) names.replace(bar, 1, ", ");
+      out += std::string(27, ' ') + "also: " + names + (o.note ? std::string("; ") + o.note : "") + "\n";
+    }
   }
   return out;
 }

@@ -17,7 +17,8 @@ struct ConfigError : std::runtime_error {
 struct ServerConfig {
   // model and engine
   std::string model = "models/demo.gguf";
-  std::string served_model_name;     // empty: the model file's stem
+  std::string served_model_name;     // comma-separated names (the first is the main one);
+                                     // empty: the model file's stem
   std::string device = "auto";       // cpu | cuda | auto
   bool cuda_graphs = false;          // CUDA: replay decode steps as CUDA graphs (unverified on
                                      // hardware, hence off by default)
@@ -33,6 +34,7 @@ struct ServerConfig {
   bool context_shift = true;         // on | off
   std::string chat_template;         // a Jinja template file overriding the model's own
   std::string tool_call_parser = "auto";  // auto | hermes | llama3 | mistral | none
+  std::string pooling = "mean";      // embeddings when the GGUF names no pooling: mean | cls | last
   // HTTP
   std::string host = "127.0.0.1";    // loopback by default: exposing the port is a choice
   int port = 8080;

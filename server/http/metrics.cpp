@@ -17,9 +17,37 @@ std::string num(double v) {
   return buf;
 }
 
-void metric(std::string& out, const char* name, const char* type, const char* help, double v) {
+void metric(std::string& out, const char* name, const char* type, const char* help, const std::string& labels,
+            double v) {
   out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
-  out += std::string(name) + " " + num(v) + "\n";
+  out += std::string(name) + "{" + labels + "} " + num(v) + "\n";
+}
+
+// A label value as the exposition format spells it (backslash, quote and newline escaped).
+std::string label_value(const std::string& v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+// Bounds of the per-request token histograms (vLLM's 1-2-5 series up to a long context).
+std::vector<double> token_bounds() {
+  std::vector<double> b;
+  for (double decade = 1; decade <= 1e5; decade *= 10)
+    for (double m : {1.0, 2.0, 5.0}) b.push_back(m * decade);
+  return b;
+}
+
+// Bounds of the per-request phase histograms, seconds.
+std::vector<double> phase_bounds() {
+  return {0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40, 50, 60, 120, 240, 480, 960, 1920, 7680};
 }
 
 }  // namespace
@@ -35,17 +63,19 @@ void Histogram::observe(double v) {
   ++count_;
 }
 
-void Histogram::render(const std::string& name, const std::string& help, std::string& out) const {
+void Histogram::render(const std::string& name, const std::string& help, const std::string& labels,
+                       std::string& out) const {
   out += "# HELP " + name + " " + help + "\n# TYPE " + name + " histogram\n";
+  const std::string lead = labels.empty() ? "" : labels + ",";
   uint64_t cum = 0;
   for (size_t i = 0; i < bounds_.size(); ++i) {
     cum += counts_[i];
-    out += name + "_bucket{le=\"" + num(bounds_[i]) + "\"} " + std::to_string(cum) + "\n";
+    out += name + "_bucket{" + lead + "le=\"" + num(bounds_[i]) + "\"} " + std::to_string(cum) + "\n";
   }
   cum += counts_.back();
-  out += name + "_bucket{le=\"+Inf\"} " + std::to_string(cum) + "\n";
-  out += name + "_sum " + num(sum_) + "\n";
-  out += name + "_count " + std::to_string(count_) + "\n";
+  out += name + "_bucket{" + lead + "le=\"+Inf\"} " + std::to_string(cum) + "\n";
+  out += name + "_sum{" + labels + "} " + num(sum_) + "\n";
+  out += name + "_count{" + labels + "} " + std::to_string(count_) + "\n";
 }
 
 Metrics::Metrics()
@@ -53,7 +83,17 @@ Metrics::Metrics()
              20, 40, 80}),
       itl_({0.001, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5,
             5, 10}),
-      e2e_({0.1, 0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40, 50, 60, 120, 240, 480}) {}
+      e2e_({0.1, 0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40, 50, 60, 120, 240, 480}),
+      queue_(phase_bounds()),
+      prefill_(phase_bounds()),
+      decode_(phase_bounds()),
+      prompt_tokens_(token_bounds()),
+      generation_tokens_(token_bounds()) {}
+
+void Metrics::set_model_name(const std::string& name) {
+  std::lock_guard<std::mutex> lk(mu_);
+  labels_ = "model_name=\"" + label_value(name) + "\"";
+}
 
 void Metrics::record_status(int http_status) {
   std::lock_guard<std::mutex> lk(mu_);
@@ -71,11 +111,14 @@ void Metrics::record_e2e(double s) {
   std::lock_guard<std::mutex> lk(mu_);
   e2e_.observe(s);
 }
-void Metrics::record_finished(const Usage& u) {
+void Metrics::record_finished(const Usage& u, const std::string& finished_reason) {
   std::lock_guard<std::mutex> lk(mu_);
-  ++finished_;
-  req_prompt_tokens_ += (uint64_t)u.prompt_tokens;
-  req_completion_tokens_ += (uint64_t)u.completion_tokens;
+  ++finished_[finished_reason];
+  prompt_tokens_.observe(u.prompt_tokens);
+  generation_tokens_.observe(u.completion_tokens);
+  if (u.queue_seconds >= 0) queue_.observe(u.queue_seconds);
+  if (u.prefill_seconds >= 0) prefill_.observe(u.prefill_seconds);
+  if (u.decode_seconds >= 0) decode_.observe(u.decode_seconds);
 }
 void Metrics::record_aborted() {
   std::lock_guard<std::mutex> lk(mu_);
@@ -84,45 +127,58 @@ void Metrics::record_aborted() {
 
 std::string Metrics::render(const EngineStats& s) const {
   std::string out;
-  out.reserve(8192);
-  metric(out, "pagoda_requests_running", "gauge", "Sequences being processed by the engine.",
+  out.reserve(16384);
+  std::unique_lock<std::mutex> lk(mu_);
+  const std::string labels = labels_;
+  lk.unlock();
+  metric(out, "pagoda_requests_running", "gauge", "Sequences being processed by the engine.", labels,
          s.running);
-  metric(out, "pagoda_requests_waiting", "gauge", "Sequences waiting to be scheduled.", s.waiting);
-  metric(out, "pagoda_kv_blocks_total", "gauge", "KV cache blocks in the pool.", s.kv_blocks_total);
-  metric(out, "pagoda_kv_blocks_used", "gauge", "KV cache blocks held by sequences.",
+  metric(out, "pagoda_requests_waiting", "gauge", "Sequences waiting to be scheduled.", labels, s.waiting);
+  metric(out, "pagoda_kv_blocks_total", "gauge", "KV cache blocks in the pool.", labels, s.kv_blocks_total);
+  metric(out, "pagoda_kv_blocks_used", "gauge", "KV cache blocks held by sequences.", labels,
          s.kv_blocks_used);
   metric(out, "pagoda_kv_blocks_cached", "gauge",
-         "Free KV cache blocks still holding reusable prefix data.", s.kv_blocks_cached);
-  metric(out, "pagoda_kv_cache_usage_ratio", "gauge", "Fraction of KV blocks in use.",
+         "Free KV cache blocks still holding reusable prefix data.", labels, s.kv_blocks_cached);
+  metric(out, "pagoda_kv_cache_usage_ratio", "gauge", "Fraction of KV blocks in use.", labels,
          s.kv_blocks_total ? (double)s.kv_blocks_used / s.kv_blocks_total : 0.0);
-  metric(out, "pagoda_prompt_tokens_total", "counter", "Prompt tokens processed (computed + cached).",
+  metric(out, "pagoda_prompt_tokens_total", "counter", "Prompt tokens processed (computed + cached).", labels,
          (double)s.prompt_tokens);
   metric(out, "pagoda_prefix_cache_hit_tokens_total", "counter",
-         "Prompt tokens served from the prefix cache.", (double)s.prompt_tokens_cached);
-  metric(out, "pagoda_generation_tokens_total", "counter", "Tokens generated.",
+         "Prompt tokens served from the prefix cache.", labels, (double)s.prompt_tokens_cached);
+  metric(out, "pagoda_generation_tokens_total", "counter", "Tokens generated.", labels,
          (double)s.generation_tokens);
-  metric(out, "pagoda_preemptions_total", "counter", "Sequences preempted for lack of KV blocks.",
+  metric(out, "pagoda_preemptions_total", "counter", "Sequences preempted for lack of KV blocks.", labels,
          (double)s.preemptions);
-  metric(out, "pagoda_engine_steps_total", "counter", "Forward passes run by the engine.",
+  metric(out, "pagoda_engine_steps_total", "counter", "Forward passes run by the engine.", labels,
          (double)s.steps);
-  metric(out, "pagoda_engine_alive", "gauge", "1 while the engine thread runs.", s.alive ? 1 : 0);
+  metric(out, "pagoda_engine_alive", "gauge", "1 while the engine thread runs.", labels, s.alive ? 1 : 0);
 
-  std::lock_guard<std::mutex> lk(mu_);
-  metric(out, "pagoda_request_success_total", "counter", "Generation requests answered in full.",
-         (double)finished_);
+  lk.lock();
+  out += "# HELP pagoda_request_success_total Requests answered in full, by finished_reason.\n"
+         "# TYPE pagoda_request_success_total counter\n";
+  for (const char* reason : {"stop", "length"})  // always present, so rates start at zero
+    if (!finished_.count(reason))
+      out += "pagoda_request_success_total{" + labels + ",finished_reason=\"" + reason + "\"} 0\n";
+  for (const auto& [reason, n] : finished_)
+    out += "pagoda_request_success_total{" + labels + ",finished_reason=\"" + label_value(reason) + "\"} " +
+           std::to_string(n) + "\n";
   metric(out, "pagoda_request_aborted_total", "counter",
-         "Generation requests cut short (client gone, timeout, shutdown).", (double)aborted_);
-  metric(out, "pagoda_request_prompt_tokens_total", "counter",
-         "Prompt tokens of finished requests.", (double)req_prompt_tokens_);
-  metric(out, "pagoda_request_generation_tokens_total", "counter",
-         "Completion tokens of finished requests.", (double)req_completion_tokens_);
-  ttft_.render("pagoda_time_to_first_token_seconds", "Time to first token.", out);
-  itl_.render("pagoda_inter_token_latency_seconds", "Time between generated tokens.", out);
-  e2e_.render("pagoda_e2e_request_latency_seconds", "Request latency, arrival to last byte.", out);
+         "Generation requests cut short (client gone, timeout, shutdown).", labels, (double)aborted_);
+  prompt_tokens_.render("pagoda_request_prompt_tokens", "Prompt tokens per finished request.", labels, out);
+  generation_tokens_.render("pagoda_request_generation_tokens", "Generated tokens per finished request.", labels,
+                            out);
+  queue_.render("pagoda_request_queue_time_seconds", "Time a request waited before its first step.", labels, out);
+  prefill_.render("pagoda_request_prefill_time_seconds", "Time from a request's first step to its first token.",
+                  labels, out);
+  decode_.render("pagoda_request_decode_time_seconds", "Time from a request's first token to its last.", labels,
+                 out);
+  ttft_.render("pagoda_time_to_first_token_seconds", "Time to first token.", labels, out);
+  itl_.render("pagoda_inter_token_latency_seconds", "Time between generated tokens.", labels, out);
+  e2e_.render("pagoda_e2e_request_latency_seconds", "Request latency, arrival to last byte.", labels, out);
   out += "# HELP pagoda_http_requests_total HTTP responses by status code.\n"
          "# TYPE pagoda_http_requests_total counter\n";
   for (const auto& [status, n] : status_counts_)
-    out += "pagoda_http_requests_total{status=\"" + std::to_string(status) + "\"} " +
+    out += "pagoda_http_requests_total{" + labels + ",status=\"" + std::to_string(status) + "\"} " +
            std::to_string(n) + "\n";
   return out;
 }

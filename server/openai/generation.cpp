@@ -66,6 +66,10 @@ Usage Generation::usage() const {
     Usage su = streams_[p]->usage();
     u.prompt_tokens += (int)spec_.prompts[p].size();
     u.cached_prompt_tokens += su.cached_prompt_tokens;
+    // Several prompts run side by side: each phase took as long as its slowest.
+    u.queue_seconds = std::max(u.queue_seconds, su.queue_seconds);
+    u.prefill_seconds = std::max(u.prefill_seconds, su.prefill_seconds);
+    u.decode_seconds = std::max(u.decode_seconds, su.decode_seconds);
     int seen = 0;
     for (int c = 0; c < n(); ++c) seen += choices_[p * n() + c].tokens_seen;
     if (!spec_.echo_only) u.completion_tokens += streams_[p]->done() ? su.completion_tokens : seen;
@@ -227,6 +231,7 @@ void Generation::answer(httplib::Response& res) {
   // With tool calls the message holds what the parser released as content: the text around
   // the calls (exactly the raw text when there are none), as the stream sends it.
   Usage u = usage();
+  const char* reason = finish_reason_str(choices_.front().result.finish);
   // The answer is the last use of the choices: their results move into it.
   std::vector<ChoiceResult> results;
   results.reserve(choices_.size());
@@ -244,7 +249,7 @@ void Generation::answer(httplib::Response& res) {
                              results[i].logprobs, spec_.echo[i / n()].size(), text);
   res.status = 200;
   res.set_content(dump_json(body), "application/json");
-  ctx_.metrics.record_finished(u);
+  ctx_.metrics.record_finished(u, reason);
   account(0);
 }
 
@@ -319,7 +324,7 @@ bool Generation::stream_step(httplib::DataSink& sink) {
     if (spec_.common.include_usage)
       w.event(usage_chunk(meta_, spec_.chat ? "chat.completion.chunk" : "text_completion", u));
     w.done();
-    ctx_.metrics.record_finished(u);
+    ctx_.metrics.record_finished(u, finish_reason_str(choices_.front().result.finish));
     account(0);
   }
   return true;

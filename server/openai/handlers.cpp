@@ -11,18 +11,31 @@
 
 namespace pagoda::server {
 
-namespace {
-
-double unix_now() {
+double Handlers::unix_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-void send_json(httplib::Response& res, const json& j, int status = 200) {
+void Handlers::send_json(httplib::Response& res, const json& j, int status) {
   res.status = status;
   res.set_content(dump_json(j), "application/json");
 }
 
-}  // namespace
+ApiError Handlers::submit_error(const SubmitError& err, const std::string& param) {
+  // The engine re-checks what the handler validated, and holds the admission bound.
+  std::string msg = err.message.empty() ? "The request was refused." : err.message;
+  if (err.code == "queue_full")
+    return ApiError(429, "The server is at capacity; retry shortly (" + msg + ").", "rate_limit_error", "", err.code);
+  if (err.code == "engine_unavailable") return ApiError(503, msg, "service_unavailable_error", "", err.code);
+  return ApiError(400, msg, "invalid_request_error", param, err.code);
+}
+
+std::string Handlers::served_model(const std::string& requested) const {
+  if (requested.empty() || requested == opts_.model_name) return opts_.model_name;
+  for (const std::string& alias : opts_.model_aliases)
+    if (requested == alias) return alias;
+  throw ApiError(404, "The model '" + requested + "' does not exist; this server runs '" + opts_.model_name + "'.",
+                 "invalid_request_error", "", "model_not_found");
+}
 
 Handlers::Handlers(EngineApi& engine, ChatRenderer render_chat, Metrics& metrics, Options opts)
     : engine_(engine),
@@ -52,6 +65,7 @@ std::vector<ApiRoute> Handlers::routes() {
           member_route("GET", "/v1/models/(.+)", &Handlers::model),
           member_route("POST", "/v1/completions", &Handlers::completions),
           member_route("POST", "/v1/chat/completions", &Handlers::chat_completions),
+          member_route("POST", "/v1/embeddings", &Handlers::embeddings),
           member_route("POST", "/tokenize", &Handlers::tokenize),
           member_route("POST", "/detokenize", &Handlers::detokenize)};
 }
@@ -147,8 +161,8 @@ void Handlers::health(const httplib::Request&, httplib::Response& res) {
   send_json(res, {{"status", "ok"}});
 }
 
-json Handlers::model_card() const {
-  return {{"id", opts_.model_name},
+json Handlers::model_card(const std::string& name) const {
+  return {{"id", name},
           {"object", "model"},
           {"created", created_},
           {"owned_by", "pagoda"},
@@ -156,18 +170,18 @@ json Handlers::model_card() const {
 }
 
 void Handlers::models(const httplib::Request&, httplib::Response& res) {
-  send_json(res, {{"object", "list"}, {"data", json::array({model_card()})}});
+  json data = json::array({model_card(opts_.model_name)});
+  for (const std::string& alias : opts_.model_aliases) data.push_back(model_card(alias));
+  send_json(res, {{"object", "list"}, {"data", std::move(data)}});
 }
 
 void Handlers::model(const httplib::Request& req, httplib::Response& res) {
   std::string id = req.matches.size() > 1 ? req.matches[1].str() : "";
-  if (id != opts_.model_name) {
-    send_error(res, ApiError(404, "The model '" + id + "' does not exist; this server runs '" +
-                             opts_.model_name + "'.",
-                             "not_found_error", "model", "model_not_found"));
-    return;
+  try {
+    send_json(res, model_card(served_model(id.empty() ? std::string(" ") : id)));
+  } catch (const ApiError& e) {
+    send_error(res, e);
   }
-  send_json(res, model_card());
 }
 
 void Handlers::completions(const httplib::Request& req, httplib::Response& res,
@@ -176,6 +190,7 @@ void Handlers::completions(const httplib::Request& req, httplib::Response& res,
   try {
     CompletionRequest cr = parse_completion_request(parse_json_body(req.body));
     spec.chat = false;
+    cr.common.model = served_model(cr.common.model);
     spec.common = std::move(cr.common);
     spec.logprobs = spec.common.sampling.logprobs >= 0;
     spec.prompt_logprobs = cr.echo && spec.logprobs;
@@ -204,6 +219,7 @@ void Handlers::chat_completions(const httplib::Request& req, httplib::Response& 
   GenSpec spec;
   try {
     ChatRequest cr = parse_chat_request(parse_json_body(req.body));
+    cr.common.model = served_model(cr.common.model);
     const std::string text = render_chat(cr);
     spec.chat = true;
     spec.common = std::move(cr.common);
@@ -275,7 +291,7 @@ void Handlers::generate(const httplib::Request& req, httplib::Response& res,
 
   ResponseMeta meta;
   meta.id = new_id(spec.chat ? "chatcmpl-" : "cmpl-");
-  meta.model = opts_.model_name;
+  meta.model = spec.common.model.empty() ? opts_.model_name : spec.common.model;
   meta.created = (int64_t)unix_now();
   record->request_id = meta.id;
   // What is submitted, per prompt (the Generation keeps the spec).
@@ -310,15 +326,7 @@ void Handlers::generate(const httplib::Request& req, httplib::Response& res,
     SubmitError err;
     std::shared_ptr<RequestStream> st = engine_.submit(std::move(gr), &err);
     if (!st) {
-      // The engine re-checks what the handler validated, and holds the admission bound.
-      std::string msg = err.message.empty() ? "The request was refused." : err.message;
-      if (err.code == "queue_full")
-        send_error(res, ApiError(429, "The server is at capacity; retry shortly (" + msg + ").",
-                                 "rate_limit_error", "", err.code));
-      else if (err.code == "engine_unavailable")
-        send_error(res, ApiError(503, msg, "service_unavailable_error", "", err.code));
-      else
-        send_error(res, ApiError(400, msg, "invalid_request_error", prompt_param, err.code));
+      send_error(res, submit_error(err, prompt_param));
       return;  // ~Generation aborts the prompts already submitted
     }
     track(st, n);

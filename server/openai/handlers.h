@@ -21,6 +21,7 @@
 
 #include "engine/engine_api.h"
 #include "server/http/access_log.h"
+#include "server/http/api_error.h"
 #include "server/http/api_service.h"
 #include "server/openai/tool_calls.h"
 
@@ -41,7 +42,11 @@ class Handlers : public ApiService {
                                                  bool add_generation_prompt)>;
 
   struct Options {
-    std::string model_name;       // the id in /v1/models and in every response
+    std::string model_name;       // the id in /v1/models and in responses that name no other
+    // More names the model answers to (--served-model-name a,b,c: the first is model_name);
+    // a request naming any of them is answered under that name, any other name gets 404.
+    std::vector<std::string> model_aliases;
+    Pooling pooling = Pooling::Mean;  // embeddings of a model whose GGUF names no pooling
     double timeout_s = 600;       // per request; 0 = none
     double health_stall_s = 60;   // a step with work pending older than this: /health 503
     bool context_shift = true;    // when off, max_tokens is capped by the free context
@@ -65,6 +70,8 @@ class Handlers : public ApiService {
                    const std::shared_ptr<AccessRecord>& record);
   void chat_completions(const httplib::Request& req, httplib::Response& res,
                         const std::shared_ptr<AccessRecord>& record);
+  void embeddings(const httplib::Request& req, httplib::Response& res,
+                  const std::shared_ptr<AccessRecord>& record);  // embeddings.cpp
   void tokenize(const httplib::Request& req, httplib::Response& res);
   void detokenize(const httplib::Request& req, httplib::Response& res);
 
@@ -74,6 +81,14 @@ class Handlers : public ApiService {
   void abort_all();
 
  private:
+  // The name a request's `model` is answered under: itself when served (empty: model_name);
+  // ApiError 404 model_not_found, in OpenAI's shape, for any other.
+  std::string served_model(const std::string& requested) const;
+  // The client's error for a refused submit (429 queue full, 503 shutting down, else 400 on
+  // `param`).
+  static ApiError submit_error(const SubmitError& err, const std::string& param);
+  static void send_json(httplib::Response& res, const nlohmann::json& j, int status = 200);
+  static double unix_now();
   // The prompt text of a chat request; ApiError(400) when the template rejects it.
   std::string render_chat(const ChatRequest& cr) const;
   // Streams in flight, each with its `n` sequences, so that abort_all reaches them.
@@ -83,7 +98,7 @@ class Handlers : public ApiService {
   // A tool call's id: "call_" + 24 alphanumerics, or 9 alphanumerics for Mistral models (their
   // template refuses any other id when the call comes back in the conversation).
   std::string new_tool_call_id();
-  nlohmann::json model_card() const;
+  nlohmann::json model_card(const std::string& name) const;
   std::string token_text(int32_t id) const;
   std::vector<int32_t> encode_prompt(const std::string& text, bool chat) const;
   void check_token_ids(const std::vector<int32_t>& ids, const std::string& param) const;

@@ -124,39 +124,6 @@ std::vector<int32_t> token_array(const RequestJson& arr, const std::string& para
   return out;
 }
 
-std::vector<PromptInput> parse_prompt(const RequestJson& body) {
-  auto it = body.find("prompt");
-  if (it == body.end() || it->is_null())
-    throw ApiError(400, "Missing required parameter: 'prompt'.", "invalid_request_error", "prompt",
-                   "missing_required_parameter");
-  const RequestJson& p = *it;
-  std::vector<PromptInput> out;
-  if (p.is_string()) {
-    out.push_back({false, p.get<std::string>(), {}});
-  } else if (p.is_array()) {
-    if (p.empty()) bad("prompt", "the prompt list is empty.");
-    if (p[0].is_number_integer()) {
-      out.push_back({true, "", token_array(p, "prompt")});
-    } else if (p[0].is_string()) {
-      for (size_t i = 0; i < p.size(); ++i) {
-        if (!p[i].is_string()) bad("prompt[" + std::to_string(i) + "]", "expected a string.");
-        out.push_back({false, p[i].get<std::string>(), {}});
-      }
-    } else if (p[0].is_array()) {
-      for (size_t i = 0; i < p.size(); ++i) {
-        std::string param = "prompt[" + std::to_string(i) + "]";
-        if (!p[i].is_array()) bad(param, "expected an array of token ids.");
-        out.push_back({true, "", token_array(p[i], param)});
-      }
-    } else {
-      bad("prompt", "expected a string, an array of strings, or token ids.");
-    }
-  } else {
-    bad("prompt", "expected a string, an array of strings, or token ids.");
-  }
-  return out;
-}
-
 std::vector<std::string> parse_stop(const Fields& f) {
   const RequestJson* v = f.get("stop");
   std::vector<std::string> out;
@@ -378,13 +345,46 @@ RequestJson parse_messages(const RequestJson& body) {
 
 }  // namespace
 
+std::vector<PromptInput> parse_prompt_inputs(const RequestJson& body, const std::string& key) {
+  auto it = body.find(key);
+  if (it == body.end() || it->is_null())
+    throw ApiError(400, "Missing required parameter: '" + key + "'.", "invalid_request_error", key,
+                   "missing_required_parameter");
+  const RequestJson& p = *it;
+  std::vector<PromptInput> out;
+  if (p.is_string()) {
+    out.push_back({false, p.get<std::string>(), {}});
+  } else if (p.is_array()) {
+    if (p.empty()) bad(key, "the list is empty.");
+    if (p[0].is_number_integer()) {
+      out.push_back({true, "", token_array(p, key)});
+    } else if (p[0].is_string()) {
+      for (size_t i = 0; i < p.size(); ++i) {
+        if (!p[i].is_string()) bad(key + "[" + std::to_string(i) + "]", "expected a string.");
+        out.push_back({false, p[i].get<std::string>(), {}});
+      }
+    } else if (p[0].is_array()) {
+      for (size_t i = 0; i < p.size(); ++i) {
+        std::string param = key + "[" + std::to_string(i) + "]";
+        if (!p[i].is_array()) bad(param, "expected an array of token ids.");
+        out.push_back({true, "", token_array(p[i], param)});
+      }
+    } else {
+      bad(key, "expected a string, an array of strings, or token ids.");
+    }
+  } else {
+    bad(key, "expected a string, an array of strings, or token ids.");
+  }
+  return out;
+}
+
 CompletionRequest parse_completion_request(const RequestJson& body) {
   CompletionRequest r;
   Fields f(body);
   // Read first: echo allows max_tokens 0 (OpenAI's legacy API and vLLM answer with the prompt).
   r.echo = f.boolean("echo").value_or(false);
   r.common = parse_common(body, /*chat=*/false, /*zero_max_tokens=*/r.echo);
-  r.prompts = parse_prompt(body);
+  r.prompts = parse_prompt_inputs(body, "prompt");
   if (const RequestJson* lp = f.get("logprobs")) {
     // The legacy endpoint takes an integer; `false` is accepted as "none".
     if (lp->is_boolean() && !lp->get<bool>()) {

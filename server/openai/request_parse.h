@@ -78,6 +78,9 @@ struct ChatRequest {
 // Unknown fields are ignored. Token ids are only checked to be >= 0 here (vocabulary size is
 // checked by the handler, which knows it).
 CompletionRequest parse_completion_request(const RequestJson& body);
+// The prompts in field `key` ("prompt", embeddings' "input"): a string, a list of strings, a
+// list of token ids or a list of token-id lists; 400 when absent or of another shape.
+std::vector<PromptInput> parse_prompt_inputs(const RequestJson& body, const std::string& key);
 ChatRequest parse_chat_request(const RequestJson& body);
 
 }  // namespace pagoda::server

@@ -18,7 +18,7 @@ using json = nlohmann::json;
 namespace {
 
 json chat_body(const std::string& text, int max_tokens) {
-  return {{"model", "e2e"},
+  return {{"model", "model"},
           {"messages", {{{"role", "system"}, {"content", "You are terse."}},
                         {{"role", "user"}, {"content", text}}}},
           {"max_tokens", max_tokens},
@@ -85,7 +85,7 @@ TEST_CASE("e2e: health, models, metrics, tokenize round trip", "[e2e]") {
 
 TEST_CASE("e2e: completion and chat shapes with exact usage", "[e2e]") {
   int port = shared_server().port();
-  json req = {{"model", "x"}, {"prompt", "Once upon a time"}, {"max_tokens", 8},
+  json req = {{"model", "model"}, {"prompt", "Once upon a time"}, {"max_tokens", 8},
               {"temperature", 0}, {"logprobs", 2}, {"ignore_eos", true}};
   auto r = http_post(port, "/v1/completions", req);
   REQUIRE(r.status == 200);
@@ -190,7 +190,7 @@ TEST_CASE("e2e: every bad input gets its status and error body", "[e2e]") {
   check_error(post("/v1/chat/completions", {{"messages", msgs}, {"n", 0}}), 400, "n");
   check_error(post("/v1/chat/completions", {{"messages", msgs}, {"n", "2"}}), 400, "n");
   check_error(post("/v1/chat/completions", {{"messages", msgs}, {"temperature", "hot"}}), 400, "temperature");
-  check_error(post("/v1/chat/completions", {{"model", "x"}}), 400, "messages");
+  check_error(post("/v1/chat/completions", {{"model", "model"}}), 400, "messages");
   check_error(post("/v1/chat/completions", {{"messages", json::array()}}), 400, "messages");
   check_error(post("/v1/chat/completions", {{"messages", {{{"role", "robot"}, {"content", "x"}}}}}), 400,
               "messages[0].role");

@@ -209,7 +209,7 @@ Answer ask(int port, const ojson& body) {
 }
 
 ojson chat_request(const std::string& user, int max_tokens, uint64_t seed, bool stream) {
-  ojson b = {{"model", "e2e"},
+  ojson b = {{"model", "model"},
              {"messages", ojson::array({ojson{{"role", "system"}, {"content", "Reply in JSON."}},
                                         ojson{{"role", "user"}, {"content", user}}})},
              {"max_tokens", max_tokens},
@@ -220,7 +220,7 @@ ojson chat_request(const std::string& user, int max_tokens, uint64_t seed, bool 
 }
 
 ojson completion_request(const std::string& prompt, int max_tokens, uint64_t seed, bool stream) {
-  ojson b = {{"model", "e2e"}, {"prompt", prompt}, {"max_tokens", max_tokens},
+  ojson b = {{"model", "model"}, {"prompt", prompt}, {"max_tokens", max_tokens},
              {"temperature", 0.7}, {"seed", seed}};
   if (stream) b["stream"] = true;
   return b;

@@ -101,7 +101,7 @@ void check_error(const HttpResult& r, int status, const std::string& param) {
 
 TEST_CASE("completions: shape and exact usage", "[server]") {
   InProcServer s;
-  auto r = s.post("/v1/completions", {{"model", "x"}, {"prompt", "hello"}, {"max_tokens", 5},
+  auto r = s.post("/v1/completions", {{"model", "fake-model"}, {"prompt", "hello"}, {"max_tokens", 5},
                                       {"temperature", 0}});
   INFO(r.body);
   REQUIRE(r.status == 200);

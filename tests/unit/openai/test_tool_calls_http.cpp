@@ -83,7 +83,7 @@ const json kTools = json::parse(R"([
   {"type": "function", "function": {"name": "search", "parameters": {"type": "object"}}}])");
 
 json chat_request(json extra = json::object()) {
-  json req = {{"model", "m"},
+  json req = {{"model", "fake-model"},
               {"messages", {{{"role", "user"}, {"content", "What is the weather in Paris?"}}}},
               {"tools", kTools},
               {"max_tokens", 1000}};

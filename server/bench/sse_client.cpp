@@ -188,10 +188,14 @@ std::string first_model_id(const ClientTarget& target, std::string* error) {
     if (error) *error = "GET /v1/models: " + httplib::to_string(res.error());
     return "";
   }
+  if (res->status == 401 || res->status == 403) {
+    if (error) *error = std::to_string(res->status) + ": pass --api-key";
+    return "";
+  }
   auto j = nlohmann::json::parse(res->body, nullptr, false);
   if (res->status != 200 || j.is_discarded() || !j.contains("data") || !j["data"].is_array() ||
       j["data"].empty() || !j["data"][0].contains("id")) {
-    if (error) *error = "GET /v1/models answered " + std::to_string(res->status);
+    if (error) *error = "/v1/models answered " + std::to_string(res->status);
     return "";
   }
   return j["data"][0]["id"].get<std::string>();

@@ -36,7 +36,8 @@ struct ClientTarget {
 RequestResult run_streaming_request(const ClientTarget& target, const std::string& path,
                                     const nlohmann::json& body, bool chat);
 
-// GET /v1/models: the first model id, or "" when the server does not answer.
+// GET /v1/models: the first model id, or "" with the reason in `error`: the server does not
+// answer, answers 401/403 ("401: pass --api-key"), or answers something else.
 std::string first_model_id(const ClientTarget& target, std::string* error);
 
 }  // namespace pagoda::bench

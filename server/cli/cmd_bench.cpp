@@ -25,8 +25,11 @@ int bench(int argc, char** argv) {
     std::string err;
     model = first_model_id({opt.url, opt.api_key, 30}, &err);
     if (model.empty()) {
-      std::fprintf(stderr, "pagoda bench: cannot reach %s (%s); pass --model to skip the lookup\n",
-                   opt.url.c_str(), err.c_str());
+      if (err.rfind("GET ", 0) == 0)  // no answer at all
+        std::fprintf(stderr, "pagoda bench: cannot reach %s (%s); pass --model to skip the lookup\n",
+                     opt.url.c_str(), err.c_str());
+      else  // it answered, just not with a model: say what it said ("401: pass --api-key")
+        std::fprintf(stderr, "pagoda bench: %s: %s\n", opt.url.c_str(), err.c_str());
       return 1;
     }
   }

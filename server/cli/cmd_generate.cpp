@@ -207,6 +207,7 @@ int generate_one(const GenerateArgs& a, Model& model, const Tokenizer& tok, cons
 
   int tokens = 0;
   double prefill_s = 0;
+  bool at_line_start = true;  // the text written so far ends with a newline (or is empty)
   std::chrono::steady_clock::time_point t_first, t_last;
   while (!stream->done()) {  // the engine ends every stream, even when it stops
     const std::optional<Delta> d = stream->next(std::chrono::seconds(1));
@@ -222,10 +223,13 @@ int generate_one(const GenerateArgs& a, Model& model, const Tokenizer& tok, cons
     if (a.n_predict > 0 && !d->text.empty()) {
       std::fwrite(d->text.data(), 1, d->text.size(), stdout);
       std::fflush(stdout);
+      at_line_start = d->text.back() == '\n';
     }
     if (d->finish == FinishReason::Error) throw std::runtime_error(d->error);
   }
-  std::fputc('\n', stdout);
+  // The text ends its line before the stats (stderr) start theirs, on a terminal too.
+  if (!at_line_start) std::fputc('\n', stdout);
+  std::fflush(stdout);
 
   const int decode_steps = a.n_predict > 0 ? std::max(tokens - 1, 0) : 0;
   const double decode_s = decode_steps > 0 ? std::chrono::duration<double>(t_last - t_first).count() : 0.0;

@@ -360,20 +360,27 @@ void Handlers::tokenize(const httplib::Request& req, httplib::Response& res) {
       if (it == body.end() || !it->is_string())
         throw ApiError(400, "Expected a string 'prompt' (or 'content'), or 'messages'.",
                        "invalid_request_error", "prompt");
+      // llama-server spells it add_special, vLLM add_special_tokens.
       bool add_special = true;
-      if (auto a = body.find("add_special_tokens"); a != body.end() && !a->is_null()) {
-        if (!a->is_boolean())
-          throw ApiError(400, "Invalid value for 'add_special_tokens': expected a boolean.",
-                         "invalid_request_error", "add_special_tokens");
-        add_special = a->get<bool>();
-      }
+      for (const char* key : {"add_special", "add_special_tokens"})
+        if (auto a = body.find(key); a != body.end() && !a->is_null()) {
+          if (!a->is_boolean())
+            throw ApiError(400, std::string("Invalid value for '") + key + "': expected a boolean.",
+                           "invalid_request_error", key);
+          add_special = a->get<bool>();
+        }
       ids = engine_.tokenize(it->get<std::string>(), add_special, /*parse_special=*/true);
     }
     json out = {{"tokens", ids}, {"count", ids.size()}, {"max_model_len", engine_.context_size()}};
     if (auto wp = body.find("with_pieces"); wp != body.end() && wp->is_boolean() && wp->get<bool>()) {
-      json pieces = json::array();
-      for (int32_t id : ids) pieces.push_back(token_text(id));
-      out["pieces"] = pieces;
+      // llama-server's shape: tokens become [{id, piece}]; the bare texts stay in "pieces".
+      json tokens = json::array(), pieces = json::array();
+      for (int32_t id : ids) {
+        tokens.push_back({{"id", id}, {"piece", token_text(id)}});
+        pieces.push_back(token_text(id));
+      }
+      out["tokens"] = std::move(tokens);
+      out["pieces"] = std::move(pieces);
     }
     send_json(res, out);
   } catch (const ApiError& e) {

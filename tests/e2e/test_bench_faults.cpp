@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/support/http_test_util.h"
+#include "tests/support/run_command.h"
 #include "tests/support/test_files.h"
 
 using pagoda::testing::read_file;
@@ -106,4 +107,24 @@ TEST_CASE("bench reports a server that is not there", "[bench][e2e]") {
   const int rc = std::system(cmd.c_str());
   REQUIRE(WIFEXITED(rc));
   CHECK(WEXITSTATUS(rc) == 1);
+}
+
+TEST_CASE("bench against a server that wants a key says so", "[bench][e2e]") {
+  httplib::Server srv;
+  srv.Get("/v1/models", [](const httplib::Request&, httplib::Response& res) {
+    res.status = 401;
+    res.set_content(R"({"error":{"message":"no key","type":"authentication_error"}})", "application/json");
+  });
+  const int port = srv.bind_to_any_port("127.0.0.1");
+  REQUIRE(port > 0);
+  std::thread th([&] { srv.listen_after_bind(); });
+  const auto r = pagoda::testing::run_command(std::string("timeout 30 ") + PAGODA_BINARY +
+                                              " bench --url http://127.0.0.1:" + std::to_string(port) +
+                                              " --requests 3 --no-progress 2>&1");
+  srv.stop();
+  th.join();
+  INFO(r.out);
+  CHECK(r.status == 1);
+  CHECK(r.out.find("401: pass --api-key") != std::string::npos);
+  CHECK(r.out.find("cannot reach") == std::string::npos);
 }

@@ -1,0 +1,88 @@
+// The /metrics exposition: every series labelled with the model's name (escaped), the success
+// counter by finished_reason, the per-request histograms vLLM's dashboards read (queue, prefill,
+// decode time; prompt and generation tokens), and `promtool check metrics` accepting the text
+// (that case skips, as CTest's "Skipped", where Debian's `prometheus` package is not installed).
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <unistd.h>
+
+#include "server/http/metrics.h"
+#include "tests/support/run_command.h"
+#include "tests/support/testdata.h"
+
+using namespace pagoda;
+using namespace pagoda::server;
+
+namespace {
+
+// A Metrics that has seen a bit of everything, rendered.
+std::string sample_exposition() {
+  Metrics m;
+  m.set_model_name("org/model \"q8\"");
+  m.record_status(200);
+  m.record_status(404);
+  m.record_ttft(0.02);
+  m.record_inter_token(0.01);
+  m.record_e2e(0.3);
+  Usage u;
+  u.prompt_tokens = 12;
+  u.completion_tokens = 30;
+  u.queue_seconds = 0.001;
+  u.prefill_seconds = 0.4;
+  u.decode_seconds = 2.5;
+  m.record_finished(u, "length");
+  m.record_finished(u, "stop");
+  m.record_finished(u, "stop");
+  m.record_aborted();
+  EngineStats s;
+  s.alive = true;
+  s.kv_blocks_total = 10;
+  s.kv_blocks_used = 3;
+  return m.render(s);
+}
+
+}  // namespace
+
+TEST_CASE("every series carries model_name; success by finished_reason; request histograms") {
+  const std::string text = sample_exposition();
+  std::istringstream in(text);
+  std::string line;
+  int series = 0;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    ++series;
+    INFO(line);
+    CHECK(line.find("{model_name=\"org/model \\\"q8\\\"\"") != std::string::npos);
+  }
+  CHECK(series > 40);
+  const std::string label = "model_name=\"org/model \\\"q8\\\"\"";
+  CHECK(text.find("pagoda_request_success_total{" + label + ",finished_reason=\"stop\"} 2\n") != std::string::npos);
+  CHECK(text.find("pagoda_request_success_total{" + label + ",finished_reason=\"length\"} 1\n") != std::string::npos);
+  for (const char* h : {"pagoda_request_queue_time_seconds", "pagoda_request_prefill_time_seconds",
+                        "pagoda_request_decode_time_seconds", "pagoda_request_prompt_tokens",
+                        "pagoda_request_generation_tokens", "pagoda_time_to_first_token_seconds"}) {
+    INFO(h);
+    CHECK(text.find(std::string("# TYPE ") + h + " histogram\n") != std::string::npos);
+    CHECK(text.find(std::string(h) + "_count{" + label + "} 3\n") != std::string::npos ==
+          (std::string(h) != "pagoda_time_to_first_token_seconds"));
+  }
+  CHECK(text.find("pagoda_request_decode_time_seconds_sum{" + label + "} 7.5\n") != std::string::npos);
+  CHECK(text.find("pagoda_request_prompt_tokens_bucket{" + label + ",le=\"20\"} 3\n") != std::string::npos);
+  CHECK(text.find("pagoda_request_prompt_tokens_bucket{" + label + ",le=\"10\"} 0\n") != std::string::npos);
+}
+
+TEST_CASE("promtool check metrics accepts the exposition", "[testdata]") {
+  if (pagoda::testing::run_command("command -v promtool").status != 0) {
+    pagoda::testing::testdata_skips().push_back("promtool missing (Debian: apt-get install prometheus)");
+    return;
+  }
+  const std::string path = "/tmp/pagoda_metrics_" + std::to_string(getpid()) + ".txt";
+  std::ofstream(path) << sample_exposition();
+  const auto r = pagoda::testing::run_command("promtool check metrics < " + path + " 2>&1");
+  std::remove(path.c_str());
+  INFO(r.out);
+  CHECK(r.status == 0);
+}

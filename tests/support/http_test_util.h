@@ -100,14 +100,22 @@ inline std::vector<std::string> sse_texts(const std::vector<std::string>& events
   return text;
 }
 
-// The value of an unlabeled Prometheus metric, or -1 when absent.
+// The value of a Prometheus metric summed over its series (every one carries labels, at least
+// model_name), or -1 when absent.
 inline double metric_value(const std::string& text, const std::string& name) {
   std::istringstream in(text);
   std::string line;
+  double sum = 0;
+  bool found = false;
   while (std::getline(in, line)) {
-    if (line.rfind(name + " ", 0) == 0) return std::stod(line.substr(name.size() + 1));
+    size_t value_at = std::string::npos;
+    if (line.rfind(name + " ", 0) == 0) value_at = name.size() + 1;
+    else if (line.rfind(name + "{", 0) == 0 && line.find("} ") != std::string::npos) value_at = line.find("} ") + 2;
+    if (value_at == std::string::npos) continue;
+    sum += std::stod(line.substr(value_at));
+    found = true;
   }
-  return -1;
+  return found ? sum : -1;
 }
 
 // A `pagoda serve` child process on a free loopback port, stopped (SIGTERM) on destruction.

@@ -47,6 +47,7 @@ struct InProcServer {
   explicit InProcServer(Config c) : engine(bounded(c.engine, c.max_inflight)), key(c.api_key) {
     server::Handlers::Options ho;
     ho.model_name = "fake-model";
+    ho.model_aliases = {"fake-alias"};
     ho.timeout_s = c.timeout_s;
     ho.health_stall_s = c.stall_s;
     auto render = [](const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
@@ -293,8 +294,47 @@ TEST_CASE("404, 413, CORS, tokenize, models, metrics", "[server]") {
   s.post("/v1/completions", {{"prompt", "a"}, {"max_tokens", 2}});
   std::string text = s.get("/metrics").body;
   CHECK(metric_value(text, "pagoda_kv_blocks_total") == 1024);
-  CHECK(text.find("pagoda_http_requests_total{status=\"404\"} 2") != std::string::npos);
-  CHECK(text.find("pagoda_time_to_first_token_seconds_count 1") != std::string::npos);
+  CHECK(text.find("pagoda_http_requests_total{model_name=\"\",status=\"404\"} 2") != std::string::npos);
+  CHECK(metric_value(text, "pagoda_time_to_first_token_seconds_count") == 1);
+}
+
+TEST_CASE("a model that is not served is a 404 on every endpoint; aliases answer as themselves", "[server]") {
+  InProcServer s;
+  const json msgs = json::array({{{"role", "user"}, {"content", "hi"}}});
+  for (const auto& [path, body] : std::vector<std::pair<std::string, json>>{
+           {"/v1/completions", {{"model", "gpt-4o"}, {"prompt", "a"}, {"max_tokens", 2}}},
+           {"/v1/chat/completions", {{"model", "gpt-4o"}, {"messages", msgs}, {"max_tokens", 2}}},
+           {"/v1/embeddings", {{"model", "gpt-4o"}, {"input", "a"}}}}) {
+    INFO(path);
+    const HttpResult r = s.post(path, body);
+    check_error(r, 404, "");
+    CHECK(r.j()["error"]["code"] == "model_not_found");
+    CHECK(r.j()["error"]["type"] == "invalid_request_error");
+    CHECK(r.j()["error"]["message"].get<std::string>().find("gpt-4o") != std::string::npos);
+  }
+  check_error(s.get("/v1/models/gpt-4o"), 404, "");
+  CHECK(s.get("/v1/models/fake-alias").j()["id"] == "fake-alias");
+  const json models = s.get("/v1/models").j();
+  REQUIRE(models["data"].size() == 2);
+  CHECK(models["data"][0]["id"] == "fake-model");
+  CHECK(models["data"][1]["id"] == "fake-alias");
+  // A served name (or none at all) is answered, under the name asked for.
+  CHECK(s.post("/v1/completions", {{"model", "fake-alias"}, {"prompt", "a"}, {"max_tokens", 2}}).j()["model"] ==
+        "fake-alias");
+  CHECK(s.post("/v1/chat/completions", {{"messages", msgs}, {"max_tokens", 2}}).j()["model"] == "fake-model");
+}
+
+TEST_CASE("/tokenize: add_special false, and with_pieces as llama-server shapes it", "[server]") {
+  InProcServer s;
+  CHECK(s.post("/tokenize", {{"content", "ab"}, {"add_special", false}}).j()["tokens"] == json({'a', 'b'}));
+  CHECK(s.post("/tokenize", {{"content", "ab"}, {"add_special_tokens", false}}).j()["tokens"] == json({'a', 'b'}));
+  const json j = s.post("/tokenize", {{"content", "ab"}, {"with_pieces", true}}).j();
+  REQUIRE(j["tokens"].size() == 3);
+  CHECK(j["tokens"][1] == json({{"id", 'a'}, {"piece", "a"}}));
+  CHECK(j["tokens"][2] == json({{"id", 'b'}, {"piece", "b"}}));
+  CHECK(j["tokens"][0]["id"] == 256);
+  CHECK(j["pieces"].size() == 3);
+  check_error(s.post("/tokenize", {{"content", "ab"}, {"add_special", "no"}}), 400, "add_special");
 }
 
 TEST_CASE("chat templates see tools and tool calls in the client's key order", "[server]") {

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "server/http/metrics.h"
 #include "server/openai/handlers.h"
 
 namespace pagoda::server {

@@ -178,7 +178,7 @@ void Handlers::models(const httplib::Request&, httplib::Response& res) {
 void Handlers::model(const httplib::Request& req, httplib::Response& res) {
   std::string id = req.matches.size() > 1 ? req.matches[1].str() : "";
   try {
-    send_json(res, model_card(served_model(id.empty() ? std::string(" ") : id)));
+    send_json(res, model_card(served_model(id)));
   } catch (const ApiError& e) {
     send_error(res, e);
   }

@@ -10,6 +10,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <future>
 
 #include "tests/support/http_test_util.h"
@@ -176,4 +177,21 @@ TEST_CASE("e2e embeddings: refusals in OpenAI's error shape", "[e2e]") {
   check(embed({{"input", "x"}, {"dimensions", 65}}), 400, "dimensions");
   // The whole context may be embedded (nothing is generated).
   CHECK(embed({{"input", std::string(255, 'z')}}).status == 200);
+}
+
+TEST_CASE("e2e: a ctx_size over the model's training context is named at start", "[e2e]") {
+  const std::string cfg = "/tmp/pagoda-embed-e2e-" + std::to_string(getpid()) + ".json";
+  std::ofstream(cfg) << "{\"ctx_size\": 1024, \"threads\": 1, \"kv_cache_memory\": \"16MiB\"}";
+  std::unique_ptr<ServerProcess> p;
+  for (int attempt = 0; attempt < 3 && !p; ++attempt) {
+    auto s = std::make_unique<ServerProcess>(PAGODA_BINARY, std::vector<std::string>{"--config", cfg, model_path()},
+                                             free_port());
+    if (s->wait_ready(60)) p = std::move(s);
+  }
+  std::remove(cfg.c_str());
+  REQUIRE(p);
+  INFO(p->log());
+  CHECK(p->log().find("ctx_size exceeds the context the model was trained on") != std::string::npos);
+  CHECK(p->log().find("1024") != std::string::npos);
+  CHECK(http_get(p->port(), "/v1/models").j()["data"][0]["max_model_len"] == 1024);
 }

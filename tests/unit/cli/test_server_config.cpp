@@ -1,6 +1,9 @@
 // `pagoda serve` settings: config file + flags (flags win), validation, the shipped configs.
 #include <catch2/catch.hpp>
 #include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
 
 #include "server/cli/server_config.h"
 
@@ -56,4 +59,82 @@ TEST_CASE("shipped configs parse", "[config]") {
     ServerConfig c;
     CHECK_NOTHROW(apply_config_json(text, f, c));
   }
+}
+
+TEST_CASE("vLLM and llama-server spellings set the same options", "[config]") {
+  ServerConfig c = parse({"models/x.gguf", "-c", "4096", "-np", "8", "-t", "3", "--max-num-batched-tokens", "1024",
+                          "--gpu-memory-utilization", "0.8"});
+  CHECK(c.model == "models/x.gguf");
+  CHECK(c.ctx_size == 4096);
+  CHECK(c.max_seqs == 8);
+  CHECK(c.threads == 3);
+  CHECK(c.max_batch_tokens == 1024);
+  CHECK(c.gpu_memory_fraction == 0.8);
+  c = parse({"-m", "a.gguf", "--max-model-len=2048", "--max-num-seqs", "5"});
+  CHECK(c.model == "a.gguf");
+  CHECK(c.ctx_size == 2048);
+  CHECK(c.max_seqs == 5);
+  CHECK(parse({"--parallel", "4"}).max_seqs == 4);
+  CHECK(parse({"--pooling", "last"}).pooling == "last");
+  CHECK_THROWS_WITH(parse({"--pooling", "max"}), Catch::Contains("mean|cls|last"));
+  CHECK_THROWS_WITH(parse({"a.gguf", "b.gguf"}), Catch::Contains("b.gguf"));
+  CHECK_THROWS_WITH(parse({"-x", "1"}), Catch::Contains("-x"));
+  // --help names the aliases, and says where llama-server's flag of the same name differs.
+  const std::string help = server_usage();
+  CHECK(help.find("also: -c, --max-model-len") != std::string::npos);
+  CHECK(help.find("llama-server's -c/--ctx-size is the total over its slots") != std::string::npos);
+  CHECK(help.find("also: --max-num-seqs, --parallel, -np") != std::string::npos);
+}
+
+TEST_CASE("the README's configuration table has every flag --help lists, with its aliases", "[config]") {
+  std::ifstream in(std::string(PAGODA_SOURCE_DIR) + "/README.md");
+  REQUIRE(in.good());
+  const std::string readme((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t table = readme.find("| flag | default | meaning |");
+  REQUIRE(table != std::string::npos);
+  const std::string rows = readme.substr(table, readme.find("\n\n", table) - table);
+  std::istringstream help(server_usage());
+  int flags = 0;
+  for (std::string line; std::getline(help, line);) {
+    std::istringstream words(line);
+    std::string first;
+    words >> first;
+    if (first.rfind("--", 0) == 0) {
+      ++flags;
+      INFO(first);
+      CHECK(rows.find("`" + first + "`") != std::string::npos);
+    } else if (first == "also:") {
+      // "also: -c, --max-model-len; a note": the aliases before the ';'.
+      std::string names = line.substr(line.find("also: ") + 6);
+      names = names.substr(0, names.find(';'));
+      std::istringstream list(names);
+      for (std::string alias; std::getline(list, alias, ',');) {
+        alias.erase(0, alias.find_first_not_of(' '));
+        INFO(alias);
+        CHECK(rows.find("`" + alias + "`") != std::string::npos);
+      }
+    }
+  }
+  CHECK(flags > 25);
+}
+
+TEST_CASE("the shipped examples have the formats the README describes", "[config]") {
+  const std::string dir = std::string(PAGODA_SOURCE_DIR) + "/examples/";
+  std::ifstream m(dir + "messages.json");
+  REQUIRE(m.good());
+  const nlohmann::json messages = nlohmann::json::parse(m);
+  REQUIRE(messages.is_array());
+  for (const auto& msg : messages) {
+    CHECK(msg["role"].is_string());
+    CHECK(msg["content"].is_string());
+  }
+  std::ifstream p(dir + "prompts.jsonl");
+  REQUIRE(p.good());
+  int lines = 0;
+  for (std::string line; std::getline(p, line);) {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    CHECK((j["prompt"].is_string() || j["messages"].is_array()));
+    ++lines;
+  }
+  CHECK(lines >= 2);
 }

@@ -134,7 +134,7 @@ std::string Metrics::render(const EngineStats& s) const {
   metric(out, "pagoda_requests_running", "gauge", "Sequences being processed by the engine.", labels,
          s.running);
   metric(out, "pagoda_requests_waiting", "gauge", "Sequences waiting to be scheduled.", labels, s.waiting);
-  metric(out, "pagoda_kv_blocks_total", "gauge", "KV cache blocks in the pool.", labels, s.kv_blocks_total);
+  metric(out, "pagoda_kv_blocks_capacity", "gauge", "KV cache blocks in the pool.", labels, s.kv_blocks_total);
   metric(out, "pagoda_kv_blocks_used", "gauge", "KV cache blocks held by sequences.", labels,
          s.kv_blocks_used);
   metric(out, "pagoda_kv_blocks_cached", "gauge",

@@ -19,8 +19,8 @@ struct Counters {
 
 Counters server_counters(int port) {
   const std::string m = http_get(port, "/metrics").body;
-  return {metric_value(m, "pagoda_request_prompt_tokens_total"),
-          metric_value(m, "pagoda_request_generation_tokens_total"),
+  return {metric_value(m, "pagoda_request_prompt_tokens_sum"),
+          metric_value(m, "pagoda_request_generation_tokens_sum"),
           metric_value(m, "pagoda_request_success_total")};
 }
 

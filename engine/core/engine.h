@@ -18,6 +18,11 @@
 //   the sequence's own Rng, exactly as sampling.h describes.
 // A choice's seed is the request's seed (or a random one) plus its choice index.
 //
+// Embeddings (GenerationRequest::embed): a prefill-only sequence in the same batches; the
+// scheduler names the prompt positions its pooling reads (Scheduler::hidden_rows), the forward
+// pass hands back their final-norm states, they are pooled as they come (embedding_pool.h), and
+// the request's one delta carries the L2-normalized vector once the prompt is computed.
+//
 // Structured output: a request with SamplingParams::grammar is sampled on the host; each of
 // its choices keeps a GrammarMatcher. The masks of a step's constrained rows are computed by
 // StepMasks workers while the forward pass runs, applied to the row's logits before the

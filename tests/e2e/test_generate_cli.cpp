@@ -59,6 +59,17 @@ TEST_CASE("pagoda generate prints text, then prefill and decode speeds", "[gener
   CHECK(greedy.err.find("decode: 11 tokens") != std::string::npos);
   CHECK(greedy.err.find("tok/s") != std::string::npos);
 
+  // The text ends its line, and reaches the terminal before the stats: with both streams on
+  // one file, the stats start a line of their own.
+  CHECK(greedy.out.back() == '\n');
+  const fs::path both = fx.dir / "both";
+  REQUIRE(std::system((std::string("'") + PAGODA_BINARY + "' generate --model '" + fx.model.string() +
+                       "' --prompt 'Once upon a time' -n 12 --threads 2 --ignore-eos > '" + both.string() +
+                       "' 2>&1")
+                          .c_str()) == 0);
+  const std::string merged = read_file(both);
+  CHECK(merged.find(greedy.out + "prefill: ") != std::string::npos);
+
   // Greedy is deterministic, whatever the thread count or prefill chunking.
   CHECK(fx.generate("-n 12 --threads 1 --ignore-eos").out == greedy.out);
   CHECK(fx.generate("-n 12 --threads 2 --batch 3 --ignore-eos").out == greedy.out);

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "server/http/connection_probe.h"
 #include "server/http/metrics.h"
 #include "server/openai/handlers.h"
 
@@ -20,6 +21,9 @@ EmbeddingRequest parse_embedding_request(const RequestJson& body) {
     r.model = m->get<std::string>();
   }
   r.inputs = parse_prompt_inputs(body, "input");
+  if (r.inputs.size() > kMaxEmbeddingInputs)
+    throw ApiError(400, "Invalid value for 'input': at most " + std::to_string(kMaxEmbeddingInputs) +
+                            " inputs per request.", "invalid_request_error", "input");
   for (size_t i = 0; i < r.inputs.size(); ++i)
     if (!r.inputs[i].is_tokens && r.inputs[i].text.empty()) {
       const std::string param = r.inputs.size() > 1 ? "input[" + std::to_string(i) + "]" : "input";
@@ -110,7 +114,9 @@ void Handlers::embeddings(const httplib::Request& req, httplib::Response& res,
   record->request_id = new_id("embd-");
   res.set_header("X-Request-Id", record->request_id);
 
-  // Every input is submitted before any is awaited, so they share the engine's batches.
+  // Inputs are submitted before any is awaited, so they share the engine's batches; when the
+  // engine's admission bound is reached, the rest wait for this request's earlier inputs to
+  // finish (a client's batch of thousands never needs the whole queue at once).
   std::vector<std::shared_ptr<RequestStream>> streams;
   struct Untrack {
     Handlers* h;
@@ -122,26 +128,28 @@ void Handlers::embeddings(const httplib::Request& req, httplib::Response& res,
       }
     }
   } untrack_all{this, &streams};
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    GenerationRequest gr;
-    gr.prompt = std::move(prompts[i]);
-    gr.embed = true;
-    gr.pooling = opts_.pooling;
-    SubmitError err;
-    std::shared_ptr<RequestStream> st = engine_.submit(std::move(gr), &err);
-    if (!st) {
-      send_error(res, submit_error(err, "input"));
-      return;
-    }
-    track(st, 1);
-    streams.push_back(std::move(st));
-  }
-  last_submit_unix_s_ = unix_now();
-
+  const ConnectionProbe probe(req);
   const auto start = std::chrono::steady_clock::now();
   json data = json::array();
   int prompt_tokens = 0;
-  for (size_t i = 0; i < streams.size(); ++i) {
+  for (size_t done = 0; done < prompts.size(); ++done) {
+    while (streams.size() < prompts.size()) {
+      GenerationRequest gr;
+      gr.prompt = prompts[streams.size()];  // a copy: a refused submit is retried
+      gr.embed = true;
+      gr.pooling = opts_.pooling;
+      SubmitError err;
+      std::shared_ptr<RequestStream> st = engine_.submit(std::move(gr), &err);
+      if (!st && err.code == "queue_full" && streams.size() > done)
+        break;  // retried once an earlier input of this request has finished
+      if (!st) {
+        send_error(res, submit_error(err, "input"));
+        return;
+      }
+      track(st, 1);
+      streams.push_back(std::move(st));
+      last_submit_unix_s_ = unix_now();
+    }
     std::optional<Delta> last;
     while (!last || last->finish == FinishReason::None) {
       if (opts_.timeout_s > 0 &&
@@ -150,7 +158,12 @@ void Handlers::embeddings(const httplib::Request& req, httplib::Response& res,
         send_error(res, ApiError(408, "The request timed out.", "timeout_error", "", "timeout"));
         return;
       }
-      if (auto d = streams[i]->next(std::chrono::milliseconds(100))) last = std::move(d);
+      if (probe.closed()) {  // nobody will read the answer; ~Untrack aborts the rest
+        metrics_.record_aborted();
+        send_error(res, ApiError(499, "Client closed the connection."));
+        return;
+      }
+      if (auto d = streams[done]->next(std::chrono::milliseconds(100))) last = std::move(d);
     }
     if (last->finish != FinishReason::Stop || last->embedding.empty()) {
       send_error(res, ApiError(500, "The embedding could not be computed" +
@@ -165,10 +178,10 @@ void Handlers::embeddings(const httplib::Request& req, httplib::Response& res,
       return;
     }
     std::vector<float> v = truncate_embedding(std::move(last->embedding), er.dimensions);
-    json item = {{"object", "embedding"}, {"index", i}};
+    json item = {{"object", "embedding"}, {"index", done}};
     item["embedding"] = er.base64 ? json(embedding_base64(v)) : json(v);
     data.push_back(std::move(item));
-    const Usage u = streams[i]->usage();
+    const Usage u = streams[done]->usage();
     prompt_tokens += u.prompt_tokens;
     metrics_.record_finished(u);
   }

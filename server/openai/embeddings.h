@@ -15,6 +15,9 @@
 
 namespace pagoda::server {
 
+// OpenAI's bound on the inputs of one request.
+constexpr size_t kMaxEmbeddingInputs = 2048;
+
 struct EmbeddingRequest {
   std::string model;                 // as sent (may be empty)
   std::vector<PromptInput> inputs;   // at least one, none empty

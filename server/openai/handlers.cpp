@@ -351,6 +351,7 @@ void Handlers::generate(const httplib::Request& req, httplib::Response& res,
 void Handlers::tokenize(const httplib::Request& req, httplib::Response& res) {
   try {
     const RequestJson body = parse_json_body(req.body);
+    if (auto m = body.find("model"); m != body.end() && m->is_string()) served_model(m->get<std::string>());
     std::vector<int32_t> ids;
     if (body.contains("messages")) {
       ids = encode_prompt(render_chat(parse_chat_request(body)), true);

@@ -150,6 +150,16 @@ TEST_CASE("e2e embeddings: OpenAI's shape, one vector per input, batch and traff
   const double head = norm(std::vector<float>(alone.begin(), alone.begin() + 16));
   for (int i = 0; i < 16; ++i) CHECK(short_vec[i] == Approx(alone[i] / head).margin(1e-6));
 
+  // More inputs than the engine admits at once (8 running + 256 queued): the rest wait for
+  // this request's earlier ones, and the answer keeps the input order.
+  json inputs = json::array();
+  for (int i = 0; i < 300; ++i) inputs.push_back(i == 299 ? text : "input " + std::to_string(i));
+  const HttpResult big = embed({{"input", inputs}});
+  REQUIRE(big.status == 200);
+  REQUIRE(big.j()["data"].size() == 300);
+  for (int i = 0; i < 300; ++i) CHECK(big.j()["data"][i]["index"] == i);
+  check_close(floats(big.j()["data"][299]["embedding"]), alone, 1e-6);
+
   const std::string metrics = http_get(port, "/metrics").body;
   CHECK(metrics.find("pagoda_requests_running{model_name=\"embedder\"}") != std::string::npos);
   CHECK(metric_value(metrics, "pagoda_request_prompt_tokens_count") >= 5);
@@ -170,6 +180,9 @@ TEST_CASE("e2e embeddings: refusals in OpenAI's error shape", "[e2e]") {
   check(embed({{"input", {"ok", std::string(400, 'y')}}}), 400, "input[1]", "context_length_exceeded");
   check(embed({{"input", ""}}), 400, "input");
   check(embed({{"input", json::array()}}), 400, "input");
+  check(embed({{"input", json(std::vector<std::string>(2049, "a"))}}), 400, "input");
+  check(http_post(server().port(), "/tokenize", {{"model", "gpt-4o"}, {"content", "a"}}), 404, nullptr,
+        "model_not_found");
   check(embed({{"model", "embedder"}}), 400, "input");
   check(embed({{"input", {1, 2, 9999999}}}), 400, "input");
   check(embed({{"input", "x"}, {"encoding_format", "int8"}}), 400, "encoding_format");

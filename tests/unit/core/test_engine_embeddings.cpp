@@ -161,11 +161,16 @@ TEST_CASE("an embedding is the same alone and batched with generation traffic, c
     for (const auto& s : streams) got.push_back(drain(*s));
     for (size_t i = 0; i < reqs.size(); ++i) {
       INFO("request " << i);
+      // Usage's phase timings: every request was queued and prefilled; only generation decodes.
+      CHECK(got[i].usage.queue_seconds >= 0);
+      CHECK(got[i].usage.prefill_seconds >= 0);
       if (!reqs[i].embed) {
         CHECK(got[i].finish == FinishReason::Length);
         CHECK(got[i].vec.empty());
+        CHECK(got[i].usage.decode_seconds > 0);
         continue;
       }
+      CHECK(got[i].usage.decode_seconds == -1);
       CHECK(got[i].finish == FinishReason::Stop);
       check_close(got[i].vec, reqs[i].pooling == Pooling::Mean ? alone_mean : alone_last, 1e-6);
     }

@@ -5,7 +5,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build_dir=${PAGODA_BUILD_DIR:-build}
 cmake --build "$build_dir" -j"$(nproc)"
-if [ -f tests/e2e/node/package.json ] && [ ! -d tests/e2e/node/node_modules ]; then
+# (Again when package-lock.json changed since the last install: new client packages.)
+node_dir=tests/e2e/node
+if [ -f $node_dir/package.json ] && { [ ! -d $node_dir/node_modules ] ||
+    [ $node_dir/package-lock.json -nt $node_dir/node_modules/.package-lock.json ]; }; then
   (cd tests/e2e/node && npm ci --no-audit --no-fund --loglevel=error)
 fi
 cd "$build_dir"

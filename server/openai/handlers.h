@@ -80,10 +80,12 @@ class Handlers : public ApiService {
   // Aborts every request in flight (shutdown after the grace period).
   void abort_all();
 
- private:
   // The name a request's `model` is answered under: itself when served (empty: model_name);
-  // ApiError 404 model_not_found, in OpenAI's shape, for any other.
+  // ApiError 404 model_not_found, in OpenAI's shape, for any other. Every endpoint that takes
+  // `model` calls it.
   std::string served_model(const std::string& requested) const;
+
+ private:
   // The client's error for a refused submit (429 queue full, 503 shutting down, else 400 on
   // `param`).
   static ApiError submit_error(const SubmitError& err, const std::string& param);

@@ -47,18 +47,19 @@ Answer streamed(const HttpResult& r) {
   Answer a;
   for (const std::string& e : sse_events(r.body)) {
     if (e == "[DONE]") continue;
-    for (const json& c : json::parse(e)["choices"]) {
+    const json chunk = json::parse(e);
+    for (const json& c : chunk["choices"]) {
       const json& d = c["delta"];
       if (d.contains("reasoning_content")) {
         CHECK(a.content.empty());  // the block comes first
         a.reasoning += d["reasoning_content"].get<std::string>();
       }
       if (d.contains("content") && d["content"].is_string()) a.content += d["content"].get<std::string>();
-      if (d.contains("tool_calls"))
-        for (const json& tc : d["tool_calls"])
-          if (tc.contains("id")) a.tool_calls.push_back({{"name", tc["function"]["name"]}, {"arguments", ""}});
-          else a.tool_calls.back()["arguments"] = a.tool_calls.back()["arguments"].get<std::string>() +
-                                                  tc["function"]["arguments"].get<std::string>();
+      for (const json& tc : d.value("tool_calls", json::array())) {
+        if (tc.contains("id")) a.tool_calls.push_back({{"name", tc["function"]["name"]}, {"arguments", ""}});
+        else a.tool_calls.back()["arguments"] = a.tool_calls.back()["arguments"].get<std::string>() +
+                                                tc["function"]["arguments"].get<std::string>();
+      }
     }
   }
   return a;

@@ -131,3 +131,33 @@ TEST_CASE("reasoning over HTTP: reasoning_effort and chat_template_kwargs are ch
   CHECK(kw.status == 400);
   CHECK(kw.j()["error"]["param"] == "chat_template_kwargs");
 }
+
+TEST_CASE("reasoning over HTTP: a constraint waits for the end of the block", "[reasoning][server]") {
+  struct Expect {
+    server::ReasoningFormat format;
+    json kwargs;
+    std::string start, end;  // the constraint's reasoning_start / reasoning_end
+  };
+  const Expect cases[] = {
+      {server::ReasoningFormat::Qwen3, json::object(), "<think>", "</think>"},  // the model may think
+      {server::ReasoningFormat::Qwen3, {{"prompt_opens", true}}, "", "</think>"},
+      {server::ReasoningFormat::Qwen3, {{"enable_thinking", false}}, "", ""},
+      {server::ReasoningFormat::DeepSeekR1, json::object(), "", "</think>"},
+      {server::ReasoningFormat::None, json::object(), "", ""},
+  };
+  for (const Expect& e : cases) {
+    INFO(server::reasoning_format_name(e.format) << " " << e.kwargs.dump());
+    FakeChatServer s(with_parser(e.format));
+    s.script("{}");
+    for (const json& extra : {json{{"response_format", {{"type", "json_object"}}}},
+                              json{{"tools", kTools}, {"tool_choice", "required"}}}) {
+      json req = chat(extra);
+      req["chat_template_kwargs"] = e.kwargs;
+      REQUIRE(s.post("/v1/chat/completions", req).status == 200);
+      const OutputConstraint c = s.engine.constraints().back();
+      CHECK(c.reasoning_start == e.start);
+      CHECK(c.reasoning_end == e.end);
+    }
+    CHECK(s.engine.constraints().back().prefix == "<tool_call>\n");  // the call's markers stay
+  }
+}

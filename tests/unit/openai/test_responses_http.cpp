@@ -278,3 +278,22 @@ TEST_CASE("responses: refusals name the Responses field", "[responses][server]")
     CHECK(r.j()["error"]["param"] == b.param);
   }
 }
+
+TEST_CASE("responses: text.format goes to the structured-output engine", "[responses][server]") {
+  FakeChatServer s(options());
+  s.script("{\"a\":1}");
+  json schema = {{"type", "object"}, {"properties", {{"a", {{"type", "integer"}}}}}};
+  auto r = s.post("/v1/responses", {{"model", "m"}, {"input", "JSON please"},
+                                    {"text", {{"format", {{"type", "json_schema"}, {"name", "x"}, {"schema", schema}}}}}});
+  INFO(r.body);
+  REQUIRE(r.status == 200);
+  CHECK(r.j()["text"]["format"]["name"] == "x");
+  OutputConstraint c = s.engine.constraints().back();
+  CHECK(c.kind == OutputConstraint::Kind::JsonSchema);
+  CHECK(json::parse(c.source) == schema);
+  REQUIRE(s.post("/v1/responses", {{"model", "m"}, {"input", "x"}, {"text", {{"format", {{"type", "json_object"}}}}}}).status == 200);
+  CHECK(s.engine.constraints().back().kind == OutputConstraint::Kind::JsonObject);
+  const size_t before = s.engine.constraints().size();
+  REQUIRE(s.post("/v1/responses", {{"model", "m"}, {"input", "x"}, {"text", {{"format", {{"type", "text"}}}}}}).status == 200);
+  CHECK(s.engine.constraints().size() == before);
+}

@@ -47,9 +47,10 @@ struct FakeChatServer {
   std::unique_ptr<InProcHttpServer> http;  // declared after what it serves: stops first
   int port = 0;
 
-  explicit FakeChatServer(server::Handlers::Options ho) {
+  // `render`: a chat template of the test's own instead (a real model's).
+  explicit FakeChatServer(server::Handlers::Options ho, server::Handlers::ChatRenderer render = nullptr) {
     ho.model_name = "fake-model";
-    auto render = [](const nlohmann::ordered_json& messages, const nlohmann::ordered_json&, bool,
+    if (!render) render = [](const nlohmann::ordered_json& messages, const nlohmann::ordered_json&, bool,
                      const nlohmann::ordered_json& vars) {
       std::string s;
       for (const auto& m : messages) {

@@ -1,9 +1,15 @@
 // Reasoning over real loopback HTTP with the FakeEngine playing the model: for each parser, the
 // scripted output cut into two deltas at every byte, gathered (message.reasoning_content) and
 // streamed (delta.reasoning_content before delta.content) alike; tool calls read after the
-// block; chat_template_kwargs reaching the template; reasoning_effort accepted.
+// block; chat_template_kwargs reaching the template; reasoning_effort accepted; constraints
+// that wait for the block's end; the real DeepSeek-R1-Distill and Qwen3 templates.
 #include <catch2/catch.hpp>
 
+#include <fstream>
+#include <sstream>
+
+#include "engine/chat_template/chat_template.h"
+#include "tests/support/testdata.h"
 #include "tests/unit/openai/fake_chat_server.h"
 
 using namespace pagoda;
@@ -159,5 +165,47 @@ TEST_CASE("reasoning over HTTP: a constraint waits for the end of the block", "[
       CHECK(c.reasoning_end == e.end);
     }
     CHECK(s.engine.constraints().back().prefix == "<tool_call>\n");  // the call's markers stay
+  }
+}
+
+TEST_CASE("reasoning over HTTP: the real DeepSeek-R1-Distill and Qwen3 templates",
+          "[reasoning][server][testdata]") {
+  if (!testing::testdata_available("chat-templates/templates")) return;
+  struct Family {
+    const char* file;
+    json kwargs;
+    std::string output, reasoning, content;
+  };
+  const Family families[] = {
+      // R1's template opens <think> in the prompt: the output starts inside the block.
+      {"deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja", json::object(), "Add them.\n</think>\n\n4", "Add them.\n", "4"},
+      {"Qwen-Qwen3-0.6B.jinja", json::object(), "<think>\nAdd them.\n</think>\n\n4", "\nAdd them.\n", "4"},
+      // enable_thinking false: the template closes an empty block; the output is the answer.
+      {"Qwen-Qwen3-0.6B.jinja", {{"enable_thinking", false}}, "4 <think>", "", "4 <think>"},
+  };
+  for (const Family& f : families) {
+    INFO(f.file << " " << f.kwargs.dump());
+    std::ifstream in(testing::testdata_path(std::string("chat-templates/templates/") + f.file));
+    REQUIRE(in.good());
+    std::stringstream src;
+    src << in.rdbuf();
+    auto tmpl = std::make_shared<ChatTemplate>(src.str());
+    auto render = [tmpl](const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools, bool add_gen,
+                         const nlohmann::ordered_json& vars) {
+      ChatTemplate::Inputs ti;
+      ti.messages_ordered = messages;
+      ti.tools_ordered = tools;
+      ti.add_generation_prompt = add_gen;
+      if (vars.is_object()) ti.variables = vars;
+      return tmpl->render(ti);
+    };
+    FakeChatServer s(with_parser(server::resolve_reasoning_format("auto", src.str())), render);
+    s.script(f.output);
+    for (bool stream : {false, true}) {
+      json req = chat({{"chat_template_kwargs", f.kwargs}, {"stream", stream}});
+      Answer a = stream ? streamed(s.post("/v1/chat/completions", req)) : gathered(s.post("/v1/chat/completions", req));
+      CHECK(a.reasoning == f.reasoning);
+      CHECK(a.content == f.content);
+    }
   }
 }

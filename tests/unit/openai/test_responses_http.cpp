@@ -6,6 +6,7 @@
 // Responses field.
 #include <catch2/catch.hpp>
 
+#include "tests/support/responses_shape.h"
 #include "tests/unit/openai/fake_chat_server.h"
 
 using namespace pagoda;
@@ -48,13 +49,9 @@ TEST_CASE("responses: the response object field by field", "[responses][server]"
   INFO(r.body);
   REQUIRE(r.status == 200);
   json j = r.j();
-  CHECK(j["id"].get<std::string>().rfind("resp_", 0) == 0);
-  CHECK(j["object"] == "response");
-  CHECK(j["created_at"].is_number_integer());
+  check_response_object(j, "fake-model");
   CHECK(j["status"] == "completed");
-  CHECK(j["error"].is_null());
   CHECK(j["incomplete_details"].is_null());
-  CHECK(j["model"] == "fake-model");
   CHECK(j["instructions"] == "Be brief.");
   CHECK(j["max_output_tokens"] == 50);
   CHECK(j["temperature"] == 0);
@@ -296,4 +293,27 @@ TEST_CASE("responses: text.format goes to the structured-output engine", "[respo
   const size_t before = s.engine.constraints().size();
   REQUIRE(s.post("/v1/responses", {{"model", "m"}, {"input", "x"}, {"text", {{"format", {{"type", "text"}}}}}}).status == 200);
   CHECK(s.engine.constraints().size() == before);
+}
+
+TEST_CASE("responses: a request that fails while streaming ends with response.failed", "[responses][server]") {
+  server::Handlers::Options ho = options();
+  ho.timeout_s = 0.3;
+  FakeChatServer s(ho);
+  s.script("never sent");
+  s.engine.pause(true);  // a stalled engine: the request times out
+  auto r = s.post("/v1/responses", {{"model", "m"}, {"input", "Hi"}, {"stream", true}});
+  s.engine.pause(false);
+  INFO(r.body);
+  REQUIRE(r.status == 200);  // the status line went out before the failure
+  auto events = typed_sse_events(r.body);
+  REQUIRE(events.size() == 3);
+  CHECK(events[0].name == "response.created");
+  CHECK(events[1].name == "response.in_progress");
+  CHECK(events[2].name == "response.failed");
+  CHECK(events[2].data["sequence_number"] == 2);
+  const json failed = events[2].data["response"];
+  CHECK(failed["status"] == "failed");
+  CHECK(failed["error"]["code"] == "timeout");
+  CHECK(failed["error"]["message"].is_string());
+  CHECK(http_get(s.port, "/v1/responses/" + failed["id"].get<std::string>()).status == 404);  // not stored
 }

@@ -124,6 +124,11 @@ struct OutputConstraint {
   std::vector<std::string> choices;  // Choice: the output is exactly one of these
   bool flexible_whitespace = false;  // JSON kinds: bounded whitespace between tokens allowed
   std::string prefix, suffix;        // literal text around the constrained part (tool-call markers)
+  // Reasoning models: free text first, up to and including the first `reasoning_end` ("</think>",
+  // then up to 4 whitespace characters), and only then the constrained part. With
+  // `reasoning_start` too, that block is optional and opens with it (the model may not think).
+  // ASCII literals.
+  std::string reasoning_start, reasoning_end;
 };
 
 // A constraint that cannot be compiled: a malformed schema, grammar or regex, a schema keyword

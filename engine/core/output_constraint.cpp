@@ -1,5 +1,8 @@
 #include "engine/core/output_constraint.h"
 
+#include <cstdio>
+#include <vector>
+
 #include <nlohmann/json.hpp>
 
 #include "engine/structured/json_schema.h"
@@ -49,6 +52,57 @@ std::string body_gbnf(const OutputConstraint& c) {
   throw ConstraintError("unknown constraint kind");
 }
 
+// `name` ::= any text in which `end` first occurs at its very end: the states of a
+// Knuth-Morris-Pratt matcher for `end` (rule name-K: K bytes of `end` matched), each byte
+// either advancing it, falling back, or restarting. Tail references only, so the matcher's
+// stack stays flat however long the text.
+std::string text_until_gbnf(const std::string& name, const std::string& end) {
+  for (unsigned char ch : end)
+    if (ch < 0x20 || ch >= 0x7f) throw ConstraintError("the reasoning delimiter must be printable ASCII");
+  if (end.empty()) throw ConstraintError("empty reasoning delimiter");
+  // fail[k]: the longest proper border of end[0, k).
+  std::vector<size_t> fail(end.size() + 1, 0);
+  for (size_t k = 2; k <= end.size(); ++k) {
+    size_t b = fail[k - 1];
+    while (b > 0 && end[b] != end[k - 1]) b = fail[b];
+    fail[k] = end[b] == end[k - 1] ? b + 1 : 0;
+  }
+  auto next = [&](size_t k, char ch) {
+    while (k > 0 && end[k] != ch) k = fail[k];
+    return end[k] == ch ? k + 1 : 0;
+  };
+  auto state = [&](size_t k) { return name + "-" + std::to_string(k); };
+  auto hex = [](unsigned char ch) {
+    char buf[8];
+    std::snprintf(buf, sizeof buf, "\\x%02X", ch);
+    return std::string(buf);
+  };
+  std::string distinct;
+  for (char ch : end)
+    if (distinct.find(ch) == std::string::npos) distinct += ch;
+  std::string out = name + " ::= " + state(0) + "\n";
+  for (size_t k = 0; k < end.size(); ++k) {
+    out += state(k) + " ::= ";
+    std::string others = "[^";
+    for (char ch : distinct) {
+      size_t to = next(k, ch);
+      out += structured::gbnf_literal(std::string(1, ch)) + (to == end.size() ? "" : " " + state(to)) + " | ";
+      others += hex((unsigned char)ch);
+    }
+    out += others + "] " + state(0) + "\n";
+  }
+  return out;
+}
+
+// The reasoning block a constraint lets through first, as rule `pagoda-reasoning`.
+std::string reasoning_gbnf(const OutputConstraint& c) {
+  const std::string ws = "[ \\t\\r\\n]{0,4}";
+  std::string block = "pagoda-reasoning-text " + ws;
+  if (!c.reasoning_start.empty())
+    block = "(" + ws + " " + structured::gbnf_literal(c.reasoning_start) + " " + block + ")?";
+  return "pagoda-reasoning ::= " + block + "\n" + text_until_gbnf("pagoda-reasoning-text", c.reasoning_end);
+}
+
 }  // namespace
 
 std::string constraint_to_gbnf(const OutputConstraint& c) {
@@ -60,13 +114,17 @@ std::string constraint_to_gbnf(const OutputConstraint& c) {
   } catch (const structured::RegexError& e) {
     throw ConstraintError("invalid regex at byte " + std::to_string(e.offset) + ": " + e.what());
   }
-  if (c.prefix.empty() && c.suffix.empty()) return gbnf;
-  // Wrapped (a tool call's markers around its JSON): a new start rule that refers to `root`.
+  const bool reasoning = !c.reasoning_end.empty();
+  if (c.prefix.empty() && c.suffix.empty() && !reasoning) return gbnf;
+  // Wrapped (a reasoning block first, a tool call's markers around its JSON): a new start rule
+  // that refers to `root`.
   const std::string start = "pagoda-wrapped-root";
-  if (gbnf.find(start) != std::string::npos)
-    throw ConstraintError("the grammar uses the reserved rule name " + start);
-  return gbnf + "\n" + start + " ::= " + (c.prefix.empty() ? "" : structured::gbnf_literal(c.prefix) + " ") +
-         "root" + (c.suffix.empty() ? "" : " " + structured::gbnf_literal(c.suffix)) + "\n";
+  for (const char* reserved : {"pagoda-wrapped-root", "pagoda-reasoning"})
+    if (gbnf.find(reserved) != std::string::npos)
+      throw ConstraintError(std::string("the grammar uses the reserved rule name ") + reserved);
+  return gbnf + "\n" + (reasoning ? reasoning_gbnf(c) : "") + start + " ::= " + (reasoning ? "pagoda-reasoning " : "") +
+         (c.prefix.empty() ? "" : structured::gbnf_literal(c.prefix) + " ") + "root" +
+         (c.suffix.empty() ? "" : " " + structured::gbnf_literal(c.suffix)) + "\n";
 }
 
 std::shared_ptr<const structured::TokenVocabulary> token_vocabulary(const Tokenizer& tok) {
@@ -85,11 +143,12 @@ ConstraintCompiler::ConstraintCompiler(const Tokenizer& tok, size_t cache_capaci
     : vocab_(token_vocabulary(tok)), cache_(cache_capacity) {}
 
 std::shared_ptr<const structured::CompiledGrammar> ConstraintCompiler::compile(const OutputConstraint& c) {
-  const bool wrapped = !c.prefix.empty() || !c.suffix.empty();
+  const bool wrapped = !c.prefix.empty() || !c.suffix.empty() || !c.reasoning_end.empty();
   // The cache key is the constraint itself (kind, options, wrapping, source), not the GBNF, so
   // a hit skips the schema conversion too.
   nlohmann::json key = {{"kind", kind_name(c.kind)}, {"ws", c.flexible_whitespace},
                         {"prefix", c.prefix}, {"suffix", c.suffix}, {"source", c.source},
+                        {"reasoning", {c.reasoning_start, c.reasoning_end}},
                         {"choices", c.choices}};
   try {
     return cache_.get_or_compile(kind_name(c.kind), key.dump(), vocab_, [&] {

@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -125,6 +126,7 @@ struct LoadedModel {
   std::unique_ptr<LlmEngine> engine;
   std::string backend_name;
   server::ToolCallFormat tool_call_format = server::ToolCallFormat::None;  // from --tool-call-parser
+  server::ReasoningFormat reasoning_format = server::ReasoningFormat::None;  // from --reasoning-parser
 };
 
 // Reads a large model file through once, logging a percentage, so that the page cache holds
@@ -185,6 +187,7 @@ std::unique_ptr<LoadedModel> load(const server::ServerConfig& cfg) {
   }
   lm->chat_template = std::make_unique<ChatTemplate>(tmpl);
   lm->tool_call_format = server::resolve_tool_call_format(cfg.tool_call_parser, tmpl);
+  lm->reasoning_format = server::resolve_reasoning_format(cfg.reasoning_parser, tmpl);
   size_t bytes = 0;
   for (const auto& t : lm->file.tensors()) bytes += t.nbytes;
   warm_page_cache(cfg.model, 20, 60);
@@ -255,8 +258,10 @@ int serve(int argc, char** argv) {
     // The ordered inputs keep the client's key order (tool schemas, tool-call arguments) for
     // `tojson`, as Python renders it.
     auto render = [&tmpl, &tmpl_mu, bos, eos](const nlohmann::ordered_json& messages,
-                                               const nlohmann::ordered_json& tools, bool add_gen) {
+                                               const nlohmann::ordered_json& tools, bool add_gen,
+                                               const nlohmann::ordered_json& variables) {
       ChatTemplate::Inputs in;
+      if (variables.is_object()) in.variables = variables;
       in.messages_ordered = messages;
       in.tools_ordered = tools;
       in.add_generation_prompt = add_gen;
@@ -273,6 +278,9 @@ int serve(int argc, char** argv) {
     opts.health_stall_s = cfg.health_stall;
     opts.context_shift = cfg.context_shift;
     opts.tool_call_format = lm->tool_call_format;
+    opts.reasoning_format = lm->reasoning_format;
+    opts.responses_store_count = (size_t)std::max(0, cfg.responses_store);
+    opts.responses_store_bytes = (size_t)std::max<int64_t>(0, cfg.responses_store_bytes);
     handlers = std::make_shared<server::Handlers>(*lm->engine, render, metrics, opts);
     http.set_service(handlers);
     signals.set_loaded();
@@ -287,6 +295,7 @@ int serve(int argc, char** argv) {
               {"context", lm->engine->context_size()},
               {"max_seqs", cfg.max_seqs},
               {"tool_call_parser", server::tool_call_format_name(opts.tool_call_format)},
+              {"reasoning_parser", server::reasoning_format_name(opts.reasoning_format)},
               {"auth", api_key.empty() ? "off" : "on"}});
 
     signals.wait();

@@ -94,6 +94,10 @@ const std::vector<Option>& options() {
       OPT(chat_template, "Jinja chat template file (empty: the model's)"),
       OPT(tool_call_parser, "how chat output is read for tool calls (auto: from the template)",
           "auto|hermes|llama3|mistral|none"),
+      OPT(reasoning_parser, "how chat output is read for a <think> block (auto: from the template)",
+          "auto|deepseek_r1|qwen3|none"),
+      OPT(responses_store, "Responses API: stored responses kept for previous_response_id (0 = off)"),
+      OPT(responses_store_bytes, "Responses API: memory the stored responses may take, in bytes"),
       OPT(host, "listen address (loopback by default; 0.0.0.0 exposes the server)"),
       OPT(port, "listen port"),
       OPT(api_key, "require 'Authorization: Bearer KEY'"),
@@ -283,6 +287,8 @@ ServerConfig parse_server_config(int argc, char** argv, bool* help) {
   if (cfg.max_body_bytes < 1024) throw ConfigError("--max-body-bytes must be at least 1024");
   if (!(cfg.gpu_memory_fraction > 0 && cfg.gpu_memory_fraction <= 1))
     throw ConfigError("--gpu-memory-fraction must be in (0, 1]");
+  if (cfg.responses_store < 0 || cfg.responses_store_bytes < 0)
+    throw ConfigError("--responses-store and --responses-store-bytes must be >= 0");
   cfg.kv_cache_bytes();  // validates the size string early
   return cfg;
 }

@@ -35,6 +35,9 @@ struct ServerConfig {
   std::string chat_template;         // a Jinja template file overriding the model's own
   std::string tool_call_parser = "auto";  // auto | hermes | llama3 | mistral | none
   std::string pooling = "mean";      // embeddings when the GGUF names no pooling: mean | cls | last
+  std::string reasoning_parser = "auto";  // auto | deepseek_r1 | qwen3 | none
+  int responses_store = 1000;        // Responses API: responses kept (LRU); 0 = none
+  int64_t responses_store_bytes = 64 << 20;  // ... and the bytes they may take
   // HTTP
   std::string host = "127.0.0.1";    // loopback by default: exposing the port is a choice
   int port = 8080;

@@ -32,7 +32,7 @@ struct ApiRoute {
   using Handler =
       std::function<void(ApiService& service, const httplib::Request& req, httplib::Response& res,
                          const std::shared_ptr<AccessRecord>& record)>;
-  std::string method;   // "GET" or "POST"
+  std::string method;   // "GET", "POST" or "DELETE"
   std::string pattern;  // a cpp-httplib path pattern ("/v1/models/(.+)")
   Handler handle;
 };

@@ -123,7 +123,7 @@ void HttpServer::install_routes(const std::vector<ApiRoute>& routes) {
     add_cors(req, res);
     if (req.method == "OPTIONS") {
       res.status = 204;
-      res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+      res.set_header("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
       res.set_header("Access-Control-Allow-Headers",
                      "Authorization, Content-Type, OpenAI-Organization, OpenAI-Project, "
                      "X-Stainless-*, *");
@@ -178,6 +178,8 @@ void HttpServer::install_routes(const std::vector<ApiRoute>& routes) {
       svr_.Get(r.pattern, serve);
     else if (r.method == "POST")
       svr_.Post(r.pattern, serve);
+    else if (r.method == "DELETE")
+      svr_.Delete(r.pattern, serve);
     else
       throw std::invalid_argument("unsupported method in the route table: " + r.method);
   }

@@ -28,6 +28,7 @@ Generation::Generation(GenSpec spec, ResponseMeta meta, Context ctx, const httpl
       start_(ctx_.record->start != Clock::time_point{} ? ctx_.record->start : Clock::now()),
       probe_(std::make_unique<ConnectionProbe>(req)),
       choices_(spec_.prompts.size() * n()) {
+  if (spec_.format) spec_.format->begin(meta_);
   const Clock::time_point now = Clock::now();
   for (size_t i = 0; i < choices_.size(); ++i) {
     Choice& c = choices_[i];
@@ -35,6 +36,8 @@ Generation::Generation(GenSpec spec, ResponseMeta meta, Context ctx, const httpl
     c.result.text = spec_.echo[i / n()];
     c.last_token = now;
     if (reads_tool_calls()) c.tool_parser.emplace(spec_.tool_format, spec_.tool_names);
+    if (spec_.reasoning_format != ReasoningFormat::None)
+      c.reasoning_parser.emplace(spec_.reasoning_format, spec_.reasoning_start);
   }
 }
 
@@ -137,7 +140,7 @@ void Generation::handle(int p, const Delta& raw, const std::function<void(int, c
   c.text += d.text;
   c.tokens.insert(c.tokens.end(), d.tokens.begin(), d.tokens.end());
   if (spec_.logprobs) c.logprobs.insert(c.logprobs.end(), d.logprobs.begin(), d.logprobs.end());
-  if (choice.tool_parser) parse_tools(idx, d);
+  if (parses_output()) parse_output(idx, d);
   on(idx, d);
   if (d.finish != FinishReason::None) {
     c.finish = d.finish;
@@ -145,16 +148,38 @@ void Generation::handle(int p, const Delta& raw, const std::function<void(int, c
   }
 }
 
-void Generation::parse_tools(int idx, const Delta& d) {
-  // A marker that is a control token detokenizes to nothing; the parser gets its text.
-  std::string text;
-  for (int32_t t : d.tokens)
-    if (auto m = spec_.tool_markers.find(t); m != spec_.tool_markers.end()) text += m->second;
-  text += d.text;
+void Generation::parse_output(int idx, const Delta& d) {
   Choice& choice = choices_[idx];
+  const bool final = d.finish == FinishReason::Stop || d.finish == FinishReason::Length;
+  // A marker that is a control token detokenizes to nothing; the tool parser gets its text.
+  std::string text;
+  if (choice.tool_parser)
+    for (int32_t t : d.tokens)
+      if (auto m = spec_.tool_markers.find(t); m != spec_.tool_markers.end()) text += m->second;
+  text += d.text;
+  if (choice.reasoning_parser) {
+    ReasoningSplit split = choice.reasoning_parser->feed(text);
+    if (final) {
+      ReasoningSplit rest = choice.reasoning_parser->finish();
+      split.reasoning += rest.reasoning;
+      split.content += rest.content;
+    }
+    choice.result.reasoning += split.reasoning;
+    choice.reasoning_out += split.reasoning;
+    text = std::move(split.content);
+  }
+  if (choice.tool_parser) {
+    parse_tools(choice, std::move(text), final);
+  } else {
+    choice.content += text;
+    choice.tool_out.content += text;
+  }
+}
+
+void Generation::parse_tools(Choice& choice, std::string text, bool final) {
   ToolCallParser& p = *choice.tool_parser;
   ToolCallEvents ev = p.feed(text);
-  if (d.finish == FinishReason::Stop || d.finish == FinishReason::Length) {
+  if (final) {
     ToolCallEvents rest = p.finish();
     ev.content += rest.content;
     for (auto& c : rest.calls) ev.calls.push_back(std::move(c));
@@ -165,7 +190,7 @@ void Generation::parse_tools(int idx, const Delta& d) {
     for (size_t at = ev.content.find(marker); at != std::string::npos; at = ev.content.find(marker, at))
       ev.content.erase(at, marker.size());
   }
-  choice.tool_content += ev.content;
+  choice.content += ev.content;
   ToolCallEvents& out = choice.tool_out;
   out.content += ev.content;
   for (ParsedToolCall& pc : ev.calls) {
@@ -175,16 +200,34 @@ void Generation::parse_tools(int idx, const Delta& d) {
   }
 }
 
-bool Generation::stream_tool_delta(SseWriter& w, int idx, const Delta& d) {
+bool Generation::format_output(httplib::DataSink* sink, int idx) {
+  Choice& choice = choices_[idx];
+  ToolCallEvents ev = std::move(choice.tool_out);
+  choice.tool_out = ToolCallEvents{};
+  std::string reasoning = std::move(choice.reasoning_out);
+  choice.reasoning_out.clear();
+  const std::vector<ToolCallOut>& all = choice.result.tool_calls;
+  std::vector<ToolCallOut> calls(all.end() - (std::ptrdiff_t)ev.calls.size(), all.end());
+  if (reasoning.empty() && ev.content.empty() && calls.empty()) return true;
+  return spec_.format->output(sink, reasoning, ev.content, calls);
+}
+
+bool Generation::stream_parsed_delta(SseWriter& w, int idx, const Delta& d) {
   const bool usage_null = spec_.common.include_usage;
-  ToolCallEvents ev = std::move(choices_[idx].tool_out);
-  choices_[idx].tool_out = ToolCallEvents{};
+  Choice& choice = choices_[idx];
+  ToolCallEvents ev = std::move(choice.tool_out);
+  choice.tool_out = ToolCallEvents{};
   bool ok = true;
+  if (!choice.reasoning_out.empty()) {
+    ok = w.event(chat_chunk(meta_, idx, {{"reasoning_content", choice.reasoning_out}}, nullptr, nullptr,
+                            usage_null));
+    choice.reasoning_out.clear();
+  }
   // Logprobs travel with the content chunk even while the text itself is held back.
   json lp = delta_logprobs(d, 0);
-  if (!ev.content.empty() || !lp.is_null())
+  if (ok && (!ev.content.empty() || !lp.is_null()))
     ok = w.event(chat_chunk(meta_, idx, {{"content", ev.content}}, lp, nullptr, usage_null));
-  const std::vector<ToolCallOut>& all = choices_[idx].result.tool_calls;
+  const std::vector<ToolCallOut>& all = choice.result.tool_calls;
   for (size_t k = all.size() - ev.calls.size(); k < all.size() && ok; ++k) {
     ok = w.event(chat_chunk(meta_, idx, tool_call_head_delta((int)k, all[k]), nullptr, nullptr,
                             usage_null)) &&
@@ -213,7 +256,10 @@ void Generation::answer(httplib::Response& res) {
     account(log_status);
     send_error(res, e);
   };
-  while (!pump(milliseconds(50), [](int, const Delta&) {})) {
+  auto gathered = [this](int idx, const Delta&) {
+    if (spec_.format) format_output(nullptr, idx);
+  };
+  while (!pump(milliseconds(50), gathered)) {
     if (probe_->closed()) {
       // Nobody will read this; 499 (nginx's "client closed request") is for the access log.
       fail(ApiError(499, "Client closed the connection."), 499);
@@ -236,12 +282,13 @@ void Generation::answer(httplib::Response& res) {
   std::vector<ChoiceResult> results;
   results.reserve(choices_.size());
   for (Choice& c : choices_) {
-    if (c.tool_parser) c.result.text = std::move(c.tool_content);
+    if (parses_output()) c.result.text = std::move(c.content);
     results.push_back(std::move(c.result));
   }
   const TokenText& text = ctx_.token_text;
-  json body = spec_.chat ? chat_response(meta_, results, u, spec_.logprobs, text)
-                         : completion_response(meta_, results, u, spec_.logprobs, text);
+  json body = spec_.format ? spec_.format->close(nullptr, results[0], u)
+              : spec_.chat ? chat_response(meta_, results, u, spec_.logprobs, text)
+                           : completion_response(meta_, results, u, spec_.logprobs, text);
   if (spec_.prompt_logprobs)
     for (size_t i = 0; i < choices_.size(); ++i)
       body["choices"][i]["logprobs"] =
@@ -265,7 +312,8 @@ bool Generation::stream_step(httplib::DataSink& sink) {
   bool ok = true;
   if (!started_) {
     started_ = true;
-    for (size_t i = 0; i < choices_.size() && ok; ++i) {
+    if (spec_.format) ok = spec_.format->open(sink);
+    for (size_t i = 0; i < choices_.size() && ok && !spec_.format; ++i) {
       if (spec_.chat) {
         ok = w.event(chat_chunk(meta_, (int)i, {{"role", "assistant"}, {"content", ""}}, nullptr,
                                 nullptr, usage_null));
@@ -288,9 +336,13 @@ bool Generation::stream_step(httplib::DataSink& sink) {
           nullptr, usage_null));
       if (!ok) return;
     }
+    if (spec_.format) {
+      ok = format_output(&sink, idx);
+      return;
+    }
     size_t before = choice.result.text.size() - d.text.size();
-    if (choice.tool_parser) {
-      ok = stream_tool_delta(w, idx, d);
+    if (parses_output()) {
+      ok = stream_parsed_delta(w, idx, d);
     } else if (!d.text.empty() || (spec_.logprobs && !d.logprobs.empty())) {
       json lp = delta_logprobs(d, before);
       ok = w.event(spec_.chat ? chat_chunk(meta_, idx, {{"content", d.text}}, lp, nullptr, usage_null)
@@ -315,11 +367,24 @@ bool Generation::stream_step(httplib::DataSink& sink) {
     abort();
     ctx_.metrics.record_aborted();
     account(e.status);
+    if (spec_.format) {
+      spec_.format->fail(sink, e);
+      sink.done();
+      return true;
+    }
     w.event(error_body(e));
     w.done();
     return true;
   }
-  if (done) {
+  if (done && spec_.format) {
+    Usage u = usage();
+    Choice& c = choices_[0];
+    c.result.text = std::move(c.content);
+    spec_.format->close(&sink, c.result, u);
+    sink.done();
+    ctx_.metrics.record_finished(u);
+    account(0);
+  } else if (done) {
     Usage u = usage();
     if (spec_.common.include_usage)
       w.event(usage_chunk(meta_, spec_.chat ? "chat.completion.chunk" : "text_completion", u));

@@ -17,6 +17,7 @@
 #include "engine/engine_api.h"
 #include "server/http/access_log.h"
 #include "server/http/api_error.h"
+#include "server/openai/reasoning.h"
 #include "server/openai/request_parse.h"
 #include "server/openai/response_build.h"
 #include "server/openai/tool_calls.h"
@@ -26,6 +27,25 @@ namespace pagoda::server {
 class ConnectionProbe;
 class SseWriter;
 class Metrics;
+
+// An answer shape other than chat / completions' (the Responses API): it gets what each delta
+// released (reasoning, content, finished tool calls), gathered or streamed through the same
+// calls, so the two answers cannot differ. One choice (n = 1) per request.
+class AnswerFormat {
+ public:
+  virtual ~AnswerFormat() = default;
+  // The request's id, model and time, before anything else.
+  virtual void begin(const ResponseMeta& meta) = 0;
+  // Streaming: the events before any output; false when the client left.
+  virtual bool open(httplib::DataSink& sink) = 0;
+  // What one delta released; `sink` is null when the answer is gathered.
+  virtual bool output(httplib::DataSink* sink, const std::string& reasoning, const std::string& content,
+                      const std::vector<ToolCallOut>& calls) = 0;
+  // The choice finished: the closing events when streaming, and the answer's body.
+  virtual json close(httplib::DataSink* sink, const ChoiceResult& result, const Usage& usage) = 0;
+  // Streaming: the request failed after the status line went out.
+  virtual void fail(httplib::DataSink& sink, const ApiError& e) = 0;
+};
 
 // A validated generation request, ready to submit.
 struct GenSpec {
@@ -45,6 +65,11 @@ struct GenSpec {
   ToolCallFormat tool_format = ToolCallFormat::None;
   std::set<std::string> tool_names;             // the request's functions
   std::map<int32_t, std::string> tool_markers;  // control tokens that open a call -> their text
+  // Chat from a reasoning model: the <think> block is read out of the output (reasoning.h).
+  ReasoningFormat reasoning_format = ReasoningFormat::None;
+  ReasoningStart reasoning_start = ReasoningStart::Open;
+  // Set: the answer takes this shape instead of a chat completion's.
+  std::shared_ptr<AnswerFormat> format;
 };
 
 class Generation {
@@ -85,15 +110,21 @@ class Generation {
     ChoiceResult result;  // text, tokens, logprobs, tool calls, finish
     int tokens_seen = 0;
     Clock::time_point last_token;
+    std::optional<ReasoningParser> reasoning_parser;  // set for reasoning models
     std::optional<ToolCallParser> tool_parser;  // set when the output is read for tool calls
-    std::string tool_content;                   // with a parser: the content outside calls
-    ToolCallEvents tool_out;                    // released by the parser, not yet streamed
+    std::string content;                        // read by a parser: the content released
+    std::string reasoning_out;                  // released by the parsers, not yet streamed
+    ToolCallEvents tool_out;
     std::vector<TokenLogprob> prompt_logprobs;  // with spec_.prompt_logprobs
     bool echo_sent = false;                     // streaming: the echo chunk went out
   };
 
   int n() const { return spec_.common.n; }
   bool reads_tool_calls() const { return spec_.chat && spec_.tool_format != ToolCallFormat::None; }
+  // Whether the output goes through parsers (reasoning, tool calls) before the client sees it.
+  bool parses_output() const {
+    return reads_tool_calls() || spec_.reasoning_format != ReasoningFormat::None || spec_.format;
+  }
   // Pulls every delta that is ready, waiting up to `wait` for the first; calls `on` with the
   // choice index for each. Returns true once every choice has finished or the engine failed.
   bool pump(std::chrono::milliseconds wait, const std::function<void(int, const Delta&)>& on);
@@ -106,11 +137,14 @@ class Generation {
   // Fills the access record and the latency metric once the request has ended.
   void account(int status_override);
   json delta_logprobs(const Delta& d, size_t text_before);
-  // Tool calls: feeds a delta's text to the choice's parser; what it releases waits in
-  // tool_out until the stream sends it.
-  void parse_tools(int idx, const Delta& d);
-  // Streaming with tool calls: the chunks for one delta (content, then each new call).
-  bool stream_tool_delta(SseWriter& w, int idx, const Delta& d);
+  // Reasoning and tool calls: feeds a delta's text to the choice's parsers; what they release
+  // waits in reasoning_out / tool_out until the answer takes it.
+  void parse_output(int idx, const Delta& d);
+  void parse_tools(Choice& choice, std::string text, bool final);
+  // Streaming a parsed output: the chunks for one delta (reasoning, content, then each new call).
+  bool stream_parsed_delta(SseWriter& w, int idx, const Delta& d);
+  // An AnswerFormat's share of a delta (what the parsers released since the last one).
+  bool format_output(httplib::DataSink* sink, int idx);
 
   const GenSpec spec_;
   const ResponseMeta meta_;

@@ -8,6 +8,8 @@
 #include "server/openai/generation.h"
 #include "server/openai/request_parse.h"
 #include "server/openai/response_build.h"
+#include "server/openai/responses_parse.h"
+#include "server/openai/responses_stream.h"
 
 namespace pagoda::server {
 
@@ -44,7 +46,8 @@ Handlers::Handlers(EngineApi& engine, ChatRenderer render_chat, Metrics& metrics
       opts_(std::move(opts)),
       created_((int64_t)unix_now()),
       last_submit_unix_s_(unix_now()),
-      rng_(std::random_device{}()) {
+      rng_(std::random_device{}()),
+      store_(opts_.responses_store_count, opts_.responses_store_bytes) {
   // Vocabularies that make a call marker a control token detokenize it to nothing; remember
   // such tokens so that the tool-call parser still sees the marker.
   for (const std::string& m : tool_call_markers(opts_.tool_call_format)) {
@@ -66,6 +69,9 @@ std::vector<ApiRoute> Handlers::routes() {
           member_route("POST", "/v1/completions", &Handlers::completions),
           member_route("POST", "/v1/chat/completions", &Handlers::chat_completions),
           member_route("POST", "/v1/embeddings", &Handlers::embeddings),
+          member_route("POST", "/v1/responses", &Handlers::responses),
+          member_route("GET", "/v1/responses/([^/]+)", &Handlers::get_response),
+          member_route("DELETE", "/v1/responses/([^/]+)", &Handlers::delete_response),
           member_route("POST", "/tokenize", &Handlers::tokenize),
           member_route("POST", "/detokenize", &Handlers::detokenize)};
 }
@@ -74,11 +80,23 @@ std::vector<ApiRoute> Handlers::routes() {
 // (request_parse.h).
 std::string Handlers::render_chat(const ChatRequest& cr) const {
   try {
-    return render_chat_(cr.messages, cr.tools, cr.add_generation_prompt);
+    return render_chat_(cr.messages, cr.tools, cr.add_generation_prompt, cr.template_variables);
   } catch (const std::exception& e) {
     throw ApiError(400, std::string("The chat template rejected the messages: ") + e.what(),
                    "invalid_request_error", "messages");
   }
+}
+
+void Handlers::read_reasoning(GenSpec& spec, const std::string& prompt_text) const {
+  if (opts_.reasoning_format == ReasoningFormat::None) return;
+  spec.reasoning_format = opts_.reasoning_format;
+  spec.reasoning_start = reasoning_start(prompt_text);
+  if (!spec.common.constraint || spec.reasoning_start == ReasoningStart::Answer) return;
+  // The same reading as the parser's: the constraint starts where the answer does.
+  OutputConstraint& c = spec.common.constraint->constraint;
+  c.reasoning_end = kReasoningEnd;
+  if (spec.reasoning_start == ReasoningStart::Open && opts_.reasoning_format == ReasoningFormat::Qwen3)
+    c.reasoning_start = "<think>";
 }
 
 void Handlers::track(const std::shared_ptr<RequestStream>& s, int n) {
@@ -214,32 +232,39 @@ void Handlers::completions(const httplib::Request& req, httplib::Response& res,
   generate(req, res, record, std::move(spec));
 }
 
+GenSpec Handlers::chat_spec(ChatRequest& cr) const {
+  GenSpec spec;
+  cr.common.model = served_model(cr.common.model);
+  const std::string text = render_chat(cr);
+  spec.chat = true;
+  spec.common = std::move(cr.common);
+  spec.logprobs = cr.logprobs;
+  // tool_choice "required" or a named function constrains decoding to one call in the
+  // model's own format (structured_output.h); either way the output is read for calls.
+  if (auto forced = tool_choice_constraint(cr.tool_choice, cr.tools, opts_.tool_call_format)) {
+    if (spec.common.constraint)
+      throw ApiError(400, "Invalid 'tool_choice': a required or named tool call cannot be combined with '" +
+                              spec.common.constraint->param + "'.",
+                     "invalid_request_error", "tool_choice");
+    spec.common.constraint = std::move(forced);
+  }
+  if (cr.tool_choice.mode != ToolChoice::Mode::None && !cr.tool_names.empty()) {
+    spec.tool_format = opts_.tool_call_format;
+    spec.tool_names.insert(cr.tool_names.begin(), cr.tool_names.end());
+    spec.tool_markers = tool_markers_;
+  }
+  read_reasoning(spec, text);
+  spec.prompts.push_back(encode_prompt(text, true));
+  spec.echo.push_back("");
+  return spec;
+}
+
 void Handlers::chat_completions(const httplib::Request& req, httplib::Response& res,
                                 const std::shared_ptr<AccessRecord>& record) {
   GenSpec spec;
   try {
     ChatRequest cr = parse_chat_request(parse_json_body(req.body));
-    cr.common.model = served_model(cr.common.model);
-    const std::string text = render_chat(cr);
-    spec.chat = true;
-    spec.common = std::move(cr.common);
-    spec.logprobs = cr.logprobs;
-    // tool_choice "required" or a named function constrains decoding to one call in the
-    // model's own format (structured_output.h); either way the output is read for calls.
-    if (auto forced = tool_choice_constraint(cr.tool_choice, cr.tools, opts_.tool_call_format)) {
-      if (spec.common.constraint)
-        throw ApiError(400, "Invalid 'tool_choice': a required or named tool call cannot be combined with '" +
-                                spec.common.constraint->param + "'.",
-                       "invalid_request_error", "tool_choice");
-      spec.common.constraint = std::move(forced);
-    }
-    if (cr.tool_choice.mode != ToolChoice::Mode::None && !cr.tool_names.empty()) {
-      spec.tool_format = opts_.tool_call_format;
-      spec.tool_names.insert(cr.tool_names.begin(), cr.tool_names.end());
-      spec.tool_markers = tool_markers_;
-    }
-    spec.prompts.push_back(encode_prompt(text, true));
-    spec.echo.push_back("");
+    spec = chat_spec(cr);
   } catch (const ApiError& e) {
     send_error(res, e);
     return;
@@ -251,10 +276,74 @@ void Handlers::chat_completions(const httplib::Request& req, httplib::Response& 
   generate(req, res, record, std::move(spec));
 }
 
+// ---- the Responses API ---------------------------------------------------------------------
+
+StoredResponse Handlers::stored_response(const std::string& id, const std::string& param) {
+  if (auto r = store_.get(id)) return std::move(*r);
+  throw ApiError(404,
+                 (param.empty() ? "Response" : "Previous response") + std::string(" with id '") + id +
+                     "' not found." + (store_.enabled() ? "" : " (this server stores no responses)"),
+                 "invalid_request_error", param, "not_found");
+}
+
+void Handlers::responses(const httplib::Request& req, httplib::Response& res,
+                         const std::shared_ptr<AccessRecord>& record) {
+  GenSpec spec;
+  try {
+    const RequestJson body = parse_json_body(req.body);
+    const std::string previous_id = previous_response_id(body);
+    RequestJson previous;
+    if (!previous_id.empty()) previous = stored_response(previous_id, "previous_response_id").conversation;
+    ResponsesRequest rr = parse_responses_request(body, previous);
+    try {
+      spec = chat_spec(rr.chat);
+    } catch (const ApiError& e) {
+      if (e.param != "messages") throw;
+      throw ApiError(e.status, e.what(), e.type, "input", e.code);
+    }
+    const bool store = rr.store && store_.enabled();
+    rr.settings["store"] = store;
+    ResponsesAnswer::Setup setup;
+    setup.settings = std::move(rr.settings);
+    setup.store = store ? &store_ : nullptr;
+    setup.conversation = std::move(rr.conversation);
+    setup.new_id = [this](const char* prefix) { return new_id(prefix); };
+    setup.count_tokens = [this](const std::string& text) {
+      return (int)engine_.tokenize(text, /*add_special=*/false, /*parse_special=*/false).size();
+    };
+    spec.format = std::make_shared<ResponsesAnswer>(std::move(setup));
+  } catch (const ApiError& e) {
+    send_error(res, e);
+    return;
+  } catch (const std::exception& e) {
+    send_error(res, ApiError(400, std::string("Invalid input: ") + e.what(), "invalid_request_error", "input"));
+    return;
+  }
+  generate(req, res, record, std::move(spec));
+}
+
+void Handlers::get_response(const httplib::Request& req, httplib::Response& res) {
+  try {
+    send_json(res, stored_response(req.matches[1].str(), "").response);
+  } catch (const ApiError& e) {
+    send_error(res, e);
+  }
+}
+
+void Handlers::delete_response(const httplib::Request& req, httplib::Response& res) {
+  const std::string id = req.matches[1].str();
+  if (!store_.erase(id)) {
+    send_error(res, ApiError(404, "Response with id '" + id + "' not found.", "invalid_request_error", "",
+                             "not_found"));
+    return;
+  }
+  send_json(res, {{"id", id}, {"object", "response"}, {"deleted", true}});
+}
+
 void Handlers::generate(const httplib::Request& req, httplib::Response& res,
                         const std::shared_ptr<AccessRecord>& record, GenSpec spec) {
   const int ctx = engine_.context_size();
-  const char* prompt_param = spec.chat ? "messages" : "prompt";
+  const char* prompt_param = spec.format ? "input" : spec.chat ? "messages" : "prompt";
   try {
     for (size_t p = 0; p < spec.prompts.size(); ++p) {
       int len = (int)spec.prompts[p].size();
@@ -290,7 +379,7 @@ void Handlers::generate(const httplib::Request& req, httplib::Response& res,
   }
 
   ResponseMeta meta;
-  meta.id = new_id(spec.chat ? "chatcmpl-" : "cmpl-");
+  meta.id = new_id(spec.format ? "resp_" : spec.chat ? "chatcmpl-" : "cmpl-");
   meta.model = spec.common.model.empty() ? opts_.model_name : spec.common.model;
   meta.created = (int64_t)unix_now();
   record->request_id = meta.id;

@@ -23,6 +23,8 @@
 #include "server/http/access_log.h"
 #include "server/http/api_error.h"
 #include "server/http/api_service.h"
+#include "server/openai/reasoning.h"
+#include "server/openai/responses_store.h"
 #include "server/openai/tool_calls.h"
 
 namespace pagoda::server {
@@ -36,10 +38,12 @@ class Handlers : public ApiService {
   // Renders chat messages to prompt text with the model's template; throws (any
   // std::exception) when the template rejects the conversation. The JSON keeps the client's
   // key order: templates print tool schemas and tool-call arguments with `tojson`, and Python
-  // (whose rendering models are trained on) keeps that order.
+  // (whose rendering models are trained on) keeps that order. `variables`: extra names for the
+  // template (the request's chat_template_kwargs, as vLLM passes them), an object or null.
   using ChatRenderer = std::function<std::string(const nlohmann::ordered_json& messages,
                                                  const nlohmann::ordered_json& tools,
-                                                 bool add_generation_prompt)>;
+                                                 bool add_generation_prompt,
+                                                 const nlohmann::ordered_json& variables)>;
 
   struct Options {
     std::string model_name;       // the id in /v1/models and in responses that name no other
@@ -53,6 +57,11 @@ class Handlers : public ApiService {
     // How chat output is read for tool calls when a request has tools (see tool_calls.h);
     // None: never (the output is always content).
     ToolCallFormat tool_call_format = ToolCallFormat::Hermes;
+    // How chat output is read for a <think> block (reasoning.h); None: never.
+    ReasoningFormat reasoning_format = ReasoningFormat::None;
+    // Responses kept for previous_response_id and GET / DELETE (responses_store.h); 0: none.
+    size_t responses_store_count = 1000;
+    size_t responses_store_bytes = 64u << 20;
   };
 
   Handlers(EngineApi& engine, ChatRenderer render_chat, Metrics& metrics, Options opts);
@@ -72,6 +81,11 @@ class Handlers : public ApiService {
                         const std::shared_ptr<AccessRecord>& record);
   void embeddings(const httplib::Request& req, httplib::Response& res,
                   const std::shared_ptr<AccessRecord>& record);  // embeddings.cpp
+  // POST /v1/responses, GET and DELETE /v1/responses/{id} (OpenAI's Responses API).
+  void responses(const httplib::Request& req, httplib::Response& res,
+                 const std::shared_ptr<AccessRecord>& record);
+  void get_response(const httplib::Request& req, httplib::Response& res);
+  void delete_response(const httplib::Request& req, httplib::Response& res);
   void tokenize(const httplib::Request& req, httplib::Response& res);
   void detokenize(const httplib::Request& req, httplib::Response& res);
 
@@ -93,6 +107,14 @@ class Handlers : public ApiService {
   static double unix_now();
   // The prompt text of a chat request; ApiError(400) when the template rejects it.
   std::string render_chat(const ChatRequest& cr) const;
+  // Reasoning models: the output is read for the <think> block, and a constraint waits for its
+  // end. `prompt_text`: the rendered chat (whether it opened or closed the block).
+  void read_reasoning(GenSpec& spec, const std::string& prompt_text) const;
+  // What a chat request runs as: the rendered prompt, tool-call reading and forced calls,
+  // reasoning. Throws ApiError.
+  GenSpec chat_spec(ChatRequest& cr) const;
+  // A stored response, or ApiError(404) naming `param` (empty: the path's id).
+  StoredResponse stored_response(const std::string& id, const std::string& param);
   // Streams in flight, each with its `n` sequences, so that abort_all reaches them.
   void track(const std::shared_ptr<RequestStream>& s, int n);
   void untrack(const std::shared_ptr<RequestStream>& s, int n);
@@ -121,6 +143,7 @@ class Handlers : public ApiService {
   std::mt19937_64 rng_;
   std::set<std::shared_ptr<RequestStream>> active_;
   std::map<int32_t, std::string> tool_markers_;  // control tokens that open a tool call
+  ResponseStore store_;
 };
 
 }  // namespace pagoda::server

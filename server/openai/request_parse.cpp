@@ -398,6 +398,24 @@ CompletionRequest parse_completion_request(const RequestJson& body) {
   return r;
 }
 
+RequestJson parse_template_variables(const RequestJson& body, const RequestJson* effort,
+                                     const std::string& effort_param) {
+  RequestJson vars;
+  if (auto k = body.find("chat_template_kwargs"); k != body.end() && !k->is_null()) {
+    if (!k->is_object()) bad("chat_template_kwargs", "expected an object of template variables.");
+    vars = *k;
+  }
+  if (effort && !effort->is_null()) {
+    static const char* kEfforts[] = {"none", "minimal", "low", "medium", "high"};
+    if (!effort->is_string() || std::none_of(std::begin(kEfforts), std::end(kEfforts),
+                                             [&](const char* e) { return *effort == e; }))
+      bad(effort_param, "expected one of 'none', 'minimal', 'low', 'medium', 'high'.");
+    // Accepted and handed to the template (gpt-oss's reads it); a kwarg of the same name wins.
+    if (!vars.contains("reasoning_effort")) vars["reasoning_effort"] = *effort;
+  }
+  return vars;
+}
+
 ChatRequest parse_chat_request(const RequestJson& body) {
   ChatRequest r;
   r.common = parse_common(body, /*chat=*/true);
@@ -419,6 +437,7 @@ ChatRequest parse_chat_request(const RequestJson& body) {
   r.tool_choice = parse_tool_choice(f.get("tool_choice"), r.tool_names, !r.tools.is_null());
   r.parallel_tool_calls = f.boolean("parallel_tool_calls").value_or(true);
   r.add_generation_prompt = f.boolean("add_generation_prompt").value_or(true);
+  r.template_variables = parse_template_variables(body, f.get("reasoning_effort"), "reasoning_effort");
   return r;
 }
 

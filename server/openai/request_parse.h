@@ -72,6 +72,9 @@ struct ChatRequest {
   bool parallel_tool_calls = true;   // accepted; pagoda does not limit the number of calls
   bool add_generation_prompt = true;
   bool logprobs = false;
+  // Extra template variables: chat_template_kwargs (such as {"enable_thinking": false}), plus
+  // reasoning_effort when given; null when neither is.
+  RequestJson template_variables;
 };
 
 // Validate a body and build the request; throw ApiError(400) naming the bad field.
@@ -82,5 +85,10 @@ CompletionRequest parse_completion_request(const RequestJson& body);
 // list of token ids or a list of token-id lists; 400 when absent or of another shape.
 std::vector<PromptInput> parse_prompt_inputs(const RequestJson& body, const std::string& key);
 ChatRequest parse_chat_request(const RequestJson& body);
+
+// chat_template_kwargs and reasoning_effort of a chat or Responses request (`effort_param`: where
+// reasoning_effort sits, "reasoning_effort" or "reasoning.effort"), as template variables.
+RequestJson parse_template_variables(const RequestJson& body, const RequestJson* effort,
+                                     const std::string& effort_param);
 
 }  // namespace pagoda::server

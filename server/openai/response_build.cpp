@@ -88,6 +88,7 @@ json chat_response(const ResponseMeta& m, const std::vector<ChoiceResult>& choic
   json cs = json::array();
   for (const ChoiceResult& c : choices) {
     json message = {{"role", "assistant"}, {"content", c.text}};
+    if (!c.reasoning.empty()) message["reasoning_content"] = c.reasoning;
     const char* finish = finish_reason_str(c.finish);
     if (!c.tool_calls.empty()) {
       json calls = json::array();

@@ -27,6 +27,7 @@ struct ToolCallOut {
 struct ChoiceResult {
   int index = 0;
   std::string text;                    // chat with tool calls: the content around the calls
+  std::string reasoning;               // a reasoning model's <think> block (reasoning.h)
   std::vector<ToolCallOut> tool_calls;  // non-empty: message.tool_calls, finish "tool_calls"
   std::vector<int32_t> tokens;
   std::vector<TokenLogprob> logprobs;

@@ -1,7 +1,8 @@
 // A pagoda HTTP server over the FakeEngine whose "model" answers every chat with the text of
 // the last user message, byte by byte: clients (the Node OpenAI SDK test) script the model's
-// output through the request itself. Used to test function calling end to end with real SDKs,
-// which a random-weight model cannot do.
+// output through the request itself. A conversation that ends with tool results is answered
+// "Tool said: " and the results, so a client can check they came back. Used to test function
+// calling (chat and Responses) end to end with real SDKs, which a random-weight model cannot do.
 //
 // usage: fake_tool_server [--tool-call-parser hermes|llama3|mistral|none]
 // Prints {"msg": "pagoda serving", "address": "http://127.0.0.1:PORT"} when ready; stops when
@@ -60,11 +61,14 @@ int main(int argc, char** argv) {
   server::Handlers::Options ho;
   ho.model_name = "fake-tools";
   ho.tool_call_format = format;
-  auto render = [](const nlohmann::ordered_json& messages, const nlohmann::ordered_json&, bool) {
-    std::string last;
-    for (const auto& m : messages)
+  auto render = [](const nlohmann::ordered_json& messages, const nlohmann::ordered_json&, bool,
+                   const nlohmann::ordered_json&) {
+    std::string last, results;
+    for (const auto& m : messages) {
       if (m["role"] == "user") last = m["content"].get<std::string>();
-    return last;
+      results = m["role"] == "tool" ? results + (results.empty() ? "" : ", ") + m["content"].get<std::string>() : "";
+    }
+    return results.empty() ? last : "Tool said: " + results;
   };
   auto handlers = std::make_shared<server::Handlers>(engine, render, metrics, ho);
   server::HttpServer::Options so;

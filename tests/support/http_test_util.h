@@ -79,6 +79,30 @@ inline std::vector<std::string> sse_events(const std::string& body) {
   return out;
 }
 
+// A typed event of a streamed Responses answer: "event: NAME\ndata: {json}".
+struct TypedEvent {
+  std::string name;
+  json data;
+};
+
+// The typed events of an SSE body, in order; throws on a frame of another shape.
+inline std::vector<TypedEvent> typed_sse_events(const std::string& body) {
+  std::vector<TypedEvent> out;
+  size_t pos = 0;
+  while (pos < body.size()) {
+    size_t end = body.find("\n\n", pos);
+    if (end == std::string::npos) end = body.size();
+    std::string frame = body.substr(pos, end - pos);
+    pos = end + 2;
+    if (frame.empty()) continue;
+    size_t nl = frame.find('\n');
+    if (frame.rfind("event: ", 0) != 0 || nl == std::string::npos || frame.compare(nl + 1, 6, "data: ") != 0)
+      throw std::runtime_error("not a typed SSE event: " + frame.substr(0, 200));
+    out.push_back({frame.substr(7, nl - 7), json::parse(frame.substr(nl + 7))});
+  }
+  return out;
+}
+
 // Concatenated text per choice of a streamed answer (chat deltas or completion text).
 inline std::vector<std::string> sse_texts(const std::vector<std::string>& events, size_t choices) {
   std::vector<std::string> text(choices);

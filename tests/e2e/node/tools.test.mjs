@@ -5,50 +5,20 @@
 // Needs PAGODA_FAKE_TOOL_SERVER (set by CTest); run `npm ci` here first.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import OpenAI from 'openai';
+import { startFakeServer, stopFakeServers } from './fake_server.mjs';
 
-const binary = process.env.PAGODA_FAKE_TOOL_SERVER;
-const servers = [];
-
-function startServer(parser) {
-  return new Promise((resolve, reject) => {
-    const proc = spawn(binary, ['--tool-call-parser', parser], { stdio: ['pipe', 'pipe', 'pipe'] });
-    let out = '';
-    const timer = setTimeout(() => reject(new Error('server did not start:\n' + out)), 30000);
-    proc.stdout.on('data', (chunk) => {
-      out += chunk.toString();
-      for (const line of out.split('\n')) {
-        if (!line.startsWith('{')) continue;
-        const j = JSON.parse(line);
-        if (j.msg === 'pagoda serving') {
-          clearTimeout(timer);
-          servers.push(proc);
-          resolve(new OpenAI({ apiKey: 'unused', baseURL: j.address + '/v1', maxRetries: 0 }));
-          return;
-        }
-      }
-    });
-    proc.stderr.on('data', (c) => { out += c.toString(); });
-    proc.on('exit', (code) => { clearTimeout(timer); reject(new Error(`server exited ${code}:\n${out}`)); });
-  });
-}
+const client = async (parser) =>
+  new OpenAI({ apiKey: 'unused', baseURL: (await startFakeServer(parser)) + '/v1', maxRetries: 0 });
 
 let hermes;
 let mistral;
 before(async () => {
-  assert.ok(binary, 'PAGODA_FAKE_TOOL_SERVER must be set');
-  hermes = await startServer('hermes');
-  mistral = await startServer('mistral');
+  hermes = await client('hermes');
+  mistral = await client('mistral');
 });
 
-after(async () => {
-  for (const proc of servers) {
-    const exited = new Promise((r) => proc.on('exit', (code) => r(code)));
-    proc.stdin.end();  // the fake server stops when its stdin closes
-    assert.equal(await exited, 0);
-  }
-});
+after(stopFakeServers);
 
 const tools = [
   {

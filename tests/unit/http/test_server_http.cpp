@@ -51,7 +51,7 @@ struct InProcServer {
     ho.timeout_s = c.timeout_s;
     ho.health_stall_s = c.stall_s;
     auto render = [](const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
-                     bool add_gen) {
+                     bool add_gen, const nlohmann::ordered_json&) {
       std::string s;
       // "DUMP" shows what the template would see, to check the JSON key order it gets.
       if (messages[0]["content"] == "DUMP") return messages.dump() + tools.dump();

@@ -61,7 +61,8 @@ struct ToolServer {
     ho.model_name = "fake-model";
     ho.tool_call_format = format;
     if (!render) {
-      render = [](const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools, bool) {
+      render = [](const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools, bool,
+                  const nlohmann::ordered_json&) {
         if (messages[0]["content"] == "DUMP") return messages.dump() + tools.dump();
         std::string s;
         for (const auto& m : messages) s += m["role"].get<std::string>() + ": " + m["content"].get<std::string>() + "\n";
@@ -417,7 +418,7 @@ TEST_CASE("tools: returned calls render back through the real chat templates",
     src << in.rdbuf();
     auto tmpl = std::make_shared<ChatTemplate>(src.str());
     auto render = [tmpl](const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
-                         bool add_gen) {
+                         bool add_gen, const nlohmann::ordered_json&) {
       ChatTemplate::Inputs ti;
       ti.messages_ordered = messages;
       ti.tools_ordered = tools;

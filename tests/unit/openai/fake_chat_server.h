@@ -1,0 +1,79 @@
+// A chat server for the reasoning and Responses tests: the real handlers over loopback HTTP,
+// the FakeEngine playing scripted model output, and a template that writes each message as
+// "role: content" lines and, like the reasoning models' templates, opens `<think>` in the
+// prompt when chat_template_kwargs say {"prompt_opens": true} and closes an empty block when
+// they say {"enable_thinking": false}.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "server/http/metrics.h"
+#include "server/openai/handlers.h"
+#include "tests/support/fake_engine.h"
+#include "tests/support/http_test_util.h"
+#include "tests/support/inproc_http.h"
+
+namespace pagoda::testing {
+
+// The FakeEngine, remembering the last prompt it was given (as text: its byte tokens).
+class RecordingEngine : public FakeEngine {
+ public:
+  RecordingEngine() : FakeEngine(Options{8192}) {}
+  std::shared_ptr<RequestStream> submit(GenerationRequest req, SubmitError* err) override {
+    std::string text;
+    for (int32_t id : req.prompt)
+      if (id < 256) text += (char)id;
+    {
+      std::lock_guard<std::mutex> lk(prompt_mu_);
+      last_prompt_ = std::move(text);
+    }
+    return FakeEngine::submit(std::move(req), err);
+  }
+  std::string last_prompt() const {
+    std::lock_guard<std::mutex> lk(prompt_mu_);
+    return last_prompt_;
+  }
+
+ private:
+  mutable std::mutex prompt_mu_;
+  std::string last_prompt_;
+};
+
+struct FakeChatServer {
+  server::Metrics metrics;
+  RecordingEngine engine;
+  std::shared_ptr<server::Handlers> handlers;
+  std::unique_ptr<InProcHttpServer> http;  // declared after what it serves: stops first
+  int port = 0;
+
+  // `render`: a chat template of the test's own instead (a real model's).
+  explicit FakeChatServer(server::Handlers::Options ho, server::Handlers::ChatRenderer render = nullptr) {
+    ho.model_name = "fake-model";
+    if (!render) render = [](const nlohmann::ordered_json& messages, const nlohmann::ordered_json&, bool,
+                     const nlohmann::ordered_json& vars) {
+      std::string s;
+      for (const auto& m : messages) {
+        s += m["role"].get<std::string>() + ": " + m["content"].get<std::string>();
+        if (m.contains("tool_calls")) s += " calls " + m["tool_calls"].dump();
+        if (m.contains("tool_call_id")) s += " for " + m["tool_call_id"].get<std::string>();
+        s += "\n";
+      }
+      s += "assistant:";
+      if (vars.is_object() && vars.value("enable_thinking", true) == false) s += "<think>\n\n</think>\n\n";
+      if (vars.is_object() && vars.value("prompt_opens", false)) s += "<think>\n";
+      return s;
+    };
+    handlers = std::make_shared<server::Handlers>(engine, render, metrics, std::move(ho));
+    server::HttpServer::Options so;
+    so.worker_threads = 8;
+    http = std::make_unique<InProcHttpServer>(so, metrics, handlers);
+    port = http->port();
+  }
+
+  // The model's next answers: `text` as one token per byte.
+  void script(const std::string& text) { engine.set_script(FakeEngine::script_bytes(text)); }
+  HttpResult post(const std::string& path, const nlohmann::json& body) { return http_post(port, path, body); }
+};
+
+}  // namespace pagoda::testing

@@ -13,6 +13,7 @@
 
 #include "server/http/api_error.h"
 #include "server/http/buffered_stream.h"
+#include "server/http/connection_probe.h"
 #include "server/http/http_server.h"
 #include "server/http/metrics.h"
 
@@ -125,13 +126,16 @@ bool HttpServer::serve(ServedRequest& r) {
   const bool close = r.close_connection || draining_;
   bool closed = false;
   const RequestHead& head = r.head;
-  bool ok = svr_.process_request(strm, close, closed, [&head](httplib::Request& req) {
+  const int fd = r.fd;
+  bool ok = svr_.process_request(strm, close, closed, [&head, fd](httplib::Request& req) {
     // httplib percent-decodes header values and reads them up to a NUL; auth needs them as
     // sent. "100 Continue" was already answered by the loop, which has the body.
     req.headers.erase("Authorization");
     for (const auto& [name, value] : head.headers)
       if (strcasecmp(name.c_str(), "Authorization") == 0) req.headers.emplace("Authorization", value);
     req.headers.erase("Expect");
+    req.headers.erase(kSocketHeader);  // only the server says which socket is the request's
+    req.headers.emplace(kSocketHeader, std::to_string(fd));
   });
   return ok && !closed && !close;
 }

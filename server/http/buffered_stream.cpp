@@ -12,8 +12,6 @@
 
 namespace pagoda::server {
 
-namespace {
-
 bool numeric_address(const sockaddr_storage& sa, socklen_t len, std::string* ip, int* port) {
   char host[NI_MAXHOST], serv[NI_MAXSERV];
   if (getnameinfo(reinterpret_cast<const sockaddr*>(&sa), len, host, sizeof host, serv,
@@ -23,8 +21,6 @@ bool numeric_address(const sockaddr_storage& sa, socklen_t len, std::string* ip,
   *port = std::atoi(serv);
   return true;
 }
-
-}  // namespace
 
 bool peer_addresses(int fd, PeerAddresses* out) {
   sockaddr_storage sa{};

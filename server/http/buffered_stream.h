@@ -4,6 +4,8 @@
 // as soon as httplib has read them all, so a large body is not held twice while it is handled.
 #pragma once
 
+#include <sys/socket.h>
+
 #include <string>
 
 #include <httplib.h>
@@ -18,6 +20,8 @@ struct PeerAddresses {
 
 // Fills `out` from the socket's getpeername/getsockname; false when either fails.
 bool peer_addresses(int fd, PeerAddresses* out);
+// A socket address as numeric host text and port, as getnameinfo gives them.
+bool numeric_address(const sockaddr_storage& sa, socklen_t len, std::string* ip, int* port);
 
 class BufferedStream : public httplib::Stream {
  public:

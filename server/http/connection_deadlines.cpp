@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <vector>
 
@@ -16,6 +17,9 @@ namespace pagoda::server {
 namespace {
 
 constexpr double kLingerSeconds = 2;
+// How long a request's body may wait for body memory (--max-buffered-body-bytes) before 503.
+// Waiting costs a descriptor and the headers only; the client is held back by TCP meanwhile.
+constexpr double kBodyMemoryWaitSeconds = 30;
 
 // Writes what fits without blocking; true when all of it went out.
 bool send_now(int fd, const std::string& data) {
@@ -115,7 +119,7 @@ void ConnectionLoop::check_deadlines() {
         }
         break;
       case Connection::State::WaitingBudget:
-        if (age > header_s) due.emplace_back(&c, Act::NoBudget);
+        if (age > std::max(header_s, kBodyMemoryWaitSeconds)) due.emplace_back(&c, Act::NoBudget);
         break;
       case Connection::State::Lingering:
         if (age > kLingerSeconds) due.emplace_back(&c, Act::Close);

@@ -117,9 +117,14 @@ void ConnectionLoop::run(int listen_fd) {
     take_returns();
     if (draining_ && !drain_applied_) {
       drain_applied_ = true;
+      // Kept-alive connections with nothing pending close now; new ones get to send their
+      // request (answered 503 with "Connection: close"): closing them would reset a request
+      // already on its way.
       std::vector<Connection*> idle;
+      char probe;
       for (auto& [fd, c] : conns_)
-        if (c->state == Connection::State::Reading && c->buf.empty()) idle.push_back(c.get());
+        if (c->in_idle && ::recv(fd, &probe, 1, MSG_PEEK | MSG_DONTWAIT) < 0 && errno == EAGAIN)
+          idle.push_back(c.get());
       for (Connection* c : idle) close_connection(*c);
     }
     if (Clock::now() - last_check >= std::chrono::milliseconds(100)) {

@@ -29,11 +29,12 @@ struct ConnectionLimits {
   int max_connections = 4096;       // open at once; beyond: the oldest idle one is closed, else 503
   double header_timeout_s = 10;     // a request's line and headers, from its first byte (or from
                                     // the connection's opening); also the grace before the body
-                                    // rate is checked, and the longest wait for body memory
+                                    // rate is checked
   double body_min_rate = 1024;      // bytes/s a body must average, after the grace
   double keep_alive_timeout_s = 60; // an idle connection between requests is closed after this
   double write_timeout_s = 30;      // a response write that makes no progress this long fails
-  size_t max_buffered_body_bytes = 32 << 20;  // body bytes held at once (received or served)
+  size_t max_buffered_body_bytes = 32 << 20;  // body bytes held at once (received or served);
+                                              // beyond, a body waits (up to 30 s, then 503)
   int workers = 64;
   FramingLimits framing;
 };

@@ -13,6 +13,8 @@
 #include <cstdlib>
 #include <string>
 
+#include "server/http/buffered_stream.h"
+
 namespace pagoda::server {
 
 namespace {
@@ -21,16 +23,6 @@ int port_of(const sockaddr_storage& sa) {
   if (sa.ss_family == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in&>(sa).sin_port);
   if (sa.ss_family == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6&>(sa).sin6_port);
   return -1;
-}
-
-bool address_of(const sockaddr_storage& sa, socklen_t len, std::string* ip, int* port) {
-  char host[NI_MAXHOST], serv[NI_MAXSERV];
-  if (getnameinfo(reinterpret_cast<const sockaddr*>(&sa), len, host, sizeof host, serv,
-                  sizeof serv, NI_NUMERICHOST | NI_NUMERICSERV) != 0)
-    return false;
-  *ip = host;
-  *port = std::atoi(serv);
-  return true;
 }
 
 bool socket_matches(int fd, const httplib::Request& req) {
@@ -45,7 +37,7 @@ bool socket_matches(int fd, const httplib::Request& req) {
     return false;
   std::string lip, pip;
   int lport = -1, pport = -1;
-  return address_of(local, llen, &lip, &lport) && address_of(peer, plen, &pip, &pport) &&
+  return numeric_address(local, llen, &lip, &lport) && numeric_address(peer, plen, &pip, &pport) &&
          lport == req.local_port && pport == req.remote_port && pip == req.remote_addr &&
          lip == req.local_addr;
 }

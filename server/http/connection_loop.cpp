@@ -37,7 +37,8 @@ ConnectionLoop::ConnectionLoop(ConnectionLimits limits, Hooks hooks)
     : limits_(std::move(limits)),
       hooks_(std::move(hooks)),
       probe_pool_(2),
-      pool_(std::max(1, limits_.workers)) {
+      pool_(std::max(1, limits_.workers)),
+      scratch_(kReadChunk) {
   epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (epoll_fd_ < 0 || wake_fd_ < 0) throw std::runtime_error("cannot create the connection loop's epoll");
@@ -203,10 +204,10 @@ void ConnectionLoop::read_ready(Connection& c) {
   const bool was_idle = c.buf.empty() && c.framer.fresh();
   size_t total = 0;
   while (total < kReadPerEvent) {
-    size_t old = c.buf.size();
-    c.buf.resize(old + kReadChunk);
-    ssize_t n = ::recv(c.fd, &c.buf[old], kReadChunk, 0);
-    c.buf.resize(old + (n > 0 ? (size_t)n : 0));
+    // Through one scratch buffer: a connection's own buffer grows only by what arrived (a
+    // thousand slow clients must not each cost a 64 KiB buffer).
+    ssize_t n = ::recv(c.fd, scratch_.data(), scratch_.size(), 0);
+    if (n > 0) c.buf.append(scratch_.data(), (size_t)n);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
     if (n <= 0) {

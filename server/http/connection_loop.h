@@ -16,6 +16,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "server/http/buffered_stream.h"
 #include "server/http/request_framing.h"
@@ -135,6 +136,7 @@ class ConnectionLoop {
   std::list<Connection*> idle_;            // idle keep-alive connections, oldest first
   std::list<Connection*> budget_waiters_;  // waiting for body memory, in arrival order
   size_t body_bytes_held_ = 0;
+  std::vector<char> scratch_;  // what each recv reads into (loop thread)
 
   std::mutex returns_mu_;  // connections handed back by workers: (connection, keep open)
   std::vector<std::pair<Connection*, bool>> returns_;

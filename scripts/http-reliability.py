@@ -209,32 +209,35 @@ def flood(binary, model):
 
 
 def drain(binary, model):
-    srv = Server(binary, model, ["--shutdown-grace", "10"])
-    body = json.dumps({"model": "x", "max_tokens": 400, "temperature": 0, "ignore_eos": True,
+    # One sequence at a time, four long requests: SIGTERM lands while they run and wait.
+    srv = Server(binary, model, ["--shutdown-grace", "60", "--max-seqs", "1"])
+    body = json.dumps({"model": "x", "max_tokens": 900, "temperature": 0, "ignore_eos": True,
                        "messages": [{"role": "user", "content": "hello"}]})
-    outcome = {}
+    outcomes = []
 
     def long_request():
-        outcome["status"], data = srv.request("POST", "/v1/chat/completions", body, timeout=60)
-        outcome["completion_tokens"] = json.loads(data).get("usage", {}).get("completion_tokens")
+        status, data = srv.request("POST", "/v1/chat/completions", body, timeout=120)
+        outcomes.append((status, json.loads(data).get("usage", {}).get("completion_tokens")))
 
     try:
-        t = threading.Thread(target=long_request)
-        t.start()
+        threads = [threading.Thread(target=long_request) for _ in range(4)]
+        for t in threads:
+            t.start()
         time.sleep(0.3)
         srv.proc.send_signal(signal.SIGTERM)
-        time.sleep(0.2)
+        time.sleep(0.1)
         health = []
-        while t.is_alive() and len(health) < 5:
+        while any(t.is_alive() for t in threads) and len(health) < 10:
             try:
                 status, data = srv.request("GET", "/health", timeout=2)
                 health.append((status, json.loads(data)))
             except OSError as e:
                 health.append(str(e))
-            time.sleep(0.05)
-        t.join()
-        return {"health_during_drain": health, "request_in_flight": outcome,
-                "exit_code": srv.proc.wait(timeout=30)}
+            time.sleep(0.1)
+        for t in threads:
+            t.join()
+        return {"health_during_drain": health, "requests_in_flight": outcomes,
+                "exit_code": srv.proc.wait(timeout=60)}
     finally:
         srv.stop()
 

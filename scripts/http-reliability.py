@@ -80,8 +80,13 @@ class Server:
                 self.proc.kill()
 
 
-CHAT = json.dumps({"model": "x", "max_tokens": 4, "temperature": 0,
-                   "messages": [{"role": "user", "content": "hello"}]})
+def chat_body(max_tokens, content="hello", ignore_eos=False):
+    return json.dumps({"model": "x", "max_tokens": max_tokens, "temperature": 0,
+                       "ignore_eos": ignore_eos,
+                       "messages": [{"role": "user", "content": content}]})
+
+
+CHAT = chat_body(4)
 
 
 def timed_chat(srv, n=5):
@@ -152,8 +157,7 @@ def idle(binary, model):
 
 def flood(binary, model):
     srv = Server(binary, model, ["--max-seqs", "4", "--max-queue", "8"])
-    body = json.dumps({"model": "x", "max_tokens": 64, "temperature": 0, "ignore_eos": True,
-                       "messages": [{"role": "user", "content": "hello"}]})
+    body = chat_body(64, ignore_eos=True)
     results = []
     lock = threading.Lock()
     stop_sampling = threading.Event()
@@ -211,8 +215,7 @@ def flood(binary, model):
 def drain(binary, model):
     # One sequence at a time, four long requests: SIGTERM lands while they run and wait.
     srv = Server(binary, model, ["--shutdown-grace", "60", "--max-seqs", "1"])
-    body = json.dumps({"model": "x", "max_tokens": 900, "temperature": 0, "ignore_eos": True,
-                       "messages": [{"role": "user", "content": "hello"}]})
+    body = chat_body(900, ignore_eos=True)
     outcomes = []
 
     def long_request():
@@ -255,8 +258,7 @@ def bodies(binary, model, concurrent=32, rounds=2, mb=7.0, idle_s=5.0):
     try:
         before = rss_mib(srv.proc.pid)
         words = "lorem ipsum dolor sit amet " * int(mb * 1e6 / 27)
-        body = json.dumps({"model": "x", "max_tokens": 1,
-                           "messages": [{"role": "user", "content": words}]})
+        body = chat_body(1, words)
         peak = [before]
         done = threading.Event()
 

@@ -115,6 +115,14 @@ TEST_CASE("pipelined requests are answered in order", "[reliability]") {
   CHECK(streamed.body.find("data: [DONE]") != std::string::npos);
   CHECK(conn.read_response().status == 200);
 
+  // Keep-alive has no request cap: the same connection serves on.
+  for (int i = 0; i < 20; ++i) {
+    conn.send(completion(1));
+    RawResponse again = conn.read_response();
+    REQUIRE(again.status == 200);
+    CHECK(again.header("connection") != "close");
+  }
+
   // "Connection: close" on the first: it is answered, says so, and the connection closes.
   RawConnection closing(s.port);
   closing.send("GET /health HTTP/1.1\r\nConnection: close\r\n\r\nGET /health HTTP/1.1\r\n\r\n");

@@ -131,13 +131,18 @@ void ConnectionLoop::run(int listen_fd) {
     if (Clock::now() - last_check >= std::chrono::milliseconds(100)) {
       last_check = Clock::now();
       check_deadlines();
+      if (listen_paused_) {
+        if (spare_fd_ < 0) spare_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+        epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &ev);
+        listen_paused_ = false;
+      }
     }
     wake_budget_waiters();
   }
 
   // Stopping: no new connections; those being served are shut down so that their writes fail
   // at once, the rest closed; then the workers are waited for.
-  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, listen_fd_, nullptr);
+  if (!listen_paused_) epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, listen_fd_, nullptr);
   ::close(listen_fd_);
   listen_fd_ = -1;
   std::vector<Connection*> all;
@@ -167,6 +172,12 @@ void ConnectionLoop::accept_ready() {
         fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd >= 0) refuse_connection(fd);
         spare_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+      }
+      if ((errno == EMFILE || errno == ENFILE) && spare_fd_ < 0) {
+        // Not even a spare: stop watching the listener until the next deadline check rather
+        // than spin on it.
+        epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, listen_fd_, nullptr);
+        listen_paused_ = true;
       }
       return;
     }

@@ -143,6 +143,7 @@ class ConnectionLoop {
 
   std::atomic<bool> draining_{false}, stopping_{false};
   bool drain_applied_ = false;
+  bool listen_paused_ = false;  // out of descriptors: the listener is not watched for a moment
   std::atomic<int> open_{0}, busy_{0}, budget_waiting_{0};
   std::atomic<uint64_t> held_stat_{0}, rejected_{0}, evicted_{0}, slow_headers_{0},
       slow_bodies_{0}, refused_{0};

@@ -241,6 +241,12 @@ int serve(int argc, char** argv) {
   ho.cors_origins = split_list(cfg.cors_origins);
   ho.max_body_bytes = (size_t)cfg.max_body_bytes;
   ho.worker_threads = cfg.http_threads > 0 ? cfg.http_threads : cfg.max_seqs + cfg.max_queue + 8;
+  ho.admission_limit = cfg.max_seqs + cfg.max_queue;  // the engine's bound (EngineConfig below)
+  ho.max_connections = cfg.max_connections;
+  ho.header_timeout_s = cfg.header_timeout;
+  ho.body_min_rate = cfg.body_min_rate;
+  ho.keep_alive_timeout_s = cfg.keep_alive_timeout;
+  ho.max_buffered_body_bytes = (size_t)cfg.max_buffered_body_bytes;
   server::HttpServer http(ho, metrics, server::Handlers::routes());
   int port = http.bind(cfg.host, cfg.port);
   std::thread http_thread([&] { http.run(); });

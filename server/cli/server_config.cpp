@@ -107,6 +107,11 @@ const std::vector<Option>& options() {
       OPT(cors_origins, "allowed CORS origins, comma-separated ('' = off)"),
       OPT(max_body_bytes, "largest request body; larger gets 413"),
       OPT(http_threads, "HTTP worker threads (0 = max-seqs + max-queue + 8)"),
+      OPT(max_connections, "open client connections; beyond: the oldest idle closes, else 503"),
+      OPT(header_timeout, "seconds to receive a request's headers, then 408"),
+      OPT(body_min_rate, "bytes/s a request body must average after header-timeout, then 408 (0 = off)"),
+      OPT(keep_alive_timeout, "seconds an idle keep-alive connection stays open"),
+      OPT(max_buffered_body_bytes, "request body bytes held at once; more waits (0 = 4 x max-body-bytes)"),
       OPT(shutdown_grace, "seconds to finish requests on SIGINT/SIGTERM"),
       OPT(health_stall, "seconds without an engine step (with work) before /health is 503"),
       OPT(log_format, "log format", "text|json"),
@@ -285,6 +290,9 @@ ServerConfig parse_server_config(int argc, char** argv, bool* help) {
   if (cfg.max_batch_tokens < 1) throw ConfigError("--max-batch-tokens must be at least 1");
   if (cfg.block_size < 1) throw ConfigError("--block-size must be at least 1");
   if (cfg.max_body_bytes < 1024) throw ConfigError("--max-body-bytes must be at least 1024");
+  if (cfg.max_connections < 1) throw ConfigError("--max-connections must be at least 1");
+  if (cfg.header_timeout <= 0) throw ConfigError("--header-timeout must be positive");
+  if (cfg.keep_alive_timeout <= 0) throw ConfigError("--keep-alive-timeout must be positive");
   if (!(cfg.gpu_memory_fraction > 0 && cfg.gpu_memory_fraction <= 1))
     throw ConfigError("--gpu-memory-fraction must be in (0, 1]");
   if (cfg.responses_store < 0 || cfg.responses_store_bytes < 0)

@@ -48,6 +48,11 @@ struct ServerConfig {
   std::string cors_origins = "*";    // comma-separated origins; empty = no CORS headers
   int64_t max_body_bytes = 8 << 20;  // larger bodies get 413
   int http_threads = 0;              // HTTP worker threads; 0 = max_seqs + max_queue + 8
+  int max_connections = 4096;        // open client connections; beyond: idle ones closed, else 503
+  double header_timeout = 10;        // seconds to receive a request's headers (then 408)
+  double body_min_rate = 1024;       // bytes/s a request body must average (then 408); 0 = none
+  double keep_alive_timeout = 60;    // seconds an idle keep-alive connection stays open
+  int64_t max_buffered_body_bytes = 0;  // body bytes held at once (more waits); 0 = 4 x max_body
   double shutdown_grace = 10;        // seconds to finish in-flight requests on SIGINT/SIGTERM
   double health_stall = 60;          // /health turns 503 when a step with work takes longer
   // logging

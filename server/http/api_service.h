@@ -22,6 +22,9 @@ class ApiService {
   virtual void health(const httplib::Request& req, httplib::Response& res) = 0;
   // The engine's gauges and counters, for /metrics.
   virtual EngineStats engine_stats() const = 0;
+  // Sequences submitted to the engine and not finished: HttpServer compares it with the
+  // engine's admission bound to refuse (429) requests that would otherwise wait for a worker.
+  virtual int inflight_seqs() const { return 0; }
 };
 
 // One endpoint of the API. HttpServer registers every route when it is made, so that routes

@@ -13,6 +13,8 @@
 #include <cstdlib>
 #include <string>
 
+#include "server/http/buffered_stream.h"
+
 namespace pagoda::server {
 
 namespace {
@@ -23,19 +25,34 @@ int port_of(const sockaddr_storage& sa) {
   return -1;
 }
 
-bool address_of(const sockaddr_storage& sa, socklen_t len, std::string* ip, int* port) {
-  char host[NI_MAXHOST], serv[NI_MAXSERV];
-  if (getnameinfo(reinterpret_cast<const sockaddr*>(&sa), len, host, sizeof host, serv,
-                  sizeof serv, NI_NUMERICHOST | NI_NUMERICSERV) != 0)
+bool socket_matches(int fd, const httplib::Request& req) {
+  sockaddr_storage local{}, peer{};
+  socklen_t llen = sizeof local, plen = sizeof peer;
+  // Ports first: cheap, and they rule out nearly every other socket.
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &llen) != 0 ||
+      port_of(local) != req.local_port)
     return false;
-  *ip = host;
-  *port = std::atoi(serv);
-  return true;
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &plen) != 0 ||
+      port_of(peer) != req.remote_port)
+    return false;
+  std::string lip, pip;
+  int lport = -1, pport = -1;
+  return numeric_address(local, llen, &lip, &lport) && numeric_address(peer, plen, &pip, &pport) &&
+         lport == req.local_port && pport == req.remote_port && pip == req.remote_addr &&
+         lip == req.local_addr;
 }
 
 }  // namespace
 
 ConnectionProbe::ConnectionProbe(const httplib::Request& req) {
+  if (req.has_header(kSocketHeader)) {
+    int fd = std::atoi(req.get_header_value(kSocketHeader).c_str());
+    struct stat st;
+    if (fd >= 0 && fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode) && socket_matches(fd, req)) {
+      fd_ = fd;
+      return;
+    }
+  }
   DIR* dir = opendir("/proc/self/fd");
   if (!dir) return;
   while (dirent* e = readdir(dir)) {
@@ -43,24 +60,9 @@ ConnectionProbe::ConnectionProbe(const httplib::Request& req) {
     long fd = std::strtol(e->d_name, &end, 10);
     if (*end || end == e->d_name || fd == dirfd(dir)) continue;
     struct stat st;
-    if (fstat((int)fd, &st) != 0 || !S_ISSOCK(st.st_mode)) continue;
-    sockaddr_storage local{}, peer{};
-    socklen_t llen = sizeof local, plen = sizeof peer;
-    // Ports first: cheap, and they rule out nearly every other socket.
-    if (getsockname((int)fd, reinterpret_cast<sockaddr*>(&local), &llen) != 0 ||
-        port_of(local) != req.local_port)
-      continue;
-    if (getpeername((int)fd, reinterpret_cast<sockaddr*>(&peer), &plen) != 0 ||
-        port_of(peer) != req.remote_port)
-      continue;
-    std::string lip, pip;
-    int lport = -1, pport = -1;
-    if (!address_of(local, llen, &lip, &lport) || !address_of(peer, plen, &pip, &pport)) continue;
-    if (lport == req.local_port && pport == req.remote_port && pip == req.remote_addr &&
-        lip == req.local_addr) {
-      fd_ = (int)fd;
-      break;
-    }
+    if (fstat((int)fd, &st) != 0 || !S_ISSOCK(st.st_mode) || !socket_matches((int)fd, req)) continue;
+    fd_ = (int)fd;
+    break;
   }
   closedir(dir);
 }

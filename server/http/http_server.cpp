@@ -1,13 +1,12 @@
-// HttpServer: set-up, auth, CORS, the route wrappers and the access log (see http_server.h).
+// HttpServer: set-up, auth, CORS, the route wrappers and the access log (see http_server.h);
+// sockets, serving and stopping are in http_transport.cpp.
 #include "server/http/http_server.h"
-
-#include <sys/socket.h>
 
 #include <strings.h>
 
 #include <cerrno>
 #include <stdexcept>
-#include <thread>
+#include <iterator>
 
 #include "server/http/api_error.h"
 #include "server/http/metrics.h"
@@ -40,16 +39,27 @@ double ms_since(std::chrono::steady_clock::time_point t) {
 
 HttpServer::HttpServer(Options opts, Metrics& metrics, std::vector<ApiRoute> routes)
     : opts_(std::move(opts)), metrics_(metrics) {
-  int threads = std::max(4, opts_.worker_threads);
-  svr_.new_task_queue = [threads] { return new httplib::ThreadPool((size_t)threads); };
   svr_.set_payload_max_length(opts_.max_body_bytes);
-  svr_.set_read_timeout((time_t)opts_.read_timeout_s, 0);
-  svr_.set_keep_alive_timeout(5);
-  svr_.set_tcp_nodelay(true);
+  // What the Keep-Alive response header announces; the connection loop enforces it.
+  svr_.set_keep_alive_timeout((time_t)opts_.keep_alive_timeout_s);
+  svr_.set_keep_alive_max_count(1000000);
   install_routes(routes);
+  ConnectionLimits lim;
+  lim.max_connections = std::max(1, opts_.max_connections);
+  lim.header_timeout_s = opts_.header_timeout_s;
+  lim.body_min_rate = opts_.body_min_rate;
+  lim.keep_alive_timeout_s = opts_.keep_alive_timeout_s;
+  lim.write_timeout_s = opts_.write_timeout_s;
+  lim.framing.max_body_bytes = opts_.max_body_bytes;
+  lim.max_buffered_body_bytes = opts_.max_buffered_body_bytes ? opts_.max_buffered_body_bytes
+                                                              : 4 * opts_.max_body_bytes;
+  lim.workers = std::max(4, opts_.worker_threads);
+  ConnectionLoop::Hooks hooks;
+  hooks.serve = [this](ServedRequest& r) { return serve(r); };
+  hooks.refusal_response = [this](const Refusal& r) { return refusal_response(r); };
+  hooks.at_capacity = [this] { return at_capacity(); };
+  loop_ = std::make_unique<ConnectionLoop>(lim, std::move(hooks));
 }
-
-HttpServer::~HttpServer() { stop(); }
 
 void HttpServer::set_service(std::shared_ptr<ApiService> service) {
   std::lock_guard<std::mutex> lk(mu_);
@@ -87,12 +97,16 @@ std::shared_ptr<AccessRecord> HttpServer::close_record(const httplib::Request& r
 
 bool HttpServer::authorized(const httplib::Request& req) const {
   if (opts_.api_key.empty()) return true;
-  const std::string auth = req.get_header_value("Authorization");
+  // The raw header values (serve() puts them back: the library percent-decodes them). Exactly
+  // one Authorization header, whose whole value is "Bearer KEY": no trailing bytes, no NUL.
+  auto [first, last] = req.headers.equal_range("Authorization");
+  const bool one = first != last && std::next(first) == last;
+  const std::string auth = one ? first->second : std::string();
   constexpr size_t kPrefix = 7;  // "Bearer ", the scheme being case-insensitive (RFC 7235)
   bool scheme_ok = auth.size() >= kPrefix && strncasecmp(auth.c_str(), "Bearer ", kPrefix) == 0;
   // The key is compared even when the scheme is wrong, so timing tells nothing either way.
   bool key_ok = constant_time_equal(scheme_ok ? auth.substr(kPrefix) : std::string(), opts_.api_key);
-  return scheme_ok && key_ok;
+  return one && scheme_ok && key_ok;
 }
 
 void HttpServer::add_cors(const httplib::Request& req, httplib::Response& res) const {
@@ -149,7 +163,7 @@ void HttpServer::install_routes(const std::vector<ApiRoute>& routes) {
     std::shared_ptr<ApiService> h = service();
     if (draining_) {
       res.status = 503;
-      res.set_content(R"({"status":"shutting_down"})", "application/json");
+      res.set_content(R"({"status":"draining"})", "application/json");
     } else if (!h) {
       res.status = 503;
       res.set_content(R"({"status":"loading"})", "application/json");
@@ -159,7 +173,8 @@ void HttpServer::install_routes(const std::vector<ApiRoute>& routes) {
   });
   svr_.Get("/metrics", [this](const httplib::Request& req, httplib::Response& res) {
     std::shared_ptr<ApiService> h = service();
-    res.set_content(metrics_.render(h ? h->engine_stats() : EngineStats{}),
+    ConnectionStats conn = loop_->stats();
+    res.set_content(metrics_.render(h ? h->engine_stats() : EngineStats{}, &conn),
                     "text/plain; version=0.0.4; charset=utf-8");
   });
   // The API's routes answer 503 until the model is loaded.
@@ -223,46 +238,6 @@ void HttpServer::install_routes(const std::vector<ApiRoute>& routes) {
     if (req.path != "/health" && req.path != "/metrics")
       log_access(req.method, req.path, res.status, *rec, ms_since(rec->start));
   });
-}
-
-int HttpServer::bind(const std::string& host, int port) {
-  int bound = port == 0 ? svr_.bind_to_any_port(host) : (svr_.bind_to_port(host, port) ? port : -1);
-  if (bound < 0)
-    throw std::runtime_error("cannot listen on " + host + ":" + std::to_string(port) +
-                             " (address in use or not available)");
-  // listen() again on a listening socket just resizes its queue (capped by net.core.somaxconn).
-  if (::listen(svr_.listen_fd(), SOMAXCONN) != 0)
-    log_warn("could not raise the listen backlog", {{"errno", errno}});
-  return bound;
-}
-
-void HttpServer::begin_drain() {
-  draining_ = true;
-  std::lock_guard<std::mutex> lk(mu_);
-  // accept() then fails and the library leaves its accept loop, closing the listener, and
-  // waits for its workers: connections already open are served to the end.
-  if (listening_ && !stopped_) ::shutdown(svr_.listen_fd(), SHUT_RDWR);
-}
-
-void HttpServer::run() {
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    if (stopped_) return;
-    listening_ = true;
-  }
-  svr_.listen_after_bind();
-}
-
-void HttpServer::stop() {
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    stopped_ = true;
-    if (!listening_) return;  // run() will not start listening now
-  }
-  // run() may be between setting listening_ and the library marking itself running.
-  for (int i = 0; i < 200 && !svr_.is_running(); ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  svr_.stop();
 }
 
 }  // namespace pagoda::server

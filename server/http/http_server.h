@@ -1,6 +1,8 @@
-// The HTTP front: cpp-httplib set-up, routing to the API's routes (api_service.h), API-key
-// auth, body size limit, CORS, OpenAI-shaped error bodies for everything the library rejects
-// itself (404, 413, ...), the access log, and draining on shutdown.
+// The HTTP front: the connection loop (connection_loop.h) owns the sockets and receives each
+// request in full; a worker then runs it through cpp-httplib's routing (process_request over a
+// BufferedStream) to the API's routes (api_service.h). Here: API-key auth, CORS, OpenAI-shaped
+// error bodies for everything refused before a handler (404, 413, 429, ...), the access log,
+// /health and /metrics, and draining on shutdown.
 #pragma once
 
 #include <atomic>
@@ -14,6 +16,7 @@
 
 #include "server/http/access_log.h"
 #include "server/http/api_service.h"
+#include "server/http/connection_loop.h"
 
 namespace pagoda::server {
 
@@ -26,7 +29,15 @@ class HttpServer {
     std::vector<std::string> cors_origins;  // "*" allows any; empty: no CORS headers
     size_t max_body_bytes = 8 << 20;
     int worker_threads = 64;
-    double read_timeout_s = 30;
+    // Sequences the engine admits (--max-seqs + --max-queue); once the service has this many in
+    // flight, a request that finds no idle worker gets 429 at once. 0: no such check.
+    int admission_limit = 0;
+    int max_connections = 4096;
+    double header_timeout_s = 10;
+    double body_min_rate = 1024;       // bytes/s
+    double keep_alive_timeout_s = 60;
+    double write_timeout_s = 30;
+    size_t max_buffered_body_bytes = 0;  // 0: four times max_body_bytes
   };
 
   // `routes`: the API's endpoints, besides the server's own /health and /metrics.
@@ -42,12 +53,14 @@ class HttpServer {
   // Serves until stop() (at once if stop() came first); returns when the listener has closed
   // and the workers are done.
   void run();
-  // Stops accepting connections (the listener closes; run() returns once the requests in
-  // flight are done); requests on connections already open get 503.
+  // Requests from now on get 503 (/health: 503 "draining") and close their connection; idle
+  // connections close. The listener stays open until stop(), so /health stays reachable.
   void begin_drain();
   bool draining() const { return draining_; }
-  // Closes the listener and ends open streams.
+  // Closes the listener and every connection, and ends open streams.
   void stop();
+  // The connection loop's figures (also in /metrics).
+  ConnectionStats connection_stats() const { return loop_->stats(); }
 
  private:
   void install_routes(const std::vector<ApiRoute>& routes);
@@ -59,17 +72,25 @@ class HttpServer {
   std::shared_ptr<AccessRecord> open_record(const httplib::Request& req);
   std::shared_ptr<AccessRecord> record_of(const httplib::Request& req);
   std::shared_ptr<AccessRecord> close_record(const httplib::Request& req);
+  // The connection loop's hooks (http_transport.cpp).
+  bool serve(ServedRequest& r);
+  std::string refusal_response(const Refusal& r);
+  bool at_capacity() const;
 
-  // cpp-httplib with access to its listening socket: the library listens with a backlog of 5,
-  // which drops connections when a load test opens hundreds at once; bind() raises it.
+  // cpp-httplib's routing without its sockets: process_request serves one request from any
+  // Stream. The library's streamed responses stop when they see no listening socket, so the
+  // loop's is set as the library's while serving.
   class Server : public httplib::Server {
    public:
-    int listen_fd() const { return (int)svr_sock_; }
+    using httplib::Server::process_request;
+    void set_listening(bool on, int fd) { svr_sock_ = on ? fd : INVALID_SOCKET; }
   };
 
   Options opts_;
   Metrics& metrics_;
   Server svr_;
+  std::unique_ptr<ConnectionLoop> loop_;
+  int listen_fd_ = -1;  // bound, not yet handed to the loop
   mutable std::mutex mu_;
   std::shared_ptr<ApiService> service_;
   // Keyed by the request object, which lives on its worker's stack from routing to logging.

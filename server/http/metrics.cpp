@@ -1,5 +1,7 @@
 #include "server/http/metrics.h"
 
+#include "server/http/connection_loop.h"
+
 #include <cstdio>
 #include <cstdlib>
 
@@ -125,7 +127,7 @@ void Metrics::record_aborted() {
   ++aborted_;
 }
 
-std::string Metrics::render(const EngineStats& s) const {
+std::string Metrics::render(const EngineStats& s, const ConnectionStats* conn) const {
   std::string out;
   out.reserve(16384);
   std::unique_lock<std::mutex> lk(mu_);
@@ -133,7 +135,9 @@ std::string Metrics::render(const EngineStats& s) const {
   lk.unlock();
   metric(out, "pagoda_requests_running", "gauge", "Sequences being processed by the engine.", labels,
          s.running);
-  metric(out, "pagoda_requests_waiting", "gauge", "Sequences waiting to be scheduled.", labels, s.waiting);
+  metric(out, "pagoda_requests_waiting", "gauge",
+         "Sequences waiting to be scheduled, plus requests received and waiting for an HTTP worker.", labels,
+         s.waiting + (conn ? conn->waiting : 0));
   metric(out, "pagoda_kv_blocks_capacity", "gauge", "KV cache blocks in the pool.", labels, s.kv_blocks_total);
   metric(out, "pagoda_kv_blocks_used", "gauge", "KV cache blocks held by sequences.", labels,
          s.kv_blocks_used);
@@ -175,6 +179,21 @@ std::string Metrics::render(const EngineStats& s) const {
   ttft_.render("pagoda_time_to_first_token_seconds", "Time to first token.", labels, out);
   itl_.render("pagoda_inter_token_latency_seconds", "Time between generated tokens.", labels, out);
   e2e_.render("pagoda_e2e_request_latency_seconds", "Request latency, arrival to last byte.", labels, out);
+  if (conn) {
+    metric(out, "pagoda_http_connections_open", "gauge", "Client connections open.", labels, conn->open);
+    metric(out, "pagoda_http_requests_queued", "gauge",
+           "Requests received in full, waiting for a worker or for body memory.", labels, conn->waiting);
+    metric(out, "pagoda_http_body_bytes_held", "gauge", "Request body bytes held in memory.", labels,
+           (double)conn->body_bytes_held);
+    metric(out, "pagoda_http_connections_rejected_total", "counter",
+           "Connections refused with 503: too many open.", labels, (double)conn->rejected);
+    metric(out, "pagoda_http_connections_evicted_total", "counter",
+           "Idle keep-alive connections closed to make room for new ones.", labels, (double)conn->evicted);
+    out += "# HELP pagoda_http_slow_clients_total Connections cut for sending too slowly.\n"
+           "# TYPE pagoda_http_slow_clients_total counter\n"
+           "pagoda_http_slow_clients_total{" + labels + ",phase=\"headers\"} " + std::to_string(conn->slow_headers) +
+           "\npagoda_http_slow_clients_total{" + labels + ",phase=\"body\"} " + std::to_string(conn->slow_bodies) + "\n";
+  }
   out += "# HELP pagoda_http_requests_total HTTP responses by status code.\n"
          "# TYPE pagoda_http_requests_total counter\n";
   for (const auto& [status, n] : status_counts_)

@@ -15,6 +15,8 @@
 
 namespace pagoda::server {
 
+struct ConnectionStats;  // connection_loop.h
+
 // A cumulative histogram with fixed upper bounds (seconds), as Prometheus expects.
 class Histogram {
  public:
@@ -46,8 +48,10 @@ class Metrics {
   void record_finished(const Usage& u, const std::string& finished_reason = "stop");
   void record_aborted();                      // a generation request cut short (client left)
 
-  // The whole exposition: engine gauges/counters from `stats` plus the HTTP metrics.
-  std::string render(const EngineStats& stats) const;
+  // The whole exposition: engine gauges/counters from `stats` plus the HTTP metrics; with
+  // `conn`, the connection loop's too, and its requests waiting for a worker or for body memory
+  // count in pagoda_requests_waiting.
+  std::string render(const EngineStats& stats, const ConnectionStats* conn = nullptr) const;
 
  private:
   mutable std::mutex mu_;

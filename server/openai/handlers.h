@@ -90,7 +90,7 @@ class Handlers : public ApiService {
   void detokenize(const httplib::Request& req, httplib::Response& res);
 
   // Sequences submitted to the engine and not yet finished (shutdown waits for them).
-  int inflight_seqs() const { return inflight_seqs_.load(); }
+  int inflight_seqs() const override { return inflight_seqs_.load(); }
   // Aborts every request in flight (shutdown after the grace period).
   void abort_all();
 

@@ -45,15 +45,6 @@ double metric(int port, const std::string& name, const std::string& key = "") {
   return metric_value(http_get(port, "/metrics", key).body, name);
 }
 
-bool wait_for(const std::function<bool()>& cond, double seconds = 10) {
-  auto t0 = std::chrono::steady_clock::now();
-  while (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < seconds) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return cond();
-}
-
 }  // namespace
 
 TEST_CASE("e2e: health, models, metrics, tokenize round trip", "[e2e]") {
@@ -212,7 +203,7 @@ TEST_CASE("e2e: every bad input gets its status and error body", "[e2e]") {
 
 TEST_CASE("e2e: a disconnecting client frees its blocks", "[e2e]") {
   int port = shared_server().port();
-  REQUIRE(wait_for([&] { return metric(port, "pagoda_requests_running") == 0; }));
+  REQUIRE(wait_for([&] { return metric(port, "pagoda_requests_running") == 0; }, 10));
   // With context shift on, this generation only ends when the client leaves.
   json body = {{"prompt", "Go on forever"}, {"max_tokens", 1000000}, {"ignore_eos", true}, {"temperature", 0}};
   SECTION("streaming") {
@@ -226,7 +217,7 @@ TEST_CASE("e2e: a disconnecting client frees its blocks", "[e2e]") {
   }
   CHECK(wait_for([&] {
     return metric(port, "pagoda_kv_blocks_used") == 0 && metric(port, "pagoda_requests_running") == 0;
-  }));
+  }, 10));
   CHECK(metric(port, "pagoda_request_aborted_total") >= 1);
 }
 
@@ -294,7 +285,7 @@ TEST_CASE("e2e: a flood beyond --max-queue gets 429 with Retry-After, then recov
   CHECK(ok >= 4);
   CHECK(limited >= 1);
   CHECK(ok + limited == 24);
-  CHECK(wait_for([&] { return metric(port, "pagoda_kv_blocks_used") == 0; }));
+  CHECK(wait_for([&] { return metric(port, "pagoda_kv_blocks_used") == 0; }, 10));
   CHECK(http_post(port, "/v1/completions", json{{"prompt", "after"}, {"max_tokens", 2}}).status == 200);
   CHECK(s->stop() == 0);
 }

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -63,6 +64,16 @@ inline HttpResult http_get(int port, const std::string& path, const std::string&
   auto r = c.Get(path.c_str(), auth_headers(key));
   if (!r) return {0, "transport error: " + httplib::to_string(r.error()), {}};
   return {r->status, r->body, r->headers};
+}
+
+// Polls `cond` every 10 ms until it holds or `seconds` pass; returns its last value.
+inline bool wait_for(const std::function<bool()>& cond, double seconds = 5) {
+  auto t0 = std::chrono::steady_clock::now();
+  while (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < seconds) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return cond();
 }
 
 // The `data:` payloads of an SSE body, in order ("[DONE]" included as is).

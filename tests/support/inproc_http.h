@@ -37,6 +37,7 @@ class InProcHttpServer {
 
   // The loopback port it listens on.
   int port() const { return port_; }
+  server::HttpServer& server() { return *http_; }
 
  private:
   std::unique_ptr<server::HttpServer> http_;

@@ -13,7 +13,7 @@
 #include "server/http/metrics.h"
 #include "tests/support/fake_engine.h"
 #include "tests/support/http_test_util.h"
-#include "tests/support/inproc_http.h"
+#include "tests/support/fake_api_server.h"
 
 using namespace pagoda;
 using namespace pagoda::testing;
@@ -21,68 +21,7 @@ using json = nlohmann::json;
 
 namespace {
 
-struct InProcServer {
-  server::Metrics metrics;
-  FakeEngine engine;
-  std::shared_ptr<server::Handlers> handlers;
-  std::unique_ptr<InProcHttpServer> http;  // declared after what it serves: stops first
-  int port = 0;
-  std::string key;
-
-  struct Config {
-    std::string api_key;
-    int max_inflight = 64;  // the engine's admission bound, in sequences
-    double timeout_s = 60;
-    double stall_s = 60;
-    size_t max_body = 1 << 20;
-    FakeEngine::Options engine;
-  };
-
-  InProcServer() : InProcServer(Config{}) {}
-  static FakeEngine::Options bounded(FakeEngine::Options o, int max_seqs) {
-    o.max_seqs = max_seqs;
-    return o;
-  }
-
-  explicit InProcServer(Config c) : engine(bounded(c.engine, c.max_inflight)), key(c.api_key) {
-    server::Handlers::Options ho;
-    ho.model_name = "fake-model";
-    ho.model_aliases = {"fake-alias"};
-    ho.timeout_s = c.timeout_s;
-    ho.health_stall_s = c.stall_s;
-    auto render = [](const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
-                     bool add_gen, const nlohmann::ordered_json&) {
-      std::string s;
-      // "DUMP" shows what the template would see, to check the JSON key order it gets.
-      if (messages[0]["content"] == "DUMP") return messages.dump() + tools.dump();
-      for (const auto& m : messages) {
-        if (m["content"] == "RAISE") throw std::runtime_error("template says no");
-        s += m["role"].get<std::string>() + ": " + m["content"].get<std::string>() + "\n";
-      }
-      if (add_gen) s += "assistant:";
-      return s;
-    };
-    handlers = std::make_shared<server::Handlers>(engine, render, metrics, ho);
-    server::HttpServer::Options so;
-    so.api_key = c.api_key;
-    so.cors_origins = {"*"};
-    so.max_body_bytes = c.max_body;
-    so.worker_threads = 48;
-    http = std::make_unique<InProcHttpServer>(so, metrics, handlers);
-    port = http->port();
-  }
-  HttpResult post(const std::string& path, const json& body) { return http_post(port, path, body, key); }
-  HttpResult get(const std::string& path) { return http_get(port, path, key); }
-};
-
-bool wait_for(const std::function<bool()>& cond, double seconds = 5) {
-  auto t0 = std::chrono::steady_clock::now();
-  while (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < seconds) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return cond();
-}
+using InProcServer = FakeApiServer;
 
 void check_error(const HttpResult& r, int status, const std::string& param) {
   INFO(r.body);

@@ -156,7 +156,7 @@ TEST_CASE("bad arguments are refused") {
   float x[64] = {}, out[4];
   uint8_t w[256] = {};
   CHECK_THROWS_AS(matmul(pool, GgmlType::Q8_0, w, 1, 48, x, 1, out), std::invalid_argument);
-  CHECK_THROWS_AS(matmul(pool, GgmlType::Q5_0, w, 1, 32, x, 1, out), std::invalid_argument);
+  CHECK_THROWS_AS(matmul(pool, GgmlType::Q8_1, w, 1, 32, x, 1, out), std::invalid_argument);
   CHECK_THROWS_AS(matmul(pool, GgmlType::Q4_K, w, 1, 32, x, 1, out), std::invalid_argument);
   matmul(pool, GgmlType::F32, w, 1, 16, x, 0, out);  // n = 0 is a no-op
 }

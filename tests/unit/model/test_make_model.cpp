@@ -78,7 +78,8 @@ TEST_CASE("same spec gives identical bytes, whatever the thread count; the seed 
 
 TEST_CASE("from_gguf accepts make-model output for both architectures and every type") {
   for (Arch arch : {Arch::Llama, Arch::Qwen2}) {
-    for (const char* type : {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k"}) {
+    for (const char* type : {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "q4_k",
+                             "q5_k", "q6_k", "iq4_nl", "iq4_xs"}) {
       INFO(arch_name(arch) << " " << type);
       ModelSpec s = small_spec();
       s.arch = arch;

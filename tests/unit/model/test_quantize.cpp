@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
+#include <functional>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -146,19 +148,67 @@ TEST_CASE("quantize refuses unreadable input without writing anything") {
   CHECK_THROWS_AS(quantize_model(in.path.string(), out.path.string(), QuantizeOptions{GgmlType::Q8_1, 1}), ModelSpecError);
 }
 
+// Logits after every prefix of `ids` (teacher forcing): [ids.size() x vocab].
+std::vector<float> logits_along(const gguf::GgufFile& file, const std::vector<int32_t>& ids) {
+  const int n = static_cast<int>(ids.size());
+  Model model(file, std::make_unique<CpuBackend>(2), n);
+  model.init_kv_cache(1, n, GgmlType::F32);
+  StepPlan p;
+  p.seqs.push_back(SeqInStep{0, 0, n, 0, 0, 1});
+  p.block_tables = {0};
+  for (int i = 0; i < n; ++i) {
+    p.tokens.push_back(ids[size_t(i)]);
+    p.positions.push_back(i);
+    p.slots.push_back(i);
+    p.token_seq.push_back(0);
+    p.logit_rows.push_back(i);
+  }
+  std::vector<float> logits;
+  model.forward(p, logits);
+  return logits;
+}
+
+// Along llama.cpp's greedy continuation (prompt + first 32 ids), the re-encoded model must pick
+// llama.cpp's token at every step. For Q8_0 (which also quantizes activations to int8 in the
+// matmul) a step may differ only at a genuine near-tie: where the original F32 model's top-2 gap
+// is below twice the largest logit change the re-encoding causes on this text (a flip needs
+// gap < change of top-1 + change of top-2); that change itself must stay below 0.5 logit for
+// Q8_0 (measured 0.30-0.42 over the 512 logits of these 8 texts) and 0.1 for F16/BF16, which must
+// match at every step.
 TEST_CASE("stories260K re-encoded to F16, BF16, Q8_0 keeps llama.cpp's first 32 greedy tokens", "[testdata]") {
   if (!testing::testdata_available("models/stories260K.expected.json")) return;
   const std::string model = testing::testdata_path("models/stories260K.gguf").string();
   const auto expected = nlohmann::json::parse(std::ifstream(testing::testdata_path("models/stories260K.expected.json")));
+  const gguf::GgufFile f32 = gguf::GgufFile::open(model);
+  const int64_t vocab = 512;
   for (GgmlType t : {GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0}) {
     TempFile out(std::string("stories_") + ggml_type_info(t).name + ".gguf");
     quantize_model(model, out.path.string(), QuantizeOptions{t, 2});
     const gguf::GgufFile q = gguf::GgufFile::open(out.path.string());
     for (const auto& c : expected["cases"]) {
       INFO(ggml_type_info(t).name << ": " << c["prompt"].get<std::string>());
+      const auto prompt = c["prompt_ids"].get<std::vector<int32_t>>();
       const auto want = c["greedy_ids"].get<std::vector<int32_t>>();
-      const auto got = greedy(q, c["prompt_ids"].get<std::vector<int32_t>>(), 32);
-      CHECK(got == std::vector<int32_t>(want.begin(), want.begin() + 32));
+      std::vector<int32_t> ids = prompt;
+      ids.insert(ids.end(), want.begin(), want.begin() + 32);
+      const auto ref = logits_along(f32, ids), got = logits_along(q, ids);
+      REQUIRE(got.size() == ids.size() * vocab);
+      double max_change = 0;
+      for (size_t i = 0; i < got.size(); ++i) max_change = std::max(max_change, double(std::fabs(got[i] - ref[i])));
+      CHECK(max_change < (t == GgmlType::Q8_0 ? 0.5 : 0.1));
+      for (int s = 0; s < 32; ++s) {
+        const size_t row = (prompt.size() - 1 + size_t(s)) * vocab;
+        const auto pick = [&](const std::vector<float>& l) {
+          return static_cast<int32_t>(std::max_element(l.begin() + row, l.begin() + row + vocab) - (l.begin() + row));
+        };
+        REQUIRE(pick(ref) == want[size_t(s)]);  // pagoda's F32 forward agrees with llama.cpp
+        if (pick(got) == want[size_t(s)]) continue;
+        std::vector<float> top(ref.begin() + row, ref.begin() + row + vocab);
+        std::partial_sort(top.begin(), top.begin() + 2, top.end(), std::greater<float>());
+        INFO("step " << s << ": F32 top-2 gap " << top[0] - top[1] << ", largest logit change " << max_change);
+        CHECK(t == GgmlType::Q8_0);
+        CHECK(top[0] - top[1] < 2 * max_change);
+      }
     }
   }
 }

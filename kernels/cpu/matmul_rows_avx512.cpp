@@ -66,7 +66,24 @@ struct GroupScales {
 
 template <GgmlType T>
 void load_scales(const uint8_t* const row[kGroup], int64_t group, GroupScales<T>& sc) {
-  if constexpr (generic_unpack(T)) {
+  if constexpr (T == GgmlType::Q5_K) {  // Q4_K's scale packing, d and dmin converted once per row
+    for (int l = 0; l < kGroup; ++l) {
+      const BlockQ5_K* blk = reinterpret_cast<const BlockQ5_K*>(row[l]) + group;
+      const float d = _cvtsh_ss(blk->d), dmin = _cvtsh_ss(blk->dmin);
+      for (int j = 0; j < 8; ++j) {
+        int s, mn;
+        q4k_scale_min(j, blk->scales, s, mn);
+        sc.s0[j][l] = d * static_cast<float>(s);
+        sc.m[j][l] = dmin * static_cast<float>(mn);
+      }
+    }
+  } else if constexpr (T == GgmlType::IQ4_XS) {
+    for (int l = 0; l < kGroup; ++l) {
+      const BlockIQ4_XS* blk = reinterpret_cast<const BlockIQ4_XS*>(row[l]) + group;
+      const float d = _cvtsh_ss(blk->d);
+      for (int j = 0; j < 8; ++j) sc.s0[j][l] = d * static_cast<float>(iq4xs_scale(j, *blk) - 32);
+    }
+  } else if constexpr (generic_unpack(T)) {
     for (int l = 0; l < kGroup; ++l)
       for (int j = 0; j < kBlocksPerGroup<T>; ++j) {
         const BlockScales bs = block_scales(T, row[l], group * kBlocksPerGroup<T> + j);
@@ -105,7 +122,30 @@ void load_scales(const uint8_t* const row[kGroup], int64_t group, GroupScales<T>
 template <GgmlType T>
 inline __m512i load_pair(const uint8_t* ri, const uint8_t* ri8, int64_t group, int j) {
   const __m512i m4 = _mm512_set1_epi8(0x0F);
-  if constexpr (generic_unpack(T)) {
+  // 16 bytes of 4-bit indices at offset `off` of each row's block -> [lo | hi nibbles] per row
+  // (Q4_0's layout), as in the Q4_0 branch below.
+  auto nibble_pair = [&](size_t off) {
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(ri + off));
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(ri8 + off));
+    const __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set_m128i(a, a)), _mm256_set_m128i(b, b), 1);
+    return _mm512_and_si512(_mm512_mask_blend_epi64(0xCC, z, _mm512_srli_epi16(z, 4)), m4);
+  };
+  if constexpr (T == GgmlType::Q5_K) {
+    const size_t base = group * sizeof(BlockQ5_K);
+    const size_t qs = base + offsetof(BlockQ5_K, qs) + 32 * (j / 2), qh = base + offsetof(BlockQ5_K, qh);
+    const __m512i z = pair(ri + qs, ri8 + qs);
+    const __m512i lo = _mm512_and_si512(j % 2 ? _mm512_srli_epi16(z, 4) : z, m4);
+    const __m512i hi = _mm512_and_si512(_mm512_srl_epi16(pair(ri + qh, ri8 + qh), _mm_cvtsi32_si128(j)), _mm512_set1_epi8(1));
+    return _mm512_or_si512(lo, _mm512_slli_epi16(hi, 4));
+  } else if constexpr (T == GgmlType::IQ4_XS || T == GgmlType::IQ4_NL || T == GgmlType::Q4_1) {
+    const size_t off = T == GgmlType::IQ4_XS ? group * sizeof(BlockIQ4_XS) + offsetof(BlockIQ4_XS, qs) + 16 * j
+                       : T == GgmlType::IQ4_NL ? group * sizeof(BlockIQ4_NL) + offsetof(BlockIQ4_NL, qs)
+                                               : group * sizeof(BlockQ4_1) + offsetof(BlockQ4_1, qs);
+    const __m512i idx = nibble_pair(off);
+    if constexpr (T == GgmlType::Q4_1) return idx;
+    // level + 128 by a byte lookup (the table of unpack_iq4_levels in every 128-bit lane).
+    return _mm512_shuffle_epi8(_mm512_broadcast_i32x4(unpack_iq4_table()), idx);
+  } else if constexpr (generic_unpack(T)) {
     const int64_t b = group * kBlocksPerGroup<T> + j;
     return _mm512_inserti64x4(_mm512_castsi256_si512(unpack_block<T>(ri, b)), unpack_block<T>(ri8, b), 1);
   } else if constexpr (T == GgmlType::Q8_0) {

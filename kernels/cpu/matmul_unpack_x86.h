@@ -36,15 +36,14 @@ static inline __m256i unpack_fifth_bits(const uint8_t* qh) {
   return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(0x10));
 }
 
-// IQ4 level index -> level + 128 (the u of IQ4_NL / IQ4_XS).
+// IQ4 level index -> level + 128 (the u of IQ4_NL / IQ4_XS): kIq4nlValues[i] + 128 as bytes.
+static inline __m128i unpack_iq4_table() {
+  return _mm_setr_epi8(1, 24, 45, 63, 79, 93, 106, 118, static_cast<char>(129), static_cast<char>(141),
+                       static_cast<char>(153), static_cast<char>(166), static_cast<char>(181), static_cast<char>(197),
+                       static_cast<char>(217), static_cast<char>(241));
+}
 static inline __m256i unpack_iq4_levels(__m256i idx) {
-  const __m256i table = _mm256_setr_epi8(1, 24, 45, 63, 79, 93, 106, 118, static_cast<char>(129), static_cast<char>(141),
-                                         static_cast<char>(153), static_cast<char>(166), static_cast<char>(181),
-                                         static_cast<char>(197), static_cast<char>(217), static_cast<char>(241),
-                                         1, 24, 45, 63, 79, 93, 106, 118, static_cast<char>(129), static_cast<char>(141),
-                                         static_cast<char>(153), static_cast<char>(166), static_cast<char>(181),
-                                         static_cast<char>(197), static_cast<char>(217), static_cast<char>(241));
-  return _mm256_shuffle_epi8(table, idx);
+  return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(unpack_iq4_table()), idx);
 }
 
 // The types unpack_block covers (the others have hand-written paths in the kernel files).

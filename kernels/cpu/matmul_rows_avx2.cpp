@@ -47,10 +47,7 @@ template <GgmlType T>
 void load_scales(const uint8_t* const row[kGroup], int64_t group, GroupScales<T>& sc) {
   for (int l = 0; l < kGroup; ++l) {
     if constexpr (generic_unpack(T)) {
-      for (int j = 0; j < kBlocksPerGroup<T>; ++j) {
-        const BlockScales bs = block_scales(T, row[l], group * kBlocksPerGroup<T> + j);
-        sc.s0[j][l] = bs.s0, sc.s1[j][l] = bs.s1, sc.m[j][l] = bs.m0, sc.m1[j][l] = bs.m1;
-      }
+      group_scales<T>(row[l], group, &sc.s0[0][l], &sc.s1[0][l], &sc.m[0][l], &sc.m1[0][l], kGroup);
     } else if constexpr (T == GgmlType::Q8_0) {
       sc.s0[0][l] = _cvtsh_ss(reinterpret_cast<const BlockQ8_0*>(row[l])[group].d);
     } else if constexpr (T == GgmlType::Q4_0) {

@@ -66,29 +66,8 @@ struct GroupScales {
 
 template <GgmlType T>
 void load_scales(const uint8_t* const row[kGroup], int64_t group, GroupScales<T>& sc) {
-  if constexpr (T == GgmlType::Q5_K) {  // Q4_K's scale packing, d and dmin converted once per row
-    for (int l = 0; l < kGroup; ++l) {
-      const BlockQ5_K* blk = reinterpret_cast<const BlockQ5_K*>(row[l]) + group;
-      const float d = _cvtsh_ss(blk->d), dmin = _cvtsh_ss(blk->dmin);
-      for (int j = 0; j < 8; ++j) {
-        int s, mn;
-        q4k_scale_min(j, blk->scales, s, mn);
-        sc.s0[j][l] = d * static_cast<float>(s);
-        sc.m[j][l] = dmin * static_cast<float>(mn);
-      }
-    }
-  } else if constexpr (T == GgmlType::IQ4_XS) {
-    for (int l = 0; l < kGroup; ++l) {
-      const BlockIQ4_XS* blk = reinterpret_cast<const BlockIQ4_XS*>(row[l]) + group;
-      const float d = _cvtsh_ss(blk->d);
-      for (int j = 0; j < 8; ++j) sc.s0[j][l] = d * static_cast<float>(iq4xs_scale(j, *blk) - 32);
-    }
-  } else if constexpr (generic_unpack(T)) {
-    for (int l = 0; l < kGroup; ++l)
-      for (int j = 0; j < kBlocksPerGroup<T>; ++j) {
-        const BlockScales bs = block_scales(T, row[l], group * kBlocksPerGroup<T> + j);
-        sc.s0[j][l] = bs.s0, sc.s1[j][l] = bs.s1, sc.m[j][l] = bs.m0, sc.m1[j][l] = bs.m1;
-      }
+  if constexpr (generic_unpack(T)) {
+    for (int l = 0; l < kGroup; ++l) group_scales<T>(row[l], group, &sc.s0[0][l], &sc.s1[0][l], &sc.m[0][l], &sc.m1[0][l], kGroup);
   } else if constexpr (T == GgmlType::Q8_0 || T == GgmlType::Q4_0) {
     constexpr size_t bsz = T == GgmlType::Q8_0 ? sizeof(BlockQ8_0) : sizeof(BlockQ4_0);
     alignas(32) uint16_t dh[kGroup];

@@ -90,4 +90,31 @@ static inline __m256i unpack_block(const uint8_t* row, int64_t b) {
   }
 }
 
+// Scales of scale group `group` (blocks_per_group(T) blocks) of one weight row: block j's
+// block_scales go to s0[j * stride] etc. The same floats as block_scales, with Q5_K's and
+// IQ4_XS's fp16 super-block fields converted once per group rather than once per block.
+template <GgmlType T>
+static inline void group_scales(const uint8_t* row, int64_t group, float* s0, float* s1, float* m0, float* m1,
+                                size_t stride) {
+  if constexpr (T == GgmlType::Q5_K) {
+    const BlockQ5_K* blk = reinterpret_cast<const BlockQ5_K*>(row) + group;
+    const float d = _cvtsh_ss(blk->d), dmin = _cvtsh_ss(blk->dmin);
+    for (int j = 0; j < 8; ++j) {
+      int sc, mn;
+      q4k_scale_min(j, blk->scales, sc, mn);
+      s0[j * stride] = s1[j * stride] = d * static_cast<float>(sc);
+      m0[j * stride] = m1[j * stride] = dmin * static_cast<float>(mn);
+    }
+  } else if constexpr (T == GgmlType::IQ4_XS) {
+    const BlockIQ4_XS* blk = reinterpret_cast<const BlockIQ4_XS*>(row) + group;
+    const float d = _cvtsh_ss(blk->d);
+    for (int j = 0; j < 8; ++j) s0[j * stride] = s1[j * stride] = d * static_cast<float>(iq4xs_scale(j, *blk) - 32);
+  } else {
+    for (int j = 0; j < blocks_per_group(T); ++j) {
+      const BlockScales bs = block_scales(T, row, group * blocks_per_group(T) + j);
+      s0[j * stride] = bs.s0, s1[j * stride] = bs.s1, m0[j * stride] = bs.m0, m1[j * stride] = bs.m1;
+    }
+  }
+}
+
 }  // namespace pagoda::cpu::detail

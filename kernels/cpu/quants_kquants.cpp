@@ -117,7 +117,8 @@ void quantize_iq4_xs(const float* x, BlockIQ4_XS* y, int64_t nb) {
       y[b].scales_l[j / 2] |= static_cast<uint8_t>((v & 15) << (4 * (j % 2)));
       y[b].scales_h = static_cast<uint16_t>(y[b].scales_h | ((v >> 4) << (2 * j)));
       const float step = d * static_cast<float>(l[j]);
-      for (int i = 0; i < 32; ++i) q[i] = static_cast<uint8_t>(step != 0.f ? iq4nl_nearest(x[32 * j + i] / step) : iq4nl_nearest(0.f));
+      const float is = step != 0.f ? 1.f / step : 0.f;
+      for (int i = 0; i < 32; ++i) q[i] = static_cast<uint8_t>(iq4nl_nearest(x[32 * j + i] * is));
       for (int i = 0; i < 16; ++i) y[b].qs[16 * j + i] = static_cast<uint8_t>(q[i] | (q[i + 16] << 4));
     }
   }

@@ -53,14 +53,14 @@ void quantize_symmetric32(const float* x, int half, uint16_t& dh, uint8_t* q) {
 
 }  // namespace
 
+// Midpoints between neighbouring levels: v above midpoint i is nearer level i + 1 (a tie stays
+// with the lower level). Counting the midpoints below v is cheap and branch-free.
 int iq4nl_nearest(float v) {
-  int best = 0;
-  float err = std::fabs(v - kIq4nlValues[0]);
-  for (int i = 1; i < 16; ++i) {
-    const float e = std::fabs(v - kIq4nlValues[i]);
-    if (e < err) err = e, best = i;
-  }
-  return best;
+  static constexpr float kMid[15] = {-115.5f, -93.5f, -74.f, -57.f, -42.f, -28.5f, -16.f, -4.5f,
+                                     7.f,     19.f,   31.5f, 45.5f, 61.f,  79.f,   101.f};
+  int idx = 0;
+  for (float m : kMid) idx += v > m;
+  return idx;
 }
 
 float iq4nl_fit(const float* x, int n, uint8_t* q) {
@@ -73,8 +73,9 @@ float iq4nl_fit(const float* x, int n, uint8_t* q) {
   }
   auto assign = [&](float d, uint8_t* idx) {
     float err = 0.f;
+    const float id = 1.f / d;
     for (int i = 0; i < n; ++i) {
-      idx[i] = static_cast<uint8_t>(iq4nl_nearest(x[i] / d));
+      idx[i] = static_cast<uint8_t>(iq4nl_nearest(x[i] * id));
       const float e = x[i] - d * kIq4nlValues[idx[i]];
       err += e * e;
     }
@@ -150,7 +151,7 @@ void quantize_iq4_nl(const float* x, BlockIQ4_NL* y, int64_t nb) {
     // Re-pick the levels for the step actually stored.
     const float d = fp16_to_fp32(y[b].d);
     if (d != 0.f)
-      for (int i = 0; i < 32; ++i) q[i] = static_cast<uint8_t>(iq4nl_nearest(x[i] / d));
+      for (int i = 0; i < 32; ++i) q[i] = static_cast<uint8_t>(iq4nl_nearest(x[i] * (1.f / d)));
     pack_block32(q, y[b].qs, nullptr);
   }
 }

@@ -226,7 +226,7 @@ TEST_CASE("spec validation names the problem") {
   s = small_spec();
   s.n_layers = 0;
   CHECK_THROWS_WITH(build_model(s), Catch::Contains("layers must be positive"));
-  CHECK_THROWS_AS(parse_weight_type("q5_k"), ModelSpecError);
+  CHECK_THROWS_AS(parse_weight_type("q8_k"), ModelSpecError);
   CHECK_THROWS_AS(model_preset("gpt5"), ModelSpecError);
 }
 
@@ -289,7 +289,7 @@ TEST_CASE("CLI: flags override the preset, output is deterministic, bad flags fa
   std::filesystem::remove(b);
   CHECK(run_cli({"--output", a, "--bogus", "1"}) == 2);
   CHECK(run_cli({"--output", a, "--layers", "x"}) == 2);
-  CHECK(run_cli({"--output", a, "--type", "q5_k"}) == 2);
+  CHECK(run_cli({"--output", a, "--type", "q8_k"}) == 2);
   CHECK(run_cli({"--layers", "2"}) == 2);  // no --output
   CHECK(run_cli({"--output", a, "--preset", "nope"}) == 2);
   CHECK(run_cli({"--output", a, "--heads", "3"}) == 2);

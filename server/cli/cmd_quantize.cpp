@@ -105,9 +105,14 @@ int quantize(int argc, char** argv) {
     return 1;
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (!quiet)
-    std::fprintf(stderr, "wrote %s (%s; %zu tensor(s) not %s, listed above) in %.1f s\n", paths[1].c_str(),
-                 ggml_type_info(opt.type).name, fallbacks, ggml_type_info(opt.type).name, secs);
+  if (!quiet) {
+    const char* name = ggml_type_info(opt.type).name;
+    if (fallbacks == 0)
+      std::fprintf(stderr, "wrote %s (every weight matrix %s) in %.1f s\n", paths[1].c_str(), name, secs);
+    else
+      std::fprintf(stderr, "wrote %s (%s; %zu tensor(s) listed above are not) in %.1f s\n", paths[1].c_str(), name,
+                   fallbacks, secs);
+  }
   return 0;
 }
 

@@ -185,19 +185,6 @@ void validate(const ModelSpec& s) {
                            std::to_string(info.block_size) + " for type " + info.name);
 }
 
-uint32_t file_type(GgmlType t) {  // llama.cpp's general.file_type numbering
-  switch (t) {
-    case GgmlType::F32: return 0;
-    case GgmlType::F16: return 1;
-    case GgmlType::Q4_0: return 2;
-    case GgmlType::Q8_0: return 7;
-    case GgmlType::Q4_K: return 15;  // Q4_K_M
-    case GgmlType::Q6_K: return 18;
-    case GgmlType::BF16: return 32;
-    default: return 0;
-  }
-}
-
 float rope_base(const ModelSpec& s) {
   return s.rope_freq_base > 0 ? s.rope_freq_base : (s.arch == Arch::Qwen2 ? 1e6f : 1e4f);
 }
@@ -208,7 +195,7 @@ void add_hparams(GgufWriter& w, const ModelSpec& s, int vocab_size) {
   w.set("general.architecture", Value::from_string(a));
   w.set("general.name", Value::from_string(s.name));
   w.set("general.alignment", Value::from_u32(32));
-  w.set("general.file_type", Value::from_u32(file_type(s.type)));
+  w.set("general.file_type", Value::from_u32(gguf_file_type(s.type)));
   w.set("general.quantization_version", Value::from_u32(2));
   w.set(a + ".vocab_size", Value::from_u32(uint32_t(vocab_size)));
   w.set(a + ".context_length", Value::from_u32(uint32_t(s.ctx)));
@@ -272,11 +259,39 @@ std::vector<float> llama3_rope_freq_factors(int n_rot, float freq_base, double f
   return out;
 }
 
+uint32_t gguf_file_type(GgmlType t) {  // llama.cpp's LLAMA_FTYPE numbering
+  switch (t) {
+    case GgmlType::F32: return 0;
+    case GgmlType::F16: return 1;
+    case GgmlType::Q4_0: return 2;
+    case GgmlType::Q4_1: return 3;
+    case GgmlType::Q8_0: return 7;
+    case GgmlType::Q5_0: return 8;
+    case GgmlType::Q5_1: return 9;
+    case GgmlType::Q2_K: return 10;
+    case GgmlType::Q3_K: return 12;  // Q3_K_M
+    case GgmlType::Q4_K: return 15;  // Q4_K_M
+    case GgmlType::Q5_K: return 17;  // Q5_K_M
+    case GgmlType::Q6_K: return 18;
+    case GgmlType::IQ4_NL: return 25;
+    case GgmlType::IQ4_XS: return 30;
+    case GgmlType::BF16: return 32;
+    default: return 0;
+  }
+}
+
+std::string weight_type_names() {
+  std::string s;
+  for (uint32_t id = 0; id < 64; ++id)
+    if (const GgmlTypeInfo* info = ggml_type_info(id); info && info->supported)
+      s += (s.empty() ? "" : ", ") + std::string(info->name);
+  return s;
+}
+
 GgmlType parse_weight_type(const std::string& name) {
-  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,
-                     GgmlType::Q4_K, GgmlType::Q6_K})
-    if (name == ggml_type_info(t).name) return t;
-  throw ModelSpecError("unknown weight type '" + name + "' (f32, f16, bf16, q8_0, q4_0, q4_k, q6_k)");
+  for (uint32_t id = 0; id < 64; ++id)
+    if (const GgmlTypeInfo* info = ggml_type_info(id); info && info->supported && name == info->name) return info->type;
+  throw ModelSpecError("unknown weight type '" + name + "' (" + weight_type_names() + ")");
 }
 
 int builtin_vocab_size() { return 256 + int(std::size(kSpecialTokens)); }

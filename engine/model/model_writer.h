@@ -63,8 +63,14 @@ std::vector<float> llama3_rope_freq_factors(int n_rot, float freq_base, double f
                                             double high_freq_factor = 4.0,
                                             int original_ctx = 8192);
 
-// Parses a weight type name accepted by make-model ("f32", "q8_0", ...); throws ModelSpecError.
+// Parses a weight type name accepted by make-model and quantize ("f32", "q8_0", "iq4_xs", ...:
+// every type ggml_type_info marks supported); throws ModelSpecError.
 GgmlType parse_weight_type(const std::string& name);
+// Those names, comma-separated, in GGML id order.
+std::string weight_type_names();
+
+// llama.cpp's general.file_type number for a model whose matrices are mostly `t`.
+uint32_t gguf_file_type(GgmlType t);
 
 // Number of tokens of the project's own byte-level vocabulary (256 bytes + special tokens).
 int builtin_vocab_size();

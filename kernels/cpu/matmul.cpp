@@ -50,9 +50,9 @@ void matmul_range_scalar(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
         const int16_t* xs = a.acts.row_s(i);
         float acc = 0.f;
         for (int64_t b = 0; b < nb; ++b) {
-          float s0, s1, m;
-          decode_block32(a.type, row, b, u, s0, s1, m);
-          acc = accumulate_block(a.type, u, s0, s1, m, xq + 32 * b, dx[b], xs[2 * b], xs[2 * b + 1], acc);
+          float s0, s1, m0, m1;
+          decode_block32(a.type, row, b, u, s0, s1, m0, m1);
+          acc = accumulate_block(a.type, u, s0, s1, m0, m1, xq + 32 * b, dx[b], xs[2 * b], xs[2 * b + 1], acc);
         }
         a.out[i * a.out_features + o] = acc;
       }

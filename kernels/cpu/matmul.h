@@ -8,11 +8,13 @@
 // Numerics and batch invariance: the result for row i never depends on n, on the other rows,
 // on the thread count or on how work is split, because work is only ever split over outputs
 // (never over the k reduction) and every (row, output) pair runs the same arithmetic:
-//   * Quantized weights (Q8_0, Q4_0, Q4_K, Q6_K): each x row is quantized once per call to int8
-//     blocks of 32 (scale amax/127, see quantize_activations) and the products are summed exactly
-//     in integers per block; the pair's float accumulator then takes one fused multiply-add per
-//     block (two for Q4_K's mins and Q6_K's 16-element halves), in block order. Because the
-//     integer sums are exact, every ISA level gives bit-identical results for these types.
+//   * Quantized weights (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL,
+//     IQ4_XS): each x row is quantized once per call to int8 blocks of 32 (scale amax/127, see
+//     quantize_activations) and the products are summed exactly in integers per block; the
+//     pair's float accumulator then takes one fused multiply-add per block (one more for an
+//     affine type's min, one per 16-element half for Q6_K/Q3_K/Q2_K, plus Q2_K's two mins), in
+//     block order (matmul_internal.h). Because the integer sums are exact, every ISA level gives
+//     bit-identical results for these types.
 //   * F32, F16, BF16 weights: a float dot product with a fixed per-ISA order (a 16- or 8-lane
 //     fused multiply-add chain over k, then a fixed horizontal sum). Results are identical for
 //     any n and split at a given ISA level, and differ between levels only by rounding.
@@ -26,7 +28,7 @@
 
 namespace pagoda::cpu {
 
-// True when matmul handles weights of type t: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K.
+// True when matmul handles weights of type t: F32, F16, BF16 and the quantized types above.
 bool matmul_supports(GgmlType t);
 
 // out = x * w^T as above with the default ISA level (default_cpu_isa()), spread over `pool`

@@ -13,6 +13,7 @@
 #include <new>
 
 #include "kernels/cpu/matmul_internal.h"
+#include "kernels/cpu/matmul_unpack_x86.h"
 
 namespace pagoda::cpu::detail {
 
@@ -24,7 +25,7 @@ constexpr int kRows = 4;    // activation rows per micro-kernel call
 
 struct alignas(64) Tile {
   uint8_t qs[kChunk][8][kLanes][4];  // [block][dword group g][lane][byte]
-  float s0[kChunk][kLanes], s1[kChunk][kLanes], m[kChunk][kLanes];
+  float s0[kChunk][kLanes], s1[kChunk][kLanes], m[kChunk][kLanes], m1[kChunk][kLanes];
   uint8_t rows[kLanes][kChunk * 32];
 };
 
@@ -59,27 +60,36 @@ void fill_tile(Tile& tile, const MatmulArgs& a, int64_t o0, int valid, int64_t b
   for (int l = 0; l < kLanes; ++l) {
     if (l < valid) {
       const uint8_t* row = a.w + (o0 + l) * a.row_bytes;
-      for (int b = 0; b < nblk; ++b)
-        decode_block32(T, row, b0 + b, tile.rows[l] + 32 * b, tile.s0[b][l], tile.s1[b][l], tile.m[b][l]);
+      for (int b = 0; b < nblk; ++b) {
+        if constexpr (generic_unpack(T)) {
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(tile.rows[l] + 32 * b), unpack_block<T>(row, b0 + b));
+          const BlockScales bs = block_scales(T, row, b0 + b);
+          tile.s0[b][l] = bs.s0, tile.s1[b][l] = bs.s1, tile.m[b][l] = bs.m0, tile.m1[b][l] = bs.m1;
+        } else {
+          decode_block32(T, row, b0 + b, tile.rows[l] + 32 * b, tile.s0[b][l], tile.s1[b][l], tile.m[b][l],
+                         tile.m1[b][l]);
+        }
+      }
     } else {
       std::memset(tile.rows[l], 0, static_cast<size_t>(nblk) * 32);
-      for (int b = 0; b < nblk; ++b) tile.s0[b][l] = tile.s1[b][l] = tile.m[b][l] = 0.f;
+      for (int b = 0; b < nblk; ++b) tile.s0[b][l] = tile.s1[b][l] = tile.m[b][l] = tile.m1[b][l] = 0.f;
     }
   }
   for (int b = 0; b < nblk; ++b) interleave8(tile.rows[0] + 32 * b, sizeof(tile.rows[0]), &tile.qs[b][0][0][0]);
 }
 
 // Per lane: sum over 4 bytes of w (u8) times x (s8), as int32, exactly.
-// vpmaddubsw saturates pairs at 16 bits, which u8 values up to 63 (Q4_0, Q4_K, Q6_K) can never
-// reach (2 * 63 * 127 < 32767). Q8_0's u = q + 128 could (2 * 255 * 127), so for Q8_0 the
-// product is formed as |q| * (x with q's sign), which is at most 2 * 128 * 127; the result is
-// then sum(q * x) rather than sum(u * x) and the seed skips the -128 * sum(x) correction.
+// vpmaddubsw saturates pairs at 16 bits, which u8 values up to 63 (Q4_0, Q4_K, Q6_K, the 5-, 3-
+// and 2-bit types) can never reach (2 * 63 * 127 < 32767). Q8_0's u = q + 128 could (2 * 255 *
+// 127), and so could IQ4's level + 128, so for those signed_weights types the product is formed
+// as |q| * (x with q's sign), which is at most 2 * 128 * 127; the result is then sum(q * x)
+// rather than sum(u * x) and the seed skips the -128 * sum(x) correction.
 template <GgmlType T>
 struct Dot4 {
   __m256i w;   // operand for vpmaddubsw
   __m256i sgn; // Q8_0: signed weights, whose signs go onto x
   explicit Dot4(__m256i u) {
-    if constexpr (T == GgmlType::Q8_0) {
+    if constexpr (signed_weights(T)) {
       sgn = _mm256_xor_si256(u, _mm256_set1_epi8(static_cast<char>(0x80)));
       w = _mm256_abs_epi8(sgn);
     } else {
@@ -89,7 +99,7 @@ struct Dot4 {
   }
   __m256i operator()(__m256i x) const {
     const __m256i ones = _mm256_set1_epi16(1);
-    if constexpr (T == GgmlType::Q8_0) x = _mm256_sign_epi8(x, sgn);
+    if constexpr (signed_weights(T)) x = _mm256_sign_epi8(x, sgn);
     return _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), ones);
   }
 };
@@ -108,8 +118,8 @@ void tile_kernel(const Tile& tile, int nblk, int64_t b0, const QuantActs& acts, 
       acc[r] = _mm256_loadu_ps(out + (i0 + r) * ldo);
     }
   }
-  // Q8_0's products come out as sum(q * x) already (see Dot4): no offset to correct.
-  constexpr int off = T == GgmlType::Q4_0 ? 8 : T == GgmlType::Q6_K ? 32 : 0;
+  // Signed-weight products come out as sum(q * x) already (see Dot4): no offset to correct.
+  constexpr int off = signed_weights(T) ? 0 : weight_offset(T);
   for (int b = 0; b < nblk; ++b) {
     const int64_t bb = b0 + b;
     __m256i ia[R];
@@ -123,7 +133,18 @@ void tile_kernel(const Tile& tile, int nblk, int64_t b0, const QuantActs& acts, 
         }
       }
     };
-    if constexpr (T == GgmlType::Q6_K) {
+    // min term: acc -= xsum * (m * dx), after the scale terms (accumulate_block's order).
+    auto sub_min = [&](const float* m, int h0, int h1) {
+      const __m256 mn = _mm256_load_ps(m);
+      for (int r = 0; r < R; ++r) {
+        const int16_t* xs = acts.row_s(i0 + r) + 2 * bb;
+        const __m256 d = _mm256_set1_ps(acts.row_d(i0 + r)[bb]);
+        int xsum = 0;
+        for (int h = h0; h < h1; ++h) xsum += xs[h];
+        acc[r] = _mm256_fnmadd_ps(_mm256_set1_ps(static_cast<float>(xsum)), _mm256_mul_ps(mn, d), acc[r]);
+      }
+    };
+    if constexpr (half_scales(T)) {
       for (int h = 0; h < 2; ++h) {
         for (int r = 0; r < R; ++r) ia[r] = _mm256_set1_epi32(-off * acts.row_s(i0 + r)[2 * bb + h]);
         dot_groups(4 * h, 4 * h + 4);
@@ -132,6 +153,10 @@ void tile_kernel(const Tile& tile, int nblk, int64_t b0, const QuantActs& acts, 
           const __m256 d = _mm256_set1_ps(acts.row_d(i0 + r)[bb]);
           acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[r]), _mm256_mul_ps(s, d), acc[r]);
         }
+      }
+      if constexpr (half_mins(T)) {
+        sub_min(tile.m[b], 0, 1);
+        sub_min(tile.m1[b], 1, 2);
       }
     } else {
       for (int r = 0; r < R; ++r) {
@@ -144,14 +169,7 @@ void tile_kernel(const Tile& tile, int nblk, int64_t b0, const QuantActs& acts, 
         const __m256 d = _mm256_set1_ps(acts.row_d(i0 + r)[bb]);
         acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[r]), _mm256_mul_ps(s, d), acc[r]);
       }
-      if constexpr (T == GgmlType::Q4_K) {
-        const __m256 mn = _mm256_load_ps(tile.m[b]);
-        for (int r = 0; r < R; ++r) {
-          const int16_t* xs = acts.row_s(i0 + r) + 2 * bb;
-          const __m256 d = _mm256_set1_ps(acts.row_d(i0 + r)[bb]);
-          acc[r] = _mm256_fnmadd_ps(_mm256_set1_ps(static_cast<float>(xs[0] + xs[1])), _mm256_mul_ps(mn, d), acc[r]);
-        }
-      }
+      if constexpr (block_min(T)) sub_min(tile.m[b], 0, 2);
     }
   }
   for (int r = 0; r < R; ++r) {
@@ -274,6 +292,14 @@ void matmul_range_avx2(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
     case GgmlType::Q4_0: return quant_range<GgmlType::Q4_0>(a, o_begin, o_end);
     case GgmlType::Q4_K: return quant_range<GgmlType::Q4_K>(a, o_begin, o_end);
     case GgmlType::Q6_K: return quant_range<GgmlType::Q6_K>(a, o_begin, o_end);
+    case GgmlType::Q4_1: return quant_range<GgmlType::Q4_1>(a, o_begin, o_end);
+    case GgmlType::Q5_0: return quant_range<GgmlType::Q5_0>(a, o_begin, o_end);
+    case GgmlType::Q5_1: return quant_range<GgmlType::Q5_1>(a, o_begin, o_end);
+    case GgmlType::Q2_K: return quant_range<GgmlType::Q2_K>(a, o_begin, o_end);
+    case GgmlType::Q3_K: return quant_range<GgmlType::Q3_K>(a, o_begin, o_end);
+    case GgmlType::Q5_K: return quant_range<GgmlType::Q5_K>(a, o_begin, o_end);
+    case GgmlType::IQ4_NL: return quant_range<GgmlType::IQ4_NL>(a, o_begin, o_end);
+    case GgmlType::IQ4_XS: return quant_range<GgmlType::IQ4_XS>(a, o_begin, o_end);
     case GgmlType::F32: return float_range<GgmlType::F32>(a, o_begin, o_end);
     case GgmlType::F16: return float_range<GgmlType::F16>(a, o_begin, o_end);
     case GgmlType::BF16: return float_range<GgmlType::BF16>(a, o_begin, o_end);

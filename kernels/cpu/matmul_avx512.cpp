@@ -21,6 +21,7 @@
 #include <new>
 
 #include "kernels/cpu/matmul_internal.h"
+#include "kernels/cpu/matmul_unpack_x86.h"
 
 // GCC 12's AVX-512 intrinsic headers trip -Wuninitialized on their own _mm512_undefined_*()
 // placeholders when inlined here; the warnings are about the headers, not this code.
@@ -40,7 +41,8 @@ struct alignas(64) Tile {
   uint8_t qs[kChunk][8][kLanes][4];  // [block][dword group g][lane][byte]: element 4g+byte of the block
   float s0[kChunk][kLanes];          // scale of elements 0..15 of the block (all 32 unless Q6_K)
   float s1[kChunk][kLanes];          // scale of elements 16..31 (Q6_K)
-  float m[kChunk][kLanes];           // min term (Q4_K)
+  float m[kChunk][kLanes];           // min term (affine types; Q2_K: of elements 0..15)
+  float m1[kChunk][kLanes];          // Q2_K's min term of elements 16..31
   uint8_t rows[kLanes][kChunk * 32]; // decoded rows before interleaving (generic path)
 };
 
@@ -138,9 +140,15 @@ void decode_row_chunk(const uint8_t* row, int64_t b0, int nblk, Tile& tile, int 
         tile.s1[8 * sb + j][l] = d * static_cast<float>(blk->scales[2 * j + 1]);
       }
     }
+  } else if constexpr (generic_unpack(T)) {
+    for (int b = 0; b < nblk; ++b) {
+      store(b, unpack_block<T>(row, b0 + b));
+      const BlockScales bs = block_scales(T, row, b0 + b);
+      tile.s0[b][l] = bs.s0, tile.s1[b][l] = bs.s1, tile.m[b][l] = bs.m0, tile.m1[b][l] = bs.m1;
+    }
   } else {
     for (int b = 0; b < nblk; ++b)
-      decode_block32(T, row, b0 + b, u + 32 * b, tile.s0[b][l], tile.s1[b][l], tile.m[b][l]);
+      decode_block32(T, row, b0 + b, u + 32 * b, tile.s0[b][l], tile.s1[b][l], tile.m[b][l], tile.m1[b][l]);
   }
 }
 
@@ -171,7 +179,7 @@ void fill_tile(Tile& tile, const MatmulArgs& a, int64_t o0, int valid, int64_t b
       decode_row_chunk<T>(a.w + (o0 + l) * a.row_bytes, b0, nblk, tile, l);
     } else {
       std::memset(tile.rows[l], 0, static_cast<size_t>(nblk) * 32);
-      for (int b = 0; b < nblk; ++b) tile.s0[b][l] = tile.s1[b][l] = tile.m[b][l] = 0.f;
+      for (int b = 0; b < nblk; ++b) tile.s0[b][l] = tile.s1[b][l] = tile.m[b][l] = tile.m1[b][l] = 0.f;
     }
   }
   const __m512i none = _mm512_setzero_si512();
@@ -201,7 +209,7 @@ void tile_kernel(const Tile& tile, int nblk, int64_t b0, const QuantActs& acts, 
     dx[r] = acts.row_d(i0 + r);
     xs[r] = acts.row_s(i0 + r);
   }
-  constexpr int off = T == GgmlType::Q8_0 ? 128 : T == GgmlType::Q4_0 ? 8 : T == GgmlType::Q6_K ? 32 : 0;
+  constexpr int off = weight_offset(T);
   for (int b = 0; b < nblk; ++b) {
     const int64_t bb = b0 + b;
     __m512i ia[R][2];
@@ -218,7 +226,19 @@ void tile_kernel(const Tile& tile, int nblk, int64_t b0, const QuantActs& acts, 
         }
       }
     };
-    if constexpr (T == GgmlType::Q6_K) {
+    // min term: acc -= xsum * (m * dx), after the scale terms (accumulate_block's order).
+    auto sub_min = [&](const float* m, int h0, int h1) {
+      const __m512 mn0 = _mm512_load_ps(m), mn1 = _mm512_load_ps(m + 16);
+      for (int r = 0; r < R; ++r) {
+        const __m512 d = _mm512_set1_ps(dx[r][bb]);
+        int sum = 0;
+        for (int h = h0; h < h1; ++h) sum += xs[r][2 * bb + h];
+        const __m512 xsum = _mm512_set1_ps(static_cast<float>(sum));
+        acc[r][0] = _mm512_fnmadd_ps(xsum, _mm512_mul_ps(mn0, d), acc[r][0]);
+        acc[r][1] = _mm512_fnmadd_ps(xsum, _mm512_mul_ps(mn1, d), acc[r][1]);
+      }
+    };
+    if constexpr (half_scales(T)) {
       for (int h = 0; h < 2; ++h) {
         for (int r = 0; r < R; ++r) ia[r][0] = ia[r][1] = _mm512_set1_epi32(-off * xs[r][2 * bb + h]);
         dot_groups(4 * h, 4 * h + 4);
@@ -230,6 +250,10 @@ void tile_kernel(const Tile& tile, int nblk, int64_t b0, const QuantActs& acts, 
           acc[r][1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[r][1]), _mm512_mul_ps(s1, d), acc[r][1]);
         }
       }
+      if constexpr (half_mins(T)) {
+        sub_min(tile.m[b], 0, 1);
+        sub_min(tile.m1[b], 1, 2);
+      }
     } else {
       for (int r = 0; r < R; ++r) ia[r][0] = ia[r][1] = _mm512_set1_epi32(-off * (xs[r][2 * bb] + xs[r][2 * bb + 1]));
       dot_groups(0, 8);
@@ -239,15 +263,7 @@ void tile_kernel(const Tile& tile, int nblk, int64_t b0, const QuantActs& acts, 
         acc[r][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[r][0]), _mm512_mul_ps(s0, d), acc[r][0]);
         acc[r][1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[r][1]), _mm512_mul_ps(s1, d), acc[r][1]);
       }
-      if constexpr (T == GgmlType::Q4_K) {
-        const __m512 mn0 = _mm512_load_ps(tile.m[b]), mn1 = _mm512_load_ps(tile.m[b] + 16);
-        for (int r = 0; r < R; ++r) {
-          const __m512 d = _mm512_set1_ps(dx[r][bb]);
-          const __m512 xsum = _mm512_set1_ps(static_cast<float>(xs[r][2 * bb] + xs[r][2 * bb + 1]));
-          acc[r][0] = _mm512_fnmadd_ps(xsum, _mm512_mul_ps(mn0, d), acc[r][0]);
-          acc[r][1] = _mm512_fnmadd_ps(xsum, _mm512_mul_ps(mn1, d), acc[r][1]);
-        }
-      }
+      if constexpr (block_min(T)) sub_min(tile.m[b], 0, 2);
     }
   }
   for (int r = 0; r < R; ++r) {
@@ -402,6 +418,14 @@ void matmul_range_avx512(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
     case GgmlType::Q4_0: return quant_range<GgmlType::Q4_0>(a, o_begin, o_end);
     case GgmlType::Q4_K: return quant_range<GgmlType::Q4_K>(a, o_begin, o_end);
     case GgmlType::Q6_K: return quant_range<GgmlType::Q6_K>(a, o_begin, o_end);
+    case GgmlType::Q4_1: return quant_range<GgmlType::Q4_1>(a, o_begin, o_end);
+    case GgmlType::Q5_0: return quant_range<GgmlType::Q5_0>(a, o_begin, o_end);
+    case GgmlType::Q5_1: return quant_range<GgmlType::Q5_1>(a, o_begin, o_end);
+    case GgmlType::Q2_K: return quant_range<GgmlType::Q2_K>(a, o_begin, o_end);
+    case GgmlType::Q3_K: return quant_range<GgmlType::Q3_K>(a, o_begin, o_end);
+    case GgmlType::Q5_K: return quant_range<GgmlType::Q5_K>(a, o_begin, o_end);
+    case GgmlType::IQ4_NL: return quant_range<GgmlType::IQ4_NL>(a, o_begin, o_end);
+    case GgmlType::IQ4_XS: return quant_range<GgmlType::IQ4_XS>(a, o_begin, o_end);
     case GgmlType::F32: return float_range<GgmlType::F32>(a, o_begin, o_end);
     case GgmlType::F16: return float_range<GgmlType::F16>(a, o_begin, o_end);
     case GgmlType::BF16: return float_range<GgmlType::BF16>(a, o_begin, o_end);

@@ -67,34 +67,177 @@ static inline float half_to_float(uint16_t h) {
 }
 
 static inline bool is_quantized(GgmlType t) {
-  return t == GgmlType::Q8_0 || t == GgmlType::Q4_0 || t == GgmlType::Q4_K || t == GgmlType::Q6_K;
+  switch (t) {
+    case GgmlType::Q8_0: case GgmlType::Q4_0: case GgmlType::Q4_1: case GgmlType::Q5_0: case GgmlType::Q5_1:
+    case GgmlType::Q2_K: case GgmlType::Q3_K: case GgmlType::Q4_K: case GgmlType::Q5_K: case GgmlType::Q6_K:
+    case GgmlType::IQ4_NL: case GgmlType::IQ4_XS: return true;
+    default: return false;
+  }
 }
 
 // ---- The quantized-weight arithmetic every ISA reproduces exactly -------------------------
 //
-// Each 32-element weight block is decoded to unsigned bytes u[32] with an integer offset
-// (value = scale * (u - offset), minus a min term for Q4_K):
-//   Q8_0: u = q + 128 (offset 128), s0 = s1 = d
-//   Q4_0: u = nibble  (offset 8),   s0 = s1 = d
-//   Q4_K: u = nibble  (offset 0),   s0 = s1 = d * sc[j], m = dmin * min[j]
-//   Q6_K: u = 6 bits  (offset 32),  s0 = d * sc[2j] (elements 0..15), s1 = d * sc[2j+1] (16..31)
+// Each 32-element weight block is decoded to unsigned bytes u[32] with an integer offset, a
+// scale per 16-element half (s0, s1; equal unless the type has 16-element sub-blocks) and a min
+// per half (m0, m1; zero unless the type is affine), value[e] = s_h * (u[e] - offset) - m_h:
+//   Q8_0: u = q + 128 (offset 128), s = d           Q4_0: u = nibble (offset 8), s = d
+//   Q5_0: u = 5 bits (offset 16), s = d             Q4_1, Q5_1: u = 4/5 bits, s = d, m = -min
+//   Q4_K, Q5_K: u = 4/5 bits, s = d * sc[j], m = dmin * min[j]
+//   Q6_K: u = 6 bits (offset 32), s_h = d * sc[2j + h]
+//   Q3_K: u = 3 bits (offset 4), s_h = d * (sc[2j + h] - 32)
+//   Q2_K: u = 2 bits, s_h = d * (sc & 15), m_h = dmin * (sc >> 4) of sub-block 2j + h
+//   IQ4_NL, IQ4_XS: u = level + 128 (offset 128), s = d (times ls - 32 for IQ4_XS)
 // and with activations (xq, dx, xs0, xs1) the pair accumulator `acc` is updated by
 // accumulate_block below. SIMD kernels compute the same integers (in any order: they are exact)
 // and must then perform the same float operations in the same order.
 
 static inline constexpr int weight_offset(GgmlType t) {
   switch (t) {
-    case GgmlType::Q8_0: return 128;
+    case GgmlType::Q8_0: case GgmlType::IQ4_NL: case GgmlType::IQ4_XS: return 128;
     case GgmlType::Q4_0: return 8;
+    case GgmlType::Q5_0: return 16;
     case GgmlType::Q6_K: return 32;
+    case GgmlType::Q3_K: return 4;
     default: return 0;
+  }
+}
+
+// Types whose u - offset is a signed 8-bit weight that u itself can exceed 127 for (AVX2 forms
+// |w| * sign(x, w) products instead, see Dot4 in matmul_avx2.cpp).
+static inline constexpr bool signed_weights(GgmlType t) {
+  return t == GgmlType::Q8_0 || t == GgmlType::IQ4_NL || t == GgmlType::IQ4_XS;
+}
+// 16-element sub-blocks: a scale per half block.
+static inline constexpr bool half_scales(GgmlType t) {
+  return t == GgmlType::Q6_K || t == GgmlType::Q3_K || t == GgmlType::Q2_K;
+}
+// One min for the whole block (m0 == m1) / one per half (Q2_K).
+static inline constexpr bool block_min(GgmlType t) {
+  return t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q4_1 || t == GgmlType::Q5_1;
+}
+static inline constexpr bool half_mins(GgmlType t) { return t == GgmlType::Q2_K; }
+// 32-element blocks per GGML block (the unit whose scales decode together).
+static inline constexpr int blocks_per_group(GgmlType t) {
+  switch (t) {
+    case GgmlType::Q2_K: case GgmlType::Q3_K: case GgmlType::Q4_K: case GgmlType::Q5_K: case GgmlType::Q6_K:
+    case GgmlType::IQ4_XS: return 8;
+    default: return 1;
+  }
+}
+
+struct BlockScales {
+  float s0 = 0.f, s1 = 0.f, m0 = 0.f, m1 = 0.f;
+};
+
+// Scales of 32-element block b of a weight row of one of the types added with the generic
+// kernels (Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q5_K, IQ4_NL, IQ4_XS); see the table above.
+static inline BlockScales block_scales(GgmlType t, const uint8_t* row, int64_t b) {
+  BlockScales r;
+  const int j = static_cast<int>(b % 8);
+  switch (t) {
+    case GgmlType::Q4_1: {
+      const BlockQ4_1* blk = reinterpret_cast<const BlockQ4_1*>(row) + b;
+      r.s0 = r.s1 = half_to_float(blk->d);
+      r.m0 = r.m1 = -half_to_float(blk->m);
+      break;
+    }
+    case GgmlType::Q5_1: {
+      const BlockQ5_1* blk = reinterpret_cast<const BlockQ5_1*>(row) + b;
+      r.s0 = r.s1 = half_to_float(blk->d);
+      r.m0 = r.m1 = -half_to_float(blk->m);
+      break;
+    }
+    case GgmlType::Q5_0: r.s0 = r.s1 = half_to_float((reinterpret_cast<const BlockQ5_0*>(row) + b)->d); break;
+    case GgmlType::IQ4_NL: r.s0 = r.s1 = half_to_float((reinterpret_cast<const BlockIQ4_NL*>(row) + b)->d); break;
+    case GgmlType::Q2_K: {
+      const BlockQ2_K* blk = reinterpret_cast<const BlockQ2_K*>(row) + b / 8;
+      const float d = half_to_float(blk->d), dmin = half_to_float(blk->dmin);
+      const uint8_t a = blk->scales[2 * j], c = blk->scales[2 * j + 1];
+      r.s0 = d * static_cast<float>(a & 15), r.s1 = d * static_cast<float>(c & 15);
+      r.m0 = dmin * static_cast<float>(a >> 4), r.m1 = dmin * static_cast<float>(c >> 4);
+      break;
+    }
+    case GgmlType::Q3_K: {
+      const BlockQ3_K* blk = reinterpret_cast<const BlockQ3_K*>(row) + b / 8;
+      const float d = half_to_float(blk->d);
+      r.s0 = d * static_cast<float>(q3k_scale(2 * j, blk->scales) - 32);
+      r.s1 = d * static_cast<float>(q3k_scale(2 * j + 1, blk->scales) - 32);
+      break;
+    }
+    case GgmlType::Q5_K: {
+      const BlockQ5_K* blk = reinterpret_cast<const BlockQ5_K*>(row) + b / 8;
+      int sc, mn;
+      q4k_scale_min(j, blk->scales, sc, mn);
+      r.s0 = r.s1 = half_to_float(blk->d) * static_cast<float>(sc);
+      r.m0 = r.m1 = half_to_float(blk->dmin) * static_cast<float>(mn);
+      break;
+    }
+    case GgmlType::IQ4_XS: {
+      const BlockIQ4_XS* blk = reinterpret_cast<const BlockIQ4_XS*>(row) + b / 8;
+      r.s0 = r.s1 = half_to_float(blk->d) * static_cast<float>(iq4xs_scale(j, *blk) - 32);
+      break;
+    }
+    default: break;
+  }
+  return r;
+}
+
+// u bytes of block b for the types block_scales covers (portable; the x86 kernels have SIMD
+// versions in matmul_unpack_x86.h).
+static inline void block_values(GgmlType t, const uint8_t* row, int64_t b, uint8_t* u) {
+  auto nibbles = [&](const uint8_t* qs) {
+    for (int i = 0; i < 16; ++i) u[i] = qs[i] & 15, u[i + 16] = qs[i] >> 4;
+  };
+  auto fifth_bit = [&](const uint8_t* qh) {
+    for (int i = 0; i < 32; ++i) u[i] = static_cast<uint8_t>(u[i] | (((qh[i / 8] >> (i % 8)) & 1) << 4));
+  };
+  auto levels = [&]() {
+    for (int i = 0; i < 32; ++i) u[i] = static_cast<uint8_t>(kIq4nlValues[u[i]] + 128);
+  };
+  const int j = static_cast<int>(b % 8);
+  switch (t) {
+    case GgmlType::Q4_1: nibbles((reinterpret_cast<const BlockQ4_1*>(row) + b)->qs); return;
+    case GgmlType::Q5_0: {
+      const BlockQ5_0* blk = reinterpret_cast<const BlockQ5_0*>(row) + b;
+      nibbles(blk->qs);
+      fifth_bit(blk->qh);
+      return;
+    }
+    case GgmlType::Q5_1: {
+      const BlockQ5_1* blk = reinterpret_cast<const BlockQ5_1*>(row) + b;
+      nibbles(blk->qs);
+      fifth_bit(blk->qh);
+      return;
+    }
+    case GgmlType::IQ4_NL: nibbles((reinterpret_cast<const BlockIQ4_NL*>(row) + b)->qs); levels(); return;
+    case GgmlType::IQ4_XS: nibbles((reinterpret_cast<const BlockIQ4_XS*>(row) + b / 8)->qs + 16 * j); levels(); return;
+    case GgmlType::Q2_K: {
+      const uint8_t* qs = (reinterpret_cast<const BlockQ2_K*>(row) + b / 8)->qs + 32 * (j / 4);
+      for (int i = 0; i < 32; ++i) u[i] = (qs[i] >> (2 * (j % 4))) & 3;
+      return;
+    }
+    case GgmlType::Q3_K: {
+      const BlockQ3_K* blk = reinterpret_cast<const BlockQ3_K*>(row) + b / 8;
+      const uint8_t* qs = blk->qs + 32 * (j / 4);
+      for (int i = 0; i < 32; ++i)
+        u[i] = static_cast<uint8_t>(((qs[i] >> (2 * (j % 4))) & 3) | (((blk->hmask[i] >> j) & 1) << 2));
+      return;
+    }
+    case GgmlType::Q5_K: {
+      const BlockQ5_K* blk = reinterpret_cast<const BlockQ5_K*>(row) + b / 8;
+      const uint8_t* qs = blk->qs + 32 * (j / 2);
+      for (int i = 0; i < 32; ++i)
+        u[i] = static_cast<uint8_t>(((qs[i] >> (4 * (j % 2))) & 15) | (((blk->qh[i] >> j) & 1) << 4));
+      return;
+    }
+    default: return;
   }
 }
 
 // Decodes 32-element block b (0-based, in units of 32 elements) of a weight row.
 static inline void decode_block32(GgmlType t, const uint8_t* row, int64_t b, uint8_t* u, float& s0, float& s1,
-                                  float& m) {
-  s0 = s1 = m = 0.f;
+                                  float& m0, float& m1) {
+  s0 = s1 = m0 = m1 = 0.f;
   switch (t) {
     case GgmlType::Q8_0: {
       const BlockQ8_0* blk = reinterpret_cast<const BlockQ8_0*>(row) + b;
@@ -117,7 +260,7 @@ static inline void decode_block32(GgmlType t, const uint8_t* row, int64_t b, uin
       int sc, mn;
       q4k_scale_min(j, blk->scales, sc, mn);
       s0 = s1 = half_to_float(blk->d) * static_cast<float>(sc);
-      m = half_to_float(blk->dmin) * static_cast<float>(mn);
+      m0 = m1 = half_to_float(blk->dmin) * static_cast<float>(mn);
       return;
     }
     case GgmlType::Q6_K: {
@@ -132,23 +275,33 @@ static inline void decode_block32(GgmlType t, const uint8_t* row, int64_t b, uin
       s1 = d * static_cast<float>(blk->scales[2 * j + 1]);
       return;
     }
-    default: return;
+    default: {
+      block_values(t, row, b, u);
+      const BlockScales bs = block_scales(t, row, b);
+      s0 = bs.s0, s1 = bs.s1, m0 = bs.m0, m1 = bs.m1;
+      return;
+    }
   }
 }
 
 // acc += this block's contribution, in the one order all ISAs use.
-static inline float accumulate_block(GgmlType t, const uint8_t* u, float s0, float s1, float m, const int8_t* xq,
-                                     float dx, int xs0, int xs1, float acc) {
+static inline float accumulate_block(GgmlType t, const uint8_t* u, float s0, float s1, float m0, float m1,
+                                     const int8_t* xq, float dx, int xs0, int xs1, float acc) {
   const int off = weight_offset(t);
   int32_t i0 = 0, i1 = 0;
   for (int e = 0; e < 16; ++e) i0 += u[e] * xq[e];
   for (int e = 16; e < 32; ++e) i1 += u[e] * xq[e];
-  if (t == GgmlType::Q6_K) {
+  if (half_scales(t)) {
     acc = std::fma(static_cast<float>(i0 - off * xs0), s0 * dx, acc);
-    return std::fma(static_cast<float>(i1 - off * xs1), s1 * dx, acc);
+    acc = std::fma(static_cast<float>(i1 - off * xs1), s1 * dx, acc);
+    if (half_mins(t)) {
+      acc = std::fma(-static_cast<float>(xs0), m0 * dx, acc);
+      acc = std::fma(-static_cast<float>(xs1), m1 * dx, acc);
+    }
+    return acc;
   }
   acc = std::fma(static_cast<float>(i0 + i1 - off * (xs0 + xs1)), s0 * dx, acc);
-  if (t == GgmlType::Q4_K) acc = std::fma(-static_cast<float>(xs0 + xs1), m * dx, acc);
+  if (block_min(t)) acc = std::fma(-static_cast<float>(xs0 + xs1), m0 * dx, acc);
   return acc;
 }
 

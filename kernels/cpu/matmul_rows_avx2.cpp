@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "kernels/cpu/matmul_internal.h"
+#include "kernels/cpu/matmul_unpack_x86.h"
 
 namespace pagoda::cpu::detail {
 
@@ -32,19 +33,22 @@ inline void reduce_rows8(const __m256i p[8], __m256i& half0, __m256i& half1) {
 }
 
 template <GgmlType T>
-constexpr int kBlocksPerGroup = (T == GgmlType::Q4_K || T == GgmlType::Q6_K) ? 8 : 1;
+constexpr int kBlocksPerGroup = blocks_per_group(T);
 
 template <GgmlType T>
 struct GroupScales {
   alignas(32) float s0[kBlocksPerGroup<T>][kGroup];
   alignas(32) float s1[kBlocksPerGroup<T>][kGroup];
   alignas(32) float m[kBlocksPerGroup<T>][kGroup];
+  alignas(32) float m1[kBlocksPerGroup<T>][kGroup];
 };
 
 template <GgmlType T>
 void load_scales(const uint8_t* const row[kGroup], int64_t group, GroupScales<T>& sc) {
   for (int l = 0; l < kGroup; ++l) {
-    if constexpr (T == GgmlType::Q8_0) {
+    if constexpr (generic_unpack(T)) {
+      group_scales<T>(row[l], group, &sc.s0[0][l], &sc.s1[0][l], &sc.m[0][l], &sc.m1[0][l], kGroup);
+    } else if constexpr (T == GgmlType::Q8_0) {
       sc.s0[0][l] = _cvtsh_ss(reinterpret_cast<const BlockQ8_0*>(row[l])[group].d);
     } else if constexpr (T == GgmlType::Q4_0) {
       sc.s0[0][l] = _cvtsh_ss(reinterpret_cast<const BlockQ4_0*>(row[l])[group].d);
@@ -77,7 +81,13 @@ template <GgmlType T>
 inline __m256i block_dot(const uint8_t* row, int64_t group, int j, __m256i xv) {
   const __m256i ones = _mm256_set1_epi16(1), m4 = _mm256_set1_epi8(0x0F);
   __m256i u;
-  if constexpr (T == GgmlType::Q8_0) {
+  if constexpr (generic_unpack(T)) {
+    u = unpack_block<T>(row, group * kBlocksPerGroup<T> + j);
+    if constexpr (signed_weights(T)) {
+      const __m256i q = _mm256_xor_si256(u, _mm256_set1_epi8(static_cast<char>(0x80)));
+      return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(q), _mm256_sign_epi8(xv, q)), ones);
+    }
+  } else if constexpr (T == GgmlType::Q8_0) {
     const __m256i q = load32(row + group * sizeof(BlockQ8_0) + 2);
     return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(q), _mm256_sign_epi8(xv, q)), ones);
   } else if constexpr (T == GgmlType::Q4_0) {
@@ -120,17 +130,21 @@ void few_rows(const MatmulArgs& a, int64_t o0, int valid, int64_t i0) {
         for (int i = 0; i < 8; ++i) p[i] = block_dot<T>(row[i], g, j, xv);
         reduce_rows8(p, h0, h1);
         const __m256 s0 = _mm256_load_ps(sc.s0[j]);
-        if constexpr (T == GgmlType::Q6_K) {
-          const __m256i i0s = _mm256_sub_epi32(h0, _mm256_set1_epi32(32 * xs[0]));
-          const __m256i i1s = _mm256_sub_epi32(h1, _mm256_set1_epi32(32 * xs[1]));
+        // Signed-weight sums are sum(q * x) already; the others need -offset * sum(x).
+        constexpr int off = signed_weights(T) ? 0 : weight_offset(T);
+        if constexpr (half_scales(T)) {
+          const __m256i i0s = _mm256_sub_epi32(h0, _mm256_set1_epi32(off * xs[0]));
+          const __m256i i1s = _mm256_sub_epi32(h1, _mm256_set1_epi32(off * xs[1]));
           acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i0s), _mm256_mul_ps(s0, dx), acc[r]);
           acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i1s), _mm256_mul_ps(_mm256_load_ps(sc.s1[j]), dx), acc[r]);
+          if constexpr (half_mins(T)) {
+            acc[r] = _mm256_fnmadd_ps(_mm256_set1_ps(static_cast<float>(xs[0])), _mm256_mul_ps(_mm256_load_ps(sc.m[j]), dx), acc[r]);
+            acc[r] = _mm256_fnmadd_ps(_mm256_set1_ps(static_cast<float>(xs[1])), _mm256_mul_ps(_mm256_load_ps(sc.m1[j]), dx), acc[r]);
+          }
         } else {
-          // Q8_0's sums are sum(q * x) already; the others need -offset * sum(x).
-          constexpr int off = T == GgmlType::Q8_0 ? 0 : weight_offset(T);
           const __m256i isum = _mm256_sub_epi32(_mm256_add_epi32(h0, h1), _mm256_set1_epi32(off * (xs[0] + xs[1])));
           acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(s0, dx), acc[r]);
-          if constexpr (T == GgmlType::Q4_K) {
+          if constexpr (block_min(T)) {
             const __m256 xsum = _mm256_set1_ps(static_cast<float>(xs[0] + xs[1]));
             acc[r] = _mm256_fnmadd_ps(xsum, _mm256_mul_ps(_mm256_load_ps(sc.m[j]), dx), acc[r]);
           }
@@ -164,6 +178,14 @@ void matmul_few_rows_avx2(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
     case GgmlType::Q4_0: return few_rows_range<GgmlType::Q4_0>(a, o_begin, o_end);
     case GgmlType::Q4_K: return few_rows_range<GgmlType::Q4_K>(a, o_begin, o_end);
     case GgmlType::Q6_K: return few_rows_range<GgmlType::Q6_K>(a, o_begin, o_end);
+    case GgmlType::Q4_1: return few_rows_range<GgmlType::Q4_1>(a, o_begin, o_end);
+    case GgmlType::Q5_0: return few_rows_range<GgmlType::Q5_0>(a, o_begin, o_end);
+    case GgmlType::Q5_1: return few_rows_range<GgmlType::Q5_1>(a, o_begin, o_end);
+    case GgmlType::Q2_K: return few_rows_range<GgmlType::Q2_K>(a, o_begin, o_end);
+    case GgmlType::Q3_K: return few_rows_range<GgmlType::Q3_K>(a, o_begin, o_end);
+    case GgmlType::Q5_K: return few_rows_range<GgmlType::Q5_K>(a, o_begin, o_end);
+    case GgmlType::IQ4_NL: return few_rows_range<GgmlType::IQ4_NL>(a, o_begin, o_end);
+    case GgmlType::IQ4_XS: return few_rows_range<GgmlType::IQ4_XS>(a, o_begin, o_end);
     default: return;
   }
 }

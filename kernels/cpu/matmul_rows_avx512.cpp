@@ -15,6 +15,7 @@
 #include <cstring>
 
 #include "kernels/cpu/matmul_internal.h"
+#include "kernels/cpu/matmul_unpack_x86.h"
 
 // GCC 12's AVX-512 intrinsic headers trip -Wuninitialized on their own placeholders.
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -52,7 +53,7 @@ inline __m512i pair(const uint8_t* lo, const uint8_t* hi) {
 
 // Blocks per scale group: the unit whose scales are decoded at once (a K-quant super-block).
 template <GgmlType T>
-constexpr int kBlocksPerGroup = (T == GgmlType::Q4_K || T == GgmlType::Q6_K) ? 8 : 1;
+constexpr int kBlocksPerGroup = blocks_per_group(T);
 
 // Scales of one scale group for 16 outputs, [block in group][output].
 template <GgmlType T>
@@ -60,11 +61,14 @@ struct GroupScales {
   alignas(64) float s0[kBlocksPerGroup<T>][kGroup];
   alignas(64) float s1[kBlocksPerGroup<T>][kGroup];
   alignas(64) float m[kBlocksPerGroup<T>][kGroup];
+  alignas(64) float m1[kBlocksPerGroup<T>][kGroup];
 };
 
 template <GgmlType T>
 void load_scales(const uint8_t* const row[kGroup], int64_t group, GroupScales<T>& sc) {
-  if constexpr (T == GgmlType::Q8_0 || T == GgmlType::Q4_0) {
+  if constexpr (generic_unpack(T)) {
+    for (int l = 0; l < kGroup; ++l) group_scales<T>(row[l], group, &sc.s0[0][l], &sc.s1[0][l], &sc.m[0][l], &sc.m1[0][l], kGroup);
+  } else if constexpr (T == GgmlType::Q8_0 || T == GgmlType::Q4_0) {
     constexpr size_t bsz = T == GgmlType::Q8_0 ? sizeof(BlockQ8_0) : sizeof(BlockQ4_0);
     alignas(32) uint16_t dh[kGroup];
     for (int l = 0; l < kGroup; ++l) std::memcpy(&dh[l], row[l] + group * bsz, 2);
@@ -97,7 +101,33 @@ void load_scales(const uint8_t* const row[kGroup], int64_t group, GroupScales<T>
 template <GgmlType T>
 inline __m512i load_pair(const uint8_t* ri, const uint8_t* ri8, int64_t group, int j) {
   const __m512i m4 = _mm512_set1_epi8(0x0F);
-  if constexpr (T == GgmlType::Q8_0) {
+  // 16 bytes of 4-bit indices at offset `off` of each row's block -> [lo | hi nibbles] per row
+  // (Q4_0's layout), as in the Q4_0 branch below.
+  auto nibble_pair = [&](size_t off) {
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(ri + off));
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(ri8 + off));
+    const __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set_m128i(a, a)), _mm256_set_m128i(b, b), 1);
+    return _mm512_and_si512(_mm512_mask_blend_epi64(0xCC, z, _mm512_srli_epi16(z, 4)), m4);
+  };
+  if constexpr (T == GgmlType::Q5_K) {
+    const size_t base = group * sizeof(BlockQ5_K);
+    const size_t qs = base + offsetof(BlockQ5_K, qs) + 32 * (j / 2), qh = base + offsetof(BlockQ5_K, qh);
+    const __m512i z = pair(ri + qs, ri8 + qs);
+    const __m512i lo = _mm512_and_si512(j % 2 ? _mm512_srli_epi16(z, 4) : z, m4);
+    const __m512i hi = _mm512_and_si512(_mm512_srl_epi16(pair(ri + qh, ri8 + qh), _mm_cvtsi32_si128(j)), _mm512_set1_epi8(1));
+    return _mm512_or_si512(lo, _mm512_slli_epi16(hi, 4));
+  } else if constexpr (T == GgmlType::IQ4_XS || T == GgmlType::IQ4_NL || T == GgmlType::Q4_1) {
+    const size_t off = T == GgmlType::IQ4_XS ? group * sizeof(BlockIQ4_XS) + offsetof(BlockIQ4_XS, qs) + 16 * j
+                       : T == GgmlType::IQ4_NL ? group * sizeof(BlockIQ4_NL) + offsetof(BlockIQ4_NL, qs)
+                                               : group * sizeof(BlockQ4_1) + offsetof(BlockQ4_1, qs);
+    const __m512i idx = nibble_pair(off);
+    if constexpr (T == GgmlType::Q4_1) return idx;
+    // level + 128 by a byte lookup (the table of unpack_iq4_levels in every 128-bit lane).
+    return _mm512_shuffle_epi8(_mm512_broadcast_i32x4(unpack_iq4_table()), idx);
+  } else if constexpr (generic_unpack(T)) {
+    const int64_t b = group * kBlocksPerGroup<T> + j;
+    return _mm512_inserti64x4(_mm512_castsi256_si512(unpack_block<T>(ri, b)), unpack_block<T>(ri8, b), 1);
+  } else if constexpr (T == GgmlType::Q8_0) {
     const size_t off = group * sizeof(BlockQ8_0) + 2;
     return _mm512_xor_si512(pair(ri + off, ri8 + off), _mm512_set1_epi8(static_cast<char>(0x80)));
   } else if constexpr (T == GgmlType::Q4_0) {
@@ -154,16 +184,20 @@ void few_rows(const MatmulArgs& a, int64_t o0, int valid, int64_t i0, const uint
         reduce_rows16(p, h0, h1);
         // The epilogue of accumulate_block, 16 outputs at a time.
         const __m512 s0 = _mm512_load_ps(sc.s0[j]);
-        if constexpr (T == GgmlType::Q6_K) {
-          const __m512i i0 = _mm512_sub_epi32(h0, _mm512_set1_epi32(32 * xs[0]));
-          const __m512i i1 = _mm512_sub_epi32(h1, _mm512_set1_epi32(32 * xs[1]));
+        constexpr int off = weight_offset(T);
+        if constexpr (half_scales(T)) {
+          const __m512i i0 = _mm512_sub_epi32(h0, _mm512_set1_epi32(off * xs[0]));
+          const __m512i i1 = _mm512_sub_epi32(h1, _mm512_set1_epi32(off * xs[1]));
           acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i0), _mm512_mul_ps(s0, dx), acc[r]);
           acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i1), _mm512_mul_ps(_mm512_load_ps(sc.s1[j]), dx), acc[r]);
+          if constexpr (half_mins(T)) {
+            acc[r] = _mm512_fnmadd_ps(_mm512_set1_ps(static_cast<float>(xs[0])), _mm512_mul_ps(_mm512_load_ps(sc.m[j]), dx), acc[r]);
+            acc[r] = _mm512_fnmadd_ps(_mm512_set1_ps(static_cast<float>(xs[1])), _mm512_mul_ps(_mm512_load_ps(sc.m1[j]), dx), acc[r]);
+          }
         } else {
-          constexpr int off = weight_offset(T);
           const __m512i isum = _mm512_sub_epi32(_mm512_add_epi32(h0, h1), _mm512_set1_epi32(off * (xs[0] + xs[1])));
           acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(s0, dx), acc[r]);
-          if constexpr (T == GgmlType::Q4_K) {
+          if constexpr (block_min(T)) {
             const __m512 xsum = _mm512_set1_ps(static_cast<float>(xs[0] + xs[1]));
             acc[r] = _mm512_fnmadd_ps(xsum, _mm512_mul_ps(_mm512_load_ps(sc.m[j]), dx), acc[r]);
           }
@@ -209,6 +243,14 @@ void matmul_few_rows_avx512(const MatmulArgs& a, int64_t o_begin, int64_t o_end)
     case GgmlType::Q4_0: return few_rows_range<GgmlType::Q4_0>(a, o_begin, o_end);
     case GgmlType::Q4_K: return few_rows_range<GgmlType::Q4_K>(a, o_begin, o_end);
     case GgmlType::Q6_K: return few_rows_range<GgmlType::Q6_K>(a, o_begin, o_end);
+    case GgmlType::Q4_1: return few_rows_range<GgmlType::Q4_1>(a, o_begin, o_end);
+    case GgmlType::Q5_0: return few_rows_range<GgmlType::Q5_0>(a, o_begin, o_end);
+    case GgmlType::Q5_1: return few_rows_range<GgmlType::Q5_1>(a, o_begin, o_end);
+    case GgmlType::Q2_K: return few_rows_range<GgmlType::Q2_K>(a, o_begin, o_end);
+    case GgmlType::Q3_K: return few_rows_range<GgmlType::Q3_K>(a, o_begin, o_end);
+    case GgmlType::Q5_K: return few_rows_range<GgmlType::Q5_K>(a, o_begin, o_end);
+    case GgmlType::IQ4_NL: return few_rows_range<GgmlType::IQ4_NL>(a, o_begin, o_end);
+    case GgmlType::IQ4_XS: return few_rows_range<GgmlType::IQ4_XS>(a, o_begin, o_end);
     default: return;
   }
 }

@@ -4,6 +4,8 @@
 // (random weights) and for tests.
 #include "kernels/cpu/quants.h"
 
+#include "kernels/cpu/quants_impl.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -134,50 +136,99 @@ void dequantize_q4_0(const BlockQ4_0* x, float* y, int64_t nb) {
   }
 }
 
-// ---- Q4_K ---------------------------------------------------------------------------------
-// Per sub-block: affine range [min(0, lo), hi] over 15 steps; scales and mins are then quantized
-// to 6 bits against the super-block's largest, and the elements re-quantized with the scales
-// actually stored so that rounding of the scales does not bias the values.
+// ---- Q4_K / Q5_K --------------------------------------------------------------------------
+// Per sub-block: affine range [min(0, lo), hi] over qmax steps; scales and mins are then quantized
+// to `levels` (63: 6 bits, 15: 4 bits) against the super-block's largest, and the elements
+// re-quantized with the scales actually stored so that rounding of the scales does not bias the
+// values. Shared by Q4_K, Q5_K and Q2_K (quants_kquants.cpp).
+
+}  // namespace
+
+namespace detail {
+
+void quantize_affine_subblocks(const float* x, int nsub, int len, int qmax, int levels, uint16_t& dh, uint16_t& mh,
+                               int* sc, int* m, uint8_t* q) {
+  float scale[16], minv[16];
+  float max_scale = 0.f, max_min = 0.f;
+  for (int j = 0; j < nsub; ++j) {
+    float lo = 0.f, hi = -INFINITY;
+    for (int i = 0; i < len; ++i) lo = std::min(lo, x[len * j + i]), hi = std::max(hi, x[len * j + i]);
+    hi = std::max(hi, lo);
+    scale[j] = (hi - lo) / static_cast<float>(qmax);
+    minv[j] = -lo;
+    max_scale = std::max(max_scale, scale[j]);
+    max_min = std::max(max_min, minv[j]);
+  }
+  dh = fp32_to_fp16(max_scale / static_cast<float>(levels));
+  mh = fp32_to_fp16(max_min / static_cast<float>(levels));
+  const float d = fp16_to_fp32(dh), dmin = fp16_to_fp32(mh);
+  for (int j = 0; j < nsub; ++j) {
+    // Round the scale up so the sub-block's top value stays in range after quantization.
+    sc[j] = d > 0.f ? std::clamp(static_cast<int>(std::ceil(scale[j] / d)), 0, levels) : 0;
+    m[j] = dmin > 0.f ? std::clamp(nearest_int(minv[j] / dmin), 0, levels) : 0;
+    const float s = d * static_cast<float>(sc[j]), off = dmin * static_cast<float>(m[j]);
+    const float is = s != 0.f ? 1.f / s : 0.f;
+    for (int i = 0; i < len; ++i)
+      q[len * j + i] = static_cast<uint8_t>(std::clamp(nearest_int((x[len * j + i] + off) * is), 0, qmax));
+  }
+}
+
+}  // namespace detail
+
+namespace {
+
+// Q4_K / Q5_K's 12-byte packing of eight 6-bit scales and mins (see q4k_scale_min).
+void pack_scale_min_k4(const int* sc, const int* m, uint8_t* scales) {
+  for (int j = 0; j < 4; ++j) {
+    scales[j] = static_cast<uint8_t>((sc[j] & 63) | ((sc[j + 4] >> 4) << 6));
+    scales[j + 4] = static_cast<uint8_t>((m[j] & 63) | ((m[j + 4] >> 4) << 6));
+    scales[j + 8] = static_cast<uint8_t>((sc[j + 4] & 15) | ((m[j + 4] & 15) << 4));
+  }
+}
+
+// Low 4 bits of 256 values in Q4_K / Q5_K's qs layout.
+void pack_nibbles_k4(const uint8_t* q, uint8_t* qs) {
+  for (int c = 0; c < 4; ++c)
+    for (int l = 0; l < 32; ++l)
+      qs[32 * c + l] = static_cast<uint8_t>((q[64 * c + l] & 15) | ((q[64 * c + 32 + l] & 15) << 4));
+}
 
 void quantize_q4_k(const float* x, BlockQ4_K* y, int64_t nb) {
   for (int64_t b = 0; b < nb; ++b, x += 256) {
-    float scale[8], minv[8];
-    float max_scale = 0.f, max_min = 0.f;
-    for (int j = 0; j < 8; ++j) {
-      float lo = 0.f, hi = -INFINITY;
-      for (int i = 0; i < 32; ++i) lo = std::min(lo, x[32 * j + i]), hi = std::max(hi, x[32 * j + i]);
-      hi = std::max(hi, lo);
-      scale[j] = (hi - lo) / 15.f;
-      minv[j] = -lo;
-      max_scale = std::max(max_scale, scale[j]);
-      max_min = std::max(max_min, minv[j]);
-    }
-    const uint16_t dh = fp32_to_fp16(max_scale / 63.f), mh = fp32_to_fp16(max_min / 63.f);
-    const float d = fp16_to_fp32(dh), dmin = fp16_to_fp32(mh);
     int sc[8], m[8];
-    for (int j = 0; j < 8; ++j) {
-      // Round the scale up so the sub-block's top value stays in range after quantization.
-      sc[j] = d > 0.f ? std::clamp(static_cast<int>(std::ceil(scale[j] / d)), 0, 63) : 0;
-      m[j] = dmin > 0.f ? std::clamp(nearest_int(minv[j] / dmin), 0, 63) : 0;
-    }
-    BlockQ4_K& blk = y[b];
-    blk.d = dh;
-    blk.dmin = mh;
-    for (int j = 0; j < 4; ++j) {
-      blk.scales[j] = static_cast<uint8_t>((sc[j] & 63) | ((sc[j + 4] >> 4) << 6));
-      blk.scales[j + 4] = static_cast<uint8_t>((m[j] & 63) | ((m[j + 4] >> 4) << 6));
-      blk.scales[j + 8] = static_cast<uint8_t>((sc[j + 4] & 15) | ((m[j + 4] & 15) << 4));
-    }
     uint8_t q[256];
+    detail::quantize_affine_subblocks(x, 8, 32, 15, 63, y[b].d, y[b].dmin, sc, m, q);
+    pack_scale_min_k4(sc, m, y[b].scales);
+    pack_nibbles_k4(q, y[b].qs);
+  }
+}
+
+void quantize_q5_k(const float* x, BlockQ5_K* y, int64_t nb) {
+  for (int64_t b = 0; b < nb; ++b, x += 256) {
+    int sc[8], m[8];
+    uint8_t q[256];
+    detail::quantize_affine_subblocks(x, 8, 32, 31, 63, y[b].d, y[b].dmin, sc, m, q);
+    pack_scale_min_k4(sc, m, y[b].scales);
+    pack_nibbles_k4(q, y[b].qs);
+    std::memset(y[b].qh, 0, sizeof(y[b].qh));
+    for (int j = 0; j < 8; ++j)
+      for (int l = 0; l < 32; ++l) y[b].qh[l] |= static_cast<uint8_t>((q[32 * j + l] >> 4) << j);
+  }
+}
+
+void dequantize_q5_k(const BlockQ5_K* x, float* y, int64_t nb) {
+  for (int64_t b = 0; b < nb; ++b, y += 256) {
+    const float d = fp16_to_fp32(x[b].d), dmin = fp16_to_fp32(x[b].dmin);
     for (int j = 0; j < 8; ++j) {
-      const float s = d * sc[j], off = dmin * m[j];
-      const float is = s != 0.f ? 1.f / s : 0.f;
-      for (int i = 0; i < 32; ++i)
-        q[32 * j + i] = static_cast<uint8_t>(std::clamp(nearest_int((x[32 * j + i] + off) * is), 0, 15));
+      int sc, m;
+      q4k_scale_min(j, x[b].scales, sc, m);
+      const float dj = d * sc, oj = dmin * m;
+      const uint8_t* qs = x[b].qs + 32 * (j / 2);
+      for (int l = 0; l < 32; ++l) {
+        const int q = ((qs[l] >> (4 * (j % 2))) & 15) | (((x[b].qh[l] >> j) & 1) << 4);
+        y[32 * j + l] = dj * q - oj;
+      }
     }
-    for (int c = 0; c < 4; ++c)
-      for (int l = 0; l < 32; ++l)
-        blk.qs[32 * c + l] = static_cast<uint8_t>(q[64 * c + l] | (q[64 * c + 32 + l] << 4));
   }
 }
 
@@ -286,6 +337,14 @@ void quantize_row(GgmlType type, const float* x, void* y, int64_t n) {
     case GgmlType::Q4_0: quantize_q4_0(x, static_cast<BlockQ4_0*>(y), nb); return;
     case GgmlType::Q4_K: quantize_q4_k(x, static_cast<BlockQ4_K*>(y), nb); return;
     case GgmlType::Q6_K: quantize_q6_k(x, static_cast<BlockQ6_K*>(y), nb); return;
+    case GgmlType::Q5_K: quantize_q5_k(x, static_cast<BlockQ5_K*>(y), nb); return;
+    case GgmlType::Q4_1: detail::quantize_q4_1(x, static_cast<BlockQ4_1*>(y), nb); return;
+    case GgmlType::Q5_0: detail::quantize_q5_0(x, static_cast<BlockQ5_0*>(y), nb); return;
+    case GgmlType::Q5_1: detail::quantize_q5_1(x, static_cast<BlockQ5_1*>(y), nb); return;
+    case GgmlType::IQ4_NL: detail::quantize_iq4_nl(x, static_cast<BlockIQ4_NL*>(y), nb); return;
+    case GgmlType::Q2_K: detail::quantize_q2_k(x, static_cast<BlockQ2_K*>(y), nb); return;
+    case GgmlType::Q3_K: detail::quantize_q3_k(x, static_cast<BlockQ3_K*>(y), nb); return;
+    case GgmlType::IQ4_XS: detail::quantize_iq4_xs(x, static_cast<BlockIQ4_XS*>(y), nb); return;
     default: break;
   }
   throw std::invalid_argument("quants: no quantizer for this type");
@@ -305,6 +364,14 @@ void dequantize_row(GgmlType type, const void* x, float* y, int64_t n) {
     case GgmlType::Q4_0: dequantize_q4_0(static_cast<const BlockQ4_0*>(x), y, nb); return;
     case GgmlType::Q4_K: dequantize_q4_k(static_cast<const BlockQ4_K*>(x), y, nb); return;
     case GgmlType::Q6_K: dequantize_q6_k(static_cast<const BlockQ6_K*>(x), y, nb); return;
+    case GgmlType::Q5_K: dequantize_q5_k(static_cast<const BlockQ5_K*>(x), y, nb); return;
+    case GgmlType::Q4_1: detail::dequantize_q4_1(static_cast<const BlockQ4_1*>(x), y, nb); return;
+    case GgmlType::Q5_0: detail::dequantize_q5_0(static_cast<const BlockQ5_0*>(x), y, nb); return;
+    case GgmlType::Q5_1: detail::dequantize_q5_1(static_cast<const BlockQ5_1*>(x), y, nb); return;
+    case GgmlType::IQ4_NL: detail::dequantize_iq4_nl(static_cast<const BlockIQ4_NL*>(x), y, nb); return;
+    case GgmlType::Q2_K: detail::dequantize_q2_k(static_cast<const BlockQ2_K*>(x), y, nb); return;
+    case GgmlType::Q3_K: detail::dequantize_q3_k(static_cast<const BlockQ3_K*>(x), y, nb); return;
+    case GgmlType::IQ4_XS: detail::dequantize_iq4_xs(static_cast<const BlockIQ4_XS*>(x), y, nb); return;
     default: break;
   }
   throw std::invalid_argument("quants: no dequantizer for this type");

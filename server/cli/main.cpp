@@ -18,6 +18,7 @@ const Command kCommands[] = {
     {"generate", pagoda::cli::generate, "run one prompt (or --parallel N) and print the text"},
     {"bench", pagoda::cli::bench, "load-test an OpenAI-compatible server"},
     {"make-model", pagoda::cli::make_model, "write a random-weight GGUF model"},
+    {"quantize", pagoda::cli::quantize, "re-encode a GGUF model's weights to another type"},
     {"tokenize", pagoda::cli::tokenize, "print the token ids of stdin"},
     {"chat-template", pagoda::cli::chat_template, "render a chat template"},
     {"structured", pagoda::cli::structured, "compile a JSON Schema / grammar / regex, check a text"},

@@ -1,6 +1,6 @@
 // Microbenchmarks of the CPU kernels (not a test: prints figures).
 //
-//   pagoda_bench_kernels [--threads N] [--type q8_0] [--quick] [--cpu-time]
+//   pagoda_bench_kernels [--threads N] [--type q8_0] [--quick] [--cpu-time]   (--type: any supported type)
 //
 // 1. Streaming-read memory bandwidth (N threads summing a 1 GiB buffer): the ceiling for decode.
 // 2. matmul on TinyLlama-1.1B shapes: n = 1 as GB/s of weights streamed (weights rotated over
@@ -164,7 +164,7 @@ int main(int argc, char** argv) {
         if (const GgmlTypeInfo* info = ggml_type_info(id); info && info->supported && t == info->name) type = info->type, found = true;
       if (!found) return std::fprintf(stderr, "unknown type %s\n", t.c_str()), 2;
     } else {
-      std::fprintf(stderr, "usage: %s [--threads N] [--type q8_0|q4_0|q4_k|q6_k|f16|bf16|f32] [--quick] [--cpu-time]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--threads N] [--type TYPE (any supported: q8_0, q5_k, iq4_xs, f16, ...)] [--quick] [--cpu-time]\n", argv[0]);
       return 2;
     }
   }

@@ -96,3 +96,39 @@ TEST_CASE("pagoda generate refuses bad arguments with a message", "[generate]") 
   CHECK(!missing.err.empty());
   CHECK(fx.run("generate --help").rc == 0);
 }
+
+TEST_CASE("make-model --type T and pagoda generate run for every weight type added with quantize", "[generate]") {
+  Fixture fx;
+  for (const char* type : {"q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "q5_k", "iq4_nl", "iq4_xs"}) {
+    INFO(type);
+    const fs::path m = fx.dir / (std::string(type) + ".gguf");
+    REQUIRE(fx.run(std::string("make-model --layers 1 --dim 256 --ff 512 --quiet --type ") + type + " --output '" +
+                   m.string() + "'").rc == 0);
+    const Run r = fx.run("generate --model '" + m.string() + "' --prompt 'Once upon a time' -n 6 --threads 2 --ignore-eos");
+    CHECK(r.rc == 0);
+    CHECK(!r.out.empty());
+    CHECK(r.err.find("decode: 5 tokens") != std::string::npos);
+  }
+}
+
+TEST_CASE("pagoda quantize re-encodes a model, says what fell back, refuses bad arguments", "[generate]") {
+  Fixture fx;
+  const fs::path f32 = fx.dir / "f32.gguf", q = fx.dir / "q4_k.gguf";
+  // ff 96: ffn_down's rows are too short for Q4_K's 256-element block.
+  REQUIRE(fx.run("make-model --layers 1 --dim 256 --ff 96 --type f32 --quiet --output '" + f32.string() + "'").rc == 0);
+  const Run r = fx.run("quantize '" + f32.string() + "' '" + q.string() + "' --type q4_k --threads 2");
+  REQUIRE(r.rc == 0);
+  CHECK(r.err.find("blk.0.ffn_down.weight: rows of 96 do not fit q4_k's block of 256: q5_0 instead") != std::string::npos);
+  CHECK(r.err.find("wrote ") != std::string::npos);
+  const Run g = fx.run("generate --model '" + q.string() + "' --prompt hi -n 4 --threads 2 --ignore-eos");
+  CHECK(g.rc == 0);
+
+  CHECK(fx.run("quantize '" + f32.string() + "' '" + q.string() + "'").rc == 2);  // no --type
+  const Run bad = fx.run("quantize '" + f32.string() + "' '" + q.string() + "' --type q9_9");
+  CHECK(bad.rc == 2);
+  CHECK(bad.err.find("iq4_xs") != std::string::npos);  // lists the known types
+  const Run missing = fx.run("quantize /nonexistent.gguf '" + q.string() + "' --type q8_0");
+  CHECK(missing.rc == 1);
+  CHECK(!missing.err.empty());
+  CHECK(fx.run("quantize --help").rc == 0);
+}

@@ -3,6 +3,10 @@
 // backend_cuda_host.cpp. See backend_cuda.h for the design.
 #include "engine/backend/cuda/backend_cuda_impl.h"
 
+#include <vector>
+
+#include "kernels/cpu/quants.h"
+
 namespace pagoda {
 
 // ---- free functions -------------------------------------------------------------------------
@@ -80,6 +84,23 @@ Tensor CudaBackend::upload_weight(const void* host_data, GgmlType type, int64_t 
   const int64_t n = rows * cols;
   const size_t raw_bytes = ggml_row_size(type, cols) * static_cast<size_t>(rows);
   const bool quantized = info->block_size > 1;
+  // kernels/cuda dequantizes Q8_0, Q4_0, Q4_K and Q6_K; the other quantized types (Q4_1, Q5_0,
+  // Q5_1, Q2_K, Q3_K, Q5_K, IQ4_NL, IQ4_XS) are dequantized here on the host by the CPU reference
+  // (kernels/cpu/quants) and uploaded as F32, which then takes the float path below.
+  const bool device_dequant = type == GgmlType::Q8_0 || type == GgmlType::Q4_0 || type == GgmlType::Q4_K ||
+                              type == GgmlType::Q6_K;
+  if (quantized && !device_dequant) {
+    if (!m.logged_dequant.count(type)) {
+      m.logged_dequant.insert(type);
+      spdlog::info("CUDA backend: {} weights are dequantized on the host at load", info->name);
+    }
+    std::vector<float> host(static_cast<size_t>(n));
+    const auto* src = static_cast<const uint8_t*>(host_data);
+    for (int64_t r = 0; r < rows; ++r)
+      cpu::dequantize_row(type, src + static_cast<size_t>(r) * ggml_row_size(type, cols),
+                          host.data() + r * cols, cols);
+    return upload_weight(host.data(), GgmlType::F32, rows, cols);
+  }
 
   // Raw bytes to the device, then one conversion kernel into the final buffer.
   void* raw = nullptr;

@@ -17,8 +17,9 @@ using namespace pagoda::cpu;
 
 namespace {
 
-const GgmlType kTypes[] = {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0,
-                           GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K};
+const GgmlType kTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0,   GgmlType::Q4_0,
+                           GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::IQ4_NL, GgmlType::Q2_K,
+                           GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,   GgmlType::IQ4_XS};
 
 bool quantized(GgmlType t) { return ggml_type_info(t).block_size > 1; }
 
@@ -155,7 +156,7 @@ TEST_CASE("bad arguments are refused") {
   float x[64] = {}, out[4];
   uint8_t w[256] = {};
   CHECK_THROWS_AS(matmul(pool, GgmlType::Q8_0, w, 1, 48, x, 1, out), std::invalid_argument);
-  CHECK_THROWS_AS(matmul(pool, GgmlType::Q5_0, w, 1, 32, x, 1, out), std::invalid_argument);
+  CHECK_THROWS_AS(matmul(pool, GgmlType::Q8_1, w, 1, 32, x, 1, out), std::invalid_argument);
   CHECK_THROWS_AS(matmul(pool, GgmlType::Q4_K, w, 1, 32, x, 1, out), std::invalid_argument);
   matmul(pool, GgmlType::F32, w, 1, 16, x, 0, out);  // n = 0 is a no-op
 }

@@ -114,6 +114,89 @@ TEST_CASE("Q6_K hand-made block: 4+2 bit split and 16 scales") {
 }
 
 namespace {
+// Random block bytes (every bit pattern of the packed fields gets exercised) with the fp16
+// fields set to sane values; `expect(e)` computes element e straight from the layout text.
+template <typename Block, typename Fix, typename Expect>
+void check_random_blocks(GgmlType t, Fix fix, Expect expect) {
+  std::mt19937 rng(static_cast<uint32_t>(t) * 7919u);
+  const int n = ggml_type_info(t).block_size;
+  for (int round = 0; round < 20; ++round) {
+    Block b;
+    auto* bytes = reinterpret_cast<uint8_t*>(&b);
+    for (size_t i = 0; i < sizeof(Block); ++i) bytes[i] = static_cast<uint8_t>(rng());
+    fix(b, rng);
+    std::vector<float> y(static_cast<size_t>(n));
+    dequantize_row(t, &b, y.data(), n);
+    for (int e = 0; e < n; ++e) {
+      const float want = expect(b, e);
+      if (y[e] != want) FAIL(ggml_type_info(t).name << " element " << e << ": got " << y[e] << " want " << want);
+    }
+  }
+}
+uint16_t half_in(std::mt19937& rng, float lo, float hi) {
+  return fp32_to_fp16(std::uniform_real_distribution<float>(lo, hi)(rng));
+}
+float h(uint16_t v) { return fp16_to_fp32(v); }
+int nib(const uint8_t* qs, int e) { return e < 16 ? qs[e] & 15 : qs[e - 16] >> 4; }  // 32-element layout
+int bit(const uint8_t* p, int i) { return (p[i / 8] >> (i % 8)) & 1; }
+}  // namespace
+
+TEST_CASE("Q4_1, Q5_0, Q5_1, IQ4_NL random blocks follow the GGML layout") {
+  check_random_blocks<BlockQ4_1>(
+      GgmlType::Q4_1, [](BlockQ4_1& b, std::mt19937& r) { b.d = half_in(r, 0.01f, 1.f), b.m = half_in(r, -2.f, 2.f); },
+      [](const BlockQ4_1& b, int e) { return nib(b.qs, e) * h(b.d) + h(b.m); });
+  check_random_blocks<BlockQ5_0>(
+      GgmlType::Q5_0, [](BlockQ5_0& b, std::mt19937& r) { b.d = half_in(r, -1.f, 1.f); },
+      [](const BlockQ5_0& b, int e) { return ((nib(b.qs, e) | (bit(b.qh, e) << 4)) - 16) * h(b.d); });
+  check_random_blocks<BlockQ5_1>(
+      GgmlType::Q5_1, [](BlockQ5_1& b, std::mt19937& r) { b.d = half_in(r, 0.01f, 1.f), b.m = half_in(r, -2.f, 2.f); },
+      [](const BlockQ5_1& b, int e) { return (nib(b.qs, e) | (bit(b.qh, e) << 4)) * h(b.d) + h(b.m); });
+  check_random_blocks<BlockIQ4_NL>(
+      GgmlType::IQ4_NL, [](BlockIQ4_NL& b, std::mt19937& r) { b.d = half_in(r, -0.1f, 0.1f); },
+      [](const BlockIQ4_NL& b, int e) { return h(b.d) * kIq4nlValues[nib(b.qs, e)]; });
+  CHECK(kIq4nlValues[0] == -127);
+  CHECK(kIq4nlValues[8] == 1);
+  CHECK(kIq4nlValues[15] == 113);
+}
+
+TEST_CASE("Q2_K, Q3_K, Q5_K, IQ4_XS random blocks follow the GGML layout") {
+  // Q2_K / Q3_K: element e = 128h + 32j + l takes bits 2j..2j+1 of qs[32h + l].
+  auto two_bits = [](const uint8_t* qs, int e) { return (qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3; };
+  check_random_blocks<BlockQ2_K>(
+      GgmlType::Q2_K, [](BlockQ2_K& b, std::mt19937& r) { b.d = half_in(r, 0.f, 1.f), b.dmin = half_in(r, 0.f, 1.f); },
+      [&](const BlockQ2_K& b, int e) {
+        const int sc = b.scales[e / 16] & 15, mn = b.scales[e / 16] >> 4;
+        return h(b.d) * sc * two_bits(b.qs, e) - h(b.dmin) * mn;
+      });
+  check_random_blocks<BlockQ3_K>(
+      GgmlType::Q3_K, [](BlockQ3_K& b, std::mt19937& r) { b.d = half_in(r, -0.1f, 0.1f); },
+      [&](const BlockQ3_K& b, int e) {
+        // 6-bit scale s: low 4 bits from byte s % 8 (low nibble for s < 8), top 2 bits from
+        // byte 8 + s % 4 at bit 2 * (s / 4); the high bit of q is bit e / 32 of hmask[e % 32].
+        const int s = e / 16;
+        const int lo = (b.scales[s % 8] >> (s < 8 ? 0 : 4)) & 15, hi = (b.scales[8 + s % 4] >> (2 * (s / 4))) & 3;
+        const int q = two_bits(b.qs, e) + 4 * ((b.hmask[e % 32] >> (e / 32)) & 1);
+        return h(b.d) * ((lo + 16 * hi) - 32) * (q - 4);
+      });
+  check_random_blocks<BlockQ5_K>(
+      GgmlType::Q5_K, [](BlockQ5_K& b, std::mt19937& r) { b.d = half_in(r, 0.f, 0.1f), b.dmin = half_in(r, 0.f, 0.1f); },
+      [](const BlockQ5_K& b, int e) {
+        const int j = e / 32, l = e % 32;
+        int sc, mn;
+        q4k_scale_min(j, b.scales, sc, mn);
+        const int q = ((b.qs[32 * (j / 2) + l] >> (4 * (j % 2))) & 15) + 16 * ((b.qh[l] >> j) & 1);
+        return h(b.d) * sc * q - h(b.dmin) * mn;
+      });
+  check_random_blocks<BlockIQ4_XS>(
+      GgmlType::IQ4_XS, [](BlockIQ4_XS& b, std::mt19937& r) { b.d = half_in(r, -0.01f, 0.01f); },
+      [](const BlockIQ4_XS& b, int e) {
+        const int j = e / 32;
+        const int ls = ((b.scales_l[j / 2] >> (4 * (j % 2))) & 15) + 16 * ((b.scales_h >> (2 * j)) & 3);
+        return h(b.d) * (ls - 32) * kIq4nlValues[nib(b.qs + 16 * j, e % 32)];
+      });
+}
+
+namespace {
 // Max abs error of a quantize -> dequantize round trip, relative to the row's max magnitude.
 double round_trip_error(GgmlType t, const std::vector<float>& x) {
   std::vector<uint8_t> buf(ggml_row_size(t, static_cast<int64_t>(x.size())));
@@ -146,9 +229,23 @@ TEST_CASE("quantize -> dequantize error bounds") {
   CHECK(round_trip_error(GgmlType::Q4_0, x) < 1.0 / 8 * 1.01);
   CHECK(round_trip_error(GgmlType::Q4_K, x) < 0.10);
   CHECK(round_trip_error(GgmlType::Q6_K, x) < 0.5 / 31 * 1.1);
+  // The newer types, same reasoning: affine 32-blocks (Q4_1, Q5_1) half a step of range/15 or
+  // range/31 (range <= 2 amax) plus the fp16 min; Q5_0 one step of amax/16 (as Q4_0); Q5_K as
+  // Q4_K with 31 steps; Q3_K one step of amax/4 at 6-bit scales; Q2_K half a step of range/3 with
+  // 4-bit scales rounded up and 4-bit mins (half a min step, up to amax/15); IQ4: the widest gap
+  // between the non-linear levels (24 of 254) over the step's 127, plus 6-bit scale rounding.
+  CHECK(round_trip_error(GgmlType::Q4_1, x) < 1.0 / 15 * 1.05);
+  CHECK(round_trip_error(GgmlType::Q5_1, x) < 1.0 / 31 * 1.05);
+  CHECK(round_trip_error(GgmlType::Q5_0, x) < 1.0 / 16 * 1.01);
+  CHECK(round_trip_error(GgmlType::Q5_K, x) < 0.05);
+  CHECK(round_trip_error(GgmlType::Q3_K, x) < 0.30);
+  CHECK(round_trip_error(GgmlType::Q2_K, x) < 0.45);
+  CHECK(round_trip_error(GgmlType::IQ4_NL, x) < 0.12);
+  CHECK(round_trip_error(GgmlType::IQ4_XS, x) < 0.14);
   // An all-zero row stays zero (no division by zero in scale computation).
   std::vector<float> z(256, 0.f);
-  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K})
+  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q4_1, GgmlType::Q5_0,
+                     GgmlType::Q5_1, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q5_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS})
     CHECK(round_trip_error(t, [&] { auto v = z; v[3] = 1.f; return v; }()) < 0.1);
 }
 
@@ -156,5 +253,5 @@ TEST_CASE("unsupported type or partial block is refused") {
   float x[32] = {};
   uint8_t y[64];
   CHECK_THROWS_AS(quantize_row(GgmlType::Q8_0, x, y, 31), std::invalid_argument);
-  CHECK_THROWS_AS(dequantize_row(GgmlType::Q5_0, y, x, 32), std::invalid_argument);
+  CHECK_THROWS_AS(dequantize_row(GgmlType::Q8_1, y, x, 32), std::invalid_argument);
 }

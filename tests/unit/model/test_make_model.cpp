@@ -78,7 +78,8 @@ TEST_CASE("same spec gives identical bytes, whatever the thread count; the seed 
 
 TEST_CASE("from_gguf accepts make-model output for both architectures and every type") {
   for (Arch arch : {Arch::Llama, Arch::Qwen2}) {
-    for (const char* type : {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k"}) {
+    for (const char* type : {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "q4_k",
+                             "q5_k", "q6_k", "iq4_nl", "iq4_xs"}) {
       INFO(arch_name(arch) << " " << type);
       ModelSpec s = small_spec();
       s.arch = arch;
@@ -225,7 +226,7 @@ TEST_CASE("spec validation names the problem") {
   s = small_spec();
   s.n_layers = 0;
   CHECK_THROWS_WITH(build_model(s), Catch::Contains("layers must be positive"));
-  CHECK_THROWS_AS(parse_weight_type("q5_k"), ModelSpecError);
+  CHECK_THROWS_AS(parse_weight_type("q8_k"), ModelSpecError);
   CHECK_THROWS_AS(model_preset("gpt5"), ModelSpecError);
 }
 
@@ -288,7 +289,7 @@ TEST_CASE("CLI: flags override the preset, output is deterministic, bad flags fa
   std::filesystem::remove(b);
   CHECK(run_cli({"--output", a, "--bogus", "1"}) == 2);
   CHECK(run_cli({"--output", a, "--layers", "x"}) == 2);
-  CHECK(run_cli({"--output", a, "--type", "q5_k"}) == 2);
+  CHECK(run_cli({"--output", a, "--type", "q8_k"}) == 2);
   CHECK(run_cli({"--layers", "2"}) == 2);  // no --output
   CHECK(run_cli({"--output", a, "--preset", "nope"}) == 2);
   CHECK(run_cli({"--output", a, "--heads", "3"}) == 2);

@@ -258,8 +258,8 @@ TEST_CASE("missing tensors, bad shapes and unsupported types are named") {
   CHECK_THAT(error_of(d), Catch::Contains("output.weight"));
 
   d = Draft();
-  d.tensor("blk.0.ffn_down.weight").type = GgmlType::Q5_K;
-  CHECK_THAT(error_of(d), Catch::Contains("'blk.0.ffn_down.weight' has type q5_k") &&
+  d.tensor("blk.0.ffn_down.weight").type = GgmlType::Q8_K;
+  CHECK_THAT(error_of(d), Catch::Contains("'blk.0.ffn_down.weight' has type q8_k") &&
                               Catch::Contains("does not support") && Catch::Contains("q6_k"));
 
   d = Draft();

@@ -1,0 +1,106 @@
+// `pagoda quantize` (see model_quantize.h): each tensor is dequantized to floats a row at a time
+// and re-encoded with the reference quantizers of kernels/cpu/quants, rows spread over threads.
+#include "engine/model/model_quantize.h"
+
+#include <algorithm>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "engine/gguf/gguf.h"
+#include "kernels/cpu/quants.h"
+
+namespace pagoda {
+
+using gguf::GgufFile;
+using gguf::GgufWriter;
+
+GgmlType quantize_fallback_type(GgmlType wanted, int64_t cols) {
+  auto fits = [&](GgmlType t) { return cols % ggml_type_info(t).block_size == 0; };
+  if (fits(wanted)) return wanted;
+  GgmlType next = GgmlType::F16;
+  switch (wanted) {
+    case GgmlType::Q2_K: case GgmlType::Q3_K: case GgmlType::IQ4_XS: next = GgmlType::IQ4_NL; break;
+    case GgmlType::Q4_K: next = GgmlType::Q5_0; break;
+    case GgmlType::Q5_K: next = GgmlType::Q5_1; break;
+    case GgmlType::Q6_K: next = GgmlType::Q8_0; break;
+    default: break;
+  }
+  return fits(next) ? next : GgmlType::F16;
+}
+
+namespace {
+
+// Re-encodes rows [r0, r1) of a tensor from `from` to `to`.
+void convert_rows(const uint8_t* src, GgmlType from, uint8_t* dst, GgmlType to, int64_t cols, int64_t r0, int64_t r1) {
+  const size_t in_row = ggml_row_size(from, cols), out_row = ggml_row_size(to, cols);
+  std::vector<float> buf(static_cast<size_t>(cols));
+  for (int64_t r = r0; r < r1; ++r) {
+    cpu::dequantize_row(from, src + static_cast<size_t>(r) * in_row, buf.data(), cols);
+    cpu::quantize_row(to, buf.data(), dst + static_cast<size_t>(r) * out_row, cols);
+  }
+}
+
+TensorPlan plan_tensor(const gguf::TensorInfo& t, GgmlType wanted) {
+  TensorPlan p{t.name, t.type, t.type, {}};
+  const GgmlTypeInfo& from = ggml_type_info(t.type);
+  if (t.dims.size() < 2) return p;  // norms, biases, rope factors: kept
+  if (!from.supported) {
+    p.note = std::string("kept as ") + from.name + " (pagoda cannot read that type)";
+    return p;
+  }
+  p.to = quantize_fallback_type(wanted, t.dims[0]);
+  if (p.to != wanted)
+    p.note = "rows of " + std::to_string(t.dims[0]) + " do not fit " + ggml_type_info(wanted).name + "'s block of " +
+             std::to_string(ggml_type_info(wanted).block_size) + ": " + ggml_type_info(p.to).name + " instead";
+  return p;
+}
+
+}  // namespace
+
+void quantize_model(const std::string& in, const std::string& out, const QuantizeOptions& opt,
+                    const std::function<void(const TensorPlan&)>& on_tensor, ProgressFn progress) {
+  const GgmlTypeInfo* target = ggml_type_info(static_cast<uint32_t>(opt.type));
+  if (target == nullptr || !target->supported) throw ModelSpecError("quantize: unsupported target type");
+  const auto src = std::make_shared<GgufFile>(GgufFile::open(in));
+  GgufWriter w(src->alignment());
+  for (const auto& [key, value] : src->metadata()) w.set(key, value);
+  w.set("general.file_type", gguf::Value::from_u32(gguf_file_type(opt.type)));
+  w.set("general.quantization_version", gguf::Value::from_u32(2));
+
+  uint64_t total = 0;
+  std::vector<TensorPlan> plans;
+  for (const auto& t : src->tensors()) {
+    plans.push_back(plan_tensor(t, opt.type));
+    int64_t rows = 1;
+    for (size_t d = 1; d < t.dims.size(); ++d) rows *= t.dims[d];
+    total += ggml_row_size(plans.back().to, t.dims[0]) * static_cast<uint64_t>(rows);
+    if (on_tensor) on_tensor(plans.back());
+  }
+  const int threads = opt.threads > 0 ? opt.threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  auto done = std::make_shared<uint64_t>(0);
+  for (size_t i = 0; i < plans.size(); ++i) {
+    const gguf::TensorInfo& t = src->tensors()[i];
+    const TensorPlan p = plans[i];
+    const int64_t cols = t.dims[0];
+    w.add_tensor(t.name, t.dims, p.to, [=](uint8_t* dst, size_t nbytes) {
+      const uint8_t* data = src->tensor_data(t);
+      if (p.to == p.from) {
+        std::copy(data, data + nbytes, dst);
+      } else {
+        const int64_t rows = static_cast<int64_t>(nbytes / ggml_row_size(p.to, cols));
+        const int n = static_cast<int>(std::clamp<int64_t>(std::min<int64_t>(threads, rows), 1, 1 + int64_t(nbytes >> 18)));
+        std::vector<std::thread> pool;
+        for (int k = 1; k < n; ++k)
+          pool.emplace_back(convert_rows, data, p.from, dst, p.to, cols, rows * k / n, rows * (k + 1) / n);
+        convert_rows(data, p.from, dst, p.to, cols, 0, rows / n);
+        for (auto& th : pool) th.join();
+      }
+      *done += nbytes;
+      if (progress) progress(*done, total);
+    });
+  }
+  w.write(out);
+}
+
+}  // namespace pagoda

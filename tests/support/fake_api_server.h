@@ -63,6 +63,7 @@ struct FakeApiServer {
       if (add_gen) s += "assistant:";
       return s;
     };
+    metrics.set_model_name(ho.model_name);
     handlers = std::make_shared<server::Handlers>(engine, render, metrics, ho);
     server::HttpServer::Options so = c.http;
     so.api_key = c.api_key;

@@ -173,7 +173,7 @@ TEST_CASE("request bodies: chunked, 100-continue, and at the minimum rate", "[re
     }
     CHECK(r.status == 408);
     CHECK(ms_since(t0) > 900);
-    CHECK(scrape(s.port, "pagoda_http_slow_clients_total{phase=\"body\"}") == 1);
+    CHECK(scrape(s.port, "pagoda_http_slow_clients_total{model_name=\"fake-model\",phase=\"body\"}") == 1);
   }
   SECTION("a body at a good rate passes") {
     RawConnection conn(s.port);
@@ -264,8 +264,8 @@ TEST_CASE("slowloris: slow headers and slow bodies hold no worker, and are cut",
   // Past the 2 s header timeout (and the body's grace), every slow client has been answered
   // 408 and counted.
   CHECK(wait_for([&] {
-    return scrape(s.port, "pagoda_http_slow_clients_total{phase=\"headers\"}") == kEach &&
-           scrape(s.port, "pagoda_http_slow_clients_total{phase=\"body\"}") == kEach;
+    return scrape(s.port, "pagoda_http_slow_clients_total{model_name=\"fake-model\",phase=\"headers\"}") == kEach &&
+           scrape(s.port, "pagoda_http_slow_clients_total{model_name=\"fake-model\",phase=\"body\"}") == kEach;
   }, 8));
   CHECK(heads[7]->read_response(milliseconds(100)).status == 408);
   CHECK(bodies[7]->read_response(milliseconds(100)).status == 408);

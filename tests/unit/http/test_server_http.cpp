@@ -233,7 +233,7 @@ TEST_CASE("404, 413, CORS, tokenize, models, metrics", "[server]") {
   s.post("/v1/completions", {{"prompt", "a"}, {"max_tokens", 2}});
   std::string text = s.get("/metrics").body;
   CHECK(metric_value(text, "pagoda_kv_blocks_capacity") == 1024);
-  CHECK(text.find("pagoda_http_requests_total{model_name=\"\",status=\"404\"} 2") != std::string::npos);
+  CHECK(text.find("pagoda_http_requests_total{model_name=\"fake-model\",status=\"404\"} 2") != std::string::npos);
   CHECK(metric_value(text, "pagoda_time_to_first_token_seconds_count") == 1);
 }
 

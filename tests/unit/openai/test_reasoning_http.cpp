@@ -25,7 +25,7 @@ server::Handlers::Options with_parser(server::ReasoningFormat f) {
 }
 
 json chat(json extra = json::object()) {
-  json req = {{"model", "m"}, {"messages", {{{"role", "user"}, {"content", "What is 2+2?"}}}}};
+  json req = {{"model", "fake-model"}, {"messages", {{{"role", "user"}, {"content", "What is 2+2?"}}}}};
   for (auto& [k, v] : extra.items()) req[k] = v;
   return req;
 }

@@ -44,7 +44,7 @@ const char* kCall = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"
 TEST_CASE("responses: the response object field by field", "[responses][server]") {
   FakeChatServer s(options());
   s.script("Hello there.");
-  auto r = s.post("/v1/responses", {{"model", "m"}, {"input", "Hi"}, {"instructions", "Be brief."},
+  auto r = s.post("/v1/responses", {{"model", "fake-model"}, {"input", "Hi"}, {"instructions", "Be brief."},
                                     {"temperature", 0}, {"max_output_tokens", 50}, {"metadata", {{"k", "v"}}}});
   INFO(r.body);
   REQUIRE(r.status == 200);
@@ -85,7 +85,7 @@ TEST_CASE("responses: the response object field by field", "[responses][server]"
 TEST_CASE("responses: streamed events, in order, agree with the gathered answer", "[responses][server]") {
   FakeChatServer s(options(server::ReasoningFormat::Qwen3));
   s.script(std::string("<think>Check.</think>\nSure. ") + kCall);
-  json req = {{"model", "m"}, {"input", "Weather in Paris?"}, {"tools", kWeather}};
+  json req = {{"model", "fake-model"}, {"input", "Weather in Paris?"}, {"tools", kWeather}};
   auto gathered = s.post("/v1/responses", req);
   INFO(gathered.body);
   REQUIRE(gathered.status == 200);
@@ -153,7 +153,7 @@ TEST_CASE("responses: streamed events, in order, agree with the gathered answer"
 TEST_CASE("responses: a function tool round trip through previous_response_id", "[responses][server]") {
   FakeChatServer s(options());
   s.script(kCall);
-  auto first = s.post("/v1/responses", {{"model", "m"}, {"input", "Weather in Paris?"}, {"tools", kWeather},
+  auto first = s.post("/v1/responses", {{"model", "fake-model"}, {"input", "Weather in Paris?"}, {"tools", kWeather},
                                         {"instructions", "Use tools."}});
   INFO(first.body);
   REQUIRE(first.status == 200);
@@ -161,7 +161,7 @@ TEST_CASE("responses: a function tool round trip through previous_response_id", 
   REQUIRE(call["type"] == "function_call");
   s.script("It is 21 C in Paris.");
   auto second = s.post("/v1/responses",
-                       {{"model", "m"}, {"previous_response_id", first.j()["id"]}, {"tools", kWeather},
+                       {{"model", "fake-model"}, {"previous_response_id", first.j()["id"]}, {"tools", kWeather},
                         {"input", {{{"type", "function_call_output"}, {"call_id", call["call_id"]}, {"output", "21 C"}}}}});
   INFO(second.body);
   REQUIRE(second.status == 200);
@@ -175,7 +175,7 @@ TEST_CASE("responses: a function tool round trip through previous_response_id", 
             "tool: 21 C for " + call_id + "\nassistant:");
   // A client that keeps the conversation itself sends the call back as an item: same prompt.
   auto stateless = s.post("/v1/responses",
-                          {{"model", "m"}, {"tools", kWeather}, {"store", false},
+                          {{"model", "fake-model"}, {"tools", kWeather}, {"store", false},
                            {"input", {{{"role", "user"}, {"content", {{{"type", "input_text"}, {"text", "Weather in Paris?"}}}}},
                                       call,
                                       {{"type", "function_call_output"}, {"call_id", call["call_id"]}, {"output", "21 C"}}}}});
@@ -188,7 +188,7 @@ TEST_CASE("responses: a function tool round trip through previous_response_id", 
 TEST_CASE("responses: GET, DELETE and unknown ids", "[responses][server]") {
   FakeChatServer s(options());
   s.script("Stored.");
-  auto r = s.post("/v1/responses", {{"model", "m"}, {"input", "Keep this."}});
+  auto r = s.post("/v1/responses", {{"model", "fake-model"}, {"input", "Keep this."}});
   REQUIRE(r.status == 200);
   const std::string id = r.j()["id"];
   auto got = http_get(s.port, "/v1/responses/" + id);
@@ -208,7 +208,7 @@ TEST_CASE("responses: GET, DELETE and unknown ids", "[responses][server]") {
   auto again = c.Delete(("/v1/responses/" + id).c_str());
   REQUIRE(again);
   CHECK(again->status == 404);
-  auto follow = s.post("/v1/responses", {{"model", "m"}, {"input", "more"}, {"previous_response_id", id}});
+  auto follow = s.post("/v1/responses", {{"model", "fake-model"}, {"input", "more"}, {"previous_response_id", id}});
   CHECK(follow.status == 404);
   CHECK(follow.j()["error"]["param"] == "previous_response_id");
 }
@@ -218,7 +218,7 @@ TEST_CASE("responses: the store keeps the most recently used", "[responses][serv
   s.script("x");
   std::vector<std::string> ids;
   for (int i = 0; i < 3; ++i) {
-    auto r = s.post("/v1/responses", {{"model", "m"}, {"input", "n" + std::to_string(i)}});
+    auto r = s.post("/v1/responses", {{"model", "fake-model"}, {"input", "n" + std::to_string(i)}});
     REQUIRE(r.status == 200);
     ids.push_back(r.j()["id"]);
     if (i == 1) CHECK(http_get(s.port, "/v1/responses/" + ids[0]).status == 200);  // ids[0] used again
@@ -228,7 +228,7 @@ TEST_CASE("responses: the store keeps the most recently used", "[responses][serv
   CHECK(http_get(s.port, "/v1/responses/" + ids[2]).status == 200);
   FakeChatServer off(options(server::ReasoningFormat::None, 0));
   off.script("x");
-  auto r = off.post("/v1/responses", {{"model", "m"}, {"input", "hi"}});
+  auto r = off.post("/v1/responses", {{"model", "fake-model"}, {"input", "hi"}});
   REQUIRE(r.status == 200);
   CHECK(r.j()["store"] == false);
   CHECK(http_get(off.port, "/v1/responses/" + r.j()["id"].get<std::string>()).status == 404);
@@ -237,14 +237,14 @@ TEST_CASE("responses: the store keeps the most recently used", "[responses][serv
 TEST_CASE("responses: max_output_tokens cuts the answer: incomplete", "[responses][server]") {
   FakeChatServer s(options());
   s.script("A long answer that goes on.");
-  auto r = s.post("/v1/responses", {{"model", "m"}, {"input", "Hi"}, {"max_output_tokens", 4}});
+  auto r = s.post("/v1/responses", {{"model", "fake-model"}, {"input", "Hi"}, {"max_output_tokens", 4}});
   INFO(r.body);
   REQUIRE(r.status == 200);
   CHECK(r.j()["status"] == "incomplete");
   CHECK(r.j()["incomplete_details"] == json({{"reason", "max_output_tokens"}}));
   CHECK(r.j()["output"][0]["status"] == "incomplete");
   CHECK(r.j()["output"][0]["content"][0]["text"] == "A lo");
-  auto st = s.post("/v1/responses", {{"model", "m"}, {"input", "Hi"}, {"max_output_tokens", 4}, {"stream", true}});
+  auto st = s.post("/v1/responses", {{"model", "fake-model"}, {"input", "Hi"}, {"max_output_tokens", 4}, {"stream", true}});
   CHECK(typed_sse_events(st.body).back().name == "response.incomplete");
 }
 
@@ -256,17 +256,17 @@ TEST_CASE("responses: refusals name the Responses field", "[responses][server]")
     std::string param;
   };
   const Bad bad[] = {
-      {{{"model", "m"}}, "input"},
-      {{{"model", "m"}, {"input", 3}}, "input"},
-      {{{"model", "m"}, {"input", json::array()}}, "input"},
-      {{{"model", "m"}, {"input", {{{"role", "robot"}, {"content", "x"}}}}}, "input[0].role"},
-      {{{"model", "m"}, {"input", {{{"role", "user"}, {"content", {{{"type", "input_image"}}}}}}}}, "input[0].content[0].type"},
-      {{{"model", "m"}, {"input", {{{"type", "function_call_output"}, {"output", "x"}}}}}, "input[0].call_id"},
-      {{{"model", "m"}, {"input", "x"}, {"tools", {{{"type", "web_search"}}}}}, "tools[0].type"},
-      {{{"model", "m"}, {"input", "x"}, {"max_output_tokens", 0}}, "max_output_tokens"},
-      {{{"model", "m"}, {"input", "x"}, {"text", {{"format", {{"type", "yaml"}}}}}}, "text.format.type"},
-      {{{"model", "m"}, {"input", "x"}, {"reasoning", {{"effort", "max"}}}}, "reasoning.effort"},
-      {{{"model", "m"}, {"input", "x"}, {"previous_response_id", 5}}, "previous_response_id"},
+      {{{"model", "fake-model"}}, "input"},
+      {{{"model", "fake-model"}, {"input", 3}}, "input"},
+      {{{"model", "fake-model"}, {"input", json::array()}}, "input"},
+      {{{"model", "fake-model"}, {"input", {{{"role", "robot"}, {"content", "x"}}}}}, "input[0].role"},
+      {{{"model", "fake-model"}, {"input", {{{"role", "user"}, {"content", {{{"type", "input_image"}}}}}}}}, "input[0].content[0].type"},
+      {{{"model", "fake-model"}, {"input", {{{"type", "function_call_output"}, {"output", "x"}}}}}, "input[0].call_id"},
+      {{{"model", "fake-model"}, {"input", "x"}, {"tools", {{{"type", "web_search"}}}}}, "tools[0].type"},
+      {{{"model", "fake-model"}, {"input", "x"}, {"max_output_tokens", 0}}, "max_output_tokens"},
+      {{{"model", "fake-model"}, {"input", "x"}, {"text", {{"format", {{"type", "yaml"}}}}}}, "text.format.type"},
+      {{{"model", "fake-model"}, {"input", "x"}, {"reasoning", {{"effort", "max"}}}}, "reasoning.effort"},
+      {{{"model", "fake-model"}, {"input", "x"}, {"previous_response_id", 5}}, "previous_response_id"},
   };
   for (const Bad& b : bad) {
     auto r = s.post("/v1/responses", b.body);
@@ -280,7 +280,7 @@ TEST_CASE("responses: text.format goes to the structured-output engine", "[respo
   FakeChatServer s(options());
   s.script("{\"a\":1}");
   json schema = {{"type", "object"}, {"properties", {{"a", {{"type", "integer"}}}}}};
-  auto r = s.post("/v1/responses", {{"model", "m"}, {"input", "JSON please"},
+  auto r = s.post("/v1/responses", {{"model", "fake-model"}, {"input", "JSON please"},
                                     {"text", {{"format", {{"type", "json_schema"}, {"name", "x"}, {"schema", schema}}}}}});
   INFO(r.body);
   REQUIRE(r.status == 200);
@@ -288,10 +288,10 @@ TEST_CASE("responses: text.format goes to the structured-output engine", "[respo
   OutputConstraint c = s.engine.constraints().back();
   CHECK(c.kind == OutputConstraint::Kind::JsonSchema);
   CHECK(json::parse(c.source) == schema);
-  REQUIRE(s.post("/v1/responses", {{"model", "m"}, {"input", "x"}, {"text", {{"format", {{"type", "json_object"}}}}}}).status == 200);
+  REQUIRE(s.post("/v1/responses", {{"model", "fake-model"}, {"input", "x"}, {"text", {{"format", {{"type", "json_object"}}}}}}).status == 200);
   CHECK(s.engine.constraints().back().kind == OutputConstraint::Kind::JsonObject);
   const size_t before = s.engine.constraints().size();
-  REQUIRE(s.post("/v1/responses", {{"model", "m"}, {"input", "x"}, {"text", {{"format", {{"type", "text"}}}}}}).status == 200);
+  REQUIRE(s.post("/v1/responses", {{"model", "fake-model"}, {"input", "x"}, {"text", {{"format", {{"type", "text"}}}}}}).status == 200);
   CHECK(s.engine.constraints().size() == before);
 }
 
@@ -301,7 +301,7 @@ TEST_CASE("responses: a request that fails while streaming ends with response.fa
   FakeChatServer s(ho);
   s.script("never sent");
   s.engine.pause(true);  // a stalled engine: the request times out
-  auto r = s.post("/v1/responses", {{"model", "m"}, {"input", "Hi"}, {"stream", true}});
+  auto r = s.post("/v1/responses", {{"model", "fake-model"}, {"input", "Hi"}, {"stream", true}});
   s.engine.pause(false);
   INFO(r.body);
   REQUIRE(r.status == 200);  // the status line went out before the failure

@@ -107,6 +107,8 @@ LlmEngine::LlmEngine(Model& model, const Tokenizer* tokenizer, EngineConfig cfg)
   sc.max_seqs = cfg_.max_seqs;
   sc.ctx_limit = ctx_limit_;
   sc.context_shift = cfg_.context_shift;
+  sc.max_step_ms = cfg_.max_step_ms;
+  sc.step_cost = &step_cost_;
   if (tokenizer_) sc.is_eog = [tok = tokenizer_](int32_t t) { return tok->is_eog(t); };
   scheduler_ = std::make_unique<Scheduler>(sc, *kv_);
   spdlog::info("engine: {} KV blocks of {} tokens ({:.1f} MiB; {}), context {} tokens, batch {} tokens, {} seqs",
@@ -420,7 +422,12 @@ void LlmEngine::step() {
     emit_outputs(updated, ordered);
   }
   report_finished();
-  step_s_ += std::chrono::duration<double>(clock::now() - t0).count();
+  const double took_s = std::chrono::duration<double>(clock::now() - t0).count();
+  step_s_ += took_s;
+  if (plan.n_tokens() > 0) {
+    const bool prefill = std::any_of(plan.seqs.begin(), plan.seqs.end(), [](const SeqInStep& s) { return s.n_tokens > 1; });
+    step_cost_.observe(StepFeatures::of(plan), took_s * 1e3, prefill);
+  }
   update_stats(plan.n_tokens() > 0);
 }
 

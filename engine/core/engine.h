@@ -62,6 +62,9 @@ struct EngineConfig {
   double kv_cache_fraction = 0.5;
   double device_memory_fraction = 0.9;  // weights + activations + KV cache, in (0, 1]
   int max_batch_tokens = 512;  // at most the model's max_batch_tokens
+  // Stall-free prefill (SchedulerConfig): a step with decodes stays within this many ms;
+  // 0: auto (1.5x the step's decode time), < 0: off.
+  double max_step_ms = 0;
   int max_seqs = 16;
   // The admission bound, in sequences (a request counts its n choices): submit() answers
   // queue_full while max_seqs + max_queue sequences are in flight (submitted, not finished).
@@ -92,6 +95,8 @@ class LlmEngine final : public EngineApi {
   // The vocabulary is the tokenizer's (engine_vocabulary.cpp); without one, nothing tokenizes.
   std::vector<int32_t> tokenize(std::string_view text, bool add_special,
                                 bool parse_special) const override;
+  std::vector<int32_t> tokenize_marked(std::string_view text, bool add_special,
+                                       const std::vector<std::pair<size_t, size_t>>& plain) const override;
   std::string detokenize(const std::vector<int32_t>& ids) const override;
   std::string token_piece(int32_t id, bool special) const override;
   int32_t vocab_size() const override;
@@ -135,6 +140,7 @@ class LlmEngine final : public EngineApi {
   int vocab_ = 0;
   std::unique_ptr<KvCacheManager> kv_;
   std::unique_ptr<Scheduler> scheduler_;
+  StepCostModel step_cost_;  // fitted from timed steps; the scheduler reads it
 
   // Inbox, guarded by mu_ (shared with streams through a shared_ptr to wake the thread).
   struct Inbox {

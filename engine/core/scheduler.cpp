@@ -14,6 +14,18 @@ bool wants_prompt_logprobs(const Sequence& seq) {
   return seq.sample && seq.request && seq.request->prompt_logprobs >= 0 && seq.n_shifts == 0 &&
          seq.prompt_logprob_rows_done < seq.prompt_len() - 1;
 }
+
+// Logit rows a chunk of n tokens of `seq` (from num_computed) adds: the sampled row when it
+// completes the sequence's tokens, and the prompt-logprob rows it covers.
+int chunk_logit_rows(const Sequence& seq, int n) {
+  int rows = seq.sample && seq.num_computed + n == seq.num_tokens() ? 1 : 0;
+  if (wants_prompt_logprobs(seq)) {
+    const int lo = std::max(seq.num_computed, seq.prompt_logprob_rows_done);
+    const int hi = std::min(seq.num_computed + n, seq.prompt_len() - 1);
+    rows += std::max(0, hi - lo);
+  }
+  return rows;
+}
 }  // namespace
 
 Scheduler::Scheduler(SchedulerConfig cfg, KvCacheManager& kv) : cfg_(std::move(cfg)), kv_(kv) {
@@ -21,6 +33,8 @@ Scheduler::Scheduler(SchedulerConfig cfg, KvCacheManager& kv) : cfg_(std::move(c
   if (cfg_.max_seqs <= 0) throw std::invalid_argument("scheduler: max_seqs must be positive");
   if (cfg_.ctx_limit <= kv_.block_size())
     throw std::invalid_argument("scheduler: the context limit must exceed one block");
+  if (cfg_.min_prefill_chunk <= 0) throw std::invalid_argument("scheduler: min_prefill_chunk must be positive");
+  if (!(cfg_.auto_step_factor >= 1)) throw std::invalid_argument("scheduler: auto_step_factor must be at least 1");
 }
 
 void Scheduler::add(std::shared_ptr<Sequence> seq) {
@@ -114,6 +128,7 @@ void Scheduler::emit(StepPlan& plan, const std::shared_ptr<Sequence>& seq, int n
   s.block_table_offset = static_cast<int32_t>(plan.block_tables.size());
   s.n_blocks = ceil_div(seq->num_computed + n, B);
   const int seq_index = static_cast<int>(plan.seqs.size());
+  const size_t rows_before = plan.logit_rows.size();
   plan.block_tables.insert(plan.block_tables.end(), table.begin(), table.begin() + s.n_blocks);
   for (int i = 0; i < n; ++i) {
     const int pos = seq->num_computed + i;
@@ -131,6 +146,9 @@ void Scheduler::emit(StepPlan& plan, const std::shared_ptr<Sequence>& seq, int n
       if (sib->status == SeqStatus::PendingFork) targets_.push_back({row, sib, seq});
   }
   if (prefill) emit_prompt_logprob_rows(plan, seq, s.first_token, n);
+  const size_t rows_after = plan.logit_rows.size();
+  step_features_.add_chunk(s.n_past, n, static_cast<int>(rows_after - rows_before));
+  if (prefill) prefill_in_step_ = true;
   scheduled_.push_back({seq, n, prefill});
 }
 
@@ -147,6 +165,31 @@ void Scheduler::emit_prompt_logprob_rows(StepPlan& plan, const std::shared_ptr<S
   r.n = hi - lo;
   for (int pos = lo; pos < hi; ++pos) plan.logit_rows.push_back(first + (pos - seq->num_computed));
   prompt_rows_.push_back(std::move(r));
+}
+
+double Scheduler::prefill_target_ms() const {
+  const StepCostModel* cost = cfg_.step_cost;
+  if (cfg_.max_step_ms < 0 || !cost || !cost->ready() || scheduled_.empty()) return -1;  // no decodes
+  if (cfg_.max_step_ms > 0) return cfg_.max_step_ms;
+  return cfg_.auto_step_factor * cost->predict_ms(step_features_);
+}
+
+int Scheduler::fit_prefill(const Sequence& seq, int n) const {
+  if (target_ms_ < 0 || n <= 0) return n;
+  auto fits = [&](int k) {
+    StepFeatures f = step_features_;
+    f.add_chunk(seq.num_computed, k, chunk_logit_rows(seq, k));
+    return cfg_.step_cost->predict_ms(f) <= target_ms_;
+  };
+  // The predicted time grows with k (non-negative coefficients): binary search the longest fit.
+  int lo = 0, hi = n;
+  while (lo < hi) {
+    const int mid = lo + (hi - lo + 1) / 2;
+    if (fits(mid)) lo = mid;
+    else hi = mid - 1;
+  }
+  if (!prefill_in_step_) lo = std::max(lo, std::min(n, cfg_.min_prefill_chunk));
+  return lo;
 }
 
 bool Scheduler::try_admit(StepPlan& plan, int& budget) {
@@ -168,8 +211,8 @@ bool Scheduler::try_admit(StepPlan& plan, int& budget) {
                               : seq->num_tokens() - 1;
   const int matched = kv_.match_prefix(seq->id, seq->tokens, match_limit);
   seq->num_computed = matched;
-  const int n = std::min(seq->num_tokens() - matched, budget);
-  if (!kv_.allocate(seq->id, matched, n)) {
+  const int n = fit_prefill(*seq, std::min(seq->num_tokens() - matched, budget));
+  if (n == 0 || !kv_.allocate(seq->id, matched, n)) {
     kv_.free(seq->id);
     seq->num_computed = 0;
     return false;
@@ -194,10 +237,14 @@ StepPlan Scheduler::schedule() {
   prompt_rows_.clear();
   int budget = cfg_.max_batch_tokens;
   const uint64_t preemptions_before = counters_.preemptions;
+  step_features_ = StepFeatures{};
+  target_ms_ = -1;
+  prefill_in_step_ = false;
 
   // Decodes first, then unfinished prefills; both in admission order. Iterate over a snapshot:
   // preemption and finishing edit running_.
   for (int pass = 0; pass < 2; ++pass) {
+    if (pass == 1) target_ms_ = prefill_target_ms();
     const auto snapshot = running_;
     for (const auto& seq : snapshot) {
       if (budget == 0) break;
@@ -214,6 +261,7 @@ StepPlan Scheduler::schedule() {
           if (n <= 0) { finish(seq, FinishReason::Length); continue; }
         }
       }
+      if (!decode && (n = fit_prefill(*seq, n)) == 0) continue;
       if (!reserve_running(seq, n)) continue;
       emit(plan, seq, n, !decode);
       budget -= n;
@@ -252,6 +300,8 @@ FinishReason Scheduler::stop_reason(const Sequence& seq, int32_t token) const {
   if (std::find(stop.stop_token_ids.begin(), stop.stop_token_ids.end(), token) != stop.stop_token_ids.end())
     return FinishReason::Stop;
   if (stop.max_tokens > 0 && static_cast<int>(seq.output.size()) >= stop.max_tokens) return FinishReason::Length;
+  // No max_tokens: at most a context's worth, so that generation ends with context shift on too.
+  if (stop.max_tokens <= 0 && static_cast<int>(seq.output.size()) >= cfg_.ctx_limit) return FinishReason::Length;
   // The new token would need a cache slot past the limit.
   if (!cfg_.context_shift && seq.num_computed >= cfg_.ctx_limit) return FinishReason::Length;
   return FinishReason::None;

@@ -69,6 +69,9 @@ const std::vector<Option>& options() {
       OPT(threads, "CPU threads (0 = all cores)"),
       OPT(max_seqs, "max sequences per step"),
       OPT(max_batch_tokens, "max tokens per step"),
+      OPT(max_step_ms,
+          "target step time (ms) while decodes run beside a prefill (0 = auto: 1.5x the decodes' time; < 0 = off)"),
+      OPT(max_tokens_limit, "largest max_tokens a request may ask for (0 = the context size)"),
       OPT(ctx_size, "context size per sequence (0 = model's)"),
       OPT(kv_cache_memory, "KV cache budget, e.g. 512MiB (empty: engine picks)"),
       OPT(gpu_memory_fraction,
@@ -77,6 +80,7 @@ const std::vector<Option>& options() {
       OPT(system_prompt_file, "text prefilled once at start and shared"),
       OPT(context_shift, "shift the context when a sequence is full (on|off)"),
       OPT(chat_template, "Jinja chat template file (empty: the model's)"),
+      OPT(chat_special_tokens, "control-token text in chat messages becomes control tokens (on|off)"),
       OPT(tool_call_parser, "how chat output is read for tool calls (auto: from the template)",
           "auto|hermes|llama3|mistral|none"),
       OPT(host, "listen address (loopback by default; 0.0.0.0 exposes the server)"),
@@ -252,6 +256,7 @@ ServerConfig parse_server_config(int argc, char** argv, bool* help) {
   if (cfg.max_seqs < 1) throw ConfigError("--max-seqs must be at least 1");
   if (cfg.max_batch_tokens < 1) throw ConfigError("--max-batch-tokens must be at least 1");
   if (cfg.block_size < 1) throw ConfigError("--block-size must be at least 1");
+  if (cfg.max_tokens_limit < 0) throw ConfigError("--max-tokens-limit must be at least 0");
   if (cfg.max_body_bytes < 1024) throw ConfigError("--max-body-bytes must be at least 1024");
   if (!(cfg.gpu_memory_fraction > 0 && cfg.gpu_memory_fraction <= 1))
     throw ConfigError("--gpu-memory-fraction must be in (0, 1]");

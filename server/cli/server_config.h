@@ -24,6 +24,8 @@ struct ServerConfig {
   int threads = 0;                   // CPU threads; 0 = all cores
   int max_seqs = 64;                 // sequences per step
   int max_batch_tokens = 2048;       // tokens per step
+  double max_step_ms = 0;            // step-time target beside decodes; 0 = auto, < 0 = off
+  int max_tokens_limit = 0;          // largest max_tokens accepted; 0 = the context size
   int ctx_size = 0;                  // per-sequence context; 0 = the model's training context
   std::string kv_cache_memory;       // e.g. "512MiB", "2GB", bytes; empty = engine default
   double gpu_memory_fraction = 0.9;  // CUDA: weights + activations + KV cache stay within this
@@ -32,6 +34,7 @@ struct ServerConfig {
   std::string system_prompt_file;    // prefilled once at start and pinned
   bool context_shift = true;         // on | off
   std::string chat_template;         // a Jinja template file overriding the model's own
+  bool chat_special_tokens = false;  // message text may spell control tokens (off: plain text)
   std::string tool_call_parser = "auto";  // auto | hermes | llama3 | mistral | none
   // HTTP
   std::string host = "127.0.0.1";    // loopback by default: exposing the port is a choice

@@ -4,11 +4,12 @@
 # inter-token latency (p50 / p99 / max) before the long prompt and while it is prefilled, the
 # ratio of the two p99s (the target: <= 2 at default settings) and the long prompt's TTFT.
 # Each setting gets a fresh `pagoda serve`; by default the defaults are compared with the old
-# behaviour (no step-time target: --max-step-ms -1, chunks of --max-batch-tokens 2048).
+# behaviour (no step-time target: --max-step-ms off, chunks of --max-batch-tokens 2048).
 #
 #   scripts/bench_prefill_stall.sh [build-dir]
 #   env: MODEL=path THREADS=2 STREAMS=12 LONG=3900 BEFORE_S=8 RUNS=1 PORT=18941
-#        SETTINGS='default:|old:--max-step-ms -1'   (name:extra serve flags, '|'-separated)
+#        SETTINGS='default:|old:--max-step-ms off'   (name:extra serve flags, '|'-separated)
+#        LOG_DIR=dir (keeps each server's log there)
 set -euo pipefail
 BUILD=${1:-build}
 BIN="$BUILD/pagoda"
@@ -19,7 +20,7 @@ LONG=${LONG:-3900}
 BEFORE_S=${BEFORE_S:-8}
 RUNS=${RUNS:-1}
 PORT=${PORT:-18941}
-SETTINGS=${SETTINGS:-'default:|old:--max-step-ms -1'}
+SETTINGS=${SETTINGS:-'default:|old:--max-step-ms off'}
 PY=/usr/bin/python3
 
 if [ ! -f "$MODEL" ]; then
@@ -111,6 +112,8 @@ PYEOF
     kill "$server" 2>/dev/null
     wait "$server" 2>/dev/null || true
     server=
+    [ -n "${LOG_DIR:-}" ] && mkdir -p "$LOG_DIR" && cp "$work/serve-$name-$run.log" "$LOG_DIR/"
+    PORT=$((PORT + 1))  # a fresh port: the last server's sockets may linger
   done
 done
 

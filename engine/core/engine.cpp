@@ -426,7 +426,13 @@ void LlmEngine::step() {
   step_s_ += took_s;
   if (plan.n_tokens() > 0) {
     const bool prefill = std::any_of(plan.seqs.begin(), plan.seqs.end(), [](const SeqInStep& s) { return s.n_tokens > 1; });
-    step_cost_.observe(StepFeatures::of(plan), took_s * 1e3, prefill);
+    const StepFeatures f = StepFeatures::of(plan);
+    const double predicted = step_cost_.predict_ms(f);
+    step_cost_.observe(f, took_s * 1e3, prefill);
+    const auto& c = step_cost_.coefficients();
+    spdlog::debug("engine: step of {} tokens ({} rows, {:.0f} pairs) took {:.2f} ms, predicted {:.2f}; "
+                  "cost model {:.3f} + {:.4f}/token + {:.4f}/row + {:.4f}/Mpair ms",
+                  f.tokens, f.logit_rows, f.attention_pairs, took_s * 1e3, predicted, c[0], c[1], c[2], c[3]);
   }
   update_stats(plan.n_tokens() > 0);
 }

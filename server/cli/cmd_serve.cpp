@@ -196,7 +196,7 @@ std::unique_ptr<LoadedModel> load(const server::ServerConfig& cfg) {
   ec.kv_cache_memory = (size_t)cfg.kv_cache_bytes();
   ec.device_memory_fraction = cfg.gpu_memory_fraction;  // the engine sizes the cache (kv_budget.h)
   ec.max_batch_tokens = cfg.max_batch_tokens;
-  ec.max_step_ms = cfg.max_step_ms;
+  ec.max_step_ms = cfg.step_ms_target();
   ec.max_seqs = cfg.max_seqs;
   ec.max_queue = cfg.max_queue;  // the engine's admission bound: max_seqs + max_queue sequences
   ec.ctx_size = cfg.ctx_size;

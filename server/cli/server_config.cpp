@@ -70,7 +70,7 @@ const std::vector<Option>& options() {
       OPT(max_seqs, "max sequences per step"),
       OPT(max_batch_tokens, "max tokens per step"),
       OPT(max_step_ms,
-          "target step time (ms) while decodes run beside a prefill (0 = auto: 1.5x the decodes' time; < 0 = off)"),
+          "target time of a step that decodes beside a prefill: auto (1.5x the decodes' time), off, or ms"),
       OPT(max_tokens_limit, "largest max_tokens a request may ask for (0 = the context size)"),
       OPT(ctx_size, "context size per sequence (0 = model's)"),
       OPT(kv_cache_memory, "KV cache budget, e.g. 512MiB (empty: engine picks)"),
@@ -202,7 +202,8 @@ void apply_config_json(const std::string& text, const std::string& source, Serve
         if (d != std::floor(d)) throw ConfigError(where + ": expected an integer");
         as_text = std::to_string((long long)d);
       }
-    } else if (v.is_number() && o->kind == Kind::Str && std::string(o->name) == "kv_cache_memory") {
+    } else if (v.is_number() && o->kind == Kind::Str &&
+               (std::string(o->name) == "kv_cache_memory" || std::string(o->name) == "max_step_ms")) {
       as_text = v.dump();
     } else {
       throw ConfigError(where + ": wrong type " + std::string(v.type_name()));
@@ -261,6 +262,7 @@ ServerConfig parse_server_config(int argc, char** argv, bool* help) {
   if (!(cfg.gpu_memory_fraction > 0 && cfg.gpu_memory_fraction <= 1))
     throw ConfigError("--gpu-memory-fraction must be in (0, 1]");
   cfg.kv_cache_bytes();  // validates the size string early
+  cfg.step_ms_target();
   return cfg;
 }
 
@@ -272,6 +274,17 @@ std::string ServerConfig::resolve_api_key() const {
   while (!key.empty() && (key.back() == '\r' || key.back() == ' ')) key.pop_back();
   if (key.empty()) throw ConfigError("API key file '" + api_key_file + "' is empty");
   return key;
+}
+
+double ServerConfig::step_ms_target() const {
+  if (max_step_ms == "auto") return 0;
+  if (max_step_ms == "off") return -1;
+  char* end = nullptr;
+  const double v = std::strtod(max_step_ms.c_str(), &end);
+  if (end == max_step_ms.c_str() || *end != '\0' || !std::isfinite(v) || v <= 0)
+    throw ConfigError("--max-step-ms: expected auto, off or a positive number of milliseconds, got '" +
+                      max_step_ms + "'");
+  return v;
 }
 
 int64_t ServerConfig::kv_cache_bytes() const {

@@ -19,7 +19,7 @@ uint64_t g_next_id = 1;
 std::shared_ptr<Sequence> make_seq(int prompt_len, int max_tokens) {
   auto req = std::make_shared<GenerationRequest>();
   req->prompt.resize(prompt_len);
-  std::iota(req->prompt.begin(), req->prompt.end(), 0);
+  std::iota(req->prompt.begin(), req->prompt.end(), static_cast<int32_t>(g_next_id * 1000));  // no shared prefix
   req->stop.max_tokens = max_tokens;
   auto seq = std::make_shared<Sequence>();
   seq->id = g_next_id++;

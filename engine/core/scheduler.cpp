@@ -148,7 +148,7 @@ void Scheduler::emit(StepPlan& plan, const std::shared_ptr<Sequence>& seq, int n
   if (prefill) emit_prompt_logprob_rows(plan, seq, s.first_token, n);
   const size_t rows_after = plan.logit_rows.size();
   step_features_.add_chunk(s.n_past, n, static_cast<int>(rows_after - rows_before));
-  if (prefill) prefill_in_step_ = true;
+  if (prefill) prefill_tokens_in_step_ += n;
   scheduled_.push_back({seq, n, prefill});
 }
 
@@ -188,8 +188,9 @@ int Scheduler::fit_prefill(const Sequence& seq, int n) const {
     if (fits(mid)) lo = mid;
     else hi = mid - 1;
   }
-  if (!prefill_in_step_) lo = std::max(lo, std::min(n, cfg_.min_prefill_chunk));
-  return lo;
+  lo = std::min(lo, std::max(cfg_.min_prefill_chunk, 2 * last_step_prefill_) - prefill_tokens_in_step_);
+  if (prefill_tokens_in_step_ == 0) lo = std::max(lo, std::min(n, cfg_.min_prefill_chunk));
+  return std::max(lo, 0);
 }
 
 bool Scheduler::try_admit(StepPlan& plan, int& budget) {
@@ -239,7 +240,7 @@ StepPlan Scheduler::schedule() {
   const uint64_t preemptions_before = counters_.preemptions;
   step_features_ = StepFeatures{};
   target_ms_ = -1;
-  prefill_in_step_ = false;
+  prefill_tokens_in_step_ = 0;
 
   // Decodes first, then unfinished prefills; both in admission order. Iterate over a snapshot:
   // preemption and finishing edit running_.
@@ -281,6 +282,7 @@ StepPlan Scheduler::schedule() {
     }
   }
   kv_.take_edits(plan.block_copies, plan.k_shifts);
+  last_step_prefill_ = prefill_tokens_in_step_;
   return plan;
 }
 

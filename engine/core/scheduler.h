@@ -8,8 +8,10 @@
 // Stall-free prefill: in a step that carries decodes, prefill chunks (2 and 3) are also cut so
 // that the step's predicted time (StepCostModel) stays within a target, so a long prompt never
 // stretches the decoding streams' inter-token gap; the first prefill of such a step always gets
-// at least min_prefill_chunk tokens, so prompts keep moving. Steps without decodes use the whole
-// token budget.
+// at least min_prefill_chunk tokens, so prompts keep moving. Such a step also takes at most
+// twice the prefill tokens of the step before (a slow start: the cost model sees each size
+// before it is doubled, so one bad prediction cannot make a long stall). Steps without decodes
+// use the whole token budget.
 // When a running sequence needs a block and none is free, the most recently admitted running
 // sequence not yet scheduled this step is preempted: it drops its blocks (full ones stay in the
 // prefix cache) and goes back to the front of the queue, to resume by recompute. No new
@@ -45,7 +47,7 @@ struct SchedulerConfig {
   // when 0, auto_step_factor x the predicted time of its decodes alone; < 0: no target.
   double max_step_ms = 0;
   double auto_step_factor = 1.5;
-  int min_prefill_chunk = 16;  // prefill tokens such a step still takes (progress)
+  int min_prefill_chunk = 8;   // prefill tokens such a step still takes (progress)
   const StepCostModel* step_cost = nullptr;  // not owned; null or not ready(): no target
 };
 
@@ -154,7 +156,8 @@ class Scheduler {
   SchedulerCounters counters_;
   StepFeatures step_features_;  // of the step being formed
   double target_ms_ = -1;       // its time target (< 0: none)
-  bool prefill_in_step_ = false;
+  int prefill_tokens_in_step_ = 0;
+  int last_step_prefill_ = 0;   // prefill tokens of the last step (the slow start's base)
 };
 
 }  // namespace pagoda

@@ -61,28 +61,28 @@ StepFeatures StepFeatures::of(const StepPlan& plan) {
 
 void StepCostModel::observe(const StepFeatures& f, double ms, bool prefill) {
   if (!std::isfinite(ms) || ms < 0) return;
-  auto& w = windows_[prefill ? 1 : 0];
-  size_t& next = next_[prefill ? 1 : 0];
+  int size_class = 0;
+  for (double t = f.tokens; t >= 2 && size_class < kSizes - 1; t /= 2) ++size_class;
+  Bucket& b = buckets_[prefill ? 1 : 0][size_class];
   const Sample s{features(f), ms};
-  if (w.size() < kWindow) {
-    w.push_back(s);
-  } else {
-    w[next] = s;
-  }
-  next = (next + 1) % kWindow;
+  if (b.ring.size() < kPerBucket) b.ring.push_back(s);
+  else b.ring[b.next] = s;
+  b.next = (b.next + 1) % kPerBucket;
   refit();
 }
 
 void StepCostModel::refit() {
   double a[4][4] = {}, b[4] = {};
   size_t n = 0;
-  for (const auto& w : windows_) {
-    for (const Sample& s : w) {
-      for (int i = 0; i < 4; ++i) {
-        for (int j = 0; j < 4; ++j) a[i][j] += s.x[i] * s.x[j];
-        b[i] += s.x[i] * s.ms;
+  for (const auto& kind : buckets_) {
+    for (const Bucket& bucket : kind) {
+      for (const Sample& s : bucket.ring) {
+        for (int i = 0; i < 4; ++i) {
+          for (int j = 0; j < 4; ++j) a[i][j] += s.x[i] * s.x[j];
+          b[i] += s.x[i] * s.ms;
+        }
+        ++n;
       }
-      ++n;
     }
   }
   if (n < kMinSamples) return;

@@ -6,10 +6,12 @@
 //   fixed (weights streamed once per step, launch overhead) + per token (every row goes through
 //   every matmul) + per logit row (the LM head, the widest matmul, runs only on sampled rows)
 //   + per attention pair (each new token attends to its sequence's past: n * (n_past + n/2)).
-// The coefficients are a least-squares fit (non-negative, lightly ridged) over the last steps,
-// kept in two windows (steps with prefill, decode-only steps) so that a long run of one kind
-// never forgets what the other costs. Deterministic: the same observations give the same
-// predictions, which is what the scheduler's unit tests rely on.
+// The coefficients are a least-squares fit (non-negative, lightly ridged) over recent steps,
+// kept in buckets by kind (with prefill or decode-only) and size (log2 of the token count), the
+// last few of each: a long run of identical steps (twelve streams decoding for minutes) then
+// never erases what steps of other shapes cost, which is what separates the fixed cost from
+// the per-token one. Deterministic: the same observations give the same predictions, which is
+// what the scheduler's unit tests rely on.
 #pragma once
 
 #include <array>
@@ -35,7 +37,7 @@ class StepCostModel {
   static constexpr int kCoefficients = 4;  // fixed, per token, per logit row, per attention pair
   using Coefficients = std::array<double, kCoefficients>;  // ms; pairs per 1e6
 
-  // Records a step that took `ms`; `prefill` says which window it joins.
+  // Records a step that took `ms`; `prefill` says which kind of bucket it joins.
   void observe(const StepFeatures& f, double ms, bool prefill);
   // Predicted step time in ms (0 until ready()).
   double predict_ms(const StepFeatures& f) const;
@@ -50,11 +52,15 @@ class StepCostModel {
     Coefficients x;
     double ms;
   };
-  static constexpr size_t kWindow = 32;  // steps kept per window
+  static constexpr size_t kPerBucket = 4;  // steps kept per bucket
+  static constexpr int kSizes = 24;        // log2 size classes of the token count
+  struct Bucket {
+    std::vector<Sample> ring;
+    size_t next = 0;
+  };
   void refit();
 
-  std::vector<Sample> windows_[2];  // [0]: decode-only, [1]: with prefill (rings)
-  size_t next_[2] = {0, 0};
+  Bucket buckets_[2][kSizes];  // [decode-only | with prefill][size class]
   Coefficients coef_{};
   bool ready_ = false;
 };

@@ -138,11 +138,22 @@ TEST_CASE("auto target: a prefill beside decodes is cut to 1.5x the decode-only 
 }
 
 TEST_CASE("fixed target, minimum chunk, and no target without decodes or when off") {
-  SECTION("max_step_ms 10: (10 - 4.5) * 8 = 44 tokens") {
+  SECTION("max_step_ms 10: (10 - 4.5) * 8 = 44 tokens, after a slow start") {
     Fixture fx(10);
     auto p = make_seq(300, 5);
     fx.s->add(p);
+    CHECK(step(*fx.s).seqs.back().n_tokens == 32);  // twice the 16 prefill tokens of the step before
     CHECK(step(*fx.s).seqs.back().n_tokens == 44);
+    CHECK(step(*fx.s).seqs.back().n_tokens == 44);
+  }
+  SECTION("slow start: a prompt arriving among decodes starts at the minimum chunk and doubles") {
+    Fixture fx(100, 8);
+    step(*fx.s);  // decodes only: the last step had no prefill
+    auto p = make_seq(300, 5);
+    fx.s->add(p);
+    std::vector<int> chunks;
+    for (int i = 0; i < 5; ++i) chunks.push_back(step(*fx.s).seqs.back().n_tokens);
+    CHECK(chunks == std::vector<int>{8, 16, 32, 64, 128});
   }
   SECTION("a target the decodes already exceed still moves the prompt by the minimum chunk") {
     Fixture fx(3, 8);

@@ -57,13 +57,13 @@ def one(rng):
             "seed": rng.randrange(1 << 30)}
     if chat:
         body["messages"] = [{"role": "system", "content": text(rng, rng.randint(1, 30))},
-                            {"role": "user", "content": text(rng, rng.randint(1, 200))}]
+                            {"role": "user", "content": text(rng, rng.randint(1, 120))}]
         if rng.random() < 0.1:
             body["response_format"] = {"type": "json_object"}
         if rng.random() < 0.2:
             body["logprobs"], body["top_logprobs"] = True, rng.randint(0, 3)
     else:
-        body["prompt"] = text(rng, rng.randint(1, 300))
+        body["prompt"] = text(rng, rng.randint(1, 200))
         if rng.random() < 0.2:
             body["logprobs"] = rng.randint(0, 3)
     if rng.random() < 0.2:

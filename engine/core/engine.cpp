@@ -248,7 +248,10 @@ void LlmEngine::loop() {
   try {
     prefill_system_prompt();
     while (take_inbox()) {
-      if (scheduler_->has_work()) step();
+      if (scheduler_->has_work()) {
+        step();
+        heap_trim_.tick(/*idle=*/false);
+      }
     }
   } catch (const std::exception& e) {
     spdlog::critical("engine thread stopped: {}", e.what());
@@ -282,10 +285,18 @@ bool LlmEngine::take_inbox() {
   bool aborts = false;
   {
     std::unique_lock<std::mutex> lock(inbox_->mu);
-    if (!scheduler_->has_work())
-      inbox_->cv.wait(lock, [&] {
+    if (!scheduler_->has_work()) {
+      auto ready = [&] {
         return inbox_->stop || !inbox_->pending.empty() || inbox_->aborts || !inbox_->calls.empty();
-      });
+      };
+      // Rested a while with nothing to do: give the memory of past requests back first.
+      if (!inbox_->cv.wait_for(lock, HeapTrim::kIdleGap, ready)) {
+        lock.unlock();
+        heap_trim_.tick(/*idle=*/true);
+        lock.lock();
+        inbox_->cv.wait(lock, ready);
+      }
+    }
     if (inbox_->stop) return false;
     pending.swap(inbox_->pending);
     calls.swap(inbox_->calls);

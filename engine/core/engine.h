@@ -41,6 +41,7 @@
 #include "engine/backend/backend.h"
 #include "engine/engine_api.h"
 #include "engine/core/grammar_masks.h"
+#include "engine/core/heap_trim.h"
 #include "engine/core/kv_cache_manager.h"
 #include "engine/core/sampling.h"
 #include "engine/core/scheduler.h"
@@ -141,6 +142,7 @@ class LlmEngine final : public EngineApi {
   std::unique_ptr<KvCacheManager> kv_;
   std::unique_ptr<Scheduler> scheduler_;
   StepCostModel step_cost_;  // fitted from timed steps; the scheduler reads it
+  HeapTrim heap_trim_;
 
   // Inbox, guarded by mu_ (shared with streams through a shared_ptr to wake the thread).
   struct Inbox {

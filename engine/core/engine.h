@@ -4,7 +4,8 @@
 // Each step: take new requests and aborts from the inbox -> scheduler.schedule() -> StepPlan ->
 // model.forward() -> sample one token per sample target -> scheduler.update() (token stops,
 // frees finished sequences) -> detokenize, match stop strings, push Deltas. With nothing to do
-// the thread sleeps on a condition variable.
+// the thread sleeps on a condition variable (after 5 s of that, it trims the heap: HeapTrim).
+// Each step's time feeds the StepCostModel the scheduler cuts prefill chunks by.
 //
 // Where tokens are sampled (decided per request at admission, so never by its batch mates):
 // - On the backend, when model.backend().can_sample() (the CUDA backend) and the request needs

@@ -49,6 +49,7 @@ struct InProcServer {
     ho.model_name = "fake-model";
     ho.timeout_s = c.timeout_s;
     ho.health_stall_s = c.stall_s;
+    ho.max_tokens_limit = 1 << 20;  // long generations beyond the fake's 256-token context
     auto render = [](const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
                      bool add_gen) {
       std::string s;

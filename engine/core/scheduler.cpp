@@ -264,7 +264,8 @@ StepPlan Scheduler::schedule() {
       }
       if (!decode && (n = fit_prefill(*seq, n)) == 0) continue;
       if (!reserve_running(seq, n)) continue;
-      emit(plan, seq, n, !decode);
+      // A prompt cut just before its last token finishes in the decode pass; it is still prefill.
+      emit(plan, seq, n, !decode || seq->output.empty());
       budget -= n;
     }
   }

@@ -47,7 +47,7 @@ struct SchedulerConfig {
   // when 0, auto_step_factor x the predicted time of its decodes alone; < 0: no target.
   double max_step_ms = 0;
   double auto_step_factor = 1.5;
-  int min_prefill_chunk = 8;   // prefill tokens such a step still takes (progress)
+  int min_prefill_chunk = 4;   // prefill tokens such a step still takes (progress)
   const StepCostModel* step_cost = nullptr;  // not owned; null or not ready(): no target
 };
 

@@ -199,6 +199,8 @@ CommonRequest parse_common(const RequestJson& body, bool chat, bool zero_max_tok
     const RequestJson* v = f.get(key);
     if (v && v->is_number_unsigned() && v->get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()))
       return std::numeric_limits<int64_t>::max();
+    if (v && v->is_number_float() && v->get<double>() >= 9e15 && v->get<double>() == std::floor(v->get<double>()))
+      return std::numeric_limits<int64_t>::max();  // 1e20, or an integer too long for uint64
     return f.integer(key);
   };
   std::optional<int64_t> mt = count("max_tokens");

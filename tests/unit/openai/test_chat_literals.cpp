@@ -165,7 +165,7 @@ TEST_CASE("max_tokens above the cap: 400 'must be at most N'; beyond int32 and i
   ChatMlTokenizer tok;
   Server s(tok, template_renderer(ChatTemplate::chatml_source()), false, 1000);
   for (const char* key : {"max_tokens", "max_completion_tokens"}) {
-    for (json v : {json(1001), json(2147483647), json(2147483648LL), json(uint64_t(18446744073709551615ULL))}) {
+    for (json v : {json(1001), json(2147483647), json(2147483648LL), json(uint64_t(18446744073709551615ULL)), json(1e20)}) {
       INFO(key << " = " << v.dump());
       json body = {{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {key, v}};
       HttpResult r = http_post(s.http->port(), "/v1/chat/completions", body);

@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "engine/sampling_params.h"
@@ -157,6 +158,11 @@ class EngineApi {
   // control-token text ("<|im_start|>") becomes that token. Throws std::exception on failure.
   virtual std::vector<int32_t> tokenize(std::string_view text, bool add_special,
                                         bool parse_special) const = 0;
+  // tokenize(text, add_special, parse_special = true), except that control-token text inside
+  // the byte ranges `plain` (sorted, disjoint [begin, end)) stays plain text: the client's text
+  // inside a rendered chat prompt (Tokenizer::encode_marked).
+  virtual std::vector<int32_t> tokenize_marked(std::string_view text, bool add_special,
+                                               const std::vector<std::pair<size_t, size_t>>& plain) const = 0;
   // Token ids -> text, control tokens left out.
   virtual std::string detokenize(const std::vector<int32_t>& ids) const = 0;
   // One token's text; `special`: control tokens spelled out (otherwise they read as "").

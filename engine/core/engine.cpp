@@ -112,6 +112,8 @@ LlmEngine::LlmEngine(Model& model, const Tokenizer* tokenizer, EngineConfig cfg)
   sc.max_seqs = cfg_.max_seqs;
   sc.ctx_limit = ctx_limit_;
   sc.context_shift = cfg_.context_shift;
+  sc.max_step_ms = cfg_.max_step_ms;
+  sc.step_cost = &step_cost_;
   if (tokenizer_) sc.is_eog = [tok = tokenizer_](int32_t t) { return tok->is_eog(t); };
   scheduler_ = std::make_unique<Scheduler>(sc, *kv_);
   spdlog::info("engine: {} KV blocks of {} tokens ({:.1f} MiB; {}), context {} tokens, batch {} tokens, {} seqs",
@@ -260,7 +262,10 @@ void LlmEngine::loop() {
   try {
     prefill_system_prompt();
     while (take_inbox()) {
-      if (scheduler_->has_work()) step();
+      if (scheduler_->has_work()) {
+        step();
+        heap_trim_.tick(/*idle=*/false);
+      }
     }
   } catch (const std::exception& e) {
     spdlog::critical("engine thread stopped: {}", e.what());
@@ -294,10 +299,18 @@ bool LlmEngine::take_inbox() {
   bool aborts = false;
   {
     std::unique_lock<std::mutex> lock(inbox_->mu);
-    if (!scheduler_->has_work())
-      inbox_->cv.wait(lock, [&] {
+    if (!scheduler_->has_work()) {
+      auto ready = [&] {
         return inbox_->stop || !inbox_->pending.empty() || inbox_->aborts || !inbox_->calls.empty();
-      });
+      };
+      // Rested a while with nothing to do: give the memory of past requests back first.
+      if (!inbox_->cv.wait_for(lock, HeapTrim::kIdleGap, ready)) {
+        lock.unlock();
+        heap_trim_.tick(/*idle=*/true);
+        lock.lock();
+        inbox_->cv.wait(lock, ready);
+      }
+    }
     if (inbox_->stop) return false;
     pending.swap(inbox_->pending);
     calls.swap(inbox_->calls);
@@ -442,7 +455,18 @@ void LlmEngine::step() {
     emit_outputs(updated, ordered);
   }
   report_finished();
-  step_s_ += std::chrono::duration<double>(clock::now() - t0).count();
+  const double took_s = std::chrono::duration<double>(clock::now() - t0).count();
+  step_s_ += took_s;
+  if (plan.n_tokens() > 0) {
+    const bool prefill = std::any_of(plan.seqs.begin(), plan.seqs.end(), [](const SeqInStep& s) { return s.n_tokens > 1; });
+    const StepFeatures f = StepFeatures::of(plan);
+    const double predicted = step_cost_.predict_ms(f);
+    step_cost_.observe(f, took_s * 1e3, prefill);
+    const auto& c = step_cost_.coefficients();
+    spdlog::debug("engine: step of {} tokens ({} rows, {:.0f} pairs) took {:.2f} ms, predicted {:.2f}; "
+                  "cost model {:.3f} + {:.4f}/token + {:.4f}/row + {:.4f}/Mpair ms",
+                  f.tokens, f.logit_rows, f.attention_pairs, took_s * 1e3, predicted, c[0], c[1], c[2], c[3]);
+  }
   update_stats(plan.n_tokens() > 0);
 }
 

@@ -4,7 +4,8 @@
 // Each step: take new requests and aborts from the inbox -> scheduler.schedule() -> StepPlan ->
 // model.forward() -> sample one token per sample target -> scheduler.update() (token stops,
 // frees finished sequences) -> detokenize, match stop strings, push Deltas. With nothing to do
-// the thread sleeps on a condition variable.
+// the thread sleeps on a condition variable (after 5 s of that, it trims the heap: HeapTrim).
+// Each step's time feeds the StepCostModel the scheduler cuts prefill chunks by.
 //
 // Where tokens are sampled (decided per request at admission, so never by its batch mates):
 // - On the backend, when model.backend().can_sample() (the CUDA backend) and the request needs
@@ -47,6 +48,7 @@
 #include "engine/backend/backend.h"
 #include "engine/engine_api.h"
 #include "engine/core/grammar_masks.h"
+#include "engine/core/heap_trim.h"
 #include "engine/core/kv_cache_manager.h"
 #include "engine/core/sampling.h"
 #include "engine/core/scheduler.h"
@@ -68,6 +70,9 @@ struct EngineConfig {
   double kv_cache_fraction = 0.5;
   double device_memory_fraction = 0.9;  // weights + activations + KV cache, in (0, 1]
   int max_batch_tokens = 512;  // at most the model's max_batch_tokens
+  // Stall-free prefill (SchedulerConfig): a step with decodes stays within this many ms;
+  // 0: auto (1.5x the step's decode time), < 0: off.
+  double max_step_ms = 0;
   int max_seqs = 16;
   // The admission bound, in sequences (a request counts its n choices): submit() answers
   // queue_full while max_seqs + max_queue sequences are in flight (submitted, not finished).
@@ -98,6 +103,8 @@ class LlmEngine final : public EngineApi {
   // The vocabulary is the tokenizer's (engine_vocabulary.cpp); without one, nothing tokenizes.
   std::vector<int32_t> tokenize(std::string_view text, bool add_special,
                                 bool parse_special) const override;
+  std::vector<int32_t> tokenize_marked(std::string_view text, bool add_special,
+                                       const std::vector<std::pair<size_t, size_t>>& plain) const override;
   std::string detokenize(const std::vector<int32_t>& ids) const override;
   std::string token_piece(int32_t id, bool special) const override;
   int32_t vocab_size() const override;
@@ -142,6 +149,8 @@ class LlmEngine final : public EngineApi {
   std::optional<Pooling> model_pooling_;  // the model's own (GGUF pooling_type), when it names one
   std::unique_ptr<KvCacheManager> kv_;
   std::unique_ptr<Scheduler> scheduler_;
+  StepCostModel step_cost_;  // fitted from timed steps; the scheduler reads it
+  HeapTrim heap_trim_;
 
   // Inbox, guarded by mu_ (shared with streams through a shared_ptr to wake the thread).
   struct Inbox {

@@ -13,6 +13,12 @@ std::vector<int32_t> LlmEngine::tokenize(std::string_view text, bool add_special
   return tokenizer_->encode(text, add_special, parse_special);
 }
 
+std::vector<int32_t> LlmEngine::tokenize_marked(std::string_view text, bool add_special,
+                                                const std::vector<std::pair<size_t, size_t>>& plain) const {
+  if (!tokenizer_) throw EngineError("the engine has no tokenizer");
+  return tokenizer_->encode_marked(text, add_special, plain);
+}
+
 std::string LlmEngine::detokenize(const std::vector<int32_t>& ids) const {
   return tokenizer_ ? tokenizer_->decode(ids) : "";
 }

@@ -22,6 +22,18 @@ PoolPositions positions_to_pool(const Sequence& seq) {
   p.lo = std::max(p.lo, static_cast<int>(seq.pooled_upto));
   return p;
 }
+
+// Logit rows a chunk of n tokens of `seq` (from num_computed) adds: the sampled row when it
+// completes the sequence's tokens, and the prompt-logprob rows it covers.
+int chunk_logit_rows(const Sequence& seq, int n) {
+  int rows = seq.sample && seq.num_computed + n == seq.num_tokens() ? 1 : 0;
+  if (wants_prompt_logprobs(seq)) {
+    const int lo = std::max(seq.num_computed, seq.prompt_logprob_rows_done);
+    const int hi = std::min(seq.num_computed + n, seq.prompt_len() - 1);
+    rows += std::max(0, hi - lo);
+  }
+  return rows;
+}
 }  // namespace
 
 Scheduler::Scheduler(SchedulerConfig cfg, KvCacheManager& kv) : cfg_(std::move(cfg)), kv_(kv) {
@@ -29,6 +41,8 @@ Scheduler::Scheduler(SchedulerConfig cfg, KvCacheManager& kv) : cfg_(std::move(c
   if (cfg_.max_seqs <= 0) throw std::invalid_argument("scheduler: max_seqs must be positive");
   if (cfg_.ctx_limit <= kv_.block_size())
     throw std::invalid_argument("scheduler: the context limit must exceed one block");
+  if (cfg_.min_prefill_chunk <= 0) throw std::invalid_argument("scheduler: min_prefill_chunk must be positive");
+  if (!(cfg_.auto_step_factor >= 1)) throw std::invalid_argument("scheduler: auto_step_factor must be at least 1");
 }
 
 void Scheduler::add(std::shared_ptr<Sequence> seq) {
@@ -122,6 +136,7 @@ void Scheduler::emit(StepPlan& plan, const std::shared_ptr<Sequence>& seq, int n
   s.block_table_offset = static_cast<int32_t>(plan.block_tables.size());
   s.n_blocks = ceil_div(seq->num_computed + n, B);
   const int seq_index = static_cast<int>(plan.seqs.size());
+  const size_t rows_before = plan.logit_rows.size();
   plan.block_tables.insert(plan.block_tables.end(), table.begin(), table.begin() + s.n_blocks);
   for (int i = 0; i < n; ++i) {
     const int pos = seq->num_computed + i;
@@ -141,6 +156,9 @@ void Scheduler::emit(StepPlan& plan, const std::shared_ptr<Sequence>& seq, int n
   if (prefill) emit_prompt_logprob_rows(plan, seq, s.first_token, n);
   // (Also a "decode": a chunk can leave an embedding's prompt one token short.)
   emit_hidden_rows(plan, seq, s.first_token, n);
+  const size_t rows_after = plan.logit_rows.size();
+  step_features_.add_chunk(s.n_past, n, static_cast<int>(rows_after - rows_before));
+  if (prefill) prefill_tokens_in_step_ += n;
   scheduled_.push_back({seq, n, prefill});
 }
 
@@ -173,6 +191,32 @@ void Scheduler::emit_hidden_rows(StepPlan& plan, const std::shared_ptr<Sequence>
   hidden_rows_.push_back(std::move(r));
 }
 
+double Scheduler::prefill_target_ms() const {
+  const StepCostModel* cost = cfg_.step_cost;
+  if (cfg_.max_step_ms < 0 || !cost || !cost->ready() || scheduled_.empty()) return -1;  // no decodes
+  if (cfg_.max_step_ms > 0) return cfg_.max_step_ms;
+  return cfg_.auto_step_factor * cost->predict_ms(step_features_);
+}
+
+int Scheduler::fit_prefill(const Sequence& seq, int n) const {
+  if (target_ms_ < 0 || n <= 0) return n;
+  auto fits = [&](int k) {
+    StepFeatures f = step_features_;
+    f.add_chunk(seq.num_computed, k, chunk_logit_rows(seq, k));
+    return cfg_.step_cost->predict_ms(f) <= target_ms_;
+  };
+  // The predicted time grows with k (non-negative coefficients): binary search the longest fit.
+  int lo = 0, hi = n;
+  while (lo < hi) {
+    const int mid = lo + (hi - lo + 1) / 2;
+    if (fits(mid)) lo = mid;
+    else hi = mid - 1;
+  }
+  lo = std::min(lo, std::max(cfg_.min_prefill_chunk, 2 * last_step_prefill_) - prefill_tokens_in_step_);
+  if (prefill_tokens_in_step_ == 0) lo = std::max(lo, std::min(n, cfg_.min_prefill_chunk));
+  return std::max(lo, 0);
+}
+
 bool Scheduler::try_admit(StepPlan& plan, int& budget) {
   const std::shared_ptr<Sequence> seq = waiting_.front();
   int group = 1;
@@ -195,8 +239,8 @@ bool Scheduler::try_admit(StepPlan& plan, int& budget) {
     match_limit = std::min(match_limit, pool.lo);
   const int matched = kv_.match_prefix(seq->id, seq->tokens, match_limit);
   seq->num_computed = matched;
-  const int n = std::min(seq->num_tokens() - matched, budget);
-  if (!kv_.allocate(seq->id, matched, n)) {
+  const int n = fit_prefill(*seq, std::min(seq->num_tokens() - matched, budget));
+  if (n == 0 || !kv_.allocate(seq->id, matched, n)) {
     kv_.free(seq->id);
     seq->num_computed = 0;
     return false;
@@ -222,10 +266,14 @@ StepPlan Scheduler::schedule() {
   hidden_rows_.clear();
   int budget = cfg_.max_batch_tokens;
   const uint64_t preemptions_before = counters_.preemptions;
+  step_features_ = StepFeatures{};
+  target_ms_ = -1;
+  prefill_tokens_in_step_ = 0;
 
   // Decodes first, then unfinished prefills; both in admission order. Iterate over a snapshot:
   // preemption and finishing edit running_.
   for (int pass = 0; pass < 2; ++pass) {
+    if (pass == 1) target_ms_ = prefill_target_ms();
     const auto snapshot = running_;
     for (const auto& seq : snapshot) {
       if (budget == 0) break;
@@ -242,8 +290,10 @@ StepPlan Scheduler::schedule() {
           if (n <= 0) { finish(seq, FinishReason::Length); continue; }
         }
       }
+      if (!decode && (n = fit_prefill(*seq, n)) == 0) continue;
       if (!reserve_running(seq, n)) continue;
-      emit(plan, seq, n, !decode);
+      // A prompt cut just before its last token finishes in the decode pass; it is still prefill.
+      emit(plan, seq, n, !decode || seq->output.empty());
       budget -= n;
     }
   }
@@ -261,6 +311,7 @@ StepPlan Scheduler::schedule() {
     }
   }
   kv_.take_edits(plan.block_copies, plan.k_shifts);
+  last_step_prefill_ = prefill_tokens_in_step_;
   return plan;
 }
 
@@ -280,6 +331,8 @@ FinishReason Scheduler::stop_reason(const Sequence& seq, int32_t token) const {
   if (std::find(stop.stop_token_ids.begin(), stop.stop_token_ids.end(), token) != stop.stop_token_ids.end())
     return FinishReason::Stop;
   if (stop.max_tokens > 0 && static_cast<int>(seq.output.size()) >= stop.max_tokens) return FinishReason::Length;
+  // No max_tokens: at most a context's worth, so that generation ends with context shift on too.
+  if (stop.max_tokens <= 0 && static_cast<int>(seq.output.size()) >= cfg_.ctx_limit) return FinishReason::Length;
   // The new token would need a cache slot past the limit.
   if (!cfg_.context_shift && seq.num_computed >= cfg_.ctx_limit) return FinishReason::Length;
   return FinishReason::None;

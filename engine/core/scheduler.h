@@ -5,6 +5,13 @@
 //   2. the next chunk of every running sequence still prefilling,
 //   3. new (or preempted) sequences from the waiting queue, first come first served, each as
 //      long a chunk as the budget allows.
+// Stall-free prefill: in a step that carries decodes, prefill chunks (2 and 3) are also cut so
+// that the step's predicted time (StepCostModel) stays within a target, so a long prompt never
+// stretches the decoding streams' inter-token gap; the first prefill of such a step always gets
+// at least min_prefill_chunk tokens, so prompts keep moving. Such a step also takes at most
+// twice the prefill tokens of the step before (a slow start: the cost model sees each size
+// before it is doubled, so one bad prediction cannot make a long stall). Steps without decodes
+// use the whole token budget.
 // When a running sequence needs a block and none is free, the most recently admitted running
 // sequence not yet scheduled this step is preempted: it drops its blocks (full ones stay in the
 // prefix cache) and goes back to the front of the queue, to resume by recompute. No new
@@ -25,6 +32,7 @@
 
 #include "engine/core/kv_cache_manager.h"
 #include "engine/core/sequence.h"
+#include "engine/core/step_cost.h"
 #include "engine/backend/step_plan.h"
 
 namespace pagoda {
@@ -35,6 +43,12 @@ struct SchedulerConfig {
   int ctx_limit = 4096;        // tokens a sequence may hold in the cache
   bool context_shift = true;   // at the limit: shift (true) or finish with "length" (false)
   std::function<bool(int32_t)> is_eog;  // end-of-generation tokens (EOS, EOT, ...); may be empty
+  // Stall-free prefill. The target time of a step that carries decodes: max_step_ms when > 0;
+  // when 0, auto_step_factor x the predicted time of its decodes alone; < 0: no target.
+  double max_step_ms = 0;
+  double auto_step_factor = 1.5;
+  int min_prefill_chunk = 4;   // prefill tokens such a step still takes (progress)
+  const StepCostModel* step_cost = nullptr;  // not owned; null or not ready(): no target
 };
 
 // Row `logit_row` (an index into StepPlan::logit_rows) is sampled for `seq`. n > 1 siblings that
@@ -131,6 +145,11 @@ class Scheduler {
   bool shift_tokens(Sequence& seq);
   void preempt(const std::shared_ptr<Sequence>& seq);
   void emit(StepPlan& plan, const std::shared_ptr<Sequence>& seq, int n, bool prefill);
+  // After the decodes are in: the time target for the rest of the step (< 0: none).
+  double prefill_target_ms() const;
+  // The longest prefill chunk of at most n tokens of `seq` (from seq->num_computed) that keeps
+  // the step within target_ms_ (n when there is no target).
+  int fit_prefill(const Sequence& seq, int n) const;
   // Adds the prompt-logprob rows of `seq` among its n tokens starting at plan index `first`.
   void emit_prompt_logprob_rows(StepPlan& plan, const std::shared_ptr<Sequence>& seq, int first, int n);
   // Adds the hidden rows an embedding sequence pools among its n tokens at plan index `first`.
@@ -152,6 +171,10 @@ class Scheduler {
   std::vector<HiddenRows> hidden_rows_;
   std::vector<std::shared_ptr<Sequence>> finished_;
   SchedulerCounters counters_;
+  StepFeatures step_features_;  // of the step being formed
+  double target_ms_ = -1;       // its time target (< 0: none)
+  int prefill_tokens_in_step_ = 0;
+  int last_step_prefill_ = 0;   // prefill tokens of the last step (the slow start's base)
 };
 
 }  // namespace pagoda

@@ -26,6 +26,16 @@ namespace tok {
 
 std::vector<int32_t> TokenizerBase::encode(std::string_view text, bool add_special,
                                            bool parse_special) const {
+  return encode_partitioned(text, add_special, parse_special, nullptr);
+}
+
+std::vector<int32_t> TokenizerBase::encode_marked(std::string_view text, bool add_special,
+                                                  const TextRanges& plain) const {
+  return encode_partitioned(text, add_special, true, &plain);
+}
+
+std::vector<int32_t> TokenizerBase::encode_partitioned(std::string_view text, bool add_special,
+                                                       bool parse_special, const TextRanges* plain) const {
   // Offsets inside the tokenizers are 32-bit; far beyond any context length anyway.
   if (text.size() >= (size_t{1} << 31))
     throw TokenizerError("input of " + std::to_string(text.size()) + " bytes is too large to tokenize");
@@ -33,7 +43,7 @@ std::vector<int32_t> TokenizerBase::encode(std::string_view text, bool add_speci
   out.reserve(text.size() / 3 + 4);
   if (add_special && vocab_.add_bos) out.push_back(vocab_.bos);
   std::vector<Fragment> fragments;
-  vocab_.partition(text, parse_special, fragments);
+  vocab_.partition(text, parse_special, fragments, plain);
   bool at_start = true;
   for (const Fragment& f : fragments) {
     if (f.token >= 0) {

@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace pagoda::gguf { class GgufFile; }
@@ -16,6 +17,9 @@ namespace pagoda {
 struct TokenizerError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+
+// Byte ranges [begin, end) of a text, sorted and disjoint.
+using TextRanges = std::vector<std::pair<size_t, size_t>>;
 
 class Tokenizer {
  public:
@@ -27,6 +31,30 @@ class Tokenizer {
   // `parse_special`: control-token text in `text` becomes the control token.
   virtual std::vector<int32_t> encode(std::string_view text, bool add_special,
                                       bool parse_special) const = 0;
+  // encode(text, add_special, parse_special = true), except that control-token text inside
+  // the ranges `plain` is plain text, as with parse_special off: client text inside a rendered
+  // chat prompt. This default encodes the pieces one by one; the GGUF tokenizers split the
+  // text only where they take a control token, so plain text merges across a range's edges.
+  virtual std::vector<int32_t> encode_marked(std::string_view text, bool add_special,
+                                             const TextRanges& plain) const {
+    std::vector<int32_t> out;
+    if (add_special && add_bos() && bos_id() >= 0) out.push_back(bos_id());
+    size_t pos = 0;
+    auto append = [&](size_t end, bool parse_special) {
+      if (pos < end) {
+        const std::vector<int32_t> ids = encode(text.substr(pos, end - pos), false, parse_special);
+        out.insert(out.end(), ids.begin(), ids.end());
+      }
+      pos = end;
+    };
+    for (const auto& [begin, end] : plain) {
+      append(begin, true);
+      append(end, false);
+    }
+    append(text.size(), true);
+    if (add_special && add_eos() && eos_id() >= 0) out.push_back(eos_id());
+    return out;
+  }
   // The bytes a token stands for when decoded (byte tokens -> the byte; SPM "▁" -> space;
   // byte-level BPE -> original bytes). Control tokens give their text only if `special`.
   virtual std::string token_to_piece(int32_t id, bool special = false) const = 0;

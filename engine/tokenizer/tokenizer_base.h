@@ -16,6 +16,8 @@ class TokenizerBase : public Tokenizer {
   // adds BOS/EOS when `add_special` and the vocabulary asks for them.
   std::vector<int32_t> encode(std::string_view text, bool add_special,
                               bool parse_special) const override;
+  std::vector<int32_t> encode_marked(std::string_view text, bool add_special,
+                                     const TextRanges& plain) const override;
   std::string token_to_piece(int32_t id, bool special = false) const override;
   // Concatenated pieces. When strips_leading_space(), the first token with a non-empty plain
   // piece (control tokens excluded) loses one leading space: the one encoding added.
@@ -35,6 +37,8 @@ class TokenizerBase : public Tokenizer {
   const Vocab& vocab() const { return vocab_; }
 
  protected:
+  std::vector<int32_t> encode_partitioned(std::string_view text, bool add_special, bool parse_special,
+                                          const TextRanges* plain) const;
   explicit TokenizerBase(Vocab vocab) : vocab_(std::move(vocab)) {}
 
   // Appends the tokens of one run of raw text. `at_start` is true when the text begins the

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cstring>
 #include <string>
+#include <tuple>
 
 #include "engine/gguf/gguf.h"
 #include "engine/tokenizer/unicode.h"
@@ -241,15 +242,22 @@ size_t whitespace_after(std::string_view s, size_t begin) {
 
 }  // namespace
 
-void Vocab::partition(std::string_view text, bool parse_special, std::vector<Fragment>& out) const {
+void Vocab::partition(std::string_view text, bool parse_special, std::vector<Fragment>& out,
+                      const std::vector<std::pair<size_t, size_t>>* plain) const {
   const TokenTextMatcher& m = parse_special ? all_special_ : user_defined_;
   if (m.empty()) {
     if (!text.empty()) out.push_back({-1, text});
     return;
   }
   size_t raw_start = 0;
+  size_t next_plain = 0;  // the first plain range that does not end before pos
   for (size_t pos = 0; pos < text.size();) {
-    const auto [len, id] = m.match_at(text, pos);
+    auto [len, id] = m.match_at(text, pos);
+    if (len > 0 && plain) {
+      while (next_plain < plain->size() && (*plain)[next_plain].second <= pos) ++next_plain;
+      if (next_plain < plain->size() && (*plain)[next_plain].first < pos + len)
+        std::tie(len, id) = user_defined_.match_at(text, pos);
+    }
     if (len == 0) {
       ++pos;
       continue;

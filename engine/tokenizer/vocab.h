@@ -102,7 +102,10 @@ class Vocab {
   // Splits `text` into raw fragments and special tokens. User-defined tokens are always
   // matched; control and unknown-type tokens only when `parse_special`. Whitespace next to a
   // matched token with strip flags is dropped (a raw fragment left empty is not emitted).
-  void partition(std::string_view text, bool parse_special, std::vector<Fragment>& out) const;
+  // With `plain` (sorted, disjoint byte ranges): a control token overlapping one is not taken
+  // there (only user-defined tokens are), as if parse_special were off for those bytes.
+  void partition(std::string_view text, bool parse_special, std::vector<Fragment>& out,
+                 const std::vector<std::pair<size_t, size_t>>* plain = nullptr) const;
 
   // Strip flags (StripFlags bits) of a token; kStripNone unless set.
   uint8_t strip(int32_t id) const { return strip_.empty() ? uint8_t{kStripNone} : strip_[id]; }

@@ -200,6 +200,7 @@ std::unique_ptr<LoadedModel> load(const server::ServerConfig& cfg) {
   ec.kv_cache_memory = (size_t)cfg.kv_cache_bytes();
   ec.device_memory_fraction = cfg.gpu_memory_fraction;  // the engine sizes the cache (kv_budget.h)
   ec.max_batch_tokens = cfg.max_batch_tokens;
+  ec.max_step_ms = cfg.step_ms_target();
   ec.max_seqs = cfg.max_seqs;
   ec.max_queue = cfg.max_queue;  // the engine's admission bound: max_seqs + max_queue sequences
   ec.ctx_size = cfg.ctx_size;
@@ -283,6 +284,8 @@ int serve(int argc, char** argv) {
     opts.timeout_s = cfg.timeout;
     opts.health_stall_s = cfg.health_stall;
     opts.context_shift = cfg.context_shift;
+    opts.max_tokens_limit = cfg.max_tokens_limit;
+    opts.chat_special_tokens = cfg.chat_special_tokens;
     opts.tool_call_format = lm->tool_call_format;
     opts.reasoning_format = lm->reasoning_format;
     opts.responses_store_count = (size_t)std::max(0, cfg.responses_store);

@@ -81,6 +81,9 @@ const std::vector<Option>& options() {
       alias(OPT(threads, "CPU threads (0 = all cores)"), "-t"),
       alias(OPT(max_seqs, "max sequences per step"), "--max-num-seqs|--parallel|-np"),
       alias(OPT(max_batch_tokens, "max tokens per step"), "--max-num-batched-tokens"),
+      OPT(max_step_ms,
+          "target time of a step that decodes beside a prefill: auto (1.5x the decodes' time), off, or ms"),
+      OPT(max_tokens_limit, "largest max_tokens a request may ask for (0 = the context size)"),
       alias(OPT(ctx_size, "context size per sequence (0 = model's)"), "-c|--max-model-len",
             "per sequence, as vLLM's --max-model-len; llama-server's -c/--ctx-size is the total over its slots"),
       OPT(kv_cache_memory, "KV cache budget, e.g. 512MiB (empty: engine picks)"),
@@ -92,6 +95,7 @@ const std::vector<Option>& options() {
       OPT(system_prompt_file, "text prefilled once at start and shared"),
       OPT(context_shift, "shift the context when a sequence is full (on|off)"),
       OPT(chat_template, "Jinja chat template file (empty: the model's)"),
+      OPT(chat_special_tokens, "control-token text in chat messages becomes control tokens (on|off)"),
       OPT(tool_call_parser, "how chat output is read for tool calls (auto: from the template)",
           "auto|hermes|llama3|mistral|none"),
       OPT(reasoning_parser, "how chat output is read for a <think> block (auto: from the template)",
@@ -228,7 +232,8 @@ void apply_config_json(const std::string& text, const std::string& source, Serve
         if (d != std::floor(d)) throw ConfigError(where + ": expected an integer");
         as_text = std::to_string((long long)d);
       }
-    } else if (v.is_number() && o->kind == Kind::Str && std::string(o->name) == "kv_cache_memory") {
+    } else if (v.is_number() && o->kind == Kind::Str &&
+               (std::string(o->name) == "kv_cache_memory" || std::string(o->name) == "max_step_ms")) {
       as_text = v.dump();
     } else {
       throw ConfigError(where + ": wrong type " + std::string(v.type_name()));
@@ -289,6 +294,7 @@ ServerConfig parse_server_config(int argc, char** argv, bool* help) {
   if (cfg.max_seqs < 1) throw ConfigError("--max-seqs must be at least 1");
   if (cfg.max_batch_tokens < 1) throw ConfigError("--max-batch-tokens must be at least 1");
   if (cfg.block_size < 1) throw ConfigError("--block-size must be at least 1");
+  if (cfg.max_tokens_limit < 0) throw ConfigError("--max-tokens-limit must be at least 0");
   if (cfg.max_body_bytes < 1024) throw ConfigError("--max-body-bytes must be at least 1024");
   if (cfg.max_connections < 1) throw ConfigError("--max-connections must be at least 1");
   if (cfg.header_timeout <= 0) throw ConfigError("--header-timeout must be positive");
@@ -298,6 +304,7 @@ ServerConfig parse_server_config(int argc, char** argv, bool* help) {
   if (cfg.responses_store < 0 || cfg.responses_store_bytes < 0)
     throw ConfigError("--responses-store and --responses-store-bytes must be >= 0");
   cfg.kv_cache_bytes();  // validates the size string early
+  cfg.step_ms_target();
   return cfg;
 }
 
@@ -309,6 +316,17 @@ std::string ServerConfig::resolve_api_key() const {
   while (!key.empty() && (key.back() == '\r' || key.back() == ' ')) key.pop_back();
   if (key.empty()) throw ConfigError("API key file '" + api_key_file + "' is empty");
   return key;
+}
+
+double ServerConfig::step_ms_target() const {
+  if (max_step_ms == "auto") return 0;
+  if (max_step_ms == "off") return -1;
+  char* end = nullptr;
+  const double v = std::strtod(max_step_ms.c_str(), &end);
+  if (end == max_step_ms.c_str() || *end != '\0' || !std::isfinite(v) || v <= 0)
+    throw ConfigError("--max-step-ms: expected auto, off or a positive number of milliseconds, got '" +
+                      max_step_ms + "'");
+  return v;
 }
 
 int64_t ServerConfig::kv_cache_bytes() const {

@@ -25,6 +25,8 @@ struct ServerConfig {
   int threads = 0;                   // CPU threads; 0 = all cores
   int max_seqs = 64;                 // sequences per step
   int max_batch_tokens = 2048;       // tokens per step
+  std::string max_step_ms = "auto";  // step-time target beside decodes: auto | off | ms
+  int max_tokens_limit = 0;          // largest max_tokens accepted; 0 = the context size
   int ctx_size = 0;                  // per-sequence context; 0 = the model's training context
   std::string kv_cache_memory;       // e.g. "512MiB", "2GB", bytes; empty = engine default
   double gpu_memory_fraction = 0.9;  // CUDA: weights + activations + KV cache stay within this
@@ -33,6 +35,7 @@ struct ServerConfig {
   std::string system_prompt_file;    // prefilled once at start and pinned
   bool context_shift = true;         // on | off
   std::string chat_template;         // a Jinja template file overriding the model's own
+  bool chat_special_tokens = false;  // message text may spell control tokens (off: plain text)
   std::string tool_call_parser = "auto";  // auto | hermes | llama3 | mistral | none
   std::string pooling = "mean";      // embeddings when the GGUF names no pooling: mean | cls | last
   std::string reasoning_parser = "auto";  // auto | deepseek_r1 | qwen3 | none
@@ -61,6 +64,8 @@ struct ServerConfig {
 
   // The key the server checks: api_key, or the first line of api_key_file. Empty = no auth.
   std::string resolve_api_key() const;
+  // max_step_ms for EngineConfig: 0 = auto, -1 = off, else the milliseconds.
+  double step_ms_target() const;
   // kv_cache_memory in bytes (0 = unset). Accepts 123, "123", "512MiB", "2GB", "1.5G".
   int64_t kv_cache_bytes() const;
 };

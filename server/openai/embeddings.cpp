@@ -93,7 +93,7 @@ void Handlers::embeddings(const httplib::Request& req, httplib::Response& res,
       PromptInput& in = er.inputs[i];
       std::vector<int32_t> ids;
       try {
-        ids = in.is_tokens ? in.tokens : encode_prompt(in.text, false);
+        ids = in.is_tokens ? in.tokens : encode_prompt(in.text);
       } catch (const std::exception& e) {
         throw ApiError(400, "Invalid value for '" + param + "': " + e.what(), "invalid_request_error", param);
       }

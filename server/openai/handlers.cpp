@@ -59,6 +59,15 @@ Handlers::Handlers(EngineApi& engine, ChatRenderer render_chat, Metrics& metrics
       // A tokenizer that cannot encode the marker simply never produces it as one token.
     }
   }
+  if (!opts_.chat_special_tokens) {
+    // Control tokens read as "" unless spelled out: their spellings are what message text
+    // must not produce.
+    std::vector<std::string> control;
+    for (int32_t id = 0; id < engine_.vocab_size(); ++id)
+      if (engine_.token_piece(id, /*special=*/false).empty())
+        if (std::string t = engine_.token_piece(id, /*special=*/true); !t.empty()) control.push_back(std::move(t));
+    literals_ = std::make_unique<ChatLiterals>(control);
+  }
 }
 
 Handlers::~Handlers() = default;
@@ -78,13 +87,24 @@ std::vector<ApiRoute> Handlers::routes() {
 
 // The parsed request already holds the template's inputs in the client's key order
 // (request_parse.h).
-std::string Handlers::render_chat(const ChatRequest& cr) const {
+Handlers::ChatPrompt Handlers::chat_prompt(const ChatRequest& cr) const {
+  ChatLiterals::Restored prompt;
   try {
-    return render_chat_(cr.messages, cr.tools, cr.add_generation_prompt, cr.template_variables);
+    if (literals_) {
+      prompt = literals_->restore(
+          render_chat_(literals_->escape(cr.messages), literals_->escape(cr.tools), cr.add_generation_prompt, cr.template_variables));
+    } else {
+      prompt.text = render_chat_(cr.messages, cr.tools, cr.add_generation_prompt, cr.template_variables);
+    }
   } catch (const std::exception& e) {
     throw ApiError(400, std::string("The chat template rejected the messages: ") + e.what(),
                    "invalid_request_error", "messages");
   }
+  std::vector<int32_t> ids = prompt.plain.empty()
+                                 ? engine_.tokenize(prompt.text, /*add_special=*/false, /*parse_special=*/true)
+                                 : engine_.tokenize_marked(prompt.text, /*add_special=*/false, prompt.plain);
+  ensure_bos(ids);
+  return {std::move(prompt.text), std::move(ids)};
 }
 
 void Handlers::read_reasoning(GenSpec& spec, const std::string& prompt_text) const {
@@ -138,14 +158,15 @@ std::string Handlers::token_text(int32_t id) const {
   return engine_.token_piece(id, /*special=*/true);
 }
 
-std::vector<int32_t> Handlers::encode_prompt(const std::string& text, bool chat) const {
-  if (!chat) return engine_.tokenize(text, /*add_special=*/true, /*parse_special=*/true);
-  // A rendered chat usually spells its own BOS; add one only when the model wants it and the
-  // template left it out, never twice.
-  std::vector<int32_t> ids = engine_.tokenize(text, /*add_special=*/false, /*parse_special=*/true);
+// A completions prompt: special-token text in it is parsed (documented: the client writes the
+// whole prompt, markup included).
+std::vector<int32_t> Handlers::encode_prompt(const std::string& text) const {
+  return engine_.tokenize(text, /*add_special=*/true, /*parse_special=*/true);
+}
+
+void Handlers::ensure_bos(std::vector<int32_t>& ids) const {
   const int32_t bos = engine_.prompt_bos_id();
   if (bos >= 0 && (ids.empty() || ids.front() != bos)) ids.insert(ids.begin(), bos);
-  return ids;
 }
 
 void Handlers::check_token_ids(const std::vector<int32_t>& ids, const std::string& param) const {
@@ -216,7 +237,7 @@ void Handlers::completions(const httplib::Request& req, httplib::Response& res,
     for (size_t i = 0; i < cr.prompts.size(); ++i) {
       std::string param = cr.prompts.size() > 1 ? "prompt[" + std::to_string(i) + "]" : "prompt";
       PromptInput& p = cr.prompts[i];
-      std::vector<int32_t> ids = p.is_tokens ? p.tokens : encode_prompt(p.text, false);
+      std::vector<int32_t> ids = p.is_tokens ? p.tokens : encode_prompt(p.text);
       check_token_ids(ids, param);
       spec.echo.push_back(!cr.echo ? "" : p.is_tokens ? engine_.detokenize(ids) : p.text);
       spec.prompts.push_back(std::move(ids));
@@ -235,7 +256,7 @@ void Handlers::completions(const httplib::Request& req, httplib::Response& res,
 GenSpec Handlers::chat_spec(ChatRequest& cr) const {
   GenSpec spec;
   cr.common.model = served_model(cr.common.model);
-  const std::string text = render_chat(cr);
+  ChatPrompt prompt = chat_prompt(cr);
   spec.chat = true;
   spec.common = std::move(cr.common);
   spec.logprobs = cr.logprobs;
@@ -253,8 +274,8 @@ GenSpec Handlers::chat_spec(ChatRequest& cr) const {
     spec.tool_names.insert(cr.tool_names.begin(), cr.tool_names.end());
     spec.tool_markers = tool_markers_;
   }
-  read_reasoning(spec, text);
-  spec.prompts.push_back(encode_prompt(text, true));
+  read_reasoning(spec, prompt.text);
+  spec.prompts.push_back(std::move(prompt.ids));
   spec.echo.push_back("");
   return spec;
 }
@@ -363,6 +384,11 @@ void Handlers::generate(const httplib::Request& req, httplib::Response& res,
                                 " is outside the vocabulary.",
                        "invalid_request_error", "logit_bias." + std::to_string(id));
     check_token_ids(spec.common.stop.stop_token_ids, "stop_token_ids");
+    const int64_t max_tokens_cap = opts_.max_tokens_limit > 0 ? opts_.max_tokens_limit : ctx;
+    if (spec.common.max_tokens && *spec.common.max_tokens > max_tokens_cap)
+      throw ApiError(400, "Invalid value for '" + spec.common.max_tokens_param + "': must be at most " +
+                              std::to_string(max_tokens_cap) + ".",
+                     "invalid_request_error", spec.common.max_tokens_param);
     // Structured output: compiled here, on this HTTP worker, so a large schema never stalls
     // the engine thread; a constraint that does not compile is the client's 400.
     if (const auto& c = spec.common.constraint) {
@@ -391,7 +417,8 @@ void Handlers::generate(const httplib::Request& req, httplib::Response& res,
     gr.sampling = spec.common.sampling;
     gr.stop = spec.common.stop;
     int room = ctx - (int)gr.prompt.size();
-    int max_tokens = spec.common.max_tokens.value_or(spec.chat ? room : kCompletionDefaultMaxTokens);
+    // Capped above (max_tokens_limit), so it fits an int.
+    int max_tokens = (int)spec.common.max_tokens.value_or(spec.chat ? room : kCompletionDefaultMaxTokens);
     if (!opts_.context_shift || !spec.common.max_tokens) max_tokens = std::min(max_tokens, room);
     gr.stop.max_tokens = std::max(1, max_tokens);  // echo_only: the one token is dropped
     if (spec.prompt_logprobs) gr.prompt_logprobs = spec.common.sampling.logprobs;
@@ -443,7 +470,7 @@ void Handlers::tokenize(const httplib::Request& req, httplib::Response& res) {
     if (auto m = body.find("model"); m != body.end() && m->is_string()) served_model(m->get<std::string>());
     std::vector<int32_t> ids;
     if (body.contains("messages")) {
-      ids = encode_prompt(render_chat(parse_chat_request(body)), true);
+      ids = chat_prompt_ids(parse_chat_request(body));
     } else {
       const char* key = body.contains("prompt") ? "prompt" : "content";
       auto it = body.find(key);

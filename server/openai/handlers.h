@@ -25,6 +25,7 @@
 #include "server/http/api_service.h"
 #include "server/openai/reasoning.h"
 #include "server/openai/responses_store.h"
+#include "server/openai/chat_literals.h"
 #include "server/openai/tool_calls.h"
 
 namespace pagoda::server {
@@ -54,6 +55,12 @@ class Handlers : public ApiService {
     double timeout_s = 600;       // per request; 0 = none
     double health_stall_s = 60;   // a step with work pending older than this: /health 503
     bool context_shift = true;    // when off, max_tokens is capped by the free context
+    // The largest max_tokens a request may ask for (400 "must be at most N" beyond it); 0: the
+    // context size. It also bounds generation with context shift on.
+    int max_tokens_limit = 0;
+    // Control-token text in chat messages becomes control tokens (the old behaviour); off:
+    // the client's text is tokenized as text (chat_literals.h).
+    bool chat_special_tokens = false;
     // How chat output is read for tool calls when a request has tools (see tool_calls.h);
     // None: never (the output is always content).
     ToolCallFormat tool_call_format = ToolCallFormat::Hermes;
@@ -105,8 +112,13 @@ class Handlers : public ApiService {
   static ApiError submit_error(const SubmitError& err, const std::string& param);
   static void send_json(httplib::Response& res, const nlohmann::json& j, int status = 200);
   static double unix_now();
-  // The prompt text of a chat request; ApiError(400) when the template rejects it.
-  std::string render_chat(const ChatRequest& cr) const;
+  // A chat request's prompt: the rendered template (text) and its tokens, the client's text
+  // kept as text unless chat_special_tokens; ApiError(400) when the template rejects it.
+  struct ChatPrompt {
+    std::string text;
+    std::vector<int32_t> ids;
+  };
+  ChatPrompt chat_prompt(const ChatRequest& cr) const;
   // Reasoning models: the output is read for the <think> block, and a constraint waits for its
   // end. `prompt_text`: the rendered chat (whether it opened or closed the block).
   void read_reasoning(GenSpec& spec, const std::string& prompt_text) const;
@@ -124,7 +136,10 @@ class Handlers : public ApiService {
   std::string new_tool_call_id();
   nlohmann::json model_card(const std::string& name) const;
   std::string token_text(int32_t id) const;
-  std::vector<int32_t> encode_prompt(const std::string& text, bool chat) const;
+  std::vector<int32_t> encode_prompt(const std::string& text) const;
+  // A rendered chat usually spells its own BOS; adds one when the model wants it and the
+  // template left it out, never twice.
+  void ensure_bos(std::vector<int32_t>& ids) const;
   void check_token_ids(const std::vector<int32_t>& ids, const std::string& param) const;
 
   // Shared by completions and chat: submit every prompt x n and answer.
@@ -144,6 +159,7 @@ class Handlers : public ApiService {
   std::set<std::shared_ptr<RequestStream>> active_;
   std::map<int32_t, std::string> tool_markers_;  // control tokens that open a tool call
   ResponseStore store_;
+  std::unique_ptr<ChatLiterals> literals_;  // null with chat_special_tokens
 };
 
 }  // namespace pagoda::server

@@ -161,10 +161,19 @@ CommonRequest parse_common(const RequestJson& body, bool chat, bool zero_max_tok
     if (*n < 1 || *n > kMaxN) bad("n", "must be between 1 and " + std::to_string(kMaxN) + ".");
     r.n = (int)*n;
   }
-  std::optional<int64_t> mt = f.integer("max_tokens");
+  // A count of any size: one beyond int64 saturates, so the handler's cap answers "at most N".
+  auto count = [&](const char* key) -> std::optional<int64_t> {
+    const RequestJson* v = f.get(key);
+    if (v && v->is_number_unsigned() && v->get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()))
+      return std::numeric_limits<int64_t>::max();
+    if (v && v->is_number_float() && v->get<double>() >= 9e15 && v->get<double>() == std::floor(v->get<double>()))
+      return std::numeric_limits<int64_t>::max();  // 1e20, or an integer too long for uint64
+    return f.integer(key);
+  };
+  std::optional<int64_t> mt = count("max_tokens");
   const char* mt_key = "max_tokens";
   if (chat) {
-    if (auto mct = f.integer("max_completion_tokens")) {
+    if (auto mct = count("max_completion_tokens")) {
       mt = mct;
       mt_key = "max_completion_tokens";
     }
@@ -172,9 +181,9 @@ CommonRequest parse_common(const RequestJson& body, bool chat, bool zero_max_tok
   if (mt) {
     if (*mt == 0 && !zero_max_tokens && !chat)
       bad(mt_key, "must be at least 1 (0 is accepted only with echo, to score the prompt).");
-    if (*mt < (zero_max_tokens ? 0 : 1) || *mt > std::numeric_limits<int32_t>::max())
-      bad(mt_key, "must be at least 1.");
-    r.max_tokens = (int)*mt;
+    if (*mt < (zero_max_tokens ? 0 : 1)) bad(mt_key, "must be at least 1.");
+    r.max_tokens = *mt;  // the upper bound is the server's (Handlers::Options::max_tokens_limit)
+    r.max_tokens_param = mt_key;
   }
   SamplingParams& s = r.sampling;
   if (auto t = f.number("temperature")) {

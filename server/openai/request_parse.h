@@ -41,7 +41,8 @@ struct PromptInput {
 struct CommonRequest {
   std::string model;                 // as sent (may be empty); the response names our model
   int n = 1;
-  std::optional<int> max_tokens;     // unset: the endpoint's default
+  std::optional<int64_t> max_tokens;  // unset: the endpoint's default; not yet capped
+  std::string max_tokens_param = "max_tokens";  // or max_completion_tokens: the field sent
   SamplingParams sampling;           // logprobs filled by the endpoint-specific parser
   StopParams stop;                   // max_tokens filled in later by the handler
   bool stream = false;

@@ -57,7 +57,10 @@ inline std::string e2e_template() {
 inline std::unique_ptr<ServerProcess> start_server(std::vector<std::string> extra = {}) {
   std::vector<std::string> args = {"--model", e2e_model(), "--chat-template", e2e_template(),
                                    "--threads", "1", "--max-seqs", "32", "--ctx-size", "512",
-                                   "--kv-cache-memory", "32MiB"};
+                                   "--kv-cache-memory", "32MiB",
+                                   // Some tests generate "forever" (context shift on, max_tokens
+                                   // 1000000) until they hang up or stop the server.
+                                   "--max-tokens-limit", "1000000"};
   args.insert(args.end(), extra.begin(), extra.end());
   for (int attempt = 0; attempt < 3; ++attempt) {
     auto s = std::make_unique<ServerProcess>(PAGODA_BINARY, args, free_port());

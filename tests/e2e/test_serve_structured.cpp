@@ -859,7 +859,7 @@ TEST_CASE("structured e2e: constrained requests survive preemption and recompute
   // 64 KV blocks (1024 tokens) for 16 requests of ~150 tokens each: the scheduler preempts
   // and recomputes; the grammar state must follow (issue 11: "preemption + recompute keep
   // working"), and with the same seeds the outputs equal those of the roomy shared server.
-  auto tight = start_server({"--kv-cache-memory", "256KiB", "--max-seqs", "16"});
+  auto tight = start_server({"--kv-cache-memory", "256KiB", "--max-seqs", "16", "--max-step-ms", "off"});
   const ojson schema = {{"type", "array"},
                         {"items", {{"type", "string"}, {"minLength", 8}, {"maxLength", 8}}},
                         {"minItems", 30},

@@ -115,6 +115,10 @@ class FakeEngine : public EngineApi {
       }
       s->script = script_;
     }
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      last_prompt_ = s->req.prompt;
+    }
     s->outputs.resize(s->req.n);
     s->finished.assign(s->req.n, false);
     s->totals.prompt_tokens = (int)s->req.prompt.size();
@@ -131,6 +135,11 @@ class FakeEngine : public EngineApi {
     std::lock_guard<std::mutex> lk(mu_);
     constraints_.push_back(c);
     return nullptr;
+  }
+  // The prompt of the last request submitted.
+  std::vector<int32_t> last_prompt() const {
+    std::lock_guard<std::mutex> lk(mu_);
+    return last_prompt_;
   }
   std::vector<OutputConstraint> constraints() const {
     std::lock_guard<std::mutex> lk(mu_);
@@ -154,6 +163,10 @@ class FakeEngine : public EngineApi {
   std::vector<int32_t> tokenize(std::string_view text, bool add_special,
                                 bool parse_special) const override {
     return vocab_.encode(text, add_special, parse_special);
+  }
+  std::vector<int32_t> tokenize_marked(std::string_view text, bool add_special,
+                                       const std::vector<std::pair<size_t, size_t>>& plain) const override {
+    return vocab_.encode_marked(text, add_special, plain);
   }
   std::string detokenize(const std::vector<int32_t>& ids) const override {
     return vocab_.decode(ids);
@@ -331,6 +344,7 @@ class FakeEngine : public EngineApi {
   std::list<std::shared_ptr<Stream>> running_;
   uint64_t steps_ = 0, generated_ = 0;
   double last_step_ = 0;
+  std::vector<int32_t> last_prompt_;
   bool stop_ = false, dead_ = false, paused_ = false;
   std::thread thread_;  // last: starts after every member above exists
 };

@@ -58,9 +58,15 @@ struct TinyEngine {
   std::unique_ptr<Tokenizer> tok = Tokenizer::from_gguf(tiny_model());
   std::unique_ptr<Model> model;
   std::unique_ptr<LlmEngine> engine;
-  explicit TinyEngine(int kv_blocks, int batch = 256, int max_seqs = 16)
-      : model(load_model(tiny_model(), batch)),
-        engine(std::make_unique<LlmEngine>(*model, tok.get(), tiny_engine_config(kv_blocks, batch, max_seqs))) {}
+  // `timed`: prefill chunks beside decodes follow the step-time target (a clock: chunking,
+  // hence preemption, then varies from run to run).
+  explicit TinyEngine(int kv_blocks, int batch = 256, int max_seqs = 16, bool timed = true)
+      : model(load_model(tiny_model(), batch)), engine(make(kv_blocks, batch, max_seqs, timed)) {}
+  std::unique_ptr<LlmEngine> make(int kv_blocks, int batch, int max_seqs, bool timed) {
+    EngineConfig c = tiny_engine_config(kv_blocks, batch, max_seqs);
+    if (!timed) c.max_step_ms = -1;
+    return std::make_unique<LlmEngine>(*model, tok.get(), c);
+  }
 };
 
 }  // namespace
@@ -145,7 +151,7 @@ TEST_CASE("n = 2 with logprobs: both choices valid, logprobs of the masked distr
 
 TEST_CASE("constrained choices survive preemption and recompute") {
   // A cache too small for all of them at once: sequences are preempted and recomputed.
-  TinyEngine t(12, 64, 8);
+  TinyEngine t(12, 64, 8, /*timed=*/false);
   LlmEngine& engine = *t.engine;
   const auto g = engine.compile_constraint(schema(kPerson));
   std::vector<GenerationRequest> reqs;

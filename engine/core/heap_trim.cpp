@@ -1,0 +1,24 @@
+#include "engine/core/heap_trim.h"
+
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
+namespace pagoda {
+
+bool HeapTrim::tick(bool idle, Clock::time_point now) {
+  if (!idle) {
+    worked_since_ = true;
+    if (now - last_ < kBusyGap) return false;
+  } else if (!worked_since_) {
+    return false;
+  }
+#if defined(__GLIBC__)
+  malloc_trim(0);
+#endif
+  last_ = now;
+  worked_since_ = !idle;
+  return true;
+}
+
+}  // namespace pagoda

@@ -470,7 +470,7 @@ void Handlers::tokenize(const httplib::Request& req, httplib::Response& res) {
     if (auto m = body.find("model"); m != body.end() && m->is_string()) served_model(m->get<std::string>());
     std::vector<int32_t> ids;
     if (body.contains("messages")) {
-      ids = chat_prompt_ids(parse_chat_request(body));
+      ids = chat_prompt(parse_chat_request(body)).ids;
     } else {
       const char* key = body.contains("prompt") ? "prompt" : "content";
       auto it = body.find(key);

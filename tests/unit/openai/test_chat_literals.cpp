@@ -61,8 +61,10 @@ using Renderer = server::Handlers::ChatRenderer;
 
 Renderer template_renderer(const std::string& source) {
   auto tmpl = std::make_shared<ChatTemplate>(source);
-  return [tmpl](const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools, bool add_gen) {
+  return [tmpl](const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools, bool add_gen,
+                const nlohmann::ordered_json& variables) {
     ChatTemplate::Inputs in;
+    if (variables.is_object()) in.variables = variables;
     in.messages_ordered = messages;
     in.tools_ordered = tools;
     in.add_generation_prompt = add_gen;

@@ -53,6 +53,29 @@ inline EngineConfig tiny_engine_config(int kv_blocks, int max_batch_tokens = 512
   return c;
 }
 
+// A one-sequence plan over the whole of `prompt` from position 0 on a fresh cache (blocks 0, 1,
+// ... in order): what a direct forward pass computes the engine's results against. Every
+// position's row is asked for as a logit row (`logits`) or a hidden-state row (else).
+inline StepPlan whole_prompt_plan(const std::vector<int32_t>& prompt, int block_size, bool logits) {
+  const int n = static_cast<int>(prompt.size());
+  const int n_blocks = (n + block_size - 1) / block_size;
+  StepPlan plan;
+  SeqInStep s;
+  s.seq_id = 1;
+  s.n_tokens = n;
+  s.n_blocks = n_blocks;
+  plan.seqs.push_back(s);
+  for (int b = 0; b < n_blocks; ++b) plan.block_tables.push_back(b);
+  for (int i = 0; i < n; ++i) {
+    plan.tokens.push_back(prompt[static_cast<size_t>(i)]);
+    plan.positions.push_back(i);
+    plan.slots.push_back(i);
+    plan.token_seq.push_back(0);
+    (logits ? plan.logit_rows : plan.hidden_rows).push_back(i);
+  }
+  return plan;
+}
+
 inline std::vector<int32_t> random_tokens(int n, uint64_t seed, int vocab = 256) {
   std::mt19937_64 rng(seed);
   std::vector<int32_t> v(n);

@@ -62,20 +62,7 @@ std::vector<float> direct_embedding(const gguf::GgufFile& file, const std::vecto
   const int n_blocks = (n + B - 1) / B;
   auto model = load_model(file, n);
   model->init_kv_cache(n_blocks, B);
-  StepPlan plan;
-  SeqInStep s;
-  s.seq_id = 1;
-  s.n_tokens = n;
-  s.n_blocks = n_blocks;
-  plan.seqs.push_back(s);
-  for (int b = 0; b < n_blocks; ++b) plan.block_tables.push_back(b);
-  for (int i = 0; i < n; ++i) {
-    plan.tokens.push_back(prompt[static_cast<size_t>(i)]);
-    plan.positions.push_back(i);
-    plan.slots.push_back(i);
-    plan.token_seq.push_back(0);
-    plan.hidden_rows.push_back(i);
-  }
+  const StepPlan plan = whole_prompt_plan(prompt, B, /*logits=*/false);
   StepLogits out;
   model->forward(plan, {}, out);
   const size_t dim = static_cast<size_t>(model->config().dim);

@@ -74,7 +74,7 @@ rng = random.Random(run)
 decode_times = [[] for _ in range(streams)]
 threads = []
 for i in range(streams):
-    body = {"model": "m", "prompt": [rng.randrange(100, 30000) for _ in range(16)], "max_tokens": 6000,
+    body = {"prompt": [rng.randrange(100, 30000) for _ in range(16)], "max_tokens": 6000,
             "ignore_eos": True, "temperature": 0, "stream": True}
     t = threading.Thread(target=stream, args=(body, decode_times[i]), daemon=True)
     t.start()
@@ -85,7 +85,7 @@ while any(len(ts) < 5 for ts in decode_times) and time.monotonic() < deadline:
 time.sleep(1.0 + before_s)  # warm-up, then the "before" window
 sent = time.monotonic()
 long_times = []
-body = {"model": "m", "prompt": [rng.randrange(100, 30000) for _ in range(long_len)], "max_tokens": 1,
+body = {"prompt": [rng.randrange(100, 30000) for _ in range(long_len)], "max_tokens": 1,
         "temperature": 0, "stream": True}
 stream(body, long_times)
 first = long_times[0] if long_times else float("nan")

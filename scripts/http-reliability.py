@@ -81,7 +81,7 @@ class Server:
 
 
 def chat_body(max_tokens, content="hello", ignore_eos=False):
-    return json.dumps({"model": "x", "max_tokens": max_tokens, "temperature": 0,
+    return json.dumps({"max_tokens": max_tokens, "temperature": 0,
                        "ignore_eos": ignore_eos,
                        "messages": [{"role": "user", "content": content}]})
 

@@ -53,7 +53,7 @@ def text(rng, n):
 def one(rng):
     chat = rng.random() < 0.5
     stream = rng.random() < 0.5
-    body = {"model": "m", "max_tokens": rng.randint(1, 48), "temperature": rng.choice([0, 0.7, 1.0]),
+    body = {"max_tokens": rng.randint(1, 48), "temperature": rng.choice([0, 0.7, 1.0]),
             "seed": rng.randrange(1 << 30)}
     if chat:
         body["messages"] = [{"role": "system", "content": text(rng, rng.randint(1, 30))},

@@ -16,6 +16,13 @@
 #include "kernels/cpu/quants.h"
 #include "kernels/ggml_type.h"
 
+// The quantized weight types the int8 kernels handle, for the per-ISA files' dispatch switches
+// (their kernels are templates local to each file, compiled with that file's ISA flags):
+//   #define CASE(T) case GgmlType::T: return kernel<GgmlType::T>(...);
+//   PAGODA_INT8_WEIGHT_TYPES(CASE)
+#define PAGODA_INT8_WEIGHT_TYPES(X) \
+  X(Q8_0) X(Q4_0) X(Q4_K) X(Q6_K) X(Q4_1) X(Q5_0) X(Q5_1) X(Q2_K) X(Q3_K) X(Q5_K) X(IQ4_NL) X(IQ4_XS)
+
 namespace pagoda::cpu::detail {
 
 // Activations quantized per row to int8 blocks of 32: for row i and block b,

@@ -174,18 +174,10 @@ void few_rows_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
 
 void matmul_few_rows_avx2(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
   switch (a.type) {
-    case GgmlType::Q8_0: return few_rows_range<GgmlType::Q8_0>(a, o_begin, o_end);
-    case GgmlType::Q4_0: return few_rows_range<GgmlType::Q4_0>(a, o_begin, o_end);
-    case GgmlType::Q4_K: return few_rows_range<GgmlType::Q4_K>(a, o_begin, o_end);
-    case GgmlType::Q6_K: return few_rows_range<GgmlType::Q6_K>(a, o_begin, o_end);
-    case GgmlType::Q4_1: return few_rows_range<GgmlType::Q4_1>(a, o_begin, o_end);
-    case GgmlType::Q5_0: return few_rows_range<GgmlType::Q5_0>(a, o_begin, o_end);
-    case GgmlType::Q5_1: return few_rows_range<GgmlType::Q5_1>(a, o_begin, o_end);
-    case GgmlType::Q2_K: return few_rows_range<GgmlType::Q2_K>(a, o_begin, o_end);
-    case GgmlType::Q3_K: return few_rows_range<GgmlType::Q3_K>(a, o_begin, o_end);
-    case GgmlType::Q5_K: return few_rows_range<GgmlType::Q5_K>(a, o_begin, o_end);
-    case GgmlType::IQ4_NL: return few_rows_range<GgmlType::IQ4_NL>(a, o_begin, o_end);
-    case GgmlType::IQ4_XS: return few_rows_range<GgmlType::IQ4_XS>(a, o_begin, o_end);
+#define PAGODA_CASE(T) \
+  case GgmlType::T: return few_rows_range<GgmlType::T>(a, o_begin, o_end);
+    PAGODA_INT8_WEIGHT_TYPES(PAGODA_CASE)
+#undef PAGODA_CASE
     default: return;
   }
 }

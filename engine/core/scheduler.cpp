@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <utility>
 
 #include "engine/core/block_math.h"
 #include "engine/core/embedding_pool.h"
@@ -23,16 +24,20 @@ PoolPositions positions_to_pool(const Sequence& seq) {
   return p;
 }
 
+// The prompt positions [lo, hi) whose logprob rows a chunk of n tokens of `seq` (from
+// num_computed) covers; empty when none. Positions 0 .. prompt_len - 2 score the next prompt
+// token; the last one is the sample row.
+std::pair<int, int> prompt_logprob_positions(const Sequence& seq, int n) {
+  if (!wants_prompt_logprobs(seq)) return {0, 0};
+  return {std::max(seq.num_computed, seq.prompt_logprob_rows_done),
+          std::min(seq.num_computed + n, seq.prompt_len() - 1)};
+}
+
 // Logit rows a chunk of n tokens of `seq` (from num_computed) adds: the sampled row when it
 // completes the sequence's tokens, and the prompt-logprob rows it covers.
 int chunk_logit_rows(const Sequence& seq, int n) {
-  int rows = seq.sample && seq.num_computed + n == seq.num_tokens() ? 1 : 0;
-  if (wants_prompt_logprobs(seq)) {
-    const int lo = std::max(seq.num_computed, seq.prompt_logprob_rows_done);
-    const int hi = std::min(seq.num_computed + n, seq.prompt_len() - 1);
-    rows += std::max(0, hi - lo);
-  }
-  return rows;
+  const auto [lo, hi] = prompt_logprob_positions(seq, n);
+  return (seq.sample && seq.num_computed + n == seq.num_tokens() ? 1 : 0) + std::max(0, hi - lo);
 }
 }  // namespace
 
@@ -163,10 +168,7 @@ void Scheduler::emit(StepPlan& plan, const std::shared_ptr<Sequence>& seq, int n
 }
 
 void Scheduler::emit_prompt_logprob_rows(StepPlan& plan, const std::shared_ptr<Sequence>& seq, int first, int n) {
-  if (!wants_prompt_logprobs(*seq)) return;
-  // Positions 0 .. prompt_len - 2 score the next prompt token; the last one is the sample row.
-  const int lo = std::max(seq->num_computed, seq->prompt_logprob_rows_done);
-  const int hi = std::min(seq->num_computed + n, seq->prompt_len() - 1);
+  const auto [lo, hi] = prompt_logprob_positions(*seq, n);
   if (lo >= hi) return;
   PromptLogprobRows r;
   r.seq = seq;

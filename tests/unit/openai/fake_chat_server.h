@@ -16,33 +16,9 @@
 
 namespace pagoda::testing {
 
-// The FakeEngine, remembering the last prompt it was given (as text: its byte tokens).
-class RecordingEngine : public FakeEngine {
- public:
-  RecordingEngine() : FakeEngine(Options{8192}) {}
-  std::shared_ptr<RequestStream> submit(GenerationRequest req, SubmitError* err) override {
-    std::string text;
-    for (int32_t id : req.prompt)
-      if (id < 256) text += (char)id;
-    {
-      std::lock_guard<std::mutex> lk(prompt_mu_);
-      last_prompt_ = std::move(text);
-    }
-    return FakeEngine::submit(std::move(req), err);
-  }
-  std::string last_prompt() const {
-    std::lock_guard<std::mutex> lk(prompt_mu_);
-    return last_prompt_;
-  }
-
- private:
-  mutable std::mutex prompt_mu_;
-  std::string last_prompt_;
-};
-
 struct FakeChatServer {
   server::Metrics metrics;
-  RecordingEngine engine;
+  FakeEngine engine{FakeEngine::Options{8192}};
   std::shared_ptr<server::Handlers> handlers;
   std::unique_ptr<InProcHttpServer> http;  // declared after what it serves: stops first
   int port = 0;
@@ -73,6 +49,13 @@ struct FakeChatServer {
 
   // The model's next answers: `text` as one token per byte.
   void script(const std::string& text) { engine.set_script(FakeEngine::script_bytes(text)); }
+  // The last prompt the engine was given, as text (its byte tokens).
+  std::string last_prompt_text() const {
+    std::string text;
+    for (int32_t id : engine.last_prompt())
+      if (id < 256) text += static_cast<char>(id);
+    return text;
+  }
   HttpResult post(const std::string& path, const nlohmann::json& body) { return http_post(port, path, body); }
 };
 

@@ -73,7 +73,7 @@ TEST_CASE("responses: the response object field by field", "[responses][server]"
   CHECK(item["content"] == json::array({{{"type", "output_text"}, {"text", "Hello there."},
                                          {"annotations", json::array()}, {"logprobs", json::array()}}}));
   json u = j["usage"];
-  const std::string prompt = s.engine.last_prompt();
+  const std::string prompt = s.last_prompt_text();
   CHECK(prompt == "system: Be brief.\nuser: Hi\nassistant:");
   CHECK(u["input_tokens"] == prompt.size() + 1);  // + BOS
   CHECK(u["output_tokens"] == 12);
@@ -169,7 +169,7 @@ TEST_CASE("responses: a function tool round trip through previous_response_id", 
   CHECK(second.j()["output"][0]["content"][0]["text"] == "It is 21 C in Paris.");
   // The prompt holds the stored turn (not its instructions), the call and its output.
   const std::string call_id = call["call_id"];
-  CHECK(s.engine.last_prompt() ==
+  CHECK(s.last_prompt_text() ==
         "user: Weather in Paris?\nassistant:  calls [{\"id\":\"" + call_id +
             "\",\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\"}}}]\n"
             "tool: 21 C for " + call_id + "\nassistant:");

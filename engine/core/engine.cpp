@@ -464,8 +464,9 @@ void LlmEngine::step() {
     step_cost_.observe(f, took_s * 1e3, prefill);
     const auto& c = step_cost_.coefficients();
     spdlog::debug("engine: step of {} tokens ({} rows, {:.0f} pairs) took {:.2f} ms, predicted {:.2f}; "
-                  "cost model {:.3f} + {:.4f}/token + {:.4f}/row + {:.4f}/Mpair ms",
-                  f.tokens, f.logit_rows, f.attention_pairs, took_s * 1e3, predicted, c[0], c[1], c[2], c[3]);
+                  "cost model {:.3f} + {:.4f}/token + {:.4f}/row + {:.4f}/Mpair ms, x {:.2f} with prompt tokens",
+                  f.tokens, f.logit_rows, f.attention_pairs, took_s * 1e3, predicted, c[0], c[1], c[2], c[3],
+                  step_cost_.prompt_correction());
   }
   update_stats(plan.n_tokens() > 0);
 }

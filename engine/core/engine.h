@@ -71,7 +71,7 @@ struct EngineConfig {
   double device_memory_fraction = 0.9;  // weights + activations + KV cache, in (0, 1]
   int max_batch_tokens = 512;  // at most the model's max_batch_tokens
   // Stall-free prefill (SchedulerConfig): a step with decodes stays within this many ms;
-  // 0: auto (1.5x the step's decode time), < 0: off.
+  // 0: auto (1.75x the step's decode time), < 0: off.
   double max_step_ms = 0;
   int max_seqs = 16;
   // The admission bound, in sequences (a request counts its n choices): submit() answers

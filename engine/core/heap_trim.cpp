@@ -6,6 +6,13 @@
 
 namespace pagoda {
 
+void bound_heap_growth() {
+#if defined(__GLIBC__)
+  mallopt(M_ARENA_MAX, 4);
+  mallopt(M_MMAP_THRESHOLD, 256 << 10);
+#endif
+}
+
 bool HeapTrim::tick(bool idle, Clock::time_point now) {
   if (!idle) {
     worked_since_ = true;

@@ -10,6 +10,17 @@
 
 namespace pagoda {
 
+// Sets the allocator up for a long-running server, before its threads start (glibc; elsewhere a
+// no-op). Two causes of RSS creep that trimming cannot undo (issue 15's soak: +10.8 MiB from
+// minute 2 to 30, flat only once they had run their course):
+//  - arenas: glibc gives threads their own heap under contention, up to 8 per core; each one
+//    keeps its own free memory and fragments on its own, and with 64 HTTP workers they appear
+//    one by one over the first minutes. A few arenas serve this server's threads as well.
+//  - the mmap threshold: glibc raises it after each large block it frees (up to 32 MiB), so
+//    later large buffers (logits, request bodies, activations) come from the heaps and
+//    fragment them; fixing the threshold keeps them in their own mappings, unmapped on free.
+void bound_heap_growth();
+
 class HeapTrim {
  public:
   using Clock = std::chrono::steady_clock;

@@ -46,7 +46,11 @@ struct SchedulerConfig {
   // Stall-free prefill. The target time of a step that carries decodes: max_step_ms when > 0;
   // when 0, auto_step_factor x the predicted time of its decodes alone; < 0: no target.
   double max_step_ms = 0;
-  double auto_step_factor = 1.5;
+  // The trade (issue 15): the streams' gaps grow about this much while a prompt is prefilled,
+  // and the prompt gets (factor - 1) / factor of each step, so its TTFT is about
+  // factor / (factor - 1) times the unprotected one (1.5: 3x; 1.75: 2.3x; 2: 2x). 1.75 keeps the
+  // gap growth under 2x with a margin for misprediction.
+  double auto_step_factor = 1.75;
   int min_prefill_chunk = 4;   // prefill tokens such a step still takes (progress)
   const StepCostModel* step_cost = nullptr;  // not owned; null or not ready(): no target
 };

@@ -11,6 +11,16 @@ namespace {
 
 constexpr double kPairScale = 1e-6;  // attention pairs are counted in millions
 constexpr size_t kMinSamples = 4;
+// The correction's running mean: each step moves it this far (in log terms) toward its own
+// actual / fitted ratio, so it settles within a few steps and one slow step moves it only a
+// little. The ratio a single step contributes, and the correction, stay within a bound.
+constexpr double kCorrectionWeight = 0.3;
+constexpr double kMaxStepRatio = 4.0;
+constexpr double kMaxCorrection = 16.0;
+
+// Steps whose chunks carry prompt tokens: more tokens than sampled rows (a decode samples
+// every token it runs).
+bool has_prompt_tokens(const StepFeatures& f) { return f.tokens > f.logit_rows; }
 
 StepCostModel::Coefficients features(const StepFeatures& f) {
   return {1.0, f.tokens, f.logit_rows, f.attention_pairs * kPairScale};
@@ -61,6 +71,13 @@ StepFeatures StepFeatures::of(const StepPlan& plan) {
 
 void StepCostModel::observe(const StepFeatures& f, double ms, bool prefill) {
   if (!std::isfinite(ms) || ms < 0) return;
+  if (const double fitted = fitted_ms(f); fitted > 0 && has_prompt_tokens(f)) {
+    // How far off the fit the scheduler planned this step with was (before it learns from it).
+    const double ratio = std::clamp(ms / fitted, 1 / kMaxStepRatio, kMaxStepRatio);
+    double& c = prompt_correction_;
+    c = std::exp((1 - kCorrectionWeight) * std::log(c) + kCorrectionWeight * std::log(ratio));
+    c = std::clamp(c, 1 / kMaxCorrection, kMaxCorrection);
+  }
   int size_class = 0;
   for (double t = f.tokens; t >= 2 && size_class < kSizes - 1; t /= 2) ++size_class;
   Bucket& b = buckets_[prefill ? 1 : 0][size_class];
@@ -107,7 +124,7 @@ void StepCostModel::refit() {
   ready_ = true;
 }
 
-double StepCostModel::predict_ms(const StepFeatures& f) const {
+double StepCostModel::fitted_ms(const StepFeatures& f) const {
   if (!ready_) return 0;
   const Coefficients x = features(f);
   double ms = 0;
@@ -115,8 +132,13 @@ double StepCostModel::predict_ms(const StepFeatures& f) const {
   return ms;
 }
 
+double StepCostModel::predict_ms(const StepFeatures& f) const {
+  return fitted_ms(f) * (has_prompt_tokens(f) ? prompt_correction_ : 1.0);
+}
+
 void StepCostModel::set_coefficients(const Coefficients& c) {
   coef_ = c;
+  prompt_correction_ = 1.0;
   ready_ = true;
 }
 

@@ -12,6 +12,16 @@
 // never erases what steps of other shapes cost, which is what separates the fixed cost from
 // the per-token one. Deterministic: the same observations give the same predictions, which is
 // what the scheduler's unit tests rely on.
+//
+// A host's timings are noisy and the features move together (the streams' contexts grow while
+// the host's load changes), so the fit can be far off for prompt chunks in particular, which
+// are rarer than decodes: a coefficient per attention pair ten times too high makes every
+// chunk look ten times too dear, and the prompt crawls at the minimum chunk (issue 15). So the
+// prediction of a step with prompt tokens is also scaled by how the fit has been doing lately
+// on such steps: a running geometric mean of actual over fitted time. Steps that keep overrunning
+// their target are thereby cut smaller, steps that keep finishing early larger, until they take
+// the target time (a feedback loop around the fit). Steps of decodes alone, what the target is
+// derived from, are predicted by the fit as it is (they are most of what it learns from).
 #pragma once
 
 #include <array>
@@ -39,8 +49,13 @@ class StepCostModel {
 
   // Records a step that took `ms`; `prefill` says which kind of bucket it joins.
   void observe(const StepFeatures& f, double ms, bool prefill);
-  // Predicted step time in ms (0 until ready()).
+  // Predicted step time in ms (0 until ready()): the fit, times prompt_correction() for a step
+  // with prompt tokens (more tokens than sampled rows).
   double predict_ms(const StepFeatures& f) const;
+  // The fit alone.
+  double fitted_ms(const StepFeatures& f) const;
+  // Actual / fitted time of the recent steps with prompt tokens.
+  double prompt_correction() const { return prompt_correction_; }
   // Enough steps seen to trust a prediction.
   bool ready() const { return ready_; }
   const Coefficients& coefficients() const { return coef_; }
@@ -62,6 +77,7 @@ class StepCostModel {
 
   Bucket buckets_[2][kSizes];  // [decode-only | with prefill][size class]
   Coefficients coef_{};
+  double prompt_correction_ = 1.0;
   bool ready_ = false;
 };
 

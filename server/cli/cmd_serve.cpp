@@ -22,6 +22,7 @@
 #include "engine/backend/backend_select.h"
 #include "engine/chat_template/chat_template.h"
 #include "engine/core/engine.h"
+#include "engine/core/heap_trim.h"
 #include "engine/gguf/gguf.h"
 #include "engine/model/model.h"
 #include "engine/tokenizer/tokenizer.h"
@@ -229,6 +230,7 @@ int serve(int argc, char** argv) {
     std::fputs(server::server_usage().c_str(), stdout);
     return 0;
   }
+  bound_heap_growth();  // before any thread starts
   server::setup_logging(cfg.log_format, cfg.log_level);
   const std::string api_key = cfg.resolve_api_key();
   SignalWatcher signals;

@@ -82,7 +82,7 @@ const std::vector<Option>& options() {
       alias(OPT(max_seqs, "max sequences per step"), "--max-num-seqs|--parallel|-np"),
       alias(OPT(max_batch_tokens, "max tokens per step"), "--max-num-batched-tokens"),
       OPT(max_step_ms,
-          "target time of a step that decodes beside a prefill: auto (1.5x the decodes' time), off, or ms"),
+          "target time of a step that decodes beside a prefill: auto (1.75x the decodes' time), off, or ms"),
       OPT(max_tokens_limit, "largest max_tokens a request may ask for (0 = the context size)"),
       alias(OPT(ctx_size, "context size per sequence (0 = model's)"), "-c|--max-model-len",
             "per sequence, as vLLM's --max-model-len; llama-server's -c/--ctx-size is the total over its slots"),

@@ -17,9 +17,6 @@ namespace pagoda::server {
 namespace {
 
 constexpr double kLingerSeconds = 2;
-// How long a request's body may wait for body memory (--max-buffered-body-bytes) before 503.
-// Waiting costs a descriptor and the headers only; the client is held back by TCP meanwhile.
-constexpr double kBodyMemoryWaitSeconds = 30;
 
 // Writes what fits without blocking; true when all of it went out.
 bool send_now(int fd, const std::string& data) {
@@ -71,10 +68,7 @@ bool ConnectionLoop::refuse(Connection& c, const Refusal& r) {
   const bool sent = send_now(c.fd, hooks_.refusal_response(r));
   if (!r.close && sent) return true;
   release_body(c);
-  if (c.state == Connection::State::WaitingBudget) {
-    budget_waiters_.erase(c.waiter_pos);
-    --budget_waiting_;
-  }
+  if (c.state == Connection::State::WaitingBudget) leave_budget_line(c);
   c.buf = std::string();
   ::shutdown(c.fd, SHUT_WR);
   c.state = Connection::State::Lingering;
@@ -119,7 +113,9 @@ void ConnectionLoop::check_deadlines() {
         }
         break;
       case Connection::State::WaitingBudget:
-        if (age > std::max(header_s, kBodyMemoryWaitSeconds)) due.emplace_back(&c, Act::NoBudget);
+        // The line is at most one budget of bodies long, so this is rarely reached: a wait
+        // for body memory is bounded like the headers' (then 503 with Retry-After).
+        if (age > header_s) due.emplace_back(&c, Act::NoBudget);
         break;
       case Connection::State::Lingering:
         if (age > kLingerSeconds) due.emplace_back(&c, Act::Close);

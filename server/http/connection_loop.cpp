@@ -267,6 +267,19 @@ bool ConnectionLoop::advance(Connection& c) {
         const RequestHead& h = c.framer.head();
         if (h.body == RequestHead::Body::Length) c.buf.reserve(h.head_bytes + (size_t)h.content_length);
         if (!reserve_body(c, false)) {
+          const size_t size = body_reservation(h);
+          if (budget_waiting_bytes_ + size > limits_.max_buffered_body_bytes) {
+            // The line for body memory is already a budget long: refusing now (with
+            // Retry-After) beats a long wait that may end in the same answer.
+            Refusal r;
+            r.status = 503;
+            r.message = "The server is busy receiving other large request bodies; retry shortly.";
+            r.code = "body_memory_busy";
+            r.head = &h;
+            refuse(c, r);
+            return false;
+          }
+          budget_waiting_bytes_ += size;
           c.state = Connection::State::WaitingBudget;
           c.since = Clock::now();
           watch(c, false);
@@ -298,6 +311,7 @@ bool ConnectionLoop::dispatch(Connection& c) {
   }
   auto head = std::make_shared<RequestHead>(c.framer.head());
   c.framer.reset();
+  if (head->body == RequestHead::Body::Chunked) bytes = unchunked_request(*head, bytes);
   const bool probe = is_probe(*head);
   if (!probe && pool_.idle() <= 0 && hooks_.at_capacity && hooks_.at_capacity()) {
     // Queueing for a worker would hide the request from the engine's admission bound: refuse
@@ -371,12 +385,16 @@ void ConnectionLoop::returned(Connection& c, bool keep) {
 
 // ---- body memory ------------------------------------------------------------------------------
 
-bool ConnectionLoop::reserve_body(Connection& c, bool waiter) {
-  const RequestHead& h = c.framer.head();
+size_t ConnectionLoop::body_reservation(const RequestHead& h) const {
   size_t size = h.body == RequestHead::Body::Length    ? (size_t)h.content_length
                 : h.body == RequestHead::Body::Chunked ? limits_.framing.max_body_bytes
                                                        : 0;
-  if (size <= kSmallBody) return true;  // small bodies are bounded by the connection count
+  return size <= kSmallBody ? 0 : size;  // small bodies are bounded by the connection count
+}
+
+bool ConnectionLoop::reserve_body(Connection& c, bool waiter) {
+  const size_t size = body_reservation(c.framer.head());
+  if (size == 0) return true;  // small bodies are bounded by the connection count
   // First come, first served: a newcomer does not pass the requests already waiting.
   if (!waiter && !budget_waiters_.empty()) return false;
   if (body_bytes_held_ > 0 && body_bytes_held_ + size > limits_.max_buffered_body_bytes) return false;
@@ -393,12 +411,17 @@ void ConnectionLoop::release_body(Connection& c) {
   c.body_reserved = 0;
 }
 
+void ConnectionLoop::leave_budget_line(Connection& c) {
+  budget_waiters_.erase(c.waiter_pos);
+  --budget_waiting_;
+  budget_waiting_bytes_ -= body_reservation(c.framer.head());
+}
+
 void ConnectionLoop::wake_budget_waiters() {
   while (!budget_waiters_.empty()) {
     Connection& c = *budget_waiters_.front();
     if (!reserve_body(c, true)) return;
-    budget_waiters_.pop_front();
-    --budget_waiting_;
+    leave_budget_line(c);
     c.state = Connection::State::Reading;
     c.head_done_at = Clock::now();  // the body's grace starts now
     watch(c, true);
@@ -420,10 +443,7 @@ void ConnectionLoop::watch(Connection& c, bool on) {
 
 void ConnectionLoop::close_connection(Connection& c) {
   if (c.in_idle) idle_.erase(c.idle_pos);
-  if (c.state == Connection::State::WaitingBudget) {
-    budget_waiters_.erase(c.waiter_pos);
-    --budget_waiting_;
-  }
+  if (c.state == Connection::State::WaitingBudget) leave_budget_line(c);
   release_body(c);
   watch(c, false);
   const int fd = c.fd;

@@ -35,7 +35,8 @@ struct ConnectionLimits {
   double keep_alive_timeout_s = 60; // an idle connection between requests is closed after this
   double write_timeout_s = 30;      // a response write that makes no progress this long fails
   size_t max_buffered_body_bytes = 32 << 20;  // body bytes held at once (received or served);
-                                              // beyond, a body waits (up to 30 s, then 503)
+                                              // beyond, a body waits in a line as long as this
+                                              // (up to header_timeout_s), else 503 at once
   int workers = 64;
   FramingLimits framing;
 };
@@ -122,6 +123,9 @@ class ConnectionLoop {
   void check_deadlines();
   // Body memory for the request whose head `c` holds; `waiter`: it is first in line.
   bool reserve_body(Connection& c, bool waiter);
+  // The body memory a request with this head reserves (0: small enough to need none).
+  size_t body_reservation(const RequestHead& h) const;
+  void leave_budget_line(Connection& c);
   void release_body(Connection& c);
   void wake_budget_waiters();
   void watch(Connection& c, bool on);
@@ -136,6 +140,7 @@ class ConnectionLoop {
   std::list<Connection*> idle_;            // idle keep-alive connections, oldest first
   std::list<Connection*> budget_waiters_;  // waiting for body memory, in arrival order
   size_t body_bytes_held_ = 0;
+  size_t budget_waiting_bytes_ = 0;  // reservations of the connections in budget_waiters_
   std::vector<char> scratch_;  // what each recv reads into (loop thread)
 
   std::mutex returns_mu_;  // connections handed back by workers: (connection, keep open)

@@ -147,8 +147,12 @@ bool parse_request_head(std::string_view head, const FramingLimits& limits, Requ
       return fail(err, 400, "Malformed header line.");
     if (out->headers.size() >= kMaxHeaders)
       return fail(err, 431, "More than " + std::to_string(kMaxHeaders) + " header lines.");
-    out->headers.emplace_back(std::string(line.substr(0, colon)),
-                              std::string(trim_ows(line.substr(colon + 1))));
+    std::string_view value = trim_ows(line.substr(colon + 1));
+    // RFC 9110 5.5: NUL and CR never belong in a field value; a reader that stops at one (as
+    // httplib does) would see another value than we check.
+    if (value.find_first_of(std::string_view("\0\r", 2)) != std::string_view::npos)
+      return fail(err, 400, "A header value contains a NUL or CR byte.");
+    out->headers.emplace_back(std::string(line.substr(0, colon)), std::string(value));
   }
   if (!parse_body_framing(limits, out, err)) return false;
   const std::string* conn = out->find("Connection");
@@ -266,6 +270,33 @@ RequestFramer::Step RequestFramer::advance(std::string_view buf) {
     case Phase::Failed: return Step::Error;
   }
   return Step::Error;
+}
+
+std::string unchunked_request(const RequestHead& head, std::string_view request) {
+  std::string_view head_bytes = request.substr(0, head.head_bytes);
+  std::string body;
+  for (size_t pos = head.head_bytes;;) {  // the framer checked every size line and CRLF
+    const size_t eol = request.find("\r\n", pos);
+    std::string_view line = request.substr(pos, eol - pos);
+    const size_t size = std::stoull(std::string(line.substr(0, line.find(';'))), nullptr, 16);
+    if (size == 0) break;  // the trailer section that follows is dropped
+    body.append(request.substr(eol + 2, size));
+    pos = eol + 2 + size + 2;
+  }
+  std::string out;
+  out.reserve(head_bytes.size() + body.size() + 32);
+  // The request line and every header but Transfer-Encoding, then the length of what remains.
+  for (size_t pos = 0; pos + 2 < head_bytes.size();) {
+    const size_t eol = head_bytes.find("\r\n", pos);
+    std::string_view line = head_bytes.substr(pos, eol + 2 - pos);
+    pos = eol + 2;
+    const size_t colon = line.find(':');
+    if (colon != std::string_view::npos && iequals(line.substr(0, colon), "Transfer-Encoding")) continue;
+    out.append(line);
+  }
+  out += "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n";
+  out += body;
+  return out;
 }
 
 }  // namespace pagoda::server

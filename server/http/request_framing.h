@@ -50,6 +50,11 @@ struct RequestHead {
 bool parse_request_head(std::string_view head, const FramingLimits& limits, RequestHead* out,
                         FramingError* err);
 
+// A complete chunked request (`request`: exactly its bytes, as the framer delimited them) as
+// the same request with a Content-Length body: the chunks joined, the trailer section dropped
+// (httplib, which routes the request, refuses trailers). Only for a head whose body is Chunked.
+std::string unchunked_request(const RequestHead& head, std::string_view request);
+
 // Follows one request through a connection's buffer as its bytes arrive. The request starts at
 // offset 0 of the buffer given to advance(); the buffer only grows between calls (until the
 // request is complete and the framer is reset for the next one).

@@ -2,6 +2,7 @@
 // while decodes run (exact: the cost model is injected with dyadic coefficients, no clock).
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <limits>
 #include <memory>
 #include <numeric>
@@ -110,31 +111,57 @@ TEST_CASE("step cost model: no coefficient goes negative, bad timings are ignore
   CHECK(m.coefficients() == before);
 }
 
-TEST_CASE("auto target: a prefill beside decodes is cut to 1.5x the decode-only step") {
+TEST_CASE("auto target: a prefill beside decodes is cut to 1.75x the decode-only step") {
   Fixture fx(0);
   auto long_prompt = make_seq(200, 5);
   fx.s->add(long_prompt);
-  // Decodes alone: 2 + 4/8 + 4/2 = 4.5 ms; target 6.75 ms leaves 2.25 ms = 18 prefill tokens.
+  // Decodes alone: 2 + 4/8 + 4/2 = 4.5 ms; target 7.875 ms leaves 3.375 ms = 27 prefill tokens.
   StepPlan plan = step(*fx.s);
   REQUIRE(plan.seqs.size() == 5);
   for (int i = 0; i < 4; ++i) CHECK(plan.seqs[i].n_tokens == 1);
   CHECK(plan.seqs[4].seq_id == long_prompt->id);
-  CHECK(plan.seqs[4].n_tokens == 18);
-  CHECK(long_prompt->num_computed == 18);
+  CHECK(plan.seqs[4].n_tokens == 27);
+  CHECK(long_prompt->num_computed == 27);
   // Every later step stays within the target; the chunk that completes the prompt also pays
-  // for its logit row (2.25 - 0.5 = 1.75 ms = 14 tokens at most).
+  // for its logit row (3.375 - 0.5 = 2.875 ms = 23 tokens at most).
   int steps = 1;
   while (long_prompt->output.empty() && steps < 100) {
     const int before = long_prompt->num_computed;
     plan = step(*fx.s);
     ++steps;
     const int chunk = plan.seqs.back().n_tokens;
-    CHECK(fx.cost.predict_ms(StepFeatures::of(plan)) <= 6.75);
-    if (before + chunk == 200) CHECK(chunk <= 14);
-    else CHECK(chunk == 18);
+    CHECK(fx.cost.predict_ms(StepFeatures::of(plan)) <= 7.875);
+    if (before + chunk == 200) CHECK(chunk <= 23);
+    else CHECK(chunk == 27);
   }
   CHECK(long_prompt->output.size() == 1);
-  CHECK(steps == 12);  // 11 chunks of 18 (198 tokens), then the last 2
+  CHECK(steps == 8);  // 7 chunks of 27 (189 tokens), then the last 11
+}
+
+TEST_CASE("step cost model: steps with prompt tokens are scaled by how the fit did on them") {
+  StepCostModel m = dyadic_cost();
+  StepFeatures decodes, chunk;
+  for (int i = 0; i < 4; ++i) decodes.add_chunk(10, 1, 1);  // 4.5 ms fitted
+  chunk = decodes;
+  chunk.add_chunk(100, 64, 0);  // + 8 ms fitted
+  REQUIRE(m.predict_ms(chunk) == 12.5);
+  // Such steps take half their fitted time (fewer than the fit's minimum samples, so the fit
+  // itself stays as set): the prediction follows, step by step, the decodes' does not move.
+  double last = 12.5;
+  for (int i = 0; i < 3; ++i) {
+    m.observe(chunk, 6.25, true);
+    CHECK(m.predict_ms(chunk) < last);
+    CHECK(m.predict_ms(chunk) > 6.25);
+    last = m.predict_ms(chunk);
+  }
+  CHECK(m.prompt_correction() == Approx(std::pow(0.5, 1 - std::pow(0.7, 3))));
+  CHECK(m.predict_ms(decodes) == 4.5);
+  CHECK(m.fitted_ms(chunk) == 12.5);
+  // Decode-only steps leave it alone; one absurd timing moves it by a bounded step.
+  m.observe(decodes, 100, false);
+  const double c = m.prompt_correction();
+  m.observe(chunk, 1e6, true);
+  CHECK(m.prompt_correction() == Approx(std::pow(c, 0.7) * std::pow(4.0, 0.3)));  // a ratio of 4 at most
 }
 
 TEST_CASE("fixed target, minimum chunk, and no target without decodes or when off") {

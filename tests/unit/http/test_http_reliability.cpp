@@ -152,6 +152,14 @@ TEST_CASE("request bodies: chunked, 100-continue, and at the minimum rate", "[re
               body.substr(0, 5) + "\r\n" + rest + "\r\n" + body.substr(5) + "\r\n0\r\n\r\n");
     RawResponse r = conn.read_response();
     CHECK(r.status == 200);
+    // Trailers are accepted and ignored, and the connection serves on.
+    char whole[16];
+    std::snprintf(whole, sizeof whole, "%zx", body.size());
+    conn.send("POST /v1/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n" + std::string(whole) +
+              "\r\n" + body + "\r\n0\r\nX-Checksum: 1\r\nX-Other: 2\r\n\r\n");
+    RawResponse t = conn.read_response();
+    CHECK(t.status == 200);
+    CHECK(json::parse(t.body)["usage"]["completion_tokens"] == 2);
   }
   SECTION("Expect: 100-continue") {
     RawConnection conn(s.port);
@@ -199,7 +207,7 @@ TEST_CASE("auth: the whole header must be exactly 'Bearer KEY', once", "[reliabi
   CHECK(status("Authorization: Bearer sekret\r\n") == 200);
   CHECK(status("Authorization: bearer sekret\r\n") == 200);  // the scheme is case-insensitive
   const char nul[] = "Authorization: Bearer sekret\0junk\r\n";
-  CHECK(status(std::string(nul, sizeof nul - 1)) == 401);
+  CHECK(status(std::string(nul, sizeof nul - 1)) == 400);  // NUL in any header value
   CHECK(status("Authorization: Bearer sekretjunk\r\n") == 401);
   CHECK(status("Authorization: Bearer sekret junk\r\n") == 401);
   CHECK(status("Authorization: Bearer sek%72et\r\n") == 401);  // not percent-decoded
@@ -396,7 +404,7 @@ TEST_CASE("requests waiting for a worker count in pagoda_requests_waiting", "[re
   CHECK(scrape(s.port, "pagoda_requests_waiting") == 0);
 }
 
-TEST_CASE("large bodies wait for body memory instead of piling up", "[reliability]") {
+TEST_CASE("large bodies wait briefly for body memory, else get 503 at once", "[reliability]") {
   FakeApiServer::Config c;
   c.max_body = 1 << 20;
   c.http.max_buffered_body_bytes = 2 << 20;  // two 900 KB bodies at a time
@@ -411,14 +419,31 @@ TEST_CASE("large bodies wait for body memory instead of piling up", "[reliabilit
     }
   });
   std::string big = json{{"prompt", std::string(900000, 'x')}, {"max_tokens", 1}}.dump();
-  std::vector<std::future<HttpResult>> fs;
-  for (int i = 0; i < 8; ++i)
-    fs.push_back(std::async(std::launch::async, [&] { return http_post(s.port, "/v1/completions", big); }));
+  // Two are held and at most two more wait in line (a budget's worth); the rest are refused
+  // at once, with Retry-After.
+  std::vector<std::future<std::pair<HttpResult, double>>> fs;
+  for (int i = 0; i < 12; ++i)
+    fs.push_back(std::async(std::launch::async, [&] {
+      auto t0 = Clock::now();
+      HttpResult r = http_post(s.port, "/v1/completions", big);
+      return std::make_pair(r, ms_since(t0));
+    }));
+  int served = 0, refused = 0;
   for (auto& f : fs) {
-    HttpResult r = f.get();
-    CHECK(r.status == 400);  // served: the prompt is longer than the fake engine's context
-    CHECK(r.body.find("context_length_exceeded") != std::string::npos);
+    auto [r, ms] = f.get();
+    if (r.status == 400) {  // served: the prompt is longer than the fake engine's context
+      CHECK(r.body.find("context_length_exceeded") != std::string::npos);
+      ++served;
+    } else {
+      CHECK(r.status == 503);
+      CHECK(r.body.find("body_memory_busy") != std::string::npos);
+      CHECK(r.headers.count("Retry-After") == 1);
+      CHECK(ms < 2000);  // not after a long wait
+      ++refused;
+    }
   }
+  CHECK(served >= 2);
+  CHECK(served + refused == 12);
   done = true;
   sampler.join();
   CHECK(most_held > 0);

@@ -227,19 +227,22 @@ def drain(binary, model):
         for t in threads:
             t.start()
         time.sleep(0.3)
+        sent = time.monotonic()
         srv.proc.send_signal(signal.SIGTERM)
-        time.sleep(0.1)
-        health = []
+        health, first_503_ms = [], None
         while any(t.is_alive() for t in threads) and len(health) < 10:
             try:
                 status, data = srv.request("GET", "/health", timeout=2)
                 health.append((status, json.loads(data)))
+                if status == 503 and first_503_ms is None:
+                    first_503_ms = round((time.monotonic() - sent) * 1000, 1)
             except OSError as e:
                 health.append(str(e))
             time.sleep(0.1)
         for t in threads:
             t.join()
-        return {"health_during_drain": health, "requests_in_flight": outcomes,
+        return {"health_during_drain": health, "first_503_ms_after_sigterm": first_503_ms,
+                "requests_in_flight": outcomes,
                 "exit_code": srv.proc.wait(timeout=60)}
     finally:
         srv.stop()
@@ -271,12 +274,13 @@ def bodies(binary, model, concurrent=32, rounds=2, mb=7.0, idle_s=5.0):
         lock = threading.Lock()
 
         def post():
+            t_req = time.time()
             try:
                 status = srv.request("POST", "/v1/chat/completions", body, timeout=300)[0]
             except OSError as e:
                 status = f"error: {e}"
             with lock:
-                statuses[str(status)] = statuses.get(str(status), 0) + 1
+                statuses.setdefault(str(status), []).append(time.time() - t_req)
 
         sampler = threading.Thread(target=sample)
         sampler.start()
@@ -293,7 +297,10 @@ def bodies(binary, model, concurrent=32, rounds=2, mb=7.0, idle_s=5.0):
         done.set()
         sampler.join()
         return {"body_mb": round(len(body) / 1e6, 2), "concurrent": concurrent, "rounds": rounds,
-                "statuses": statuses, "seconds": round(elapsed, 1),
+                # per status: how many, and their answer times (median, max) in seconds
+                "statuses": {k: {"n": len(v), "median_s": round(sorted(v)[len(v) // 2], 2),
+                                 "max_s": round(max(v), 2)} for k, v in statuses.items()},
+                "seconds": round(elapsed, 1),
                 "rss_mib_before": round(before, 1), "rss_mib_peak": round(peak[0], 1),
                 "rss_mib_after_load": round(after_load, 1),
                 f"rss_mib_after_{idle_s:g}s_idle": round(rss_mib(srv.proc.pid), 1)}

@@ -1,5 +1,7 @@
 #include "engine/core/heap_trim.h"
 
+#include <cstdlib>
+
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
@@ -8,8 +10,9 @@ namespace pagoda {
 
 void bound_heap_growth() {
 #if defined(__GLIBC__)
-  mallopt(M_ARENA_MAX, 4);
-  mallopt(M_MMAP_THRESHOLD, 256 << 10);
+  // glibc's own environment variables, when set, say otherwise.
+  if (!std::getenv("MALLOC_ARENA_MAX")) mallopt(M_ARENA_MAX, 4);
+  if (!std::getenv("MALLOC_MMAP_THRESHOLD_")) mallopt(M_MMAP_THRESHOLD, 256 << 10);
 #endif
 }
 

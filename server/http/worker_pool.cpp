@@ -1,4 +1,5 @@
-// WorkerPool: a mutex, a condition variable and a deque (see worker_pool.h).
+// WorkerPool: a mutex, a deque of jobs and a stack of idle workers, each waiting on its own
+// condition variable (see worker_pool.h).
 #include "server/http/worker_pool.h"
 
 namespace pagoda::server {
@@ -14,7 +15,12 @@ void WorkerPool::push(Job job) {
     std::lock_guard<std::mutex> lk(mu_);
     if (!stopping_) {
       jobs_.push_back(std::move(job));
-      cv_.notify_one();
+      if (!idle_.empty()) {
+        Idle* w = idle_.back();  // the most recently idle: its memory is the warmest
+        idle_.pop_back();
+        w->woken = true;
+        w->cv.notify_one();
+      }
       return;
     }
   }
@@ -23,7 +29,7 @@ void WorkerPool::push(Job job) {
 
 int WorkerPool::idle() const {
   std::lock_guard<std::mutex> lk(mu_);
-  return idle_ - (int)jobs_.size();  // woken workers may not have taken theirs yet
+  return (int)idle_.size();
 }
 
 int WorkerPool::queued() const {
@@ -38,20 +44,28 @@ void WorkerPool::shutdown() {
     if (stopping_ && threads_.empty()) return;
     stopping_ = true;
     dropped.swap(jobs_);
+    for (Idle* w : idle_) {
+      w->woken = true;
+      w->cv.notify_one();
+    }
+    idle_.clear();
   }
-  cv_.notify_all();
   for (Job& j : dropped) j(false);
   for (std::thread& t : threads_) t.join();
   threads_.clear();
 }
 
 void WorkerPool::work() {
+  Idle self;
   std::unique_lock<std::mutex> lk(mu_);
   for (;;) {
-    ++idle_;
-    cv_.wait(lk, [&] { return stopping_ || !jobs_.empty(); });
-    --idle_;
-    if (jobs_.empty()) return;  // stopping
+    if (jobs_.empty()) {
+      if (stopping_) return;
+      self.woken = false;
+      idle_.push_back(&self);
+      self.cv.wait(lk, [&] { return self.woken; });
+      continue;  // woken for a job (another worker may have taken it first) or to stop
+    }
     Job job = std::move(jobs_.front());
     jobs_.pop_front();
     lk.unlock();

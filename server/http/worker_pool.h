@@ -1,6 +1,10 @@
 // The threads that run complete requests for the connection loop (connection_loop.h): a FIFO
 // of jobs and a fixed set of workers, with the counts the loop decides by (idle workers) and
-// /metrics shows (jobs waiting for a worker).
+// /metrics shows (jobs waiting for a worker). The worker that went idle last takes the next
+// job (a stack of idle workers): under a load that needs a few of the workers, the same few do
+// all the work, so the memory each thread ties up (its stack pages, its allocator caches and
+// arena, thread-local scratch) stays that of the few rather than growing, over minutes, to that
+// of every worker in the pool (issue 15's soak creep).
 #pragma once
 
 #include <condition_variable>
@@ -22,18 +26,21 @@ class WorkerPool {
   ~WorkerPool();  // shutdown()
 
   void push(Job job);
-  int idle() const;     // workers waiting for a job
+  int idle() const;     // workers waiting for a job (and not already woken for one)
   int queued() const;   // jobs not yet taken by a worker
   // Drops the jobs still queued (each called with false), then waits for the running ones.
   void shutdown();
 
  private:
+  struct Idle {
+    std::condition_variable cv;
+    bool woken = false;
+  };
   void work();
 
   mutable std::mutex mu_;
-  std::condition_variable cv_;
   std::deque<Job> jobs_;
-  int idle_ = 0;
+  std::vector<Idle*> idle_;  // waiting workers, the most recently idle last
   bool stopping_ = false;
   std::vector<std::thread> threads_;
 };

@@ -64,11 +64,15 @@ class Server:
         c.close()
         return r.status, data
 
-    def metric(self, name):
+    def metric(self, name, **labels):
+        """The sample of `name` whose labels include `labels` (every metric also carries
+        model_name), or None."""
         text = self.request("GET", "/metrics")[1].decode()
         for line in text.splitlines():
-            if line.startswith(name + " "):
-                return float(line.split()[1])
+            if not (line.startswith(name + " ") or line.startswith(name + "{")):
+                continue
+            if all(f'{k}="{v}"' in line.split(" ")[0] for k, v in labels.items()):
+                return float(line.rsplit(" ", 1)[1])
         return None
 
     def stop(self):
@@ -125,12 +129,8 @@ def slowloris(binary, model):
             latencies += timed_chat(srv, 2)
             time.sleep(0.5)
         time.sleep(8)  # past the header timeout (10 s from the first byte) and the body's grace
-        cut = {"headers": 0, "body": 0}
-        text = srv.request("GET", "/metrics")[1].decode()
-        for line in text.splitlines():
-            for phase in cut:
-                if line.startswith(f'pagoda_http_slow_clients_total{{phase="{phase}"}}'):
-                    cut[phase] = int(float(line.split()[1]))
+        cut = {phase: int(srv.metric("pagoda_http_slow_clients_total", phase=phase) or 0)
+               for phase in ("headers", "body")}
         for s in heads + bodies:
             s.close()
         return {"normal_requests_status_ms": latencies,

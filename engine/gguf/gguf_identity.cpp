@@ -1,6 +1,7 @@
 // GGUF file identity: metadata + tensor infos + size (see gguf_identity.h).
 #include "engine/gguf/gguf_identity.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -64,6 +65,13 @@ std::string file_identity(const GgufFile& file) {
     h.pod(static_cast<uint32_t>(t.type));
     h.pod(t.offset);
     h.pod(t.nbytes);
+    // A sample of the weights themselves (head, middle, tail; 4 KiB each at most), so that two
+    // fine-tunes of one architecture with the same metadata still differ.
+    const uint8_t* data = file.tensor_data(t);
+    const size_t n = static_cast<size_t>(t.nbytes), k = std::min<size_t>(n, 4096);
+    h.bytes(data, k);
+    h.bytes(data + (n - k) / 2, k);
+    h.bytes(data + (n - k), k);
   }
   std::error_code ec;
   const uintmax_t size = std::filesystem::file_size(file.path(), ec);

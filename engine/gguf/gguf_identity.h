@@ -1,8 +1,8 @@
-// A GGUF file's identity, cheap to compute: a hash over its metadata (every key and value) and
-// its tensor infos (names, shapes, types, offsets), plus the file's size. The tensor data is
-// not read: two files with the same identity have the same architecture, hyper-parameters,
-// tokenizer and tensor layout, and the same size; the persistent prefix cache keys its file on
-// it (kv_cache_file.h) so K/V computed by another model is never loaded.
+// A GGUF file's identity, cheap to compute: a hash over its metadata (every key and value), its
+// tensor infos (names, shapes, types, offsets) and a sample of each tensor's bytes (its first,
+// middle and last 4 KiB), plus the file's size. The rest of the weights is not read (a few MB
+// in all, milliseconds). The persistent prefix cache keys its file on it (kv_cache_file.h), so
+// K/V computed by another model, or by another fine-tune of the same shape, is not loaded.
 #pragma once
 
 #include <string>

@@ -15,6 +15,7 @@
 #include <spdlog/spdlog.h>
 
 #include "engine/core/engine.h"
+#include "engine/gguf/gguf_identity.h"
 #include "engine_test_util.h"
 
 using namespace pagoda;
@@ -243,4 +244,12 @@ TEST_CASE("the host tier keeps to its budget, least recently used out first") {
   huge.bytes.resize(1 << 20);
   tier.put(huge);  // larger than the whole budget: dropped
   CHECK_FALSE(tier.contains({9, 10}));
+}
+
+TEST_CASE("a model file's identity follows its metadata and weights") {
+  const std::string a = gguf::file_identity(tiny_model());
+  CHECK(a == gguf::file_identity(tiny_model()));
+  CHECK(a.rfind("0-", 0) == 0);  // read from memory: size 0
+  CHECK(a != gguf::file_identity(tiny_model_file(1024, 2)));  // same shapes, other weights
+  CHECK(a != gguf::file_identity(tiny_model_file(2048, 1)));  // other metadata
 }

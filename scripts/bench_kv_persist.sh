@@ -12,7 +12,7 @@
 set -euo pipefail
 BUILD=${1:-build}
 BIN="$BUILD/pagoda"
-MODEL=${MODEL:-/tmp/pagoda-persist-4x512-q8_0.gguf}
+MODEL=${MODEL:-/tmp/pagoda-persist-4x512-q8_0-v2.gguf}
 THREADS=${THREADS:-2}
 PREFIX=${PREFIX:-2000}
 SUFFIX=${SUFFIX:-16}
@@ -22,15 +22,11 @@ PORT=${PORT:-$((20000 + RANDOM % 20000))}
 EXTRA=${EXTRA:-}
 PY=/usr/bin/python3
 
-if [ ! -f "$MODEL" ]; then
-  echo "writing $MODEL (random weights, 4 layers, dim 512, q8_0)" >&2
-  "$BIN" make-model --layers 4 --dim 512 --ff 1536 --heads 8 --kv-heads 4 --ctx 8192 \
-    --vocab-size 32000 --type q8_0 --output "$MODEL" --quiet
-fi
+[ -f "$MODEL" ] || "$BIN" make-model --layers 4 --dim 512 --ff 1536 --heads 8 --kv-heads 4 --ctx 4096 \
+  --type q8_0 --output "$MODEL" --quiet  # random weights, the built-in byte vocabulary
 work=$(mktemp -d)
 server=
-cleanup() { [ -n "$server" ] && kill "$server" 2>/dev/null; wait 2>/dev/null; rm -rf "$work"; }
-trap cleanup EXIT
+trap '[ -n "$server" ] && kill "$server" 2>/dev/null; wait 2>/dev/null; rm -rf "$work"' EXIT
 
 # start NAME DIR: starts a server on a fresh port, waits for /health; the start-up seconds go
 # to $work/up (not printed: a $(...) subshell would lose $server and $PORT).

@@ -28,23 +28,36 @@ work=$(mktemp -d)
 server=
 trap '[ -n "$server" ] && kill "$server" 2>/dev/null; wait 2>/dev/null; rm -rf "$work"' EXIT
 
-# start NAME DIR: starts a server on a fresh port, waits for /health; the start-up seconds go
-# to $work/up (not printed: a $(...) subshell would lose $server and $PORT).
+# start NAME DIR: starts a server on a fresh port (another one if that is taken), waits for
+# /health; the start-up seconds go to $work/up (not printed: a $(...) subshell would lose
+# $server and $PORT).
 start() {
-  PORT=$((PORT + 1))
-  local t0 t1
-  t0=$(date +%s.%N)
-  # shellcheck disable=SC2086  # the extra flags are words
-  "$BIN" serve --model "$MODEL" --threads "$THREADS" --port "$PORT" --max-seqs 4 --ctx-size 4096 \
-    --kv-cache-dir "$2" $EXTRA > "$work/serve-$1.log" 2>&1 &
-  server=$!
-  for _ in $(seq 1 1200); do
-    kill -0 "$server" 2>/dev/null || { cat "$work/serve-$1.log" >&2; exit 1; }  # e.g. the port was taken
-    curl -sf "http://127.0.0.1:$PORT/health" >/dev/null 2>&1 && break
-    sleep 0.05
+  local t0 t1 attempt
+  for attempt in 1 2 3 4 5; do
+    PORT=$((PORT + 1))
+    t0=$(date +%s.%N)
+    # shellcheck disable=SC2086  # the extra flags are words
+    "$BIN" serve --model "$MODEL" --threads "$THREADS" --port "$PORT" --max-seqs 4 --ctx-size 4096 \
+      --kv-cache-dir "$2" $EXTRA > "$work/serve-$1.log" 2>&1 &
+    server=$!
+    for _ in $(seq 1 1200); do
+      if ! kill -0 "$server" 2>/dev/null; then
+        grep -q "cannot listen" "$work/serve-$1.log" && continue 2
+        cat "$work/serve-$1.log" >&2
+        exit 1
+      fi
+      if curl -sf "http://127.0.0.1:$PORT/health" >/dev/null 2>&1; then
+        t1=$(date +%s.%N)
+        awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f\n", b - a }' > "$work/up"
+        return
+      fi
+      sleep 0.05
+    done
+    echo "the server did not get ready" >&2
+    exit 1
   done
-  t1=$(date +%s.%N)
-  awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f\n", b - a }' > "$work/up"
+  echo "no free port" >&2
+  exit 1
 }
 stop() {
   kill -TERM "$server"

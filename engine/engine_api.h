@@ -112,6 +112,28 @@ struct EngineStats {
   uint64_t context_shifts = 0;
   double step_seconds = 0;     // time spent in steps (schedule + forward + sampling + outputs)
   double forward_seconds = 0;  // of which in model.forward
+  // The persistent prefix cache (--kv-cache-dir) and its host-memory tier (--kv-host-memory).
+  uint64_t kv_host_blocks = 0;           // blocks in the host tier now
+  uint64_t kv_host_bytes = 0;            // ... and the bytes they take
+  uint64_t kv_host_spilled = 0;          // evicted blocks copied to the host tier
+  uint64_t kv_host_restored = 0;         // blocks copied back from it instead of recomputed
+  uint64_t kv_disk_blocks_loaded = 0;    // blocks restored from the disk file at start
+  uint64_t kv_disk_hits = 0;             // prefix hits on those blocks
+  uint64_t kv_disk_blocks_saved = 0;     // blocks written by saves, summed over saves
+  uint64_t kv_disk_saves = 0;            // successful saves
+};
+
+// What POST /v1/cache/save reports (EngineApi::save_prefix_cache).
+struct PrefixCacheSaveResult {
+  bool ok = false;
+  std::string error;        // when !ok
+  bool not_configured = false;  // no --kv-cache-dir (an error of the request, not the server)
+  std::string path;
+  int blocks = 0;           // written
+  int tokens = 0;           // blocks x block size
+  int left_out = 0;         // over the size budget, or whose prefix was incomplete
+  uint64_t bytes = 0;       // the file's size
+  double seconds = 0;
 };
 
 // Structured output: what every token a request generates must spell, as the server reads it
@@ -170,6 +192,15 @@ class EngineApi {
   virtual int32_t vocab_size() const = 0;
   // The BOS id that tokenize(add_special = true) puts first; -1 when the model wants none.
   virtual int32_t prompt_bos_id() const = 0;
+
+  // Writes the prefix cache's blocks to the --kv-cache-dir file now (atomically), waiting for
+  // it. An engine without one says so (the default).
+  virtual PrefixCacheSaveResult save_prefix_cache() {
+    PrefixCacheSaveResult r;
+    r.not_configured = true;
+    r.error = "the prefix cache is not persisted: the server runs without --kv-cache-dir";
+    return r;
+  }
 
   // Compiles a constraint over the model's vocabulary for SamplingParams::grammar, on the
   // caller's thread (never the engine's); repeated constraints come from a cache. Throws

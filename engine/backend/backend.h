@@ -124,6 +124,15 @@ class Backend {
   // Copies `rows` rows of x (F32) to host memory; waits for all queued work.
   virtual void read(const Tensor& x, int64_t rows, float* host) = 0;
 
+  // ---- raw KV blocks (optional; the prefix cache's disk file and host-memory tier) ----
+  // One block's bytes exactly as the cache stores them (its element type, its layout), all
+  // layers: layer 0 K, layer 0 V, layer 1 K, ..., each kv_block_raw_bytes() / (2 * n_layers)
+  // bytes. Writing back what was read restores the block bit for bit, whatever the type.
+  // kv_block_raw_bytes() 0: not supported (the defaults). Both wait for all queued work.
+  virtual size_t kv_block_raw_bytes() const { return 0; }
+  virtual void read_kv_block_raw(int block, void* out) { no_raw_kv(); }
+  virtual void write_kv_block_raw(int block, const void* in) { no_raw_kv(); }
+
   // ---- sampling on the backend (optional; the defaults say "not supported") ----
   // A backend that can sample keeps the logits where they are and returns only token ids: per
   // step begin_sampling(draws) once, sample() for each chunk of logit rows, finish_sampling()
@@ -159,6 +168,9 @@ class Backend {
  private:
   [[noreturn]] void no_sampling() const {
     throw std::logic_error("backend '" + name() + "' cannot sample (can_sample() is false)");
+  }
+  [[noreturn]] void no_raw_kv() const {
+    throw std::logic_error("backend '" + name() + "' has no raw KV block access");
   }
 };
 

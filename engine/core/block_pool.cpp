@@ -22,6 +22,17 @@ uint64_t BlockPool::default_hash(uint64_t parent_hash, const int32_t* tokens, in
   return h;
 }
 
+uint64_t BlockPool::prefix_id_hash(uint64_t parent_id, const int32_t* tokens, int n) {
+  // A different walk from default_hash (multiply-rotate, other odd constants), so the two
+  // 64-bit chains collide independently.
+  uint64_t h = parent_id ^ 0x6a09e667f3bcc909ull;
+  for (int i = 0; i < n; ++i) {
+    h ^= static_cast<uint32_t>(tokens[i]) * 0xc2b2ae3d27d4eb4full;
+    h = ((h << 31) | (h >> 33)) * 0x9fb21c651e98df25ull;
+  }
+  return mix(h ^ static_cast<uint64_t>(n));
+}
+
 BlockPool::BlockPool(int num_blocks, int block_size, HashFn hash)
     : block_size_(block_size), hash_(std::move(hash)) {
   if (num_blocks <= 0) throw std::invalid_argument("BlockPool: num_blocks must be positive");
@@ -69,6 +80,7 @@ int BlockPool::allocate() {
   blk.ref = 1;
   if (blk.registered) {
     --num_registered_free_;
+    if (evict_hook_) evict_hook_(b);
     unregister(b);  // evicts the cached prefix block; bumps the generation
   } else {
     ++blk.gen;
@@ -114,12 +126,15 @@ int BlockPool::find(uint64_t hash, int parent_block, const int32_t* tokens) cons
   return kNoBlock;
 }
 
-void BlockPool::register_block(int block, uint64_t hash, int parent_block, const int32_t* tokens) {
+void BlockPool::register_block(int block, uint64_t hash, int parent_block, const int32_t* tokens,
+                               uint64_t prefix_id) {
   check(block);
   Block& blk = blocks_[block];
   if (blk.registered) return;
   blk.registered = true;
   blk.hash = hash;
+  blk.prefix_id = prefix_id;
+  blk.parent_key = parent_block == kNoBlock ? PrefixKey{kRootHash, kRootPrefixId} : key(parent_block);
   blk.parent = parent_block;
   blk.parent_gen = parent_block == kNoBlock ? 0 : blocks_.at(parent_block).gen;
   blk.tokens.assign(tokens, tokens + block_size_);

@@ -21,6 +21,16 @@
 
 namespace pagoda {
 
+// A registered block's identity beyond the pool's own bookkeeping (the host-memory tier and the
+// disk file, where block ids mean nothing): its chained hash and a second, independent chained
+// hash of the same prefix (prefix_id_hash), so a block matched by both and by its own tokens is
+// the same prefix with odds of a wrong match around 2^-128.
+struct PrefixKey {
+  uint64_t hash = 0;
+  uint64_t id = 0;
+  bool operator==(const PrefixKey& o) const { return hash == o.hash && id == o.id; }
+};
+
 struct BlockPoolStats {
   int total = 0;
   int used = 0;    // ref count > 0
@@ -37,6 +47,14 @@ class BlockPool {
 
   // The default chained hash (64-bit mixing of the parent hash and each token).
   static uint64_t default_hash(uint64_t parent_hash, const int32_t* tokens, int n);
+  // The second chained hash of PrefixKey (other constants, never injected), rooted at kRootPrefixId.
+  static constexpr uint64_t kRootPrefixId = 0x243f6a8885a308d3ull;
+  static uint64_t prefix_id_hash(uint64_t parent_id, const int32_t* tokens, int n);
+  // Called by allocate() when the block it takes still holds a registered prefix, before the
+  // registration is dropped (key(), parent_key() and tokens() still answer): the host tier
+  // copies the block out there.
+  using EvictHook = std::function<void(int block)>;
+  void set_evict_hook(EvictHook hook) { evict_hook_ = std::move(hook); }
 
   // `num_blocks` blocks of `block_size` tokens; throws std::invalid_argument on bad sizes.
   BlockPool(int num_blocks, int block_size, HashFn hash = default_hash);
@@ -66,7 +84,13 @@ class BlockPool {
   int find(uint64_t hash, int parent_block, const int32_t* tokens) const;
   // Registers a full, computed block so later sequences can reuse it. `parent_block` is the
   // block before it in the owner's table (kNoBlock for the first). A block registers once.
-  void register_block(int block, uint64_t hash, int parent_block, const int32_t* tokens);
+  // `prefix_id`: the second hash of PrefixKey (0 when the caller keeps none).
+  void register_block(int block, uint64_t hash, int parent_block, const int32_t* tokens, uint64_t prefix_id = 0);
+  // A registered block's key, its parent's key as registered (the roots' for a first block) and
+  // its tokens.
+  PrefixKey key(int block) const { return {blocks_.at(block).hash, blocks_.at(block).prefix_id}; }
+  PrefixKey parent_key(int block) const { return blocks_.at(block).parent_key; }
+  const std::vector<int32_t>& tokens(int block) const { return blocks_.at(block).tokens; }
   // Drops the block's registration (its contents are about to change) and bumps its generation.
   void unregister(int block);
   bool is_registered(int block) const { return blocks_.at(block).registered; }
@@ -86,6 +110,8 @@ class BlockPool {
     int parent = kNoBlock;
     uint64_t parent_gen = 0;
     std::vector<int32_t> tokens;  // the block's tokens while registered (the hit check)
+    uint64_t prefix_id = 0;
+    PrefixKey parent_key;
   };
 
   void list_push_front(int b);
@@ -101,6 +127,7 @@ class BlockPool {
   int num_available_ = 0;
   int num_registered_free_ = 0;
   std::unordered_multimap<uint64_t, int> by_hash_;
+  EvictHook evict_hook_;
 };
 
 }  // namespace pagoda

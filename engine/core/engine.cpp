@@ -107,6 +107,7 @@ LlmEngine::LlmEngine(Model& model, const Tokenizer* tokenizer, EngineConfig cfg)
   model_.init_kv_cache(num_blocks_, B);
   kv_ = std::make_unique<KvCacheManager>(num_blocks_, B);
   kv_->set_prefix_caching(cfg_.prefix_caching);
+  setup_kv_tiers();
   SchedulerConfig sc;
   sc.max_batch_tokens = std::min(cfg_.max_batch_tokens, model_.max_batch_tokens());
   sc.max_seqs = cfg_.max_seqs;
@@ -230,6 +231,7 @@ void LlmEngine::run_on_engine_thread(const std::function<void(Model&, KvCacheMan
   };
   {
     std::lock_guard<std::mutex> lock(inbox_->mu);
+    if (inbox_->closed) throw EngineError("the engine thread has stopped");
     inbox_->calls.push_back(&call);
   }
   inbox_->cv.notify_all();
@@ -260,6 +262,7 @@ void LlmEngine::prefill_system_prompt() {
 
 void LlmEngine::loop() {
   try {
+    load_kv_file();
     prefill_system_prompt();
     while (take_inbox()) {
       if (scheduler_->has_work()) {
@@ -267,6 +270,7 @@ void LlmEngine::loop() {
         heap_trim_.tick(/*idle=*/false);
       }
     }
+    if (!cfg_.kv_cache_dir.empty()) save_kv_file();  // a clean stop: the cache outlives us
   } catch (const std::exception& e) {
     spdlog::critical("engine thread stopped: {}", e.what());
   }
@@ -275,6 +279,7 @@ void LlmEngine::loop() {
   {
     std::lock_guard<std::mutex> lock(inbox_->mu);
     inbox_->stop = true;
+    inbox_->closed = true;
     left = std::move(inbox_->pending);
     for (auto* call : inbox_->calls) (*call)(model_, *kv_);
     inbox_->calls.clear();
@@ -628,6 +633,15 @@ void LlmEngine::update_stats(bool stepped) {
   stats_.context_shifts = c.context_shifts;
   stats_.step_seconds = step_s_;
   stats_.forward_seconds = forward_s_;
+  const KvCacheManager::TierCounters& tc = kv_->tier_counters();
+  stats_.kv_host_blocks = host_tier_ ? host_tier_->size() : 0;
+  stats_.kv_host_bytes = host_tier_ ? host_tier_->bytes() : 0;
+  stats_.kv_host_spilled = tc.spilled;
+  stats_.kv_host_restored = tc.restored;
+  stats_.kv_disk_hits = tc.disk_hits;
+  stats_.kv_disk_blocks_loaded = kv_disk_loaded_;
+  stats_.kv_disk_blocks_saved = kv_disk_saved_;
+  stats_.kv_disk_saves = kv_disk_saves_;
   if (stepped) {
     ++stats_.steps;
     stats_.last_step_unix_s = now_unix_s();

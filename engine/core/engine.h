@@ -49,6 +49,8 @@
 #include "engine/engine_api.h"
 #include "engine/core/grammar_masks.h"
 #include "engine/core/heap_trim.h"
+#include "engine/core/host_kv_tier.h"
+#include "engine/core/kv_cache_file.h"
 #include "engine/core/kv_cache_manager.h"
 #include "engine/core/sampling.h"
 #include "engine/core/scheduler.h"
@@ -82,6 +84,16 @@ struct EngineConfig {
   int n_keep = -1;             // default tokens kept on a shift; -1: the system prompt's length
   std::vector<int32_t> system_prompt;  // prefilled once at start-up, its blocks pinned
   bool prefix_caching = true;  // off: only the pinned system prompt is shared (for comparisons)
+  // The persistent prefix cache (kv_persist.h): loaded from kv_cache_dir at start (before the
+  // system prompt, which then reuses it), saved there on a clean stop and by save_prefix_cache();
+  // empty: off. The file stays within kv_cache_dir_max_bytes. model_identity keys the file
+  // (gguf::file_identity); a file written for another identity, block size, KV type or RoPE
+  // setting is ignored with a log line.
+  std::string kv_cache_dir;
+  uint64_t kv_cache_dir_max_bytes = 4ull << 30;
+  std::string model_identity;
+  // Bytes of host memory for evicted prefix blocks (host_kv_tier.h); 0: off.
+  size_t kv_host_memory = 0;
 };
 
 struct EngineError : std::runtime_error {
@@ -116,6 +128,9 @@ class LlmEngine final : public EngineApi {
   int block_size() const { return cfg_.block_size; }
   // Blocks until the system prompt is prefilled (or failed); true when it is pinned.
   bool wait_system_prompt();
+  PrefixCacheSaveResult save_prefix_cache() override;  // engine_persist.cpp
+  // The --kv-cache-dir file's path ("" when off).
+  std::string kv_cache_file() const;
 
   // For tests: run `fn` on the engine thread between steps, with the model (e.g. to read KV
   // blocks) and the cache manager. Blocks until done.
@@ -127,6 +142,11 @@ class LlmEngine final : public EngineApi {
 
   void loop();
   void prefill_system_prompt();
+  // engine_persist.cpp: raw block access and the host tier (constructor), the disk file
+  // (engine thread: load before the system prompt, save on a clean stop).
+  void setup_kv_tiers();
+  void load_kv_file();
+  PrefixCacheSaveResult save_kv_file();
   bool take_inbox();  // false when stopping
   void step();
   void emit_outputs(const std::vector<std::shared_ptr<Sequence>>& updated,
@@ -148,6 +168,9 @@ class LlmEngine final : public EngineApi {
   int vocab_ = 0;
   std::optional<Pooling> model_pooling_;  // the model's own (GGUF pooling_type), when it names one
   std::unique_ptr<KvCacheManager> kv_;
+  std::unique_ptr<HostKvTier> host_tier_;  // --kv-host-memory
+  KvCacheLayout kv_layout_;                // what the --kv-cache-dir file must match
+  uint64_t kv_disk_loaded_ = 0, kv_disk_saved_ = 0, kv_disk_saves_ = 0;  // engine thread
   std::unique_ptr<Scheduler> scheduler_;
   StepCostModel step_cost_;  // fitted from timed steps; the scheduler reads it
   HeapTrim heap_trim_;
@@ -159,6 +182,7 @@ class LlmEngine final : public EngineApi {
     std::vector<std::shared_ptr<Active>> pending;
     std::vector<std::function<void(Model&, KvCacheManager&)>*> calls;
     bool stop = false;
+    bool closed = false;  // the thread has run its last calls: run_on_engine_thread refuses
     bool aborts = false;
   };
   std::shared_ptr<Inbox> inbox_;

@@ -42,19 +42,37 @@ int KvCacheManager::match_prefix(uint64_t seq, const std::vector<int32_t>& token
   const int B = block_size();
   max_tokens = std::min<int>(max_tokens, static_cast<int>(tokens.size()));
   SeqKv& s = seqs_[seq];
-  uint64_t parent_hash = BlockPool::kRootHash;
+  PrefixKey parent_key{BlockPool::kRootHash, BlockPool::kRootPrefixId};
   int parent = BlockPool::kNoBlock;
   int matched = 0;
   while (matched + B <= max_tokens) {
     const int32_t* blk_tokens = tokens.data() + matched;
-    const uint64_t h = pool_.hash(parent_hash, blk_tokens);
-    int b = pool_.find(h, parent, blk_tokens);
+    const PrefixKey key{pool_.hash(parent_key.hash, blk_tokens), BlockPool::prefix_id_hash(parent_key.id, blk_tokens, B)};
+    int b = pool_.find(key.hash, parent, blk_tokens);
     if (!prefix_caching_ && b != BlockPool::kNoBlock && !is_pinned_block(b)) b = BlockPool::kNoBlock;
-    if (b == BlockPool::kNoBlock) break;
-    pool_.retain(b);
+    if (b != BlockPool::kNoBlock) {
+      pool_.retain(b);
+      if (auto it = from_disk_.find(b); it != from_disk_.end()) {
+        if (it->second == pool_.generation(b)) ++counters_.disk_hits;
+        from_disk_.erase(it);
+      }
+    } else if (tier_ && prefix_caching_) {
+      // Evicted earlier: back by copy from host memory, when the tier still has it.
+      KvBlockRecord rec;
+      if (!tier_->take(key, blk_tokens, rec)) break;
+      b = restore_block(parent_key, parent, blk_tokens, rec.bytes.data());
+      if (b == BlockPool::kNoBlock) {
+        tier_->put(std::move(rec));
+        break;
+      }
+      ++counters_.restored;
+    } else {
+      break;
+    }
     s.table.push_back(b);
-    s.hashes.push_back(h);
-    parent_hash = h;
+    s.hashes.push_back(key.hash);
+    s.ids.push_back(key.id);
+    parent_key = key;
     parent = b;
     matched += B;
   }
@@ -117,7 +135,10 @@ bool KvCacheManager::allocate(uint64_t seq, int num_computed, int n) {
     }
   }
   // A written block is no longer a registered prefix of this sequence.
-  if (static_cast<int>(s.hashes.size()) > num_computed / B) s.hashes.resize(num_computed / B);
+  if (static_cast<int>(s.hashes.size()) > num_computed / B) {
+    s.hashes.resize(num_computed / B);
+    s.ids.resize(num_computed / B);
+  }
   for (int bi = have; bi < need; ++bi) s.table.push_back(pool_.allocate());
   return true;
 }
@@ -129,10 +150,13 @@ void KvCacheManager::commit(uint64_t seq, const std::vector<int32_t>& tokens, in
   const int full = std::min<int>(num_computed / B, static_cast<int>(s.table.size()));
   for (int bi = static_cast<int>(s.hashes.size()); bi < full; ++bi) {
     const uint64_t parent_hash = bi == 0 ? BlockPool::kRootHash : s.hashes[bi - 1];
+    const uint64_t parent_id = bi == 0 ? BlockPool::kRootPrefixId : s.ids[bi - 1];
     const int32_t* blk_tokens = tokens.data() + static_cast<size_t>(bi) * B;
     const uint64_t h = pool_.hash(parent_hash, blk_tokens);
-    pool_.register_block(s.table[bi], h, bi == 0 ? BlockPool::kNoBlock : s.table[bi - 1], blk_tokens);
+    const uint64_t id = BlockPool::prefix_id_hash(parent_id, blk_tokens, B);
+    pool_.register_block(s.table[bi], h, bi == 0 ? BlockPool::kNoBlock : s.table[bi - 1], blk_tokens, id);
     s.hashes.push_back(h);
+    s.ids.push_back(id);
   }
 }
 
@@ -153,6 +177,7 @@ void KvCacheManager::fork(uint64_t parent, uint64_t child, int num_tokens) {
   SeqKv c;
   c.table.assign(p.table.begin(), p.table.begin() + n_blocks);
   c.hashes.assign(p.hashes.begin(), p.hashes.begin() + std::min<int>(num_tokens / B, static_cast<int>(p.hashes.size())));
+  c.ids.assign(p.ids.begin(), p.ids.begin() + static_cast<std::ptrdiff_t>(c.hashes.size()));
   c.cacheable = p.cacheable;
   for (int b : c.table) pool_.retain(b);
   seqs_.emplace(child, std::move(c));
@@ -189,7 +214,10 @@ bool KvCacheManager::shift(uint64_t seq, int num_computed, int n_keep, int n_dis
     shifts_.push_back({b, -n_discard});
   }
   s.table.erase(s.table.begin() + first_drop, s.table.begin() + end_drop);
-  if (static_cast<int>(s.hashes.size()) > first_drop) s.hashes.resize(first_drop);
+  if (static_cast<int>(s.hashes.size()) > first_drop) {
+    s.hashes.resize(first_drop);
+    s.ids.resize(first_drop);
+  }
   // Later blocks were computed attending to the dropped tokens: never a reusable prefix.
   s.cacheable = false;
   return true;
@@ -210,6 +238,56 @@ void KvCacheManager::take_edits(std::vector<BlockCopy>& copies, std::vector<KShi
   shifts.insert(shifts.end(), shifts_.begin(), shifts_.end());
   copies_.clear();
   shifts_.clear();
+}
+
+void KvCacheManager::set_host_tier(HostKvTier* tier) {
+  tier_ = tier;
+  if (tier_ && io_.bytes == 0) throw std::logic_error("KvCacheManager: a host tier needs raw block access");
+  if (tier_) pool_.set_evict_hook([this](int block) { spill(block); });
+  else pool_.set_evict_hook(nullptr);
+}
+
+void KvCacheManager::spill(int block) {
+  KvBlockRecord rec;
+  rec.key = pool_.key(block);
+  if (rec.key.id == 0) return;  // registered without the second hash: not identifiable off the pool
+  rec.parent = pool_.parent_key(block);
+  rec.tokens = pool_.tokens(block);
+  rec.bytes.resize(io_.bytes);
+  io_.read(block, rec.bytes.data());
+  tier_->put(std::move(rec));
+  ++counters_.spilled;
+}
+
+int KvCacheManager::restore_block(const PrefixKey& parent, int parent_block, const int32_t* tokens, const void* bytes) {
+  const int B = block_size();
+  const PrefixKey key{pool_.hash(parent.hash, tokens), BlockPool::prefix_id_hash(parent.id, tokens, B)};
+  if (int b = pool_.find(key.hash, parent_block, tokens); b != BlockPool::kNoBlock) {
+    pool_.retain(b);
+    return b;
+  }
+  if (pool_.num_available() == 0 || io_.bytes == 0) return BlockPool::kNoBlock;
+  const int b = claim_fresh();
+  // A copy queued this step still reads this block's old contents when the forward pass
+  // applies it: writing now would change what it copies. Rare (the source was freed since);
+  // give the block back and recompute instead.
+  if (std::any_of(copies_.begin(), copies_.end(), [&](const BlockCopy& c) { return c.src == b; })) {
+    pool_.release(b);
+    return BlockPool::kNoBlock;
+  }
+  io_.write(b, bytes);
+  pool_.register_block(b, key.hash, parent_block, tokens, key.id);
+  return b;
+}
+
+std::vector<int> KvCacheManager::registered_blocks_mru() const {
+  std::vector<int> out;
+  for (int b = 0; b < pool_.num_blocks(); ++b)
+    if (pool_.ref_count(b) > 0 && pool_.is_registered(b)) out.push_back(b);
+  const std::vector<int> free = pool_.free_list();  // head: next evicted
+  for (auto it = free.rbegin(); it != free.rend(); ++it)
+    if (pool_.is_registered(*it)) out.push_back(*it);
+  return out;
 }
 
 }  // namespace pagoda

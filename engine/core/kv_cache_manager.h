@@ -12,13 +12,18 @@
 // - Only full, computed blocks of sequences that never shifted are registered in the prefix
 //   cache (commit()), so a hit always holds exactly the KV a fresh prefill would produce.
 // - Freed blocks keep their registration and stay reusable until evicted (BlockPool's LRU).
+// - With a host tier (set_host_tier), an evicted registered block is first copied to host
+//   memory, and a prompt that needs it again gets it back by copy into a fresh block
+//   (restore_block), which is then registered as if it had been computed.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <unordered_map>
 #include <vector>
 
 #include "engine/core/block_pool.h"
+#include "engine/core/host_kv_tier.h"
 #include "engine/backend/step_plan.h"
 
 namespace pagoda {
@@ -76,12 +81,43 @@ class KvCacheManager {
   // Moves the queued cache edits out (into a StepPlan).
   void take_edits(std::vector<BlockCopy>& copies, std::vector<KShift>& shifts);
 
+  // ---- the host tier and the disk file (kv_persist.h) ----
+  // A block's raw bytes on the backend (Backend::read_kv_block_raw / write_kv_block_raw).
+  struct RawBlockIo {
+    size_t bytes = 0;
+    std::function<void(int block, void* out)> read;
+    std::function<void(int block, const void* in)> write;
+  };
+  void set_raw_io(RawBlockIo io) { io_ = std::move(io); }
+  const RawBlockIo& raw_io() const { return io_; }
+  // Evicted registered blocks are copied to `tier` (not owned; null: off) and come back from it.
+  void set_host_tier(HostKvTier* tier);
+  // Writes `bytes` into a fresh block and registers it as the block of `tokens` after
+  // `parent_block` (kNoBlock: a first block), whose key is `parent` (the roots' for a first
+  // block). When that prefix is registered already, that block is used instead. Returns the
+  // block with one reference the caller must release, or kNoBlock when no block can be had.
+  int restore_block(const PrefixKey& parent, int parent_block, const int32_t* tokens, const void* bytes);
+  void release_block(int block) { pool_.release(block); }
+  // Marks a block restored from the disk file: its first prefix hit counts as a disk hit.
+  void mark_from_disk(int block) { from_disk_[block] = pool_.generation(block); }
+  // Registered blocks, most recently used first: those held by sequences, then the cached
+  // ones from the most recently released.
+  std::vector<int> registered_blocks_mru() const;
+  struct TierCounters {
+    uint64_t spilled = 0;    // blocks copied to the host tier on eviction
+    uint64_t restored = 0;   // blocks copied back from it for a prompt
+    uint64_t disk_hits = 0;  // prefix hits on blocks restored from the disk file
+  };
+  const TierCounters& tier_counters() const { return counters_; }
+
  private:
   struct SeqKv {
     std::vector<int32_t> table;
     std::vector<uint64_t> hashes;  // chained hash of each registered leading block
+    std::vector<uint64_t> ids;     // ... and its second hash (PrefixKey::id), as many
     bool cacheable = true;         // false after a context shift
   };
+  void spill(int block);  // the pool's evict hook
   // A block for a copy-on-write destination (never fails after a capacity check).
   int claim_fresh();
   bool is_pinned_block(int block) const;
@@ -96,6 +132,10 @@ class KvCacheManager {
   bool has_pinned_ = false;
   uint64_t pinned_seq_ = 0;
   std::vector<int32_t> pinned_tokens_;
+  RawBlockIo io_;
+  HostKvTier* tier_ = nullptr;
+  std::unordered_map<int, uint64_t> from_disk_;  // block -> generation it was restored in
+  TierCounters counters_;
 };
 
 }  // namespace pagoda

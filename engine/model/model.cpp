@@ -28,6 +28,7 @@ struct Model::Impl {
   ModelWeights w;
   RopeConfig rope;
   bool kv_ready = false;
+  GgmlType kv_type = GgmlType::F16;  // the element type init_kv_cache asked for
 
   // Activations, [max_tokens x width] each.
   Tensor x;      // residual stream
@@ -101,7 +102,10 @@ void Model::init_kv_cache(int num_blocks, int block_size, GgmlType kv_type) {
   const ModelConfig& c = impl_->cfg;
   impl_->be->init_kv_cache(KvCacheConfig{c.n_layers, num_blocks, block_size, c.n_kv_heads, c.head_dim, kv_type});
   impl_->kv_ready = true;
+  impl_->kv_type = kv_type;
 }
+
+GgmlType Model::kv_cache_type() const { return impl_->kv_type; }
 
 void Model::Impl::layer(int l, int64_t n) {
   const LayerWeights& L = w.layers[static_cast<size_t>(l)];

@@ -60,6 +60,8 @@ class Model {
   // The same with an explicit cache element type (F16 or F32; the overloads above use F16).
   size_t kv_block_bytes(int block_size, GgmlType kv_type) const;
   void init_kv_cache(int num_blocks, int block_size, GgmlType kv_type);
+  // The element type of the cache init_kv_cache made (F16 until it is called).
+  GgmlType kv_cache_type() const;
 
   // Applies the plan's cache edits, runs the forward pass and writes the logits of
   // plan.logit_rows (in that order) to `logits` as [logit_rows.size() x vocab_size]: the

@@ -24,6 +24,7 @@
 #include "engine/core/engine.h"
 #include "engine/core/heap_trim.h"
 #include "engine/gguf/gguf.h"
+#include "engine/gguf/gguf_identity.h"
 #include "engine/model/model.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "server/http/access_log.h"
@@ -209,6 +210,10 @@ std::unique_ptr<LoadedModel> load(const server::ServerConfig& cfg) {
     log_warn("ctx_size exceeds the context the model was trained on; quality past it is not assured",
              {{"ctx_size", cfg.ctx_size}, {"model_context", lm->model->config().ctx_train}});
   ec.context_shift = cfg.context_shift;
+  ec.kv_cache_dir = cfg.kv_cache_dir;
+  ec.kv_cache_dir_max_bytes = (uint64_t)cfg.kv_cache_dir_bytes();
+  ec.kv_host_memory = (size_t)cfg.kv_host_bytes();
+  if (!ec.kv_cache_dir.empty()) ec.model_identity = gguf::file_identity(lm->file);
   if (!cfg.system_prompt_file.empty())
     ec.system_prompt = lm->tokenizer->encode(read_text(cfg.system_prompt_file, "system prompt"),
                                              /*add_special=*/true, /*parse_special=*/true);

@@ -93,6 +93,9 @@ const std::vector<Option>& options() {
       OPT(pooling, "embeddings: pooling when the model's GGUF names none", "mean|cls|last"),
       OPT(block_size, "tokens per KV block"),
       OPT(system_prompt_file, "text prefilled once at start and shared"),
+      OPT(kv_cache_dir, "folder the prefix cache is saved to (clean stop, POST /v1/cache/save) and restored from (empty: off)"),
+      OPT(kv_cache_dir_size, "most disk the saved prefix cache takes; least recently used blocks are left out"),
+      OPT(kv_host_memory, "host memory for evicted prefix blocks, copied back instead of recomputed (empty: off)"),
       OPT(context_shift, "shift the context when a sequence is full (on|off)"),
       OPT(chat_template, "Jinja chat template file (empty: the model's)"),
       OPT(chat_special_tokens, "control-token text in chat messages becomes control tokens (on|off)"),
@@ -233,7 +236,8 @@ void apply_config_json(const std::string& text, const std::string& source, Serve
         as_text = std::to_string((long long)d);
       }
     } else if (v.is_number() && o->kind == Kind::Str &&
-               (std::string(o->name) == "kv_cache_memory" || std::string(o->name) == "max_step_ms")) {
+               (std::string(o->name) == "kv_cache_memory" || std::string(o->name) == "max_step_ms" ||
+                std::string(o->name) == "kv_cache_dir_size" || std::string(o->name) == "kv_host_memory")) {
       as_text = v.dump();
     } else {
       throw ConfigError(where + ": wrong type " + std::string(v.type_name()));
@@ -303,7 +307,9 @@ ServerConfig parse_server_config(int argc, char** argv, bool* help) {
     throw ConfigError("--gpu-memory-fraction must be in (0, 1]");
   if (cfg.responses_store < 0 || cfg.responses_store_bytes < 0)
     throw ConfigError("--responses-store and --responses-store-bytes must be >= 0");
-  cfg.kv_cache_bytes();  // validates the size string early
+  cfg.kv_cache_bytes();  // validates the size strings early
+  cfg.kv_cache_dir_bytes();
+  cfg.kv_host_bytes();
   cfg.step_ms_target();
   return cfg;
 }
@@ -329,10 +335,12 @@ double ServerConfig::step_ms_target() const {
   return v;
 }
 
-int64_t ServerConfig::kv_cache_bytes() const {
-  if (kv_cache_memory.empty()) return 0;
+namespace {
+// A size in bytes from "123", "512MiB", "2GB", "1.5G" (0 for ""); ConfigError naming `flag`.
+int64_t parse_size(const std::string& text, const char* flag) {
+  if (text.empty()) return 0;
   char* end = nullptr;
-  double v = std::strtod(kv_cache_memory.c_str(), &end);
+  double v = std::strtod(text.c_str(), &end);
   std::string unit = end;
   double mult = 1;
   if (unit.empty() || unit == "B") mult = 1;
@@ -342,11 +350,16 @@ int64_t ServerConfig::kv_cache_bytes() const {
   else if (unit == "MiB") mult = 1024.0 * 1024;
   else if (unit == "G" || unit == "GB") mult = 1e9;
   else if (unit == "GiB") mult = 1024.0 * 1024 * 1024;
-  else throw ConfigError("--kv-cache-memory: unknown unit in '" + kv_cache_memory + "'");
-  if (end == kv_cache_memory.c_str() || !std::isfinite(v) || v <= 0)
-    throw ConfigError("--kv-cache-memory: expected a positive size, got '" + kv_cache_memory + "'");
+  else throw ConfigError(std::string(flag) + ": unknown unit in '" + text + "'");
+  if (end == text.c_str() || !std::isfinite(v) || v <= 0 || v * mult >= 9.2e18)
+    throw ConfigError(std::string(flag) + ": expected a positive size, got '" + text + "'");
   return (int64_t)(v * mult);
 }
+}  // namespace
+
+int64_t ServerConfig::kv_cache_bytes() const { return parse_size(kv_cache_memory, "--kv-cache-memory"); }
+int64_t ServerConfig::kv_cache_dir_bytes() const { return parse_size(kv_cache_dir_size, "--kv-cache-dir-size"); }
+int64_t ServerConfig::kv_host_bytes() const { return parse_size(kv_host_memory, "--kv-host-memory"); }
 
 std::string server_usage() {
   ServerConfig d;

@@ -33,6 +33,9 @@ struct ServerConfig {
                                      // share of the device's memory (ignored with kv_cache_memory)
   int block_size = 16;               // tokens per KV block
   std::string system_prompt_file;    // prefilled once at start and pinned
+  std::string kv_cache_dir;          // the prefix cache's disk file lives here; empty = off
+  std::string kv_cache_dir_size = "4GiB";  // the most that file may take
+  std::string kv_host_memory;        // host memory for evicted prefix blocks, e.g. "2GiB"; empty = off
   bool context_shift = true;         // on | off
   std::string chat_template;         // a Jinja template file overriding the model's own
   bool chat_special_tokens = false;  // message text may spell control tokens (off: plain text)
@@ -68,6 +71,9 @@ struct ServerConfig {
   double step_ms_target() const;
   // kv_cache_memory in bytes (0 = unset). Accepts 123, "123", "512MiB", "2GB", "1.5G".
   int64_t kv_cache_bytes() const;
+  // kv_cache_dir_size and kv_host_memory in bytes, the same way (0 = unset).
+  int64_t kv_cache_dir_bytes() const;
+  int64_t kv_host_bytes() const;
 };
 
 // Parses argv (argv[0] is the subcommand). Reads --config first, then applies every flag.

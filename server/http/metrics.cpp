@@ -149,6 +149,22 @@ std::string Metrics::render(const EngineStats& s, const ConnectionStats* conn) c
          (double)s.prompt_tokens);
   metric(out, "pagoda_prefix_cache_hit_tokens_total", "counter",
          "Prompt tokens served from the prefix cache.", labels, (double)s.prompt_tokens_cached);
+  metric(out, "pagoda_kv_host_tier_blocks", "gauge", "Evicted prefix blocks held in host memory (--kv-host-memory).",
+         labels, (double)s.kv_host_blocks);
+  metric(out, "pagoda_kv_host_tier_bytes", "gauge", "Host memory taken by those blocks.", labels,
+         (double)s.kv_host_bytes);
+  metric(out, "pagoda_kv_host_tier_spilled_blocks_total", "counter",
+         "Evicted prefix blocks copied to host memory.", labels, (double)s.kv_host_spilled);
+  metric(out, "pagoda_kv_host_tier_restored_blocks_total", "counter",
+         "Prefix blocks copied back from host memory instead of recomputed.", labels, (double)s.kv_host_restored);
+  metric(out, "pagoda_kv_disk_loaded_blocks_total", "counter",
+         "Prefix blocks restored from the --kv-cache-dir file at start.", labels, (double)s.kv_disk_blocks_loaded);
+  metric(out, "pagoda_kv_disk_hit_blocks_total", "counter",
+         "Prefix-cache hits on blocks restored from the --kv-cache-dir file.", labels, (double)s.kv_disk_hits);
+  metric(out, "pagoda_kv_disk_saved_blocks_total", "counter", "Prefix blocks written to the --kv-cache-dir file.",
+         labels, (double)s.kv_disk_blocks_saved);
+  metric(out, "pagoda_kv_disk_saves_total", "counter", "Saves of the prefix cache to the --kv-cache-dir file.",
+         labels, (double)s.kv_disk_saves);
   metric(out, "pagoda_generation_tokens_total", "counter", "Tokens generated.", labels,
          (double)s.generation_tokens);
   metric(out, "pagoda_preemptions_total", "counter", "Sequences preempted for lack of KV blocks.", labels,

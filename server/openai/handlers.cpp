@@ -81,6 +81,7 @@ std::vector<ApiRoute> Handlers::routes() {
           member_route("POST", "/v1/responses", &Handlers::responses),
           member_route("GET", "/v1/responses/([^/]+)", &Handlers::get_response),
           member_route("DELETE", "/v1/responses/([^/]+)", &Handlers::delete_response),
+          member_route("POST", "/v1/cache/save", &Handlers::save_cache),
           member_route("POST", "/tokenize", &Handlers::tokenize),
           member_route("POST", "/detokenize", &Handlers::detokenize)};
 }

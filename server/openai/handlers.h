@@ -94,6 +94,8 @@ class Handlers : public ApiService {
   void get_response(const httplib::Request& req, httplib::Response& res);
   void delete_response(const httplib::Request& req, httplib::Response& res);
   void tokenize(const httplib::Request& req, httplib::Response& res);
+  // POST /v1/cache/save (cache_admin.cpp): the prefix cache to the --kv-cache-dir file, now.
+  void save_cache(const httplib::Request& req, httplib::Response& res);
   void detokenize(const httplib::Request& req, httplib::Response& res);
 
   // Sequences submitted to the engine and not yet finished (shutdown waits for them).

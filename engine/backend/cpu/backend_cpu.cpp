@@ -353,6 +353,32 @@ void CpuBackend::write_kv_block(int layer, int block, const float* k, const floa
   }
 }
 
+// Raw blocks: a layer's pool is [num_blocks][block bytes], so a block is one contiguous run
+// per layer and per K / V, whatever the element type.
+size_t CpuBackend::kv_block_raw_bytes() const { return k_pools_.empty() ? 0 : kv_block_bytes(kv_cfg_); }
+
+void CpuBackend::read_kv_block_raw(int block, void* out) {
+  require(!k_pools_.empty() && block >= 0 && block < kv_cfg_.num_blocks, "read_kv_block_raw: block out of range");
+  const size_t part = kv_block_bytes(kv_cfg_) / (2 * static_cast<size_t>(kv_cfg_.n_layers));
+  auto* dst = static_cast<uint8_t*>(out);
+  for (size_t l = 0; l < k_pools_.size(); ++l) {
+    std::memcpy(dst, k_pools_[l].get() + part * static_cast<size_t>(block), part);
+    std::memcpy(dst + part, v_pools_[l].get() + part * static_cast<size_t>(block), part);
+    dst += 2 * part;
+  }
+}
+
+void CpuBackend::write_kv_block_raw(int block, const void* in) {
+  require(!k_pools_.empty() && block >= 0 && block < kv_cfg_.num_blocks, "write_kv_block_raw: block out of range");
+  const size_t part = kv_block_bytes(kv_cfg_) / (2 * static_cast<size_t>(kv_cfg_.n_layers));
+  const auto* src = static_cast<const uint8_t*>(in);
+  for (size_t l = 0; l < k_pools_.size(); ++l) {
+    std::memcpy(k_pools_[l].get() + part * static_cast<size_t>(block), src, part);
+    std::memcpy(v_pools_[l].get() + part * static_cast<size_t>(block), src + part, part);
+    src += 2 * part;
+  }
+}
+
 void CpuBackend::read(const Tensor& x, int64_t rows, float* host) {
   require_rows(x, rows, "read: more rows than the tensor has");
   std::memcpy(host, x.data, sizeof(float) * static_cast<size_t>(rows * x.cols));

@@ -90,6 +90,9 @@ class CudaBackend final : public Backend {
 
   void read_kv_block(int layer, int block, float* k_out, float* v_out) override;
   void write_kv_block(int layer, int block, const float* k, const float* v) override;
+  size_t kv_block_raw_bytes() const override;
+  void read_kv_block_raw(int block, void* out) override;
+  void write_kv_block_raw(int block, const void* in) override;
   void read(const Tensor& x, int64_t rows, float* host) override;
 
   // Sampling on the GPU (kernels/cuda/sample.cu): begin_sampling uploads every draw's params

@@ -42,6 +42,46 @@ void CudaBackend::write_kv_block(int layer, int block, const float* k, const flo
   CUDA_CHECK(cudaStreamSynchronize(m.stream));  // the host vectors die here
 }
 
+// Raw blocks (the prefix cache's disk file and host tier): a layer's pool is [num_blocks][block
+// bytes], so a block is one contiguous run per layer and per K / V; 2 x n_layers copies, one wait.
+size_t CudaBackend::kv_block_raw_bytes() const {
+  return impl_->k_pool ? kv_block_bytes(impl_->kv) : 0;
+}
+
+void CudaBackend::read_kv_block_raw(int block, void* out) {
+  Impl& m = *impl_;
+  require(m.k_pool != nullptr && block >= 0 && block < m.kv.num_blocks, "read_kv_block_raw: block out of range");
+  CUDA_CHECK(cudaSetDevice(m.device));  // the engine thread may not be the one that built us
+  const size_t part = kv_block_bytes(m.kv) / (2 * static_cast<size_t>(m.kv.n_layers));
+  auto* dst = static_cast<uint8_t*>(out);
+  for (int l = 0; l < m.kv.n_layers; ++l) {
+    const cuda::PagedKv kv = m.layer_kv(l);
+    const auto* k = static_cast<const uint8_t*>(static_cast<const void*>(kv.k)) + part * static_cast<size_t>(block);
+    const auto* v = static_cast<const uint8_t*>(static_cast<const void*>(kv.v)) + part * static_cast<size_t>(block);
+    CUDA_CHECK(cudaMemcpyAsync(dst, k, part, cudaMemcpyDeviceToHost, m.stream));
+    CUDA_CHECK(cudaMemcpyAsync(dst + part, v, part, cudaMemcpyDeviceToHost, m.stream));
+    dst += 2 * part;
+  }
+  CUDA_CHECK(cudaStreamSynchronize(m.stream));
+}
+
+void CudaBackend::write_kv_block_raw(int block, const void* in) {
+  Impl& m = *impl_;
+  require(m.k_pool != nullptr && block >= 0 && block < m.kv.num_blocks, "write_kv_block_raw: block out of range");
+  CUDA_CHECK(cudaSetDevice(m.device));
+  const size_t part = kv_block_bytes(m.kv) / (2 * static_cast<size_t>(m.kv.n_layers));
+  const auto* src = static_cast<const uint8_t*>(in);
+  for (int l = 0; l < m.kv.n_layers; ++l) {
+    const cuda::PagedKv kv = m.layer_kv(l);
+    auto* k = static_cast<uint8_t*>(static_cast<void*>(kv.k)) + part * static_cast<size_t>(block);
+    auto* v = static_cast<uint8_t*>(static_cast<void*>(kv.v)) + part * static_cast<size_t>(block);
+    CUDA_CHECK(cudaMemcpyAsync(k, src, part, cudaMemcpyHostToDevice, m.stream));
+    CUDA_CHECK(cudaMemcpyAsync(v, src + part, part, cudaMemcpyHostToDevice, m.stream));
+    src += 2 * part;
+  }
+  CUDA_CHECK(cudaStreamSynchronize(m.stream));  // the caller's buffer may die after this
+}
+
 void CudaBackend::read(const Tensor& x, int64_t rows, float* host) {
   Impl& m = *impl_;
   require(x.type == GgmlType::F32 && rows >= 0 && rows <= x.rows, "read: bad row count");

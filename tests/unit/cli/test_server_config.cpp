@@ -138,3 +138,23 @@ TEST_CASE("the shipped examples have the formats the README describes", "[config
   }
   CHECK(lines >= 2);
 }
+
+TEST_CASE("the persistent prefix cache's settings take sizes", "[config]") {
+  ServerConfig d = parse({});
+  CHECK(d.kv_cache_dir.empty());
+  CHECK(d.kv_cache_dir_bytes() == 4ll << 30);
+  CHECK(d.kv_host_bytes() == 0);
+  ServerConfig c = parse({"--kv-cache-dir", "/tmp/kv", "--kv-cache-dir-size", "1.5GiB", "--kv-host-memory", "512MiB"});
+  CHECK(c.kv_cache_dir == "/tmp/kv");
+  CHECK(c.kv_cache_dir_bytes() == (3ll << 30) / 2);
+  CHECK(c.kv_host_bytes() == 512ll << 20);
+  std::string why;
+  try {
+    parse({"--kv-host-memory", "lots"});
+  } catch (const ConfigError& e) {
+    why = e.what();
+  }
+  CHECK(why.find("--kv-host-memory") != std::string::npos);
+  apply_config_json(R"({"kv_cache_dir_size": 1048576})", "test", c);
+  CHECK(c.kv_cache_dir_bytes() == 1 << 20);
+}

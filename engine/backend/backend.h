@@ -106,6 +106,9 @@ class Backend {
   virtual void begin_step(const StepPlan& plan) = 0;
   // Applies plan.block_copies then plan.k_shifts to the KV cache.
   virtual void apply_cache_edits(const RopeConfig& rope) = 0;
+  // The same where layers rotate differently (gemma3's local layers): layer l's K shifts with
+  // rope_of_layer[l]. The default handles only the case where they are all alike.
+  virtual void apply_cache_edits_per_layer(const std::vector<RopeConfig>& rope_of_layer);
 
   // ---- ops (n = rows of the current step unless stated) ----
   virtual void embed(const Tensor& table, Tensor& out) = 0;  // out[t] = table[tokens[t]]

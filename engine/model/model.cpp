@@ -288,7 +288,13 @@ void Model::forward(const StepPlan& plan, const std::vector<SampleRequest>& draw
   }
 
   b.begin_step(reordered ? reordered_plan : plan);  // validates the plan's indices against the cache
-  b.apply_cache_edits(m.rope);
+  if (m.cfg.rope_freq_base_local > 0) {  // gemma3: local layers shift with their own RoPE
+    std::vector<RopeConfig> per_layer;
+    for (int l = 0; l < m.cfg.n_layers; ++l) per_layer.push_back(m.rope_of(l));
+    b.apply_cache_edits_per_layer(per_layer);
+  } else {
+    b.apply_cache_edits(m.rope);
+  }
   const int64_t vocab = m.cfg.vocab_size;
   out.vocab_ = vocab;
   out.place_.resize(static_cast<size_t>(n_out));

@@ -38,6 +38,7 @@ class CpuBackend final : public Backend {
   // tables long enough for every position); throws std::invalid_argument naming the fault.
   void begin_step(const StepPlan& plan) override;
   void apply_cache_edits(const RopeConfig& rope) override;
+  void apply_cache_edits_per_layer(const std::vector<RopeConfig>& rope_of_layer) override;  // _ext.cpp
 
   void embed(const Tensor& table, Tensor& out) override;
   void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out, int64_t n) override;

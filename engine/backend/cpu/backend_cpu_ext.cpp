@@ -70,6 +70,31 @@ void CpuBackend::attention_ext(int layer, const Tensor& q, Tensor& out, int n_he
            });
 }
 
+void CpuBackend::apply_cache_edits_per_layer(const std::vector<RopeConfig>& rope_of_layer) {
+  const int n_layers = static_cast<int>(k_pools_.size());
+  check(static_cast<int>(rope_of_layer.size()) == n_layers, "apply_cache_edits_per_layer: one RoPE per layer");
+  // The copies first (apply_cache_edits with the shifts held back), then each layer's shifts.
+  std::vector<KShift> shifts;
+  shifts.swap(plan_.k_shifts);
+  apply_cache_edits(rope_of_layer.front());
+  plan_.k_shifts.swap(shifts);
+  for (int l = 0; l < n_layers; ++l) {
+    const RopeConfig& rope = rope_of_layer[static_cast<size_t>(l)];
+    check(rope.freq_factors.data == nullptr || rope.freq_factors.cols == rope.head_dim / 2,
+          "apply_cache_edits_per_layer: freq_factors must cover head_dim/2 pairs");
+    const cpu::RopeParams rp{rope.head_dim, rope.freq_base, rope.freq_scale, rope.neox,
+                             static_cast<const float*>(rope.freq_factors.data)};
+    const int half = rope.head_dim / 2;
+    std::vector<double> inv_freq(static_cast<size_t>(half));
+    std::vector<float> cs(static_cast<size_t>(2 * half));
+    cpu::rope_inv_freq(rp, inv_freq.data());
+    for (const KShift& s : plan_.k_shifts) {
+      cpu::rope_angles(rp, inv_freq.data(), s.delta, cs.data(), cs.data() + half);
+      cpu::kv_rope_block(pool(k_pools_, l), s.block, rp, cs.data(), cs.data() + half);
+    }
+  }
+}
+
 void CpuBackend::scale(Tensor& x, float s, int64_t n) {
   check_rows(x, n, "scale: n exceeds the rows");
   each_row(n, x.cols, [&](int64_t i, int) { cpu::scale_row(f32(x) + i * x.cols, s, x.cols); });

@@ -153,3 +153,60 @@ TEST_CASE("new architectures: missing keys and tensors fail at load, naming them
   p3.longrope = true;
   fails_with(p3, "rope_factors_short.weight", "rope_factors_short.weight");
 }
+
+TEST_CASE("windowed layers over a shared prefix match the reference", "[model][arch][window]") {
+  // Sequence B reuses the first three blocks A wrote (prefix sharing) and continues on its own
+  // blocks past the window; its logits must be those of B computed alone.
+  for (const ArchCase& c : arch_cases()) {
+    INFO(c.what);
+    Loaded l = load(c.spec, GgmlType::F32);
+    const auto a = some_tokens(16, c.spec.vocab, 3);
+    std::vector<int32_t> b(a.begin(), a.begin() + 12);
+    for (int32_t t : some_tokens(12, c.spec.vocab, 4)) b.push_back(t);
+    std::vector<float> ignored, got;
+    l.model->forward(plan_of({Part{&a, 0, 16, blocks({4, 9, 2, 6})}}), ignored);
+    l.model->forward(plan_of({Part{&b, 12, 24, blocks({4, 9, 2, 11, 15, 1})}}), got);
+    const auto want = ReferenceModel(l.file).forward(b);
+    const std::vector<double> tail(want.end() - 12 * c.spec.vocab, want.end());
+    CHECK(rel_err(got, tail) < 1e-4);
+  }
+}
+
+TEST_CASE("a K shift rotates each layer with its own RoPE (gemma3 local layers)", "[model][arch][window]") {
+  TinyModelSpec s;
+  s.arch = "gemma3";
+  s.layers = 7;
+  s.local_rope_base = 500;
+  s.rope_base = 1e6f;
+  Loaded l = load(s, GgmlType::F32);
+  const auto ids = some_tokens(8, s.vocab, 5);
+  std::vector<float> logits;
+  l.model->forward(plan_of({Part{&ids, 0, 8, blocks({3, 5})}}), logits);
+  const ModelConfig& c = l.model->config();
+  const size_t n = size_t(kBlock) * c.n_kv_heads * c.head_dim;
+  const auto read_k = [&](int layer) {
+    std::vector<float> k(n), v(n);
+    l.model->backend().read_kv_block(layer, 5, k.data(), v.data());
+    return k;
+  };
+  std::vector<std::vector<float>> before;
+  for (int layer = 0; layer < c.n_layers; ++layer) before.push_back(read_k(layer));
+  StepPlan shift;
+  shift.k_shifts.push_back(KShift{5, -3});
+  l.model->forward(shift, logits);
+  const int hd = c.head_dim, half = hd / 2;
+  for (int layer = 0; layer < c.n_layers; ++layer) {
+    const double base = layer % 6 == 5 ? 1e6 : 500.0;  // layer 5 is the global one
+    const std::vector<float> now = read_k(layer);
+    double err = 0;
+    for (size_t row = 0; row < n / size_t(hd); ++row)
+      for (int i = 0; i < half; ++i) {  // NeoX halves (i, i + hd/2)
+        const double th = -3.0 * std::pow(base, -2.0 * i / hd);
+        const double a = before[size_t(layer)][row * hd + i], b = before[size_t(layer)][row * hd + i + half];
+        err = std::max(err, std::fabs(now[row * hd + i] - (a * std::cos(th) - b * std::sin(th))));
+        err = std::max(err, std::fabs(now[row * hd + i + half] - (a * std::sin(th) + b * std::cos(th))));
+      }
+    INFO("layer " << layer << ": max K error " << err);
+    CHECK(err < 2e-5);
+  }
+}

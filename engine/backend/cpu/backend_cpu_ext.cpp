@@ -45,10 +45,14 @@ void CpuBackend::attention_ext(int layer, const Tensor& q, Tensor& out, int n_he
   check_rows(q, plan_.n_tokens(), "attention_ext: fewer q rows than the step has tokens");
   check_rows(out, plan_.n_tokens(), "attention_ext: fewer output rows than the step has tokens");
   const int g = n_heads / n_kv_heads;
-  const size_t need = static_cast<size_t>(cpu::attention_ext_scratch_floats(kAttnGroup, g, max_ctx_, kp.row_elems()));
+  const size_t need = static_cast<size_t>(
+      std::max(cpu::attention_ext_scratch_floats(kAttnGroup, g, max_ctx_, kp.row_elems()),
+               cpu::attention_scratch_floats(kAttnGroup, g, head_dim, max_ctx_)));
   for (auto& s : scratch_)
     if (s.size() < need) s.resize(need);
-  // One task per (attention group, KV head), as in attention().
+  // One task per (attention group, KV head), as in attention(). Within a group, the rows whose
+  // context fits the window (and with no cap) take the plain kernel, the rest the windowed one:
+  // a row's kernel depends on its own context only, so results stay batch invariant.
   const int64_t n_tasks = static_cast<int64_t>(attn_groups_.size()) * n_kv_heads;
   each_row(n_tasks, int64_t{g} * head_dim * std::min(max_ctx_, extras.window > 0 ? extras.window : max_ctx_),
            [&](int64_t task, int thread) {
@@ -56,17 +60,29 @@ void CpuBackend::attention_ext(int layer, const Tensor& q, Tensor& out, int n_he
              const int kvh = static_cast<int>(task % n_kv_heads);
              const size_t t = static_cast<size_t>(grp.first);
              const SeqInStep& seq = plan_.seqs[static_cast<size_t>(plan_.token_seq[t])];
+             const int32_t* table = plan_.block_tables.data() + seq.block_table_offset;
+             float* scratch = scratch_[static_cast<size_t>(thread)].data();
              const int64_t head_off = static_cast<int64_t>(kvh) * g * head_dim;
              cpu::AttnRows rows;
              rows.q = f32(q) + static_cast<int64_t>(t) * q.cols + head_off;
              rows.q_stride = q.cols;
              rows.out = f32(out) + static_cast<int64_t>(t) * out.cols + head_off;
              rows.out_stride = out.cols;
-             rows.n_q = grp.n;
              rows.n_ctx = plan_.positions[t] + 1;
-             cpu::attention_group_ext(rows, g, head_dim, scale, extras.window, extras.softcap, kp, vp, kvh,
-                                      plan_.block_tables.data() + seq.block_table_offset,
-                                      scratch_[static_cast<size_t>(thread)].data());
+             const int n_plain =
+                 extras.softcap > 0 ? 0 : std::clamp(extras.window - rows.n_ctx + 1, 0, static_cast<int>(grp.n));
+             if (n_plain > 0) {
+               rows.n_q = n_plain;
+               cpu::attention_group(rows, g, head_dim, scale, kp, vp, kvh, table, scratch);
+             }
+             if (n_plain < grp.n) {
+               rows.q += n_plain * rows.q_stride;
+               rows.out += n_plain * rows.out_stride;
+               rows.n_ctx += n_plain;
+               rows.n_q = grp.n - n_plain;
+               cpu::attention_group_ext(rows, g, head_dim, scale, extras.window, extras.softcap, kp, vp, kvh,
+                                        table, scratch);
+             }
            });
 }
 

@@ -210,3 +210,28 @@ TEST_CASE("a K shift rotates each layer with its own RoPE (gemma3 local layers)"
     CHECK(err < 2e-5);
   }
 }
+
+TEST_CASE("windowed models: chunked prefill and batch mates change no bit", "[model][arch][window]") {
+  // phi3 (window 8, no caps): rows within the window take the vectorised kernel, rows past it the
+  // windowed one, each by its own context, so how the tokens are chunked or batched is invisible.
+  for (const char* arch : {"phi3", "gemma3"}) {
+    INFO(arch);
+    TinyModelSpec s;
+    s.arch = arch;
+    s.layers = arch == std::string("gemma3") ? 6 : 2;
+    s.type = GgmlType::Q8_0;
+    s.dim = 128;
+    s.ff = 256;
+    Loaded l = load(s, GgmlType::F16);
+    const auto ids = some_tokens(21, s.vocab, 6);
+    const auto one = prefill(*l.model, ids, {21}, blocks({0, 1, 2, 3, 4, 5}));
+    CHECK(one == prefill(*l.model, ids, {5, 3, 13}, blocks({6, 7, 8, 9, 10, 11})));
+    CHECK(one == prefill(*l.model, ids, {1, 7, 1, 12}, blocks({12, 13, 14, 15, 16, 17})));
+    const auto other = some_tokens(30, s.vocab, 7);
+    std::vector<float> both;
+    l.model->forward(plan_of({Part{&other, 0, 30, blocks({18, 19, 20, 21, 22, 23, 24, 25})},
+                              Part{&ids, 0, 21, blocks({26, 27, 28, 29, 30, 31})}}),
+                     both);
+    CHECK(std::vector<float>(both.end() - one.size(), both.end()) == one);
+  }
+}

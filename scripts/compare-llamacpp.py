@@ -4,6 +4,10 @@ continuations of 8 prompts x 64 tokens through `pagoda serve` (/v1/completions, 
 llama.cpp's `llama-server` (/completion, n_probs 1), both on loopback, 1 CPU thread each, f16 KV
 cache. Reports per architecture: prompts whose 64 tokens are identical, the first divergence, and
 the largest |logprob difference| of the chosen tokens over the positions where both agree so far.
+Tokens are compared as the text a JSON client sees (pagoda's logprobs tokens; llama-server's ids
+through its /detokenize), so two different bytes that are each invalid UTF-8 alone (both shown
+as U+FFFD) would compare equal; llama-server gives no logprob for a token that leaves the text
+ending in a cut-off UTF-8 character, and such positions are left out of the logprob figure.
 
 usage: scripts/compare-llamacpp.py LLAMA_BIN_DIR [--pagoda build/pagoda] [--arch gemma2,phi3]
                                   [--type f32] [--keep DIR]
@@ -70,11 +74,42 @@ def wait_ready(port, proc, what, limit_s=300):
     raise RuntimeError(f"{what} not ready after {limit_s} s")
 
 
-def llama_run(port, prompt):
-    r = post(port, "/completion", {"prompt": prompt, "n_predict": N_TOKENS, "temperature": 0,
-                                   "top_k": 1, "n_probs": 1, "cache_prompt": False, "seed": 0})
-    probs = r.get("completion_probabilities", [])
-    return [p["token"] for p in probs], [p["logprob"] for p in probs]
+def utf8_complete_len(b):
+    """llama-server's validate_utf8: the length without a multi-byte character cut off at the end."""
+    for i in range(1, min(4, len(b)) + 1):
+        c = b[len(b) - i]
+        need = 2 if c & 0xE0 == 0xC0 else 3 if c & 0xF0 == 0xE0 else 4 if c & 0xF8 == 0xF0 else 0
+        if need and i < need:
+            return len(b) - i
+    return len(b)
+
+
+class Llama:
+    def __init__(self, port):
+        self.port, self.pieces = port, {}
+
+    def piece(self, tok):
+        """A token's bytes, cached. make-model's built-in vocabulary has byte b at id b (which
+        /detokenize cannot return alone when it is not valid UTF-8), control tokens at 256-259,
+        and valid text above."""
+        if tok not in self.pieces:
+            self.pieces[tok] = bytes([tok]) if tok < 256 else \
+                post(self.port, "/detokenize", {"tokens": [tok]})["content"].encode()
+        return self.pieces[tok]
+
+    def run(self, prompt):
+        """Greedy token texts and their logprobs (None where llama-server gives none: it reports
+        probabilities only for tokens after which the text is complete UTF-8)."""
+        r = post(self.port, "/completion", {"prompt": prompt, "n_predict": N_TOKENS, "temperature": 0,
+                                            "n_probs": 1, "cache_prompt": False, "return_tokens": True})
+        probs = iter(r.get("completion_probabilities", []))
+        text, logprobs = b"", []
+        for tok in r["tokens"]:
+            if not 256 <= tok < 260:  # the control tokens add no text in llama-server's output
+                text += self.piece(tok)
+            logprobs.append(next(probs)["logprob"] if utf8_complete_len(text) == len(text) else None)
+        # As a JSON client sees each token (pagoda's logprobs tokens): invalid UTF-8 replaced.
+        return [self.piece(t).decode("utf-8", "replace") for t in r["tokens"]], logprobs
 
 
 def pagoda_run(port, prompt):
@@ -98,13 +133,14 @@ def compare(arch, args, workdir):
         wait_ready(lport, llama, "llama-server")
         wait_ready(pport, pagoda, "pagoda serve")
         same, worst, lines = 0, 0.0, []
+        llama_server = Llama(lport)
         for prompt in PROMPTS:
-            lt, ll = llama_run(lport, prompt)
+            lt, ll = llama_server.run(prompt)
             pt, pl = pagoda_run(pport, prompt)
             n = 0
             while n < min(len(lt), len(pt)) and lt[n] == pt[n]:
                 n += 1
-            diff = max((abs(a - b) for a, b in zip(ll[:n], pl[:n])), default=0.0)
+            diff = max((abs(a - b) for a, b in zip(ll[:n], pl[:n]) if a is not None), default=0.0)
             worst = max(worst, diff)
             identical = n == len(lt) == len(pt)
             same += identical

@@ -39,6 +39,10 @@ PROMPTS = [
 N_TOKENS = 64
 
 MODELS = {
+    # Baseline: an architecture pagoda supported before, to tell arch-specific gaps from
+    # weight-type ones (--arch llama,gemma2,phi3).
+    "llama": ["--arch", "llama", "--layers", "4", "--dim", "256", "--ff", "512", "--heads", "4",
+              "--kv-heads", "2", "--ctx", "2048"],
     "gemma2": ["--arch", "gemma2", "--layers", "26", "--dim", "256", "--ff", "512", "--heads", "4",
                "--kv-heads", "2", "--sliding-window", "32", "--ctx", "2048"],
     "phi3": ["--arch", "phi3", "--layers", "4", "--dim", "256", "--ff", "512", "--heads", "4",

@@ -23,6 +23,30 @@ void CudaBackend::attention_ext(int layer, const Tensor& q, Tensor& out, int n_h
   cuda::attention_ext(f32(q), f32(out), n_heads, scale, extras.window, extras.softcap, kv, idx, m.n_tokens, m.s());
 }
 
+void CudaBackend::apply_cache_edits_per_layer(const std::vector<RopeConfig>& rope_of_layer) {
+  Impl& m = *impl_;
+  require(static_cast<int>(rope_of_layer.size()) == m.kv.n_layers, "apply_cache_edits_per_layer: one RoPE per layer");
+  // The copies (apply_cache_edits with the shifts held back), then each layer's shifts through a
+  // one-layer view of the pools.
+  const int64_t n_shifts = m.n_shifts;
+  m.n_shifts = 0;
+  apply_cache_edits(rope_of_layer.front());
+  m.n_shifts = n_shifts;
+  if (n_shifts == 0) return;
+  for (int l = 0; l < m.kv.n_layers; ++l) {
+    const RopeConfig& r = rope_of_layer[static_cast<size_t>(l)];
+    const Tensor& ff = r.freq_factors;
+    require(ff.data == nullptr || (ff.type == GgmlType::F32 && ff.rows == 1 && ff.cols == r.head_dim / 2),
+            "apply_cache_edits_per_layer: freq_factors must be one F32 row of head_dim/2 values");
+    cuda::KvPools one = m.pools();
+    one.k_base = static_cast<uint16_t*>(m.k_pool) + l * m.layer_stride;  // halves
+    one.v_base = static_cast<uint16_t*>(m.v_pool) + l * m.layer_stride;
+    one.n_layers = 1;
+    cuda::k_shift(one, m.dev(m.off_shifts), static_cast<int>(n_shifts), r.head_dim, r.freq_base, r.freq_scale,
+                  r.neox, m.s(), static_cast<const float*>(ff.data));
+  }
+}
+
 void CudaBackend::scale(Tensor& x, float s, int64_t n) {
   require(n <= x.rows, "scale: n exceeds the rows");
   cuda::scale(f32(x), s, n, x.cols, impl_->s());

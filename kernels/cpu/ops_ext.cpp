@@ -8,20 +8,6 @@
 #include "kernels/cpu/ops_impl.h"
 
 namespace pagoda::cpu {
-namespace {
-
-// Eight lane accumulators combined in a fixed order (the same shape as ops.cpp's dot).
-float dot8(const float* a, const float* b, int64_t n) {
-  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int l = 0; l < 8; ++l) acc[l] += a[i + l] * b[i + l];
-  for (int l = 0; i < n; ++i, ++l) acc[l] += a[i] * b[i];
-  return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
-}
-
-}  // namespace
-
 void gelu_mul_row(const float* gate, const float* up, float* out, int64_t n) {
   constexpr float kSqrt2OverPi = 0.7978845608028654f;
   for (int64_t i = 0; i < n; ++i) {
@@ -60,7 +46,7 @@ void attention_group_ext(const AttnRows& r, int g, int head_dim, float scale, in
       const int ctx = r.n_ctx + qi;
       if (i < first_of(ctx) || i >= ctx) continue;
       for (int j = 0; j < g; ++j) {
-        float s = dot8(r.q + qi * r.q_stride + static_cast<int64_t>(j) * head_dim, krow + head_off, head_dim) * scale;
+        float s = detail::dot_portable(r.q + qi * r.q_stride + static_cast<int64_t>(j) * head_dim, krow + head_off, head_dim) * scale;
         if (softcap > 0) s = softcap * std::tanh(s * inv_cap);
         scores[(static_cast<int64_t>(qi) * g + j) * span + (i - lo)] = s;
       }

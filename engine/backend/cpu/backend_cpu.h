@@ -90,6 +90,9 @@ class CpuBackend final : public Backend {
   int max_ctx_ = 0;                             // longest sequence context of the step
   std::vector<AttnGroup> attn_groups_;
   std::vector<std::vector<float>> scratch_;     // per worker thread: attention scores
+  // Throws std::invalid_argument when q/out or the head layout do not fit the cache and step.
+  void check_attention(const cpu::KvPool& kp, const Tensor& q, const Tensor& out, int n_heads, int n_kv_heads,
+                       int head_dim) const;
   // Runs fn(row, thread) for every row in [0, n) on the pool when n * cost is worth waking it.
   void each_row(int64_t n, int64_t cost_per_row, const std::function<void(int64_t, int)>& fn);
 };

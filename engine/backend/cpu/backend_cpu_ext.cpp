@@ -39,11 +39,7 @@ void CpuBackend::attention_ext(int layer, const Tensor& q, Tensor& out, int n_he
   if (extras.softcap == 0 && (extras.window == 0 || max_ctx_ <= extras.window))
     return attention(layer, q, out, n_heads, n_kv_heads, head_dim, scale);
   const cpu::KvPool kp = pool(k_pools_, layer), vp = pool(v_pools_, layer);
-  check(n_kv_heads == kp.n_kv_heads && head_dim == kp.head_dim && n_heads % n_kv_heads == 0,
-        "attention_ext: head layout differs from the cache's");
-  check(q.cols == static_cast<int64_t>(n_heads) * head_dim && out.cols == q.cols, "attention_ext: q/out widths");
-  check_rows(q, plan_.n_tokens(), "attention_ext: fewer q rows than the step has tokens");
-  check_rows(out, plan_.n_tokens(), "attention_ext: fewer output rows than the step has tokens");
+  check_attention(kp, q, out, n_heads, n_kv_heads, head_dim);
   const int g = n_heads / n_kv_heads;
   const size_t need = static_cast<size_t>(
       std::max(cpu::attention_ext_scratch_floats(kAttnGroup, g, max_ctx_, kp.row_elems()),

@@ -1,9 +1,11 @@
-// Backend's default memory query: host memory, for backends whose tensors live there.
+// Backend's defaults: the memory query (host memory, for backends whose tensors live there) and
+// per-layer cache edits where every layer rotates alike.
 #include "engine/backend/backend.h"
 
 #include <unistd.h>
 
 #include <fstream>
+#include <stdexcept>
 #include <string>
 
 namespace pagoda {
@@ -24,6 +26,17 @@ MemoryInfo Backend::memory_info() const {
     if (pages > 0 && page > 0) m.free_bytes = static_cast<size_t>(pages) * static_cast<size_t>(page);
   }
   return m;
+}
+
+void Backend::apply_cache_edits_per_layer(const std::vector<RopeConfig>& rope_of_layer) {
+  if (rope_of_layer.empty()) throw std::invalid_argument("apply_cache_edits_per_layer: no layers");
+  const RopeConfig& a = rope_of_layer.front();
+  for (const RopeConfig& r : rope_of_layer)
+    if (r.head_dim != a.head_dim || r.freq_base != a.freq_base || r.freq_scale != a.freq_scale ||
+        r.neox != a.neox || r.freq_factors.data != a.freq_factors.data)
+      throw std::logic_error("backend '" + name() +
+                             "' cannot shift the K of layers that rotate differently (context shift of this model)");
+  apply_cache_edits(a);
 }
 
 }  // namespace pagoda

@@ -53,6 +53,15 @@ struct KvCacheConfig {
   GgmlType type = GgmlType::F16;  // F16 or F32
 };
 
+// What attention_ext adds to plain causal attention (gemma2/gemma3/phi3 layers).
+struct AttentionExtras {
+  // > 0: sliding window; a token at position p attends only to positions p - window + 1 .. p
+  // (the window covers the token itself). 0: every position 0..p.
+  int window = 0;
+  // > 0: each scaled score s becomes softcap * tanh(s / softcap) before the softmax. 0: none.
+  float softcap = 0.0f;
+};
+
 // One token to draw on the backend (Backend::sample), from one row of a step's logits. The rule
 // is the GPU sampler's (kernels/cuda/sample.cu): temperature <= 0 is greedy (argmax, lowest id
 // on ties); otherwise e_j = exp((logit_j - max) / temperature), tokens with e_j below the
@@ -97,6 +106,9 @@ class Backend {
   virtual void begin_step(const StepPlan& plan) = 0;
   // Applies plan.block_copies then plan.k_shifts to the KV cache.
   virtual void apply_cache_edits(const RopeConfig& rope) = 0;
+  // The same where layers rotate differently (gemma3's local layers): layer l's K shifts with
+  // rope_of_layer[l]. The default handles only the case where they are all alike.
+  virtual void apply_cache_edits_per_layer(const std::vector<RopeConfig>& rope_of_layer);
 
   // ---- ops (n = rows of the current step unless stated) ----
   virtual void embed(const Tensor& table, Tensor& out) = 0;  // out[t] = table[tokens[t]]
@@ -113,6 +125,18 @@ class Backend {
   // Causal attention of every step token over its sequence's cached tokens 0..position.
   virtual void attention(int layer, const Tensor& q, Tensor& out, int n_heads, int n_kv_heads,
                          int head_dim, float scale) = 0;
+  // ---- ops of the gemma/phi3 forward (defaults: "not supported") ----
+  // attention() with a sliding window and/or soft-capped scores (AttentionExtras).
+  virtual void attention_ext(int layer, const Tensor& q, Tensor& out, int n_heads, int n_kv_heads,
+                             int head_dim, float scale, const AttentionExtras& extras) {
+    unsupported("attention_ext");
+  }
+  virtual void scale(Tensor& x, float s, int64_t n) { unsupported("scale"); }  // x *= s
+  // out = gelu_tanh(gate) * up, gelu_tanh(g) = g/2 (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))).
+  virtual void gelu_mul(const Tensor& gate, const Tensor& up, Tensor& out, int64_t n) { unsupported("gelu_mul"); }
+  // x = cap * tanh(x / cap) (final logit soft-capping).
+  virtual void softcap(Tensor& x, float cap, int64_t n) { unsupported("softcap"); }
+
   // out[j] = x[logit_rows[j]] for every logit row of the step.
   virtual void gather_logit_rows(const Tensor& x, Tensor& out) = 0;
 
@@ -166,6 +190,9 @@ class Backend {
   virtual void end_recordable() {}
 
  private:
+  [[noreturn]] void unsupported(const char* op) const {
+    throw std::logic_error("backend '" + name() + "' does not implement " + op);
+  }
   [[noreturn]] void no_sampling() const {
     throw std::logic_error("backend '" + name() + "' cannot sample (can_sample() is false)");
   }

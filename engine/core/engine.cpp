@@ -81,6 +81,7 @@ LlmEngine::LlmEngine(Model& model, const Tokenizer* tokenizer, EngineConfig cfg)
   if (Pooling p; pooling_from_gguf(model_.config().pooling_type, p)) model_pooling_ = p;
   int ctx = cfg_.ctx_size > 0 ? cfg_.ctx_size : model_.config().ctx_train;
   if (ctx <= 0) ctx = 4096;
+  model_.set_context_length(ctx);  // phi3's LongRoPE picks its factors from it
 
   const size_t block_bytes = model_.kv_block_bytes(B);
   const int sys_blocks = ceil_div(static_cast<int>(cfg_.system_prompt.size()), B);

@@ -26,7 +26,8 @@ struct Model::Impl {
   std::unique_ptr<Backend> be;
   int max_tokens = 0;
   ModelWeights w;
-  RopeConfig rope;
+  RopeConfig rope;        // every layer's, or the global layers' when local ones differ
+  RopeConfig rope_local;  // gemma3's local (sliding-window) layers
   bool kv_ready = false;
   GgmlType kv_type = GgmlType::F16;  // the element type init_kv_cache asked for
 
@@ -40,6 +41,15 @@ struct Model::Impl {
                   // at a time, so the buffer stays small however large the batch
 
   void layer(int l, int64_t n);
+  void attention_block(int l, const LayerWeights& L, int64_t n);
+  void ffn_block(const LayerWeights& L, int64_t n);
+  const RopeConfig& rope_of(int l) const {
+    return cfg.rope_freq_base_local > 0 && cfg.layer_window[static_cast<size_t>(l)] > 0 ? rope_local : rope;
+  }
+  // phi3 LongRoPE: the long factors when a sequence may grow past the original context.
+  void choose_rope_factors(int n_ctx) {
+    if (!cfg.rope_factors_long.empty()) rope.freq_factors = n_ctx > cfg.rope_orig_ctx ? w.rope_long : w.rope_short;
+  }
   // The ops of a forward pass after its uploads: the layers over n tokens, then the LM head
   // over the n_out gathered logit rows, of which the first n_device are drawn by `draws`
   // (sorted by row) and the rest copied to host_logits.
@@ -58,6 +68,9 @@ Model::Model(const gguf::GgufFile& file, std::unique_ptr<Backend> backend, int m
   m.w = ModelWeights::load(file, m.cfg, *m.be);
   m.rope = RopeConfig{m.cfg.n_rot, m.cfg.rope_freq_base, m.cfg.rope_freq_scale, m.cfg.rope_neox,
                       m.w.rope_freqs};
+  // gemma3's local layers: their own base, and no linear scaling (that is the global layers').
+  m.rope_local = RopeConfig{m.cfg.n_rot, m.cfg.rope_freq_base_local, 1.0f, m.cfg.rope_neox, Tensor{}};
+  m.choose_rope_factors(m.cfg.ctx_train);
 
   const ModelConfig& c = m.cfg;
   const int64_t T = max_batch_tokens;
@@ -84,6 +97,8 @@ const ModelConfig& Model::config() const { return impl_->cfg; }
 Backend& Model::backend() { return *impl_->be; }
 int Model::max_batch_tokens() const { return impl_->max_tokens; }
 
+void Model::set_context_length(int n_ctx) { impl_->choose_rope_factors(n_ctx); }
+
 size_t Model::kv_block_bytes(int block_size) const {
   const ModelConfig& c = impl_->cfg;
   return impl_->be->kv_block_bytes(KvCacheConfig{c.n_layers, 1, block_size, c.n_kv_heads, c.head_dim});
@@ -109,8 +124,14 @@ GgmlType Model::kv_cache_type() const { return impl_->kv_type; }
 
 void Model::Impl::layer(int l, int64_t n) {
   const LayerWeights& L = w.layers[static_cast<size_t>(l)];
+  attention_block(l, L, n);
+  ffn_block(L, n);
+}
+
+// x += post_norm(Wo · attention(rope(norm(Wq xn)), rope(norm(Wk xn)), Wv xn)), xn = rmsnorm(x);
+// the per-head Q/K norms and the post norm only where the architecture has them.
+void Model::Impl::attention_block(int l, const LayerWeights& L, int64_t n) {
   Backend& b = *be;
-  // Attention block: x += Wo · attention(rope(Wq xn), rope(Wk xn), Wv xn), xn = rmsnorm(x).
   b.rms_norm(x, L.attn_norm, cfg.rms_eps, xn, n);
   b.matmul(L.wq, xn, q, n);
   b.matmul(L.wk, xn, k, n);
@@ -120,19 +141,43 @@ void Model::Impl::layer(int l, int64_t n) {
     b.add_bias(k, L.bk, n);
     b.add_bias(v, L.bv, n);
   }
-  b.rope(q, cfg.n_heads, rope);
-  b.rope(k, cfg.n_kv_heads, rope);
+  if (cfg.qk_norm) {
+    // The activations are contiguous, so [n x heads*head_dim] is also [n*heads x head_dim]:
+    // one RMSNorm row per head.
+    const auto per_head = [&](Tensor& t, int heads, const Tensor& weight) {
+      Tensor h{t.data, t.type, t.rows * heads, cfg.head_dim};
+      b.rms_norm(h, weight, cfg.rms_eps, h, n * heads);
+    };
+    per_head(q, cfg.n_heads, L.q_norm);
+    per_head(k, cfg.n_kv_heads, L.k_norm);
+  }
+  const RopeConfig& r = rope_of(l);
+  b.rope(q, cfg.n_heads, r);
+  b.rope(k, cfg.n_kv_heads, r);
   b.store_kv(l, k, v);
-  b.attention(l, q, att, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim,
-              1.0f / std::sqrt(static_cast<float>(cfg.head_dim)));
+  const int window = cfg.layer_window[static_cast<size_t>(l)];
+  // phi3's LongRoPE attention factor scales both rotated Q and K (llama.cpp's rope mscale).
+  const float scale = cfg.attn_scale * cfg.rope_attn_factor * cfg.rope_attn_factor;
+  if (window > 0 || cfg.attn_softcap > 0)
+    b.attention_ext(l, q, att, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, scale,
+                    AttentionExtras{window, cfg.attn_softcap});
+  else
+    b.attention(l, q, att, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, scale);
   b.matmul(L.wo, att, xn, n);
+  if (cfg.post_norms) b.rms_norm(xn, L.post_attn_norm, cfg.rms_eps, xn, n);
   b.add(x, xn, n);
-  // Feed-forward block: x += Wdown · (silu(Wgate xn) * Wup xn), xn = rmsnorm(x).
+}
+
+// x += post_norm(Wdown · (act(Wgate xn) * Wup xn)), xn = rmsnorm(x); act = SiLU or tanh-GELU.
+void Model::Impl::ffn_block(const LayerWeights& L, int64_t n) {
+  Backend& b = *be;
   b.rms_norm(x, L.ffn_norm, cfg.rms_eps, xn, n);
   b.matmul(L.w_gate, xn, gate, n);
   b.matmul(L.w_up, xn, up, n);
-  b.silu_mul(gate, up, gate, n);
+  if (cfg.gelu_ffn) b.gelu_mul(gate, up, gate, n);
+  else b.silu_mul(gate, up, gate, n);
   b.matmul(L.w_down, gate, xn, n);
+  if (cfg.post_norms) b.rms_norm(xn, L.post_ffn_norm, cfg.rms_eps, xn, n);
   b.add(x, xn, n);
 }
 
@@ -140,6 +185,7 @@ void Model::Impl::run_ops(int64_t n, int64_t n_out, int64_t n_device, const std:
                           float* host_logits) {
   Backend& b = *be;
   b.embed(w.tok_embd, x);
+  if (cfg.embed_scale != 1.0f) b.scale(x, cfg.embed_scale, n);
   for (int l = 0; l < cfg.n_layers; ++l) layer(l, n);
   if (n_out == 0) return;
 
@@ -150,6 +196,7 @@ void Model::Impl::run_ops(int64_t n, int64_t n_out, int64_t n_device, const std:
   for (int64_t first = 0; first < n_device; first += logits.rows) {
     const int64_t rows = std::min<int64_t>(logits.rows, n_device - first);
     b.matmul(w.output, row_view(xn, first, rows), logits, rows);
+    if (cfg.final_softcap > 0) b.softcap(logits, cfg.final_softcap, rows);
     size_t end = next_draw;
     while (end < draws.size() && draws[end].row < first + rows) ++end;
     b.sample(logits, first, static_cast<int64_t>(next_draw), static_cast<int64_t>(end - next_draw));
@@ -158,6 +205,7 @@ void Model::Impl::run_ops(int64_t n, int64_t n_out, int64_t n_device, const std:
   for (int64_t first = n_device; first < n_out; first += logits.rows) {
     const int64_t rows = std::min<int64_t>(logits.rows, n_out - first);
     b.matmul(w.output, row_view(xn, first, rows), logits, rows);
+    if (cfg.final_softcap > 0) b.softcap(logits, cfg.final_softcap, rows);
     b.read(logits, rows, host_logits + (first - n_device) * cfg.vocab_size);
   }
 }
@@ -244,7 +292,13 @@ void Model::forward(const StepPlan& plan, const std::vector<SampleRequest>& draw
   }
 
   b.begin_step(reordered ? reordered_plan : plan);  // validates the plan's indices against the cache
-  b.apply_cache_edits(m.rope);
+  if (m.cfg.rope_freq_base_local > 0) {  // gemma3: local layers shift with their own RoPE
+    std::vector<RopeConfig> per_layer;
+    for (int l = 0; l < m.cfg.n_layers; ++l) per_layer.push_back(m.rope_of(l));
+    b.apply_cache_edits_per_layer(per_layer);
+  } else {
+    b.apply_cache_edits(m.rope);
+  }
   const int64_t vocab = m.cfg.vocab_size;
   out.vocab_ = vocab;
   out.place_.resize(static_cast<size_t>(n_out));

@@ -1,4 +1,4 @@
-// The transformer forward (llama, qwen2) over a StepPlan, written once against Backend.
+// The transformer forward (llama, qwen2, qwen3, gemma2, gemma3, phi3) over a StepPlan, written once against Backend.
 #pragma once
 
 #include <cstdint>
@@ -53,6 +53,10 @@ class Model {
   const ModelConfig& config() const;
   Backend& backend();
   int max_batch_tokens() const;
+  // The context a sequence may reach (the engine's ctx_size). Models with LongRoPE (phi3) pick
+  // their long or short RoPE factors from it, as llama.cpp does; others ignore it. Default: the
+  // training context. Call before the first forward (cached K was rotated with the old choice).
+  void set_context_length(int n_ctx);
 
   // Bytes of one KV block (all layers, K and V) and cache set-up; call init once before forward.
   size_t kv_block_bytes(int block_size) const;

@@ -19,6 +19,10 @@ const char* arch_name(Arch a) {
   switch (a) {
     case Arch::Llama: return "llama";
     case Arch::Qwen2: return "qwen2";
+    case Arch::Qwen3: return "qwen3";
+    case Arch::Gemma2: return "gemma2";
+    case Arch::Gemma3: return "gemma3";
+    case Arch::Phi3: return "phi3";
   }
   return "unknown";
 }
@@ -128,9 +132,21 @@ class Reader {
 Arch parse_arch(const Reader& r) {
   std::optional<std::string> a = r.opt_string("general.architecture");
   if (!a) r.fail("missing metadata key 'general.architecture'");
-  if (*a == "llama") return Arch::Llama;
-  if (*a == "qwen2") return Arch::Qwen2;
-  r.fail("unsupported architecture '" + *a + "' (supported: llama, qwen2)");
+  for (Arch arch : {Arch::Llama, Arch::Qwen2, Arch::Qwen3, Arch::Gemma2, Arch::Gemma3, Arch::Phi3})
+    if (*a == arch_name(arch)) return arch;
+  r.fail("unsupported architecture '" + *a + "' (supported: llama, qwen2, qwen3, gemma2, gemma3, phi3)");
+}
+
+// What each architecture's forward does differently from llama's, as flags the model and the
+// tensor checks read (an architecture added later sets its flags here, nowhere else).
+void set_arch_traits(ModelConfig& c) {
+  const bool gemma = c.arch == Arch::Gemma2 || c.arch == Arch::Gemma3;
+  c.rope_neox = c.arch != Arch::Llama;
+  c.qk_norm = c.arch == Arch::Qwen3 || c.arch == Arch::Gemma3;
+  c.post_norms = gemma;
+  c.gelu_ffn = gemma;
+  c.fused_qkv = c.fused_gate_up = c.arch == Arch::Phi3;
+  c.embed_scale = gemma ? std::sqrt(static_cast<float>(c.dim)) : 1.0f;
 }
 
 // Returns whether the file asks for "llama3" rope scaling (whose factors live in
@@ -184,31 +200,87 @@ bool read_hparams(const Reader& r, ModelConfig& c) {
   return llama3;
 }
 
-// rope_freqs.weight: optional, but required by "llama3" scaling. Read here, once, so that a bad
-// value fails at load time naming the element rather than rotating by inf or NaN.
-void read_rope_freqs(const Reader& r, ModelConfig& c, bool llama3_scaling) {
-  const char* const name = "rope_freqs.weight";
-  const TensorInfo* t = r.file().find_tensor(name);
-  if (t == nullptr) {
-    if (llama3_scaling)
-      r.fail("rope scaling type 'llama3' needs the tensor 'rope_freqs.weight', which is missing");
-    return;
+// Attention scale, soft-capping, sliding windows and the local layers' RoPE base: keys the
+// Gemma and Phi-3 families define (the others get 1/sqrt(head_dim) and none of the rest).
+void read_attention_extras(const Reader& r, ModelConfig& c) {
+  c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  const std::string prefix = std::string(arch_name(c.arch)) + ".";
+  int local_every = 0;  // layer l is local when l % local_every != local_every - 1; 0: all layers
+  switch (c.arch) {
+    case Arch::Gemma2:
+    case Arch::Gemma3:
+      // The 27B models scale queries by 1/sqrt(dim/heads) (their query_pre_attn_scalar, which
+      // GGUF does not carry; llama.cpp recognises them by their layer count, as here).
+      if (c.n_layers == (c.arch == Arch::Gemma2 ? 46 : 62))
+        c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.dim / c.n_heads));
+      if (c.arch == Arch::Gemma2) {
+        c.sliding_window = r.arch_int("attention.sliding_window", 4096);
+        c.attn_softcap = r.arch_float("attn_logit_softcapping", 50.0, 0.0, 1e9);
+        c.final_softcap = r.arch_float("final_logit_softcapping", 30.0, 0.0, 1e9);
+        local_every = 2;
+      } else {
+        c.sliding_window = r.arch_int("attention.sliding_window");
+        c.rope_freq_base_local = r.arch_float("rope.freq_base_swa", 10000.0, 0.0, 1e12);
+        local_every = 6;
+      }
+      break;
+    case Arch::Phi3: {
+      // 0 (Phi-4): no window. Absent: the window llama.cpp assumes for the early Phi-3 files.
+      std::optional<int64_t> w = r.opt_int(prefix + "attention.sliding_window");
+      if (!w) {
+        if ((c.n_layers == 32 || c.n_layers == 40) && c.ctx_train == 4096) w = 2047;
+        else if (c.n_layers == 32 && c.n_kv_heads == 32 && c.ctx_train == 131072) w = 262144;
+        else if (c.n_layers == 40 && c.ctx_train == 131072) w = 131072;
+        else r.fail("missing metadata key '" + prefix + "attention.sliding_window'");
+      }
+      if (*w < 0 || *w > std::numeric_limits<int32_t>::max())
+        r.fail("metadata key '" + prefix + "attention.sliding_window' is " + std::to_string(*w));
+      c.sliding_window = static_cast<int>(*w);
+      c.rope_orig_ctx = r.arch_int("rope.scaling.original_context_length", c.ctx_train);
+      c.rope_attn_factor = r.arch_float("rope.scaling.attn_factor", 1.0, 0.0, 1e3);
+      break;
+    }
+    default:
+      break;
   }
+  c.layer_window.assign(static_cast<size_t>(c.n_layers), 0);
+  if (c.sliding_window > 0)
+    for (int l = 0; l < c.n_layers; ++l)
+      if (local_every == 0 || l % local_every != local_every - 1) c.layer_window[static_cast<size_t>(l)] = c.sliding_window;
+}
+
+// A tensor of per-pair RoPE divisors (n_rot/2 finite positive F32 values), read into `out`.
+void read_pair_factors(const Reader& r, const ModelConfig& c, const char* name, std::vector<float>& out) {
+  const TensorInfo* t = r.file().find_tensor(name);
+  if (t == nullptr) r.fail(std::string("missing tensor '") + name + "'");
   const int64_t n = c.n_rot / 2;
   if (t->dims != std::vector<int64_t>{n})
     r.fail(std::string("tensor '") + name + "' has shape " + shape_str(t->dims) + ", expected {" +
            std::to_string(n) + "} (one factor per rotated dimension pair: rope.dimension_count / 2)");
   if (t->type != GgmlType::F32)
-    r.fail(std::string("tensor '") + name + "' has type " + ggml_type_info(t->type).name +
-           ", expected f32");
-  c.rope_freq_factors.resize(static_cast<size_t>(n));
-  std::memcpy(c.rope_freq_factors.data(), r.file().tensor_data(*t), sizeof(float) * static_cast<size_t>(n));
+    r.fail(std::string("tensor '") + name + "' has type " + ggml_type_info(t->type).name + ", expected f32");
+  out.resize(static_cast<size_t>(n));
+  std::memcpy(out.data(), r.file().tensor_data(*t), sizeof(float) * static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
-    const float f = c.rope_freq_factors[static_cast<size_t>(i)];
+    const float f = out[static_cast<size_t>(i)];
     if (!std::isfinite(f) || f <= 0.0f)
       r.fail(std::string("tensor '") + name + "' element " + std::to_string(i) + " is " +
              std::to_string(f) + " (frequency factors must be finite and positive)");
   }
+}
+
+// rope_freqs.weight: optional, but required by "llama3" scaling. Read here, once, so that a bad
+// value fails at load time naming the element rather than rotating by inf or NaN.
+void read_rope_freqs(const Reader& r, ModelConfig& c, bool llama3_scaling) {
+  // phi3 LongRoPE: both sets or neither (then plain RoPE).
+  if (c.arch == Arch::Phi3 && r.file().find_tensor("rope_factors_long.weight") != nullptr) {
+    read_pair_factors(r, c, "rope_factors_long.weight", c.rope_factors_long);
+    read_pair_factors(r, c, "rope_factors_short.weight", c.rope_factors_short);
+  }
+  if (r.file().find_tensor("rope_freqs.weight") != nullptr)
+    read_pair_factors(r, c, "rope_freqs.weight", c.rope_freq_factors);
+  else if (llama3_scaling)
+    r.fail("rope scaling type 'llama3' needs the tensor 'rope_freqs.weight', which is missing");
 }
 
 void check_tensors(const Reader& r, ModelConfig& c) {
@@ -233,22 +305,39 @@ void check_tensors(const Reader& r, ModelConfig& c) {
   c.tied_embeddings = r.tensor("output.weight", {dim, c.vocab_size}, false) == nullptr;
 
   // QKV biases: always present in qwen2; allowed (all layers or none) in llama.
-  c.qkv_bias = c.arch == Arch::Qwen2 || r.file().find_tensor("blk.0.attn_q.bias") != nullptr;
+  c.qkv_bias = c.arch == Arch::Qwen2 ||
+               (c.arch == Arch::Llama && r.file().find_tensor("blk.0.attn_q.bias") != nullptr);
   for (int l = 0; l < c.n_layers; ++l) {
     const std::string b = "blk." + std::to_string(l) + ".";
     r.tensor(b + "attn_norm.weight", {dim}, true, true);
-    r.tensor(b + "attn_q.weight", {dim, q_dim});
-    r.tensor(b + "attn_k.weight", {dim, kv_dim});
-    r.tensor(b + "attn_v.weight", {dim, kv_dim});
+    if (c.fused_qkv) {
+      r.tensor(b + "attn_qkv.weight", {dim, q_dim + 2 * kv_dim});
+    } else {
+      r.tensor(b + "attn_q.weight", {dim, q_dim});
+      r.tensor(b + "attn_k.weight", {dim, kv_dim});
+      r.tensor(b + "attn_v.weight", {dim, kv_dim});
+    }
     r.tensor(b + "attn_output.weight", {q_dim, dim});
     if (c.qkv_bias) {
       r.tensor(b + "attn_q.bias", {q_dim}, true, true);
       r.tensor(b + "attn_k.bias", {kv_dim}, true, true);
       r.tensor(b + "attn_v.bias", {kv_dim}, true, true);
     }
+    if (c.qk_norm) {
+      r.tensor(b + "attn_q_norm.weight", {c.head_dim}, true, true);
+      r.tensor(b + "attn_k_norm.weight", {c.head_dim}, true, true);
+    }
+    if (c.post_norms) {
+      r.tensor(b + "post_attention_norm.weight", {dim}, true, true);
+      r.tensor(b + "post_ffw_norm.weight", {dim}, true, true);
+    }
     r.tensor(b + "ffn_norm.weight", {dim}, true, true);
-    r.tensor(b + "ffn_gate.weight", {dim, ff});
-    r.tensor(b + "ffn_up.weight", {dim, ff});
+    if (c.fused_gate_up) {
+      r.tensor(b + "ffn_up.weight", {dim, 2 * ff});
+    } else {
+      r.tensor(b + "ffn_gate.weight", {dim, ff});
+      r.tensor(b + "ffn_up.weight", {dim, ff});
+    }
     r.tensor(b + "ffn_down.weight", {ff, dim});
   }
 }
@@ -261,7 +350,8 @@ ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& file) {
   Reader r(file, std::string(arch_name(c.arch)) + ".");
   c.name = r.opt_string("general.name").value_or(std::filesystem::path(file.path()).filename().string());
   const bool llama3_scaling = read_hparams(r, c);
-  c.rope_neox = c.arch == Arch::Qwen2;
+  set_arch_traits(c);
+  read_attention_extras(r, c);
   const int64_t pooling = r.opt_int(std::string(arch_name(c.arch)) + ".pooling_type").value_or(0);
   c.pooling_type = pooling >= 1 && pooling <= 3 ? static_cast<int>(pooling) : 0;
   check_tensors(r, c);

@@ -17,12 +17,19 @@ class Loader {
 
   // A [rows x cols] matrix (ggml dims {cols, rows}) kept in its file type.
   Tensor matrix(const std::string& name, int64_t rows, int64_t cols) {
+    return matrix_part(name, rows, cols, 0, rows);
+  }
+
+  // Rows [first, first + n) of a [rows x cols] matrix, as a matrix of its own (a fused
+  // matrix's parts: each output row depends on its own weight row only).
+  Tensor matrix_part(const std::string& name, int64_t rows, int64_t cols, int64_t first, int64_t n) {
     const gguf::TensorInfo& t = get(name);
     if (t.dims.size() != 2 || t.dims[0] != cols || t.dims[1] != rows)
       throw ModelConfigError("tensor " + name + ": expected shape [" + std::to_string(cols) + ", " +
                              std::to_string(rows) + "], got " + shape(t));
     check_type(t);
-    return backend_.upload_weight(file_.tensor_data(t), t.type, rows, cols);
+    const size_t offset = ggml_row_size(t.type, cols) * static_cast<size_t>(first);
+    return backend_.upload_weight(file_.tensor_data(t) + offset, t.type, n, cols);
   }
 
   // A vector of n elements, converted to F32.
@@ -75,13 +82,34 @@ ModelWeights ModelWeights::load(const gguf::GgufFile& file, const ModelConfig& c
   if (!cfg.rope_freq_factors.empty())
     w.rope_freqs = ld.vector("rope_freqs.weight", static_cast<int64_t>(cfg.rope_freq_factors.size()));
 
+  if (!cfg.rope_factors_long.empty()) {
+    w.rope_long = ld.vector("rope_factors_long.weight", static_cast<int64_t>(cfg.rope_factors_long.size()));
+    w.rope_short = ld.vector("rope_factors_short.weight", static_cast<int64_t>(cfg.rope_factors_short.size()));
+  }
+
   for (int l = 0; l < cfg.n_layers; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     LayerWeights& L = w.layers.emplace_back();
     L.attn_norm = ld.vector(p + "attn_norm.weight", dim);
-    L.wq = ld.matrix(p + "attn_q.weight", q_dim, dim);
-    L.wk = ld.matrix(p + "attn_k.weight", kv_dim, dim);
-    L.wv = ld.matrix(p + "attn_v.weight", kv_dim, dim);
+    if (cfg.fused_qkv) {
+      const std::string qkv = p + "attn_qkv.weight";
+      const int64_t rows = q_dim + 2 * kv_dim;
+      L.wq = ld.matrix_part(qkv, rows, dim, 0, q_dim);
+      L.wk = ld.matrix_part(qkv, rows, dim, q_dim, kv_dim);
+      L.wv = ld.matrix_part(qkv, rows, dim, q_dim + kv_dim, kv_dim);
+    } else {
+      L.wq = ld.matrix(p + "attn_q.weight", q_dim, dim);
+      L.wk = ld.matrix(p + "attn_k.weight", kv_dim, dim);
+      L.wv = ld.matrix(p + "attn_v.weight", kv_dim, dim);
+    }
+    if (cfg.qk_norm) {
+      L.q_norm = ld.vector(p + "attn_q_norm.weight", cfg.head_dim);
+      L.k_norm = ld.vector(p + "attn_k_norm.weight", cfg.head_dim);
+    }
+    if (cfg.post_norms) {
+      L.post_attn_norm = ld.vector(p + "post_attention_norm.weight", dim);
+      L.post_ffn_norm = ld.vector(p + "post_ffw_norm.weight", dim);
+    }
     L.wo = ld.matrix(p + "attn_output.weight", dim, q_dim);
     if (cfg.qkv_bias) {
       L.bq = ld.vector(p + "attn_q.bias", q_dim);
@@ -89,8 +117,13 @@ ModelWeights ModelWeights::load(const gguf::GgufFile& file, const ModelConfig& c
       L.bv = ld.vector(p + "attn_v.bias", kv_dim);
     }
     L.ffn_norm = ld.vector(p + "ffn_norm.weight", dim);
-    L.w_gate = ld.matrix(p + "ffn_gate.weight", ff, dim);
-    L.w_up = ld.matrix(p + "ffn_up.weight", ff, dim);
+    if (cfg.fused_gate_up) {  // gate rows first, then up (llama.cpp's SwiGLU split)
+      L.w_gate = ld.matrix_part(p + "ffn_up.weight", 2 * ff, dim, 0, ff);
+      L.w_up = ld.matrix_part(p + "ffn_up.weight", 2 * ff, dim, ff, ff);
+    } else {
+      L.w_gate = ld.matrix(p + "ffn_gate.weight", ff, dim);
+      L.w_up = ld.matrix(p + "ffn_up.weight", ff, dim);
+    }
     L.w_down = ld.matrix(p + "ffn_down.weight", dim, ff);
   }
   return w;

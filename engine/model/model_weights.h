@@ -13,10 +13,13 @@ namespace pagoda {
 
 struct LayerWeights {
   Tensor attn_norm;            // blk.N.attn_norm.weight   [1 x dim], f32
-  Tensor wq, wk, wv, wo;       // blk.N.attn_{q,k,v,output}.weight
+  Tensor wq, wk, wv, wo;       // blk.N.attn_{q,k,v,output}.weight (phi3: row ranges of attn_qkv)
   Tensor bq, bk, bv;           // blk.N.attn_{q,k,v}.bias (qwen2 only) [1 x out], f32
+  Tensor q_norm, k_norm;       // blk.N.attn_{q,k}_norm.weight [1 x head_dim], f32 (cfg.qk_norm)
+  Tensor post_attn_norm;       // blk.N.post_attention_norm.weight [1 x dim] (cfg.post_norms)
+  Tensor post_ffn_norm;        // blk.N.post_ffw_norm.weight [1 x dim] (cfg.post_norms)
   Tensor ffn_norm;             // blk.N.ffn_norm.weight    [1 x dim], f32
-  Tensor w_gate, w_up, w_down; // blk.N.ffn_{gate,up,down}.weight
+  Tensor w_gate, w_up, w_down; // blk.N.ffn_{gate,up,down}.weight (phi3: the halves of ffn_up)
 };
 
 struct ModelWeights {
@@ -25,6 +28,8 @@ struct ModelWeights {
   Tensor output;       // output.weight, or tok_embd when the embeddings are tied
   Tensor rope_freqs;   // rope_freqs.weight [1 x n_rot/2], f32, when cfg.rope_freq_factors is
                        // not empty (data == nullptr otherwise): RopeConfig::freq_factors
+  // phi3 LongRoPE divisors [1 x n_rot/2] (cfg.rope_factors_short/long not empty).
+  Tensor rope_short, rope_long;
   std::vector<LayerWeights> layers;
 
   // Looks every tensor up in `file` and uploads it. Matrices keep their GGUF type; norm weights

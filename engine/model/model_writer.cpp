@@ -131,6 +131,10 @@ const char* const kChatTemplate =
     "{% endfor %}"
     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
 
+constexpr Arch kArchs[] = {Arch::Llama, Arch::Qwen2, Arch::Qwen3, Arch::Gemma2, Arch::Gemma3, Arch::Phi3};
+
+bool is_gemma(Arch a) { return a == Arch::Gemma2 || a == Arch::Gemma3; }
+
 // ---- spec -------------------------------------------------------------------------------------
 
 struct Preset {
@@ -177,6 +181,12 @@ void validate(const ModelSpec& s) {
                          std::to_string(s.n_kv_heads));
   if ((s.dim / s.n_heads) % 2 != 0)
     throw ModelSpecError("head dimension dim/heads = " + std::to_string(s.dim / s.n_heads) + " must be even");
+  if (s.rope_freqs == RopeFreqs::LongRope && s.arch != Arch::Phi3)
+    throw ModelSpecError("--rope-freqs longrope is phi3's (got arch " + std::string(arch_name(s.arch)) + ")");
+  if (s.sliding_window == 0 && is_gemma(s.arch))
+    throw ModelSpecError("sliding-window must be positive for " + std::string(arch_name(s.arch)));
+  if (s.sliding_window > 0 && !is_gemma(s.arch) && s.arch != Arch::Phi3)
+    throw ModelSpecError("sliding-window applies to gemma2, gemma3 and phi3 only");
   const GgmlTypeInfo& info = ggml_type_info(s.type);
   if (!info.supported) throw ModelSpecError(std::string("weight type ") + info.name + " is not supported");
   for (auto [what, v] : {std::pair{"dim", s.dim}, std::pair{"ff", s.ff_dim}})
@@ -186,12 +196,18 @@ void validate(const ModelSpec& s) {
 }
 
 float rope_base(const ModelSpec& s) {
-  return s.rope_freq_base > 0 ? s.rope_freq_base : (s.arch == Arch::Qwen2 ? 1e6f : 1e4f);
+  if (s.rope_freq_base > 0) return s.rope_freq_base;
+  return s.arch == Arch::Qwen2 || s.arch == Arch::Qwen3 || s.arch == Arch::Gemma3 ? 1e6f : 1e4f;
+}
+
+int sliding_window(const ModelSpec& s) {
+  if (s.sliding_window >= 0) return s.sliding_window;
+  return s.arch == Arch::Gemma2 ? 4096 : s.arch == Arch::Gemma3 ? 512 : s.arch == Arch::Phi3 ? s.ctx - 1 : 0;
 }
 
 void add_hparams(GgufWriter& w, const ModelSpec& s, int vocab_size) {
   const std::string a = arch_name(s.arch);
-  const bool qwen = s.arch == Arch::Qwen2;
+  const bool small_eps = s.arch != Arch::Llama && s.arch != Arch::Phi3;
   w.set("general.architecture", Value::from_string(a));
   w.set("general.name", Value::from_string(s.name));
   w.set("general.alignment", Value::from_u32(32));
@@ -207,9 +223,26 @@ void add_hparams(GgufWriter& w, const ModelSpec& s, int vocab_size) {
   w.set(a + ".attention.head_count_kv", Value::from_u32(uint32_t(s.n_kv_heads)));
   w.set(a + ".rope.dimension_count", Value::from_u32(uint32_t(s.dim / s.n_heads)));
   float base = rope_base(s);
-  float eps = s.rms_eps > 0 ? s.rms_eps : (qwen ? 1e-6f : 1e-5f);
+  float eps = s.rms_eps > 0 ? s.rms_eps : (small_eps ? 1e-6f : 1e-5f);
   w.set(a + ".rope.freq_base", Value::from_f32(base));
   w.set(a + ".attention.layer_norm_rms_epsilon", Value::from_f32(eps));
+  if (is_gemma(s.arch)) {  // as llama.cpp's converter writes them
+    w.set(a + ".attention.key_length", Value::from_u32(uint32_t(s.dim / s.n_heads)));
+    w.set(a + ".attention.value_length", Value::from_u32(uint32_t(s.dim / s.n_heads)));
+  }
+  if (s.arch == Arch::Gemma2) {
+    w.set(a + ".attn_logit_softcapping", Value::from_f32(50.0f));
+    w.set(a + ".final_logit_softcapping", Value::from_f32(30.0f));
+  }
+  if (is_gemma(s.arch) || s.arch == Arch::Phi3)
+    w.set(a + ".attention.sliding_window", Value::from_u32(uint32_t(sliding_window(s))));
+  if (s.rope_freqs == RopeFreqs::LongRope) {
+    const int orig = std::max(1, s.ctx / 4);
+    const double scale = double(s.ctx) / orig;
+    w.set(a + ".rope.scaling.original_context_length", Value::from_u32(uint32_t(orig)));
+    w.set(a + ".rope.scaling.attn_factor",
+          Value::from_f32(float(scale > 1 ? std::sqrt(1 + std::log(scale) / std::log(double(orig))) : 1.0)));
+  }
 }
 
 }  // namespace
@@ -231,7 +264,27 @@ std::vector<std::string> model_preset_names() {
 RopeFreqs parse_rope_freqs(const std::string& name) {
   if (name == "none") return RopeFreqs::None;
   if (name == "llama3") return RopeFreqs::Llama3;
-  throw ModelSpecError("unknown rope frequency factors '" + name + "' (none, llama3)");
+  if (name == "longrope") return RopeFreqs::LongRope;
+  throw ModelSpecError("unknown rope frequency factors '" + name + "' (none, llama3, longrope)");
+}
+
+Arch parse_arch_name(const std::string& name) {
+  std::string known;
+  for (Arch a : kArchs) {
+    if (name == arch_name(a)) return a;
+    known += (known.empty() ? "" : ", ") + std::string(arch_name(a));
+  }
+  throw ModelSpecError("unsupported architecture '" + name + "' (" + known + ")");
+}
+
+std::vector<float> longrope_factors(int n_rot, bool long_factors) {
+  std::vector<float> out;
+  const int n = n_rot / 2;
+  for (int i = 0; i < n; ++i) {
+    const double t = n > 1 ? double(i) / (n - 1) : 0.0;
+    out.push_back(float(long_factors ? std::pow(16.0, t) : 1.0 + 0.5 * t));
+  }
+  return out;
 }
 
 std::vector<float> llama3_rope_freq_factors(int n_rot, float freq_base, double factor,
@@ -358,6 +411,15 @@ GgufWriter build_model(const ModelSpec& spec, ProgressFn progress, int threads) 
 
   const int64_t dim = spec.dim, ff = spec.ff_dim;
   const int64_t head_dim = dim / spec.n_heads;
+  if (spec.rope_freqs == RopeFreqs::LongRope) {  // first, like rope_freqs below
+    for (const bool is_long : {true, false}) {
+      const char* name = is_long ? "rope_factors_long.weight" : "rope_factors_short.weight";
+      const std::vector<float> f = longrope_factors(int(head_dim), is_long);
+      std::vector<uint8_t> bytes(f.size() * sizeof(float));
+      std::memcpy(bytes.data(), f.data(), bytes.size());
+      w.add_tensor(name, {int64_t(f.size())}, GgmlType::F32, std::move(bytes));
+    }
+  }
   if (spec.rope_freqs == RopeFreqs::Llama3) {
     // First, as llama.cpp's converter writes it; outside `plan` so that every random tensor
     // keeps its seed (index) and the weights equal those of the same spec without factors.
@@ -385,24 +447,39 @@ GgufWriter build_model(const ModelSpec& spec, ProgressFn progress, int threads) 
   };
   matrix("token_embd.weight", dim, vocab);
   norm("output_norm.weight", dim);
-  // Logits with a spread of a few units: varied but not uniform sampling.
-  matrix("output.weight", dim, vocab, 2.0f);
+  // Logits with a spread of a few units: varied but not uniform sampling. Gemma ties the LM
+  // head to the embeddings (llama.cpp refuses an output.weight there).
+  if (!is_gemma(spec.arch)) matrix("output.weight", dim, vocab, 2.0f);
   for (int l = 0; l < spec.n_layers; ++l) {
     const std::string b = "blk." + std::to_string(l) + ".";
     norm(b + "attn_norm.weight", dim);
-    matrix(b + "attn_q.weight", dim, q_dim);
-    matrix(b + "attn_k.weight", dim, kv_dim);
-    matrix(b + "attn_v.weight", dim, kv_dim);
+    if (spec.arch == Arch::Phi3) {
+      matrix(b + "attn_qkv.weight", dim, q_dim + 2 * kv_dim);
+    } else {
+      matrix(b + "attn_q.weight", dim, q_dim);
+      matrix(b + "attn_k.weight", dim, kv_dim);
+      matrix(b + "attn_v.weight", dim, kv_dim);
+    }
+    if (spec.arch == Arch::Qwen3 || spec.arch == Arch::Gemma3) {
+      norm(b + "attn_q_norm.weight", head_dim);
+      norm(b + "attn_k_norm.weight", head_dim);
+    }
     if (spec.arch == Arch::Qwen2) {
       bias(b + "attn_q.bias", q_dim);
       bias(b + "attn_k.bias", kv_dim);
       bias(b + "attn_v.bias", kv_dim);
     }
     matrix(b + "attn_output.weight", q_dim, dim);
+    if (is_gemma(spec.arch)) norm(b + "post_attention_norm.weight", dim);
     norm(b + "ffn_norm.weight", dim);
-    matrix(b + "ffn_gate.weight", dim, ff);
-    matrix(b + "ffn_up.weight", dim, ff);
+    if (spec.arch == Arch::Phi3) {  // gate rows, then up rows
+      matrix(b + "ffn_up.weight", dim, 2 * ff);
+    } else {
+      matrix(b + "ffn_gate.weight", dim, ff);
+      matrix(b + "ffn_up.weight", dim, ff);
+    }
     matrix(b + "ffn_down.weight", ff, dim);
+    if (is_gemma(spec.arch)) norm(b + "post_ffw_norm.weight", dim);
   }
 
   uint64_t total = 0;

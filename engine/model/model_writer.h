@@ -1,4 +1,4 @@
-// make-model: writes a random-weight GGUF model of any llama/qwen2 shape and weight type, with
+// make-model: writes a random-weight GGUF model of any llama/qwen2/qwen3/gemma2/gemma3/phi3 shape and weight type, with
 // a tokenizer (the project's own byte-level vocabulary, or every tokenizer.* key copied from
 // another GGUF). Weights are seeded and deterministic: the same spec gives identical bytes,
 // whatever the number of threads used to generate them.
@@ -19,6 +19,7 @@ namespace pagoda {
 enum class RopeFreqs {
   None,    // no rope_freqs.weight (Llama 2/3, Qwen2)
   Llama3,  // Llama 3.1's published "llama3" scaling: llama3_rope_freq_factors(n_rot, base)
+  LongRope,  // phi3: rope_factors_short/long.weight (longrope_factors), original context ctx/4
 };
 
 struct ModelSpec {
@@ -38,6 +39,9 @@ struct ModelSpec {
   uint64_t seed = 0;
   std::string vocab_from;    // GGUF path whose tokenizer.* keys are copied; empty: own vocabulary
   int pooling_type = 0;      // > 0: written as <arch>.pooling_type (1 mean, 2 CLS, 3 last)
+  // <arch>.attention.sliding_window for gemma2/gemma3/phi3; -1: the architecture's default
+  // (gemma2 4096, gemma3 512, phi3 ctx - 1); 0: none (phi3 only).
+  int sliding_window = -1;
 };
 
 struct ModelSpecError : std::runtime_error {
@@ -49,8 +53,15 @@ struct ModelSpecError : std::runtime_error {
 ModelSpec model_preset(const std::string& name);
 std::vector<std::string> model_preset_names();
 
-// Parses a --rope-freqs value ("none", "llama3"); throws ModelSpecError.
+// Parses a --rope-freqs value ("none", "llama3", "longrope"); throws ModelSpecError.
 RopeFreqs parse_rope_freqs(const std::string& name);
+
+// Parses an --arch value (arch_name's names); throws ModelSpecError.
+Arch parse_arch_name(const std::string& name);
+
+// Made-up LongRoPE divisors for n_rot/2 pairs, smooth in the pair index as the published ones
+// are: short rises from 1 to 1.5, long from 1 to 16 (geometrically).
+std::vector<float> longrope_factors(int n_rot, bool long_factors);
 
 // Llama 3.1's "llama3" RoPE scaling as one frequency divisor per rotated pair (what llama.cpp's
 // converter stores in rope_freqs.weight; pair i rotates by pos * base^(-2i/n_rot) / factor[i]).

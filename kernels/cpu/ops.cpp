@@ -37,6 +37,8 @@ float dot(const float* a, const float* b, int64_t n) {
 
 }  // namespace
 
+float detail::dot_portable(const float* a, const float* b, int64_t n) { return dot(a, b, n); }
+
 void detail::rms_norm_row_portable(const float* x, const float* w, float eps, float* y, int64_t n) {
   const float ss = dot(x, x, n);
   const float scale = 1.0f / std::sqrt(ss / static_cast<float>(n) + eps);

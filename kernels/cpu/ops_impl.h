@@ -11,6 +11,8 @@ namespace pagoda::cpu::detail {
 // True when the CPU supports the AVX-512 F/BW/VL/DQ subset the wide ops use.
 bool ops_have_avx512();
 
+// Dot product with 8 lane accumulators combined in a fixed order (the portable kernels' own).
+float dot_portable(const float* a, const float* b, int64_t n);
 void rms_norm_row_portable(const float* x, const float* w, float eps, float* y, int64_t n);
 void silu_mul_row_portable(const float* gate, const float* up, float* out, int64_t n);
 void softmax_row_portable(float* x, int64_t n);

@@ -57,6 +57,13 @@ void add_bias(float* x, const float* bias, int64_t n, int64_t cols, void* stream
 void silu_mul(const float* gate, const float* up, float* out, int64_t n, int64_t cols,
               void* stream);
 
+// out = gelu_tanh(gate) * up elementwise over n x cols (gemma's GeGLU),
+// gelu_tanh(g) = 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))).
+void gelu_mul(const float* gate, const float* up, float* out, int64_t n, int64_t cols, void* stream);
+// In place over n x cols: x *= s (scale), or x = cap * tanh(x / cap) (softcap).
+void scale(float* x, float s, int64_t n, int64_t cols, void* stream);
+void softcap(float* x, float cap, int64_t n, int64_t cols, void* stream);
+
 // out[j, :] = x[rows[j], :] for j < n_rows.
 void gather_rows(const float* x, const int32_t* rows, int64_t n_rows, int64_t cols, float* out,
                  void* stream);
@@ -143,6 +150,12 @@ void attention_decode(const float* q, float* out, int n_heads, float scale, cons
 // semantics as attention_decode for every row.
 void attention_prefill(const float* q, float* out, int n_heads, float scale, const PagedKv& kv,
                        const AttnIndex& idx, const int32_t* tiles, int64_t n_tiles, void* stream);
+
+// attention_decode's semantics for every token t < n_tokens, with token t attending only to
+// logical max(0, positions[t] + 1 - window) .. positions[t] when window > 0, and each scaled
+// score s replaced by softcap * tanh(s / softcap) when softcap > 0 (attention_ext.cu).
+void attention_ext(const float* q, float* out, int n_heads, float scale, int window, float softcap,
+                   const PagedKv& kv, const AttnIndex& idx, int64_t n_tokens, void* stream);
 
 // ---- sampling ----
 

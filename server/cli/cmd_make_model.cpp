@@ -25,7 +25,7 @@ const char* const kUsage =
     "  --output FILE         where to write the model (required)\n"
     "  --preset NAME         demo (default) | tinyllama-1.1b | llama3-8b | llama3.1-8b;\n"
     "                        flags below override it\n"
-    "  --arch A              llama | qwen2\n"
+    "  --arch A              llama | qwen2 | qwen3 | gemma2 | gemma3 | phi3\n"
     "  --layers N --dim N --ff N --heads N --kv-heads N --ctx N\n"
     "  --vocab-size N        pads the built-in vocabulary with pseudo-word tokens\n"
     "  --type T              f32 | f16 | bf16 | q8_0 | q4_0 | q4_1 | q5_0 | q5_1 | q2_k | q3_k |\n"
@@ -33,6 +33,9 @@ const char* const kUsage =
     "  --rope-base F         RoPE frequency base\n"
     "  --rope-freqs F        none | llama3: write rope_freqs.weight with Llama 3.1's factors\n"
     "                        (factor 8, low/high frequency factors 1/4, original context 8192)\n"
+    "                        | longrope (phi3): rope_factors_short/long, original context ctx/4\n"
+    "  --sliding-window N    attention window of the local layers (gemma2 4096, gemma3 512 and\n"
+    "                        phi3 ctx-1 by default; 0: none for phi3)\n"
     "  --seed N              random seed (default 0)\n"
     "  --vocab-from FILE     copy every tokenizer.* key (and the vocab size) from another GGUF\n"
     "  --name NAME           general.name\n"
@@ -83,7 +86,7 @@ int make_model(int argc, char** argv) {
         continue;
       }
       static const char* const kValued[] = {
-          "--output", "-o", "--preset", "--arch", "--layers", "--dim", "--ff", "--heads",
+          "--output", "-o", "--preset", "--arch", "--sliding-window", "--layers", "--dim", "--ff", "--heads",
           "--kv-heads", "--ctx", "--vocab-size", "--type", "--rope-base", "--rope-freqs", "--seed",
           "--vocab-from", "--name", "--threads"};
       bool known = false;
@@ -94,9 +97,7 @@ int make_model(int argc, char** argv) {
       if (flag == "--output" || flag == "-o") output = v;
       else if (flag == "--preset") continue;  // applied above
       else if (flag == "--arch") {
-        if (std::strcmp(v, "llama") == 0) spec.arch = Arch::Llama;
-        else if (std::strcmp(v, "qwen2") == 0) spec.arch = Arch::Qwen2;
-        else throw ArgError(std::string("--arch: unsupported architecture '") + v + "' (llama, qwen2)");
+        spec.arch = parse_arch_name(v);
       } else if (flag == "--layers") spec.n_layers = parse_size(flag, v);
       else if (flag == "--dim") spec.dim = parse_size(flag, v);
       else if (flag == "--ff") spec.ff_dim = parse_size(flag, v);
@@ -113,6 +114,7 @@ int make_model(int argc, char** argv) {
         if (end == v || *end != '\0' || !(spec.rope_freq_base > 0))
           throw ArgError(std::string("--rope-base: not a positive number: '") + v + "'");
       } else if (flag == "--rope-freqs") spec.rope_freqs = parse_rope_freqs(v);
+      else if (flag == "--sliding-window") spec.sliding_window = int(parse_int(flag, v));
       else if (flag == "--seed") spec.seed = uint64_t(parse_int(flag, v));
       else if (flag == "--vocab-from") spec.vocab_from = v;
       else if (flag == "--name") spec.name = v;

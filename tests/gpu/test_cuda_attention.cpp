@@ -57,9 +57,11 @@ int assign_blocks(std::vector<TestSeq>& seqs, int block_size, uint32_t seed) {
   return need;
 }
 
-// Runs store_kv + attention for one step on both backends; returns {cpu, gpu} outputs.
+// Runs store_kv + attention (attention_ext when `extras` is given) for one step on both
+// backends; returns {cpu, gpu} outputs.
 std::vector<std::vector<float>> run_attention(int n_heads, int n_kv, int hd, int bs,
-                                              std::vector<TestSeq> seqs, uint32_t seed) {
+                                              std::vector<TestSeq> seqs, uint32_t seed,
+                                              const AttentionExtras* extras = nullptr) {
   KvCacheConfig c;
   c.n_layers = 2;
   c.block_size = bs;
@@ -82,7 +84,9 @@ std::vector<std::vector<float>> run_attention(int n_heads, int n_kv, int hd, int
     Tensor v = activation_from(b, vv, n, kv_cols);
     Tensor out = b.alloc(n, q_cols);
     b.store_kv(kLayer, k, v);
-    b.attention(kLayer, q, out, n_heads, n_kv, hd, 1.0f / std::sqrt(static_cast<float>(hd)));
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    if (extras) b.attention_ext(kLayer, q, out, n_heads, n_kv, hd, scale, *extras);
+    else b.attention(kLayer, q, out, n_heads, n_kv, hd, scale);
     res[i] = read_all(b, out, n);
   }
   return res;
@@ -125,6 +129,20 @@ TEST_CASE("cuda: prefill attention matches the CPU across tile and chunk boundar
       const auto r = run_attention(h.n_heads, h.n_kv, h.hd, bs, seqs, 200 + h.hd + bs);
       require_close(r[1], r[0], 1e-4f, 1e-3f, "prefill attention");
     }
+  }
+}
+
+TEST_CASE("cuda: windowed and soft-capped attention matches the CPU", "[gpu]") {
+  PAGODA_SKIP_WITHOUT_CUDA();
+  // Windows shorter and longer than the contexts, a cap that bites (scores of a few units) and
+  // none; decode rows and prefill chunks that start before and after the window's edge.
+  for (AttentionExtras e : {AttentionExtras{8, 0.0f}, AttentionExtras{0, 1.5f}, AttentionExtras{33, 2.0f},
+                            AttentionExtras{4096, 0.0f}}) {
+    INFO("window " << e.window << " softcap " << e.softcap);
+    std::vector<TestSeq> seqs = {TestSeq{{}, 0, 17}, TestSeq{{}, 5, 1}, TestSeq{{}, 40, 1},
+                                 TestSeq{{}, 37, 20}, TestSeq{{}, 300, 1}, TestSeq{{}, 7, 3}};
+    const auto r = run_attention(8, 2, 64, 16, seqs, 300 + e.window, &e);
+    require_close(r[1], r[0], 1e-4f, 1e-3f, "attention_ext");
   }
 }
 
@@ -228,4 +246,39 @@ TEST_CASE("cuda: block copies then K-shifts match the CPU; V is untouched", "[gp
       CHECK(after5.second == before5.second);
     }
   }
+}
+
+TEST_CASE("cuda: per-layer K-shifts (gemma3's local layers) match the CPU", "[gpu]") {
+  PAGODA_SKIP_WITHOUT_CUDA();
+  KvCacheConfig c;
+  c.n_layers = 3;
+  c.num_blocks = 8;
+  c.block_size = 16;
+  c.n_kv_heads = 2;
+  c.head_dim = 64;
+  Pair p(c);
+  p.fill_cache(9);
+  StepPlan plan;
+  plan.block_copies = {{1, 6}};
+  plan.k_shifts = {{6, -32}, {2, 7}};
+  std::vector<RopeConfig> ropes(3);
+  for (int l = 0; l < 3; ++l) {
+    ropes[static_cast<size_t>(l)].head_dim = 64;
+    ropes[static_cast<size_t>(l)].neox = true;
+    ropes[static_cast<size_t>(l)].freq_base = l == 1 ? 1000000.0f : 10000.0f;  // layer 1 "global"
+  }
+  for (Backend* b : p.both) {
+    b->begin_step(plan);
+    b->apply_cache_edits_per_layer(ropes);
+  }
+  const size_t e = p.block_elems();
+  for (int l = 0; l < c.n_layers; ++l)
+    for (int blk = 0; blk < c.num_blocks; ++blk) {
+      INFO("layer " << l << " block " << blk);
+      std::vector<float> kc(e), vc(e), kg(e), vg(e);
+      p.cpu.read_kv_block(l, blk, kc.data(), vc.data());
+      p.gpu->read_kv_block(l, blk, kg.data(), vg.data());
+      require_close(kg, kc, 1e-3f, 1e-3f, "K");
+      require_close(vg, vc, 0.0f, 0.0f, "V");
+    }
 }

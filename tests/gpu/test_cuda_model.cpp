@@ -8,7 +8,8 @@
 // weights to bf16; the CPU's quantized GEMM quantizes activations to 8 bits). These bounds were
 // set from a CPU emulation of the GPU's roundings (bf16 weights, bf16 GEMM inputs), which gave
 // 1.2% (f16) and 2.8% (q8_0) with 5-16 near-ties in 64 steps (README, "CUDA status").
-// PAGODA_GPU_HEAVY=1 adds the TinyLlama-1.1B shape (f16 and q8_0).
+// PAGODA_GPU_HEAVY=1 adds the TinyLlama-1.1B shape (f16 and q8_0). The qwen3/gemma/phi3 case
+// checks the new ops (Q/K norms, windows, soft-caps, GeGLU, fused weights) the same way.
 // Skips (passes with a warning) without a CUDA device.
 #include <catch2/catch.hpp>
 
@@ -131,6 +132,21 @@ TEST_CASE("cuda: small llama and qwen2 models match the CPU for 64 greedy steps"
     q.type = type;
     q.seed = 8;
     compare_models(q, 20, 64);
+  }
+}
+
+TEST_CASE("cuda: qwen3, gemma2, gemma3 and phi3 models match the CPU for 64 greedy steps", "[gpu]") {
+  PAGODA_SKIP_WITHOUT_CUDA();
+  // Windows of 16 so that the prompts and the 64 steps run past them on the local layers.
+  for (Arch arch : {Arch::Qwen3, Arch::Gemma2, Arch::Gemma3, Arch::Phi3}) {
+    ModelSpec s;
+    s.arch = arch;
+    s.n_layers = arch == Arch::Gemma3 ? 6 : 2;
+    s.type = GgmlType::F16;
+    s.seed = 9;
+    if (arch != Arch::Qwen3) s.sliding_window = 16;
+    if (arch == Arch::Phi3) s.rope_freqs = RopeFreqs::LongRope;
+    compare_models(s, 37, 64);
   }
 }
 

@@ -76,7 +76,7 @@ TEST_CASE("cuda: backend availability is reported", "[gpu]") {
   CHECK_THROWS(kv_budget(cfg, m, 1, 4096));
 }
 
-TEST_CASE("cuda: element-wise ops, RMSNorm and logits gather match the CPU", "[gpu]") {
+TEST_CASE("cuda: element-wise ops (also the gemma ones), RMSNorm and logits gather match the CPU", "[gpu]") {
   PAGODA_SKIP_WITHOUT_CUDA();
   Pair p(small_cache());
   for (int n : {1, 3, 17}) {
@@ -87,7 +87,7 @@ TEST_CASE("cuda: element-wise ops, RMSNorm and logits gather match the CPU", "[g
       const auto xv = bf16_values(static_cast<size_t>(n * cols), 1 + n + cols, 2.0f);
       const auto yv = bf16_values(static_cast<size_t>(n * cols), 2 + n + cols, 2.0f);
       const auto wv = bf16_values(static_cast<size_t>(cols), 3 + cols);
-      std::vector<float> res[2][5];
+      std::vector<float> res[2][8];
       for (int i = 0; i < 2; ++i) {
         Backend& b = *p.both[i];
         Tensor x = activation_from(b, xv, n, cols);
@@ -105,12 +105,21 @@ TEST_CASE("cuda: element-wise ops, RMSNorm and logits gather match the CPU", "[g
         Tensor g = b.alloc(n, cols);
         b.gather_logit_rows(x, g);
         res[i][4] = read_all(b, g, static_cast<int64_t>(plan.logit_rows.size()));
+        b.gelu_mul(x, y, out, n);  // the gemma ops
+        res[i][5] = read_all(b, out, n);
+        b.scale(out, 1.7f, n);
+        res[i][6] = read_all(b, out, n);
+        b.softcap(out, 3.0f, n);
+        res[i][7] = read_all(b, out, n);
       }
       require_close(res[1][0], res[0][0], 1e-5f, 1e-5f, "rms_norm");
       require_close(res[1][1], res[0][1], 1e-6f, 1e-5f, "silu_mul");
       require_close(res[1][2], res[0][2], 0.0f, 0.0f, "add");
       require_close(res[1][3], res[0][3], 0.0f, 0.0f, "add_bias");
       require_close(res[1][4], res[0][4], 0.0f, 0.0f, "gather_logit_rows");
+      require_close(res[1][5], res[0][5], 1e-6f, 1e-5f, "gelu_mul");
+      require_close(res[1][6], res[0][6], 1e-6f, 1e-5f, "scale");
+      require_close(res[1][7], res[0][7], 1e-6f, 1e-5f, "softcap");
     }
   }
 }

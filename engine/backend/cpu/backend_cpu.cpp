@@ -281,14 +281,19 @@ void CpuBackend::store_kv(int layer, const Tensor& k, const Tensor& v) {
   });
 }
 
-void CpuBackend::attention(int layer, const Tensor& q, Tensor& out, int n_heads, int n_kv_heads,
-                           int head_dim, float scale) {
-  const cpu::KvPool kp = pool(k_pools_, layer), vp = pool(v_pools_, layer);
+void CpuBackend::check_attention(const cpu::KvPool& kp, const Tensor& q, const Tensor& out, int n_heads,
+                                 int n_kv_heads, int head_dim) const {
   require(n_kv_heads == kp.n_kv_heads && head_dim == kp.head_dim && n_heads % n_kv_heads == 0,
           "attention: head layout differs from the cache's");
   require(q.cols == static_cast<int64_t>(n_heads) * head_dim && out.cols == q.cols, "attention: q/out widths");
   require_rows(q, plan_.n_tokens(), "attention: fewer q rows than the step has tokens");
   require_rows(out, plan_.n_tokens(), "attention: fewer output rows than the step has tokens");
+}
+
+void CpuBackend::attention(int layer, const Tensor& q, Tensor& out, int n_heads, int n_kv_heads,
+                           int head_dim, float scale) {
+  const cpu::KvPool kp = pool(k_pools_, layer), vp = pool(v_pools_, layer);
+  check_attention(kp, q, out, n_heads, n_kv_heads, head_dim);
   const int g = n_heads / n_kv_heads;
   const size_t need = static_cast<size_t>(cpu::attention_scratch_floats(kAttnGroup, g, head_dim, max_ctx_));
   for (auto& s : scratch_)

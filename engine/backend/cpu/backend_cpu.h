@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -37,6 +38,7 @@ class CpuBackend final : public Backend {
   // tables long enough for every position); throws std::invalid_argument naming the fault.
   void begin_step(const StepPlan& plan) override;
   void apply_cache_edits(const RopeConfig& rope) override;
+  void apply_cache_edits_per_layer(const std::vector<RopeConfig>& rope_of_layer) override;  // _ext.cpp
 
   void embed(const Tensor& table, Tensor& out) override;
   void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out, int64_t n) override;
@@ -49,6 +51,12 @@ class CpuBackend final : public Backend {
   void attention(int layer, const Tensor& q, Tensor& out, int n_heads, int n_kv_heads,
                  int head_dim, float scale) override;
   void gather_logit_rows(const Tensor& x, Tensor& out) override;
+  // The gemma/phi3 ops (backend_cpu_ext.cpp).
+  void attention_ext(int layer, const Tensor& q, Tensor& out, int n_heads, int n_kv_heads, int head_dim,
+                     float scale, const AttentionExtras& extras) override;
+  void scale(Tensor& x, float s, int64_t n) override;
+  void gelu_mul(const Tensor& gate, const Tensor& up, Tensor& out, int64_t n) override;
+  void softcap(Tensor& x, float cap, int64_t n) override;
 
   void read_kv_block(int layer, int block, float* k_out, float* v_out) override;
   void write_kv_block(int layer, int block, const float* k, const float* v) override;
@@ -85,6 +93,11 @@ class CpuBackend final : public Backend {
   int max_ctx_ = 0;                             // longest sequence context of the step
   std::vector<AttnGroup> attn_groups_;
   std::vector<std::vector<float>> scratch_;     // per worker thread: attention scores
+  // Throws std::invalid_argument when q/out or the head layout do not fit the cache and step.
+  void check_attention(const cpu::KvPool& kp, const Tensor& q, const Tensor& out, int n_heads, int n_kv_heads,
+                       int head_dim) const;
+  // Runs fn(row, thread) for every row in [0, n) on the pool when n * cost is worth waking it.
+  void each_row(int64_t n, int64_t cost_per_row, const std::function<void(int64_t, int)>& fn);
 };
 
 }  // namespace pagoda

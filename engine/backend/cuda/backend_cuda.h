@@ -87,6 +87,13 @@ class CudaBackend final : public Backend {
   void attention(int layer, const Tensor& q, Tensor& out, int n_heads, int n_kv_heads,
                  int head_dim, float scale) override;
   void gather_logit_rows(const Tensor& x, Tensor& out) override;
+  // The gemma/phi3 ops (backend_cuda_ext.cpp).
+  void apply_cache_edits_per_layer(const std::vector<RopeConfig>& rope_of_layer) override;
+  void attention_ext(int layer, const Tensor& q, Tensor& out, int n_heads, int n_kv_heads, int head_dim,
+                     float scale, const AttentionExtras& extras) override;
+  void scale(Tensor& x, float s, int64_t n) override;
+  void gelu_mul(const Tensor& gate, const Tensor& up, Tensor& out, int64_t n) override;
+  void softcap(Tensor& x, float cap, int64_t n) override;
 
   void read_kv_block(int layer, int block, float* k_out, float* v_out) override;
   void write_kv_block(int layer, int block, const float* k, const float* v) override;

@@ -110,6 +110,46 @@ TEST_CASE("from_gguf accepts make-model output for both architectures and every 
   }
 }
 
+TEST_CASE("make-model writes qwen3, gemma2, gemma3 and phi3 files that load with their traits") {
+  for (Arch arch : {Arch::Qwen3, Arch::Gemma2, Arch::Gemma3, Arch::Phi3}) {
+    for (const char* type : {"f16", "q4_k"}) {
+      INFO(arch_name(arch) << " " << type);
+      ModelSpec s = small_spec();
+      s.arch = arch;
+      s.n_layers = 6;
+      s.type = parse_weight_type(type);
+      if (arch == Arch::Phi3) s.rope_freqs = RopeFreqs::LongRope;
+      GgufFile f = GgufFile::from_bytes(build_model(s).to_bytes(), "m.gguf");
+      const ModelConfig c = ModelConfig::from_gguf(f);
+      CHECK(c.arch == arch);
+      CHECK(c.rope_neox);
+      CHECK_FALSE(c.qkv_bias);
+      CHECK(c.qk_norm == (arch == Arch::Qwen3 || arch == Arch::Gemma3));
+      CHECK(c.post_norms == (arch == Arch::Gemma2 || arch == Arch::Gemma3));
+      CHECK(c.gelu_ffn == c.post_norms);
+      CHECK(c.tied_embeddings == c.post_norms);  // gemma ties its LM head
+      CHECK(c.fused_qkv == (arch == Arch::Phi3));
+      CHECK(c.attn_softcap == (arch == Arch::Gemma2 ? 50.0f : 0.0f));
+      const std::vector<int> windows = arch == Arch::Gemma2   ? std::vector<int>{4096, 0, 4096, 0, 4096, 0}
+                                       : arch == Arch::Gemma3 ? std::vector<int>{512, 512, 512, 512, 512, 0}
+                                       : arch == Arch::Phi3   ? std::vector<int>(6, 1023)
+                                                              : std::vector<int>(6, 0);
+      CHECK(c.layer_window == windows);
+      CHECK(c.rope_factors_long.size() == (arch == Arch::Phi3 ? 32u : 0u));
+      CHECK(c.rope_orig_ctx == (arch == Arch::Phi3 ? 256 : 0));
+    }
+  }
+  ModelSpec bad = small_spec();
+  bad.rope_freqs = RopeFreqs::LongRope;
+  CHECK_THROWS_AS(build_model(bad), ModelSpecError);  // longrope is phi3's
+  bad = small_spec();
+  bad.arch = Arch::Gemma2;
+  bad.sliding_window = 0;
+  CHECK_THROWS_AS(build_model(bad), ModelSpecError);
+  CHECK(parse_arch_name("gemma3") == Arch::Gemma3);
+  CHECK_THROWS_WITH(parse_arch_name("gpt2"), Catch::Matchers::Contains("qwen3"));
+}
+
 TEST_CASE("weights are scaled so activations stay sane") {
   ModelSpec s = small_spec();
   s.type = GgmlType::F32;

@@ -92,6 +92,7 @@ const std::vector<Option>& options() {
             "--gpu-memory-utilization"),
       OPT(pooling, "embeddings: pooling when the model's GGUF names none", "mean|cls|last"),
       OPT(block_size, "tokens per KV block"),
+      OPT(kv_cache_type, "KV cache element type (q8_0: 8-bit, about half the bytes of f16)", "f16|f32|q8_0"),
       OPT(system_prompt_file, "text prefilled once at start and shared"),
       OPT(context_shift, "shift the context when a sequence is full (on|off)"),
       OPT(chat_template, "Jinja chat template file (empty: the model's)"),

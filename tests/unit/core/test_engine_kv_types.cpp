@@ -80,14 +80,16 @@ TEST_CASE("a q8_0 KV cache admits 1.88x the sequences of f16 in the same memory;
 }
 
 TEST_CASE("an engine with a q8_0 cache generates what the f16 one does on most tokens") {
-  // Random weights have flat distributions (many near-ties), so this bound is loose; a trained
-  // model's bound is tighter (tests/e2e: stories260K, >= 56 of 64 tokens per prompt).
+  // Greedy, so a run is a pure function of the logits; a flip at a near-tie changes everything
+  // after it, hence a common-prefix bound (measured: 96 of 96). The bar on a trained model is
+  // tests/e2e/test_stories_fidelity.cpp's.
   int same = 0, total = 0;
   for (int p = 0; p < 4; ++p) {
     GenerationRequest r;
     r.prompt = random_tokens(20 + 7 * p, 300 + p);
     r.stop.max_tokens = 24;
     r.stop.ignore_eos = true;
+    r.sampling.temperature = 0;  // greedy
     std::vector<int32_t> out[2];
     for (int k = 0; k < 2; ++k) {
       auto model = load_model(tiny_model(), 64);

@@ -121,6 +121,21 @@ inline __m512 reduce16(__m512* a) {
   return _mm512_permutexvar_ps(idx, e);
 }
 
+// A Q8_0 head row of groups of G = 16 or 32 (head_dim a multiple of 16, so every chunk of 16 is
+// whole): chunk c holds values c*16.. of group c*16/G, times the group's scale.
+template <int NC, int G>
+inline void load_q8_head(const uint8_t* src, float* dst) {
+#pragma GCC unroll 16
+  for (int c = 0; c < NC; ++c) {
+    const uint8_t* g = src + (c * 16 / G) * (G + 2);
+    uint16_t dh;
+    std::memcpy(&dh, g, 2);
+    const __m512 d = _mm512_set1_ps(_cvtsh_ss(dh));
+    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(g + 2 + (c * 16) % G));
+    _mm512_storeu_ps(dst + c * 16, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), d));
+  }
+}
+
 // One head row at `src` (the pool's element type) as NC*16 floats at dst; lanes past head_dim
 // (outside `last` in the final chunk) are zero.
 template <int NC>
@@ -135,19 +150,10 @@ inline void load_head(GgmlType type, int head_dim, const uint8_t* src, __mmask16
 #pragma GCC unroll 16
     for (int c = 0; c < NC; ++c)
       _mm512_storeu_ps(dst + c * 16, _mm512_maskz_loadu_ps(c == NC - 1 ? last : 0xFFFF, f + c * 16));
-  } else if (kv_q8_group(head_dim) >= 16) {
-    // Q8_0 with groups of 32 or 16 (head_dim a multiple of 16: every chunk is whole): chunk c
-    // is the 16 values of group c*16/G at (c*16) % G in it.
-    const int group = kv_q8_group(head_dim), chunks_per_group = group / 16;
-#pragma GCC unroll 16
-    for (int c = 0; c < NC; ++c) {
-      const uint8_t* g = src + (c / chunks_per_group) * (group + 2);
-      uint16_t dh;
-      std::memcpy(&dh, g, 2);
-      const __m512 d = _mm512_cvtph_ps(_mm256_set1_epi16(static_cast<short>(dh)));
-      const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(g + 2 + (c % chunks_per_group) * 16));
-      _mm512_storeu_ps(dst + c * 16, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), d));
-    }
+  } else if (kv_q8_group(head_dim) == 32) {
+    load_q8_head<NC, 32>(src, dst);
+  } else if (kv_q8_group(head_dim) == 16) {
+    load_q8_head<NC, 16>(src, dst);
   } else {
     // Q8_0 with groups of 8 (small heads): the scalar dequantization, then zero padding.
     kv_q8_dequantize(src, head_dim, kv_q8_group(head_dim), dst);

@@ -2,6 +2,10 @@
 // the device. See backend_cuda.h.
 #include "engine/backend/cuda/backend_cuda_impl.h"
 
+#include <vector>
+
+#include "kernels/cpu/ops.h"
+
 namespace pagoda {
 
 // ---- host access ----------------------------------------------------------------------------

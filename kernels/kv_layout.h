@@ -15,16 +15,23 @@
 
 #include "kernels/ggml_type.h"
 
+// The layout functions are also device functions in CUDA code (kernels/cuda/kv_elem.cuh).
+#if defined(__CUDACC__)
+#define PAGODA_KV_HD __host__ __device__
+#else
+#define PAGODA_KV_HD
+#endif
+
 namespace pagoda {
 
 // Values per Q8_0 group for a head of `head_dim`, 0 when Q8_0 cannot hold it (not a multiple
 // of 8).
-constexpr int kv_q8_group(int head_dim) {
+PAGODA_KV_HD constexpr int kv_q8_group(int head_dim) {
   return head_dim % 32 == 0 ? 32 : head_dim % 16 == 0 ? 16 : head_dim % 8 == 0 ? 8 : 0;
 }
 
 // True for the element types a KV cache may use.
-constexpr bool kv_type_supported(GgmlType t) {
+PAGODA_KV_HD constexpr bool kv_type_supported(GgmlType t) {
   return t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::Q8_0;
 }
 
@@ -37,7 +44,7 @@ inline bool kv_type_from_name(const char* name, GgmlType* out) {
 }
 
 // Bytes of one head row of `head_dim` values; 0 when the type cannot hold such a row.
-constexpr int64_t kv_head_bytes(GgmlType t, int head_dim) {
+PAGODA_KV_HD constexpr int64_t kv_head_bytes(GgmlType t, int head_dim) {
   if (t == GgmlType::F32) return 4 * static_cast<int64_t>(head_dim);
   if (t == GgmlType::F16) return 2 * static_cast<int64_t>(head_dim);
   if (t == GgmlType::Q8_0 && kv_q8_group(head_dim) > 0)

@@ -27,7 +27,7 @@ __global__ void block_copy_kernel(uint16_t* k_base, uint16_t* v_base, int64_t la
 void block_copy(const KvPools& pools, const int32_t* pairs, int n, void* stream) {
   if (n <= 0 || pools.n_layers <= 0) return;
   const int64_t block_units =
-      (int64_t)pools.block_size * pools.n_kv_heads * kv_head_bytes_of(pools.type, pools.head_dim) / 2;
+      (int64_t)pools.block_size * pools.n_kv_heads * kv_head_bytes(pools.type, pools.head_dim) / 2;
   dim3 grid(static_cast<unsigned>(n), static_cast<unsigned>(pools.n_layers), 2);
   block_copy_kernel<<<grid, 256, 0, as_stream(stream)>>>(
       static_cast<uint16_t*>(pools.k_base), static_cast<uint16_t*>(pools.v_base),

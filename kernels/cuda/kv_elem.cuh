@@ -9,36 +9,28 @@
 #include <cstdint>
 
 #include "kernels/ggml_type.h"
+#include "kernels/kv_layout.h"
 
 namespace pagoda::cuda {
 
-// Q8_0 values per group for a head of hd (32, 16 or 8; hd is checked by the host).
-__host__ __device__ inline int kv_q8_group_of(int hd) { return hd % 32 == 0 ? 32 : hd % 16 == 0 ? 16 : 8; }
-
-__host__ __device__ inline int64_t kv_head_bytes_of(GgmlType t, int hd) {
-  if (t == GgmlType::F32) return 4 * (int64_t)hd;
-  if (t == GgmlType::Q8_0) return (int64_t)hd / kv_q8_group_of(hd) * (kv_q8_group_of(hd) + 2);
-  return 2 * (int64_t)hd;
-}
-
 // Units a head row is stored in: Q8_0 groups, or single values.
 __host__ __device__ inline int kv_units_per_head(GgmlType t, int hd) {
-  return t == GgmlType::Q8_0 ? hd / kv_q8_group_of(hd) : hd;
+  return t == GgmlType::Q8_0 ? hd / kv_q8_group(hd) : hd;
 }
 
 // Head row `head_row` (slot * n_kv_heads + kv_head) of a layer's pool.
 __device__ __forceinline__ const uint8_t* kv_head(const void* pool, GgmlType t, int64_t head_row, int hd) {
-  return static_cast<const uint8_t*>(pool) + head_row * kv_head_bytes_of(t, hd);
+  return static_cast<const uint8_t*>(pool) + head_row * kv_head_bytes(t, hd);
 }
 __device__ __forceinline__ uint8_t* kv_head(void* pool, GgmlType t, int64_t head_row, int hd) {
-  return static_cast<uint8_t*>(pool) + head_row * kv_head_bytes_of(t, hd);
+  return static_cast<uint8_t*>(pool) + head_row * kv_head_bytes(t, hd);
 }
 
 // Value d of a head row.
 __device__ __forceinline__ float kv_value(const uint8_t* head, GgmlType t, int hd, int d) {
   if (t == GgmlType::F16) return __half2float(reinterpret_cast<const __half*>(head)[d]);
   if (t == GgmlType::F32) return reinterpret_cast<const float*>(head)[d];
-  const int g = kv_q8_group_of(hd);
+  const int g = kv_q8_group(hd);
   const uint8_t* grp = head + (int64_t)(d / g) * (g + 2);
   const float scale = __half2float(*reinterpret_cast<const __half*>(grp));
   return (float)reinterpret_cast<const int8_t*>(grp + 2)[d % g] * scale;
@@ -54,7 +46,7 @@ __device__ __forceinline__ void kv_store_unit(uint8_t* head, GgmlType t, int hd,
     reinterpret_cast<float*>(head)[u] = x[u];
     return;
   }
-  const int g = kv_q8_group_of(hd);
+  const int g = kv_q8_group(hd);
   const float* xs = x + (int64_t)u * g;
   float amax = 0.0f;
   for (int i = 0; i < g; ++i) amax = fmaxf(amax, fabsf(xs[i]));

@@ -125,14 +125,18 @@ inline __m512 reduce16(__m512* a) {
 // whole): chunk c holds values c*16.. of group c*16/G, times the group's scale.
 template <int NC, int G>
 inline void load_q8_head(const uint8_t* src, float* dst) {
+  constexpr int kChunks = G / 16;  // chunks of 16 values per group
 #pragma GCC unroll 16
-  for (int c = 0; c < NC; ++c) {
-    const uint8_t* g = src + (c * 16 / G) * (G + 2);
+  for (int gi = 0; gi < NC / kChunks; ++gi) {
+    const uint8_t* g = src + gi * (G + 2);
     uint16_t dh;
     std::memcpy(&dh, g, 2);
     const __m512 d = _mm512_set1_ps(_cvtsh_ss(dh));
-    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(g + 2 + (c * 16) % G));
-    _mm512_storeu_ps(dst + c * 16, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), d));
+#pragma GCC unroll 2
+    for (int c = 0; c < kChunks; ++c) {
+      const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(g + 2 + 16 * c));
+      _mm512_storeu_ps(dst + (gi * kChunks + c) * 16, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), d));
+    }
   }
 }
 

@@ -50,7 +50,7 @@ struct KvCacheConfig {
   int block_size = 16;
   int n_kv_heads = 0;
   int head_dim = 0;
-  GgmlType type = GgmlType::F16;  // F16 or F32
+  GgmlType type = GgmlType::F16;  // F16, F32 or Q8_0 (layout: kernels/kv_layout.h)
 };
 
 // What attention_ext adds to plain causal attention (gemma2/gemma3/phi3 layers).

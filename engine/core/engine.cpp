@@ -83,7 +83,12 @@ LlmEngine::LlmEngine(Model& model, const Tokenizer* tokenizer, EngineConfig cfg)
   if (ctx <= 0) ctx = 4096;
   model_.set_context_length(ctx);  // phi3's LongRoPE picks its factors from it
 
-  const size_t block_bytes = model_.kv_block_bytes(B);
+  size_t block_bytes = 0;
+  try {
+    block_bytes = model_.kv_block_bytes(B, cfg_.kv_type);
+  } catch (const std::invalid_argument& e) {
+    throw EngineError(e.what());
+  }
   const int sys_blocks = ceil_div(static_cast<int>(cfg_.system_prompt.size()), B);
   KvBudget budget;
   try {
@@ -105,7 +110,7 @@ LlmEngine::LlmEngine(Model& model, const Tokenizer* tokenizer, EngineConfig cfg)
   for (int32_t t : cfg_.system_prompt)
     if (t < 0 || t >= vocab_) throw EngineError("system prompt token id out of range: " + std::to_string(t));
 
-  model_.init_kv_cache(num_blocks_, B);
+  model_.init_kv_cache(num_blocks_, B, cfg_.kv_type);
   kv_ = std::make_unique<KvCacheManager>(num_blocks_, B);
   kv_->set_prefix_caching(cfg_.prefix_caching);
   setup_kv_tiers();
@@ -118,8 +123,9 @@ LlmEngine::LlmEngine(Model& model, const Tokenizer* tokenizer, EngineConfig cfg)
   sc.step_cost = &step_cost_;
   if (tokenizer_) sc.is_eog = [tok = tokenizer_](int32_t t) { return tok->is_eog(t); };
   scheduler_ = std::make_unique<Scheduler>(sc, *kv_);
-  spdlog::info("engine: {} KV blocks of {} tokens ({:.1f} MiB; {}), context {} tokens, batch {} tokens, {} seqs",
-               num_blocks_, B, num_blocks_ * static_cast<double>(block_bytes) / (1 << 20), budget.basis, ctx_limit_,
+  spdlog::info("engine: {} KV blocks of {} tokens ({} {:.1f} MiB; {}), context {} tokens, batch {} tokens, {} seqs",
+               num_blocks_, B, ggml_type_info(cfg_.kv_type).name, num_blocks_ * static_cast<double>(block_bytes) / (1 << 20),
+               budget.basis, ctx_limit_,
                sc.max_batch_tokens, sc.max_seqs);
   {
     std::lock_guard<std::mutex> lock(stats_mu_);

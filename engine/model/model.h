@@ -61,7 +61,7 @@ class Model {
   // Bytes of one KV block (all layers, K and V) and cache set-up; call init once before forward.
   size_t kv_block_bytes(int block_size) const;
   void init_kv_cache(int num_blocks, int block_size);
-  // The same with an explicit cache element type (F16 or F32; the overloads above use F16).
+  // The same with an explicit cache element type (F16, F32 or Q8_0; the overloads above use F16).
   size_t kv_block_bytes(int block_size, GgmlType kv_type) const;
   void init_kv_cache(int num_blocks, int block_size, GgmlType kv_type);
   // The element type of the cache init_kv_cache made (F16 until it is called).

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <memory>
 
+#include "kernels/cpu/kv_quant.h"
 #include "kernels/cpu/ops_impl.h"
 #include "kernels/cpu/quants.h"
 
@@ -66,29 +67,36 @@ void detail::softmax_row_portable(float* x, int64_t n) {
 
 namespace {
 
-// Address of (slot, kv_head) in a pool, in elements of the pool's type.
+// Byte offset of (slot, kv_head) in a pool.
 inline int64_t kv_offset(const KvPool& p, int64_t slot, int kv_head) {
-  return slot * p.row_elems() + static_cast<int64_t>(kv_head) * p.head_dim;
+  return slot * p.row_bytes() + static_cast<int64_t>(kv_head) * p.head_bytes();
 }
 
-// n elements of a pool at element offset `off` as floats.
+// n values of a pool from byte offset `off` (a head row's start) as floats; for Q8_0, n is a
+// whole number of groups.
 void kv_load(const KvPool& p, int64_t off, int64_t n, float* out) {
+  const uint8_t* src = static_cast<const uint8_t*>(p.data) + off;
   if (p.type == GgmlType::F32) {
-    std::memcpy(out, static_cast<const float*>(p.data) + off, static_cast<size_t>(n) * 4);
+    std::memcpy(out, src, static_cast<size_t>(n) * 4);
+  } else if (p.type == GgmlType::Q8_0) {
+    kv_q8_dequantize(src, n, kv_q8_group(p.head_dim), out);
   } else {
-    const uint16_t* src = static_cast<const uint16_t*>(p.data) + off;
-    if (use_avx512()) return detail::f16_to_f32_avx512(src, out, n);
-    for (int64_t i = 0; i < n; ++i) out[i] = fp16_to_fp32(src[i]);
+    const auto* h = reinterpret_cast<const uint16_t*>(src);
+    if (use_avx512()) return detail::f16_to_f32_avx512(h, out, n);
+    for (int64_t i = 0; i < n; ++i) out[i] = fp16_to_fp32(h[i]);
   }
 }
 
 void kv_save(const KvPool& p, int64_t off, int64_t n, const float* in) {
+  uint8_t* dst = static_cast<uint8_t*>(p.data) + off;
   if (p.type == GgmlType::F32) {
-    std::memcpy(static_cast<float*>(p.data) + off, in, static_cast<size_t>(n) * 4);
+    std::memcpy(dst, in, static_cast<size_t>(n) * 4);
+  } else if (p.type == GgmlType::Q8_0) {
+    kv_q8_quantize(in, n, kv_q8_group(p.head_dim), dst);
   } else {
-    uint16_t* dst = static_cast<uint16_t*>(p.data) + off;
-    if (use_avx512()) return detail::f32_to_f16_avx512(in, dst, n);
-    for (int64_t i = 0; i < n; ++i) dst[i] = fp32_to_fp16(in[i]);
+    auto* h = reinterpret_cast<uint16_t*>(dst);
+    if (use_avx512()) return detail::f32_to_f16_avx512(in, h, n);
+    for (int64_t i = 0; i < n; ++i) h[i] = fp32_to_fp16(in[i]);
   }
 }
 
@@ -176,11 +184,11 @@ void rope_apply(float* x, int n_heads, int head_dim, const RopeParams& p, const 
 }
 
 void kv_store_row(const KvPool& pool, int64_t slot, const float* row) {
-  kv_save(pool, slot * pool.row_elems(), pool.row_elems(), row);
+  kv_save(pool, slot * pool.row_bytes(), pool.row_elems(), row);
 }
 
 void kv_load_rows(const KvPool& pool, int64_t slot, int64_t n_slots, float* out) {
-  kv_load(pool, slot * pool.row_elems(), n_slots * pool.row_elems(), out);
+  kv_load(pool, slot * pool.row_bytes(), n_slots * pool.row_elems(), out);
 }
 
 void attention_group(const AttnRows& r, int g, int head_dim, float scale, const KvPool& k,
@@ -201,7 +209,7 @@ void kv_rope_block(const KvPool& k, int64_t block, const RopeParams& p, const fl
     row = heap.get();
   }
   for (int s = 0; s < k.block_size; ++s) {
-    const int64_t off = (block * k.block_size + s) * n;
+    const int64_t off = (block * k.block_size + s) * k.row_bytes();
     kv_load(k, off, n, row);
     rope_apply(row, k.n_kv_heads, k.head_dim, p, cos_v, sin_v);
     kv_save(k, off, n, row);
@@ -209,7 +217,7 @@ void kv_rope_block(const KvPool& k, int64_t block, const RopeParams& p, const fl
 }
 
 void kv_copy_block(const KvPool& pool, int64_t src, int64_t dst) {
-  const size_t bytes = static_cast<size_t>(pool.block_elems() * pool.elem_bytes());
+  const size_t bytes = static_cast<size_t>(pool.block_bytes());
   const auto* base = static_cast<uint8_t*>(pool.data);
   std::memmove(static_cast<uint8_t*>(pool.data) + dst * bytes, base + src * bytes, bytes);
 }

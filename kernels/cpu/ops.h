@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "kernels/ggml_type.h"
+#include "kernels/kv_layout.h"
 
 namespace pagoda::cpu {
 
@@ -52,7 +53,8 @@ void rope_apply(float* x, int n_heads, int head_dim, const RopeParams& p, const 
                 const float* sin_v);
 
 // ---- paged KV cache ----
-// One layer's K or V pool: [num_blocks][block_size][n_kv_heads][head_dim], F16 or F32.
+// One layer's K or V pool: [num_blocks][block_size][n_kv_heads] head rows of head_dim values,
+// F16, F32 or Q8_0 (each head row laid out as kernels/kv_layout.h says).
 struct KvPool {
   void* data = nullptr;
   GgmlType type = GgmlType::F16;
@@ -62,8 +64,10 @@ struct KvPool {
   int64_t num_blocks = 0;
 
   int64_t row_elems() const { return static_cast<int64_t>(n_kv_heads) * head_dim; }
-  int64_t elem_bytes() const { return type == GgmlType::F16 ? 2 : 4; }
   int64_t block_elems() const { return row_elems() * block_size; }
+  int64_t head_bytes() const { return kv_head_bytes(type, head_dim); }
+  int64_t row_bytes() const { return head_bytes() * n_kv_heads; }  // one slot
+  int64_t block_bytes() const { return row_bytes() * block_size; }
 };
 
 // Writes a token's K or V row (n_kv_heads*head_dim floats) to slot `slot` of `pool`.

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/cpu/kv_quant.h"
 #include "kernels/cpu/ops_impl.h"
 
 namespace pagoda::cpu::detail {
@@ -120,13 +121,57 @@ inline __m512 reduce16(__m512* a) {
   return _mm512_permutexvar_ps(idx, e);
 }
 
+// A Q8_0 head row of groups of G = 16 or 32 (head_dim a multiple of 16, so every chunk of 16 is
+// whole): chunk c holds values c*16.. of group c*16/G, times the group's scale.
+template <int NC, int G>
+inline void load_q8_head(const uint8_t* src, float* dst) {
+  constexpr int kChunks = G / 16;  // chunks of 16 values per group
+#pragma GCC unroll 16
+  for (int gi = 0; gi < NC / kChunks; ++gi) {
+    const uint8_t* g = src + gi * (G + 2);
+    uint16_t dh;
+    std::memcpy(&dh, g, 2);
+    const __m512 d = _mm512_set1_ps(_cvtsh_ss(dh));
+#pragma GCC unroll 2
+    for (int c = 0; c < kChunks; ++c) {
+      const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(g + 2 + 16 * c));
+      _mm512_storeu_ps(dst + (gi * kChunks + c) * 16, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), d));
+    }
+  }
+}
+
+// One head row at `src` (the pool's element type) as NC*16 floats at dst; lanes past head_dim
+// (outside `last` in the final chunk) are zero.
+template <int NC>
+inline void load_head(GgmlType type, int head_dim, const uint8_t* src, __mmask16 last, float* dst) {
+  if (type == GgmlType::F16) {
+    const auto* h = reinterpret_cast<const uint16_t*>(src);
+#pragma GCC unroll 16
+    for (int c = 0; c < NC; ++c)
+      _mm512_storeu_ps(dst + c * 16, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(c == NC - 1 ? last : 0xFFFF, h + c * 16)));
+  } else if (type == GgmlType::F32) {
+    const auto* f = reinterpret_cast<const float*>(src);
+#pragma GCC unroll 16
+    for (int c = 0; c < NC; ++c)
+      _mm512_storeu_ps(dst + c * 16, _mm512_maskz_loadu_ps(c == NC - 1 ? last : 0xFFFF, f + c * 16));
+  } else if (kv_q8_group(head_dim) == 32) {
+    load_q8_head<NC, 32>(src, dst);
+  } else if (kv_q8_group(head_dim) == 16) {
+    load_q8_head<NC, 16>(src, dst);
+  } else {
+    // Q8_0 with groups of 8 (small heads): the scalar dequantization, then zero padding.
+    kv_q8_dequantize(src, head_dim, kv_q8_group(head_dim), dst);
+    for (int i = head_dim; i < NC * 16; ++i) dst[i] = 0.0f;
+  }
+}
+
 // Converts the rows of keys [i0, i0 + nk) of one KV head to F32 in `tile` (16 rows of NC*16
 // floats); lanes past head_dim and rows past nk are zero, so every tile is processed whole.
 template <int NC>
 inline void load_tile(const KvPool& p, int kv_head, const int32_t* block_table, int i0, int nk,
                       __mmask16 last, float* tile) {
   const int bs = p.block_size;
-  const int64_t head_off = static_cast<int64_t>(kv_head) * p.head_dim, row = p.row_elems();
+  const int64_t head_off = static_cast<int64_t>(kv_head) * p.head_bytes(), row = p.row_bytes();
   int blk = i0 / bs, in_blk = i0 % bs;  // walked forward: no division per key
   for (int k = 0; k < 16; ++k) {
     float* dst = tile + k * NC * 16;
@@ -136,17 +181,7 @@ inline void load_tile(const KvPool& p, int kv_head, const int32_t* block_table, 
     }
     const int64_t off = (static_cast<int64_t>(block_table[blk]) * bs + in_blk) * row + head_off;
     if (++in_blk == bs) in_blk = 0, ++blk;
-    if (p.type == GgmlType::F16) {
-      const uint16_t* src = static_cast<const uint16_t*>(p.data) + off;
-#pragma GCC unroll 16
-      for (int c = 0; c < NC; ++c)
-        _mm512_storeu_ps(dst + c * 16, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(c == NC - 1 ? last : 0xFFFF, src + c * 16)));
-    } else {
-      const float* src = static_cast<const float*>(p.data) + off;
-#pragma GCC unroll 16
-      for (int c = 0; c < NC; ++c)
-        _mm512_storeu_ps(dst + c * 16, _mm512_maskz_loadu_ps(c == NC - 1 ? last : 0xFFFF, src + c * 16));
-    }
+    load_head<NC>(p.type, p.head_dim, static_cast<const uint8_t*>(p.data) + off, last, dst);
   }
 }
 

@@ -13,10 +13,11 @@
 // merges them in split order. A row's own context fixes which splits are non-empty, and empty
 // splits add exact zeros, so the result does not depend on the batch (batch invariance).
 // Assumptions: max_ctx >= positions[t] + 1 for every row; head_dim <= kMaxHeadDim; n_heads a
-// multiple of n_kv_heads; F16 cache.
+// multiple of n_kv_heads; an F16, F32 or Q8_0 cache (K/V values read through kv_elem.cuh).
 #include <cuda_fp16.h>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/kv_elem.cuh"
 #include "kernels/cuda/ops.h"
 
 namespace pagoda::cuda {
@@ -39,7 +40,6 @@ __global__ void decode_attend_kernel(const float* q, float* out, int n_heads, fl
   const int begin = split * kDecodeSplitKeys;
   const int end = min(ctx, begin + kDecodeSplitKeys);
   const int32_t* bt = idx.block_tables + idx.token_bt[t];
-  const int64_t kv_row = (int64_t)kv.n_kv_heads * hd;
 
   float qr[kPerLane];
   const float* qh = q + (int64_t)t * n_heads * hd + (int64_t)h * hd;
@@ -55,13 +55,13 @@ __global__ void decode_attend_kernel(const float* q, float* out, int n_heads, fl
 
   for (int key = begin + warp; key < end; key += kWarps) {
     const int64_t slot = (int64_t)bt[key / kv.block_size] * kv.block_size + key % kv.block_size;
-    const __half* kp = static_cast<const __half*>(kv.k) + slot * kv_row + (int64_t)g * hd;
-    const __half* vp = static_cast<const __half*>(kv.v) + slot * kv_row + (int64_t)g * hd;
+    const uint8_t* kp = kv_head(kv.k, kv.type, slot * kv.n_kv_heads + g, hd);
+    const uint8_t* vp = kv_head(kv.v, kv.type, slot * kv.n_kv_heads + g, hd);
     float dot = 0.0f;
 #pragma unroll
     for (int j = 0; j < kPerLane; ++j) {
       const int d = lane + 32 * j;
-      if (d < hd) dot += qr[j] * __half2float(kp[d]);
+      if (d < hd) dot += qr[j] * kv_value(kp, kv.type, hd, d);
     }
     const float s = warp_sum(dot) * scale;
     const float m_new = fmaxf(m, s);
@@ -71,7 +71,7 @@ __global__ void decode_attend_kernel(const float* q, float* out, int n_heads, fl
 #pragma unroll
     for (int j = 0; j < kPerLane; ++j) {
       const int d = lane + 32 * j;
-      if (d < hd) acc[j] = acc[j] * corr + p * __half2float(vp[d]);
+      if (d < hd) acc[j] = acc[j] * corr + p * kv_value(vp, kv.type, hd, d);
     }
     m = m_new;
   }

@@ -7,7 +7,7 @@
 // load the same K/V tiles close together in time). Shared memory (dynamic): the Q tile
 // [16][head_dim], a K tile [32][head_dim+1] (padded against bank conflicts), a V tile
 // [32][head_dim], scores [16][32] and the rows' positions. Per K tile: all threads load K/V
-// (F16 -> F32), compute the 16x32 masked scores, then the 8 threads owning a query row update
+// (F16, F32 or Q8_0 -> F32 through kv_elem.cuh), compute the 16x32 masked scores, then the 8 threads owning a query row update
 // its online softmax (each owns head dims sub, sub+8, ...). Plain FP32 arithmetic, no tensor
 // cores: simple and exact-order, not peak speed.
 // Assumptions: a tile's rows belong to one sequence (same block table); head_dim <= 256;
@@ -15,6 +15,7 @@
 #include <cuda_fp16.h>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/kv_elem.cuh"
 #include "kernels/cuda/ops.h"
 
 namespace pagoda::cuda {
@@ -47,9 +48,6 @@ __global__ void prefill_kernel(const float* q, float* out, int n_heads, float sc
   const int g = h / (n_heads / kv.n_kv_heads);
   const int32_t* bt = idx.block_tables + idx.token_bt[t0];
   const int64_t q_stride = (int64_t)n_heads * hd;
-  const int64_t kv_row = (int64_t)kv.n_kv_heads * hd;
-  const __half* K = static_cast<const __half*>(kv.k);
-  const __half* V = static_cast<const __half*>(kv.v);
 
   for (int i = tid; i < kTQ * hd; i += kThreads) {
     const int r = i / hd, d = i % hd;
@@ -74,9 +72,9 @@ __global__ void prefill_kernel(const float* q, float* out, int n_heads, float sc
       if (key < n_keys) {
         const int64_t slot =
             (int64_t)bt[key / kv.block_size] * kv.block_size + key % kv.block_size;
-        const int64_t off = slot * kv_row + (int64_t)g * hd + d;
-        kval = __half2float(K[off]);
-        vval = __half2float(V[off]);
+        const int64_t head_row = slot * kv.n_kv_heads + g;
+        kval = kv_value(kv_head(kv.k, kv.type, head_row, hd), kv.type, hd, d);
+        vval = kv_value(kv_head(kv.v, kv.type, head_row, hd), kv.type, hd, d);
       }
       sK[kk * ks + d] = kval;
       sV[kk * hd + d] = vval;

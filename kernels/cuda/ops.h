@@ -5,8 +5,9 @@
 // Common conventions:
 // - Every pointer argument is device memory unless it says "host".
 // - Activations are F32 row-major; `n` is a number of rows (tokens).
-// - The KV cache is F16, one pool per layer for K and one for V, laid out
-//   [num_blocks][block_size][n_kv_heads][head_dim]; a slot is block * block_size + offset.
+// - The KV cache is F16, F32 or Q8_0 (PagedKv::type), one pool per layer for K and one for V,
+//   laid out [num_blocks][block_size][n_kv_heads] head rows of head_dim values, each head row
+//   as kernels/kv_layout.h says (the CPU backend's layout); a slot is block * block_size + offset.
 // - Launchers only enqueue work; failures (bad launch configuration, missing kernel image)
 //   throw pagoda::cuda::CudaError naming file and line. Nothing here synchronises the host.
 #pragma once
@@ -80,25 +81,28 @@ void convert_to_f32(const void* src, GgmlType src_type, int64_t n, float* dst, v
 
 // ---- KV cache ----
 
-// One layer's view of the paged F16 cache.
+// One layer's view of the paged cache.
 struct PagedKv {
-  void* k = nullptr;  // [num_blocks][block_size][n_kv_heads][head_dim] halves
+  void* k = nullptr;  // [num_blocks][block_size][n_kv_heads] head rows of `type`
   void* v = nullptr;
+  GgmlType type = GgmlType::F16;  // F16, F32 or Q8_0
   int block_size = 0;
   int n_kv_heads = 0;
   int head_dim = 0;
 };
 
-// Writes rows k[t], v[t] (F32, n_kv_heads*head_dim each) to slot slots[t] of the layer, as F16.
-// Negative slots are skipped.
+// Writes rows k[t], v[t] (F32, n_kv_heads*head_dim each) to slot slots[t] of the layer, in the
+// cache's type (Q8_0: quantized group by group by the CPU's rule). Negative slots are skipped.
 void store_kv(const float* k, const float* v, const int32_t* slots, int64_t n, const PagedKv& kv,
               void* stream);
 
 // The whole cache (all layers) for cache edits: layer l's K pool starts at
-// k_base + l * layer_stride halves (the same for V).
+// k_base + l * layer_stride halves (2-byte units; every layout is a whole number of them), the
+// same for V.
 struct KvPools {
   void* k_base = nullptr;
   void* v_base = nullptr;
+  GgmlType type = GgmlType::F16;  // F16, F32 or Q8_0
   int64_t layer_stride = 0;  // halves between consecutive layers' pools
   int n_layers = 0;
   int block_size = 0;

@@ -21,6 +21,7 @@
 #include "engine/gguf/gguf.h"
 #include "engine/model/model.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "kernels/kv_layout.h"
 #include "server/cli/commands.h"
 
 namespace pagoda::cli {
@@ -38,11 +39,14 @@ struct GenerateArgs {
   int batch = 512;    // prefill chunk (max tokens per forward pass)
   bool ignore_eos = false;
   int parallel = 0;   // > 0: run that many copies of the prompt at once through the engine
+  GgmlType kv_type = GgmlType::F16;
+  bool print_tokens = false;  // each generated token's id and logprob on stderr
 };
 
 const char* kUsage =
     "usage: pagoda generate --model M.gguf --prompt TEXT [-n N] [--temp T] [--seed S]\n"
     "                       [--threads T] [--device D] [--ctx C] [--batch B] [--ignore-eos]\n"
+    "                       [--kv-cache-type f16|f32|q8_0] [--print-tokens]\n"
     "  -n N          new tokens to generate (default 32)\n"
     "  --temp T      sampling temperature; 0 = greedy (default 0)\n"
     "  --seed S      sampler seed (default 0)\n"
@@ -52,7 +56,10 @@ const char* kUsage =
     "  --batch B     tokens per prefill step (default 512)\n"
     "  --ignore-eos  keep generating past end-of-generation tokens\n"
     "  --parallel N  run N copies of the prompt at once through the engine (continuous\n"
-    "                batching over the paged cache); prints aggregate decode tok/s\n";
+    "                batching over the paged cache); prints aggregate decode tok/s\n"
+    "  --kv-cache-type T  KV cache elements: f16 (default), f32 or q8_0\n"
+    "  --print-tokens     after the text, one line per generated token on stderr:\n"
+    "                     'token ID LOGPROB' (the chosen token's log-probability)\n";
 
 long parse_int(const std::string& flag, const char* v, long lo, long hi) {
   char* end = nullptr;
@@ -69,6 +76,7 @@ bool parse_args(int argc, char** argv, GenerateArgs& a) {
     const std::string f = argv[i];
     if (f == "--help" || f == "-h") return false;
     if (f == "--ignore-eos") { a.ignore_eos = true; continue; }
+    if (f == "--print-tokens") { a.print_tokens = true; continue; }
     if (i + 1 >= argc) throw std::invalid_argument(f + " needs a value (or is unknown)");
     const char* v = argv[++i];
     if (f == "--model" || f == "-m") a.model = v;
@@ -77,6 +85,10 @@ bool parse_args(int argc, char** argv, GenerateArgs& a) {
     else if (f == "--seed") a.seed = static_cast<uint64_t>(parse_int(f, v, 0, 1L << 62));
     else if (f == "--threads" || f == "-t") a.threads = static_cast<int>(parse_int(f, v, 0, 1024));
     else if (f == "--device") a.device = v;
+    else if (f == "--kv-cache-type") {
+      if (!kv_type_from_name(v, &a.kv_type))
+        throw std::invalid_argument("--kv-cache-type expects f16, f32 or q8_0, got '" + std::string(v) + "'");
+    }
     else if (f == "--ctx" || f == "-c") a.ctx = static_cast<int>(parse_int(f, v, 1, 1 << 24));
     else if (f == "--batch" || f == "-b") a.batch = static_cast<int>(parse_int(f, v, 1, 1 << 16));
     else if (f == "--parallel" || f == "-np") a.parallel = static_cast<int>(parse_int(f, v, 1, 4096));
@@ -108,8 +120,9 @@ int generate_parallel(const GenerateArgs& a, Model& model, const Tokenizer& tok,
   cfg.max_seqs = n;
   cfg.max_batch_tokens = a.batch;
   cfg.ctx_size = a.ctx;
+  cfg.kv_type = a.kv_type;
   cfg.kv_cache_memory = static_cast<size_t>(n) * ((per_seq + cfg.block_size - 1) / cfg.block_size + 1) *
-                        model.kv_block_bytes(cfg.block_size);
+                        model.kv_block_bytes(cfg.block_size, cfg.kv_type);
   LlmEngine engine(model, &tok, cfg);
 
   GenerationRequest req;
@@ -187,7 +200,9 @@ int generate_one(const GenerateArgs& a, Model& model, const Tokenizer& tok, cons
   // Checked above: the sequence never reaches the context, so no shift. The engine needs a
   // context longer than the prompt and than one block; the cache holds exactly the context.
   cfg.ctx_size = std::max({a.ctx, total + 1, 2 * cfg.block_size + 1});
-  cfg.kv_cache_memory = static_cast<size_t>(ceil_div(cfg.ctx_size, cfg.block_size)) * model.kv_block_bytes(cfg.block_size);
+  cfg.kv_type = a.kv_type;
+  cfg.kv_cache_memory =
+      static_cast<size_t>(ceil_div(cfg.ctx_size, cfg.block_size)) * model.kv_block_bytes(cfg.block_size, cfg.kv_type);
   // The engine's start-up line would land on stdout, among the generated text.
   const spdlog::level::level_enum log_level = spdlog::get_level();
   spdlog::set_level(spdlog::level::warn);
@@ -200,6 +215,8 @@ int generate_one(const GenerateArgs& a, Model& model, const Tokenizer& tok, cons
   req.stop.ignore_eos = a.ignore_eos;
   req.sampling.temperature = a.temp;
   req.sampling.seed = a.seed;
+  if (a.print_tokens) req.sampling.logprobs = 0;  // the chosen token's logprob, no alternatives
+  std::vector<TokenLogprob> chosen;
   const auto t_submit = std::chrono::steady_clock::now();
   SubmitError err;
   const std::shared_ptr<RequestStream> stream = engine.submit(std::move(req), &err);
@@ -219,6 +236,7 @@ int generate_one(const GenerateArgs& a, Model& model, const Tokenizer& tok, cons
         prefill_s = seconds_since(t_submit);
       }
       tokens += static_cast<int>(d->tokens.size());
+      chosen.insert(chosen.end(), d->logprobs.begin(), d->logprobs.end());
     }
     if (a.n_predict > 0 && !d->text.empty()) {
       std::fwrite(d->text.data(), 1, d->text.size(), stdout);
@@ -231,6 +249,8 @@ int generate_one(const GenerateArgs& a, Model& model, const Tokenizer& tok, cons
   if (!at_line_start) std::fputc('\n', stdout);
   std::fflush(stdout);
 
+  if (a.print_tokens && a.n_predict > 0)
+    for (const TokenLogprob& t : chosen) std::fprintf(stderr, "token %d %.7g\n", t.token, t.logprob);
   const int decode_steps = a.n_predict > 0 ? std::max(tokens - 1, 0) : 0;
   const double decode_s = decode_steps > 0 ? std::chrono::duration<double>(t_last - t_first).count() : 0.0;
   std::fprintf(stderr, "prefill: %zu tokens in %.3f s (%.2f tok/s)\n", prompt.size(), prefill_s,

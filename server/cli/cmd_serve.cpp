@@ -27,6 +27,7 @@
 #include "engine/gguf/gguf_identity.h"
 #include "engine/model/model.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "kernels/kv_layout.h"
 #include "server/http/access_log.h"
 #include "server/cli/commands.h"
 #include "server/openai/handlers.h"
@@ -200,6 +201,7 @@ std::unique_ptr<LoadedModel> load(const server::ServerConfig& cfg) {
   EngineConfig ec;
   ec.block_size = cfg.block_size;
   ec.kv_cache_memory = (size_t)cfg.kv_cache_bytes();
+  kv_type_from_name(cfg.kv_cache_type.c_str(), &ec.kv_type);  // the option table checked the name
   ec.device_memory_fraction = cfg.gpu_memory_fraction;  // the engine sizes the cache (kv_budget.h)
   ec.max_batch_tokens = cfg.max_batch_tokens;
   ec.max_step_ms = cfg.step_ms_target();

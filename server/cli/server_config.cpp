@@ -92,6 +92,7 @@ const std::vector<Option>& options() {
             "--gpu-memory-utilization"),
       OPT(pooling, "embeddings: pooling when the model's GGUF names none", "mean|cls|last"),
       OPT(block_size, "tokens per KV block"),
+      OPT(kv_cache_type, "KV cache element type (q8_0: 8-bit, about half the bytes of f16)", "f16|f32|q8_0"),
       OPT(system_prompt_file, "text prefilled once at start and shared"),
       OPT(kv_cache_dir, "folder the prefix cache is saved to (clean stop, POST /v1/cache/save) and restored from (empty: off)"),
       OPT(kv_cache_dir_size, "most disk the saved prefix cache takes; least recently used blocks are left out"),

@@ -32,6 +32,7 @@ struct ServerConfig {
   double gpu_memory_fraction = 0.9;  // CUDA: weights + activations + KV cache stay within this
                                      // share of the device's memory (ignored with kv_cache_memory)
   int block_size = 16;               // tokens per KV block
+  std::string kv_cache_type = "f16"; // KV cache elements: f16 | f32 | q8_0
   std::string system_prompt_file;    // prefilled once at start and pinned
   std::string kv_cache_dir;          // the prefix cache's disk file lives here; empty = off
   std::string kv_cache_dir_size = "4GiB";  // the most that file may take

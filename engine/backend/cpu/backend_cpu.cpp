@@ -44,6 +44,12 @@ cpu::RopeParams rope_params(const RopeConfig& rope) {
                          static_cast<const float*>(ff.data)};
 }
 
+// The cache's element type must be one the kernels store (kernels/kv_layout.h) for this head.
+void require_kv_type(const KvCacheConfig& cfg) {
+  require(kv_type_supported(cfg.type), "the KV cache type must be f16, f32 or q8_0");
+  require(kv_head_bytes(cfg.type, cfg.head_dim) > 0, "a q8_0 KV cache needs a head_dim that is a multiple of 8");
+}
+
 // Maps a weight's pages now, at load time, so that the first forward pass does not pay a page
 // fault per 4 KiB of a memory-mapped model (hundreds of thousands for a 1 GB model). Best
 // effort: older kernels or memory that is not a mapping simply skip it.
@@ -107,16 +113,16 @@ Tensor CpuBackend::alloc(int64_t rows, int64_t cols) {
 }
 
 size_t CpuBackend::kv_block_bytes(const KvCacheConfig& cfg) const {
-  const size_t elem = cfg.type == GgmlType::F32 ? 4 : 2;
-  return 2 * static_cast<size_t>(cfg.n_layers) * cfg.block_size * cfg.n_kv_heads * cfg.head_dim * elem;
+  require_kv_type(cfg);
+  return 2 * static_cast<size_t>(cfg.n_layers) * cfg.block_size * cfg.n_kv_heads *
+         static_cast<size_t>(kv_head_bytes(cfg.type, cfg.head_dim));
 }
 
 void CpuBackend::init_kv_cache(const KvCacheConfig& cfg) {
   require(cfg.n_layers > 0 && cfg.num_blocks > 0 && cfg.block_size > 0 && cfg.n_kv_heads > 0 &&
               cfg.head_dim > 0,
           "init_kv_cache: every size must be positive");
-  require(cfg.type == GgmlType::F16 || cfg.type == GgmlType::F32,
-          "init_kv_cache: the KV cache type must be f16 or f32");
+  require_kv_type(cfg);
   kv_cfg_ = cfg;
   k_pools_.clear();
   v_pools_.clear();

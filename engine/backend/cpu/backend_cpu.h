@@ -1,6 +1,6 @@
 // CpuBackend: the Backend over kernels/cpu. Weights are zero-copy views of the mapped GGUF file,
 // activations are F32, the paged KV cache holds per layer a K and a V pool of
-// [num_blocks][block_size][n_kv_heads][head_dim] in F16 (default) or F32. Ops run on a
+// [num_blocks][block_size][n_kv_heads][head_dim] in F16 (default), F32 or Q8_0. Ops run on a
 // persistent thread pool; every row is computed with the same arithmetic in the same order
 // whatever the batch or the thread count, so results are batch invariant. It is also the
 // oracle the other backends are tested against.
@@ -31,7 +31,8 @@ class CpuBackend final : public Backend {
   Tensor upload_weight(const void* host_data, GgmlType type, int64_t rows, int64_t cols) override;
   Tensor alloc(int64_t rows, int64_t cols) override;
   size_t kv_block_bytes(const KvCacheConfig& cfg) const override;
-  // Throws std::invalid_argument for a bad configuration (non-positive sizes, type not F16/F32).
+  // Throws std::invalid_argument for a bad configuration (non-positive sizes, a type other than
+  // F16/F32/Q8_0, Q8_0 with a head_dim not a multiple of 8).
   void init_kv_cache(const KvCacheConfig& cfg) override;
 
   // Copies the plan's index data and checks it against the cache (slots, block ids, block

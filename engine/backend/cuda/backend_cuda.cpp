@@ -151,8 +151,10 @@ Tensor CudaBackend::alloc(int64_t rows, int64_t cols) {
 }
 
 size_t CudaBackend::kv_block_bytes(const KvCacheConfig& cfg) const {
-  return 2 * static_cast<size_t>(cfg.n_layers) * cfg.block_size * cfg.n_kv_heads * cfg.head_dim *
-         sizeof(__half);
+  require(kv_type_supported(cfg.type) && kv_head_bytes(cfg.type, cfg.head_dim) > 0,
+          "the KV cache type must be f16, f32 or q8_0 (q8_0: head_dim a multiple of 8)");
+  return 2 * static_cast<size_t>(cfg.n_layers) * cfg.block_size * cfg.n_kv_heads *
+         static_cast<size_t>(kv_head_bytes(cfg.type, cfg.head_dim));
 }
 
 void CudaBackend::init_kv_cache(const KvCacheConfig& cfg) {
@@ -161,6 +163,7 @@ void CudaBackend::init_kv_cache(const KvCacheConfig& cfg) {
               cfg.head_dim > 0,
           "init_kv_cache: every size must be positive");
   require(cfg.head_dim <= cuda::kMaxHeadDim, "init_kv_cache: head_dim above 256 is not supported");
+  const size_t block_bytes = kv_block_bytes(cfg);  // checks the type
   CUDA_CHECK(cudaSetDevice(m.device));
   if (m.graphs) m.graphs->clear();  // they address the old pools
   if (m.k_pool) {
@@ -170,16 +173,15 @@ void CudaBackend::init_kv_cache(const KvCacheConfig& cfg) {
     m.k_pool = m.v_pool = nullptr;
   }
   m.kv = cfg;
-  m.kv.type = GgmlType::F16;
-  m.layer_stride = static_cast<int64_t>(cfg.num_blocks) * cfg.block_size * cfg.n_kv_heads *
-                   cfg.head_dim;
-  const size_t bytes = static_cast<size_t>(m.layer_stride) * cfg.n_layers * sizeof(__half);
+  // In halves (2-byte units), as cuda::KvPools counts; every layout is a whole number of them.
+  const size_t bytes = block_bytes / 2 * static_cast<size_t>(cfg.num_blocks);  // one of K, V: all layers
+  m.layer_stride = static_cast<int64_t>(bytes / cfg.n_layers / 2);
   CUDA_CHECK(cudaMalloc(&m.k_pool, bytes));
   CUDA_CHECK(cudaMalloc(&m.v_pool, bytes));
   CUDA_CHECK(cudaMemsetAsync(m.k_pool, 0, bytes, m.stream));
   CUDA_CHECK(cudaMemsetAsync(m.v_pool, 0, bytes, m.stream));
-  spdlog::info("CUDA backend: KV cache of {} blocks x {} tokens, f16, {:.1f} MiB", cfg.num_blocks,
-               cfg.block_size, 2.0 * static_cast<double>(bytes) / (1024.0 * 1024.0));
+  spdlog::info("CUDA backend: KV cache of {} blocks x {} tokens, {}, {:.1f} MiB", cfg.num_blocks,
+               cfg.block_size, ggml_type_info(cfg.type).name, 2.0 * static_cast<double>(bytes) / (1024.0 * 1024.0));
 }
 
 // ---- per step -------------------------------------------------------------------------------

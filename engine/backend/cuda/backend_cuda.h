@@ -4,8 +4,8 @@
 //   Q4_0 / Q4_K / Q6_K dequantized on the device; logged once per type); 1-D weights (norms,
 //   biases: rows == 1) become F32. GEMMs run through cuBLAS (bf16 inputs, fp32 accumulate,
 //   fp32 output); activations are converted to bf16 just before each GEMM.
-// - KV cache: always F16 (KvCacheConfig::type is ignored), one contiguous K pool and one V pool
-//   covering all layers.
+// - KV cache: F16, F32 or Q8_0 (KvCacheConfig::type; the CPU backend's byte layout,
+//   kernels/kv_layout.h), one contiguous K pool and one V pool covering all layers.
 // - One stream; ops only enqueue. The host waits in read() (and in finish_sampling()), at weight
 //   upload, and when a scratch buffer must grow (rare, first steps of a bigger batch).
 // - begin_step validates the plan as the CPU backend does, then copies every index array in one

@@ -2,43 +2,59 @@
 // the device. See backend_cuda.h.
 #include "engine/backend/cuda/backend_cuda_impl.h"
 
+#include <vector>
+
+#include "kernels/cpu/ops.h"
+
 namespace pagoda {
 
 // ---- host access ----------------------------------------------------------------------------
+
+namespace {
+
+// One block of one layer's K or V pool, as the CPU kernels see it: the same layout
+// (kernels/kv_layout.h), so the CPU's conversions read and write the device's bytes.
+cpu::KvPool host_block(const KvCacheConfig& kv, std::vector<uint8_t>& bytes) {
+  cpu::KvPool p;
+  p.type = kv.type;
+  p.block_size = kv.block_size;
+  p.n_kv_heads = kv.n_kv_heads;
+  p.head_dim = kv.head_dim;
+  p.num_blocks = 1;
+  bytes.resize(static_cast<size_t>(p.block_bytes()));
+  p.data = bytes.data();
+  return p;
+}
+
+}  // namespace
 
 void CudaBackend::read_kv_block(int layer, int block, float* k_out, float* v_out) {
   Impl& m = *impl_;
   const cuda::PagedKv kv = m.layer_kv(layer);
   require(block >= 0 && block < m.kv.num_blocks, "read_kv_block: block out of range");
-  const size_t elems = static_cast<size_t>(kv.block_size) * kv.n_kv_heads * kv.head_dim;
-  std::vector<__half> hk(elems), hv(elems);
-  const size_t first = static_cast<size_t>(block) * elems;
-  CUDA_CHECK(cudaMemcpyAsync(hk.data(), static_cast<__half*>(kv.k) + first, elems * 2,
-                             cudaMemcpyDeviceToHost, m.stream));
-  CUDA_CHECK(cudaMemcpyAsync(hv.data(), static_cast<__half*>(kv.v) + first, elems * 2,
-                             cudaMemcpyDeviceToHost, m.stream));
+  std::vector<uint8_t> hk, hv;
+  const cpu::KvPool pk = host_block(m.kv, hk), pv = host_block(m.kv, hv);
+  const size_t bytes = hk.size(), first = static_cast<size_t>(block) * bytes;
+  CUDA_CHECK(cudaMemcpyAsync(hk.data(), static_cast<uint8_t*>(kv.k) + first, bytes, cudaMemcpyDeviceToHost, m.stream));
+  CUDA_CHECK(cudaMemcpyAsync(hv.data(), static_cast<uint8_t*>(kv.v) + first, bytes, cudaMemcpyDeviceToHost, m.stream));
   CUDA_CHECK(cudaStreamSynchronize(m.stream));
-  for (size_t i = 0; i < elems; ++i) {
-    k_out[i] = __half2float(hk[i]);
-    v_out[i] = __half2float(hv[i]);
-  }
+  cpu::kv_load_rows(pk, 0, pk.block_size, k_out);
+  cpu::kv_load_rows(pv, 0, pv.block_size, v_out);
 }
 
 void CudaBackend::write_kv_block(int layer, int block, const float* k, const float* v) {
   Impl& m = *impl_;
   const cuda::PagedKv kv = m.layer_kv(layer);
   require(block >= 0 && block < m.kv.num_blocks, "write_kv_block: block out of range");
-  const size_t elems = static_cast<size_t>(kv.block_size) * kv.n_kv_heads * kv.head_dim;
-  std::vector<__half> hk(elems), hv(elems);
-  for (size_t i = 0; i < elems; ++i) {
-    hk[i] = __float2half_rn(k[i]);
-    hv[i] = __float2half_rn(v[i]);
+  std::vector<uint8_t> hk, hv;
+  const cpu::KvPool pk = host_block(m.kv, hk), pv = host_block(m.kv, hv);
+  for (int s = 0; s < pk.block_size; ++s) {
+    cpu::kv_store_row(pk, s, k + s * pk.row_elems());
+    cpu::kv_store_row(pv, s, v + s * pv.row_elems());
   }
-  const size_t first = static_cast<size_t>(block) * elems;
-  CUDA_CHECK(cudaMemcpyAsync(static_cast<__half*>(kv.k) + first, hk.data(), elems * 2,
-                             cudaMemcpyHostToDevice, m.stream));
-  CUDA_CHECK(cudaMemcpyAsync(static_cast<__half*>(kv.v) + first, hv.data(), elems * 2,
-                             cudaMemcpyHostToDevice, m.stream));
+  const size_t bytes = hk.size(), first = static_cast<size_t>(block) * bytes;
+  CUDA_CHECK(cudaMemcpyAsync(static_cast<uint8_t*>(kv.k) + first, hk.data(), bytes, cudaMemcpyHostToDevice, m.stream));
+  CUDA_CHECK(cudaMemcpyAsync(static_cast<uint8_t*>(kv.v) + first, hv.data(), bytes, cudaMemcpyHostToDevice, m.stream));
   CUDA_CHECK(cudaStreamSynchronize(m.stream));  // the host vectors die here
 }
 

@@ -15,6 +15,7 @@
 #include <set>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/kv_layout.h"
 
 #define CUBLAS_CHECK(expr)                                                                  \
   do {                                                                                      \
@@ -141,6 +142,7 @@ struct CudaBackend::Impl {
     cuda::PagedKv p;
     p.k = static_cast<__half*>(k_pool) + layer * layer_stride;
     p.v = static_cast<__half*>(v_pool) + layer * layer_stride;
+    p.type = kv.type;
     p.block_size = kv.block_size;
     p.n_kv_heads = kv.n_kv_heads;
     p.head_dim = kv.head_dim;
@@ -151,6 +153,7 @@ struct CudaBackend::Impl {
     cuda::KvPools p;
     p.k_base = k_pool;
     p.v_base = v_pool;
+    p.type = kv.type;
     p.layer_stride = layer_stride;
     p.n_layers = kv.n_layers;
     p.block_size = kv.block_size;

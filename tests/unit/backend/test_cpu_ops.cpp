@@ -1,7 +1,7 @@
 // The CPU backend's non-matmul ops against plain scalar references (double precision, written
 // from the definitions), with odd shapes: RMSNorm, add, bias, SiLU-gate, embedding, RoPE in both
 // conventions (with and without rope_freqs), paged attention (GQA 1/2/4, scrambled block tables,
-// prefill chunks after cached tokens, F16 and F32 KV), K-shift (with and without rope_freqs, and
+// prefill chunks after cached tokens, F16, F32 and Q8_0 KV), K-shift (with and without rope_freqs, and
 // shifted K against K roped at the new position), block copy, logit-row gather.
 #include <catch2/catch.hpp>
 
@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/backend/cpu/backend_cpu.h"
+#include "kernels/cpu/kv_quant.h"
 #include "kernels/cpu/ops_impl.h"
 #include "kernels/cpu/quants.h"
 
@@ -91,6 +92,25 @@ void ref_rope(double* x, int n_rot, double pos, double base, double scale, bool 
 }
 
 float round_f16(float x) { return cpu::fp16_to_fp32(cpu::fp32_to_fp16(x)); }
+
+// `row` (whole heads of head_dim) as the cache of `type` stores it: the references then see
+// exactly the values the kernels read.
+void round_kv(GgmlType type, std::vector<float>& row, int head_dim) {
+  if (type == GgmlType::F16) {
+    for (auto& x : row) x = round_f16(x);
+  } else if (type == GgmlType::Q8_0) {
+    const int group = kv_q8_group(head_dim);
+    std::vector<uint8_t> q(row.size() / size_t(group) * size_t(group + 2));
+    cpu::kv_q8_quantize(row.data(), int64_t(row.size()), group, q.data());
+    cpu::kv_q8_dequantize(q.data(), int64_t(row.size()), group, row.data());
+  }
+}
+
+// The head sizes a test runs for a KV type: Q8_0 needs multiples of 8 (8, 48, 64 take its
+// three group sizes 8, 16, 32).
+std::vector<int> head_dims_for(GgmlType type, std::vector<int> plain) {
+  return type == GgmlType::Q8_0 ? std::vector<int>{8, 48, 64} : plain;
+}
 
 }  // namespace
 
@@ -244,15 +264,15 @@ TEST_CASE("paged attention matches a scalar reference over block tables", "[cpu_
       {{SeqSpec{{4, 9}, 7, 1}, SeqSpec{{8}, 2, 1}, SeqSpec{{10, 11, 2}, 0, 10}}, "decodes and a prefill"},
       {{SeqSpec{{5, 3}, 4, 1}, SeqSpec{{5, 1}, 4, 3}}, "two sequences sharing a prefix block"},
   };
-  for (GgmlType kv_type : {GgmlType::F32, GgmlType::F16}) {
+  for (GgmlType kv_type : {GgmlType::F32, GgmlType::F16, GgmlType::Q8_0}) {
     for (int ratio : {1, 2, 4}) {
-      for (int head_dim : {8, 20, 64}) {
+      for (int head_dim : head_dims_for(kv_type, {8, 20, 64})) {
         const int n_kv = 2, n_heads = n_kv * ratio;
         CpuBackend be(2);
         be.init_kv_cache(KvCacheConfig{2, 12, bs, n_kv, head_dim, kv_type});
         const int kv_cols = n_kv * head_dim, q_cols = n_heads * head_dim;
         for (const Layout& lay : layouts) {
-          INFO(lay.what << ", kv " << (kv_type == GgmlType::F16 ? "f16" : "f32") << ", ratio " << ratio
+          INFO(lay.what << ", kv " << ggml_type_info(kv_type).name << ", ratio " << ratio
                         << ", head_dim " << head_dim);
           // Every sequence's K/V by logical index; cached ones written first, in their own step.
           uint64_t seed = 1000;
@@ -266,9 +286,8 @@ TEST_CASE("paged attention matches a scalar reference over block tables", "[cpu_
               const uint64_t sv = i < sp.n_past ? 5001 + 2 * slot : seed++;
               K[s].push_back(randoms(static_cast<size_t>(kv_cols), sk, -2, 2));
               V[s].push_back(randoms(static_cast<size_t>(kv_cols), sv));
-              if (kv_type == GgmlType::F16)
-                for (auto* row : {&K[s].back(), &V[s].back()})
-                  for (auto& x : *row) x = round_f16(x);
+              round_kv(kv_type, K[s].back(), head_dim);
+              round_kv(kv_type, V[s].back(), head_dim);
             }
             if (sp.n_past > 0) {
               StepPlan cached = make_plan({SeqSpec{sp.table, 0, sp.n_past}}, bs);
@@ -343,10 +362,10 @@ TEST_CASE("attention results do not depend on the thread count or batch mates", 
 }
 
 TEST_CASE("K-shift re-ropes K by delta, leaves V alone; block copy copies K and V", "[cpu_ops]") {
-  const int bs = 5, n_kv = 3, head_dim = 12;
+  const int bs = 5, n_kv = 3, head_dim = 16;
   const int row = n_kv * head_dim;
   const std::vector<float> ffv = {1.0f, 8.0f, 0.5f, 3.0f};  // rope_freqs for n_rot 8
-  for (GgmlType kv_type : {GgmlType::F32, GgmlType::F16}) {
+  for (GgmlType kv_type : {GgmlType::F32, GgmlType::F16, GgmlType::Q8_0}) {
     for (bool neox : {false, true}) {
       for (bool with_ff : {false, true}) {
         CpuBackend be(2);
@@ -356,9 +375,8 @@ TEST_CASE("K-shift re-ropes K by delta, leaves V alone; block copy copies K and 
           for (int b = 0; b < 6; ++b) {
             k0.push_back(randoms(size_t(bs) * row, 100 + l * 6 + b));
             v0.push_back(randoms(size_t(bs) * row, 200 + l * 6 + b));
-            if (kv_type == GgmlType::F16)
-              for (auto* r : {&k0.back(), &v0.back()})
-                for (auto& x : *r) x = round_f16(x);
+            round_kv(kv_type, k0.back(), head_dim);
+            round_kv(kv_type, v0.back(), head_dim);
             be.write_kv_block(l, b, k0.back().data(), v0.back().data());
           }
         StepPlan p;
@@ -374,13 +392,16 @@ TEST_CASE("K-shift re-ropes K by delta, leaves V alone; block copy copies K and 
             be.read_kv_block(l, b, k.data(), v.data());
             const int src = b == 4 ? 1 : b == 5 ? 2 : b;
             const int delta = b == 4 ? -37 : b == 0 ? 11 : 0;
-            INFO("layer " << l << " block " << b << " neox " << neox << " factors " << with_ff);
+            INFO(ggml_type_info(kv_type).name << " layer " << l << " block " << b << " neox " << neox
+                                              << " factors " << with_ff);
             CHECK(v == v0[size_t(l * 6 + src)]);
             std::vector<double> want(k0[size_t(l * 6 + src)].begin(), k0[size_t(l * 6 + src)].end());
             for (int s = 0; s < bs * n_kv; ++s)
               ref_rope(want.data() + s * head_dim, 8, delta, 10000.0, 1.0, neox, with_ff ? ffv.data() : nullptr);
-            // F16 storage rounds the rotated values once more (relative 2^-11).
-            CHECK(max_rel_err(k, want) < (kv_type == GgmlType::F16 ? 1e-3 : 1e-6));
+            // F16 storage rounds the rotated values once more (relative 2^-11); Q8_0 re-quantizes
+            // them (at most half a step, max|group| / 254, of the largest value).
+            const double tol = kv_type == GgmlType::F16 ? 1e-3 : kv_type == GgmlType::Q8_0 ? 5e-3 : 1e-6;
+            CHECK(max_rel_err(k, want) < tol);
             if (delta == 0) CHECK(k == k0[size_t(l * 6 + src)]);
           }
         }
@@ -491,15 +512,20 @@ TEST_CASE("portable and AVX-512 variants agree", "[cpu_ops]") {
     cpu::detail::softmax_row_avx512(b.data(), n);
     for (int64_t i = 0; i < n; ++i) CHECK(std::fabs(a[i] - b[i]) <= 1e-6f * (1e-6f + a[i]));
   }
-  for (GgmlType type : {GgmlType::F16, GgmlType::F32}) {
-    for (int head_dim : {8, 20, 64, 128}) {
+  for (GgmlType type : {GgmlType::F16, GgmlType::F32, GgmlType::Q8_0}) {
+    for (int head_dim : type == GgmlType::Q8_0 ? std::vector<int>{8, 48, 64, 128} : std::vector<int>{8, 20, 64, 128}) {
+      INFO(ggml_type_info(type).name << " head_dim " << head_dim);
       const int bs = 16, n_kv = 2, g = 4, n_ctx = 45, blocks = 4;
       const auto kd = randoms(size_t(blocks) * bs * n_kv * head_dim, 4, -2, 2);
       const auto vd = randoms(size_t(blocks) * bs * n_kv * head_dim, 5);
-      std::vector<uint16_t> k16(kd.size()), v16(vd.size());
-      for (size_t i = 0; i < kd.size(); ++i) k16[i] = cpu::fp32_to_fp16(kd[i]), v16[i] = cpu::fp32_to_fp16(vd[i]);
-      cpu::KvPool kp{type == GgmlType::F16 ? static_cast<void*>(k16.data()) : const_cast<float*>(kd.data()), type, bs, n_kv, head_dim, blocks};
-      cpu::KvPool vp{type == GgmlType::F16 ? static_cast<void*>(v16.data()) : const_cast<float*>(vd.data()), type, bs, n_kv, head_dim, blocks};
+      // The pools, filled through kv_store_row in the type's layout.
+      const int64_t pool_bytes = int64_t(blocks) * bs * n_kv * kv_head_bytes(type, head_dim);
+      std::vector<uint8_t> kbuf(static_cast<size_t>(pool_bytes)), vbuf(static_cast<size_t>(pool_bytes));
+      cpu::KvPool kp{kbuf.data(), type, bs, n_kv, head_dim, blocks}, vp{vbuf.data(), type, bs, n_kv, head_dim, blocks};
+      for (int64_t slot = 0; slot < int64_t(blocks) * bs; ++slot) {
+        cpu::kv_store_row(kp, slot, kd.data() + slot * kp.row_elems());
+        cpu::kv_store_row(vp, slot, vd.data() + slot * vp.row_elems());
+      }
       const int32_t table[] = {2, 0, 3};
       // 3 query rows at contexts 43, 44, 45.
       const int n_q = 3, row = g * head_dim;

@@ -1,7 +1,8 @@
 // LlmEngine end to end on a tiny random-weight model (CPU backend): batch invariance bit for
 // bit (alone / with 15 others / chunked / prefix hit / preempted and resumed; greedy and seeded),
 // prefix sharing of a pinned system prompt, context shift over 1000 tokens, n > 1, aborts,
-// submit errors, and no leaked blocks.
+// submit errors, and no leaked blocks. The cache behaviours (invariance, prefix sharing,
+// preemption, shift) run with an f16 and a q8_0 KV cache (Catch2 GENERATE: one run each).
 #include <catch2/catch.hpp>
 
 #include <ctime>
@@ -51,14 +52,18 @@ std::vector<RequestResult> run(const EngineConfig& cfg, const std::vector<Genera
 }  // namespace
 
 TEST_CASE("batch invariance: alone, with 15 others, chunked, prefix hit, preempted") {
+  const GgmlType kv = GENERATE(GgmlType::F16, GgmlType::Q8_0);
+  const auto config = [kv](int kv_blocks, int max_batch_tokens = 512) {
+    return tiny_engine_config(kv_blocks, max_batch_tokens, 16, kv);
+  };
   for (bool sampled : {false, true}) {
-    INFO("sampled " << sampled);
+    INFO("sampled " << sampled << ", kv " << ggml_type_info(kv).name);
     std::vector<GenerationRequest> reqs;
     for (int i = 0; i < 16; ++i) reqs.push_back(make_request(5 + (i * 37) % 80, 12 + i % 9, i, sampled));
 
     // Each request alone, unchunked: the reference.
     std::vector<ChoiceResult> alone;
-    for (const auto& r : reqs) alone.push_back(run(tiny_engine_config(256), {r})[0].choices[0]);
+    for (const auto& r : reqs) alone.push_back(run(config(256), {r})[0].choices[0]);
     for (const auto& a : alone) {
       REQUIRE(a.finish == FinishReason::Length);
       REQUIRE(a.logprob_bits.size() == a.tokens.size());
@@ -69,13 +74,13 @@ TEST_CASE("batch invariance: alone, with 15 others, chunked, prefix hit, preempt
 
     {
       INFO("all 16 together");
-      auto res = run(tiny_engine_config(256), reqs);
+      auto res = run(config(256), reqs);
       for (size_t i = 0; i < reqs.size(); ++i) CHECK(res[i].choices[0] == alone[i]);
     }
     {
       INFO("chunked prefill (7-token budget), alone and together");
-      for (size_t i = 0; i < 3; ++i) CHECK(run(tiny_engine_config(256, 7), {reqs[i]})[0].choices[0] == alone[i]);
-      auto res = run(tiny_engine_config(256, 7), reqs);
+      for (size_t i = 0; i < 3; ++i) CHECK(run(config(256, 7), {reqs[i]})[0].choices[0] == alone[i]);
+      auto res = run(config(256, 7), reqs);
       for (size_t i = 0; i < reqs.size(); ++i) CHECK(res[i].choices[0] == alone[i]);
     }
     {
@@ -85,14 +90,14 @@ TEST_CASE("batch invariance: alone, with 15 others, chunked, prefix hit, preempt
       GenerationRequest warm = make_request(60, 3, 99, false);
       std::copy(reqs[1].prompt.begin(), reqs[1].prompt.begin() + 40, warm.prompt.begin());
       EngineStats st;
-      auto res = run(tiny_engine_config(256), {reqs[1]}, &st, {warm});
+      auto res = run(config(256), {reqs[1]}, &st, {warm});
       CHECK(res[0].usage.cached_prompt_tokens == 32);
       CHECK(res[0].choices[0] == alone[1]);
     }
     {
       INFO("preempted and resumed (a 14-block cache)");
       EngineStats st;
-      EngineConfig small = tiny_engine_config(14);
+      EngineConfig small = config(14);
       small.max_step_ms = -1;  // whole chunks beside decodes (timed chunks may not preempt)
       auto res = run(small, reqs, &st);
       CHECK(st.preemptions > 0);
@@ -111,9 +116,11 @@ TEST_CASE("a pinned system prompt is prefilled once and shared; outputs equal th
     r.prompt.insert(r.prompt.begin(), sys.begin(), sys.end());
     reqs.push_back(r);
   }
-  EngineConfig shared = tiny_engine_config(512, 64);
+  const GgmlType kv = GENERATE(GgmlType::F16, GgmlType::Q8_0);
+  INFO("kv " << ggml_type_info(kv).name);
+  EngineConfig shared = tiny_engine_config(512, 64, 16, kv);
   shared.system_prompt = sys;
-  EngineConfig unshared = tiny_engine_config(512, 64);
+  EngineConfig unshared = tiny_engine_config(512, 64, 16, kv);
   unshared.prefix_caching = false;
 
   EngineStats s1, s2;
@@ -143,7 +150,9 @@ TEST_CASE("a pinned system prompt is prefilled once and shared; outputs equal th
 }
 
 TEST_CASE("context shift: a 256-token context generates 1000 tokens; off -> finish length") {
-  EngineConfig cfg = tiny_engine_config(64);
+  const GgmlType kv = GENERATE(GgmlType::F16, GgmlType::Q8_0);
+  INFO("kv " << ggml_type_info(kv).name);
+  EngineConfig cfg = tiny_engine_config(64, 512, 16, kv);
   cfg.ctx_size = 256;
   GenerationRequest r = make_request(50, 1000, 7, true);
   r.n_keep = 20;

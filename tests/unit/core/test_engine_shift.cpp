@@ -3,7 +3,8 @@
 //
 // Checked: the re-roped K of every kept later token equals the original K rotated by -n_discard
 // positions (tolerance: 2e-5 * (1 + |K|) with an F32 cache, 4e-3 * (1 + |K|) with F16, which
-// re-rounds to 11 bits), V is bit-identical, and the blocks another sequence still uses are
+// re-rounds to 11 bits, 1e-2 * (1 + max|K of the head|) with Q8_0, which re-quantizes the
+// rotated values to steps of max|group| / 127), V is bit-identical, and the blocks another sequence still uses are
 // bit-identical (they were copied, not shifted).
 #include <catch2/catch.hpp>
 
@@ -70,9 +71,9 @@ std::shared_ptr<Sequence> make_seq(uint64_t id, std::vector<int32_t> prompt, int
 
 TEST_CASE("context shift re-ropes K in place, keeps V, and leaves shared blocks alone") {
   const auto file = tiny_model_file();
-  for (GgmlType kv_type : {GgmlType::F32, GgmlType::F16}) {
-    const double tol = kv_type == GgmlType::F32 ? 2e-5 : 4e-3;
-    INFO("kv type " << (kv_type == GgmlType::F32 ? "f32" : "f16"));
+  for (GgmlType kv_type : {GgmlType::F32, GgmlType::F16, GgmlType::Q8_0}) {
+    const double tol = kv_type == GgmlType::F32 ? 2e-5 : kv_type == GgmlType::F16 ? 4e-3 : 1e-2;
+    INFO("kv type " << ggml_type_info(kv_type).name);
     auto model = load_model(file, 256);
     const int B = 16;
     model->init_kv_cache(64, B, kv_type);
@@ -139,6 +140,10 @@ TEST_CASE("context shift re-ropes K in place, keeps V, and leaves shared blocks 
           for (int h = 0; h < c.n_kv_heads; ++h) {
             const float* k0 = old.k[l].data() + (static_cast<size_t>(t) * c.n_kv_heads + h) * hd;
             const float* k1 = now.k[l].data() + (static_cast<size_t>(t) * c.n_kv_heads + h) * hd;
+            // Q8_0's error scales with its group's largest value (the head's, at most sqrt(2)
+            // times the old head's after a rotation), not with each value's own.
+            double head_max = 0;
+            for (int i = 0; i < hd; ++i) head_max = std::max(head_max, std::abs(double(k0[i])));
             for (int i = 0; i < hd; ++i) {
               double expect = k0[i];
               if (i < n_rot) {  // llama pairs (2j, 2j+1)
@@ -148,7 +153,8 @@ TEST_CASE("context shift re-ropes K in place, keeps V, and leaves shared blocks 
                 expect = i % 2 == 0 ? a * std::cos(theta) - b * std::sin(theta)
                                     : a * std::sin(theta) + b * std::cos(theta);
               }
-              const double err = std::abs(k1[i] - expect) / (1.0 + std::abs(expect));
+              const double err =
+                  std::abs(k1[i] - expect) / (1.0 + (kv_type == GgmlType::Q8_0 ? head_max : std::abs(expect)));
               max_err = std::max(max_err, err);
             }
           }

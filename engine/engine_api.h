@@ -38,6 +38,9 @@ struct GenerationRequest {
   // pooling is the model's (GGUF `<arch>.pooling_type`) when it names one, else this.
   bool embed = false;
   Pooling pooling = Pooling::Mean;
+  // Speculative decoding allowed (the engine's --speculative decides whether it happens); false
+  // opts the request out. Either way its output is the same.
+  bool speculative = true;
 };
 
 enum class FinishReason { None, Stop, Length, Abort, Error };
@@ -112,6 +115,8 @@ struct EngineStats {
   uint64_t context_shifts = 0;
   double step_seconds = 0;     // time spent in steps (schedule + forward + sampling + outputs)
   double forward_seconds = 0;  // of which in model.forward
+  uint64_t spec_drafted = 0;   // speculative decoding: drafted tokens verified
+  uint64_t spec_accepted = 0;  // of those, accepted
 };
 
 // Structured output: what every token a request generates must spell, as the server reads it

@@ -456,7 +456,7 @@ void LlmEngine::step() {
     // subsequence of the targets in their order: walk both to pair each with its result.
     std::vector<const Sequence*> target_seqs(targets.size());  // update() clears the targets
     for (size_t j = 0; j < targets.size(); ++j) target_seqs[j] = targets[j].seq.get();
-    const auto updated = scheduler_->update(sampled);
+    const auto updated = scheduler_->update_emitted(sampled);
     std::vector<SampleResult> ordered;
     ordered.reserve(updated.size());
     size_t j = 0, k = 0;  // the target, and the token within its results

@@ -297,7 +297,10 @@ StepPlan Scheduler::schedule() {
         }
       }
       if (decode) {
-        if (DraftTree tree = draft_for(*seq, budget); tree.drafted() > 0) {
+        // Drafts never preempt anyone: without free blocks for the tree, a plain decode.
+        DraftTree tree = draft_for(*seq, budget);
+        if (tree.drafted() > 0 &&
+            kv_.blocks_needed(seq->id, seq->num_computed, tree.size()) <= kv_.pool().num_available()) {
           const int t = tree.size();
           if (!reserve_running(seq, t)) continue;
           emit_tree(plan, seq, std::make_shared<const DraftTree>(std::move(tree)));
@@ -357,7 +360,7 @@ FinishReason Scheduler::stop_reason(const Sequence& seq, int32_t token) const {
 std::vector<std::shared_ptr<Sequence>> Scheduler::update(const std::vector<int32_t>& sampled) {
   std::vector<std::vector<int32_t>> emitted(sampled.size());
   for (size_t j = 0; j < sampled.size(); ++j) emitted[j] = {sampled[j]};
-  return update(emitted);
+  return update_emitted(emitted);
 }
 
 bool Scheduler::take_token(const std::shared_ptr<Sequence>& seq, int32_t token) {
@@ -368,7 +371,7 @@ bool Scheduler::take_token(const std::shared_ptr<Sequence>& seq, int32_t token) 
   return r == FinishReason::None;
 }
 
-std::vector<std::shared_ptr<Sequence>> Scheduler::update(const std::vector<std::vector<int32_t>>& emitted) {
+std::vector<std::shared_ptr<Sequence>> Scheduler::update_emitted(const std::vector<std::vector<int32_t>>& emitted) {
   if (emitted.size() != targets_.size())
     throw std::invalid_argument("scheduler: one sampled token per sample target expected");
   for (size_t j = 0; j < emitted.size(); ++j)

@@ -130,7 +130,7 @@ class Scheduler {
   // The same with the tokens each target emitted: one for a plain target; for a tree target
   // its accepted drafts then the token drawn after them (speculative.h). A sequence is in the
   // result once per token it took (consecutively); tokens after one that ended it are dropped.
-  std::vector<std::shared_ptr<Sequence>> update(const std::vector<std::vector<int32_t>>& emitted);
+  std::vector<std::shared_ptr<Sequence>> update_emitted(const std::vector<std::vector<int32_t>>& emitted);
 
   // Ends a sequence in any state (abort, stop string, error) and frees its blocks now. On an
   // already finished sequence only the reason changes. Pending siblings end with it.

@@ -94,6 +94,10 @@ const std::vector<Option>& options() {
       OPT(block_size, "tokens per KV block"),
       OPT(system_prompt_file, "text prefilled once at start and shared"),
       OPT(context_shift, "shift the context when a sequence is full (on|off)"),
+      OPT(speculative, "speculative decoding: draft with prompt lookup or a draft model", "none|ngram|draft"),
+      OPT(spec_tokens, "speculative decoding: drafted tokens per sequence and step at most (1..63)"),
+      OPT(spec_tree, "speculative decoding: branches at the draft tree's first two depths (1 = a chain)"),
+      OPT(draft_model, "GGUF draft model for --speculative draft (same vocabulary as the model)"),
       OPT(chat_template, "Jinja chat template file (empty: the model's)"),
       OPT(chat_special_tokens, "control-token text in chat messages becomes control tokens (on|off)"),
       OPT(tool_call_parser, "how chat output is read for tool calls (auto: from the template)",
@@ -303,6 +307,10 @@ ServerConfig parse_server_config(int argc, char** argv, bool* help) {
     throw ConfigError("--gpu-memory-fraction must be in (0, 1]");
   if (cfg.responses_store < 0 || cfg.responses_store_bytes < 0)
     throw ConfigError("--responses-store and --responses-store-bytes must be >= 0");
+  if (cfg.spec_tokens < 1 || cfg.spec_tokens > 63) throw ConfigError("--spec-tokens must be in 1..63");
+  if (cfg.spec_tree < 1 || cfg.spec_tree > 8) throw ConfigError("--spec-tree must be in 1..8");
+  if (cfg.speculative == "draft" && cfg.draft_model.empty())
+    throw ConfigError("--speculative draft needs --draft-model");
   cfg.kv_cache_bytes();  // validates the size string early
   cfg.step_ms_target();
   return cfg;

@@ -34,6 +34,10 @@ struct ServerConfig {
   int block_size = 16;               // tokens per KV block
   std::string system_prompt_file;    // prefilled once at start and pinned
   bool context_shift = true;         // on | off
+  std::string speculative = "none";  // speculative decoding drafter: none | ngram | draft
+  int spec_tokens = 4;               // drafted tokens per sequence and step at most
+  int spec_tree = 1;                 // branches at the draft tree's first two depths (1: a chain)
+  std::string draft_model;           // GGUF draft model for speculative = draft
   std::string chat_template;         // a Jinja template file overriding the model's own
   bool chat_special_tokens = false;  // message text may spell control tokens (off: plain text)
   std::string tool_call_parser = "auto";  // auto | hermes | llama3 | mistral | none

@@ -152,7 +152,7 @@ TEST_CASE("scheduler: a speculating decode verifies a tree, takes the accepted p
   CHECK(plan.logit_rows.size() == 7);
   CHECK_NOTHROW(validate_step_plan(plan, 32, 4, "test"));
   // Emitted: 10 (node 1), 30 (node 5), then 99: path 0, 1, 5 -> node 5 moves to depth 2.
-  const auto got = s.update(std::vector<std::vector<int32_t>>{{10, 30, 99}, {42}});
+  const auto got = s.update_emitted(std::vector<std::vector<int32_t>>{{10, 30, 99}, {42}});
   REQUIRE(got.size() == 4);
   CHECK(got[0] == seq);
   CHECK(got[2] == seq);
@@ -198,14 +198,14 @@ TEST_CASE("scheduler: drafts stop at max_tokens, respect the step's speculation 
   // Two decoding sequences, a 4-token step cap: 2 drafted tokens in all, to the first.
   CHECK(asked == std::vector<int>{2});
   // a accepts both drafts and a third token, but max_tokens = 3 ends it after 2 of them.
-  s.update(std::vector<std::vector<int32_t>>{{10, 11, 12}, {60}});
+  s.update_emitted(std::vector<std::vector<int32_t>>{{10, 11, 12}, {60}});
   CHECK(a->finished());
   CHECK(a->output == std::vector<int32_t>{50, 10, 11});
   // b alone: the 4-token cap minus its decode = 3 drafts; then the context (10) binds: with 8
   // tokens computed, 10 - 8 - 1 = 1.
   asked.clear();
   s.schedule();
-  s.update(std::vector<std::vector<int32_t>>{{10, 11, 12, 13}});
+  s.update_emitted(std::vector<std::vector<int32_t>>{{10, 11, 12, 13}});
   CHECK(b->num_computed == 8);
   s.schedule();
   CHECK(asked == std::vector<int>{3, 1});

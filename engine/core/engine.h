@@ -90,6 +90,8 @@ struct EngineConfig {
   int spec_tokens = 4;
   int spec_tree = 1;
   Model* draft_model = nullptr;
+  // Benchmarks and tests: drafts with this instead of the built-in drafter (any mode but None).
+  std::function<DraftTree(const Sequence&, int max_draft)> custom_drafter;
 };
 
 struct EngineError : std::runtime_error {

@@ -8,6 +8,7 @@
 namespace pagoda {
 
 std::function<DraftTree(const Sequence&, int)> LlmEngine::make_drafter() {
+  if (cfg_.custom_drafter) return cfg_.custom_drafter;
   if (cfg_.speculative == SpeculativeMode::Ngram) {
     NgramDraftConfig ng;
     ng.branches = cfg_.spec_tree;

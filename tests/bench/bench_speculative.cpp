@@ -3,7 +3,8 @@
 //     plain decode) at a context of --ctx tokens, median of --reps, alternating T each round;
 //  2. single stream through LlmEngine: --tokens greedy tokens after a prompt that repeats a
 //     random passage (a copying workload for prompt lookup), plain vs --speculative ngram (and
-//     --self-draft: draft = the target itself), alternating, with acceptance rates.
+//     --self-draft: draft = the target itself) vs an oracle drafter that knows the plain output
+//     (100% acceptance: the ceiling the verify costs allow), alternating, with acceptance rates.
 //
 //   bench_speculative --model M.gguf [--threads 2] [--ctx 256] [--reps 7] [--max-tree 8]
 //                     [--tokens 64] [--spec-tokens 4] [--rounds 2] [--self-draft]
@@ -96,7 +97,9 @@ struct StreamResult {
   std::vector<int32_t> tokens;
 };
 
-StreamResult stream(const Args& a, const gguf::GgufFile& f, SpeculativeMode mode, const std::vector<int32_t>& prompt) {
+// `oracle`: drafts the next tokens of this known output (what a perfect drafter would say).
+StreamResult stream(const Args& a, const gguf::GgufFile& f, SpeculativeMode mode, const std::vector<int32_t>& prompt,
+                    const std::vector<int32_t>* oracle = nullptr) {
   Model m(f, std::make_unique<CpuBackend>(a.threads), 512);
   std::unique_ptr<Model> draft;
   EngineConfig c;
@@ -105,6 +108,13 @@ StreamResult stream(const Args& a, const gguf::GgufFile& f, SpeculativeMode mode
   c.kv_cache_memory = 64u << 20;
   c.speculative = mode;
   c.spec_tokens = a.spec_tokens;
+  if (oracle)
+    c.custom_drafter = [oracle](const Sequence& seq, int max_draft) {
+      DraftTree t(seq.tokens.back());
+      for (size_t i = seq.output.size(); i < oracle->size() && t.drafted() < max_draft; ++i)
+        t.add(t.size() - 1, (*oracle)[i]);
+      return t;
+    };
   if (mode == SpeculativeMode::Draft) {
     draft = std::make_unique<Model>(f, std::make_unique<CpuBackend>(a.threads), 512);
     c.draft_model = draft.get();
@@ -145,9 +155,14 @@ void single_stream(const Args& a, const gguf::GgufFile& f) {
   std::vector<std::pair<const char*, SpeculativeMode>> modes{{"plain", SpeculativeMode::None},
                                                              {"ngram", SpeculativeMode::Ngram}};
   if (a.self_draft) modes.push_back({"self-draft", SpeculativeMode::Draft});
+  // Last: an oracle drafter that knows plain decoding's output (acceptance 100%): the best any
+  // drafter can do with these verify costs on this machine.
+  modes.push_back({"oracle", SpeculativeMode::Ngram});
   std::vector<std::vector<StreamResult>> res(modes.size());
   for (int round = 0; round < a.rounds; ++round)
-    for (size_t i = 0; i < modes.size(); ++i) res[i].push_back(stream(a, f, modes[i].second, prompt));
+    for (size_t i = 0; i < modes.size(); ++i)
+      res[i].push_back(stream(a, f, modes[i].second, prompt,
+                              i + 1 == modes.size() ? &res[0].back().tokens : nullptr));
   std::printf("single stream, %d greedy tokens, prompt %zu tokens (a passage, then its start again), "
               "--spec-tokens %d, %d threads, median of %d:\n",
               a.tokens, prompt.size(), a.spec_tokens, a.threads, a.rounds);

@@ -155,7 +155,8 @@ void CpuBackend::begin_step(const StepPlan& plan) {
     if (!attn_groups_.empty()) {
       AttnGroup& last = attn_groups_.back();
       const size_t prev = ut - 1;
-      const bool chained = !tree_row(ut) || plan.tree_masks[ut] == (plan.tree_masks[prev] | (uint64_t{1} << (t - plan.seqs[static_cast<size_t>(plan.token_seq[ut])].first_token)));
+      const int32_t row = t - plan.seqs[static_cast<size_t>(plan.token_seq[ut])].first_token;
+      const bool chained = !tree_row(ut) || plan.tree_masks[ut] == (plan.tree_masks[prev] | (uint64_t{1} << row));
       if (last.n < kAttnGroup && plan.token_seq[prev] == plan.token_seq[ut] &&
           plan.positions[prev] + 1 == plan.positions[ut] && chained) {
         ++last.n;

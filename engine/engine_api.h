@@ -38,6 +38,9 @@ struct GenerationRequest {
   // pooling is the model's (GGUF `<arch>.pooling_type`) when it names one, else this.
   bool embed = false;
   Pooling pooling = Pooling::Mean;
+  // Speculative decoding allowed (the engine's --speculative decides whether it happens); false
+  // opts the request out. Either way its output is the same.
+  bool speculative = true;
 };
 
 enum class FinishReason { None, Stop, Length, Abort, Error };
@@ -121,6 +124,8 @@ struct EngineStats {
   uint64_t kv_disk_hits = 0;             // prefix hits on those blocks
   uint64_t kv_disk_blocks_saved = 0;     // blocks written by saves, summed over saves
   uint64_t kv_disk_saves = 0;            // successful saves
+  uint64_t spec_drafted = 0;   // speculative decoding: drafted tokens verified
+  uint64_t spec_accepted = 0;  // of those, accepted
 };
 
 // What POST /v1/cache/save reports (EngineApi::save_prefix_cache).

@@ -25,6 +25,13 @@ struct KShift {
   int32_t delta = 0;
 };
 
+// Copy one slot (K and V, all layers) to another: a verified token tree's accepted node moved to
+// the logical index its depth gives it (engine/core/speculative.h).
+struct SlotCopy {
+  int32_t src = 0;  // block * block_size + offset
+  int32_t dst = 0;
+};
+
 struct SeqInStep {
   uint64_t seq_id = 0;
   int32_t first_token = 0;         // index of its first token in StepPlan::tokens
@@ -48,18 +55,37 @@ struct StepPlan {
   // Token indices whose final-norm hidden states are needed (embedding requests' pooling), in
   // the order the caller will read them (StepLogits::hidden_row). Costs no LM-head row.
   std::vector<int32_t> hidden_rows;
-  // Cache edits applied before the forward pass: copies first, then K shifts.
+  // Token trees (speculative decoding). Empty, or one entry per token: 0 for an ordinary causal
+  // row. A sequence whose rows carry masks is a tree (at most kMaxTreeTokens rows): its row j
+  // (token first_token + j) has bit i set for each row i of the tree that is j itself or one of
+  // its ancestors; row 0 is the root (mask 1) and every row's parent comes before it. Row j sits
+  // at position n_past + depth(j) (depth = ancestors), and attends to the sequence's logical
+  // indices 0..n_past-1 (the committed prefix, through its block table) followed by its
+  // ancestors' and its own K/V in row order (read from those rows' slots): exactly the context
+  // the same tokens would see if that path alone had been decoded. Its own slot is the caller's
+  // choice (the scheduler gives row j the logical index n_past + j).
+  std::vector<uint64_t> tree_masks;
+  static constexpr int kMaxTreeTokens = 64;
+  // Cache edits applied before the forward pass: slot copies (in order), then block copies,
+  // then K shifts.
+  std::vector<SlotCopy> slot_copies;
   std::vector<BlockCopy> block_copies;
   std::vector<KShift> k_shifts;
 
   int32_t n_tokens() const { return static_cast<int32_t>(tokens.size()); }
-  bool empty() const { return tokens.empty() && block_copies.empty() && k_shifts.empty(); }
+  bool has_tree() const { return !tree_masks.empty(); }
+  bool empty() const { return tokens.empty() && block_copies.empty() && k_shifts.empty() && slot_copies.empty(); }
 };
 
 // Checks every index of `plan` against its own arrays and a cache of `num_blocks` blocks of
 // `block_size` slots: slots, block ids, positions within each sequence's block table, logit
-// rows, copies and shifts; each sequence's tokens contiguous from first_token. Backends call it
+// rows, copies and shifts; each sequence's tokens contiguous from first_token; tree masks
+// (a tree per sequence, positions n_past + depth). Backends call it
 // before trusting a plan. Throws std::invalid_argument ("<who>: step plan: <problem>").
 void validate_step_plan(const StepPlan& plan, int num_blocks, int block_size, const char* who);
+
+// For the row at token index t of a tree sequence: the token indices of its ancestors and
+// itself, in row order (the tail of its attention context). Assumes a validated plan.
+std::vector<int32_t> tree_path(const StepPlan& plan, int32_t t);
 
 }  // namespace pagoda

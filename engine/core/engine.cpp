@@ -10,6 +10,7 @@
 
 #include "engine/core/block_math.h"
 #include "engine/core/choice_text.h"
+#include "engine/core/draft_model.h"
 #include "engine/core/embedding_pool.h"
 #include "engine/core/kv_budget.h"
 #include "engine/model/model.h"
@@ -122,6 +123,10 @@ LlmEngine::LlmEngine(Model& model, const Tokenizer* tokenizer, EngineConfig cfg)
   sc.max_step_ms = cfg_.max_step_ms;
   sc.step_cost = &step_cost_;
   if (tokenizer_) sc.is_eog = [tok = tokenizer_](int32_t t) { return tok->is_eog(t); };
+  if (cfg_.speculative != SpeculativeMode::None) {
+    sc.spec_tokens = std::clamp(cfg_.spec_tokens, 0, StepPlan::kMaxTreeTokens - 1);
+    sc.draft = make_drafter();
+  }
   scheduler_ = std::make_unique<Scheduler>(sc, *kv_);
   spdlog::info("engine: {} KV blocks of {} tokens ({} {:.1f} MiB; {}), context {} tokens, batch {} tokens, {} seqs",
                num_blocks_, B, ggml_type_info(cfg_.kv_type).name, num_blocks_ * static_cast<double>(block_bytes) / (1 << 20),
@@ -348,6 +353,9 @@ bool LlmEngine::take_inbox() {
       seq->n_keep = n_keep;
       seq->seed = base_seed + static_cast<uint64_t>(i);
       seq->rng.reseed(seq->seed);
+      // Speculating sequences draw on the host (the acceptance walk reads every node's logits).
+      seq->speculate = cfg_.speculative != SpeculativeMode::None && req.speculative && !req.embed &&
+                       !req.sampling.grammar && !on_device;
       seq->device_sampling = on_device;
       seq->sample = !req.embed;
       if (req.sampling.grammar) seq->grammar.emplace(req.sampling.grammar);
@@ -428,41 +436,55 @@ void LlmEngine::step() {
     for (const HiddenRows& r : scheduler_->hidden_rows())
       if (auto it = by_seq_.find(r.seq->id); it != by_seq_.end())
         for (int k = 0; k < r.n; ++k) it->second->pool.add(logits_.hidden_row(r.first_row + k));
-    std::vector<int32_t> sampled(targets.size());
-    std::vector<SampleResult> results(targets.size());
+    std::vector<std::vector<int32_t>> sampled(targets.size());
+    std::vector<std::vector<SampleResult>> results(targets.size(), std::vector<SampleResult>(1));
     std::vector<char> grammar_dead(targets.size(), 0);  // the grammar allowed no token
     if (constrained) masks_->wait();
     for (size_t j = 0; j < targets.size(); ++j) {
       Sequence& seq = *targets[j].seq;
+      if (targets[j].tree) {
+        results[j] = verify_tree(targets[j]);
+        for (const SampleResult& r : results[j]) sampled[j].push_back(r.token);
+        continue;
+      }
+      SampleResult& result = results[j][0];
       if (draw_of[j] >= 0) {
-        results[j].token = logits_.drawn()[static_cast<size_t>(draw_of[j])];
+        result.token = logits_.drawn()[static_cast<size_t>(draw_of[j])];
       } else {
         const std::span<const float> row = logits_.host_row(targets[j].logit_row);
         // Structured output: the sampler masks the row itself (sampling.h, step 0).
         const uint32_t* mask = constrained ? masks_->mask(j) : nullptr;
         if (mask && allowed_tokens(mask, vocab_) == 0) {
           grammar_dead[j] = 1;  // ended with an error below; the token is a placeholder
-          results[j].token = tokenizer_ && tokenizer_->eos_id() >= 0 ? tokenizer_->eos_id() : 0;
+          result.token = tokenizer_ && tokenizer_->eos_id() >= 0 ? tokenizer_->eos_id() : 0;
         } else {
-          results[j] = sample_token(row.data(), vocab_, seq.request->sampling, seq.request->prompt, seq.output,
-                                    seq.rng, mask);
+          result = sample_token(row.data(), vocab_, seq.request->sampling, seq.request->prompt, seq.output,
+                                seq.rng, mask);
         }
       }
-      sampled[j] = results[j].token;
+      sampled[j] = {result.token};
     }
-    // update() returns the sequences that got a token, a subsequence of the targets in their
-    // order: walk both to pair each with its result.
+    // update() returns the sequences that got tokens (once per token, consecutively), a
+    // subsequence of the targets in their order: walk both to pair each with its result.
     std::vector<const Sequence*> target_seqs(targets.size());  // update() clears the targets
     for (size_t j = 0; j < targets.size(); ++j) target_seqs[j] = targets[j].seq.get();
-    const auto updated = scheduler_->update(sampled);
+    const auto updated = scheduler_->update_emitted(sampled);
     std::vector<SampleResult> ordered;
     ordered.reserve(updated.size());
-    size_t j = 0;
-    for (const auto& seq : updated) {
-      while (j < target_seqs.size() && target_seqs[j] != seq.get()) ++j;
-      if (j == target_seqs.size()) throw std::logic_error("engine: update() returned a sequence out of target order");
+    size_t j = 0, k = 0;  // the target, and the token within its results
+    for (size_t u = 0; u < updated.size(); ++u) {
+      const auto& seq = updated[u];
+      if (u > 0 && updated[u - 1] == seq) {
+        ++k;
+      } else {
+        if (u > 0) ++j;
+        k = 0;
+        while (j < target_seqs.size() && target_seqs[j] != seq.get()) ++j;
+      }
+      if (j == target_seqs.size() || k >= results[j].size())
+        throw std::logic_error("engine: update() returned a sequence out of target order");
       if (seq->grammar) advance_grammar(seq, grammar_dead[j] != 0);
-      ordered.push_back(std::move(results[j++]));
+      ordered.push_back(std::move(results[j][k]));
     }
     emit_outputs(updated, ordered);
   }
@@ -530,7 +552,9 @@ void LlmEngine::emit_outputs(const std::vector<std::shared_ptr<Sequence>>& updat
     Active& a = *it->second;
     Choice& c = a.choices[seq->index];
     if (c.reported) continue;
-    const int32_t tok = seq->output.back();
+    const int32_t tok = results[k].token;
+    // A sequence that took several tokens this step (speculation) ends with its last one.
+    const bool ends_here = seq->finished() && (k + 1 == updated.size() || updated[k + 1] != seq);
     if (a.first_token == std::chrono::steady_clock::time_point{}) a.first_token = std::chrono::steady_clock::now();
     if (!a.cached_reported && seq->cached_prompt_tokens >= 0) {
       a.stream->set_cached_prompt_tokens(seq->cached_prompt_tokens);
@@ -550,10 +574,10 @@ void LlmEngine::emit_outputs(const std::vector<std::shared_ptr<Sequence>>& updat
     // (A grammar that completed ends its choice with "stop" on its last real token, which is
     // text: advance_grammar.)
     const bool grammar_completed = seq->grammar && seq->grammar->is_finished() && !seq->grammar->is_terminated();
-    const bool stop_token = seq->finished() && seq->finish == FinishReason::Stop && !grammar_completed;
+    const bool stop_token = ends_here && seq->finish == FinishReason::Stop && !grammar_completed;
     std::string text = c.text->push(tok, stop_token);
     if (c.text->stopped()) scheduler_->finish(seq, FinishReason::Stop);
-    if (seq->finished()) {
+    if (ends_here || c.text->stopped()) {
       text += c.text->finish();
       if (c.text->stopped()) seq->finish = FinishReason::Stop;
       d.finish = seq->finish;
@@ -568,6 +592,7 @@ void LlmEngine::emit_outputs(const std::vector<std::shared_ptr<Sequence>>& updat
 
 void LlmEngine::report_finished() {
   for (const auto& seq : scheduler_->take_finished()) {
+    forget_draft(seq->id);
     auto it = by_seq_.find(seq->id);
     if (it == by_seq_.end()) continue;  // the system prompt
     Active& a = *it->second;
@@ -649,6 +674,8 @@ void LlmEngine::update_stats(bool stepped) {
   stats_.kv_disk_blocks_loaded = kv_disk_loaded_;
   stats_.kv_disk_blocks_saved = kv_disk_saved_;
   stats_.kv_disk_saves = kv_disk_saves_;
+  stats_.spec_drafted = c.spec_drafted;
+  stats_.spec_accepted = c.spec_accepted;
   if (stepped) {
     ++stats_.steps;
     stats_.last_step_unix_s = now_unix_s();

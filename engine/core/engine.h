@@ -61,6 +61,7 @@ namespace pagoda {
 class Tokenizer;
 class ChannelStream;
 class ConstraintCompiler;
+class DraftModelDrafter;
 
 struct EngineConfig {
   int block_size = 16;
@@ -95,6 +96,15 @@ struct EngineConfig {
   std::string model_identity;
   // Bytes of host memory for evicted prefix blocks (host_kv_tier.h); 0: off.
   size_t kv_host_memory = 0;
+  // Speculative decoding (speculative.h): the drafter, drafted tokens per step and sequence at
+  // most, branches of the tree at its first depths (1: a chain), and for Draft the draft model
+  // (same vocabulary; not owned, outlives the engine).
+  SpeculativeMode speculative = SpeculativeMode::None;
+  int spec_tokens = 4;
+  int spec_tree = 1;
+  Model* draft_model = nullptr;
+  // Benchmarks and tests: drafts with this instead of the built-in drafter (any mode but None).
+  std::function<DraftTree(const Sequence&, int max_draft)> custom_drafter;
 };
 
 struct EngineError : std::runtime_error {
@@ -126,6 +136,8 @@ class LlmEngine final : public EngineApi {
       const OutputConstraint& constraint) const override;
 
   int num_kv_blocks() const { return num_blocks_; }
+  // For tests: draft-model KV blocks in use (0 without a draft model). Engine thread only.
+  int draft_blocks_in_use() const;
   int block_size() const { return cfg_.block_size; }
   // Blocks until the system prompt is prefilled (or failed); true when it is pinned.
   bool wait_system_prompt();
@@ -160,6 +172,11 @@ class LlmEngine final : public EngineApi {
   void choice_finished(Active& a);  // its last delta was pushed
   void fail_running(const std::string& message);
   void update_stats(bool stepped);
+  // Speculative decoding (engine_spec.cpp): the scheduler's drafter for cfg_.speculative, and
+  // the acceptance walk over a verified tree's logit rows (speculative.h).
+  std::function<DraftTree(const Sequence&, int)> make_drafter();
+  std::vector<SampleResult> verify_tree(const SampleTarget& target);
+  void forget_draft(uint64_t seq_id);  // a finished sequence's draft-model cache
 
   Model& model_;
   const Tokenizer* tokenizer_;
@@ -199,6 +216,7 @@ class LlmEngine final : public EngineApi {
   std::vector<SampleRequest> draws_;  // the device-sampled targets of the step
   double step_s_ = 0, forward_s_ = 0;
   std::unique_ptr<StepMasks> masks_;  // made at the first constrained step
+  std::unique_ptr<DraftModelDrafter> draft_;  // --speculative draft
 
   // Structured output: the vocabulary's token bytes and the compiled-grammar cache, built on
   // the first compile_constraint (from HTTP threads; the compiler itself is thread-safe).

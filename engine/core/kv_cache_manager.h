@@ -80,6 +80,14 @@ class KvCacheManager {
 
   // Moves the queued cache edits out (into a StepPlan).
   void take_edits(std::vector<BlockCopy>& copies, std::vector<KShift>& shifts);
+  // Speculative decoding (kv_cache_tree.cpp): after verifying a token tree whose node j was
+  // written at logical index n_past + j, keeps the accepted path (`path`: node ids, root first,
+  // node at depth d moving to logical index n_past + d: a queued slot copy unless it is there
+  // already) and releases the blocks past the path's end. The sequence then holds
+  // n_past + path.size() computed tokens.
+  void keep_tree_path(uint64_t seq, int n_past, const std::vector<int>& path);
+  // Moves the queued slot copies out (StepPlan::slot_copies, applied in this order).
+  void take_slot_copies(std::vector<SlotCopy>& copies);
 
   // ---- the host tier and the disk file (kv_persist.h) ----
   // A block's raw bytes on the backend (Backend::read_kv_block_raw / write_kv_block_raw).
@@ -128,6 +136,7 @@ class KvCacheManager {
   std::unordered_map<uint64_t, SeqKv> seqs_;
   std::vector<BlockCopy> copies_;
   std::vector<KShift> shifts_;
+  std::vector<SlotCopy> slot_copies_;
   bool prefix_caching_ = true;
   bool has_pinned_ = false;
   uint64_t pinned_seq_ = 0;

@@ -151,6 +151,7 @@ void Scheduler::emit(StepPlan& plan, const std::shared_ptr<Sequence>& seq, int n
     plan.token_seq.push_back(seq_index);
   }
   plan.seqs.push_back(s);
+  if (plan.has_tree()) plan.tree_masks.resize(plan.tokens.size(), 0);
   if (seq->sample && seq->num_computed + n == seq->num_tokens()) {
     const int row = static_cast<int>(plan.logit_rows.size());
     plan.logit_rows.push_back(s.first_token + n - 1);
@@ -271,6 +272,9 @@ StepPlan Scheduler::schedule() {
   step_features_ = StepFeatures{};
   target_ms_ = -1;
   prefill_tokens_in_step_ = 0;
+  int n_decoding = 0;
+  for (const auto& seq : running_) n_decoding += seq->num_tokens() - seq->num_computed == 1 ? 1 : 0;
+  spec_pool_ = std::max(0, std::min(budget, cfg_.spec_step_tokens) - n_decoding);
 
   // Decodes first, then unfinished prefills; both in admission order. Iterate over a snapshot:
   // preemption and finishing edit running_.
@@ -290,6 +294,18 @@ StepPlan Scheduler::schedule() {
         } else {
           n = cfg_.ctx_limit - seq->num_computed;  // cannot happen: prompts fit the context
           if (n <= 0) { finish(seq, FinishReason::Length); continue; }
+        }
+      }
+      if (decode) {
+        // Drafts never preempt anyone: without free blocks for the tree, a plain decode.
+        DraftTree tree = draft_for(*seq, budget);
+        if (tree.drafted() > 0 &&
+            kv_.blocks_needed(seq->id, seq->num_computed, tree.size()) <= kv_.pool().num_available()) {
+          const int t = tree.size();
+          if (!reserve_running(seq, t)) continue;
+          emit_tree(plan, seq, std::make_shared<const DraftTree>(std::move(tree)));
+          budget -= t;
+          continue;
         }
       }
       if (!decode && (n = fit_prefill(*seq, n)) == 0) continue;
@@ -312,6 +328,7 @@ StepPlan Scheduler::schedule() {
       }
     }
   }
+  kv_.take_slot_copies(plan.slot_copies);
   kv_.take_edits(plan.block_copies, plan.k_shifts);
   last_step_prefill_ = prefill_tokens_in_step_;
   return plan;
@@ -341,15 +358,32 @@ FinishReason Scheduler::stop_reason(const Sequence& seq, int32_t token) const {
 }
 
 std::vector<std::shared_ptr<Sequence>> Scheduler::update(const std::vector<int32_t>& sampled) {
-  if (sampled.size() != targets_.size())
+  std::vector<std::vector<int32_t>> emitted(sampled.size());
+  for (size_t j = 0; j < sampled.size(); ++j) emitted[j] = {sampled[j]};
+  return update_emitted(emitted);
+}
+
+bool Scheduler::take_token(const std::shared_ptr<Sequence>& seq, int32_t token) {
+  seq->output.push_back(token);
+  ++counters_.generation_tokens;
+  const FinishReason r = stop_reason(*seq, token);
+  if (r != FinishReason::None) finish(seq, r);
+  return r == FinishReason::None;
+}
+
+std::vector<std::shared_ptr<Sequence>> Scheduler::update_emitted(const std::vector<std::vector<int32_t>>& emitted) {
+  if (emitted.size() != targets_.size())
     throw std::invalid_argument("scheduler: one sampled token per sample target expected");
+  for (size_t j = 0; j < emitted.size(); ++j)
+    if (emitted[j].empty() || (!targets_[j].tree && emitted[j].size() != 1))
+      throw std::invalid_argument("scheduler: a plain target takes one token, a tree target at least one");
   for (const auto& r : prompt_rows_)
     r.seq->prompt_logprob_rows_done = std::max(r.seq->prompt_logprob_rows_done, r.first_position + r.n);
   for (const auto& r : hidden_rows_)
     r.seq->pooled_upto = std::max(r.seq->pooled_upto, r.first_position + r.n);
   for (const auto& s : scheduled_) {
     Sequence& seq = *s.seq;
-    if (seq.status != SeqStatus::Running) continue;
+    if (seq.status != SeqStatus::Running || s.tree) continue;
     seq.num_computed += s.n_tokens;
     if (s.prefill) counters_.prefill_tokens_computed += s.n_tokens;
     kv_.commit(seq.id, seq.tokens, seq.num_computed);
@@ -374,11 +408,12 @@ std::vector<std::shared_ptr<Sequence>> Scheduler::update(const std::vector<int32
   for (size_t j = 0; j < targets_.size(); ++j) {
     const auto& seq = targets_[j].seq;
     if (seq->status != SeqStatus::Running) continue;
-    seq->tokens.push_back(sampled[j]);
-    seq->output.push_back(sampled[j]);
-    ++counters_.generation_tokens;
-    const FinishReason r = stop_reason(*seq, sampled[j]);
-    if (r != FinishReason::None) finish(seq, r);
+    if (targets_[j].tree) {
+      take_tree_tokens(targets_[j], emitted[j], out);
+      continue;
+    }
+    seq->tokens.push_back(emitted[j][0]);
+    take_token(seq, emitted[j][0]);
     out.push_back(seq);
   }
   scheduled_.clear();

@@ -53,6 +53,14 @@ struct SchedulerConfig {
   double auto_step_factor = 1.75;
   int min_prefill_chunk = 4;   // prefill tokens such a step still takes (progress)
   const StepCostModel* step_cost = nullptr;  // not owned; null or not ready(): no target
+  // Speculative decoding (speculative.h): a sequence with `speculate` set verifies a draft tree
+  // in its decode step. draft(seq, max_draft) proposes one (at most max_draft drafted nodes;
+  // the root only: a plain decode). Drafted tokens share the step's token budget; a step's
+  // total stays within spec_step_tokens (a batch whose decodes alone reach it is compute-bound
+  // enough that verifying more tokens costs more than it saves, so no one drafts).
+  std::function<DraftTree(const Sequence&, int max_draft)> draft;
+  int spec_tokens = 0;        // drafted nodes per sequence and step at most (0: off)
+  int spec_step_tokens = 32;
 };
 
 // Row `logit_row` (an index into StepPlan::logit_rows) is sampled for `seq`. n > 1 siblings that
@@ -61,6 +69,8 @@ struct SampleTarget {
   int logit_row = 0;
   std::shared_ptr<Sequence> seq;
   std::shared_ptr<Sequence> fork_from;  // set when seq forks from this sequence on update
+  // A draft tree being verified: rows logit_row .. logit_row + tree->size() - 1 are its nodes'.
+  std::shared_ptr<const DraftTree> tree;
 };
 
 // Prompt logprobs (GenerationRequest::prompt_logprobs >= 0): logit rows [first_row, first_row + n)
@@ -91,6 +101,9 @@ struct SchedulerCounters {
   uint64_t prefill_tokens_computed = 0; // prefill work actually done (includes recompute)
   uint64_t generation_tokens = 0;
   uint64_t context_shifts = 0;
+  uint64_t spec_verifications = 0;  // decode steps that verified a draft tree
+  uint64_t spec_drafted = 0;        // drafted tree nodes
+  uint64_t spec_accepted = 0;       // of those, accepted
 };
 
 class Scheduler {
@@ -118,6 +131,10 @@ class Scheduler {
   // Consumes one sampled token per sample target (same order). Returns the sequences that got a
   // token, in target order; those whose token ended them are already finished.
   std::vector<std::shared_ptr<Sequence>> update(const std::vector<int32_t>& sampled);
+  // The same with the tokens each target emitted: one for a plain target; for a tree target
+  // its accepted drafts then the token drawn after them (speculative.h). A sequence is in the
+  // result once per token it took (consecutively); tokens after one that ended it are dropped.
+  std::vector<std::shared_ptr<Sequence>> update_emitted(const std::vector<std::vector<int32_t>>& emitted);
 
   // Ends a sequence in any state (abort, stop string, error) and frees its blocks now. On an
   // already finished sequence only the reason changes. Pending siblings end with it.
@@ -136,6 +153,7 @@ class Scheduler {
     std::shared_ptr<Sequence> seq;
     int n_tokens = 0;
     bool prefill = false;
+    bool tree = false;  // a draft tree: bookkeeping waits for the accepted path (update)
   };
 
   bool is_scheduled(const Sequence& seq) const;
@@ -149,6 +167,15 @@ class Scheduler {
   bool shift_tokens(Sequence& seq);
   void preempt(const std::shared_ptr<Sequence>& seq);
   void emit(StepPlan& plan, const std::shared_ptr<Sequence>& seq, int n, bool prefill);
+  // Speculative decoding (scheduler_spec.cpp): the draft tree of a decoding sequence (root only
+  // when it does not speculate this step), and its rows in the plan.
+  DraftTree draft_for(Sequence& seq, int budget);
+  void emit_tree(StepPlan& plan, const std::shared_ptr<Sequence>& seq, std::shared_ptr<const DraftTree> tree);
+  // After the forward pass: keeps the accepted path of a verified tree and takes its tokens.
+  void take_tree_tokens(const SampleTarget& t, const std::vector<int32_t>& emitted,
+                        std::vector<std::shared_ptr<Sequence>>& out);
+  // Appends one generated token and applies the token stops; false when it ended the sequence.
+  bool take_token(const std::shared_ptr<Sequence>& seq, int32_t token);
   // After the decodes are in: the time target for the rest of the step (< 0: none).
   double prefill_target_ms() const;
   // The longest prefill chunk of at most n tokens of `seq` (from seq->num_computed) that keeps
@@ -179,6 +206,7 @@ class Scheduler {
   double target_ms_ = -1;       // its time target (< 0: none)
   int prefill_tokens_in_step_ = 0;
   int last_step_prefill_ = 0;   // prefill tokens of the last step (the slow start's base)
+  int spec_pool_ = 0;           // drafted tokens the step being formed may still take
 };
 
 }  // namespace pagoda

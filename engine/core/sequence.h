@@ -10,6 +10,7 @@
 
 #include "engine/engine_api.h"
 #include "engine/core/sampling.h"
+#include "engine/core/speculative.h"
 #include "engine/structured/structured.h"
 
 namespace pagoda {
@@ -58,6 +59,10 @@ struct Sequence {
   // Structured output: where this choice's output stands in the request's grammar (advanced by
   // every token drawn; a recompute after preemption replays nothing, the output is kept).
   std::optional<structured::GrammarMatcher> grammar;
+  // Speculative decoding (speculative.h): set at admission when the engine speculates and the
+  // request allows it; `spec` adapts how much it drafts.
+  bool speculate = false;
+  SpecState spec;
 
   int32_t num_tokens() const { return static_cast<int32_t>(tokens.size()); }
   int32_t prompt_len() const { return static_cast<int32_t>(request->prompt.size()); }

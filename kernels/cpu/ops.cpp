@@ -101,13 +101,13 @@ void kv_save(const KvPool& p, int64_t off, int64_t n, const float* in) {
 }
 
 // One token's attention (the scalar oracle the AVX-512 version is tested against).
-void attention_one(const float* q, int g, int head_dim, float scale, const KvPool& k, const KvPool& v,
-                   int kv_head, const int32_t* block_table, int n_ctx, float* scratch, float* out) {
+void attention_one(const AttnRows& r, const float* q, int g, int head_dim, float scale, const KvPool& k,
+                   const KvPool& v, int kv_head, const int32_t* block_table, int n_ctx, float* scratch, float* out) {
   float* scores = scratch;  // [g][n_ctx]
   float* row = scratch + static_cast<int64_t>(g) * n_ctx;
   const int bs = k.block_size;
   for (int i = 0; i < n_ctx; ++i) {
-    const int64_t slot = static_cast<int64_t>(block_table[i / bs]) * bs + i % bs;
+    const int64_t slot = attention_slot(r, block_table, bs, i);
     kv_load(k, kv_offset(k, slot, kv_head), head_dim, row);
     for (int j = 0; j < g; ++j)
       scores[static_cast<int64_t>(j) * n_ctx + i] = dot(q + j * head_dim, row, head_dim) * scale;
@@ -115,7 +115,7 @@ void attention_one(const float* q, int g, int head_dim, float scale, const KvPoo
   for (int j = 0; j < g; ++j) detail::softmax_row_portable(scores + static_cast<int64_t>(j) * n_ctx, n_ctx);
   std::memset(out, 0, sizeof(float) * static_cast<size_t>(g) * head_dim);
   for (int i = 0; i < n_ctx; ++i) {
-    const int64_t slot = static_cast<int64_t>(block_table[i / bs]) * bs + i % bs;
+    const int64_t slot = attention_slot(r, block_table, bs, i);
     kv_load(v, kv_offset(v, slot, kv_head), head_dim, row);
     for (int j = 0; j < g; ++j) {
       const float w = scores[static_cast<int64_t>(j) * n_ctx + i];
@@ -130,7 +130,7 @@ void attention_one(const float* q, int g, int head_dim, float scale, const KvPoo
 void detail::attention_group_portable(const AttnRows& r, int g, int head_dim, float scale, const KvPool& k,
                                       const KvPool& v, int kv_head, const int32_t* block_table, float* scratch) {
   for (int i = 0; i < r.n_q; ++i)
-    attention_one(r.q + i * r.q_stride, g, head_dim, scale, k, v, kv_head, block_table, r.n_ctx + i, scratch,
+    attention_one(r, r.q + i * r.q_stride, g, head_dim, scale, k, v, kv_head, block_table, r.n_ctx + i, scratch,
                   r.out + i * r.out_stride);
 }
 
@@ -220,6 +220,12 @@ void kv_copy_block(const KvPool& pool, int64_t src, int64_t dst) {
   const size_t bytes = static_cast<size_t>(pool.block_bytes());
   const auto* base = static_cast<uint8_t*>(pool.data);
   std::memmove(static_cast<uint8_t*>(pool.data) + dst * bytes, base + src * bytes, bytes);
+}
+
+void kv_copy_slot(const KvPool& pool, int64_t src, int64_t dst) {
+  const size_t bytes = static_cast<size_t>(pool.row_elems() * pool.elem_bytes());
+  auto* base = static_cast<uint8_t*>(pool.data);
+  std::memmove(base + dst * bytes, base + src * bytes, bytes);
 }
 
 }  // namespace pagoda::cpu

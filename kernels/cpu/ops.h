@@ -9,6 +9,7 @@
 // AVX-512; they keep the same per-row order on a given machine.
 #pragma once
 
+#include <climits>
 #include <cstdint>
 
 #include "kernels/ggml_type.h"
@@ -85,7 +86,17 @@ struct AttnRows {
   int64_t out_stride = 0;
   int n_q = 1;
   int n_ctx = 0;  // context length of the first token (its position + 1)
+  // Token trees: logical indices from tail_base on live at the explicit slots
+  // tail_slots[i - tail_base] instead of the block table (a tree row's ancestors).
+  int tail_base = INT_MAX;
+  const int32_t* tail_slots = nullptr;
 };
+
+// The slot of logical index i of rows `r` (the one place tree rows differ from causal ones).
+inline int64_t attention_slot(const AttnRows& r, const int32_t* block_table, int block_size, int i) {
+  if (i >= r.tail_base) return r.tail_slots[i - r.tail_base];
+  return static_cast<int64_t>(block_table[i / block_size]) * block_size + i % block_size;
+}
 
 // Floats of scratch attention_group needs.
 inline int64_t attention_scratch_floats(int n_q, int g, int head_dim, int n_ctx) {
@@ -106,5 +117,7 @@ void kv_rope_block(const KvPool& k, int64_t block, const RopeParams& p, const fl
 
 // Copies block `src` of the pool to block `dst`.
 void kv_copy_block(const KvPool& pool, int64_t src, int64_t dst);
+// Copies slot `src` of the pool to slot `dst` (one token's row, all KV heads).
+void kv_copy_slot(const KvPool& pool, int64_t src, int64_t dst);
 
 }  // namespace pagoda::cpu

@@ -168,7 +168,7 @@ inline void load_head(GgmlType type, int head_dim, const uint8_t* src, __mmask16
 // Converts the rows of keys [i0, i0 + nk) of one KV head to F32 in `tile` (16 rows of NC*16
 // floats); lanes past head_dim and rows past nk are zero, so every tile is processed whole.
 template <int NC>
-inline void load_tile(const KvPool& p, int kv_head, const int32_t* block_table, int i0, int nk,
+inline void load_tile(const AttnRows& r, const KvPool& p, int kv_head, const int32_t* block_table, int i0, int nk,
                       __mmask16 last, float* tile) {
   const int bs = p.block_size;
   const int64_t head_off = static_cast<int64_t>(kv_head) * p.head_bytes(), row = p.row_bytes();
@@ -179,7 +179,9 @@ inline void load_tile(const KvPool& p, int kv_head, const int32_t* block_table, 
       for (int c = 0; c < NC; ++c) _mm512_storeu_ps(dst + c * 16, _mm512_setzero_ps());
       continue;
     }
-    const int64_t off = (static_cast<int64_t>(block_table[blk]) * bs + in_blk) * row + head_off;
+    const int64_t slot = i0 + k >= r.tail_base ? attention_slot(r, block_table, bs, i0 + k)
+                                               : static_cast<int64_t>(block_table[blk]) * bs + in_blk;
+    const int64_t off = slot * row + head_off;
     if (++in_blk == bs) in_blk = 0, ++blk;
     load_head<NC>(p.type, p.head_dim, static_cast<const uint8_t*>(p.data) + off, last, dst);
   }
@@ -198,7 +200,7 @@ void attention_tiles(const AttnRows& r, int g, int head_dim, float scale, const 
   const __m512 vscale = _mm512_set1_ps(scale);
   // Scores: each tile of 16 keys is converted once for every row and head that sees it.
   for (int i0 = 0; i0 < max_ctx; i0 += 16) {
-    load_tile<NC>(k, kv_head, block_table, i0, std::min(16, max_ctx - i0), last, tile);
+    load_tile<NC>(r, k, kv_head, block_table, i0, std::min(16, max_ctx - i0), last, tile);
     for (int qi = 0; qi < r.n_q; ++qi) {
       const int ctx = r.n_ctx + qi;
       if (i0 >= ctx) continue;
@@ -227,7 +229,7 @@ void attention_tiles(const AttnRows& r, int g, int head_dim, float scale, const 
   }
   // Outputs: weighted V rows, accumulated in index order per row and head.
   for (int i0 = 0; i0 < max_ctx; i0 += 16) {
-    load_tile<NC>(v, kv_head, block_table, i0, std::min(16, max_ctx - i0), last, tile);
+    load_tile<NC>(r, v, kv_head, block_table, i0, std::min(16, max_ctx - i0), last, tile);
     for (int qi = 0; qi < r.n_q; ++qi) {
       const int ctx = r.n_ctx + qi;
       if (i0 >= ctx) continue;

@@ -1,7 +1,8 @@
 // Paged attention for single-query rows (decode), split over the KV length:
 //   out[t, h] = softmax_j(scale * q[t, h] . K[j, g]) V[j, g]  over logical j in 0..positions[t],
 // with g = h / (n_heads / n_kv_heads) (GQA) and K/V rows found through the token's block table
-// (logical j lives in block_table[j / block_size] at offset j % block_size).
+// (logical j lives in block_table[j / block_size] at offset j % block_size; a token-tree row's
+// logical indices from its sequence's n_past on come from its list in AttnIndex::tree_slots).
 // Launch: attend kernel grid (n_heads, n_rows, n_splits), 128 threads = 4 warps. Heads run
 // fastest so the query heads sharing a KV head read its K/V rows close together in time (L2
 // hits instead of one HBM read per query head). Split s covers
@@ -15,6 +16,8 @@
 // Assumptions: max_ctx >= positions[t] + 1 for every row; head_dim <= kMaxHeadDim; n_heads a
 // multiple of n_kv_heads; an F16, F32 or Q8_0 cache (K/V values read through kv_elem.cuh).
 #include <cuda_fp16.h>
+
+#include <climits>
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/kv_elem.cuh"
@@ -40,6 +43,10 @@ __global__ void decode_attend_kernel(const float* q, float* out, int n_heads, fl
   const int begin = split * kDecodeSplitKeys;
   const int end = min(ctx, begin + kDecodeSplitKeys);
   const int32_t* bt = idx.block_tables + idx.token_bt[t];
+  // A tree row reads its ancestors' slots from a list (the one place trees differ).
+  const int tree_at = idx.tree_index ? idx.tree_index[t] : -1;
+  const int tail_base = tree_at >= 0 ? idx.tree_slots[tree_at] : INT_MAX;
+  const int32_t* tail = tree_at >= 0 ? idx.tree_slots + tree_at + 1 : nullptr;
 
   float qr[kPerLane];
   const float* qh = q + (int64_t)t * n_heads * hd + (int64_t)h * hd;
@@ -54,7 +61,8 @@ __global__ void decode_attend_kernel(const float* q, float* out, int n_heads, fl
   for (int j = 0; j < kPerLane; ++j) acc[j] = 0.0f;
 
   for (int key = begin + warp; key < end; key += kWarps) {
-    const int64_t slot = (int64_t)bt[key / kv.block_size] * kv.block_size + key % kv.block_size;
+    const int64_t slot = key >= tail_base ? (int64_t)tail[key - tail_base]
+                                          : (int64_t)bt[key / kv.block_size] * kv.block_size + key % kv.block_size;
     const uint8_t* kp = kv_head(kv.k, kv.type, slot * kv.n_kv_heads + g, hd);
     const uint8_t* vp = kv_head(kv.v, kv.type, slot * kv.n_kv_heads + g, hd);
     float dot = 0.0f;

@@ -114,6 +114,10 @@ struct KvPools {
 // pairs[2i+1]. Assumes no destination is also a source in the same call.
 void block_copy(const KvPools& pools, const int32_t* pairs, int n, void* stream);
 
+// For each i < n: copies slot pairs[2i] (K and V rows, all layers) into slot pairs[2i+1]
+// (speculative decoding's accepted tree nodes). Assumes no destination is also a source.
+void slot_copy(const KvPools& pools, const int32_t* pairs, int n, void* stream);
+
 // For each i < n: re-ropes in place the K of every slot of block shifts[2i] (all layers, all
 // KV heads) by shifts[2i+1] positions (rotation by delta * freq_scale * theta_i, same pairing
 // as rope(), with the same optional freq_factors). V is untouched. Assumes the blocks are
@@ -128,6 +132,12 @@ struct AttnIndex {
   const int32_t* positions = nullptr;     // [n_tokens]: a token attends to logical 0..position
   const int32_t* token_bt = nullptr;      // [n_tokens]: offset of its sequence's block table
   const int32_t* block_tables = nullptr;  // concatenated block tables
+  // Token trees (speculative decoding; decode kernel only): null, or per token -1 (causal) or
+  // an offset o into tree_slots where tree_slots[o] = the first logical index read from the
+  // list (the sequence's n_past) and tree_slots[o + 1 ..] the slots of that index onwards
+  // (the row's ancestors and itself).
+  const int32_t* tree_index = nullptr;
+  const int32_t* tree_slots = nullptr;
 };
 
 // Keys per split of the decode kernel: a decode row with context c uses ceil(c / this) splits,

@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -23,6 +24,7 @@
 #include "engine/chat_template/chat_template.h"
 #include "engine/core/engine.h"
 #include "engine/core/heap_trim.h"
+#include "engine/core/speculative.h"
 #include "engine/gguf/gguf.h"
 #include "engine/gguf/gguf_identity.h"
 #include "engine/model/model.h"
@@ -126,6 +128,8 @@ struct LoadedModel {
   std::unique_ptr<Tokenizer> tokenizer;
   std::unique_ptr<ChatTemplate> chat_template;
   std::unique_ptr<Model> model;
+  std::optional<gguf::GgufFile> draft_file;  // --draft-model (outlives the engine)
+  std::unique_ptr<Model> draft_model;
   std::unique_ptr<LlmEngine> engine;
   std::string backend_name;
   server::ToolCallFormat tool_call_format = server::ToolCallFormat::None;  // from --tool-call-parser
@@ -166,6 +170,15 @@ std::unique_ptr<Backend> make_backend(const server::ServerConfig& cfg, std::stri
   if (!s.fallback_reason.empty()) log_info("no usable CUDA device, using the CPU", {{"why", s.fallback_reason}});
   *name = s.description;
   return std::move(s.backend);
+}
+
+// A draft model must speak the model's vocabulary: the same token strings, id for id.
+void check_same_vocabulary(const gguf::GgufFile& model, const gguf::GgufFile& draft, const std::string& draft_path) {
+  const auto* a = model.get_string_array("tokenizer.ggml.tokens");
+  const auto* b = draft.get_string_array("tokenizer.ggml.tokens");
+  if (!a || !b || *a != *b)
+    throw std::runtime_error("--draft-model " + draft_path +
+                             ": its vocabulary (tokenizer.ggml.tokens) differs from the model's");
 }
 
 std::unique_ptr<LoadedModel> load(const server::ServerConfig& cfg) {
@@ -219,6 +232,18 @@ std::unique_ptr<LoadedModel> load(const server::ServerConfig& cfg) {
   if (!cfg.system_prompt_file.empty())
     ec.system_prompt = lm->tokenizer->encode(read_text(cfg.system_prompt_file, "system prompt"),
                                              /*add_special=*/true, /*parse_special=*/true);
+  if (!parse_speculative_mode(cfg.speculative, ec.speculative))
+    throw std::runtime_error("--speculative: expected none, ngram or draft");
+  ec.spec_tokens = cfg.spec_tokens;
+  ec.spec_tree = cfg.spec_tree;
+  if (ec.speculative == SpeculativeMode::Draft) {
+    progress(70, "draft model " + cfg.draft_model);
+    lm->draft_file.emplace(gguf::GgufFile::open(cfg.draft_model));
+    check_same_vocabulary(lm->file, *lm->draft_file, cfg.draft_model);
+    std::string draft_backend;
+    lm->draft_model = std::make_unique<Model>(*lm->draft_file, make_backend(cfg, &draft_backend), cfg.max_batch_tokens);
+    ec.draft_model = lm->draft_model.get();
+  }
   lm->engine = std::make_unique<LlmEngine>(*lm->model, lm->tokenizer.get(), ec);
   if (!ec.system_prompt.empty()) {
     progress(90, "prefilling the system prompt (" + std::to_string(ec.system_prompt.size()) + " tokens)");

@@ -98,6 +98,10 @@ const std::vector<Option>& options() {
       OPT(kv_cache_dir_size, "most disk the saved prefix cache takes; least recently used blocks are left out"),
       OPT(kv_host_memory, "host memory for evicted prefix blocks, copied back instead of recomputed (empty: off)"),
       OPT(context_shift, "shift the context when a sequence is full (on|off)"),
+      OPT(speculative, "speculative decoding: draft with prompt lookup or a draft model", "none|ngram|draft"),
+      OPT(spec_tokens, "speculative decoding: drafted tokens per sequence and step at most (1..63)"),
+      OPT(spec_tree, "speculative decoding: branches at the draft tree's first two depths (1 = a chain)"),
+      OPT(draft_model, "GGUF draft model for --speculative draft (same vocabulary as the model)"),
       OPT(chat_template, "Jinja chat template file (empty: the model's)"),
       OPT(chat_special_tokens, "control-token text in chat messages becomes control tokens (on|off)"),
       OPT(tool_call_parser, "how chat output is read for tool calls (auto: from the template)",
@@ -311,6 +315,10 @@ ServerConfig parse_server_config(int argc, char** argv, bool* help) {
   cfg.kv_cache_bytes();  // validates the size strings early
   cfg.kv_cache_dir_bytes();
   cfg.kv_host_bytes();
+  if (cfg.spec_tokens < 1 || cfg.spec_tokens > 63) throw ConfigError("--spec-tokens must be in 1..63");
+  if (cfg.spec_tree < 1 || cfg.spec_tree > 8) throw ConfigError("--spec-tree must be in 1..8");
+  if (cfg.speculative == "draft" && cfg.draft_model.empty())
+    throw ConfigError("--speculative draft needs --draft-model");
   cfg.step_ms_target();
   return cfg;
 }

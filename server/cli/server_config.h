@@ -38,6 +38,10 @@ struct ServerConfig {
   std::string kv_cache_dir_size = "4GiB";  // the most that file may take
   std::string kv_host_memory;        // host memory for evicted prefix blocks, e.g. "2GiB"; empty = off
   bool context_shift = true;         // on | off
+  std::string speculative = "none";  // speculative decoding drafter: none | ngram | draft
+  int spec_tokens = 4;               // drafted tokens per sequence and step at most
+  int spec_tree = 1;                 // branches at the draft tree's first two depths (1: a chain)
+  std::string draft_model;           // GGUF draft model for speculative = draft
   std::string chat_template;         // a Jinja template file overriding the model's own
   bool chat_special_tokens = false;  // message text may spell control tokens (off: plain text)
   std::string tool_call_parser = "auto";  // auto | hermes | llama3 | mistral | none

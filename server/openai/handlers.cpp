@@ -425,6 +425,7 @@ void Handlers::generate(const httplib::Request& req, httplib::Response& res,
     if (spec.prompt_logprobs) gr.prompt_logprobs = spec.common.sampling.logprobs;
     gr.n = spec.common.n;
     gr.n_keep = spec.common.n_keep;
+    gr.speculative = spec.common.speculative;
     requests.push_back(std::move(gr));
   }
   const bool stream = spec.common.stream;

@@ -252,6 +252,7 @@ CommonRequest parse_common(const RequestJson& body, bool chat, bool zero_max_tok
     if (*v < -1 || *v > std::numeric_limits<int32_t>::max()) bad("n_keep", "must be >= -1.");
     r.n_keep = (int)*v;
   }
+  r.speculative = f.boolean("speculative").value_or(true);
   r.user = f.string("user").value_or("");
   return r;
 }

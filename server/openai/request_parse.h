@@ -48,6 +48,7 @@ struct CommonRequest {
   bool stream = false;
   bool include_usage = false;        // stream_options.include_usage
   int n_keep = -1;
+  bool speculative = true;           // extension: false opts out of speculative decoding
   std::string user;
   // Structured output asked by response_format or an extension (structured_output.h); the
   // handler compiles it through the engine. tool_choice's constraint is the chat handler's.

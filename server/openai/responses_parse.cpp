@@ -171,7 +171,8 @@ ResponsesRequest parse_responses_request(const RequestJson& body, const RequestJ
   // Fields that mean the same in both APIs (and the extensions pagoda takes on chat).
   for (const char* key : {"model", "temperature", "top_p", "stream", "user", "seed", "top_k", "min_p",
                           "presence_penalty", "frequency_penalty", "repetition_penalty", "stop",
-                          "logit_bias", "ignore_eos", "chat_template_kwargs", "parallel_tool_calls"})
+                          "logit_bias", "ignore_eos", "speculative", "chat_template_kwargs",
+                          "parallel_tool_calls"})
     if (const RequestJson* v = field(body, key)) chat[key] = *v;
   RequestJson messages = RequestJson::array();
   const RequestJson* instructions = field(body, "instructions");

@@ -6,6 +6,8 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <bit>
+#include <functional>
 #include <memory>
 #include <numeric>
 
@@ -41,6 +43,17 @@ struct Pair {
   }
 };
 
+// A cache of blocks of 16 slots, 2 KV heads of 64 dims.
+KvCacheConfig cache_config(int n_layers, int num_blocks) {
+  KvCacheConfig c;
+  c.n_layers = n_layers;
+  c.num_blocks = num_blocks;
+  c.block_size = 16;
+  c.n_kv_heads = 2;
+  c.head_dim = 64;
+  return c;
+}
+
 // Gives each sequence enough blocks for n_past + n_new tokens, drawn from a shuffled pool so
 // block tables are scattered; returns the number of blocks used.
 int assign_blocks(std::vector<TestSeq>& seqs, int block_size, uint32_t seed) {
@@ -58,11 +71,12 @@ int assign_blocks(std::vector<TestSeq>& seqs, int block_size, uint32_t seed) {
 }
 
 // Runs store_kv + attention (attention_ext when `extras` is given) for one step on both
-// backends; returns {cpu, gpu} outputs.
+// backends (after `edit` changes the plan); returns {cpu, gpu} outputs.
 std::vector<std::vector<float>> run_attention(int n_heads, int n_kv, int hd, int bs,
                                               std::vector<TestSeq> seqs, uint32_t seed,
                                               GgmlType kv_type = GgmlType::F16,
-                                              const AttentionExtras* extras = nullptr) {
+                                              const AttentionExtras* extras = nullptr,
+                                              const std::function<void(StepPlan&)>& edit = {}) {
   KvCacheConfig c;
   c.type = kv_type;
   c.n_layers = 2;
@@ -72,7 +86,8 @@ std::vector<std::vector<float>> run_attention(int n_heads, int n_kv, int hd, int
   c.num_blocks = assign_blocks(seqs, bs, seed);
   Pair p(c);
   p.fill_cache(seed);
-  const StepPlan plan = make_plan(seqs, bs);
+  StepPlan plan = make_plan(seqs, bs);
+  if (edit) edit(plan);
   const int n = plan.n_tokens(), q_cols = n_heads * hd, kv_cols = n_kv * hd;
   const auto qv = bf16_values(static_cast<size_t>(n * q_cols), seed + 7);
   const auto kv = bf16_values(static_cast<size_t>(n * kv_cols), seed + 8);
@@ -192,19 +207,57 @@ TEST_CASE("cuda: a decode row's attention does not depend on its batch", "[gpu]"
   CHECK(out_x[0] == out_x[1]);
 }
 
+TEST_CASE("cuda: token-tree rows attend to the prefix and their ancestors as on the CPU", "[gpu]") {
+  PAGODA_SKIP_WITHOUT_CUDA();
+  // Sequence 0: a 7-node tree after 600 tokens (node j at logical 600 + j, position 600 +
+  // depth); parents -1, 0, 1, 0, 3, 1, 5. Sequence 1: a plain decode beside it.
+  const std::vector<int> parent{-1, 0, 1, 0, 3, 1, 5};
+  for (int bs : {16, 8}) {
+    INFO("block " << bs);
+    const auto r = run_attention(8, 2, 64, bs, {TestSeq{{}, 600, 7}, TestSeq{{}, 40, 1}}, 77 + bs, GgmlType::F16, nullptr,
+                                 [&](StepPlan& plan) {
+                                   plan.tree_masks.assign(plan.tokens.size(), 0);
+                                   for (int j = 0; j < 7; ++j) {
+                                     const int p = parent[static_cast<size_t>(j)];
+                                     plan.tree_masks[j] = (p >= 0 ? plan.tree_masks[p] : 0) | (uint64_t{1} << j);
+                                     plan.positions[j] = 600 + std::popcount(plan.tree_masks[j]) - 1;
+                                   }
+                                 });
+    require_close(r[1], r[0], 1e-4f, 1e-3f, "tree attention");
+  }
+}
+
+TEST_CASE("cuda: slot copies move single slots exactly, before block copies", "[gpu]") {
+  PAGODA_SKIP_WITHOUT_CUDA();
+  const KvCacheConfig c = cache_config(3, 8);
+  Pair p(c);
+  p.fill_cache(5);
+  StepPlan plan;
+  plan.slot_copies = {{3 * 16 + 9, 3 * 16 + 2}, {3 * 16 + 12, 4 * 16 + 0}};
+  plan.block_copies = {{3, 6}};  // sees the slot copies' results
+  for (Backend* b : p.both) {
+    b->begin_step(plan);
+    b->apply_cache_edits(RopeConfig{64});
+  }
+  const size_t e = p.block_elems();
+  for (int l = 0; l < c.n_layers; ++l)
+    for (int blk = 0; blk < c.num_blocks; ++blk) {
+      std::vector<float> kc(e), vc(e), kg(e), vg(e);
+      p.cpu.read_kv_block(l, blk, kc.data(), vc.data());
+      p.gpu->read_kv_block(l, blk, kg.data(), vg.data());
+      CHECK(kc == kg);
+      CHECK(vc == vg);
+    }
+}
+
 TEST_CASE("cuda: block copies then K-shifts match the CPU; V is untouched", "[gpu]") {
   PAGODA_SKIP_WITHOUT_CUDA();
   const GgmlType kv_type = GENERATE(GgmlType::F16, GgmlType::Q8_0);
   for (bool neox : {false, true}) {
     for (int n_rot : {64, 32}) {
       INFO(ggml_type_info(kv_type).name << " neox " << neox << " n_rot " << n_rot);
-      KvCacheConfig c;
+      KvCacheConfig c = cache_config(3, 16);
       c.type = kv_type;
-      c.n_layers = 3;
-      c.num_blocks = 16;
-      c.block_size = 16;
-      c.n_kv_heads = 2;
-      c.head_dim = 64;
       Pair p(c);
       p.fill_cache(neox ? 7 : 8);
       // Originals of the blocks involved, from the GPU, before any edit.

@@ -152,24 +152,43 @@ void CpuBackend::begin_step(const StepPlan& plan) {
   for (int32_t p : plan.positions) max_ctx = std::max(max_ctx, p + 1);
   plan_ = plan;
   max_ctx_ = max_ctx;
-  // Attention groups: runs of up to kAttnGroup tokens of one sequence at consecutive positions.
+  // Attention groups: runs of up to kAttnGroup tokens of one sequence at consecutive positions
+  // (tree rows: each the child of the one before).
+  const auto tree_row = [&](size_t t) { return plan.has_tree() && plan.tree_masks[t] != 0; };
   attn_groups_.clear();
   for (int32_t t = 0; t < static_cast<int32_t>(n); ++t) {
+    const auto ut = static_cast<size_t>(t);
     if (!attn_groups_.empty()) {
       AttnGroup& last = attn_groups_.back();
-      const size_t prev = static_cast<size_t>(t - 1);
-      if (last.n < kAttnGroup && plan.token_seq[prev] == plan.token_seq[static_cast<size_t>(t)] &&
-          plan.positions[prev] + 1 == plan.positions[static_cast<size_t>(t)]) {
+      const size_t prev = ut - 1;
+      const int32_t row = t - plan.seqs[static_cast<size_t>(plan.token_seq[ut])].first_token;
+      const bool chained = !tree_row(ut) || plan.tree_masks[ut] == (plan.tree_masks[prev] | (uint64_t{1} << row));
+      if (last.n < kAttnGroup && plan.token_seq[prev] == plan.token_seq[ut] &&
+          plan.positions[prev] + 1 == plan.positions[ut] && chained) {
         ++last.n;
         continue;
       }
     }
     attn_groups_.push_back(AttnGroup{t, 1});
   }
+  tree_tails_.clear();
+  if (!plan.has_tree()) return;
+  for (AttnGroup& grp : attn_groups_) {
+    const int32_t last = grp.first + grp.n - 1;
+    if (!tree_row(static_cast<size_t>(last))) continue;
+    grp.tail_off = static_cast<int32_t>(tree_tails_.size());
+    for (int32_t row : tree_path(plan, last)) tree_tails_.push_back(plan.slots[static_cast<size_t>(row)]);
+  }
 }
 
 void CpuBackend::apply_cache_edits(const RopeConfig& rope) {
   const int n_layers = static_cast<int>(k_pools_.size());
+  for (const auto& c : plan_.slot_copies) {
+    for (int l = 0; l < n_layers; ++l) {
+      cpu::kv_copy_slot(pool(k_pools_, l), c.src, c.dst);
+      cpu::kv_copy_slot(pool(v_pools_, l), c.src, c.dst);
+    }
+  }
   for (const auto& c : plan_.block_copies) {
     for (int l = 0; l < n_layers; ++l) {
       cpu::kv_copy_block(pool(k_pools_, l), c.src, c.dst);
@@ -323,6 +342,10 @@ void CpuBackend::attention(int layer, const Tensor& q, Tensor& out, int n_heads,
       rows.out_stride = out.cols;
       rows.n_q = grp.n;
       rows.n_ctx = plan_.positions[t] + 1;
+      if (grp.tail_off >= 0) {
+        rows.tail_base = seq.n_past;
+        rows.tail_slots = tree_tails_.data() + grp.tail_off;
+      }
       cpu::attention_group(rows, g, head_dim, scale, kp, vp, kvh,
                            plan_.block_tables.data() + seq.block_table_offset, scratch);
     }

@@ -87,12 +87,14 @@ class CpuBackend final : public Backend {
   struct AttnGroup {
     int32_t first = 0;  // token index in the plan
     int32_t n = 0;
+    int32_t tail_off = -1;  // tree rows (a chain of them): their path's slots in tree_tails_
   };
   static constexpr int kAttnGroup = 8;
 
   StepPlan plan_;
   int max_ctx_ = 0;                             // longest sequence context of the step
   std::vector<AttnGroup> attn_groups_;
+  std::vector<int32_t> tree_tails_;             // slots of tree groups' paths (AttnGroup::tail_off)
   std::vector<std::vector<float>> scratch_;     // per worker thread: attention scores
   // Throws std::invalid_argument when q/out or the head layout do not fit the cache and step.
   void check_attention(const cpu::KvPool& kp, const Tensor& q, const Tensor& out, int n_heads, int n_kv_heads,

@@ -197,11 +197,22 @@ void CudaBackend::begin_step(const StepPlan& plan) {
 
   // Attention work lists: single-token sequences go to the decode kernel, longer ones are cut
   // into tiles of up to kPrefillTileQ consecutive tokens for the prefill kernel.
-  std::vector<int32_t> decode_rows, tiles;
+  // Token-tree rows (speculative decoding) each go to the decode kernel with their ancestors'
+  // slots: tree_index[t] = offset in tree_slots of (n_past, slots of the path to t).
+  std::vector<int32_t> decode_rows, tiles, tree_index, tree_slots;
   int max_decode_ctx = 0;
+  if (plan.has_tree()) tree_index.assign(n, -1);
   for (size_t si = 0; si < plan.seqs.size(); ++si) {
     const auto& s = plan.seqs[si];
-    if (s.n_tokens == 1) {
+    if (plan.has_tree() && plan.tree_masks[static_cast<size_t>(s.first_token)] != 0) {
+      for (int32_t t = s.first_token; t < s.first_token + s.n_tokens; ++t) {
+        decode_rows.push_back(t);
+        max_decode_ctx = std::max(max_decode_ctx, plan.positions[static_cast<size_t>(t)] + 1);
+        tree_index[static_cast<size_t>(t)] = static_cast<int32_t>(tree_slots.size());
+        tree_slots.push_back(s.n_past);
+        for (int32_t row : tree_path(plan, t)) tree_slots.push_back(plan.slots[static_cast<size_t>(row)]);
+      }
+    } else if (s.n_tokens == 1) {
       decode_rows.push_back(s.first_token);
       max_decode_ctx =
           std::max(max_decode_ctx, plan.positions[static_cast<size_t>(s.first_token)] + 1);
@@ -252,6 +263,9 @@ void CudaBackend::begin_step(const StepPlan& plan) {
   m.off_block_tables = place(plan.block_tables.size());
   m.off_copies = place(2 * plan.block_copies.size());
   m.off_shifts = place(shifts.size());
+  m.off_slot_copies = place(2 * plan.slot_copies.size());
+  m.off_tree_index = place(tree_index.size());
+  m.off_tree_slots = place(tree_slots.size());
   const size_t total = std::max<size_t>(off, 1);
 
   // (get() waits until the previous step's upload has left the staging buffer.)
@@ -274,6 +288,12 @@ void CudaBackend::begin_step(const StepPlan& plan) {
     h[m.off_copies + 2 * i + 1] = plan.block_copies[i].dst;
   }
   put(m.off_shifts, shifts.data(), shifts.size());
+  for (size_t i = 0; i < plan.slot_copies.size(); ++i) {
+    h[m.off_slot_copies + 2 * i] = plan.slot_copies[i].src;
+    h[m.off_slot_copies + 2 * i + 1] = plan.slot_copies[i].dst;
+  }
+  put(m.off_tree_index, tree_index.data(), tree_index.size());
+  put(m.off_tree_slots, tree_slots.data(), tree_slots.size());
   void* d = m.index_buf.get(total * sizeof(int32_t), m.stream);
   CUDA_CHECK(cudaMemcpyAsync(d, h, off * sizeof(int32_t), cudaMemcpyHostToDevice, m.stream));
   m.index_staging.uploaded(m.stream);
@@ -284,6 +304,8 @@ void CudaBackend::begin_step(const StepPlan& plan) {
   m.n_tiles = static_cast<int64_t>(tiles.size() / 2);
   m.n_copies = static_cast<int64_t>(plan.block_copies.size());
   m.n_shifts = static_cast<int64_t>(shifts.size() / 2);
+  m.n_slot_copies = static_cast<int64_t>(plan.slot_copies.size());
+  m.has_tree = plan.has_tree();
   m.copies_independent = independent;
   m.max_decode_ctx = max_decode_ctx;
 }
@@ -299,6 +321,8 @@ static const float* rope_freq_factors(const RopeConfig& rope) {
 
 void CudaBackend::apply_cache_edits(const RopeConfig& rope) {
   Impl& m = *impl_;
+  if (m.n_slot_copies > 0)  // first (StepPlan); no copy reads another's destination
+    cuda::slot_copy(m.pools(), m.dev(m.off_slot_copies), static_cast<int>(m.n_slot_copies), m.s());
   if (m.n_copies > 0 && m.copies_independent) {
     cuda::block_copy(m.pools(), m.dev(m.off_copies), static_cast<int>(m.n_copies), m.s());
   } else {
@@ -396,6 +420,10 @@ void CudaBackend::attention(int layer, const Tensor& q, Tensor& out, int n_heads
   idx.positions = m.dev(m.off_positions);
   idx.token_bt = m.dev(m.off_token_bt);
   idx.block_tables = m.dev(m.off_block_tables);
+  if (m.has_tree) {
+    idx.tree_index = m.dev(m.off_tree_index);
+    idx.tree_slots = m.dev(m.off_tree_slots);
+  }
   if (m.n_decode > 0) {
     const size_t ws_floats =
         cuda::attention_decode_workspace(m.n_decode, n_heads, head_dim, m.max_decode_ctx);

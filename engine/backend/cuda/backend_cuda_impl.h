@@ -117,6 +117,10 @@ struct CudaBackend::Impl {
   bool copies_independent = true;  // no copy reads or writes another copy's destination
   size_t off_tokens = 0, off_positions = 0, off_slots = 0, off_token_bt = 0, off_block_tables = 0,
          off_logit_rows = 0, off_decode = 0, off_tiles = 0, off_copies = 0, off_shifts = 0;
+  // Speculative decoding: slot copies and token-tree rows (AttnIndex::tree_index / tree_slots).
+  size_t off_slot_copies = 0, off_tree_index = 0, off_tree_slots = 0;
+  int64_t n_slot_copies = 0;
+  bool has_tree = false;
 
   std::unique_ptr<CudaGraphCache> graphs;  // null: CUDA graphs off
 

@@ -45,6 +45,11 @@ TEST_CASE("bad settings are named", "[config]") {
   CHECK_THROWS_WITH(parse({"--max-seqs"}), Catch::Contains("needs a value"));
   CHECK_THROWS_WITH(parse({"--gpu-memory-fraction", "0"}), Catch::Contains("gpu-memory-fraction"));
   CHECK_THROWS_WITH(parse({"--gpu-memory-fraction", "1.5"}), Catch::Contains("gpu-memory-fraction"));
+  CHECK_THROWS_WITH(parse({"--speculative", "medusa"}), Catch::Contains("none|ngram|draft"));
+  CHECK_THROWS_WITH(parse({"--spec-tokens", "0"}), Catch::Contains("--spec-tokens"));
+  CHECK_THROWS_WITH(parse({"--spec-tree", "9"}), Catch::Contains("--spec-tree"));
+  CHECK_THROWS_WITH(parse({"--speculative", "draft"}), Catch::Contains("--draft-model"));
+  CHECK(parse({"--speculative", "draft", "--draft-model", "d.gguf", "--spec-tokens", "6"}).spec_tokens == 6);
   ServerConfig c;
   CHECK_THROWS_WITH(apply_config_json(R"({"prot": 1})", "f.json", c), Catch::Contains("prot"));
   CHECK_THROWS_WITH(apply_config_json(R"({"port": "abc"})", "f.json", c), Catch::Contains("port"));

@@ -1,0 +1,93 @@
+// The scheduler's part in speculative decoding (scheduler.h, speculative.h): drafting a
+// decoding sequence's tree within the step's budgets, emitting its rows, and taking the
+// accepted path after the forward pass.
+#include <algorithm>
+#include <stdexcept>
+
+#include "engine/core/block_math.h"
+#include "engine/core/scheduler.h"
+
+namespace pagoda {
+
+DraftTree Scheduler::draft_for(Sequence& seq, int budget) {
+  DraftTree root(seq.tokens.back());
+  // The first token (a prompt cut just before its end, siblings about to fork) is never drafted.
+  if (!cfg_.draft || cfg_.spec_tokens <= 0 || !seq.speculate || seq.output.empty()) return root;
+  const int room = std::min({cfg_.spec_tokens, spec_pool_, budget - 1, cfg_.ctx_limit - seq.num_computed - 1,
+                             StepPlan::kMaxTreeTokens - 1});
+  if (room <= 0 || !seq.spec.allowed()) return root;
+  DraftTree tree = cfg_.draft(seq, room);
+  if (tree.drafted() == 0) return root;
+  if (!tree.valid() || tree.tokens[0] != root.tokens[0] || tree.drafted() > room)
+    throw std::logic_error("scheduler: the drafter returned a malformed tree");
+  spec_pool_ -= tree.drafted();
+  return tree;
+}
+
+void Scheduler::emit_tree(StepPlan& plan, const std::shared_ptr<Sequence>& seq,
+                          std::shared_ptr<const DraftTree> tree) {
+  const int B = kv_.block_size();
+  const auto& table = kv_.block_table(seq->id);
+  const int T = tree->size();
+  SeqInStep s;
+  s.seq_id = seq->id;
+  s.first_token = plan.n_tokens();
+  s.n_tokens = T;
+  s.n_past = seq->num_computed;
+  s.block_table_offset = static_cast<int32_t>(plan.block_tables.size());
+  s.n_blocks = ceil_div(seq->num_computed + T, B);
+  plan.block_tables.insert(plan.block_tables.end(), table.begin(), table.begin() + s.n_blocks);
+  plan.tree_masks.resize(plan.tokens.size(), 0);
+  const std::vector<uint64_t> masks = tree->masks();
+  const int seq_index = static_cast<int>(plan.seqs.size());
+  // Node j is written at logical index n_past + j and roped at n_past + its depth.
+  for (int j = 0; j < T; ++j) {
+    const int index = s.n_past + j;
+    plan.tokens.push_back(tree->tokens[static_cast<size_t>(j)]);
+    plan.positions.push_back(s.n_past + tree->depth(j));
+    plan.slots.push_back(table[static_cast<size_t>(index / B)] * B + index % B);
+    plan.token_seq.push_back(seq_index);
+    plan.tree_masks.push_back(masks[static_cast<size_t>(j)]);
+  }
+  plan.seqs.push_back(s);
+  SampleTarget target;
+  target.logit_row = static_cast<int>(plan.logit_rows.size());
+  target.seq = seq;
+  target.tree = std::move(tree);
+  for (int j = 0; j < T; ++j) plan.logit_rows.push_back(s.first_token + j);
+  targets_.push_back(std::move(target));
+  step_features_.add_chunk(s.n_past, T, T);
+  scheduled_.push_back({seq, T, false, true});
+}
+
+void Scheduler::take_tree_tokens(const SampleTarget& t, const std::vector<int32_t>& emitted,
+                                 std::vector<std::shared_ptr<Sequence>>& out) {
+  const std::shared_ptr<Sequence>& seq = t.seq;
+  const DraftTree& tree = *t.tree;
+  const std::vector<int> path = accepted_nodes(tree, emitted);
+  const int n_past = seq->num_computed;
+  const int accepted = static_cast<int>(path.size()) - 1;
+  // The accepted drafts join the cache's tokens; the last emitted token is the next root.
+  for (int d = 1; d <= accepted; ++d) seq->tokens.push_back(tree.tokens[static_cast<size_t>(path[static_cast<size_t>(d)])]);
+  kv_.keep_tree_path(seq->id, n_past, path);
+  seq->num_computed = n_past + static_cast<int>(path.size());
+  kv_.commit(seq->id, seq->tokens, seq->num_computed);
+  ++counters_.spec_verifications;
+  counters_.spec_drafted += static_cast<uint64_t>(tree.drafted());
+  counters_.spec_accepted += static_cast<uint64_t>(accepted);
+  int depth = 0;
+  for (int j = 0; j < tree.size(); ++j) depth = std::max(depth, tree.depth(j));
+  seq->spec.observe(depth, accepted);
+  // Token by token, as plain decoding would have taken them (the stop rules see the cache
+  // length each token had).
+  const int final_computed = seq->num_computed;
+  for (size_t i = 0; i < emitted.size(); ++i) {
+    seq->num_computed = n_past + 1 + static_cast<int>(i);
+    if (i + 1 == emitted.size()) seq->tokens.push_back(emitted[i]);
+    out.push_back(seq);
+    if (!take_token(seq, emitted[i])) return;
+  }
+  seq->num_computed = final_computed;
+}
+
+}  // namespace pagoda

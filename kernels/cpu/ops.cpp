@@ -223,7 +223,7 @@ void kv_copy_block(const KvPool& pool, int64_t src, int64_t dst) {
 }
 
 void kv_copy_slot(const KvPool& pool, int64_t src, int64_t dst) {
-  const size_t bytes = static_cast<size_t>(pool.row_elems() * pool.elem_bytes());
+  const size_t bytes = static_cast<size_t>(pool.row_bytes());
   auto* base = static_cast<uint8_t*>(pool.data);
   std::memmove(base + dst * bytes, base + src * bytes, bytes);
 }

@@ -64,36 +64,42 @@ struct GroupScales {
   alignas(64) float m1[kBlocksPerGroup<T>][kGroup];
 };
 
+// 16 fp16 values -> floats.
+inline __m512 halves16(const uint16_t h[kGroup]) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(h)));
+}
+// 16 bytes (one per row) -> floats, zero- or sign-extended.
+inline __m512 bytes16_ps(__m128i v, bool is_signed) {
+  return _mm512_cvtepi32_ps(is_signed ? _mm512_cvtepi8_epi32(v) : _mm512_cvtepu8_epi32(v));
+}
+
 template <GgmlType T>
 void load_scales(const uint8_t* const row[kGroup], int64_t group, GroupScales<T>& sc) {
-  if constexpr (generic_unpack(T)) {
+  if constexpr (vector_group_scales(T)) {
+    __m128i f[16];
+    alignas(32) uint16_t dh[kGroup], dminh[kGroup];
+    group_scale_bytes<T, kGroup>(row, group, f, dh, dminh);
+    const __m512 d = halves16(dh);
+    for (int j = 0; j < 8; ++j) {
+      if constexpr (T == GgmlType::Q6_K) {
+        _mm512_store_ps(sc.s0[j], _mm512_mul_ps(d, bytes16_ps(f[2 * j], true)));
+        _mm512_store_ps(sc.s1[j], _mm512_mul_ps(d, bytes16_ps(f[2 * j + 1], true)));
+      } else if constexpr (T == GgmlType::IQ4_XS) {
+        const __m512i ls = _mm512_sub_epi32(_mm512_cvtepu8_epi32(f[j]), _mm512_set1_epi32(32));
+        _mm512_store_ps(sc.s0[j], _mm512_mul_ps(d, _mm512_cvtepi32_ps(ls)));
+      } else {
+        _mm512_store_ps(sc.s0[j], _mm512_mul_ps(d, bytes16_ps(f[j], false)));
+        _mm512_store_ps(sc.m[j], _mm512_mul_ps(halves16(dminh), bytes16_ps(f[8 + j], false)));
+      }
+    }
+  } else if constexpr (generic_unpack(T)) {
     for (int l = 0; l < kGroup; ++l) group_scales<T>(row[l], group, &sc.s0[0][l], &sc.s1[0][l], &sc.m[0][l], &sc.m1[0][l], kGroup);
-  } else if constexpr (T == GgmlType::Q8_0 || T == GgmlType::Q4_0) {
+  } else {
+    static_assert(T == GgmlType::Q8_0 || T == GgmlType::Q4_0);
     constexpr size_t bsz = T == GgmlType::Q8_0 ? sizeof(BlockQ8_0) : sizeof(BlockQ4_0);
     alignas(32) uint16_t dh[kGroup];
     for (int l = 0; l < kGroup; ++l) std::memcpy(&dh[l], row[l] + group * bsz, 2);
-    _mm512_store_ps(sc.s0[0], _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(dh))));
-  } else if constexpr (T == GgmlType::Q4_K) {
-    for (int l = 0; l < kGroup; ++l) {
-      const BlockQ4_K* blk = reinterpret_cast<const BlockQ4_K*>(row[l]) + group;
-      const float d = _cvtsh_ss(blk->d), dmin = _cvtsh_ss(blk->dmin);
-      for (int j = 0; j < 8; ++j) {
-        int s, mn;
-        q4k_scale_min(j, blk->scales, s, mn);
-        sc.s0[j][l] = d * static_cast<float>(s);
-        sc.m[j][l] = dmin * static_cast<float>(mn);
-      }
-    }
-  } else {
-    for (int l = 0; l < kGroup; ++l) {
-      const BlockQ6_K* blk = reinterpret_cast<const BlockQ6_K*>(row[l]) + group;
-      const __m512 d = _mm512_set1_ps(_cvtsh_ss(blk->d));
-      // 16 int8 scales -> floats, times d (exact: an 11-bit by 8-bit product).
-      alignas(64) float v[16];
-      _mm512_store_ps(v, _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
-                                             _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk->scales))))));
-      for (int j = 0; j < 8; ++j) sc.s0[j][l] = v[2 * j], sc.s1[j][l] = v[2 * j + 1];
-    }
+    _mm512_store_ps(sc.s0[0], halves16(dh));
   }
 }
 

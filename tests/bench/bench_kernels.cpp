@@ -1,7 +1,8 @@
 // Microbenchmarks of the CPU kernels (not a test: prints figures).
 //
 //   pagoda_bench_kernels [--threads N] [--type q8_0] [--quick] [--cpu-time] [--peaks-only]
-//   (--type: any supported type; --peaks-only: the two ceilings of (1) and stop)
+//   (--type: any supported type; --peaks-only: the two ceilings of (1) and stop; --decode-only:
+//   n = 1 figures only)
 //
 // 1. The ceilings (bench_peaks.h): streaming-read memory bandwidth (N threads summing a 1 GiB
 //    buffer), the limit for decode; the int8 dot-product peak (register-only), the limit for
@@ -88,13 +89,14 @@ struct Shape {
 int main(int argc, char** argv) {
   int threads = 2;
   GgmlType type = GgmlType::Q8_0;
-  bool quick = false, peaks_only = false;
+  bool quick = false, peaks_only = false, decode_only = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--threads" && i + 1 < argc) threads = std::stoi(argv[++i]);
     else if (a == "--quick") quick = true;
     else if (a == "--cpu-time") g_timing.cpu_time = true;
     else if (a == "--peaks-only") peaks_only = true;
+    else if (a == "--decode-only") decode_only = true;
     else if (a == "--type" && i + 1 < argc) {
       const std::string t = argv[++i];
       bool found = false;
@@ -102,7 +104,7 @@ int main(int argc, char** argv) {
         if (const GgmlTypeInfo* info = ggml_type_info(id); info && info->supported && t == info->name) type = info->type, found = true;
       if (!found) return std::fprintf(stderr, "unknown type %s\n", t.c_str()), 2;
     } else {
-      std::fprintf(stderr, "usage: %s [--threads N] [--type TYPE (any supported: q8_0, q5_k, iq4_xs, f16, ...)] [--quick] [--cpu-time] [--peaks-only]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--threads N] [--type TYPE (any supported: q8_0, q5_k, iq4_xs, f16, ...)] [--quick] [--cpu-time] [--peaks-only] [--decode-only]\n", argv[0]);
       return 2;
     }
   }
@@ -140,13 +142,14 @@ int main(int argc, char** argv) {
                 100.0 * wbytes / t1 / 1e9 / bw);
     // Small batches (batched decode of several sequences): time per call.
     for (int64_t n : {2, 3, 4, 8, 16}) {
+      if (decode_only) break;
       const double t = median_seconds(quick ? 5 : 15, [&] {
         matmul(pool, type, ws[next++ % copies].data(), s.out, s.in, x.data(), n, out.data());
       });
       std::printf("  n=%ld %.3fms", static_cast<long>(n), t * 1e3);
     }
     for (int64_t n : {128, 512}) {
-      if (quick && n == 512) continue;
+      if (decode_only || (quick && n == 512)) continue;
       const double t = median_seconds(quick ? 2 : 5, [&] {
         matmul(pool, type, ws[next++ % copies].data(), s.out, s.in, x.data(), n, out.data());
       });
@@ -180,11 +183,12 @@ int main(int argc, char** argv) {
   std::printf("tinyllama matmuls (%d layers, %.2f GB): decode %.1f tok/s (%.1f GB/s, %.0f%% of stream)\n", layers,
               total / 1e9, 1.0 / td, total / td / 1e9, 100.0 * total / td / 1e9 / bw);
   for (int64_t n : {4, 16}) {  // batched decode of n sequences (issue 4's engine benchmark)
+    if (decode_only) break;
     const double tb = median_seconds(5, [&] { forward(n); });
     std::printf("tinyllama matmuls batched decode n=%ld: %.1f tok/s aggregate\n", static_cast<long>(n), n / tb);
   }
   for (int64_t n : {128, 512}) {
-    if (quick && n == 512) continue;
+    if (decode_only || (quick && n == 512)) continue;
     const double tp = median_seconds(3, [&] { forward(n); });
     double flops = 0;
     for (const Mat& m : model) flops += 2.0 * n * m.out * m.in;

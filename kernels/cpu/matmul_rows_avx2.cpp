@@ -121,8 +121,10 @@ inline __m256i block_dot(const uint8_t* row, int64_t group, int j, __m256i xv) {
 }
 
 // R activation rows (i0..) x outputs [o0, o0 + valid), valid <= 8, over all of k.
+// `prefetch_lines` cache lines from `prefetch` (the next group's rows) are prefetched into L2,
+// spread over the scale groups (see few_rows_range in matmul_rows_avx512.cpp for why).
 template <GgmlType T, int R>
-void few_rows(const MatmulArgs& a, int64_t o0, int valid, int64_t i0) {
+void few_rows(const MatmulArgs& a, int64_t o0, int valid, int64_t i0, const uint8_t* prefetch, int64_t prefetch_lines) {
   constexpr int bpg = kBlocksPerGroup<T>;
   const uint8_t* row[kGroup];
   for (int l = 0; l < kGroup; ++l) row[l] = a.w + (o0 + std::min(l, valid - 1)) * a.row_bytes;
@@ -131,6 +133,8 @@ void few_rows(const MatmulArgs& a, int64_t o0, int valid, int64_t i0) {
   const int64_t groups = a.k / (32 * bpg);
   GroupScales<T> sc;
   for (int64_t g = 0; g < groups; ++g) {
+    for (int64_t l = prefetch_lines * g / groups; l < prefetch_lines * (g + 1) / groups; ++l)
+      _mm_prefetch(reinterpret_cast<const char*>(prefetch + 64 * l), _MM_HINT_T1);
     load_scales<T>(row, g, sc);
     for (int j = 0; j < bpg; ++j) {
       const int64_t b = g * bpg + j;
@@ -175,9 +179,13 @@ template <GgmlType T>
 void few_rows_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
   for (int64_t o0 = o_begin; o0 < o_end; o0 += kGroup) {
     const int valid = static_cast<int>(std::min<int64_t>(kGroup, o_end - o0));
+    const int64_t next_rows = std::min<int64_t>(kGroup, std::max<int64_t>(0, o_end - o0 - kGroup));
+    const uint8_t* next = a.w + (o0 + kGroup) * a.row_bytes;
+    const int64_t lines = next_rows * static_cast<int64_t>(a.row_bytes) / 64;
     for (int64_t i0 = 0; i0 < a.n; i0 += 2) {
-      if (a.n - i0 >= 2) few_rows<T, 2>(a, o0, valid, i0);
-      else few_rows<T, 1>(a, o0, valid, i0);
+      const int64_t pl = i0 == 0 ? lines : 0;
+      if (a.n - i0 >= 2) few_rows<T, 2>(a, o0, valid, i0, next, pl);
+      else few_rows<T, 1>(a, o0, valid, i0, next, pl);
     }
   }
 }

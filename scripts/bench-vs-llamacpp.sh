@@ -3,6 +3,7 @@
 #
 #   scripts/bench-vs-llamacpp.sh LLAMA_BIN_DIR [MODEL.gguf]
 #     env: RUNS=5 THREADS="1 2" N=64 BUILD=build OUT=bench-vs-llamacpp
+#          KB_OPTS="--cpu-time" (extra options of the kernel bench's ceilings line, on a busy host)
 #
 # LLAMA_BIN_DIR is a llama.cpp build you made yourself (this script builds nothing from it); it
 # needs llama-bench. Without MODEL, a TinyLlama-1.1B-shaped Q8_0 file with random weights is
@@ -20,7 +21,7 @@
 # size); pagoda's prefill time includes the first token's sampling.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[ $# -ge 1 ] || { sed -n '2,20p' "$0" >&2; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,21p' "$0" >&2; exit 2; }
 LLAMA_BIN=$1
 MODEL=${2:-}
 RUNS=${RUNS:-5}
@@ -28,6 +29,7 @@ THREADS=${THREADS:-"1 2"}
 N=${N:-64}
 BUILD=${BUILD:-build}
 OUT=${OUT:-bench-vs-llamacpp}
+KB_OPTS=${KB_OPTS:-}
 PAGODA="$BUILD/pagoda"
 KBENCH="$BUILD/tests/pagoda_bench_kernels"
 for f in "$LLAMA_BIN/llama-bench" "$PAGODA" "$KBENCH"; do
@@ -52,7 +54,8 @@ echo "host: $(lscpu | sed -n 's/^Model name: *//p' | head -1), $(nproc) CPUs"
 echo "model: $MODEL"
 for t in $THREADS; do
   echo "== $t thread(s)"
-  "$KBENCH" --threads "$t" --peaks-only | sed 's/^/  /'
+  # shellcheck disable=SC2086
+  "$KBENCH" --threads "$t" --peaks-only $KB_OPTS | sed 's/^/  /'
   for r in $(seq 1 "$RUNS"); do
     "$LLAMA_BIN/llama-bench" -m "$MODEL" -t "$t" -p 128,512 -n "$N" -r 1 -mmp 0 -o csv 2>/dev/null |
       /usr/bin/python3 -c '
@@ -61,7 +64,8 @@ t, r = sys.argv[1:3]
 for row in csv.DictReader(sys.stdin):
     p, g = int(row["n_prompt"]), int(row["n_gen"])
     fig = f"pp{p}" if g == 0 else "tg"
-    print(f"{t}\t{r}\tllama.cpp\t{fig}\t{float(row[\"avg_ts\"]):.3f}")' "$t" "$r" >>"$RAW"
+    ts = float(row["avg_ts"])
+    print(f"{t}\t{r}\tllama.cpp\t{fig}\t{ts:.3f}")' "$t" "$r" >>"$RAW"
     "$PAGODA" generate --model "$MODEL" --prompt "$P128" -n "$N" --threads "$t" --ignore-eos --device cpu 2>&1 >/dev/null |
       sed -nE "s/^prefill: ([0-9]+) tokens in .* \(([0-9.]+) tok\/s\)/$t\t$r\tpagoda\tpp\1\t\2/p;
                s/^decode: .* \(([0-9.]+) tok\/s\)/$t\t$r\tpagoda\ttg\t\1/p" >>"$RAW"

@@ -2,6 +2,10 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include <unistd.h>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -54,7 +58,44 @@ CpuIsa detect_best() {
   return avx2 ? CpuIsa::Avx2 : CpuIsa::Scalar;
 }
 
+// Size of the data or unified cache of `level` of CPU 0 from sysfs ("48K", "2048K", "260M"), or
+// sysconf's figure, or 0.
+size_t cache_bytes(int level) {
+  for (int index = 0; index < 8; ++index) {
+    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/";
+    std::ifstream lv(dir + "level"), ty(dir + "type"), sz(dir + "size");
+    int l = 0;
+    std::string type, size;
+    if (!(lv >> l) || !(ty >> type) || !(sz >> size)) break;
+    if (l != level || type == "Instruction" || size.empty()) continue;
+    size_t v = std::strtoull(size.c_str(), nullptr, 10);
+    if (size.back() == 'K') v <<= 10;
+    else if (size.back() == 'M') v <<= 20;
+    if (v > 0) return v;
+  }
+#if defined(_SC_LEVEL1_DCACHE_SIZE)
+  const long v = sysconf(level == 1 ? _SC_LEVEL1_DCACHE_SIZE : level == 2 ? _SC_LEVEL2_CACHE_SIZE : _SC_LEVEL3_CACHE_SIZE);
+  if (v > 0) return static_cast<size_t>(v);
+#endif
+  return 0;
+}
+
 }  // namespace
+
+const CpuCaches& cpu_caches() {
+  static const CpuCaches caches = [] {
+    CpuCaches c;
+    c.l1d = cache_bytes(1);
+    c.l2 = cache_bytes(2);
+    c.l3 = cache_bytes(3);
+    // Typical sizes where the OS says nothing: kernels only use these to size blocks.
+    if (c.l1d == 0) c.l1d = size_t(32) << 10;
+    if (c.l2 == 0) c.l2 = size_t(1) << 20;
+    if (c.l3 == 0) c.l3 = size_t(32) << 20;
+    return c;
+  }();
+  return caches;
+}
 
 const CpuFeatures& cpu_features() {
   static const CpuFeatures features = detect();
@@ -108,7 +149,9 @@ std::string cpu_features_string() {
   add(f.avx512vl, "avx512vl");
   add(f.avx512_vnni, "avx512_vnni");
   add(f.avx512_bf16, "avx512_bf16");
-  return s + ")";
+  const CpuCaches& c = cpu_caches();
+  return s + "; L1d " + std::to_string(c.l1d >> 10) + "K L2 " + std::to_string(c.l2 >> 10) + "K L3 " +
+         std::to_string(c.l3 >> 20) + "M)";
 }
 
 }  // namespace pagoda::cpu

@@ -2,6 +2,7 @@
 // registers), and the kernel level ("ISA") pagoda uses.
 #pragma once
 
+#include <cstddef>
 #include <string>
 
 namespace pagoda::cpu {
@@ -38,6 +39,14 @@ const char* cpu_isa_name(CpuIsa isa);
 
 // Parses a level name as above; returns false for an unknown name.
 bool parse_cpu_isa(const std::string& name, CpuIsa& out);
+
+// Data cache sizes in bytes as the OS reports them (per core for L1/L2, per package for L3),
+// read once at run time so that kernels and benchmarks size their blocks for the host they run
+// on; a level the OS does not report reads as a typical size (32K, 1M, 32M).
+struct CpuCaches {
+  size_t l1d = 0, l2 = 0, l3 = 0;
+};
+const CpuCaches& cpu_caches();
 
 // One line describing the CPU's relevant features, for logs.
 std::string cpu_features_string();

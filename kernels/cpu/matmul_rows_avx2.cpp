@@ -43,30 +43,42 @@ struct GroupScales {
   alignas(32) float m1[kBlocksPerGroup<T>][kGroup];
 };
 
+// 8 bytes (one per row, the low half of v) -> floats, zero- or sign-extended.
+inline __m256 bytes8_ps(__m128i v, bool is_signed) {
+  return _mm256_cvtepi32_ps(is_signed ? _mm256_cvtepi8_epi32(v) : _mm256_cvtepu8_epi32(v));
+}
+inline __m256 halves8(const uint16_t h[kGroup]) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h)));
+}
+
 template <GgmlType T>
 void load_scales(const uint8_t* const row[kGroup], int64_t group, GroupScales<T>& sc) {
-  for (int l = 0; l < kGroup; ++l) {
-    if constexpr (generic_unpack(T)) {
-      group_scales<T>(row[l], group, &sc.s0[0][l], &sc.s1[0][l], &sc.m[0][l], &sc.m1[0][l], kGroup);
-    } else if constexpr (T == GgmlType::Q8_0) {
-      sc.s0[0][l] = _cvtsh_ss(reinterpret_cast<const BlockQ8_0*>(row[l])[group].d);
-    } else if constexpr (T == GgmlType::Q4_0) {
-      sc.s0[0][l] = _cvtsh_ss(reinterpret_cast<const BlockQ4_0*>(row[l])[group].d);
-    } else if constexpr (T == GgmlType::Q4_K) {
-      const BlockQ4_K* blk = reinterpret_cast<const BlockQ4_K*>(row[l]) + group;
-      const float d = _cvtsh_ss(blk->d), dmin = _cvtsh_ss(blk->dmin);
-      for (int j = 0; j < 8; ++j) {
-        int s, mn;
-        q4k_scale_min(j, blk->scales, s, mn);
-        sc.s0[j][l] = d * static_cast<float>(s);
-        sc.m[j][l] = dmin * static_cast<float>(mn);
+  if constexpr (vector_group_scales(T)) {
+    __m128i f[16];
+    alignas(16) uint16_t dh[kGroup], dminh[kGroup];
+    group_scale_bytes<T, kGroup>(row, group, f, dh, dminh);
+    const __m256 d = halves8(dh);
+    for (int j = 0; j < 8; ++j) {
+      if constexpr (T == GgmlType::Q6_K) {
+        _mm256_store_ps(sc.s0[j], _mm256_mul_ps(d, bytes8_ps(f[2 * j], true)));
+        _mm256_store_ps(sc.s1[j], _mm256_mul_ps(d, bytes8_ps(f[2 * j + 1], true)));
+      } else if constexpr (T == GgmlType::IQ4_XS) {
+        const __m256i ls = _mm256_sub_epi32(_mm256_cvtepu8_epi32(f[j]), _mm256_set1_epi32(32));
+        _mm256_store_ps(sc.s0[j], _mm256_mul_ps(d, _mm256_cvtepi32_ps(ls)));
+      } else {
+        _mm256_store_ps(sc.s0[j], _mm256_mul_ps(d, bytes8_ps(f[j], false)));
+        _mm256_store_ps(sc.m[j], _mm256_mul_ps(halves8(dminh), bytes8_ps(f[8 + j], false)));
       }
-    } else {
-      const BlockQ6_K* blk = reinterpret_cast<const BlockQ6_K*>(row[l]) + group;
-      const float d = _cvtsh_ss(blk->d);
-      for (int j = 0; j < 8; ++j) {
-        sc.s0[j][l] = d * static_cast<float>(blk->scales[2 * j]);
-        sc.s1[j][l] = d * static_cast<float>(blk->scales[2 * j + 1]);
+    }
+  } else {
+    for (int l = 0; l < kGroup; ++l) {
+      if constexpr (generic_unpack(T)) {
+        group_scales<T>(row[l], group, &sc.s0[0][l], &sc.s1[0][l], &sc.m[0][l], &sc.m1[0][l], kGroup);
+      } else if constexpr (T == GgmlType::Q8_0) {
+        sc.s0[0][l] = _cvtsh_ss(reinterpret_cast<const BlockQ8_0*>(row[l])[group].d);
+      } else {
+        static_assert(T == GgmlType::Q4_0);
+        sc.s0[0][l] = _cvtsh_ss(reinterpret_cast<const BlockQ4_0*>(row[l])[group].d);
       }
     }
   }
@@ -109,8 +121,10 @@ inline __m256i block_dot(const uint8_t* row, int64_t group, int j, __m256i xv) {
 }
 
 // R activation rows (i0..) x outputs [o0, o0 + valid), valid <= 8, over all of k.
+// `prefetch_lines` cache lines from `prefetch` (the next group's rows) are prefetched into L2,
+// spread over the scale groups (see few_rows_range in matmul_rows_avx512.cpp for why).
 template <GgmlType T, int R>
-void few_rows(const MatmulArgs& a, int64_t o0, int valid, int64_t i0) {
+void few_rows(const MatmulArgs& a, int64_t o0, int valid, int64_t i0, const uint8_t* prefetch, int64_t prefetch_lines) {
   constexpr int bpg = kBlocksPerGroup<T>;
   const uint8_t* row[kGroup];
   for (int l = 0; l < kGroup; ++l) row[l] = a.w + (o0 + std::min(l, valid - 1)) * a.row_bytes;
@@ -119,6 +133,8 @@ void few_rows(const MatmulArgs& a, int64_t o0, int valid, int64_t i0) {
   const int64_t groups = a.k / (32 * bpg);
   GroupScales<T> sc;
   for (int64_t g = 0; g < groups; ++g) {
+    for (int64_t l = prefetch_lines * g / groups; l < prefetch_lines * (g + 1) / groups; ++l)
+      _mm_prefetch(reinterpret_cast<const char*>(prefetch + 64 * l), _MM_HINT_T1);
     load_scales<T>(row, g, sc);
     for (int j = 0; j < bpg; ++j) {
       const int64_t b = g * bpg + j;
@@ -163,9 +179,13 @@ template <GgmlType T>
 void few_rows_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
   for (int64_t o0 = o_begin; o0 < o_end; o0 += kGroup) {
     const int valid = static_cast<int>(std::min<int64_t>(kGroup, o_end - o0));
+    const int64_t next_rows = std::min<int64_t>(kGroup, std::max<int64_t>(0, o_end - o0 - kGroup));
+    const uint8_t* next = a.w + (o0 + kGroup) * a.row_bytes;
+    const int64_t lines = next_rows * static_cast<int64_t>(a.row_bytes) / 64;
     for (int64_t i0 = 0; i0 < a.n; i0 += 2) {
-      if (a.n - i0 >= 2) few_rows<T, 2>(a, o0, valid, i0);
-      else few_rows<T, 1>(a, o0, valid, i0);
+      const int64_t pl = i0 == 0 ? lines : 0;
+      if (a.n - i0 >= 2) few_rows<T, 2>(a, o0, valid, i0, next, pl);
+      else few_rows<T, 1>(a, o0, valid, i0, next, pl);
     }
   }
 }

@@ -1,10 +1,14 @@
 // Microbenchmarks of the CPU kernels (not a test: prints figures).
 //
-//   pagoda_bench_kernels [--threads N] [--type q8_0] [--quick] [--cpu-time]   (--type: any supported type)
+//   pagoda_bench_kernels [--threads N] [--type q8_0] [--quick] [--cpu-time] [--peaks-only]
+//   (--type: any supported type; --peaks-only: the two ceilings of (1) and stop; --decode-only:
+//   n = 1 figures only)
 //
-// 1. Streaming-read memory bandwidth (N threads summing a 1 GiB buffer): the ceiling for decode.
+// 1. The ceilings (bench_peaks.h): streaming-read memory bandwidth (N threads summing a 1 GiB
+//    buffer), the limit for decode; the int8 dot-product peak (register-only), the limit for
+//    prefill.
 // 2. matmul on TinyLlama-1.1B shapes: n = 1 as GB/s of weights streamed (weights rotated over
-//    enough copies to defeat the L3) and % of (1); n = 128 and 512 as GFLOP/s.
+//    copies totalling twice the L3) and % of (1); n = 128 and 512 as GOP/s.
 // 3. The whole TinyLlama matmul stack (22 layers of q,k,v,o,gate,up,down + the output head):
 //    decode tokens/s (n = 1), batched decode (n = 4, 16) and prefill tokens/s (n = 128, 512),
 //    matmuls only.
@@ -15,78 +19,26 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
 #include <random>
 #include <string>
 #include <vector>
-
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
 
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/quants.h"
 #include "kernels/cpu/thread_pool.h"
+#include "tests/bench/bench_peaks.h"
 
 using namespace pagoda;
 using namespace pagoda::cpu;
-using Clock = std::chrono::steady_clock;
 
 namespace {
 
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-// The machine may be shared: with --cpu-time, a run's time is the process CPU time divided by
-// the thread count (what the work costs when it has the cores), instead of wall time.
-bool g_cpu_time = false;
-int g_threads = 2;
-
-double process_cpu_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+bench::Timing g_timing;
 
 template <class F>
 double median_seconds(int reps, F&& f) {
-  std::vector<double> t;
-  for (int r = 0; r < reps; ++r) {
-    const auto t0 = Clock::now();
-    const double c0 = process_cpu_seconds();
-    f();
-    t.push_back(g_cpu_time ? (process_cpu_seconds() - c0) / g_threads : seconds_since(t0));
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
-
-#if defined(__x86_64__)
-__attribute__((target("avx2"))) uint64_t sum_bytes_avx2(const uint8_t* p, size_t n) {
-  __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
-  for (size_t i = 0; i + 128 <= n; i += 128) {
-    a0 = _mm256_xor_si256(a0, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i)));
-    a1 = _mm256_xor_si256(a1, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 32)));
-    a2 = _mm256_xor_si256(a2, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 64)));
-    a3 = _mm256_xor_si256(a3, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 96)));
-  }
-  const __m256i a = _mm256_xor_si256(_mm256_xor_si256(a0, a1), _mm256_xor_si256(a2, a3));
-  return static_cast<uint64_t>(_mm256_extract_epi64(a, 0) ^ _mm256_extract_epi64(a, 1) ^ _mm256_extract_epi64(a, 2) ^
-                               _mm256_extract_epi64(a, 3));
-}
-#endif
-
-uint64_t sum_bytes(const uint8_t* p, size_t n) {
-#if defined(__x86_64__)
-  if (cpu_supports(CpuIsa::Avx2)) return sum_bytes_avx2(p, n);
-#endif
-  uint64_t s = 0;
-  for (size_t i = 0; i + 8 <= n; i += 8) {
-    uint64_t v;
-    std::memcpy(&v, p + i, 8);
-    s ^= v;
-  }
-  return s;
+  return bench::median_seconds(g_timing, reps, f);
 }
 
 // Random but valid weights of type t, written directly (quantizing a billion floats would take
@@ -127,20 +79,6 @@ std::vector<float> random_x(int64_t n, int64_t k) {
   return x;
 }
 
-double bench_bandwidth(ThreadPool& pool) {
-  const size_t bytes = size_t(1) << 30;
-  std::vector<uint8_t, std::allocator<uint8_t>> buf(bytes + 64, 1);
-  uint8_t* p = buf.data() + (64 - reinterpret_cast<uintptr_t>(buf.data()) % 64) % 64;
-  std::vector<uint64_t> sink(static_cast<size_t>(pool.size()));
-  const int64_t chunks = 1024;
-  const double s = median_seconds(5, [&] {
-    pool.parallel_for(chunks, [&](int64_t b, int64_t e, int t) {
-      sink[static_cast<size_t>(t)] ^= sum_bytes(p + b * (bytes / chunks), static_cast<size_t>(e - b) * (bytes / chunks));
-    });
-  });
-  return bytes / s / 1e9;
-}
-
 struct Shape {
   const char* name;
   int64_t out, in;
@@ -151,12 +89,14 @@ struct Shape {
 int main(int argc, char** argv) {
   int threads = 2;
   GgmlType type = GgmlType::Q8_0;
-  bool quick = false;
+  bool quick = false, peaks_only = false, decode_only = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--threads" && i + 1 < argc) threads = std::stoi(argv[++i]);
     else if (a == "--quick") quick = true;
-    else if (a == "--cpu-time") g_cpu_time = true;
+    else if (a == "--cpu-time") g_timing.cpu_time = true;
+    else if (a == "--peaks-only") peaks_only = true;
+    else if (a == "--decode-only") decode_only = true;
     else if (a == "--type" && i + 1 < argc) {
       const std::string t = argv[++i];
       bool found = false;
@@ -164,16 +104,23 @@ int main(int argc, char** argv) {
         if (const GgmlTypeInfo* info = ggml_type_info(id); info && info->supported && t == info->name) type = info->type, found = true;
       if (!found) return std::fprintf(stderr, "unknown type %s\n", t.c_str()), 2;
     } else {
-      std::fprintf(stderr, "usage: %s [--threads N] [--type TYPE (any supported: q8_0, q5_k, iq4_xs, f16, ...)] [--quick] [--cpu-time]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--threads N] [--type TYPE (any supported: q8_0, q5_k, iq4_xs, f16, ...)] [--quick] [--cpu-time] [--peaks-only] [--decode-only]\n", argv[0]);
       return 2;
     }
   }
-  g_threads = threads;
+  g_timing.threads = threads;
   ThreadPool pool(threads);
   std::printf("%s, %d threads, weights %s\n", cpu_features_string().c_str(), threads, ggml_type_info(type).name);
-  const double bw = bench_bandwidth(pool);
+  const double bw = bench::stream_read_gbps(pool, g_timing);
   std::printf("stream read bandwidth: %.1f GB/s\n", bw);
+  std::string peak_what;
+  const double peak = bench::int8_peak_gops(pool, g_timing, peak_what);
+  std::printf("int8 dot-product peak: %.0f GOPS (%s, registers only)\n", peak, peak_what.c_str());
+  if (peaks_only) return 0;
 
+  // Weights rotate over copies totalling twice this host's L3 (at least 256 MiB), so that n = 1
+  // reads them from memory as a decode step does.
+  const size_t rotation_bytes = std::max<size_t>(size_t(256) << 20, 2 * cpu_caches().l3);
   const Shape shapes[] = {{"attn q/o 2048x2048", 2048, 2048},
                           {"ffn gate/up 5632x2048", 5632, 2048},
                           {"ffn down 2048x5632", 2048, 5632},
@@ -182,7 +129,7 @@ int main(int argc, char** argv) {
     const size_t wbytes = ggml_row_size(type, s.in) * static_cast<size_t>(s.out);
     // PAGODA_BENCH_HOT=1 keeps one copy (weights mostly cache-resident): shows compute limits.
     const bool hot = std::getenv("PAGODA_BENCH_HOT") != nullptr;
-    const int copies = hot ? 1 : static_cast<int>(std::max<size_t>(1, (256u << 20) / wbytes));
+    const int copies = hot ? 1 : static_cast<int>(std::max<size_t>(1, rotation_bytes / wbytes));
     std::vector<std::vector<uint8_t>> ws;
     for (int c = 0; c < copies; ++c) ws.push_back(random_weights(type, s.out, s.in, 10 + c));
     std::vector<float> out(static_cast<size_t>(512 * s.out));
@@ -195,17 +142,18 @@ int main(int argc, char** argv) {
                 100.0 * wbytes / t1 / 1e9 / bw);
     // Small batches (batched decode of several sequences): time per call.
     for (int64_t n : {2, 3, 4, 8, 16}) {
+      if (decode_only) break;
       const double t = median_seconds(quick ? 5 : 15, [&] {
         matmul(pool, type, ws[next++ % copies].data(), s.out, s.in, x.data(), n, out.data());
       });
       std::printf("  n=%ld %.3fms", static_cast<long>(n), t * 1e3);
     }
     for (int64_t n : {128, 512}) {
-      if (quick && n == 512) continue;
+      if (decode_only || (quick && n == 512)) continue;
       const double t = median_seconds(quick ? 2 : 5, [&] {
         matmul(pool, type, ws[next++ % copies].data(), s.out, s.in, x.data(), n, out.data());
       });
-      std::printf("  n=%-3ld %6.1f GFLOP/s", static_cast<long>(n), 2.0 * n * s.out * s.in / t / 1e9);
+      std::printf("  n=%-3ld %6.1f GOP/s", static_cast<long>(n), 2.0 * n * s.out * s.in / t / 1e9);
     }
     std::printf("\n");
   }
@@ -217,7 +165,7 @@ int main(int argc, char** argv) {
   };
   std::vector<Mat> model;
   size_t total = 0;
-  const int layers = quick ? 4 : 22;
+  const int layers = 22;  // 1.1 GB at Q8_0: more than any L3
   for (int l = 0; l < layers; ++l)
     for (const auto& [o, i] : {std::pair<int64_t, int64_t>{2048, 2048}, {256, 2048}, {256, 2048}, {2048, 2048},
                                {5632, 2048}, {5632, 2048}, {2048, 5632}}) {
@@ -235,16 +183,17 @@ int main(int argc, char** argv) {
   std::printf("tinyllama matmuls (%d layers, %.2f GB): decode %.1f tok/s (%.1f GB/s, %.0f%% of stream)\n", layers,
               total / 1e9, 1.0 / td, total / td / 1e9, 100.0 * total / td / 1e9 / bw);
   for (int64_t n : {4, 16}) {  // batched decode of n sequences (issue 4's engine benchmark)
+    if (decode_only) break;
     const double tb = median_seconds(5, [&] { forward(n); });
     std::printf("tinyllama matmuls batched decode n=%ld: %.1f tok/s aggregate\n", static_cast<long>(n), n / tb);
   }
   for (int64_t n : {128, 512}) {
-    if (quick && n == 512) continue;
+    if (decode_only || (quick && n == 512)) continue;
     const double tp = median_seconds(3, [&] { forward(n); });
     double flops = 0;
     for (const Mat& m : model) flops += 2.0 * n * m.out * m.in;
-    std::printf("tinyllama matmuls prefill n=%ld: %.1f tok/s (%.1f GFLOP/s)\n", static_cast<long>(n), n / tp,
-                flops / tp / 1e9);
+    std::printf("tinyllama matmuls prefill n=%ld: %.1f tok/s (%.1f GOP/s, %.0f%% of the int8 peak)\n",
+                static_cast<long>(n), n / tp, flops / tp / 1e9, peak > 0 ? 100.0 * flops / tp / 1e9 / peak : 0.0);
   }
   return 0;
 }

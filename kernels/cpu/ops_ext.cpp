@@ -37,7 +37,7 @@ void attention_group_ext(const AttnRows& r, int g, int head_dim, float scale, in
   float* krow = scratch + static_cast<int64_t>(r.n_q) * g * span;
   float* vrow = krow + k.row_elems();
   const int bs = k.block_size;
-  const auto slot_of = [&](int i) { return static_cast<int64_t>(block_table[i / bs]) * bs + i % bs; };
+  const auto slot_of = [&](int i) { return attention_slot(r, block_table, bs, i); };  // tree rows: their path
   const int64_t head_off = static_cast<int64_t>(kv_head) * head_dim;
   const float inv_cap = softcap > 0 ? 1.0f / softcap : 0.0f;
   for (int i = lo; i < last_ctx; ++i) {

@@ -65,6 +65,10 @@ void CpuBackend::attention_ext(int layer, const Tensor& q, Tensor& out, int n_he
              rows.out = f32(out) + static_cast<int64_t>(t) * out.cols + head_off;
              rows.out_stride = out.cols;
              rows.n_ctx = plan_.positions[t] + 1;
+             if (grp.tail_off >= 0) {  // a token-tree chain (speculative decoding): its path's slots
+               rows.tail_base = seq.n_past;
+               rows.tail_slots = tree_tails_.data() + grp.tail_off;
+             }
              const int n_plain =
                  extras.softcap > 0 ? 0 : std::clamp(extras.window - rows.n_ctx + 1, 0, static_cast<int>(grp.n));
              if (n_plain > 0) {

@@ -32,6 +32,22 @@ inline gguf::GgufFile tiny_model_file(int ctx = 1024, uint64_t seed = 1) {
   return gguf::GgufFile::from_bytes(build_model(spec, {}, 1).to_bytes(), "tiny.gguf");
 }
 
+// tiny_model_file's shape as gemma2 with a sliding window of `window` on its local layers and
+// soft-capped attention: the attention_ext path once a context passes the window.
+inline gguf::GgufFile tiny_windowed_model_file(int window = 8, uint64_t seed = 7) {
+  ModelSpec spec;
+  spec.arch = Arch::Gemma2;
+  spec.n_layers = 2;
+  spec.dim = 64;
+  spec.ff_dim = 128;
+  spec.n_heads = 4;
+  spec.n_kv_heads = 2;
+  spec.type = GgmlType::F32;
+  spec.seed = seed;
+  spec.sliding_window = window;
+  return gguf::GgufFile::from_bytes(build_model(spec, {}, 1).to_bytes(), "gemma2.gguf");
+}
+
 inline std::unique_ptr<Model> load_model(const gguf::GgufFile& f, int max_batch_tokens = 512) {
   return std::make_unique<Model>(f, std::make_unique<CpuBackend>(1), max_batch_tokens);
 }

@@ -126,6 +126,21 @@ TEST_CASE("greedy: n-gram speculation (chain and tree) equals plain decoding, al
   }
 }
 
+TEST_CASE("greedy: n-gram trees over sliding-window, soft-capped attention (gemma2) equal plain decoding") {
+  // A window of 8 is far shorter than the prompts: the tree rows go through attention_ext.
+  const auto file = tiny_windowed_model_file(8);
+  const auto reqs = echo_requests(6);
+  std::vector<std::vector<int32_t>> want;
+  for (const auto& r : reqs) want.push_back(run(file, tiny_engine_config(256), {r}).tokens[0]);
+  for (int tree : {1, 3}) {
+    INFO("spec_tree " << tree);
+    const Run r = run(file, spec_config(SpeculativeMode::Ngram, 6, tree), reqs);
+    for (size_t i = 0; i < reqs.size(); ++i) CHECK(r.tokens[i] == want[i]);
+    CHECK(r.stats.spec_drafted > 0);
+    check_no_leaks(r);
+  }
+}
+
 TEST_CASE("greedy: a smaller draft model and the target as its own draft equal plain decoding") {
   ModelSpec small;
   small.n_layers = 1;

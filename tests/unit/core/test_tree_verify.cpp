@@ -1,5 +1,6 @@
 // Token-tree verification on the CPU backend (StepPlan::tree_masks): every node's logits equal,
-// bit for bit, those of plain decoding of its path; a tree sharing the step with an ordinary
+// bit for bit, those of plain decoding of its path (llama, and gemma2 past its sliding window);
+// a tree sharing the step with an ordinary
 // prefill leaves that one's logits alone; the accepted path's K/V (kept in place or moved by
 // slot copies) equal what plain decoding writes; malformed trees are refused.
 #include <catch2/catch.hpp>
@@ -82,7 +83,11 @@ std::vector<float> kv_slot(Model& m, int layer, int slot, bool v) {
 }  // namespace
 
 TEST_CASE("tree rows: each node's logits are those of plain decoding of its path, bit for bit") {
-  auto model = load_model(tiny_model(), 128);
+  // llama, and gemma2 with a window of 8 (the prefix is longer: windowed, capped attention).
+  const bool windowed = GENERATE(false, true);
+  INFO((windowed ? "gemma2, window 8" : "llama"));
+  static const gguf::GgufFile gemma2 = tiny_windowed_model_file(8);
+  auto model = load_model(windowed ? gemma2 : tiny_model(), 128);
   model->init_kv_cache(16, kB);
   const std::vector<int32_t> prefix = random_tokens(21, 7);  // 21: the tree straddles blocks 1 and 2
   const DraftTree tree = sample_tree(prefix.back());

@@ -7,10 +7,12 @@
 // reduction and the warp keeps an online softmax (max, sum, accumulator) over the keys in
 // index order. Simple and exact rather than fast: one warp walks its row's whole window. A
 // row's result depends on its own context only (batch invariance).
-// Assumptions: head_dim <= kMaxHeadDim; n_heads a multiple of n_kv_heads; F16 cache.
+// Assumptions: head_dim <= kMaxHeadDim; n_heads a multiple of n_kv_heads; an F16, F32 or Q8_0
+// cache (K/V values read through kv_elem.cuh); no token-tree rows (the engine refuses them here).
 #include <cuda_fp16.h>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/kv_elem.cuh"
 #include "kernels/cuda/ops.h"
 
 namespace pagoda::cuda {
@@ -26,7 +28,6 @@ __global__ void attention_ext_kernel(const float* q, float* out, int n_heads, fl
   const int first = window > 0 ? max(0, ctx - window) : 0;
   const int g = h / (n_heads / kv.n_kv_heads);
   const int32_t* bt = idx.block_tables + idx.token_bt[t];
-  const int64_t kv_row = (int64_t)kv.n_kv_heads * hd;
   const float* qh = q + (int64_t)t * n_heads * hd + (int64_t)h * hd;
   float qr[kPerLane], acc[kPerLane];
 #pragma unroll
@@ -38,13 +39,13 @@ __global__ void attention_ext_kernel(const float* q, float* out, int n_heads, fl
   float m = -INFINITY, l = 0.0f;
   for (int key = first; key < ctx; ++key) {
     const int64_t slot = (int64_t)bt[key / kv.block_size] * kv.block_size + key % kv.block_size;
-    const __half* kp = static_cast<const __half*>(kv.k) + slot * kv_row + (int64_t)g * hd;
-    const __half* vp = static_cast<const __half*>(kv.v) + slot * kv_row + (int64_t)g * hd;
+    const uint8_t* kp = kv_head(kv.k, kv.type, slot * kv.n_kv_heads + g, hd);
+    const uint8_t* vp = kv_head(kv.v, kv.type, slot * kv.n_kv_heads + g, hd);
     float dot = 0.0f;
 #pragma unroll
     for (int j = 0; j < kPerLane; ++j) {
       const int d = lane + 32 * j;
-      if (d < hd) dot += qr[j] * __half2float(kp[d]);
+      if (d < hd) dot += qr[j] * kv_value(kp, kv.type, hd, d);
     }
     float s = warp_sum(dot) * scale;
     if (softcap > 0.0f) s = softcap * tanhf(s / softcap);
@@ -55,7 +56,7 @@ __global__ void attention_ext_kernel(const float* q, float* out, int n_heads, fl
 #pragma unroll
     for (int j = 0; j < kPerLane; ++j) {
       const int d = lane + 32 * j;
-      if (d < hd) acc[j] = acc[j] * corr + p * __half2float(vp[d]);
+      if (d < hd) acc[j] = acc[j] * corr + p * kv_value(vp, kv.type, hd, d);
     }
     m = m_new;
   }

@@ -130,19 +130,25 @@ bool Scheduler::shift_tokens(Sequence& seq) {
   return true;
 }
 
+SeqInStep Scheduler::open_seq_in_step(StepPlan& plan, const Sequence& seq, int n) const {
+  const auto& table = kv_.block_table(seq.id);
+  SeqInStep s;
+  s.seq_id = seq.id;
+  s.first_token = plan.n_tokens();
+  s.n_tokens = n;
+  s.n_past = seq.num_computed;
+  s.block_table_offset = static_cast<int32_t>(plan.block_tables.size());
+  s.n_blocks = ceil_div(seq.num_computed + n, kv_.block_size());
+  plan.block_tables.insert(plan.block_tables.end(), table.begin(), table.begin() + s.n_blocks);
+  return s;
+}
+
 void Scheduler::emit(StepPlan& plan, const std::shared_ptr<Sequence>& seq, int n, bool prefill) {
   const int B = kv_.block_size();
   const auto& table = kv_.block_table(seq->id);
-  SeqInStep s;
-  s.seq_id = seq->id;
-  s.first_token = plan.n_tokens();
-  s.n_tokens = n;
-  s.n_past = seq->num_computed;
-  s.block_table_offset = static_cast<int32_t>(plan.block_tables.size());
-  s.n_blocks = ceil_div(seq->num_computed + n, B);
+  SeqInStep s = open_seq_in_step(plan, *seq, n);
   const int seq_index = static_cast<int>(plan.seqs.size());
   const size_t rows_before = plan.logit_rows.size();
-  plan.block_tables.insert(plan.block_tables.end(), table.begin(), table.begin() + s.n_blocks);
   for (int i = 0; i < n; ++i) {
     const int pos = seq->num_computed + i;
     plan.tokens.push_back(seq->tokens[pos]);

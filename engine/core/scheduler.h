@@ -166,6 +166,9 @@ class Scheduler {
   // preemption at the limit). False when it cannot (then it ends with "length").
   bool shift_tokens(Sequence& seq);
   void preempt(const std::shared_ptr<Sequence>& seq);
+  // A SeqInStep for the next n tokens of `seq` (from its num_computed on), its block-table
+  // slice appended to the plan; the caller adds the tokens and pushes it.
+  SeqInStep open_seq_in_step(StepPlan& plan, const Sequence& seq, int n) const;
   void emit(StepPlan& plan, const std::shared_ptr<Sequence>& seq, int n, bool prefill);
   // Speculative decoding (scheduler_spec.cpp): the draft tree of a decoding sequence (root only
   // when it does not speculate this step), and its rows in the plan.

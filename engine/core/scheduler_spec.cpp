@@ -29,14 +29,7 @@ void Scheduler::emit_tree(StepPlan& plan, const std::shared_ptr<Sequence>& seq,
   const int B = kv_.block_size();
   const auto& table = kv_.block_table(seq->id);
   const int T = tree->size();
-  SeqInStep s;
-  s.seq_id = seq->id;
-  s.first_token = plan.n_tokens();
-  s.n_tokens = T;
-  s.n_past = seq->num_computed;
-  s.block_table_offset = static_cast<int32_t>(plan.block_tables.size());
-  s.n_blocks = ceil_div(seq->num_computed + T, B);
-  plan.block_tables.insert(plan.block_tables.end(), table.begin(), table.begin() + s.n_blocks);
+  SeqInStep s = open_seq_in_step(plan, *seq, T);
   plan.tree_masks.resize(plan.tokens.size(), 0);
   const std::vector<uint64_t> masks = tree->masks();
   const int seq_index = static_cast<int>(plan.seqs.size());

@@ -89,6 +89,10 @@ ModelWeights ModelWeights::load(const gguf::GgufFile& file, const ModelConfig& c
       L.bv = ld.vector(p + "attn_v.bias", kv_dim);
     }
     L.ffn_norm = ld.vector(p + "ffn_norm.weight", dim);
+    if (cfg.n_experts > 0) {
+      L.moe = load_moe_layer(file, cfg, backend, l, w.host_f32);
+      continue;
+    }
     L.w_gate = ld.matrix(p + "ffn_gate.weight", ff, dim);
     L.w_up = ld.matrix(p + "ffn_up.weight", ff, dim);
     L.w_down = ld.matrix(p + "ffn_down.weight", dim, ff);

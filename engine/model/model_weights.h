@@ -6,6 +6,7 @@
 
 #include "engine/backend/backend.h"
 #include "engine/model/model_config.h"
+#include "engine/model/moe_ffn.h"
 
 namespace pagoda::gguf { class GgufFile; }
 
@@ -16,7 +17,8 @@ struct LayerWeights {
   Tensor wq, wk, wv, wo;       // blk.N.attn_{q,k,v,output}.weight
   Tensor bq, bk, bv;           // blk.N.attn_{q,k,v}.bias (qwen2 only) [1 x out], f32
   Tensor ffn_norm;             // blk.N.ffn_norm.weight    [1 x dim], f32
-  Tensor w_gate, w_up, w_down; // blk.N.ffn_{gate,up,down}.weight
+  Tensor w_gate, w_up, w_down; // blk.N.ffn_{gate,up,down}.weight (dense FFN)
+  MoeLayerWeights moe;         // the experts instead, when cfg.n_experts > 0
 };
 
 struct ModelWeights {

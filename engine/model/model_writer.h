@@ -1,4 +1,4 @@
-// make-model: writes a random-weight GGUF model of any llama/qwen2 shape and weight type, with
+// make-model: writes a random-weight GGUF model of any llama/qwen2/qwen2moe shape (MoE included) and weight type, with
 // a tokenizer (the project's own byte-level vocabulary, or every tokenizer.* key copied from
 // another GGUF). Weights are seeded and deterministic: the same spec gives identical bytes,
 // whatever the number of threads used to generate them.
@@ -38,7 +38,19 @@ struct ModelSpec {
   uint64_t seed = 0;
   std::string vocab_from;    // GGUF path whose tokenizer.* keys are copied; empty: own vocabulary
   int pooling_type = 0;      // > 0: written as <arch>.pooling_type (1 mean, 2 CLS, 3 last)
+  // Mixture of experts: n_experts > 0 writes <arch>.expert_count / expert_used_count, a router
+  // (ffn_gate_inp, F32 as llama.cpp's converter writes it) and stacked experts
+  // (ffn_{gate,up,down}_exps, 3-D, of `type`) instead of the dense FFN: a Mixtral-style llama.
+  // qwen2moe always has experts (defaults below) and a shared expert (ffn_*_shexp, gated by
+  // ffn_gate_inp_shexp).
+  int n_experts = 0;             // 0: dense llama/qwen2; qwen2moe: kQwen2MoeExperts
+  int n_experts_used = 0;        // 0: kDefaultExpertsUsed
+  int expert_ff_dim = 0;         // 0: ff_dim (written as expert_feed_forward_length for qwen2moe)
+  int shared_expert_ff_dim = 0;  // qwen2moe only; 0: ff_dim
 };
+
+constexpr int kQwen2MoeExperts = 8;
+constexpr int kDefaultExpertsUsed = 2;
 
 struct ModelSpecError : std::runtime_error {
   using std::runtime_error::runtime_error;

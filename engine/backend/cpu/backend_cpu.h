@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/backend/backend.h"
+#include "kernels/cpu/moe.h"
 #include "kernels/cpu/ops.h"
 
 namespace pagoda {
@@ -49,6 +50,8 @@ class CpuBackend final : public Backend {
   void attention(int layer, const Tensor& q, Tensor& out, int n_heads, int n_kv_heads,
                  int head_dim, float scale) override;
   void gather_logit_rows(const Tensor& x, Tensor& out) override;
+  void moe_ffn(const ExpertWeights& w, const Tensor& x, const int32_t* experts, const float* weights,
+               int k, const Tensor* shared, const float* shared_weights, Tensor& out, int64_t n) override;
 
   void read_kv_block(int layer, int block, float* k_out, float* v_out) override;
   void write_kv_block(int layer, int block, const float* k, const float* v) override;
@@ -82,6 +85,7 @@ class CpuBackend final : public Backend {
   int max_ctx_ = 0;                             // longest sequence context of the step
   std::vector<AttnGroup> attn_groups_;
   std::vector<std::vector<float>> scratch_;     // per worker thread: attention scores
+  cpu::MoeScratch moe_scratch_;                 // moe_ffn's gathered rows and groups
 };
 
 }  // namespace pagoda

@@ -9,11 +9,12 @@
 
 #include "engine/gguf/gguf.h"
 #include "kernels/ggml_type.h"
+#include "tests/unit/model/reference_moe.h"
 
 namespace pagoda::test {
 
 struct TinyModelSpec {
-  std::string arch = "llama";  // "llama" or "qwen2" (qwen2: Q/K/V biases, NeoX RoPE)
+  std::string arch = "llama";  // "llama", "qwen2" (Q/K/V biases, NeoX RoPE) or "qwen2moe"
   int layers = 2;
   int dim = 64;
   int ff = 96;
@@ -27,6 +28,12 @@ struct TinyModelSpec {
   GgmlType type = GgmlType::F32; // type of the 2-D weight matrices
   bool tied = false;             // no output.weight
   uint64_t seed = 1;
+  // Mixture of experts (reference_moe.h): experts > 0 replaces each layer's FFN by a router
+  // and stacked experts; qwen2moe always has them, plus a shared expert of width shared_ff.
+  int experts = 0;
+  int experts_used = 2;
+  int expert_ff = 0;             // 0: ff
+  int shared_ff = 0;             // qwen2moe; 0: ff
 };
 
 // A GGUF image of a random-weight model of that shape (seeded, deterministic). Norm weights
@@ -45,6 +52,7 @@ class ReferenceModel {
  private:
   struct Layer {
     std::vector<double> attn_norm, wq, wk, wv, wo, bq, bk, bv, ffn_norm, gate, up, down;
+    ReferenceMoe moe;  // used when moe_.experts > 0
   };
   std::vector<double> matrix(const gguf::GgufFile& f, const std::string& name) const;
 
@@ -54,6 +62,7 @@ class ReferenceModel {
   std::vector<double> rope_freqs_;  // per-pair frequency divisors; empty: all 1
   std::vector<double> embd_, out_norm_, output_;
   std::vector<Layer> l_;
+  MoeShape moe_;  // experts == 0: dense FFN
 };
 
 }  // namespace pagoda::test

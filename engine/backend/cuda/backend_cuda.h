@@ -87,6 +87,10 @@ class CudaBackend final : public Backend {
   void attention(int layer, const Tensor& q, Tensor& out, int n_heads, int n_kv_heads,
                  int head_dim, float scale) override;
   void gather_logit_rows(const Tensor& x, Tensor& out) override;
+  // Groups the tokens by expert on the host (cpu::moe_group), uploads the indices, gathers the
+  // rows, runs one cuBLAS GEMM per active expert and matrix, combines (moe_combine.cu).
+  void moe_ffn(const ExpertWeights& w, const Tensor& x, const int32_t* experts, const float* weights,
+               int k, const Tensor* shared, const float* shared_weights, Tensor& out, int64_t n) override;
 
   void read_kv_block(int layer, int block, float* k_out, float* v_out) override;
   void write_kv_block(int layer, int block, const float* k, const float* v) override;

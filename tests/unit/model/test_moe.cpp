@@ -14,6 +14,7 @@
 #include "engine/model/model.h"
 #include "engine/model/model_writer.h"
 #include "kernels/cpu/moe.h"
+#include "tests/unit/model/forward_plans.h"
 #include "tests/unit/model/reference_model.h"
 
 using namespace pagoda;
@@ -21,33 +22,10 @@ using test::TinyModelSpec;
 
 namespace {
 
-constexpr int kBlock = 4;
-
-std::vector<int32_t> some_tokens(int n, int vocab, int salt) {
-  std::vector<int32_t> t;
-  for (int i = 0; i < n; ++i) t.push_back((i * 37 + salt * 11 + 3) % vocab);
-  return t;
-}
-
-// One step: sequence s gets tokens [begins[s], ends[s]) of seqs[s] on blocks tables[s]; every
-// token gets a logit row, in token order.
-StepPlan step(const std::vector<const std::vector<int32_t>*>& seqs, const std::vector<int>& begins,
-              const std::vector<int>& ends, const std::vector<std::vector<int32_t>>& tables) {
-  StepPlan p;
-  for (size_t s = 0; s < seqs.size(); ++s) {
-    p.seqs.push_back(SeqInStep{s, p.n_tokens(), ends[s] - begins[s], begins[s],
-                               static_cast<int32_t>(p.block_tables.size()), static_cast<int32_t>(tables[s].size())});
-    p.block_tables.insert(p.block_tables.end(), tables[s].begin(), tables[s].end());
-    for (int i = begins[s]; i < ends[s]; ++i) {
-      p.logit_rows.push_back(p.n_tokens());
-      p.tokens.push_back((*seqs[s])[size_t(i)]);
-      p.positions.push_back(i);
-      p.slots.push_back(tables[s][size_t(i / kBlock)] * kBlock + i % kBlock);
-      p.token_seq.push_back(static_cast<int32_t>(s));
-    }
-  }
-  return p;
-}
+constexpr int kBlock = test::kPlanBlock;
+using test::Part;
+using test::plan_of;
+using test::some_tokens;
 
 std::unique_ptr<Model> load(const gguf::GgufFile& f, int threads = 2) {
   auto m = std::make_unique<Model>(f, std::make_unique<CpuBackend>(threads), 64);
@@ -63,8 +41,8 @@ double error_vs_reference(const gguf::GgufFile& f, int n_tokens, int vocab) {
   const std::vector<int32_t> table = {9, 3, 17, 0, 5, 30, 2, 8};
   const int first = n_tokens / 2 + 1;
   std::vector<float> got, part;
-  m->forward(step({&ids}, {0}, {first}, {table}), got);
-  m->forward(step({&ids}, {first}, {n_tokens}, {table}), part);
+  m->forward(plan_of({Part{&ids, 0, first, table}}), got);
+  m->forward(plan_of({Part{&ids, first, n_tokens, table}}), part);
   got.insert(got.end(), part.begin(), part.end());
   const auto want = test::ReferenceModel(f).forward(ids);
   REQUIRE(got.size() == want.size());
@@ -168,12 +146,12 @@ TEST_CASE("MoE forward is batch invariant: a mixed step equals each sequence alo
     s.dim = 64;
     const gguf::GgufFile f = tiny(s);
     const auto a = some_tokens(13, s.vocab, 1), b = some_tokens(9, s.vocab, 2), c = some_tokens(6, s.vocab, 3);
-    const std::vector<std::vector<int32_t>> tables = {{0, 1, 2, 3}, {10, 11, 12}, {20, 21}};
+    const std::vector<Part> parts = {Part{&a, 0, 13, {0, 1, 2, 3}}, Part{&b, 0, 9, {10, 11, 12}},
+                                     Part{&c, 0, 6, {20, 21}}};
     std::vector<std::vector<float>> alone(3);
-    const std::vector<const std::vector<int32_t>*> seqs = {&a, &b, &c};
-    for (size_t i = 0; i < 3; ++i) load(f, 1)->forward(step({seqs[i]}, {0}, {int(seqs[i]->size())}, {tables[i]}), alone[i]);
+    for (size_t i = 0; i < 3; ++i) load(f, 1)->forward(plan_of({parts[i]}), alone[i]);
     std::vector<float> together;
-    load(f, 2)->forward(step(seqs, {0, 0, 0}, {13, 9, 6}, tables), together);
+    load(f, 2)->forward(plan_of(parts), together);
     std::vector<float> joined;
     for (const auto& v : alone) joined.insert(joined.end(), v.begin(), v.end());
     CHECK(together == joined);

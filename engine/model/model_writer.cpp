@@ -179,6 +179,9 @@ ModelSpec with_expert_defaults(ModelSpec s) {
   if (s.arch == Arch::Qwen2) throw ModelSpecError("qwen2 has no experts: use --arch qwen2moe");
   if (s.n_experts_used == 0) s.n_experts_used = std::min(kDefaultExpertsUsed, s.n_experts);
   if (s.expert_ff_dim == 0) s.expert_ff_dim = s.ff_dim;
+  // A Mixtral-style llama states its experts' width as feed_forward_length (llama.cpp reads
+  // nothing else for llama), so that is what it gets.
+  if (s.arch == Arch::Llama) s.ff_dim = s.expert_ff_dim;
   if (s.n_experts_used > s.n_experts)
     throw ModelSpecError("experts-used " + std::to_string(s.n_experts_used) + " exceeds experts " +
                          std::to_string(s.n_experts));

@@ -45,7 +45,8 @@ struct ModelSpec {
   // ffn_gate_inp_shexp).
   int n_experts = 0;             // 0: dense llama/qwen2; qwen2moe: kQwen2MoeExperts
   int n_experts_used = 0;        // 0: kDefaultExpertsUsed
-  int expert_ff_dim = 0;         // 0: ff_dim (written as expert_feed_forward_length for qwen2moe)
+  int expert_ff_dim = 0;         // 0: ff_dim (qwen2moe: expert_feed_forward_length; llama: it
+                                 // replaces ff_dim, as feed_forward_length, as in Mixtral files)
   int shared_expert_ff_dim = 0;  // qwen2moe only; 0: ff_dim
 };
 

@@ -165,14 +165,15 @@ TEST_CASE("make-model writes MoE files the engine and the reference read alike",
     spec.n_layers = 2, spec.dim = 64, spec.ff_dim = 96, spec.n_heads = 4, spec.n_kv_heads = 2;
     spec.type = GgmlType::F32;
     spec.seed = 7;
-    if (arch == Arch::Llama) spec.n_experts = 4, spec.n_experts_used = 2;
-    else spec.expert_ff_dim = 64;  // qwen2moe: default 8 experts, 2 used
+    spec.expert_ff_dim = 64;
+    if (arch == Arch::Llama) spec.n_experts = 4, spec.n_experts_used = 2;  // qwen2moe: 8, 2 used
     const gguf::GgufFile f = gguf::GgufFile::from_bytes(build_model(spec, {}, 1).to_bytes(), "moe.gguf");
     const ModelConfig c = ModelConfig::from_gguf(f);
     INFO(arch_name(arch));
     CHECK(c.n_experts == (arch == Arch::Llama ? 4 : kQwen2MoeExperts));
     CHECK(c.n_experts_used == kDefaultExpertsUsed);
-    CHECK(c.expert_ff_dim == (arch == Arch::Llama ? 96 : 64));
+    CHECK(c.expert_ff_dim == 64);
+    CHECK(c.ff_dim == (arch == Arch::Llama ? 64 : 96));  // llama: the experts' width, as in Mixtral
     CHECK(c.shared_expert_ff_dim == (arch == Arch::Llama ? 0 : 96));
     CHECK(c.expert_weights_norm == (arch == Arch::Llama));
     CHECK(f.find_tensor("blk.1.ffn_gate_exps.weight")->dims == std::vector<int64_t>{64, c.expert_ff_dim, c.n_experts});

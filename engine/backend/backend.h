@@ -95,6 +95,11 @@ class Backend {
   // A weight from the model file. The CPU backend may return a view of `host_data` (which
   // outlives the backend); others copy (and may convert) it.
   virtual Tensor upload_weight(const void* host_data, GgmlType type, int64_t rows, int64_t cols) = 0;
+  // A matrix kept exactly as F32 (upload_weight may convert, e.g. to bf16 on CUDA): MoE
+  // routers, where a rounded copy could send a near-tie to another expert than the CPU does.
+  virtual Tensor upload_weight_f32(const float* host_data, int64_t rows, int64_t cols) {
+    return upload_weight(host_data, GgmlType::F32, rows, cols);
+  }
   // An F32 activation buffer, zero-initialised; freed with the backend.
   virtual Tensor alloc(int64_t rows, int64_t cols) = 0;
   // Bytes one KV block takes over all layers (K and V), to size the cache from a budget.

@@ -236,6 +236,8 @@ void read_experts(const Reader& r, ModelConfig& c) {
   if (c.n_experts_used > c.n_experts)
     r.fail("metadata key '" + prefix + "expert_used_count' is " + std::to_string(c.n_experts_used) +
            ", more than expert_count " + std::to_string(c.n_experts));
+  // qwen3moe (to wire once qwen3 attention is in): this qwen2moe branch with no shared expert
+  // (shared_expert_ff_dim 0) and expert_weights_norm = true.
   if (c.arch == Arch::Qwen2Moe) {
     // llama.cpp's defaults when the lengths are absent: ff / used, and ff for the shared one.
     c.expert_ff_dim = r.arch_int("expert_feed_forward_length", c.ff_dim / c.n_experts_used);

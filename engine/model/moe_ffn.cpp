@@ -46,7 +46,7 @@ MoeLayerWeights load_moe_layer(const gguf::GgufFile& file, const ModelConfig& cf
   std::vector<float>& router = host_f32.emplace_back();
   append_f32(file, p + "ffn_gate_inp.weight", dim, router);
   if (cfg.shared_expert_ff_dim > 0) append_f32(file, p + "ffn_gate_inp_shexp.weight", dim, router);
-  w.router = backend.upload_weight(router.data(), GgmlType::F32, static_cast<int64_t>(router.size()) / dim, dim);
+  w.router = backend.upload_weight_f32(router.data(), static_cast<int64_t>(router.size()) / dim, dim);
   w.experts.n_experts = cfg.n_experts;
   w.experts.gate = upload_rows(file, backend, p + "ffn_gate_exps.weight", dim);
   w.experts.up = upload_rows(file, backend, p + "ffn_up_exps.weight", dim);

@@ -17,7 +17,8 @@ namespace pagoda {
 
 struct MoeLayerWeights {
   // blk.N.ffn_gate_inp.weight as F32 rows (one per expert), then, with a shared expert,
-  // blk.N.ffn_gate_inp_shexp.weight as one more row: one matmul gives both.
+  // blk.N.ffn_gate_inp_shexp.weight as one more row: one matmul gives both. Kept F32 on every
+  // backend (Backend::upload_weight_f32), so that all route alike.
   Tensor router;
   ExpertWeights experts;  // blk.N.ffn_{gate,up,down}_exps.weight, in their file type
   Tensor shared_gate, shared_up, shared_down;  // blk.N.ffn_{gate,up,down}_shexp.weight (qwen2moe)

@@ -67,6 +67,8 @@ class CudaBackend final : public Backend {
   MemoryInfo memory_info() const override;
 
   Tensor upload_weight(const void* host_data, GgmlType type, int64_t rows, int64_t cols) override;
+  // Kept F32 on the device; matmul runs F32 weights as an F32 GEMM.
+  Tensor upload_weight_f32(const float* host_data, int64_t rows, int64_t cols) override;
   Tensor alloc(int64_t rows, int64_t cols) override;
   size_t kv_block_bytes(const KvCacheConfig& cfg) const override;
   void init_kv_cache(const KvCacheConfig& cfg) override;
@@ -113,6 +115,7 @@ class CudaBackend final : public Backend {
   CudaGraphStats graph_stats() const;
 
  private:
+  void matmul_f32(const Tensor& w, const Tensor& x, Tensor& out, int64_t n);  // F32 weights
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

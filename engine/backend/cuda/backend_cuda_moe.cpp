@@ -1,4 +1,5 @@
-// CudaBackend::moe_ffn: the routed experts of a step. The routing arrives from the host
+// CudaBackend's mixture-of-experts pieces: F32 router weights and their GEMM, and moe_ffn, the
+// routed experts of a step. The routing arrives from the host
 // (engine/model/moe_ffn.cpp), so the grouping by expert is done on the host too and uploaded in
 // one copy; then a gather, one cuBLAS GEMM per active expert and matrix over its gathered rows,
 // one SiLU-multiply over all rows, and the weighted combine kernel.
@@ -19,6 +20,27 @@ Tensor rows_of(const Tensor& t, int64_t first, int64_t rows) {
 }
 
 }  // namespace
+
+Tensor CudaBackend::upload_weight_f32(const float* host_data, int64_t rows, int64_t cols) {
+  Impl& m = *impl_;
+  require(rows > 0 && cols > 0, "upload_weight_f32: rows and cols must be positive");
+  CUDA_CHECK(cudaSetDevice(m.device));
+  const size_t bytes = static_cast<size_t>(rows * cols) * sizeof(float);
+  Tensor t{m.device_alloc(bytes), GgmlType::F32, rows, cols};
+  CUDA_CHECK(cudaMemcpyAsync(t.data, host_data, bytes, cudaMemcpyHostToDevice, m.stream));
+  CUDA_CHECK(cudaStreamSynchronize(m.stream));  // the host copy may go away after loading
+  return t;
+}
+
+void CudaBackend::matmul_f32(const Tensor& w, const Tensor& x, Tensor& out, int64_t n) {
+  Impl& m = *impl_;
+  // As matmul's bf16 GEMM (row-major out = x W^T), all in F32.
+  const float alpha = 1.0f, beta = 0.0f;
+  CUBLAS_CHECK(cublasGemmEx(m.cublas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(w.rows), static_cast<int>(n),
+                            static_cast<int>(w.cols), &alpha, w.data, CUDA_R_32F, static_cast<int>(w.cols),
+                            x.data, CUDA_R_32F, static_cast<int>(x.cols), &beta, out.data, CUDA_R_32F,
+                            static_cast<int>(out.cols), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
 
 void CudaBackend::moe_ffn(const ExpertWeights& w, const Tensor& x, const int32_t* experts,
                           const float* weights, int k, const Tensor* shared,

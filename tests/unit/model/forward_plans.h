@@ -3,6 +3,8 @@
 // blocks, every token with a logit row.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -42,6 +44,16 @@ inline StepPlan plan_of(const std::vector<Part>& parts) {
     }
   }
   return p;
+}
+
+// max |got - want| / max |want| over all logits (the sizes must match: the caller checks).
+inline double max_rel_err(const std::vector<float>& got, const std::vector<double>& want) {
+  double mx = 0, err = 0;
+  for (size_t i = 0; i < want.size() && i < got.size(); ++i) {
+    mx = std::max(mx, std::fabs(want[i]));
+    err = std::max(err, std::fabs(got[i] - want[i]));
+  }
+  return err / mx;
 }
 
 }  // namespace pagoda::test

@@ -40,12 +40,7 @@ Loaded load(const TinyModelSpec& spec, GgmlType kv_type, int threads = 2, int ma
 // max |got - want| / max |want| over all logits.
 double rel_err(const std::vector<float>& got, const std::vector<double>& want) {
   REQUIRE(got.size() == want.size());
-  double mx = 0, err = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    mx = std::max(mx, std::fabs(want[i]));
-    err = std::max(err, std::fabs(got[i] - want[i]));
-  }
-  return err / mx;
+  return test::max_rel_err(got, want);
 }
 
 // Prefill of `ids` in the given chunk sizes on blocks 0, 1, ...; logits of every position.

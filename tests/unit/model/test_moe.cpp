@@ -46,12 +46,7 @@ double error_vs_reference(const gguf::GgufFile& f, int n_tokens, int vocab) {
   got.insert(got.end(), part.begin(), part.end());
   const auto want = test::ReferenceModel(f).forward(ids);
   REQUIRE(got.size() == want.size());
-  double mx = 0, err = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    mx = std::max(mx, std::fabs(want[i]));
-    err = std::max(err, std::fabs(got[i] - want[i]));
-  }
-  return err / mx;
+  return test::max_rel_err(got, want);
 }
 
 gguf::GgufFile tiny(const TinyModelSpec& s) { return gguf::GgufFile::from_bytes(test::make_tiny_model(s)); }

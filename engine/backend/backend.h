@@ -73,6 +73,14 @@ struct SampleRequest : DrawParams {
   int32_t row = 0;  // which logit row (Model: an index into StepPlan::logit_rows)
 };
 
+// One layer's routed experts for Backend::moe_ffn, stacked as GGUF stores them (expert
+// outermost): expert e's gate and up are rows [e*ff, (e+1)*ff) of `gate` and `up`
+// ([n_experts*ff x dim]), its down rows [e*dim, (e+1)*dim) of `down` ([n_experts*dim x ff]).
+struct ExpertWeights {
+  Tensor gate, up, down;
+  int n_experts = 0;
+};
+
 // The memory a backend's KV cache is carved from (Backend::memory_info), in bytes.
 struct MemoryInfo {
   size_t free_bytes = 0;   // available now
@@ -96,6 +104,11 @@ class Backend {
   // A weight from the model file. The CPU backend may return a view of `host_data` (which
   // outlives the backend); others copy (and may convert) it.
   virtual Tensor upload_weight(const void* host_data, GgmlType type, int64_t rows, int64_t cols) = 0;
+  // A matrix kept exactly as F32 (upload_weight may convert, e.g. to bf16 on CUDA): MoE
+  // routers, where a rounded copy could send a near-tie to another expert than the CPU does.
+  virtual Tensor upload_weight_f32(const float* host_data, int64_t rows, int64_t cols) {
+    return upload_weight(host_data, GgmlType::F32, rows, cols);
+  }
   // An F32 activation buffer, zero-initialised; freed with the backend.
   virtual Tensor alloc(int64_t rows, int64_t cols) = 0;
   // Bytes one KV block takes over all layers (K and V), to size the cache from a budget.
@@ -139,6 +152,18 @@ class Backend {
 
   // out[j] = x[logit_rows[j]] for every logit row of the step.
   virtual void gather_logit_rows(const Tensor& x, Tensor& out) = 0;
+
+  // Mixture of experts (engine/model/moe_ffn.h routes on the host and calls this): for i < n,
+  // out[i] = sum over j < k, in j order, of weights[i*k+j] * E_e(x[i]), e = experts[i*k+j],
+  // E_e(v) = down_e (silu(gate_e v) * up_e v); then out[i] += shared_weights[i] * shared[i]
+  // when `shared` is given. experts, weights and shared_weights are host arrays ([n x k], [n]).
+  // Tokens are gathered per expert: one matmul per active expert and matrix. The default
+  // throws (a backend without it cannot run MoE models).
+  virtual void moe_ffn(const ExpertWeights& w, const Tensor& x, const int32_t* experts,
+                       const float* weights, int k, const Tensor* shared,
+                       const float* shared_weights, Tensor& out, int64_t n) {
+    throw std::logic_error("backend '" + name() + "' does not support mixture-of-experts models");
+  }
 
   // For tests and debugging: one KV block of one layer as F32, laid out
   // [block_size][n_kv_heads][head_dim] for K and for V.

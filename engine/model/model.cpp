@@ -7,6 +7,7 @@
 
 #include "engine/gguf/gguf.h"
 #include "engine/model/model_weights.h"
+#include "engine/model/moe_ffn.h"
 
 namespace pagoda {
 namespace {
@@ -36,6 +37,8 @@ struct Model::Impl {
   Tensor xn;     // normed input of a sub-block, then its output before the residual add
   Tensor q, k, v, att;
   Tensor gate, up;
+  std::unique_ptr<MoeFfn> moe;  // the MoE FFN and its output, when cfg.n_experts > 0
+  Tensor moe_out;
   Tensor lx;      // rows that need logits, gathered (then normed into xn)
   Tensor logits;  // [backend's logits_chunk_rows x vocab]: the LM head runs over this many rows
                   // at a time, so the buffer stays small however large the batch
@@ -85,6 +88,10 @@ Model::Model(const gguf::GgufFile& file, std::unique_ptr<Backend> backend, int m
   m.att = be.alloc(T, q_dim);
   m.gate = be.alloc(T, c.ff_dim);
   m.up = be.alloc(T, c.ff_dim);
+  if (c.n_experts > 0) {
+    m.moe = std::make_unique<MoeFfn>(m.cfg, be, T);
+    m.moe_out = be.alloc(T, c.dim);
+  }
   m.lx = be.alloc(T, c.dim);
   const int chunk = be.logits_chunk_rows();
   if (chunk <= 0) throw std::logic_error("Model: backend gave a non-positive logits chunk");
@@ -172,6 +179,11 @@ void Model::Impl::attention_block(int l, const LayerWeights& L, int64_t n) {
 void Model::Impl::ffn_block(const LayerWeights& L, int64_t n) {
   Backend& b = *be;
   b.rms_norm(x, L.ffn_norm, cfg.rms_eps, xn, n);
+  if (moe) {  // x += the experts' FFN of xn (engine/model/moe_ffn.h)
+    moe->forward(L.moe, xn, moe_out, n);
+    b.add(x, moe_out, n);
+    return;
+  }
   b.matmul(L.w_gate, xn, gate, n);
   b.matmul(L.w_up, xn, up, n);
   if (cfg.gelu_ffn) b.gelu_mul(gate, up, gate, n);
@@ -313,7 +325,8 @@ void Model::forward(const StepPlan& plan, const std::vector<SampleRequest>& draw
 
   // With every row drawn in one LM-head chunk the ops depend only on the step's shape, so the
   // backend may record them once and replay them (CUDA graphs).
-  const bool recordable = n_out > 0 && n_device == n_out && n_out <= m.logits.rows && plan.hidden_rows.empty();
+  // An MoE step reads router logits back mid-step (moe_ffn.h): never recorded.
+  const bool recordable = !m.moe && n_out > 0 && n_device == n_out && n_out <= m.logits.rows && plan.hidden_rows.empty();
   if (!(recordable && b.replay_recorded())) {
     m.run_ops(n, n_out, n_device, sorted, out.logits_.data());
     if (recordable) b.end_recordable();

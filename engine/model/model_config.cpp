@@ -23,6 +23,7 @@ const char* arch_name(Arch a) {
     case Arch::Gemma2: return "gemma2";
     case Arch::Gemma3: return "gemma3";
     case Arch::Phi3: return "phi3";
+    case Arch::Qwen2Moe: return "qwen2moe";
   }
   return "unknown";
 }
@@ -132,9 +133,9 @@ class Reader {
 Arch parse_arch(const Reader& r) {
   std::optional<std::string> a = r.opt_string("general.architecture");
   if (!a) r.fail("missing metadata key 'general.architecture'");
-  for (Arch arch : {Arch::Llama, Arch::Qwen2, Arch::Qwen3, Arch::Gemma2, Arch::Gemma3, Arch::Phi3})
+  for (Arch arch : {Arch::Llama, Arch::Qwen2, Arch::Qwen3, Arch::Gemma2, Arch::Gemma3, Arch::Phi3, Arch::Qwen2Moe})
     if (*a == arch_name(arch)) return arch;
-  r.fail("unsupported architecture '" + *a + "' (supported: llama, qwen2, qwen3, gemma2, gemma3, phi3)");
+  r.fail("unsupported architecture '" + *a + "' (supported: llama, qwen2, qwen3, gemma2, gemma3, phi3, qwen2moe)");
 }
 
 // What each architecture's forward does differently from llama's, as flags the model and the
@@ -269,6 +270,63 @@ void read_pair_factors(const Reader& r, const ModelConfig& c, const char* name, 
   }
 }
 
+// ---- mixture of experts: the keys, then each layer's router and expert tensors ----
+
+void read_experts(const Reader& r, ModelConfig& c) {
+  const std::string prefix = std::string(arch_name(c.arch)) + ".";
+  const std::optional<int64_t> count = r.opt_int(prefix + "expert_count");
+  const std::optional<int64_t> used = r.opt_int(prefix + "expert_used_count");
+  if (c.arch == Arch::Qwen2Moe && (!count || *count == 0))
+    r.fail("missing metadata key '" + prefix + "expert_count' (qwen2moe needs experts)");
+  if (!count || *count == 0) {  // a dense model (llama writes expert_count = 0 in some files)
+    if (used && *used != 0)
+      r.fail("metadata key '" + prefix + "expert_used_count' is " + std::to_string(*used) +
+             " but the model has no experts (expert_count missing or 0)");
+    return;
+  }
+  constexpr int kMaxExperts = 1024;
+  c.n_experts = r.arch_int("expert_count");
+  if (c.n_experts > kMaxExperts)
+    r.fail("metadata key '" + prefix + "expert_count' is " + std::to_string(c.n_experts) +
+           " (at most " + std::to_string(kMaxExperts) + " supported)");
+  c.n_experts_used = r.arch_int("expert_used_count");
+  if (c.n_experts_used > c.n_experts)
+    r.fail("metadata key '" + prefix + "expert_used_count' is " + std::to_string(c.n_experts_used) +
+           ", more than expert_count " + std::to_string(c.n_experts));
+  // qwen3moe (to wire once qwen3 attention is in): this qwen2moe branch with no shared expert
+  // (shared_expert_ff_dim 0) and expert_weights_norm = true.
+  if (c.arch == Arch::Qwen2Moe) {
+    // llama.cpp's defaults when the lengths are absent: ff / used, and ff for the shared one.
+    c.expert_ff_dim = r.arch_int("expert_feed_forward_length", c.ff_dim / c.n_experts_used);
+    c.shared_expert_ff_dim = r.arch_int("expert_shared_feed_forward_length", c.ff_dim);
+    c.expert_weights_norm = false;
+  } else {
+    c.expert_ff_dim = r.arch_int("expert_feed_forward_length", c.ff_dim);
+    c.expert_weights_norm = true;  // Mixtral: the top-k weights are renormalized
+  }
+  if (std::optional<int64_t> v = r.opt_int(prefix + "expert_weights_norm"))
+    c.expert_weights_norm = *v != 0;
+}
+
+void check_expert_tensors(const Reader& r, const ModelConfig& c, const std::string& b) {
+  const int64_t dim = c.dim, ff = c.expert_ff_dim, ne = c.n_experts;
+  if (r.file().find_tensor(b + "ffn_gate_exps.weight") == nullptr &&
+      r.file().find_tensor(b + "ffn_gate.0.weight") != nullptr)
+    r.fail("tensor '" + b + "ffn_gate.0.weight': experts stored one tensor per expert (an old "
+           "conversion) are not supported; re-convert the model (ffn_gate_exps.weight)");
+  r.tensor(b + "ffn_gate_inp.weight", {dim, ne});
+  r.tensor(b + "ffn_gate_exps.weight", {dim, ff, ne});
+  r.tensor(b + "ffn_up_exps.weight", {dim, ff, ne});
+  r.tensor(b + "ffn_down_exps.weight", {ff, dim, ne});
+  if (c.shared_expert_ff_dim > 0) {
+    const int64_t sff = c.shared_expert_ff_dim;
+    r.tensor(b + "ffn_gate_inp_shexp.weight", {dim});
+    r.tensor(b + "ffn_gate_shexp.weight", {dim, sff});
+    r.tensor(b + "ffn_up_shexp.weight", {dim, sff});
+    r.tensor(b + "ffn_down_shexp.weight", {sff, dim});
+  }
+}
+
 // rope_freqs.weight: optional, but required by "llama3" scaling. Read here, once, so that a bad
 // value fails at load time naming the element rather than rotating by inf or NaN.
 void read_rope_freqs(const Reader& r, ModelConfig& c, bool llama3_scaling) {
@@ -305,7 +363,7 @@ void check_tensors(const Reader& r, ModelConfig& c) {
   c.tied_embeddings = r.tensor("output.weight", {dim, c.vocab_size}, false) == nullptr;
 
   // QKV biases: always present in qwen2; allowed (all layers or none) in llama.
-  c.qkv_bias = c.arch == Arch::Qwen2 ||
+  c.qkv_bias = c.arch == Arch::Qwen2 || c.arch == Arch::Qwen2Moe ||
                (c.arch == Arch::Llama && r.file().find_tensor("blk.0.attn_q.bias") != nullptr);
   for (int l = 0; l < c.n_layers; ++l) {
     const std::string b = "blk." + std::to_string(l) + ".";
@@ -332,6 +390,13 @@ void check_tensors(const Reader& r, ModelConfig& c) {
       r.tensor(b + "post_ffw_norm.weight", {dim}, true, true);
     }
     r.tensor(b + "ffn_norm.weight", {dim}, true, true);
+    if (c.n_experts > 0) {
+      check_expert_tensors(r, c, b);
+      continue;
+    }
+    if (r.file().find_tensor(b + "ffn_gate_exps.weight") != nullptr)
+      r.fail("tensor '" + b + "ffn_gate_exps.weight' holds experts, but the metadata key '" +
+             std::string(arch_name(c.arch)) + ".expert_count' is missing");
     if (c.fused_gate_up) {
       r.tensor(b + "ffn_up.weight", {dim, 2 * ff});
     } else {
@@ -354,6 +419,7 @@ ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& file) {
   read_attention_extras(r, c);
   const int64_t pooling = r.opt_int(std::string(arch_name(c.arch)) + ".pooling_type").value_or(0);
   c.pooling_type = pooling >= 1 && pooling <= 3 ? static_cast<int>(pooling) : 0;
+  read_experts(r, c);
   check_tensors(r, c);
   read_rope_freqs(r, c, llama3_scaling);
   return c;

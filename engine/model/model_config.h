@@ -9,8 +9,8 @@ namespace pagoda::gguf { class GgufFile; }
 
 namespace pagoda {
 
-enum class Arch { Llama, Qwen2, Qwen3, Gemma2, Gemma3, Phi3 };
-const char* arch_name(Arch a);  // "llama", "qwen2", "qwen3", "gemma2", "gemma3", "phi3"
+enum class Arch { Llama, Qwen2, Qwen3, Gemma2, Gemma3, Phi3, Qwen2Moe };
+const char* arch_name(Arch a);  // "llama", "qwen2", "qwen3", "gemma2", "gemma3", "phi3", "qwen2moe"
 
 struct ModelConfigError : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -70,6 +70,16 @@ struct ModelConfig {
   // <arch>.pooling_type as llama.cpp writes it for embedding models: 0 none (absent), 1 mean,
   // 2 CLS, 3 last token, 4 rank (not supported: read as none).
   int pooling_type = 0;  // no output.weight: the LM head reuses token_embd.weight
+
+  // Mixture of experts (engine/model/moe_ffn.h); n_experts == 0: a dense FFN. Each MoE layer
+  // has a router (ffn_gate_inp) and stacked experts (ffn_{gate,up,down}_exps); qwen2moe also a
+  // shared expert (ffn_{gate,up,down}_shexp) gated by sigmoid(ffn_gate_inp_shexp . x).
+  int n_experts = 0;             // <arch>.expert_count
+  int n_experts_used = 0;        // <arch>.expert_used_count (top-k)
+  int expert_ff_dim = 0;         // <arch>.expert_feed_forward_length (llama: feed_forward_length)
+  int shared_expert_ff_dim = 0;  // <arch>.expert_shared_feed_forward_length (qwen2moe; 0: none)
+  bool expert_weights_norm = false;  // top-k weights divided by their sum (llama/Mixtral: yes;
+                                     // qwen2moe: no)
 
   // Reads and validates (positive sizes, heads divide dim, n_kv_heads divides n_heads, the
   // tensors the architecture needs are present with the right shapes and supported types, the

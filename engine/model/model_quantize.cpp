@@ -45,6 +45,9 @@ TensorPlan plan_tensor(const gguf::TensorInfo& t, GgmlType wanted) {
   TensorPlan p{t.name, t.type, t.type, {}};
   const GgmlTypeInfo& from = ggml_type_info(t.type);
   if (t.dims.size() < 2) return p;  // norms, biases, rope factors: kept
+  // MoE routers (ffn_gate_inp, ffn_gate_inp_shexp) are kept too, as llama.cpp keeps them: they
+  // are small and decide which experts run.
+  if (t.name.find(".ffn_gate_inp") != std::string::npos) return p;
   if (!from.supported) {
     p.note = std::string("kept as ") + from.name + " (pagoda cannot read that type)";
     return p;

@@ -117,6 +117,10 @@ ModelWeights ModelWeights::load(const gguf::GgufFile& file, const ModelConfig& c
       L.bv = ld.vector(p + "attn_v.bias", kv_dim);
     }
     L.ffn_norm = ld.vector(p + "ffn_norm.weight", dim);
+    if (cfg.n_experts > 0) {
+      L.moe = load_moe_layer(file, cfg, backend, l, w.host_f32);
+      continue;
+    }
     if (cfg.fused_gate_up) {  // gate rows first, then up (llama.cpp's SwiGLU split)
       L.w_gate = ld.matrix_part(p + "ffn_up.weight", 2 * ff, dim, 0, ff);
       L.w_up = ld.matrix_part(p + "ffn_up.weight", 2 * ff, dim, ff, ff);

@@ -6,6 +6,7 @@
 
 #include "engine/backend/backend.h"
 #include "engine/model/model_config.h"
+#include "engine/model/moe_ffn.h"
 
 namespace pagoda::gguf { class GgufFile; }
 
@@ -19,7 +20,8 @@ struct LayerWeights {
   Tensor post_attn_norm;       // blk.N.post_attention_norm.weight [1 x dim] (cfg.post_norms)
   Tensor post_ffn_norm;        // blk.N.post_ffw_norm.weight [1 x dim] (cfg.post_norms)
   Tensor ffn_norm;             // blk.N.ffn_norm.weight    [1 x dim], f32
-  Tensor w_gate, w_up, w_down; // blk.N.ffn_{gate,up,down}.weight (phi3: the halves of ffn_up)
+  Tensor w_gate, w_up, w_down; // blk.N.ffn_{gate,up,down}.weight (dense FFN; phi3: the halves of ffn_up)
+  MoeLayerWeights moe;         // the experts instead, when cfg.n_experts > 0
 };
 
 struct ModelWeights {

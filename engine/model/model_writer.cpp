@@ -131,7 +131,7 @@ const char* const kChatTemplate =
     "{% endfor %}"
     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
 
-constexpr Arch kArchs[] = {Arch::Llama, Arch::Qwen2, Arch::Qwen3, Arch::Gemma2, Arch::Gemma3, Arch::Phi3};
+constexpr Arch kArchs[] = {Arch::Llama, Arch::Qwen2, Arch::Qwen3, Arch::Gemma2, Arch::Gemma3, Arch::Phi3, Arch::Qwen2Moe};
 
 bool is_gemma(Arch a) { return a == Arch::Gemma2 || a == Arch::Gemma3; }
 
@@ -163,6 +163,35 @@ std::vector<Preset> presets() {
   return {{"demo", demo}, {"tinyllama-1.1b", tiny}, {"llama3-8b", l3}, {"llama3.1-8b", l31}};
 }
 
+bool is_qwen(Arch a) { return a == Arch::Qwen2 || a == Arch::Qwen2Moe; }
+
+// The spec with the expert defaults filled in (see ModelSpec), checked.
+ModelSpec with_expert_defaults(ModelSpec s) {
+  if (s.arch == Arch::Qwen2Moe) {
+    if (s.n_experts == 0) s.n_experts = kQwen2MoeExperts;
+    if (s.shared_expert_ff_dim == 0) s.shared_expert_ff_dim = s.ff_dim;
+  } else if (s.shared_expert_ff_dim != 0) {
+    throw ModelSpecError("a shared expert (shared-expert-ff) needs --arch qwen2moe");
+  }
+  if (s.n_experts < 0 || s.n_experts_used < 0 || s.expert_ff_dim < 0 || s.shared_expert_ff_dim < 0)
+    throw ModelSpecError("expert counts and sizes must not be negative");
+  if (s.n_experts == 0) {
+    if (s.n_experts_used != 0 || s.expert_ff_dim != 0)
+      throw ModelSpecError("experts-used and expert-ff need experts (--experts N)");
+    return s;
+  }
+  if (s.arch == Arch::Qwen2) throw ModelSpecError("qwen2 has no experts: use --arch qwen2moe");
+  if (s.n_experts_used == 0) s.n_experts_used = std::min(kDefaultExpertsUsed, s.n_experts);
+  if (s.expert_ff_dim == 0) s.expert_ff_dim = s.ff_dim;
+  // A Mixtral-style llama states its experts' width as feed_forward_length (llama.cpp reads
+  // nothing else for llama), so that is what it gets.
+  if (s.arch == Arch::Llama) s.ff_dim = s.expert_ff_dim;
+  if (s.n_experts_used > s.n_experts)
+    throw ModelSpecError("experts-used " + std::to_string(s.n_experts_used) + " exceeds experts " +
+                         std::to_string(s.n_experts));
+  return s;
+}
+
 void validate(const ModelSpec& s) {
   auto positive = [](const char* what, int v) {
     if (v <= 0) throw ModelSpecError(std::string(what) + " must be positive (got " + std::to_string(v) + ")");
@@ -189,7 +218,9 @@ void validate(const ModelSpec& s) {
     throw ModelSpecError("sliding-window applies to gemma2, gemma3 and phi3 only");
   const GgmlTypeInfo& info = ggml_type_info(s.type);
   if (!info.supported) throw ModelSpecError(std::string("weight type ") + info.name + " is not supported");
-  for (auto [what, v] : {std::pair{"dim", s.dim}, std::pair{"ff", s.ff_dim}})
+  for (auto [what, v] : {std::pair{"dim", s.dim}, std::pair{"ff", s.ff_dim},
+                         std::pair{"expert-ff", s.expert_ff_dim},
+                         std::pair{"shared-expert-ff", s.shared_expert_ff_dim}})
     if (v % info.block_size != 0)
       throw ModelSpecError(std::string(what) + " " + std::to_string(v) + " must be a multiple of " +
                            std::to_string(info.block_size) + " for type " + info.name);
@@ -197,7 +228,7 @@ void validate(const ModelSpec& s) {
 
 float rope_base(const ModelSpec& s) {
   if (s.rope_freq_base > 0) return s.rope_freq_base;
-  return s.arch == Arch::Qwen2 || s.arch == Arch::Qwen3 || s.arch == Arch::Gemma3 ? 1e6f : 1e4f;
+  return is_qwen(s.arch) || s.arch == Arch::Qwen3 || s.arch == Arch::Gemma3 ? 1e6f : 1e4f;
 }
 
 int sliding_window(const ModelSpec& s) {
@@ -242,6 +273,14 @@ void add_hparams(GgufWriter& w, const ModelSpec& s, int vocab_size) {
     w.set(a + ".rope.scaling.original_context_length", Value::from_u32(uint32_t(orig)));
     w.set(a + ".rope.scaling.attn_factor",
           Value::from_f32(float(scale > 1 ? std::sqrt(1 + std::log(scale) / std::log(double(orig))) : 1.0)));
+  }
+  if (s.n_experts > 0) {
+    w.set(a + ".expert_count", Value::from_u32(uint32_t(s.n_experts)));
+    w.set(a + ".expert_used_count", Value::from_u32(uint32_t(s.n_experts_used)));
+  }
+  if (s.arch == Arch::Qwen2Moe) {
+    w.set(a + ".expert_feed_forward_length", Value::from_u32(uint32_t(s.expert_ff_dim)));
+    w.set(a + ".expert_shared_feed_forward_length", Value::from_u32(uint32_t(s.shared_expert_ff_dim)));
   }
 }
 
@@ -390,7 +429,8 @@ int copy_vocab(const gguf::GgufFile& src, GgufWriter& w) {
   return int(tokens->size());
 }
 
-GgufWriter build_model(const ModelSpec& spec, ProgressFn progress, int threads) {
+GgufWriter build_model(const ModelSpec& asked, ProgressFn progress, int threads) {
+  const ModelSpec spec = with_expert_defaults(asked);
   validate(spec);
   if (threads <= 0) threads = int(std::max(1u, std::thread::hardware_concurrency()));
   GgufWriter w;
@@ -434,6 +474,7 @@ GgufWriter build_model(const ModelSpec& spec, ProgressFn progress, int threads) 
     int64_t cols, rows;
     GgmlType type;
     Init init;
+    int64_t experts = 0;  // > 0: a 3-D stack {cols, rows / experts, experts}
   };
   std::vector<Planned> plan;
   auto matrix = [&](std::string name, int64_t in, int64_t out, float gain = 1.0f) {
@@ -441,6 +482,11 @@ GgufWriter build_model(const ModelSpec& spec, ProgressFn progress, int threads) 
   };
   auto norm = [&](std::string name, int64_t n) {
     plan.push_back({std::move(name), n, 1, GgmlType::F32, {1.0f, 0.02f}});
+  };
+  // n_experts [out x in] matrices stacked as one 3-D tensor (each expert scaled as a matrix).
+  auto experts = [&](std::string name, int64_t in, int64_t out) {
+    plan.push_back({std::move(name), in, out * spec.n_experts, spec.type, {0.0f, 1.0f / std::sqrt(float(in))},
+                    spec.n_experts});
   };
   auto bias = [&](std::string name, int64_t n) {
     plan.push_back({std::move(name), n, 1, GgmlType::F32, {0.0f, 0.02f}});
@@ -464,7 +510,7 @@ GgufWriter build_model(const ModelSpec& spec, ProgressFn progress, int threads) 
       norm(b + "attn_q_norm.weight", head_dim);
       norm(b + "attn_k_norm.weight", head_dim);
     }
-    if (spec.arch == Arch::Qwen2) {
+    if (is_qwen(spec.arch)) {
       bias(b + "attn_q.bias", q_dim);
       bias(b + "attn_k.bias", kv_dim);
       bias(b + "attn_v.bias", kv_dim);
@@ -472,6 +518,24 @@ GgufWriter build_model(const ModelSpec& spec, ProgressFn progress, int threads) 
     matrix(b + "attn_output.weight", q_dim, dim);
     if (is_gemma(spec.arch)) norm(b + "post_attention_norm.weight", dim);
     norm(b + "ffn_norm.weight", dim);
+    if (spec.n_experts > 0) {
+      // The router is F32 (llama.cpp's converter keeps it so); gain 2 spreads the experts'
+      // probabilities so that the top-k is decisive.
+      const int64_t eff = spec.expert_ff_dim, sff = spec.shared_expert_ff_dim;
+      plan.push_back({b + "ffn_gate_inp.weight", dim, spec.n_experts, GgmlType::F32,
+                      {0.0f, 2.0f / std::sqrt(float(dim))}});
+      experts(b + "ffn_gate_exps.weight", dim, eff);
+      experts(b + "ffn_up_exps.weight", dim, eff);
+      experts(b + "ffn_down_exps.weight", eff, dim);
+      if (sff > 0) {
+        plan.push_back({b + "ffn_gate_inp_shexp.weight", dim, 1, GgmlType::F32,
+                        {0.0f, 1.0f / std::sqrt(float(dim))}});
+        matrix(b + "ffn_gate_shexp.weight", dim, sff);
+        matrix(b + "ffn_up_shexp.weight", dim, sff);
+        matrix(b + "ffn_down_shexp.weight", sff, dim);
+      }
+      continue;
+    }
     if (spec.arch == Arch::Phi3) {  // gate rows, then up rows
       matrix(b + "ffn_up.weight", dim, 2 * ff);
     } else {
@@ -488,6 +552,7 @@ GgufWriter build_model(const ModelSpec& spec, ProgressFn progress, int threads) 
   for (size_t k = 0; k < plan.size(); ++k) {
     const Planned& p = plan[k];
     std::vector<int64_t> dims = p.rows == 1 ? std::vector<int64_t>{p.cols} : std::vector<int64_t>{p.cols, p.rows};
+    if (p.experts > 0) dims = {p.cols, p.rows / p.experts, p.experts};
     w.add_tensor(p.name, dims, p.type,
                  make_filler(spec.seed, k, p.cols, p.rows, p.type, p.init, threads, done, total, progress));
   }

@@ -69,6 +69,12 @@ void softcap(float* x, float cap, int64_t n, int64_t cols, void* stream);
 void gather_rows(const float* x, const int32_t* rows, int64_t n_rows, int64_t cols, float* out,
                  void* stream);
 
+// Mixture of experts (moe_combine.cu): out[i, :] = sum over j < k, in j order, of
+// weights[i*k+j] * y[place[i*k+j], :], plus shared_weights[i] * shared[i, :] when shared is not
+// null; for i < n, rows of dim floats.
+void moe_combine(const float* y, const int32_t* place, const float* weights, int k, const float* shared,
+                 const float* shared_weights, int64_t n, int64_t dim, float* out, void* stream);
+
 // ---- conversions for weights ----
 
 // n elements of F32 or F16 at src to bf16 at dst (round to nearest even).

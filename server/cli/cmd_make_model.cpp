@@ -25,7 +25,14 @@ const char* const kUsage =
     "  --output FILE         where to write the model (required)\n"
     "  --preset NAME         demo (default) | tinyllama-1.1b | llama3-8b | llama3.1-8b;\n"
     "                        flags below override it\n"
-    "  --arch A              llama | qwen2 | qwen3 | gemma2 | gemma3 | phi3\n"
+    "  --arch A              llama | qwen2 | qwen3 | gemma2 | gemma3 | phi3 | qwen2moe\n"
+    "                        (qwen2moe: experts and a shared expert; 8 experts, 2 used\n"
+    "                        unless set below)\n"
+    "  --experts N           experts per layer (llama: a Mixtral-style MoE; default 0 = dense)\n"
+    "  --experts-used K      experts each token is routed to (default 2)\n"
+    "  --expert-ff N         each expert's FFN width (default: --ff; a llama MoE writes it as\n"
+    "                        feed_forward_length, as Mixtral files do)\n"
+    "  --shared-expert-ff N  qwen2moe's shared expert FFN width (default: --ff)\n"
     "  --layers N --dim N --ff N --heads N --kv-heads N --ctx N\n"
     "  --vocab-size N        pads the built-in vocabulary with pseudo-word tokens\n"
     "  --type T              f32 | f16 | bf16 | q8_0 | q4_0 | q4_1 | q5_0 | q5_1 | q2_k | q3_k |\n"
@@ -88,7 +95,8 @@ int make_model(int argc, char** argv) {
       static const char* const kValued[] = {
           "--output", "-o", "--preset", "--arch", "--sliding-window", "--layers", "--dim", "--ff", "--heads",
           "--kv-heads", "--ctx", "--vocab-size", "--type", "--rope-base", "--rope-freqs", "--seed",
-          "--vocab-from", "--name", "--threads"};
+          "--vocab-from", "--name", "--threads", "--experts", "--experts-used", "--expert-ff",
+          "--shared-expert-ff"};
       bool known = false;
       for (const char* k : kValued) known = known || flag == k;
       if (!known) throw ArgError("unknown flag '" + flag + "'");
@@ -119,6 +127,10 @@ int make_model(int argc, char** argv) {
       else if (flag == "--vocab-from") spec.vocab_from = v;
       else if (flag == "--name") spec.name = v;
       else if (flag == "--threads") threads = parse_size(flag, v);
+      else if (flag == "--experts") spec.n_experts = parse_size(flag, v);
+      else if (flag == "--experts-used") spec.n_experts_used = parse_size(flag, v);
+      else if (flag == "--expert-ff") spec.expert_ff_dim = parse_size(flag, v);
+      else if (flag == "--shared-expert-ff") spec.shared_expert_ff_dim = parse_size(flag, v);
     }
     if (output.empty()) throw ArgError("--output FILE is required");
   } catch (const std::runtime_error& e) {  // ArgError, ModelSpecError

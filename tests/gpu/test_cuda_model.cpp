@@ -163,3 +163,23 @@ TEST_CASE("cuda: TinyLlama-1.1B shape matches the CPU (PAGODA_GPU_HEAVY=1)", "[g
     compare_models(s, 40, 64);
   }
 }
+
+TEST_CASE("cuda: MoE models (Mixtral-style llama, qwen2moe) match the CPU for 64 greedy steps", "[gpu][moe]") {
+  PAGODA_SKIP_WITHOUT_CUDA();
+  for (GgmlType type : {GgmlType::F16, GgmlType::Q8_0}) {
+    ModelSpec s;  // 2 layers, dim 256: 4 experts of ff 256, 2 used per token
+    s.type = type;
+    s.seed = 9;
+    s.n_experts = 4;
+    s.expert_ff_dim = 256;
+    s.name = "llama-moe";
+    compare_models(s, 37, 64);
+    ModelSpec q;  // 8 experts of ff 256, 2 used, a shared expert of ff 512
+    q.arch = Arch::Qwen2Moe;
+    q.type = type;
+    q.seed = 10;
+    q.expert_ff_dim = 256;
+    q.name = "qwen2moe";
+    compare_models(q, 20, 64);
+  }
+}

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "engine/backend/backend.h"
+#include "kernels/cpu/moe.h"
 #include "kernels/cpu/ops.h"
 
 namespace pagoda {
@@ -58,6 +59,8 @@ class CpuBackend final : public Backend {
   void scale(Tensor& x, float s, int64_t n) override;
   void gelu_mul(const Tensor& gate, const Tensor& up, Tensor& out, int64_t n) override;
   void softcap(Tensor& x, float cap, int64_t n) override;
+  void moe_ffn(const ExpertWeights& w, const Tensor& x, const int32_t* experts, const float* weights,
+               int k, const Tensor* shared, const float* shared_weights, Tensor& out, int64_t n) override;
 
   void read_kv_block(int layer, int block, float* k_out, float* v_out) override;
   void write_kv_block(int layer, int block, const float* k, const float* v) override;
@@ -101,6 +104,7 @@ class CpuBackend final : public Backend {
                        int head_dim) const;
   // Runs fn(row, thread) for every row in [0, n) on the pool when n * cost is worth waking it.
   void each_row(int64_t n, int64_t cost_per_row, const std::function<void(int64_t, int)>& fn);
+  cpu::MoeScratch moe_scratch_;                 // moe_ffn's gathered rows and groups
 };
 
 }  // namespace pagoda

@@ -353,10 +353,15 @@ void CudaBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, Ten
 
 void CudaBackend::matmul(const Tensor& w, const Tensor& x, Tensor& out, int64_t n) {
   Impl& m = *impl_;
-  require(w.type == GgmlType::BF16, "matmul: weights must come from upload_weight");
+  require(w.type == GgmlType::BF16 || w.type == GgmlType::F32,
+          "matmul: weights must come from upload_weight or upload_weight_f32");
   require(x.cols == w.cols && out.cols == w.rows && n <= x.rows && n <= out.rows,
           "matmul: shape mismatch");
   if (n <= 0) return;
+  if (w.type == GgmlType::F32) {  // upload_weight_f32 (MoE routers): F32 throughout
+    matmul_f32(w, x, out, n);
+    return;
+  }
   void* xb = m.bf16_x.get(static_cast<size_t>(n * x.cols) * 2, m.stream);
   cuda::convert_to_bf16(x.data, GgmlType::F32, n * x.cols, xb, m.s());
   // Row-major out[n, rows] = x[n, cols] W^T is, column-major, out^T = W^T(op T of the

@@ -67,6 +67,8 @@ class CudaBackend final : public Backend {
   MemoryInfo memory_info() const override;
 
   Tensor upload_weight(const void* host_data, GgmlType type, int64_t rows, int64_t cols) override;
+  // Kept F32 on the device; matmul runs F32 weights as an F32 GEMM.
+  Tensor upload_weight_f32(const float* host_data, int64_t rows, int64_t cols) override;
   Tensor alloc(int64_t rows, int64_t cols) override;
   size_t kv_block_bytes(const KvCacheConfig& cfg) const override;
   void init_kv_cache(const KvCacheConfig& cfg) override;
@@ -94,6 +96,10 @@ class CudaBackend final : public Backend {
   void scale(Tensor& x, float s, int64_t n) override;
   void gelu_mul(const Tensor& gate, const Tensor& up, Tensor& out, int64_t n) override;
   void softcap(Tensor& x, float cap, int64_t n) override;
+  // Groups the tokens by expert on the host (cpu::moe_group), uploads the indices, gathers the
+  // rows, runs one cuBLAS GEMM per active expert and matrix, combines (moe_combine.cu).
+  void moe_ffn(const ExpertWeights& w, const Tensor& x, const int32_t* experts, const float* weights,
+               int k, const Tensor* shared, const float* shared_weights, Tensor& out, int64_t n) override;
 
   void read_kv_block(int layer, int block, float* k_out, float* v_out) override;
   void write_kv_block(int layer, int block, const float* k, const float* v) override;
@@ -119,6 +125,7 @@ class CudaBackend final : public Backend {
   CudaGraphStats graph_stats() const;
 
  private:
+  void matmul_f32(const Tensor& w, const Tensor& x, Tensor& out, int64_t n);  // F32 weights
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <set>
 
+#include "kernels/cpu/moe.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/kv_layout.h"
 
@@ -130,6 +131,12 @@ struct CudaBackend::Impl {
   PinnedStaging sample_staging;  // the step's draw params and rows, on their way up
   int64_t n_draws = 0;
   size_t draws_rows_at = 0, draws_ids_at = 0;  // byte offsets in sample_io
+
+  // Mixture of experts (backend_cuda_moe.cpp): the host grouping, the uploaded index arrays and
+  // the gathered activations.
+  cpu::MoeGroups moe_groups;
+  std::vector<int32_t> moe_host;
+  DeviceScratch moe_index, moe_xg, moe_gate, moe_up, moe_y;
 
   const DrawParams* d_params() const { return static_cast<const DrawParams*>(sample_io.ptr); }
   const int32_t* d_rows() const {

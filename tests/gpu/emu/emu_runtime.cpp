@@ -104,10 +104,27 @@ cublasStatus_t cublasGemmEx(cublasHandle_t, cublasOperation_t ta, cublasOperatio
                             const void* alpha, const void* A, cudaDataType at, int lda, const void* B,
                             cudaDataType bt, int ldb, const void* beta, void* C, cudaDataType ct, int ldc,
                             cublasComputeType_t, cublasGemmAlgo_t) {
-  if (ta != CUBLAS_OP_T || tb != CUBLAS_OP_N || at != CUDA_R_16BF || bt != CUDA_R_16BF || ct != CUDA_R_32F)
+  const bool f32 = at == CUDA_R_32F && bt == CUDA_R_32F;  // F32 weights (MoE routers)
+  if (ta != CUBLAS_OP_T || tb != CUBLAS_OP_N || !(f32 || (at == CUDA_R_16BF && bt == CUDA_R_16BF)) ||
+      ct != CUDA_R_32F)
     return CUBLAS_STATUS_NOT_SUPPORTED;
   // alpha and beta are read now (host pointer mode), the matrices when the work runs.
   const float a = *static_cast<const float*>(alpha), b = *static_cast<const float*>(beta);
+  if (f32) {
+    auto* Af = static_cast<const float*>(A);
+    auto* Bf = static_cast<const float*>(B);
+    auto* Cf = static_cast<float*>(C);
+    emu::enqueue([=] {
+      for (int j = 0; j < n; ++j)
+        for (int i = 0; i < m; ++i) {
+          float s = 0;
+          for (int p = 0; p < k; ++p) s += Af[p + (size_t)i * lda] * Bf[p + (size_t)j * ldb];
+          float& c = Cf[i + (size_t)j * ldc];
+          c = a * s + (b != 0 ? b * c : 0.0f);
+        }
+    });
+    return CUBLAS_STATUS_SUCCESS;
+  }
   auto* Ab = static_cast<const __nv_bfloat16*>(A);
   auto* Bb = static_cast<const __nv_bfloat16*>(B);
   auto* Cf = static_cast<float*>(C);

@@ -1,4 +1,4 @@
-// Helpers of the forward-pass tests (test_model_forward.cpp, test_model_archs.cpp): step plans
+// Helpers of the forward-pass tests (test_model_forward.cpp, test_model_archs.cpp, test_moe.cpp): step plans
 // over scrambled block tables, loading a tiny model on the CPU backend, chunked prefill and the
 // relative logit error against the reference.
 #pragma once

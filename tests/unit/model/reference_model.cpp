@@ -68,6 +68,7 @@ std::vector<uint8_t> make_tiny_model(const TinyModelSpec& s) {
   w.set(a + ".attention.head_count", Value::from_u32(static_cast<uint32_t>(s.heads)));
   w.set(a + ".attention.head_count_kv", Value::from_u32(static_cast<uint32_t>(s.kv_heads)));
   w.set(a + ".attention.layer_norm_rms_epsilon", Value::from_f32(1e-6f));
+  add_tiny_moe_keys(w, s);
   w.set(a + ".rope.freq_base", Value::from_f32(s.rope_base));
   w.set(a + ".rope.dimension_count", Value::from_u32(static_cast<uint32_t>(s.n_rot ? s.n_rot : head_dim)));
   if (s.rope_scale_linear > 0) w.set(a + ".rope.scale_linear", Value::from_f32(s.rope_scale_linear));
@@ -90,9 +91,12 @@ std::vector<uint8_t> make_tiny_model(const TinyModelSpec& s) {
     w.add_tensor("rope_freqs.weight", {int64_t(s.rope_freqs.size())}, GgmlType::F32,
                  encode(GgmlType::F32, s.rope_freqs, int64_t(s.rope_freqs.size())));
 
-  const auto matrix = [&](const std::string& name, int64_t rows, int64_t cols) {
+  // experts > 0: that many [rows x cols] matrices stacked as one 3-D tensor.
+  const auto matrix = [&](const std::string& name, int64_t rows, int64_t cols, int64_t experts = 0) {
     const float r = 1.0f / std::sqrt(static_cast<float>(cols)) * 1.7f;  // keeps activations O(1)
-    w.add_tensor(name, {cols, rows}, s.type, encode(s.type, uniform(size_t(rows * cols), rng, -r, r), cols));
+    const int64_t all = rows * std::max<int64_t>(experts, 1);
+    w.add_tensor(name, experts > 0 ? std::vector<int64_t>{cols, rows, experts} : std::vector<int64_t>{cols, rows},
+                 s.type, encode(s.type, uniform(size_t(all * cols), rng, -r, r), cols));
   };
   const auto vec = [&](const std::string& name, int64_t n, float lo, float hi) {
     w.add_tensor(name, {n}, GgmlType::F32, encode(GgmlType::F32, uniform(size_t(n), rng, lo, hi), n));
@@ -120,13 +124,17 @@ std::vector<uint8_t> make_tiny_model(const TinyModelSpec& s) {
       vec(p + "post_attention_norm.weight", s.dim, 0.5f, 1.5f);
       vec(p + "post_ffw_norm.weight", s.dim, 0.5f, 1.5f);
     }
-    if (a == "qwen2") {
+    if (a == "qwen2" || a == "qwen2moe") {
       vec(p + "attn_q.bias", q_dim, -0.5f, 0.5f);
       vec(p + "attn_k.bias", kv_dim, -0.5f, 0.5f);
       vec(p + "attn_v.bias", kv_dim, -0.5f, 0.5f);
     }
     matrix(p + "attn_output.weight", s.dim, q_dim);
     vec(p + "ffn_norm.weight", s.dim, 0.5f, 1.5f);
+    if (s.experts > 0 || a == "qwen2moe") {
+      add_tiny_moe_layer(w, s, p, matrix, vec);
+      continue;
+    }
     if (a == "phi3") {
       matrix(p + "ffn_up.weight", 2 * s.ff, s.dim);
     } else {
@@ -157,7 +165,7 @@ ReferenceModel::ReferenceModel(const gguf::GgufFile& f, int n_ctx) {
   arch_ = a;
   gemma_ = a == "gemma2" || a == "gemma3";
   neox_ = a != "llama";
-  bias_ = a == "qwen2";
+  bias_ = a == "qwen2" || a == "qwen2moe";
   layers_ = static_cast<int>(*f.get_int(a + ".block_count"));
   dim_ = static_cast<int>(*f.get_int(a + ".embedding_length"));
   ff_ = static_cast<int>(*f.get_int(a + ".feed_forward_length"));
@@ -168,6 +176,7 @@ ReferenceModel::ReferenceModel(const gguf::GgufFile& f, int n_ctx) {
   eps_ = *f.get_float(a + ".attention.layer_norm_rms_epsilon");
   base_ = f.get_float(a + ".rope.freq_base").value_or(10000.0);
   scale_ = 1.0 / f.get_float(a + ".rope.scale_linear").value_or(1.0);
+  moe_ = MoeShape::read(f, a, ff_);
   if (f.find_tensor("rope_freqs.weight")) rope_freqs_ = matrix(f, "rope_freqs.weight");
   // Gemma: embeddings times sqrt(dim); gemma2 soft-caps attention scores and logits.
   embed_scale_ = gemma_ ? std::sqrt(double(dim_)) : 1.0;
@@ -219,15 +228,6 @@ ReferenceModel::ReferenceModel(const gguf::GgufFile& f, int n_ctx) {
     L.post_ffn = opt(p + "post_ffw_norm.weight");
     L.wo = matrix(f, p + "attn_output.weight");
     L.ffn_norm = matrix(f, p + "ffn_norm.weight");
-    if (a == "phi3") {  // rows: gate, then up
-      const auto gu = matrix(f, p + "ffn_up.weight");
-      L.gate.assign(gu.begin(), gu.begin() + gu.size() / 2);
-      L.up.assign(gu.begin() + gu.size() / 2, gu.end());
-    } else {
-      L.gate = matrix(f, p + "ffn_gate.weight");
-      L.up = matrix(f, p + "ffn_up.weight");
-    }
-    L.down = matrix(f, p + "ffn_down.weight");
     // Local layers: gemma2 the even ones, gemma3 all but every sixth, phi3 all of them.
     const bool local = (a == "gemma2" && l % 2 == 0) || (a == "gemma3" && l % 6 != 5) || a == "phi3";
     L.window = local ? window : 0;
@@ -237,6 +237,20 @@ ReferenceModel::ReferenceModel(const gguf::GgufFile& f, int n_ctx) {
       L.base = f.get_float(a + ".rope.freq_base_swa").value_or(10000.0);
       L.scale = 1.0;
     }
+    if (moe_.experts > 0) {
+      L.moe = ReferenceMoe::read(moe_, [&](const std::string& name) { return matrix(f, p + name); });
+      l_.push_back(std::move(L));
+      continue;
+    }
+    if (a == "phi3") {  // rows: gate, then up
+      const auto gu = matrix(f, p + "ffn_up.weight");
+      L.gate.assign(gu.begin(), gu.begin() + gu.size() / 2);
+      L.up.assign(gu.begin() + gu.size() / 2, gu.end());
+    } else {
+      L.gate = matrix(f, p + "ffn_gate.weight");
+      L.up = matrix(f, p + "ffn_up.weight");
+    }
+    L.down = matrix(f, p + "ffn_down.weight");
     l_.push_back(std::move(L));
   }
 }
@@ -302,6 +316,11 @@ std::vector<double> ReferenceModel::forward(const std::vector<int32_t>& tokens) 
     if (!L.post_attn.empty()) o = rmsnorm(o, L.post_attn, eps_);
     for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
     const auto xn2 = rmsnorm(x, L.ffn_norm, eps_);
+    if (moe_.experts > 0) {
+      const auto d = L.moe.forward(moe_, xn2, dim_);
+      for (size_t i = 0; i < x.size(); ++i) x[i] += d[i];
+      continue;
+    }
     auto g = mul(xn2, L.gate, dim_);
     const auto u = mul(xn2, L.up, dim_);
     for (size_t i = 0; i < g.size(); ++i) {

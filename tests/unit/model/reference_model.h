@@ -11,13 +11,14 @@
 
 #include "engine/gguf/gguf.h"
 #include "kernels/ggml_type.h"
+#include "tests/unit/model/reference_moe.h"
 
 namespace pagoda::test {
 
 struct TinyModelSpec {
   // "llama", "qwen2" (Q/K/V biases, NeoX RoPE), "qwen3" (per-head Q/K norms), "gemma2" (GeGLU,
   // sandwich norms, soft-capping, local layers 0, 2, ...), "gemma3" (5 local : 1 global, Q/K
-  // norms), "phi3" (fused QKV and gate/up, all layers windowed)
+  // norms), "phi3" (fused QKV and gate/up, all layers windowed), "qwen2moe" (qwen2 + experts)
   std::string arch = "llama";
   int layers = 2;
   int dim = 64;
@@ -37,6 +38,12 @@ struct TinyModelSpec {
   float final_softcap = 4.0f;
   float local_rope_base = 10000.0f;  // gemma3's rope.freq_base_swa
   bool longrope = false;         // phi3: rope_factors_short/long, original context 1024 of 4096
+  // Mixture of experts (reference_moe.h): experts > 0 replaces each layer's FFN by a router
+  // and stacked experts; qwen2moe always has them, plus a shared expert of width shared_ff.
+  int experts = 0;
+  int experts_used = 2;
+  int expert_ff = 0;             // 0: ff
+  int shared_ff = 0;             // qwen2moe; 0: ff
 };
 
 // A GGUF image of a random-weight model of that shape (seeded, deterministic). Norm weights
@@ -60,6 +67,7 @@ class ReferenceModel {
     std::vector<double> q_norm, k_norm, post_attn, post_ffn;  // empty when the arch has none
     int window = 0;                                          // 0: global
     double base = 10000, scale = 1;                          // its RoPE
+    ReferenceMoe moe;  // used when moe_.experts > 0
   };
   std::vector<double> matrix(const gguf::GgufFile& f, const std::string& name) const;
 
@@ -71,6 +79,7 @@ class ReferenceModel {
   std::vector<double> rope_freqs_;  // per-pair frequency divisors; empty: all 1
   std::vector<double> embd_, out_norm_, output_;
   std::vector<Layer> l_;
+  MoeShape moe_;  // experts == 0: dense FFN
 };
 
 }  // namespace pagoda::test

@@ -90,6 +90,20 @@ std::vector<std::vector<int32_t>> plain_alone(const gguf::GgufFile& f, const std
   return out;
 }
 
+// A one-layer dim-32 model (a draft); vocab_size 0: tiny_model's vocabulary, larger: padded.
+gguf::GgufFile small_model_file(uint64_t seed, int vocab_size) {
+  ModelSpec spec;
+  spec.n_layers = 1;
+  spec.dim = 32;
+  spec.ff_dim = 64;
+  spec.n_heads = 2;
+  spec.n_kv_heads = 1;
+  spec.type = GgmlType::F32;
+  spec.seed = seed;
+  spec.vocab_size = vocab_size;
+  return gguf::GgufFile::from_bytes(build_model(spec, {}, 1).to_bytes(), "small.gguf");
+}
+
 void check_no_leaks(const Run& r) {
   CHECK(r.stats.kv_blocks_used == 0);
   CHECK(r.draft_blocks == 0);
@@ -142,15 +156,7 @@ TEST_CASE("greedy: n-gram trees over sliding-window, soft-capped attention (gemm
 }
 
 TEST_CASE("greedy: a smaller draft model and the target as its own draft equal plain decoding") {
-  ModelSpec small;
-  small.n_layers = 1;
-  small.dim = 32;
-  small.ff_dim = 64;
-  small.n_heads = 2;
-  small.n_kv_heads = 1;
-  small.type = GgmlType::F32;
-  small.seed = 9;
-  const auto small_file = gguf::GgufFile::from_bytes(build_model(small, {}, 1).to_bytes(), "small.gguf");
+  const auto small_file = small_model_file(9, 0);
   const auto reqs = echo_requests(16);
   const auto want = plain_alone(tiny_model(), reqs);
   for (const gguf::GgufFile* draft : {&small_file, &tiny_model()}) {
@@ -175,15 +181,7 @@ TEST_CASE("greedy: a smaller draft model and the target as its own draft equal p
 }
 
 TEST_CASE("a draft model with another vocabulary is refused") {
-  ModelSpec other;
-  other.n_layers = 1;
-  other.dim = 32;
-  other.ff_dim = 64;
-  other.n_heads = 2;
-  other.n_kv_heads = 1;
-  other.type = GgmlType::F32;
-  other.vocab_size = 300;
-  const auto f = gguf::GgufFile::from_bytes(build_model(other, {}, 1).to_bytes(), "other.gguf");
+  const auto f = small_model_file(0, 300);
   auto model = load_model(tiny_model());
   auto draft = load_model(f);
   EngineConfig c = spec_config(SpeculativeMode::Draft);

@@ -302,7 +302,7 @@ StepPlan Scheduler::schedule() {
           if (n <= 0) { finish(seq, FinishReason::Length); continue; }
         }
       }
-      if (decode) {
+      if (decode && cfg_.draft) {  // no drafter: no tree to build (and allocate) per decode
         // Drafts never preempt anyone: without free blocks for the tree, a plain decode.
         DraftTree tree = draft_for(*seq, budget);
         if (tree.drafted() > 0 &&

@@ -47,7 +47,8 @@ void validate_step_plan(const StepPlan& plan, int num_blocks, int block_size, co
   require(plan.positions.size() == n && plan.slots.size() == n && plan.token_seq.size() == n, who,
           "tokens, positions, slots and token_seq differ in length");
   const int64_t n_slots = static_cast<int64_t>(num_blocks) * block_size;
-  const auto block_ok = [&](int32_t b) { return b >= 0 && b < num_blocks; };
+  // -1: a block released behind a sliding window (KvCacheManager::kHole), which no row reads.
+  const auto block_ok = [&](int32_t b) { return b >= -1 && b < num_blocks; };
   for (size_t si = 0; si < plan.seqs.size(); ++si) {
     const auto& s = plan.seqs[si];
     require(s.block_table_offset >= 0 && s.n_blocks >= 0 &&

@@ -48,7 +48,7 @@ struct StepPlan {
   std::vector<int32_t> slots;       // destination: block * block_size + offset
   std::vector<int32_t> token_seq;   // index into `seqs`
   std::vector<SeqInStep> seqs;
-  std::vector<int32_t> block_tables;
+  std::vector<int32_t> block_tables;  // -1: a block released behind a sliding window (never read)
   // Token indices whose logits are needed (the last token of each sequence that samples this
   // step), in the order the sampler will consume them.
   std::vector<int32_t> logit_rows;

@@ -43,6 +43,17 @@ struct LlmEngine::Active {
 
 namespace {
 
+// The widest window when every layer has one (phi3 with a sliding window), else 0: a global
+// layer (gemma2/gemma3 alternate them with local ones) reads every position, so no block can go.
+int all_layers_window(const ModelConfig& c) {
+  int w = 0;
+  for (int lw : c.layer_window) {
+    if (lw <= 0) return 0;
+    w = std::max(w, lw);
+  }
+  return w;
+}
+
 // True when the backend's sampler gives this request everything it asks for (see engine.h).
 bool device_samplable(const SamplingParams& p) {
   if (p.grammar) return false;  // token masks are applied by the host sampler
@@ -119,6 +130,7 @@ LlmEngine::LlmEngine(Model& model, const Tokenizer* tokenizer, EngineConfig cfg)
   model_.init_kv_cache(num_blocks_, B, cfg_.kv_type);
   kv_ = std::make_unique<KvCacheManager>(num_blocks_, B);
   kv_->set_prefix_caching(cfg_.prefix_caching);
+  if (cfg_.release_behind_window) kv_->set_window(all_layers_window(model_.config()));
   setup_kv_tiers();
   SchedulerConfig sc;
   sc.max_batch_tokens = std::min(cfg_.max_batch_tokens, model_.max_batch_tokens());

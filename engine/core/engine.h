@@ -86,6 +86,9 @@ struct EngineConfig {
   int n_keep = -1;             // default tokens kept on a shift; -1: the system prompt's length
   std::vector<int32_t> system_prompt;  // prefilled once at start-up, its blocks pinned
   bool prefix_caching = true;  // off: only the pinned system prompt is shared (for comparisons)
+  // When every layer has a sliding window (phi3 files that set one): release the blocks behind
+  // the window as a sequence grows (KvCacheManager::release_behind_window). Off: for comparisons.
+  bool release_behind_window = true;
   // The persistent prefix cache (kv_persist.h): loaded from kv_cache_dir at start (before the
   // system prompt, which then reuses it), saved there on a clean stop and by save_prefix_cache();
   // empty: off. The file stays within kv_cache_dir_max_bytes. model_identity keys the file

@@ -149,6 +149,8 @@ void KvCacheManager::commit(uint64_t seq, const std::vector<int32_t>& tokens, in
   const int B = block_size();
   const int full = std::min<int>(num_computed / B, static_cast<int>(s.table.size()));
   for (int bi = static_cast<int>(s.hashes.size()); bi < full; ++bi) {
+    // A block after a hole cannot name its parent block: it stays unregistered.
+    if (s.table[bi] == kHole || (bi > 0 && s.table[bi - 1] == kHole)) break;
     const uint64_t parent_hash = bi == 0 ? BlockPool::kRootHash : s.hashes[bi - 1];
     const uint64_t parent_id = bi == 0 ? BlockPool::kRootPrefixId : s.ids[bi - 1];
     const int32_t* blk_tokens = tokens.data() + static_cast<size_t>(bi) * B;
@@ -165,7 +167,8 @@ void KvCacheManager::free(uint64_t seq) {
   if (it == seqs_.end()) return;
   if (has_pinned_ && seq == pinned_seq_) throw std::logic_error("KvCacheManager: freeing the pinned prefix");
   const auto& table = it->second.table;
-  for (auto b = table.rbegin(); b != table.rend(); ++b) pool_.release(*b);
+  for (auto b = table.rbegin(); b != table.rend(); ++b)
+    if (*b != kHole) pool_.release(*b);
   seqs_.erase(it);
 }
 
@@ -179,7 +182,8 @@ void KvCacheManager::fork(uint64_t parent, uint64_t child, int num_tokens) {
   c.hashes.assign(p.hashes.begin(), p.hashes.begin() + std::min<int>(num_tokens / B, static_cast<int>(p.hashes.size())));
   c.ids.assign(p.ids.begin(), p.ids.begin() + static_cast<std::ptrdiff_t>(c.hashes.size()));
   c.cacheable = p.cacheable;
-  for (int b : c.table) pool_.retain(b);
+  for (int b : c.table)
+    if (b != kHole) pool_.retain(b);
   seqs_.emplace(child, std::move(c));
 }
 
@@ -194,14 +198,16 @@ bool KvCacheManager::shift(uint64_t seq, int num_computed, int n_keep, int n_dis
   // Enough blocks for the copies of shared later blocks, counting what the drop frees?
   int copies_needed = 0, freed = 0;
   for (int bi = end_drop; bi < static_cast<int>(s.table.size()); ++bi)
-    if (pool_.ref_count(s.table[bi]) > 1) ++copies_needed;
+    if (s.table[bi] != kHole && pool_.ref_count(s.table[bi]) > 1) ++copies_needed;
   for (int bi = first_drop; bi < end_drop; ++bi)
-    if (pool_.ref_count(s.table[bi]) == 1) ++freed;
+    if (s.table[bi] != kHole && pool_.ref_count(s.table[bi]) == 1) ++freed;
   if (copies_needed > pool_.num_available() + freed) return false;
 
-  for (int bi = end_drop - 1; bi >= first_drop; --bi) pool_.release(s.table[bi]);
+  for (int bi = end_drop - 1; bi >= first_drop; --bi)
+    if (s.table[bi] != kHole) pool_.release(s.table[bi]);
   for (int bi = end_drop; bi < static_cast<int>(s.table.size()); ++bi) {
     int b = s.table[bi];
+    if (b == kHole) continue;  // behind the window: shifts back with the rest, still unread
     if (pool_.ref_count(b) > 1) {
       const int fresh = claim_fresh();
       copies_.push_back({b, fresh});  // the other owners keep the unshifted original
@@ -214,6 +220,7 @@ bool KvCacheManager::shift(uint64_t seq, int num_computed, int n_keep, int n_dis
     shifts_.push_back({b, -n_discard});
   }
   s.table.erase(s.table.begin() + first_drop, s.table.begin() + end_drop);
+  s.holes_upto = std::min(s.holes_upto, first_drop);
   if (static_cast<int>(s.hashes.size()) > first_drop) {
     s.hashes.resize(first_drop);
     s.ids.resize(first_drop);

@@ -12,6 +12,9 @@
 // - Only full, computed blocks of sequences that never shifted are registered in the prefix
 //   cache (commit()), so a hit always holds exactly the KV a fresh prefill would produce.
 // - Freed blocks keep their registration and stay reusable until evicted (BlockPool's LRU).
+// - Sliding window (set_window, kv_cache_window.cpp): when every layer attends only to the last
+//   W positions, blocks behind every query's window are released and leave a hole (kHole) in
+//   the table, which attention never reads; registered blocks stay in the prefix cache.
 // - With a host tier (set_host_tier), an evicted registered block is first copied to host
 //   memory, and a prompt that needs it again gets it back by copy into a fresh block
 //   (restore_block), which is then registered as if it had been computed.
@@ -78,6 +81,21 @@ class KvCacheManager {
   int pinned_tokens() const { return static_cast<int>(pinned_tokens_.size()); }
   int pinned_blocks() const;
 
+  // ---- sliding window (kv_cache_window.cpp) ----
+  // A released block's table entry: its positions lie behind the window; nothing reads it.
+  static constexpr int32_t kHole = -1;
+  // Every layer of the model attends only to the last `window` positions (0: some layer sees
+  // everything; nothing is released).
+  void set_window(int window) { window_ = window > 0 ? window : 0; }
+  int window() const { return window_; }
+  // Releases the blocks of `seq` that no query at position >= num_computed can read (all their
+  // positions are below num_computed - window + 1), except those holding the first
+  // `keep_tokens` tokens (a context shift keeps them and may bring them back into the window).
+  // Returns how many table entries became holes.
+  int release_behind_window(uint64_t seq, int num_computed, int keep_tokens);
+  // Blocks `seq` holds (its table without the holes).
+  int blocks_held(uint64_t seq) const;
+
   // Moves the queued cache edits out (into a StepPlan).
   void take_edits(std::vector<BlockCopy>& copies, std::vector<KShift>& shifts);
   // Speculative decoding (kv_cache_tree.cpp): after verifying a token tree whose node j was
@@ -124,6 +142,7 @@ class KvCacheManager {
     std::vector<uint64_t> hashes;  // chained hash of each registered leading block
     std::vector<uint64_t> ids;     // ... and its second hash (PrefixKey::id), as many
     bool cacheable = true;         // false after a context shift
+    int holes_upto = 0;            // release_behind_window() scanned the table up to here
   };
   void spill(int block);  // the pool's evict hook
   // A block for a copy-on-write destination (never fails after a capacity check).
@@ -138,6 +157,7 @@ class KvCacheManager {
   std::vector<KShift> shifts_;
   std::vector<SlotCopy> slot_copies_;
   bool prefix_caching_ = true;
+  int window_ = 0;
   bool has_pinned_ = false;
   uint64_t pinned_seq_ = 0;
   std::vector<int32_t> pinned_tokens_;

@@ -369,6 +369,11 @@ std::vector<std::shared_ptr<Sequence>> Scheduler::update(const std::vector<int32
   return update_emitted(emitted);
 }
 
+void Scheduler::release_behind_window(const Sequence& seq) {
+  // A context shift keeps the first n_keep tokens' blocks and may bring them back into view.
+  kv_.release_behind_window(seq.id, seq.num_computed, cfg_.context_shift ? seq.n_keep : 0);
+}
+
 bool Scheduler::take_token(const std::shared_ptr<Sequence>& seq, int32_t token) {
   seq->output.push_back(token);
   ++counters_.generation_tokens;
@@ -393,6 +398,7 @@ std::vector<std::shared_ptr<Sequence>> Scheduler::update_emitted(const std::vect
     seq.num_computed += s.n_tokens;
     if (s.prefill) counters_.prefill_tokens_computed += s.n_tokens;
     kv_.commit(seq.id, seq.tokens, seq.num_computed);
+    if (seq.sample) release_behind_window(seq);
     if (!seq.sample && seq.num_computed == seq.num_tokens() && seq.request->embed) {
       finish(s.seq, FinishReason::Stop);  // an embedding: pooled; its full blocks stay cached
     } else if (!seq.sample && seq.num_computed == seq.num_tokens()) {

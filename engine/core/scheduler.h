@@ -179,6 +179,8 @@ class Scheduler {
                         std::vector<std::shared_ptr<Sequence>>& out);
   // Appends one generated token and applies the token stops; false when it ended the sequence.
   bool take_token(const std::shared_ptr<Sequence>& seq, int32_t token);
+  // After a step: drops the blocks behind the sliding window (KvCacheManager::set_window).
+  void release_behind_window(const Sequence& seq);
   // After the decodes are in: the time target for the rest of the step (< 0: none).
   double prefill_target_ms() const;
   // The longest prefill chunk of at most n tokens of `seq` (from seq->num_computed) that keeps

@@ -65,6 +65,7 @@ void Scheduler::take_tree_tokens(const SampleTarget& t, const std::vector<int32_
   kv_.keep_tree_path(seq->id, n_past, path);
   seq->num_computed = n_past + static_cast<int>(path.size());
   kv_.commit(seq->id, seq->tokens, seq->num_computed);
+  release_behind_window(*seq);
   ++counters_.spec_verifications;
   counters_.spec_drafted += static_cast<uint64_t>(tree.drafted());
   counters_.spec_accepted += static_cast<uint64_t>(accepted);

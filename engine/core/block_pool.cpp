@@ -76,6 +76,7 @@ int BlockPool::allocate() {
   const int b = head_;
   list_remove(b);
   --num_available_;
+  peak_used_ = std::max(peak_used_, num_blocks() - num_available_);
   Block& blk = blocks_[b];
   blk.ref = 1;
   if (blk.registered) {
@@ -94,6 +95,7 @@ void BlockPool::retain(int block) {
   if (blk.ref == 0) {
     list_remove(block);
     --num_available_;
+    peak_used_ = std::max(peak_used_, num_blocks() - num_available_);
     if (blk.registered) --num_registered_free_;
   }
   ++blk.ref;

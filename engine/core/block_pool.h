@@ -96,6 +96,9 @@ class BlockPool {
   bool is_registered(int block) const { return blocks_.at(block).registered; }
 
   BlockPoolStats stats() const;
+  // The most blocks referenced at once since construction or the last reset_peak_used().
+  int peak_used() const { return peak_used_; }
+  void reset_peak_used() { peak_used_ = num_blocks() - num_available_; }
   // Free-list order, head first (for tests and debugging).
   std::vector<int> free_list() const;
 
@@ -126,6 +129,7 @@ class BlockPool {
   int tail_ = kNoBlock;
   int num_available_ = 0;
   int num_registered_free_ = 0;
+  int peak_used_ = 0;
   std::unordered_multimap<uint64_t, int> by_hash_;
   EvictHook evict_hook_;
 };

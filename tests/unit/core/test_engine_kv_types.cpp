@@ -1,8 +1,8 @@
 // KV cache element types through the engine: at a fixed --kv-cache-memory, a q8_0 cache holds
-// 64/34 = 1.88x the blocks of an f16 one (head_dim 64: groups of 32 values + an f16 scale) and
-// an f32 one half, and the scheduler admits that many more sequences in one step. Greedy output
-// with q8_0 stays close to f16 on the tiny random model (the fidelity on a trained model is
-// tests/e2e's stories260K test).
+// 64/34 = 1.88x the blocks of an f16 one (head_dim 64: groups of 32 values + an f16 scale; 1.6x
+// for heads of 8, groups of 8) and an f32 one half, and the scheduler admits that many more
+// sequences in one step. Greedy output with q8_0 stays close to f16 on the tiny random model
+// (the fidelity on a trained model is tests/e2e's stories260K test).
 #include <catch2/catch.hpp>
 
 #include "engine/core/scheduler.h"
@@ -13,26 +13,35 @@ using namespace pagoda::test;
 
 namespace {
 
+gguf::GgufFile dim64_model(int n_heads, int n_kv_heads) {
+  ModelSpec spec;
+  spec.n_layers = 2;
+  spec.dim = 64;
+  spec.ff_dim = 128;
+  spec.n_heads = n_heads;
+  spec.n_kv_heads = n_kv_heads;
+  spec.ctx = 1024;
+  spec.type = GgmlType::F32;
+  return gguf::GgufFile::from_bytes(build_model(spec, {}, 1).to_bytes(), "dim64.gguf");
+}
+
 // One attention head of 64 (dim 64): q8_0 groups of 32, the layout GGUF's Q8_0 blocks have.
 const gguf::GgufFile& head64_model() {
-  static const gguf::GgufFile f = [] {
-    ModelSpec spec;
-    spec.n_layers = 2;
-    spec.dim = 64;
-    spec.ff_dim = 128;
-    spec.n_heads = 1;
-    spec.n_kv_heads = 1;
-    spec.ctx = 1024;
-    spec.type = GgmlType::F32;
-    return gguf::GgufFile::from_bytes(build_model(spec, {}, 1).to_bytes(), "head64.gguf");
-  }();
+  static const gguf::GgufFile f = dim64_model(1, 1);
+  return f;
+}
+
+// stories260K's attention shape (8 query heads, 4 KV heads of 8): q8_0 groups of 8, 10 bytes
+// per head row against f16's 16.
+const gguf::GgufFile& head8_model() {
+  static const gguf::GgufFile f = dim64_model(8, 4);
   return f;
 }
 
 // Sequences of 32 prompt tokens (two blocks each) the scheduler admits in its first step on the
 // cache an engine sizes from `bytes` of `kv_type`.
-int admitted(size_t bytes, GgmlType kv_type, int* blocks) {
-  auto model = load_model(head64_model(), 64);
+int admitted(size_t bytes, GgmlType kv_type, int* blocks, const gguf::GgufFile& file = head64_model()) {
+  auto model = load_model(file, 64);
   EngineConfig cfg;
   cfg.block_size = 16;
   cfg.kv_type = kv_type;
@@ -77,6 +86,19 @@ TEST_CASE("a q8_0 KV cache admits 1.88x the sequences of f16 in the same memory;
   CHECK(n16 == 64);
   CHECK(n8 == 120);
   CHECK(n32 == 32);
+}
+
+TEST_CASE("heads of 8 (stories260K's shape): a q8_0 KV cache admits 1.6x the sequences of f16") {
+  const size_t f16_block = load_model(head8_model(), 8)->kv_block_bytes(16, GgmlType::F16);
+  CHECK(f16_block == 2 * 2 * 16 * 4 * 8 * 2);  // K and V, 2 layers, 16 tokens, 4 KV heads of 8, 2 bytes
+  CHECK(load_model(head8_model(), 8)->kv_block_bytes(16, GgmlType::Q8_0) == 2 * 2 * 16 * 4 * 10);
+  int b16 = 0, b8 = 0;
+  const int n16 = admitted(128 * f16_block, GgmlType::F16, &b16, head8_model());
+  const int n8 = admitted(128 * f16_block, GgmlType::Q8_0, &b8, head8_model());
+  CHECK(b16 == 128);
+  CHECK(b8 == 128 * 16 / 10);  // 204
+  CHECK(n16 == 64);
+  CHECK(n8 == 102);
 }
 
 TEST_CASE("an engine with a q8_0 cache generates what the f16 one does on most tokens") {

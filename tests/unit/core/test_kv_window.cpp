@@ -181,7 +181,8 @@ WindowRun run_windowed(EngineConfig cfg, const std::vector<GenerationRequest>& r
   LlmEngine engine(*model, nullptr, cfg);
   const auto streams = submit_all(engine, reqs);
   WindowRun out;
-  for (size_t i = 0; i < streams.size(); ++i) out.choices.push_back(collect(*streams[i]).choices[0]);
+  for (size_t i = 0; i < streams.size(); ++i)
+    for (const auto& c : collect(*streams[i], reqs[i].n).choices) out.choices.push_back(c);
   out.stats = wait_idle(engine);
   engine.run_on_engine_thread([&](Model&, KvCacheManager& kv) { out.peak_blocks = kv.pool().peak_used(); });
   return out;
@@ -217,8 +218,8 @@ TEST_CASE("window release on a windowed phi3: the same tokens and logprobs as wi
                                                               << " not");
     CHECK(a.stats.kv_blocks_used == 0);
   }
-  // Eight sequences: two pairs share a 40-token prompt prefix, half sampled, a 128-token context
-  // (context shifts keeping 20 tokens), a 7-token prefill budget (chunked prompts).
+  // Eight sequences: four share a 40-token prompt prefix, half sampled, a 128-token context
+  // (context shifts keeping 20 tokens), a 7-token prefill budget (chunked prompts); and n = 3.
   {
     const auto common = random_tokens(40, 77);
     std::vector<GenerationRequest> reqs;
@@ -228,17 +229,21 @@ TEST_CASE("window release on a windowed phi3: the same tokens and logprobs as wi
       reqs.push_back(windowed_request(prompt, 150 + 20 * i, i % 2 == 1, 300 + i));
       reqs.back().n_keep = 20;
     }
+    // Three sampled choices forked after a 50-token prompt: they inherit its holes.
+    reqs.push_back(windowed_request(random_tokens(50, 9), 90, true, 41));
+    reqs.back().n = 3;
     EngineConfig on = tiny_engine_config(256, 7, 16, kv), off = on;
     on.ctx_size = off.ctx_size = 128;
     off.release_behind_window = false;
     const WindowRun a = run_windowed(on, reqs), b = run_windowed(off, reqs);
-    for (size_t i = 0; i < reqs.size(); ++i) CHECK(a.choices[i] == b.choices[i]);
+    REQUIRE(a.choices.size() == b.choices.size());
+    for (size_t i = 0; i < a.choices.size(); ++i) CHECK(a.choices[i] == b.choices[i]);
     CHECK(a.stats.context_shifts > 0);
     CHECK(a.stats.context_shifts == b.stats.context_shifts);
     CHECK(a.stats.prompt_tokens_cached == b.stats.prompt_tokens_cached);
     CHECK(a.stats.prompt_tokens_cached > 0);
     CHECK(a.peak_blocks < b.peak_blocks);
-    WARN("8 sequences, context 128: peak blocks " << a.peak_blocks << " releasing, " << b.peak_blocks << " not");
+    WARN("8 sequences and an n = 3 request, context 128: peak blocks " << a.peak_blocks << " releasing, " << b.peak_blocks << " not");
     CHECK(a.stats.kv_blocks_used == 0);
   }
 }

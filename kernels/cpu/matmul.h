@@ -15,7 +15,10 @@
 //     affine type's min, one per 16-element half for Q6_K/Q3_K/Q2_K, plus Q2_K's two mins), in
 //     block order (matmul_internal.h). Because the integer sums are exact, every ISA level gives
 //     bit-identical results for these types.
-//   * F32, F16, BF16 weights: a float dot product with a fixed per-ISA order (a 16- or 8-lane
+//   * BF16 weights on CPUs with AVX512_BF16 (Avx512 level): x rounded to bf16 once per row, then
+//     vdpbf16ps (exact bf16 products summed in f32) in a fixed order (matmul_bf16_avx512.cpp).
+//     F16 weights keep the f32 kernel: rounding them to bf16 would drop 3 of their 10 mantissa bits.
+//   * F32, F16, BF16 weights otherwise: a float dot product with a fixed per-ISA order (a 16- or 8-lane
 //     fused multiply-add chain over k, then a fixed horizontal sum). Results are identical for
 //     any n and split at a given ISA level, and differ between levels only by rounding.
 #pragma once

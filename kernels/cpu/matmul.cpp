@@ -4,7 +4,9 @@
 #include "kernels/cpu/matmul.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <memory>
 #include <new>
 #include <stdexcept>
@@ -113,6 +115,19 @@ int64_t outputs_per_task(CpuIsa isa, bool quantized) {
 
 }  // namespace
 
+namespace {
+std::atomic<bool>& bf16_dot_setting() {
+  static std::atomic<bool> on{[] {
+    const char* env = std::getenv("PAGODA_BF16_DOT");
+    return env != nullptr && std::string(env) == "1";
+  }()};
+  return on;
+}
+}  // namespace
+
+void set_bf16_dot_products(bool on) { bf16_dot_setting().store(on); }
+bool bf16_dot_products() { return bf16_dot_setting().load() && cpu_features().avx512_bf16; }
+
 bool matmul_supports(GgmlType t) {
   return t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16 || detail::is_quantized(t);
 }
@@ -174,7 +189,7 @@ void matmul(ThreadPool& pool, CpuIsa isa, GgmlType wtype, const void* w, int64_t
   }
 
   AlignedBuffer xbbuf;
-  if (wtype == GgmlType::BF16 && isa == CpuIsa::Avx512 && cpu_features().avx512_bf16) {
+  if (wtype == GgmlType::BF16 && isa == CpuIsa::Avx512 && bf16_dot_products()) {
     // vdpbf16ps path: x rounded to bf16 once per call (rows padded to 32 elements).
     a.xb_k = (in_features + 31) / 32 * 32;
     xbbuf = aligned_bytes(static_cast<size_t>(n * a.xb_k) * sizeof(uint16_t));

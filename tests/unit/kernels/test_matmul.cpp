@@ -71,9 +71,7 @@ std::vector<float> run(ThreadPool& pool, CpuIsa isa, const Problem& p, int64_t n
 //    comfortably for these k (the chains are at most k long; horizontal sums add log2 steps).
 //  * BF16 weights on the vdpbf16ps path (bf16_dot): x is rounded to bf16 (relative error at most
 //    2^-9 per element, the products are then exact), so the result can move by 2^-9 * sum|w x|.
-bool bf16_dot(GgmlType t, CpuIsa isa) {
-  return t == GgmlType::BF16 && isa == CpuIsa::Avx512 && cpu_features().avx512_bf16;
-}
+bool bf16_dot(GgmlType t, CpuIsa isa) { return t == GgmlType::BF16 && isa == CpuIsa::Avx512 && bf16_dot_products(); }
 
 void check_against_reference(const Problem& p, const std::vector<float>& out, const std::string& what,
                              bool x_in_bf16 = false) {
@@ -126,7 +124,13 @@ TEST_CASE("matmul matches the reference for every type, ISA level and odd shapes
 }
 
 TEST_CASE("BF16 weights on the vdpbf16ps path: exact products of bf16-rounded activations") {
-  if (!bf16_dot(GgmlType::BF16, CpuIsa::Avx512)) return;  // no AVX512_BF16 here
+  if (!cpu_supports(CpuIsa::Avx512) || !cpu_features().avx512_bf16) return;  // no vdpbf16ps here
+  const bool was_on = bf16_dot_products();
+  set_bf16_dot_products(true);
+  struct Restore {
+    bool on;
+    ~Restore() { set_bf16_dot_products(on); }
+  } restore{was_on};
   ThreadPool pool(2);
   for (int64_t in : {67, 1040, 2048})
     for (int64_t n : {1, 5, 130}) {
@@ -136,6 +140,11 @@ TEST_CASE("BF16 weights on the vdpbf16ps path: exact products of bf16-rounded ac
       Problem rounded = p;
       for (auto& v : rounded.x) v = bf16_to_fp32(fp32_to_bf16(v));
       check_against_reference(rounded, got, name(p.type, CpuIsa::Avx512, p.out, in, n));
+      // Batch invariance: each row alone (decode) gives the same bits.
+      for (int64_t i : {int64_t{0}, n - 1}) {
+        const auto one = run(pool, CpuIsa::Avx512, p, 1, p.x.data() + i * in);
+        REQUIRE(std::memcmp(one.data(), got.data() + i * p.out, p.out * 4) == 0);
+      }
     }
 }
 

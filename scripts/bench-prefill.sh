@@ -3,7 +3,8 @@
 #
 #   scripts/bench-prefill.sh
 #     env: TYPES="q8_0 q4_0 q4_k q6_k bf16 f16" (kernel bench)  MODEL_TYPES="q8_0 q4_k" (whole model)
-#          THREADS="1 2" RUNS=3 BUILD=build KB_OPTS="--cpu-time" (on a busy host)
+#          THREADS="1 2" RUNS=3 BUILD=build KB_OPTS="--cpu-time" (kernel part, on a busy host)
+#          PARTS="kernels model" (either or both)
 #
 # 1. Kernels: `pagoda_bench_kernels --prefill-only` on the TinyLlama-1.1B matmul shapes and the
 #    whole 22-layer matmul stack at n = 128 and 512 rows. Inside the bench every run alternates
@@ -13,7 +14,8 @@
 #    vpdpbusd (and an f32 FMA a quarter), so 50% (25%) is their ceiling.
 # 2. Whole model: `pagoda generate` on a TinyLlama-1.1B-shaped model with random weights (one
 #    `pagoda make-model` file per type, kept in $TMPDIR), 128- and 512-token prompts, RUNS rounds
-#    alternating with `--peaks-only`; prompt tok/s medians and the matmul GOP/s they imply
+#    alternating with `--peaks-only` (wall time, as generate's figures are: both see the same
+#    load; KB_OPTS is not used here); prompt tok/s medians and the matmul GOP/s they imply
 #    (1.94 GOP per prompt token: the 22 layers' matmuls; the output head runs for the last token
 #    only) as % of that round's peak. Attention, norms and the rest are in the time, not the ops.
 set -euo pipefail
@@ -24,6 +26,7 @@ THREADS=${THREADS:-"1 2"}
 RUNS=${RUNS:-3}
 BUILD=${BUILD:-build}
 KB_OPTS=${KB_OPTS:-}
+PARTS=${PARTS:-"kernels model"}
 PAGODA="$BUILD/pagoda"
 KBENCH="$BUILD/tests/pagoda_bench_kernels"
 for f in "$PAGODA" "$KBENCH"; do
@@ -31,6 +34,7 @@ for f in "$PAGODA" "$KBENCH"; do
 done
 echo "host: $(lscpu | sed -n 's/^Model name: *//p' | head -1), $(nproc) CPUs; load: $(uptime | sed 's/.*load average: //')"
 
+if [[ " $PARTS " == *" kernels "* ]]; then
 echo "== kernels (pagoda_bench_kernels --prefill-only $KB_OPTS)"
 printf '%7s %6s %10s %10s %10s %10s\n' threads type "pp128 t/s" "pp128 %pk" "pp512 t/s" "pp512 %pk"
 for t in $THREADS; do
@@ -47,11 +51,13 @@ for line in sys.stdin:
     if m:
         fig[m.group(1)] = (float(m.group(2)), int(m.group(4)))
 def cell(n):
-    return f"{fig[n][0]:>10.1f} {fig[n][1]:>9d}%" if n in fig else f"{'-':>10} {'-':>10}"
-print(f"{t:>7} {ty:>6} {cell('128')} {cell('512')}")' "$t" "$ty"
+    return "%10.1f %9d%%" % fig[n] if n in fig else "%10s %10s" % ("-", "-")
+print("%7s %6s %s %s" % (t, ty, cell("128"), cell("512")))' "$t" "$ty"
   done
 done
 echo "(per-shape lines on stderr; % = GOP/s of the run / the int8 peak probe run just before it)"
+fi
+[[ " $PARTS " == *" model "* ]] || exit 0
 
 echo "== whole model (pagoda generate, TinyLlama-1.1B shape, random weights)"
 text=$(printf 'The quick brown fox jumps over the lazy dog. %.0s' $(seq 1 12))
@@ -64,7 +70,7 @@ for ty in $MODEL_TYPES; do
   [ -f "$MODEL" ] || "$PAGODA" make-model --preset tinyllama-1.1b --type "$ty" --output "$MODEL" --quiet
   for t in $THREADS; do
     for r in $(seq 1 "$RUNS"); do
-      peak=$("$KBENCH" --peaks-only --threads "$t" $KB_OPTS | sed -nE 's/^int8 dot-product peak: ([0-9.]+) GOPS.*/\1/p')
+      peak=$("$KBENCH" --peaks-only --threads "$t" | sed -nE 's/^int8 dot-product peak: ([0-9.]+) GOPS.*/\1/p')
       for p in "$P128" "$P512"; do
         "$PAGODA" generate --model "$MODEL" --prompt "$p" -n 1 --threads "$t" --device cpu 2>&1 >/dev/null |
           sed -nE "s/^prefill: ([0-9]+) tokens in .* \(([0-9.]+) tok\/s\)/$ty $t \1 \2 $peak/p" >>"$RAW"

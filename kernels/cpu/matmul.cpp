@@ -4,7 +4,9 @@
 #include "kernels/cpu/matmul.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <memory>
 #include <new>
 #include <stdexcept>
@@ -113,6 +115,19 @@ int64_t outputs_per_task(CpuIsa isa, bool quantized) {
 
 }  // namespace
 
+namespace {
+std::atomic<bool>& bf16_dot_setting() {
+  static std::atomic<bool> on{[] {
+    const char* env = std::getenv("PAGODA_BF16_DOT");
+    return env != nullptr && std::string(env) == "1";
+  }()};
+  return on;
+}
+}  // namespace
+
+void set_bf16_dot_products(bool on) { bf16_dot_setting().store(on); }
+bool bf16_dot_products() { return bf16_dot_setting().load() && cpu_features().avx512_bf16; }
+
 bool matmul_supports(GgmlType t) {
   return t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16 || detail::is_quantized(t);
 }
@@ -139,7 +154,7 @@ void matmul(ThreadPool& pool, CpuIsa isa, GgmlType wtype, const void* w, int64_t
   detail::MatmulArgs a{wtype, static_cast<const uint8_t*>(w), ggml_row_size(wtype, in_features), out_features,
                        in_features, x, {}, n, out};
   const bool quantized = detail::is_quantized(wtype);
-  AlignedBuffer qbuf;
+  AlignedBuffer qbuf, panelbuf;
   if (quantized) {
     // Quantize every activation row once; rows are independent, so any split gives the same bytes.
     const size_t q_bytes = static_cast<size_t>(n * in_features);
@@ -163,6 +178,28 @@ void matmul(ThreadPool& pool, CpuIsa isa, GgmlType wtype, const void* w, int64_t
     // A few rows take a microsecond or two: not worth waking the other threads for.
     if (n * in_features <= 16384) quantize_rows(0, n, 0);
     else pool.parallel_for(n, quantize_rows);
+    if (isa == CpuIsa::Avx512 && n > detail::kFewRowsMax) {
+      panelbuf = aligned_bytes(static_cast<size_t>(detail::activation_panel_bytes(n, in_features)));
+      a.panel = panelbuf.get();
+      const int64_t groups = (n + detail::kPanelRows - 1) / detail::kPanelRows;
+      pool.parallel_for(groups, [&](int64_t b, int64_t e, int) {
+        detail::pack_activation_panels_avx512(wtype, a.acts, n, b, e, panelbuf.get());
+      });
+    }
+  }
+
+  AlignedBuffer xbbuf;
+  if (wtype == GgmlType::BF16 && isa == CpuIsa::Avx512 && bf16_dot_products()) {
+    // vdpbf16ps path: x rounded to bf16 once per call (rows padded to 32 elements).
+    a.xb_k = (in_features + 31) / 32 * 32;
+    xbbuf = aligned_bytes(static_cast<size_t>(n * a.xb_k) * sizeof(uint16_t));
+    auto* xb = reinterpret_cast<uint16_t*>(xbbuf.get());
+    a.xb = xb;
+    auto convert = [&](int64_t b, int64_t e, int) {
+      detail::convert_rows_bf16_avx512(x + b * in_features, in_features, a.xb_k, e - b, xb + b * a.xb_k);
+    };
+    if (n * in_features <= 16384) convert(0, n, 0);
+    else pool.parallel_for(n, convert);
   }
 
   const int64_t unit = outputs_per_task(isa, quantized);

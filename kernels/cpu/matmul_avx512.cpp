@@ -7,19 +7,23 @@
 // with a broadcast dword of an activation row then advances 16 outputs by 4 products, and each
 // lane ends a block holding exactly the pair's integer sum: no horizontal reductions at all, and
 // the float epilogue per block is the same sequence as accumulate_block (matmul_internal.h).
-// The decoded tile is reused by every activation row (4 rows per micro-kernel call), which is
-// what makes prefill compute-bound instead of memory-bound. Batches of at most kFewRowsMax rows
+// The decoded tile is reused by every activation row (4 rows per micro-kernel call, read from
+// panels packed once per call, see PanelBlock), which is what makes prefill compute-bound
+// instead of memory-bound; rows go in blocks sized from the L2 read at run time. Batches of at most kFewRowsMax rows
 // (decode) go to matmul_rows_avx512.cpp instead, which streams the GGML blocks directly.
 //
-// Float weights (F32/F16/BF16) use a plain fused multiply-add kernel (float_kernel below); this
-// file also holds the AVX-512 activation quantizer.
+// Float weights (F32/F16/BF16) use a plain fused multiply-add kernel (float_kernel below), except
+// BF16 on CPUs with AVX512_BF16 (matmul_bf16_avx512.cpp); this file also holds the AVX-512
+// activation quantizer.
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cstring>
 #include <memory>
 #include <new>
+#include <type_traits>
 
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/matmul_internal.h"
 #include "kernels/cpu/matmul_unpack_x86.h"
 
@@ -29,12 +33,10 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 namespace pagoda::cpu::detail {
-
 namespace {
 
 constexpr int kLanes = 32;  // outputs per tile: two zmm of 16 lanes
 constexpr int kChunk = 16;  // 32-element blocks per K chunk; a multiple of 8 (K-quant super-blocks)
-constexpr int kRows = 4;    // activation rows per micro-kernel call
 
 // One tile's worth of decoded weights for one K chunk.
 struct alignas(64) Tile {
@@ -189,87 +191,89 @@ void fill_tile(Tile& tile, const MatmulArgs& a, int64_t o0, int valid, int64_t b
   }
 }
 
-// Micro-kernel: R activation rows (i0..i0+R-1) x 32 outputs (the tile) over the tile's nblk
-// blocks, continuing the pair accumulators stored in out (or starting from 0 when `first`).
-// Per block and pair: integer sum via vpdpbusd (u8 weights x s8 activations) seeded with the
-// offset correction -offset * sum(x), then acc = fma(float(isum), s * dx, acc) exactly as
-// accumulate_block does; Q6_K does this per 16-element half, Q4_K adds its min term.
-template <GgmlType T, int R>
-void tile_kernel(const Tile& tile, int nblk, int64_t b0, const QuantActs& acts, int64_t i0, float* out, int64_t ldo,
-                 __mmask16 m0, __mmask16 m1, bool first) {
+// One row group's block in the activation panel (kPanelBlockBytes; see matmul_internal.h).
+struct PanelBlock {
+  int32_t q[8][kPanelRows];     // dword g (elements 4g..4g+3) of each row
+  int32_t seed[2][kPanelRows];  // -offset * (sum of x) per half (half-scale types) or block (in [0])
+  float dx[kPanelRows];         // the rows' block scales
+  float xsum[2][kPanelRows];    // float(sum of x) for the min terms: per half (Q2_K) or block (in [0])
+  uint8_t pad[kPanelBlockBytes - 52 * 4];
+};
+static_assert(sizeof(PanelBlock) == kPanelBlockBytes, "panel block layout");
+
+// Micro-kernel: one panel row group (kPanelRows rows, of which `rows` exist) x 32 outputs (the
+// tile) over the tile's nblk blocks, continuing the pair accumulators stored in out (or starting
+// from 0 when `first`). Per block and pair: integer sum via vpdpbusd (u8 weights x s8
+// activations) seeded with the offset correction -offset * sum(x), then
+// acc = fma(float(isum), s * dx, acc) exactly as accumulate_block does; Q6_K does this per
+// 16-element half, Q4_K adds its min term. Every activation operand is a broadcast load at a
+// fixed offset from one pointer (no per-row pointers or scalar arithmetic in the loop).
+template <GgmlType T>
+void panel_kernel(const Tile& tile, int nblk, const PanelBlock* pan, int rows, float* out, int64_t ldo, __mmask16 m0,
+                  __mmask16 m1, bool first) {
+  constexpr int R = kPanelRows;
   __m512 acc[R][2];
-  const int8_t* xq[R];
-  const float* dx[R];
-  const int16_t* xs[R];
   for (int r = 0; r < R; ++r) {
-    float* o = out + (i0 + r) * ldo;
-    acc[r][0] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m0, o);
-    acc[r][1] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m1, o + 16);
-    xq[r] = acts.row_q(i0 + r);
-    dx[r] = acts.row_d(i0 + r);
-    xs[r] = acts.row_s(i0 + r);
+    const bool load = !first && r < rows;
+    acc[r][0] = load ? _mm512_maskz_loadu_ps(m0, out + r * ldo) : _mm512_setzero_ps();
+    acc[r][1] = load ? _mm512_maskz_loadu_ps(m1, out + r * ldo + 16) : _mm512_setzero_ps();
   }
-  constexpr int off = weight_offset(T);
   for (int b = 0; b < nblk; ++b) {
-    const int64_t bb = b0 + b;
+    const PanelBlock& p = pan[b];
     __m512i ia[R][2];
-    auto dot_groups = [&](int g0, int g1) {
-      for (int g = g0; g < g1; ++g) {
+    auto dot_groups = [&](auto g0) {
+      constexpr int G0 = decltype(g0)::value;
+      constexpr int G1 = half_scales(T) ? G0 + 4 : 8;
+#pragma GCC unroll 8
+      for (int g = G0; g < G1; ++g) {
         const __m512i w0 = _mm512_load_si512(&tile.qs[b][g][0][0]);
         const __m512i w1 = _mm512_load_si512(&tile.qs[b][g][16][0]);
         for (int r = 0; r < R; ++r) {
-          int32_t x4;
-          std::memcpy(&x4, xq[r] + 32 * bb + 4 * g, 4);
-          const __m512i xv = _mm512_set1_epi32(x4);
+          const __m512i xv = _mm512_set1_epi32(p.q[g][r]);
           ia[r][0] = _mm512_dpbusd_epi32(ia[r][0], w0, xv);
           ia[r][1] = _mm512_dpbusd_epi32(ia[r][1], w1, xv);
         }
       }
     };
+    auto scale = [&](const float* s) {
+      const __m512 s0 = _mm512_load_ps(s), s1 = _mm512_load_ps(s + 16);
+      for (int r = 0; r < R; ++r) {
+        const __m512 d = _mm512_set1_ps(p.dx[r]);
+        acc[r][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[r][0]), _mm512_mul_ps(s0, d), acc[r][0]);
+        acc[r][1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[r][1]), _mm512_mul_ps(s1, d), acc[r][1]);
+      }
+    };
     // min term: acc -= xsum * (m * dx), after the scale terms (accumulate_block's order).
-    auto sub_min = [&](const float* m, int h0, int h1) {
+    auto sub_min = [&](const float* m, int h) {
       const __m512 mn0 = _mm512_load_ps(m), mn1 = _mm512_load_ps(m + 16);
       for (int r = 0; r < R; ++r) {
-        const __m512 d = _mm512_set1_ps(dx[r][bb]);
-        int sum = 0;
-        for (int h = h0; h < h1; ++h) sum += xs[r][2 * bb + h];
-        const __m512 xsum = _mm512_set1_ps(static_cast<float>(sum));
+        const __m512 d = _mm512_set1_ps(p.dx[r]);
+        const __m512 xsum = _mm512_set1_ps(p.xsum[h][r]);
         acc[r][0] = _mm512_fnmadd_ps(xsum, _mm512_mul_ps(mn0, d), acc[r][0]);
         acc[r][1] = _mm512_fnmadd_ps(xsum, _mm512_mul_ps(mn1, d), acc[r][1]);
       }
     };
     if constexpr (half_scales(T)) {
-      for (int h = 0; h < 2; ++h) {
-        for (int r = 0; r < R; ++r) ia[r][0] = ia[r][1] = _mm512_set1_epi32(-off * xs[r][2 * bb + h]);
-        dot_groups(4 * h, 4 * h + 4);
-        const float* s = h == 0 ? tile.s0[b] : tile.s1[b];
-        const __m512 s0 = _mm512_load_ps(s), s1 = _mm512_load_ps(s + 16);
-        for (int r = 0; r < R; ++r) {
-          const __m512 d = _mm512_set1_ps(dx[r][bb]);
-          acc[r][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[r][0]), _mm512_mul_ps(s0, d), acc[r][0]);
-          acc[r][1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[r][1]), _mm512_mul_ps(s1, d), acc[r][1]);
-        }
-      }
+      for (int r = 0; r < R; ++r) ia[r][0] = ia[r][1] = _mm512_set1_epi32(p.seed[0][r]);
+      dot_groups(std::integral_constant<int, 0>());
+      scale(tile.s0[b]);
+      for (int r = 0; r < R; ++r) ia[r][0] = ia[r][1] = _mm512_set1_epi32(p.seed[1][r]);
+      dot_groups(std::integral_constant<int, 4>());
+      scale(tile.s1[b]);
       if constexpr (half_mins(T)) {
-        sub_min(tile.m[b], 0, 1);
-        sub_min(tile.m1[b], 1, 2);
+        sub_min(tile.m[b], 0);
+        sub_min(tile.m1[b], 1);
       }
     } else {
-      for (int r = 0; r < R; ++r) ia[r][0] = ia[r][1] = _mm512_set1_epi32(-off * (xs[r][2 * bb] + xs[r][2 * bb + 1]));
-      dot_groups(0, 8);
-      const __m512 s0 = _mm512_load_ps(tile.s0[b]), s1 = _mm512_load_ps(tile.s0[b] + 16);
-      for (int r = 0; r < R; ++r) {
-        const __m512 d = _mm512_set1_ps(dx[r][bb]);
-        acc[r][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[r][0]), _mm512_mul_ps(s0, d), acc[r][0]);
-        acc[r][1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[r][1]), _mm512_mul_ps(s1, d), acc[r][1]);
-      }
-      if constexpr (block_min(T)) sub_min(tile.m[b], 0, 2);
+      for (int r = 0; r < R; ++r) ia[r][0] = ia[r][1] = _mm512_set1_epi32(p.seed[0][r]);
+      dot_groups(std::integral_constant<int, 0>());
+      scale(tile.s0[b]);
+      if constexpr (block_min(T)) sub_min(tile.m[b], 0);
     }
   }
-  for (int r = 0; r < R; ++r) {
-    float* o = out + (i0 + r) * ldo;
-    _mm512_mask_storeu_ps(o, m0, acc[r][0]);
-    _mm512_mask_storeu_ps(o + 16, m1, acc[r][1]);
+  for (int r = 0; r < rows; ++r) {
+    _mm512_mask_storeu_ps(out + r * ldo, m0, acc[r][0]);
+    _mm512_mask_storeu_ps(out + r * ldo + 16, m1, acc[r][1]);
   }
 }
 
@@ -279,33 +283,35 @@ void quant_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
   if (a.n <= kFewRowsMax) return matmul_few_rows_avx512(a, o_begin, o_end);
   auto tile = new_tile();
   const int64_t nb = a.k / 32;
-  for (int64_t o0 = o_begin; o0 < o_end; o0 += kLanes) {
-    const int valid = static_cast<int>(std::min<int64_t>(kLanes, o_end - o0));
-    const __mmask16 m0 = lane_mask(valid), m1 = lane_mask(valid - 16);
-    float* out = a.out + o0;
-    // The next tile's weights are one contiguous range; prefetching a slice of it with each
-    // chunk keeps memory busy while this tile computes (32 interleaved row streams are more
-    // than the hardware prefetchers follow well, which caps decode far below bandwidth).
-    const char* next = reinterpret_cast<const char*>(a.w + (o0 + kLanes) * a.row_bytes);
-    const int64_t next_lines = o0 + 2 * kLanes <= o_end ? kLanes * static_cast<int64_t>(a.row_bytes) / 64
-                               : o0 + kLanes < o_end    ? (o_end - o0 - kLanes) * static_cast<int64_t>(a.row_bytes) / 64
-                                                        : 0;
-    const int64_t n_chunks = (nb + kChunk - 1) / kChunk;
-    for (int64_t b0 = 0; b0 < nb; b0 += kChunk) {
-      const int nblk = static_cast<int>(std::min<int64_t>(kChunk, nb - b0));
-      const int64_t c = b0 / kChunk;
-      for (int64_t l = next_lines * c / n_chunks; l < next_lines * (c + 1) / n_chunks; ++l)
-        _mm_prefetch(next + 64 * l, _MM_HINT_T1);
-      fill_tile<T>(*tile, a, o0, valid, b0, nblk);
-      const bool first = b0 == 0;
-      int64_t i = 0;
-      for (; i + kRows <= a.n; i += kRows)
-        tile_kernel<T, kRows>(*tile, nblk, b0, a.acts, i, out, a.out_features, m0, m1, first);
-      switch (a.n - i) {
-        case 3: tile_kernel<T, 3>(*tile, nblk, b0, a.acts, i, out, a.out_features, m0, m1, first); break;
-        case 2: tile_kernel<T, 2>(*tile, nblk, b0, a.acts, i, out, a.out_features, m0, m1, first); break;
-        case 1: tile_kernel<T, 1>(*tile, nblk, b0, a.acts, i, out, a.out_features, m0, m1, first); break;
-        default: break;
+  // Rows in blocks whose activation panels fill about half of this core's L2 (read at run
+  // time), so that every tile of the block re-reads them from L2; each block decodes the tiles
+  // again, which costs little next to the block's dot products.
+  const int64_t panel_row_bytes = nb * kPanelBlockBytes / kPanelRows;
+  const int64_t l2_share = static_cast<int64_t>(cpu_caches().l2 / 2);
+  const int64_t block_rows = std::max<int64_t>(kPanelRows, l2_share / panel_row_bytes / kPanelRows * kPanelRows);
+  for (int64_t r0 = 0; r0 < a.n; r0 += block_rows) {
+    const int64_t r1 = std::min(a.n, r0 + block_rows);
+    for (int64_t o0 = o_begin; o0 < o_end; o0 += kLanes) {
+      const int valid = static_cast<int>(std::min<int64_t>(kLanes, o_end - o0));
+      const __mmask16 m0 = lane_mask(valid), m1 = lane_mask(valid - 16);
+      // The next tile's weights are one contiguous range; prefetching a slice of it with each
+      // chunk keeps memory busy while this tile computes.
+      const char* next = reinterpret_cast<const char*>(a.w + (o0 + kLanes) * a.row_bytes);
+      const int64_t next_lines = o0 + 2 * kLanes <= o_end ? kLanes * static_cast<int64_t>(a.row_bytes) / 64
+                                 : o0 + kLanes < o_end    ? (o_end - o0 - kLanes) * static_cast<int64_t>(a.row_bytes) / 64
+                                                          : 0;
+      const int64_t n_chunks = (nb + kChunk - 1) / kChunk;
+      for (int64_t b0 = 0; b0 < nb; b0 += kChunk) {
+        const int nblk = static_cast<int>(std::min<int64_t>(kChunk, nb - b0));
+        const int64_t c = b0 / kChunk;
+        for (int64_t l = next_lines * c / n_chunks; l < next_lines * (c + 1) / n_chunks; ++l)
+          _mm_prefetch(next + 64 * l, _MM_HINT_T1);
+        fill_tile<T>(*tile, a, o0, valid, b0, nblk);
+        const bool first = b0 == 0;
+        const PanelBlock* pan = reinterpret_cast<const PanelBlock*>(a.panel) + r0 / kPanelRows * nb + b0;
+        for (int64_t i = r0; i < r1; i += kPanelRows, pan += nb)
+          panel_kernel<T>(*tile, nblk, pan, static_cast<int>(std::min<int64_t>(kPanelRows, r1 - i)),
+                          a.out + i * a.out_features + o0, a.out_features, m0, m1, first);
       }
     }
   }
@@ -391,6 +397,32 @@ void float_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
 
 }  // namespace
 
+void pack_activation_panels_avx512(GgmlType t, const QuantActs& acts, int64_t n, int64_t g_begin, int64_t g_end,
+                                   uint8_t* panel) {
+  const int64_t nb = acts.k / 32;
+  const int off = weight_offset(t);
+  const bool halves = half_scales(t), min_halves = half_mins(t);
+  PanelBlock* out = reinterpret_cast<PanelBlock*>(panel);
+  for (int64_t g = g_begin; g < g_end; ++g) {
+    for (int64_t b = 0; b < nb; ++b) {
+      PanelBlock& p = out[g * nb + b];
+      std::memset(&p, 0, sizeof(p));
+      for (int r = 0; r < kPanelRows; ++r) {
+        const int64_t i = g * kPanelRows + r;
+        if (i >= n) break;
+        const int8_t* q = acts.row_q(i) + 32 * b;
+        for (int d = 0; d < 8; ++d) std::memcpy(&p.q[d][r], q + 4 * d, 4);
+        const int xs0 = acts.row_s(i)[2 * b], xs1 = acts.row_s(i)[2 * b + 1];
+        p.seed[0][r] = halves ? -off * xs0 : -off * (xs0 + xs1);
+        p.seed[1][r] = halves ? -off * xs1 : 0;
+        p.dx[r] = acts.row_d(i)[b];
+        p.xsum[0][r] = static_cast<float>(min_halves ? xs0 : xs0 + xs1);
+        p.xsum[1][r] = static_cast<float>(min_halves ? xs1 : 0);
+      }
+    }
+  }
+}
+
 // Same results as quantize_activation_row, bit for bit: the block max is exact, the scale and
 // its inverse are the same single IEEE operations, vcvtps2dq rounds to nearest even like
 // nearbyint, and the sums are exact integers.
@@ -420,7 +452,9 @@ void matmul_range_avx512(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
 #undef PAGODA_CASE
     case GgmlType::F32: return float_range<GgmlType::F32>(a, o_begin, o_end);
     case GgmlType::F16: return float_range<GgmlType::F16>(a, o_begin, o_end);
-    case GgmlType::BF16: return float_range<GgmlType::BF16>(a, o_begin, o_end);
+    case GgmlType::BF16:
+      if (a.xb) return matmul_bf16_dot_avx512(a, o_begin, o_end);
+      return float_range<GgmlType::BF16>(a, o_begin, o_end);
     default: return;
   }
 }

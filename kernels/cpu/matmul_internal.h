@@ -53,7 +53,27 @@ struct MatmulArgs {
   QuantActs acts;     // quantized x (quantized weight types)
   int64_t n;
   float* out;         // [n][out_features]
+  // x rounded to bf16, rows of xb_k elements (k rounded up to 32, zero-padded, 64-byte aligned):
+  // set for BF16 weights when uses_bf16_dot(isa, type) (matmul_bf16_avx512.cpp).
+  const uint16_t* xb = nullptr;
+  int64_t xb_k = 0;
+  // Quantized activations re-laid for the AVX-512 prefill micro-kernel (n > kFewRowsMax):
+  // see pack_activation_panels_avx512.
+  const uint8_t* panel = nullptr;
 };
+
+// Activation panels: rows in groups of kPanelRows; per group and 32-element block,
+// kPanelBlockBytes holding the group's int8 dwords interleaved by row, the per-type integer
+// offset correction, the scales and the block sums, so that the micro-kernel reads every row
+// from one pointer with fixed offsets (rows past n are zero).
+constexpr int64_t kPanelRows = 4;
+constexpr int64_t kPanelBlockBytes = 256;
+inline int64_t activation_panel_bytes(int64_t n, int64_t k) {
+  return (n + kPanelRows - 1) / kPanelRows * (k / 32) * kPanelBlockBytes;
+}
+// Packs row groups [g_begin, g_end) of acts (n rows) for weight type t.
+void pack_activation_panels_avx512(GgmlType t, const QuantActs& acts, int64_t n, int64_t g_begin, int64_t g_end,
+                                   uint8_t* panel);
 
 void matmul_range_scalar(const MatmulArgs& a, int64_t o_begin, int64_t o_end);
 void matmul_range_avx2(const MatmulArgs& a, int64_t o_begin, int64_t o_end);
@@ -63,6 +83,12 @@ constexpr int64_t kFewRowsMax = 16;
 void matmul_few_rows_avx512(const MatmulArgs& a, int64_t o_begin, int64_t o_end);
 // The same at the AVX2 level.
 void matmul_few_rows_avx2(const MatmulArgs& a, int64_t o_begin, int64_t o_end);
+
+// BF16 weights with AVX512_BF16 (vdpbf16ps) on bf16-rounded activations; see
+// matmul_bf16_avx512.cpp. Only when cpu_features().avx512_bf16 and the level is Avx512.
+void matmul_bf16_dot_avx512(const MatmulArgs& a, int64_t o_begin, int64_t o_end);
+// x [rows][k] -> y [rows][k_pad] in bf16 (round to nearest even, zero past k; k_pad % 32 == 0).
+void convert_rows_bf16_avx512(const float* x, int64_t k, int64_t k_pad, int64_t rows, uint16_t* y);
 
 // Half -> float: one instruction where the translation unit has F16C, else the portable routine.
 static inline float half_to_float(uint16_t h) {

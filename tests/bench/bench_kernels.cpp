@@ -2,7 +2,8 @@
 //
 //   pagoda_bench_kernels [--threads N] [--type q8_0] [--quick] [--cpu-time] [--peaks-only]
 //   (--type: any supported type; --peaks-only: the two ceilings of (1) and stop; --decode-only:
-//   n = 1 figures only)
+//   n = 1 figures only; --prefill-only: n = 128 and 512 figures only, one weight copy per shape;
+//   --no-stack: skip (3))
 //
 // 1. The ceilings (bench_peaks.h): streaming-read memory bandwidth (N threads summing a 1 GiB
 //    buffer), the limit for decode; the int8 dot-product peak (register-only), the limit for
@@ -12,7 +13,8 @@
 // 3. The whole TinyLlama matmul stack (22 layers of q,k,v,o,gate,up,down + the output head):
 //    decode tokens/s (n = 1), batched decode (n = 4, 16) and prefill tokens/s (n = 128, 512),
 //    matmuls only.
-// Every figure is the median of several runs.
+// Every figure is the median of several runs; prefill figures (% of the int8 peak) alternate
+// with the peak probe so both see the same load.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -79,6 +81,30 @@ std::vector<float> random_x(int64_t n, int64_t k) {
   return x;
 }
 
+// Prefill runs alternate with the int8 peak probe: each run's GOP/s is divided by the peak
+// measured just before it, and the figures are the medians of those runs (on a shared machine
+// the probe sees the same contention as the run next to it).
+struct PrefillFigure {
+  double gops = 0, pct_of_peak = 0, seconds = 0;
+};
+template <class F>
+PrefillFigure prefill_vs_peak(ThreadPool& pool, int reps, double ops, F&& run) {
+  std::vector<double> gops, pct, secs;
+  std::string what;
+  for (int r = 0; r < reps; ++r) {
+    const double peak = bench::int8_peak_gops(pool, g_timing, what);
+    const double t = median_seconds(1, run);
+    gops.push_back(ops / t / 1e9);
+    pct.push_back(peak > 0 ? 100.0 * gops.back() / peak : 0.0);
+    secs.push_back(t);
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  return {median(gops), median(pct), median(secs)};
+}
+
 struct Shape {
   const char* name;
   int64_t out, in;
@@ -89,7 +115,7 @@ struct Shape {
 int main(int argc, char** argv) {
   int threads = 2;
   GgmlType type = GgmlType::Q8_0;
-  bool quick = false, peaks_only = false, decode_only = false;
+  bool quick = false, peaks_only = false, decode_only = false, prefill_only = false, no_stack = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--threads" && i + 1 < argc) threads = std::stoi(argv[++i]);
@@ -97,6 +123,8 @@ int main(int argc, char** argv) {
     else if (a == "--cpu-time") g_timing.cpu_time = true;
     else if (a == "--peaks-only") peaks_only = true;
     else if (a == "--decode-only") decode_only = true;
+    else if (a == "--prefill-only") prefill_only = true;
+    else if (a == "--no-stack") no_stack = true;
     else if (a == "--type" && i + 1 < argc) {
       const std::string t = argv[++i];
       bool found = false;
@@ -104,15 +132,15 @@ int main(int argc, char** argv) {
         if (const GgmlTypeInfo* info = ggml_type_info(id); info && info->supported && t == info->name) type = info->type, found = true;
       if (!found) return std::fprintf(stderr, "unknown type %s\n", t.c_str()), 2;
     } else {
-      std::fprintf(stderr, "usage: %s [--threads N] [--type TYPE (any supported: q8_0, q5_k, iq4_xs, f16, ...)] [--quick] [--cpu-time] [--peaks-only] [--decode-only]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--threads N] [--type TYPE (any supported: q8_0, q5_k, iq4_xs, f16, ...)] [--quick] [--cpu-time] [--peaks-only] [--decode-only] [--prefill-only] [--no-stack]\n", argv[0]);
       return 2;
     }
   }
   g_timing.threads = threads;
   ThreadPool pool(threads);
   std::printf("%s, %d threads, weights %s\n", cpu_features_string().c_str(), threads, ggml_type_info(type).name);
-  const double bw = bench::stream_read_gbps(pool, g_timing);
-  std::printf("stream read bandwidth: %.1f GB/s\n", bw);
+  const double bw = prefill_only ? 0.0 : bench::stream_read_gbps(pool, g_timing);
+  if (!prefill_only) std::printf("stream read bandwidth: %.1f GB/s\n", bw);
   std::string peak_what;
   const double peak = bench::int8_peak_gops(pool, g_timing, peak_what);
   std::printf("int8 dot-product peak: %.0f GOPS (%s, registers only)\n", peak, peak_what.c_str());
@@ -128,21 +156,25 @@ int main(int argc, char** argv) {
   for (const Shape& s : shapes) {
     const size_t wbytes = ggml_row_size(type, s.in) * static_cast<size_t>(s.out);
     // PAGODA_BENCH_HOT=1 keeps one copy (weights mostly cache-resident): shows compute limits.
-    const bool hot = std::getenv("PAGODA_BENCH_HOT") != nullptr;
+    // Prefill re-reads each weight tile from cache for many rows: it does not need the rotation.
+    const bool hot = std::getenv("PAGODA_BENCH_HOT") != nullptr || prefill_only;
     const int copies = hot ? 1 : static_cast<int>(std::max<size_t>(1, rotation_bytes / wbytes));
     std::vector<std::vector<uint8_t>> ws;
     for (int c = 0; c < copies; ++c) ws.push_back(random_weights(type, s.out, s.in, 10 + c));
     std::vector<float> out(static_cast<size_t>(512 * s.out));
     const auto x = random_x(512, s.in);
     int next = 0;
-    const double t1 = median_seconds(quick ? 5 : 30, [&] {
-      matmul(pool, type, ws[next++ % copies].data(), s.out, s.in, x.data(), 1, out.data());
-    });
-    std::printf("%-24s n=1   %7.3f ms  %6.1f GB/s (%3.0f%% of stream)", s.name, t1 * 1e3, wbytes / t1 / 1e9,
-                100.0 * wbytes / t1 / 1e9 / bw);
+    std::printf("%-24s", s.name);
+    if (!prefill_only) {
+      const double t1 = median_seconds(quick ? 5 : 30, [&] {
+        matmul(pool, type, ws[next++ % copies].data(), s.out, s.in, x.data(), 1, out.data());
+      });
+      std::printf(" n=1   %7.3f ms  %6.1f GB/s (%3.0f%% of stream)", t1 * 1e3, wbytes / t1 / 1e9,
+                  100.0 * wbytes / t1 / 1e9 / bw);
+    }
     // Small batches (batched decode of several sequences): time per call.
     for (int64_t n : {2, 3, 4, 8, 16}) {
-      if (decode_only) break;
+      if (decode_only || prefill_only) break;
       const double t = median_seconds(quick ? 5 : 15, [&] {
         matmul(pool, type, ws[next++ % copies].data(), s.out, s.in, x.data(), n, out.data());
       });
@@ -150,14 +182,15 @@ int main(int argc, char** argv) {
     }
     for (int64_t n : {128, 512}) {
       if (decode_only || (quick && n == 512)) continue;
-      const double t = median_seconds(quick ? 2 : 5, [&] {
+      const PrefillFigure f = prefill_vs_peak(pool, quick ? 3 : 7, 2.0 * n * s.out * s.in, [&] {
         matmul(pool, type, ws[next++ % copies].data(), s.out, s.in, x.data(), n, out.data());
       });
-      std::printf("  n=%-3ld %6.1f GOP/s", static_cast<long>(n), 2.0 * n * s.out * s.in / t / 1e9);
+      std::printf("  n=%-3ld %6.1f GOP/s (%2.0f%%)", static_cast<long>(n), f.gops, f.pct_of_peak);
     }
     std::printf("\n");
   }
 
+  if (no_stack) return 0;
   // The whole TinyLlama-1.1B matmul stack.
   struct Mat {
     int64_t out, in;
@@ -179,21 +212,22 @@ int main(int argc, char** argv) {
   auto forward = [&](int64_t n) {
     for (const Mat& m : model) matmul(pool, type, m.w.data(), m.out, m.in, x.data(), n, out.data());
   };
-  const double td = median_seconds(5, [&] { forward(1); });
-  std::printf("tinyllama matmuls (%d layers, %.2f GB): decode %.1f tok/s (%.1f GB/s, %.0f%% of stream)\n", layers,
+  const double td = prefill_only ? 0.0 : median_seconds(5, [&] { forward(1); });
+  if (!prefill_only)
+    std::printf("tinyllama matmuls (%d layers, %.2f GB): decode %.1f tok/s (%.1f GB/s, %.0f%% of stream)\n", layers,
               total / 1e9, 1.0 / td, total / td / 1e9, 100.0 * total / td / 1e9 / bw);
   for (int64_t n : {4, 16}) {  // batched decode of n sequences (issue 4's engine benchmark)
-    if (decode_only) break;
+    if (decode_only || prefill_only) break;
     const double tb = median_seconds(5, [&] { forward(n); });
     std::printf("tinyllama matmuls batched decode n=%ld: %.1f tok/s aggregate\n", static_cast<long>(n), n / tb);
   }
   for (int64_t n : {128, 512}) {
     if (decode_only || (quick && n == 512)) continue;
-    const double tp = median_seconds(3, [&] { forward(n); });
     double flops = 0;
     for (const Mat& m : model) flops += 2.0 * n * m.out * m.in;
+    const PrefillFigure f = prefill_vs_peak(pool, 5, flops, [&] { forward(n); });
     std::printf("tinyllama matmuls prefill n=%ld: %.1f tok/s (%.1f GOP/s, %.0f%% of the int8 peak)\n",
-                static_cast<long>(n), n / tp, flops / tp / 1e9, peak > 0 ? 100.0 * flops / tp / 1e9 / peak : 0.0);
+                static_cast<long>(n), n / f.seconds, f.gops, f.pct_of_peak);
   }
   return 0;
 }

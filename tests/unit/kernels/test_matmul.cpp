@@ -69,7 +69,12 @@ std::vector<float> run(ThreadPool& pool, CpuIsa isa, const Problem& p, int64_t n
 //  * float rounding (all types): one fma or add per element/block, each with relative error
 //    2^-24 of a partial sum bounded by sum_k |w_k x_k|; 4 * k * 2^-24 * sum|w x| covers it
 //    comfortably for these k (the chains are at most k long; horizontal sums add log2 steps).
-void check_against_reference(const Problem& p, const std::vector<float>& out, const std::string& what) {
+//  * BF16 weights on the vdpbf16ps path (bf16_dot): x is rounded to bf16 (relative error at most
+//    2^-9 per element, the products are then exact), so the result can move by 2^-9 * sum|w x|.
+bool bf16_dot(GgmlType t, CpuIsa isa) { return t == GgmlType::BF16 && isa == CpuIsa::Avx512 && bf16_dot_products(); }
+
+void check_against_reference(const Problem& p, const std::vector<float>& out, const std::string& what,
+                             bool x_in_bf16 = false) {
   for (int64_t i = 0; i < p.n; ++i) {
     const float* x = p.x.data() + i * p.in;
     std::vector<double> blk_amax(static_cast<size_t>((p.in + 31) / 32), 0.0);
@@ -84,6 +89,7 @@ void check_against_reference(const Problem& p, const std::vector<float>& out, co
       }
       double tol = 4.0 * p.in * std::ldexp(1.0, -24) * abs_sum + 1e-6;
       if (quantized(p.type)) tol += quant_bound * 1.01;
+      if (x_in_bf16) tol += std::ldexp(1.0, -9) * abs_sum;
       const double got = out[i * p.out + o];
       if (!(std::fabs(got - ref) <= tol)) {
         FAIL(what << " row " << i << " out " << o << ": got " << got << " want " << ref << " tol " << tol);
@@ -111,9 +117,35 @@ TEST_CASE("matmul matches the reference for every type, ISA level and odd shapes
       for (int64_t out : {37, 70})
         for (int64_t n : {1, 3, 17}) {
           const Problem p = make_problem(t, out, in, n, static_cast<uint32_t>(out * 1000 + in + n));
-          for (CpuIsa isa : isas()) check_against_reference(p, run(pool, isa, p, n, p.x.data()), name(t, isa, out, in, n));
+          for (CpuIsa isa : isas())
+            check_against_reference(p, run(pool, isa, p, n, p.x.data()), name(t, isa, out, in, n), bf16_dot(t, isa));
         }
   }
+}
+
+TEST_CASE("BF16 weights on the vdpbf16ps path: exact products of bf16-rounded activations") {
+  if (!cpu_supports(CpuIsa::Avx512) || !cpu_features().avx512_bf16) return;  // no vdpbf16ps here
+  const bool was_on = bf16_dot_products();
+  set_bf16_dot_products(true);
+  struct Restore {
+    bool on;
+    ~Restore() { set_bf16_dot_products(on); }
+  } restore{was_on};
+  ThreadPool pool(2);
+  for (int64_t in : {67, 1040, 2048})
+    for (int64_t n : {1, 5, 130}) {
+      const Problem p = make_problem(GgmlType::BF16, 37, in, n, static_cast<uint32_t>(in + n));
+      const auto got = run(pool, CpuIsa::Avx512, p, n, p.x.data());
+      // The reference with x rounded as the kernel rounds it: only float summation error is left.
+      Problem rounded = p;
+      for (auto& v : rounded.x) v = bf16_to_fp32(fp32_to_bf16(v));
+      check_against_reference(rounded, got, name(p.type, CpuIsa::Avx512, p.out, in, n));
+      // Batch invariance: each row alone (decode) gives the same bits.
+      for (int64_t i : {int64_t{0}, n - 1}) {
+        const auto one = run(pool, CpuIsa::Avx512, p, 1, p.x.data() + i * in);
+        REQUIRE(std::memcmp(one.data(), got.data() + i * p.out, p.out * 4) == 0);
+      }
+    }
 }
 
 TEST_CASE("quantized types give bit-identical results at every ISA level") {
@@ -147,6 +179,23 @@ TEST_CASE("batch and thread invariance: a row's result is bit-identical whatever
       // A row in the middle of a differently sized batch (n = 6 starting at row 5).
       const auto mid = run(pool1, isa, p, 6, p.x.data() + 5 * in);
       CHECK(std::memcmp(mid.data(), all.data() + 5 * p.out, 6 * p.out * 4) == 0);
+    }
+  }
+}
+
+TEST_CASE("prefill rows split into L2-sized blocks give the decode path's bits") {
+  // in = 8192: the AVX-512 prefill kernel takes its rows in blocks of fewer than 130 on any L2
+  // up to 4 MiB, so blocks and a partial last row group are crossed.
+  ThreadPool pool(2);
+  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K}) {
+    const Problem p = make_problem(t, 40, 8192, 130, 11);
+    for (CpuIsa isa : isas()) {
+      INFO(name(t, isa, p.out, p.in, p.n));
+      const auto all = run(pool, isa, p, p.n, p.x.data());
+      for (int64_t i : {0, 63, 64, 100, 129}) {
+        const auto one = run(pool, isa, p, 1, p.x.data() + i * p.in);
+        REQUIRE(std::memcmp(one.data(), all.data() + i * p.out, p.out * 4) == 0);
+      }
     }
   }
 }

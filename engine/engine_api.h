@@ -126,6 +126,9 @@ struct EngineStats {
   uint64_t kv_disk_saves = 0;            // successful saves
   uint64_t spec_drafted = 0;   // speculative decoding: drafted tokens verified
   uint64_t spec_accepted = 0;  // of those, accepted
+  uint64_t spec_verifications = 0;  // decode steps of a sequence that verified a draft tree
+  uint64_t spec_cost_skips = 0;     // speculating decodes the step-cost gate kept from drafting
+  const char* speculative = "none"; // the drafter (--speculative): none, ngram or draft
 };
 
 // What POST /v1/cache/save reports (EngineApi::save_prefix_cache).

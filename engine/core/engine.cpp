@@ -681,6 +681,9 @@ void LlmEngine::update_stats(bool stepped) {
   stats_.kv_disk_saves = kv_disk_saves_;
   stats_.spec_drafted = c.spec_drafted;
   stats_.spec_accepted = c.spec_accepted;
+  stats_.spec_verifications = c.spec_verifications;
+  stats_.spec_cost_skips = c.spec_cost_skips;
+  stats_.speculative = speculative_mode_name(cfg_.speculative);
   if (stepped) {
     ++stats_.steps;
     stats_.last_step_unix_s = now_unix_s();

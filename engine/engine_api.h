@@ -129,6 +129,7 @@ struct EngineStats {
   uint64_t spec_verifications = 0;  // decode steps of a sequence that verified a draft tree
   uint64_t spec_cost_skips = 0;     // speculating decodes the step-cost gate kept from drafting
   const char* speculative = "none"; // the drafter (--speculative): none, ngram or draft
+  int spec_draft_blocks_used = 0;   // --speculative draft: blocks of the draft model's own KV cache held
 };
 
 // What POST /v1/cache/save reports (EngineApi::save_prefix_cache).

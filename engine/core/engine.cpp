@@ -131,6 +131,7 @@ LlmEngine::LlmEngine(Model& model, const Tokenizer* tokenizer, EngineConfig cfg)
   if (cfg_.speculative != SpeculativeMode::None) {
     sc.spec_tokens = std::clamp(cfg_.spec_tokens, 0, StepPlan::kMaxTreeTokens - 1);
     sc.draft = make_drafter();
+    sc.spec_cost_gate = cfg_.spec_cost_gate;
   }
   scheduler_ = std::make_unique<Scheduler>(sc, *kv_);
   spdlog::info("engine: {} KV blocks of {} tokens ({} {:.1f} MiB; {}), context {} tokens, batch {} tokens, {} seqs",
@@ -288,6 +289,7 @@ void LlmEngine::loop() {
       }
     }
     if (!cfg_.kv_cache_dir.empty()) save_kv_file();  // a clean stop: the cache outlives us
+    log_spec_summary();
   } catch (const std::exception& e) {
     spdlog::critical("engine thread stopped: {}", e.what());
   }
@@ -684,6 +686,7 @@ void LlmEngine::update_stats(bool stepped) {
   stats_.spec_verifications = c.spec_verifications;
   stats_.spec_cost_skips = c.spec_cost_skips;
   stats_.speculative = speculative_mode_name(cfg_.speculative);
+  stats_.spec_draft_blocks_used = draft_blocks_in_use();
   if (stepped) {
     ++stats_.steps;
     stats_.last_step_unix_s = now_unix_s();

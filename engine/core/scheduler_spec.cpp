@@ -17,8 +17,12 @@ DraftTree Scheduler::draft_for(Sequence& seq, int budget) {
   const int room = std::min({cfg_.spec_tokens, spec_pool_, budget - 1, cfg_.ctx_limit - seq.num_computed - 1,
                              StepPlan::kMaxTreeTokens - 1});
   if (room <= 0 || !seq.spec.allowed()) return root;
-  const int worth = drafts_worth(seq, room);
-  if (worth == 0) {
+  int worth = drafts_worth(seq, room);
+  if (worth > 0) {
+    seq.spec.gated = 0;
+  } else if (seq.spec.probe_despite_cost()) {
+    worth = room;
+  } else {
     ++counters_.spec_cost_skips;
     return root;
   }

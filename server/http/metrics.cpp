@@ -183,6 +183,9 @@ std::string Metrics::render(const EngineStats& s, const ConnectionStats* conn) c
   metric(out, "pagoda_spec_cost_skips_total", "counter",
          "Speculative decoding: decodes not drafted because the step-cost model said it would not pay.",
          spec_labels, (double)s.spec_cost_skips);
+  metric(out, "pagoda_spec_draft_kv_blocks_used", "gauge",
+         "Speculative decoding: blocks of the draft model's own KV cache held by sequences.", labels,
+         s.spec_draft_blocks_used);
   metric(out, "pagoda_engine_alive", "gauge", "1 while the engine thread runs.", labels, s.alive ? 1 : 0);
 
   lk.lock();

@@ -49,8 +49,9 @@ std::shared_ptr<Sequence> make_seq(uint64_t id, int max_tokens) {
   return seq;
 }
 
-// `n` sequences past their prompts, decoding; returns what each asked the drafter for.
-std::vector<int> asked_for_drafts(int n, const StepCostModel& cost) {
+// `n` sequences past their prompts, decoding; returns what each asked the drafter for in the
+// `steps`-th decode step.
+std::vector<int> asked_for_drafts(int n, const StepCostModel& cost, int steps = 1) {
   KvCacheManager kv(256, 4);
   SchedulerConfig c;
   c.max_batch_tokens = 256;
@@ -69,8 +70,11 @@ std::vector<int> asked_for_drafts(int n, const StepCostModel& cost) {
   for (int i = 0; i < n; ++i) s.add(seqs.emplace_back(make_seq(static_cast<uint64_t>(i + 1), 20)));
   s.schedule();
   s.update(std::vector<int32_t>(static_cast<size_t>(n), 50));
-  asked.clear();
-  s.schedule();
+  for (int step = 1; step <= steps; ++step) {
+    asked.clear();
+    s.schedule();
+    if (step < steps) s.update(std::vector<int32_t>(static_cast<size_t>(n), 50 + step));  // plain decodes
+  }
   for (const auto& seq : seqs) s.finish(seq, FinishReason::Abort);
   CHECK(kv.pool().stats().used == 0);
   return asked;
@@ -91,6 +95,9 @@ TEST_CASE("cost gate in the scheduler: one bandwidth-bound stream drafts, a comp
   // Compute-bound: no fixed cost to share, every token costs what it earns at best: none draft.
   cost.set_coefficients({0, 0.5, 0.1, 0});
   CHECK(asked_for_drafts(4, cost).empty());
+  // ... except every 16th decode, which drafts anyway so the acceptance estimate stays current.
+  CHECK(asked_for_drafts(4, cost, SpecState::kProbeEvery - 1).empty());
+  CHECK(asked_for_drafts(4, cost, SpecState::kProbeEvery) == std::vector<int>{8, 8, 8, 8});
   // No ready cost model: the fixed budgets alone.
   CHECK(asked_for_drafts(4, StepCostModel{}) == std::vector<int>{8, 8, 8, 8});
 }

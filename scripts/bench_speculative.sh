@@ -8,7 +8,8 @@
 # 2. the real trained stories260K (../shared/testdata; skipped without it) on real text: a short
 #    story, then its first words again, so the model continues by copying: single-stream tok/s
 #    and acceptance of plain vs ngram vs draft = the target itself vs an oracle drafter,
-#    alternating, medians of STORIES_ROUNDS rounds. Skip either part with TINYLLAMA=0 / STORIES=0.
+#    alternating, medians of STORIES_ROUNDS rounds, with the step-cost gate on and then off.
+#    Skip either part with TINYLLAMA=0 / STORIES=0.
 #
 #   scripts/bench_speculative.sh [build-dir]
 #   env: MODEL=path THREADS=2 CTX=256 REPS=7 TOKENS=64 SPEC_TOKENS=4 ROUNDS=2 SELF_DRAFT=0
@@ -41,7 +42,11 @@ her dog, Max. One day, Lily saw a big red ball under a tree. She ran to get it, 
 Lily laughed and said, \"Max, you are so fast!\" They played with the ball all day, and then they went home \
 to eat dinner with Mom."
   echo "== stories260K (trained), real text =="
-  "$BUILD/tests/bench_speculative" --model "$STORIES_MODEL" --threads 1 --no-verify-cost --self-draft \
-    --tokens "${STORIES_TOKENS:-96}" --spec-tokens "${SPEC_TOKENS:-4}" --rounds "${STORIES_ROUNDS:-7}" \
-    --passage "$passage"
+  for gate in on off; do  # the step-cost gate (--spec-cost-gate) on, then off
+    flags=()
+    [ $gate = off ] && flags+=(--no-cost-gate)
+    "$BUILD/tests/bench_speculative" --model "$STORIES_MODEL" --threads 1 --no-verify-cost --self-draft \
+      --tokens "${STORIES_TOKENS:-96}" --spec-tokens "${SPEC_TOKENS:-4}" --rounds "${STORIES_ROUNDS:-7}" \
+      --passage "$passage" "${flags[@]}" 2>&1 | grep -v '\[info\]'
+  done
 fi

@@ -10,7 +10,8 @@
 //
 //   bench_speculative --model M.gguf [--threads 2] [--ctx 256] [--reps 7] [--max-tree 8]
 //                     [--tokens 64] [--spec-tokens 4] [--rounds 2] [--self-draft]
-//                     [--passage TEXT] [--no-verify-cost]
+//                     [--passage TEXT] [--no-verify-cost] [--no-cost-gate]
+//     (--no-cost-gate: speculating modes draft within the fixed budgets alone, spec_cost.h)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -34,7 +35,7 @@ namespace {
 struct Args {
   std::string model;
   int threads = 2, ctx = 256, reps = 7, max_tree = 8, tokens = 64, spec_tokens = 4, rounds = 2;
-  bool self_draft = false, verify = true;
+  bool self_draft = false, verify = true, cost_gate = true;
   std::string passage;  // text; empty: random ids
 };
 
@@ -113,6 +114,7 @@ StreamResult stream(const Args& a, const gguf::GgufFile& f, SpeculativeMode mode
   c.kv_cache_memory = 64u << 20;
   c.speculative = mode;
   c.spec_tokens = a.spec_tokens;
+  c.spec_cost_gate = a.cost_gate;
   if (oracle)
     c.custom_drafter = [oracle](const Sequence& seq, int max_draft) {
       DraftTree t(seq.tokens.back());
@@ -179,8 +181,9 @@ void single_stream(const Args& a, const gguf::GgufFile& f) {
       res[i].push_back(stream(a, f, modes[i].second, prompt,
                               i + 1 == modes.size() ? &res[0].back().tokens : nullptr));
   std::printf("single stream, %d greedy tokens, prompt %zu tokens (a %s passage, then its start again), "
-              "--spec-tokens %d, %d threads, median of %d:\n",
-              a.tokens, prompt.size(), a.passage.empty() ? "random-id" : "text", a.spec_tokens, a.threads, a.rounds);
+              "--spec-tokens %d, cost gate %s, %d threads, median of %d:\n",
+              a.tokens, prompt.size(), a.passage.empty() ? "random-id" : "text", a.spec_tokens,
+              a.cost_gate ? "on" : "off", a.threads, a.rounds);
   const double plain = [&] {
     std::vector<double> v;
     for (const auto& r : res[0]) v.push_back(r.tok_s);
@@ -226,6 +229,7 @@ int main(int argc, char** argv) {
     else if (k == "--self-draft") a.self_draft = true;
     else if (k == "--passage") a.passage = next();
     else if (k == "--no-verify-cost") a.verify = false;
+    else if (k == "--no-cost-gate") a.cost_gate = false;
     else {
       std::fprintf(stderr, "unknown argument %s\n", k.c_str());
       return 2;

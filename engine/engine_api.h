@@ -83,6 +83,10 @@ struct Usage {
   double queue_seconds = -1;
   double prefill_seconds = -1;
   double decode_seconds = -1;
+  // Speculative decoding: tokens drafted for the request's choices and verified, and of those
+  // the accepted (the rest were rejected).
+  int spec_drafted_tokens = 0;
+  int spec_accepted_tokens = 0;
 };
 
 // A submitted request. Thread-safe; owned jointly by the caller and the engine.

@@ -641,6 +641,9 @@ void LlmEngine::choice_finished(Active& a) {
     a.stream->set_timings(a.admitted != none ? secs(a.submitted, a.admitted) : -1,
                           a.admitted != none && prefilled != none ? secs(a.admitted, prefilled) : -1,
                           a.first_token != none ? secs(a.first_token, now) : -1);
+    int drafted = 0, accepted = 0;
+    for (const auto& seq : a.seqs) drafted += seq->spec.drafted_total, accepted += seq->spec.accepted_total;
+    a.stream->set_speculation(drafted, accepted);
   }
   std::lock_guard<std::mutex> lock(stats_mu_);
   --inflight_seqs_;

@@ -109,6 +109,8 @@ void Scheduler::take_tree_tokens(const SampleTarget& t, const std::vector<int32_
   int depth = 0;
   for (int j = 0; j < tree.size(); ++j) depth = std::max(depth, tree.depth(j));
   seq->spec.observe(depth, accepted);
+  seq->spec.drafted_total += tree.drafted();
+  seq->spec.accepted_total += accepted;
   // Token by token, as plain decoding would have taken them (the stop rules see the cache
   // length each token had).
   const int final_computed = seq->num_computed;

@@ -98,6 +98,7 @@ struct SpecState {
   // update: a sequence it keeps from drafting drafts anyway every kProbeEvery-th decode, so the
   // estimate follows the text (a passage being copied) instead of freezing at its prior.
   int gated = 0;  // decodes in a row the gate kept from drafting
+  int drafted_total = 0, accepted_total = 0;  // over the sequence's life (its Usage)
   static constexpr int kProbeEvery = 16;
 
   // After a verification that drafted a main-chain depth of `depth` and accepted `accepted`.

@@ -3,7 +3,8 @@
 // stories260K.expected.json with n-gram drafts and with the model drafting for itself equal the
 // non-speculative text (f16 KV gives llama.cpp's ids, test_stories_fidelity), alone and as 16
 // concurrent requests, half of them opting out ("speculative": false); /metrics counts the
-// drafts by drafter, and every KV block (the model's and the draft model's) comes back.
+// drafts by drafter, each request's usage its accepted and rejected drafts
+// (completion_tokens_details), and every KV block (the model's and the draft model's) comes back.
 #include <catch2/catch.hpp>
 
 #include <fstream>
@@ -38,13 +39,16 @@ std::unique_ptr<ServerProcess> serve(std::vector<std::string> spec_flags) {
   return s;
 }
 
-// The greedy 64-token completion of case `c`; empty on an HTTP error.
-std::string complete(int port, const json& c, bool speculative) {
+// The greedy 64-token completion of case `c`; empty on an HTTP error. `details`: the usage's
+// completion_tokens_details (accepted / rejected drafts; null when nothing was drafted).
+std::string complete(int port, const json& c, bool speculative, json* details = nullptr) {
   json body{{"prompt", c["prompt_ids"]}, {"max_tokens", 64}, {"temperature", 0}, {"ignore_eos", true}};
   if (!speculative) body["speculative"] = false;
   const HttpResult r = http_post(port, "/v1/completions", body);
   if (r.status != 200) return "";
-  return json::parse(r.body)["choices"][0]["text"].get<std::string>();
+  const json j = json::parse(r.body);
+  if (details) *details = j["usage"].value("completion_tokens_details", json());
+  return j["choices"][0]["text"].get<std::string>();
 }
 
 double metric(ServerProcess& s, const std::string& name) {
@@ -55,10 +59,19 @@ double metric(ServerProcess& s, const std::string& name) {
 // `batch_speculates`: the 16 must verify drafts too (the cost gate off).
 void check_greedy_equivalence(ServerProcess& s, bool batch_speculates) {
   const double blocks_before = metric(s, "pagoda_kv_blocks_used");
+  double usage_drafted = 0, usage_accepted = 0;
   for (const auto& c : cases()) {
     INFO(c["prompt"].get<std::string>());
-    CHECK(complete(s.port(), c, true) == c["greedy_text"].get<std::string>());
+    json details;
+    CHECK(complete(s.port(), c, true, &details) == c["greedy_text"].get<std::string>());
+    if (details.is_null()) continue;
+    usage_accepted += details["accepted_prediction_tokens"].get<double>();
+    usage_drafted += details["accepted_prediction_tokens"].get<double>() + details["rejected_prediction_tokens"].get<double>();
   }
+  // The requests' usage adds up to the engine's counters (nothing else ran yet; the counters
+  // are published at the end of the step that answered the last request).
+  CHECK(wait_for([&] { return usage_drafted == metric(s, "pagoda_spec_draft_tokens_total"); }, 5));
+  CHECK(usage_accepted == metric(s, "pagoda_spec_accepted_tokens_total"));
   const double verified_alone = metric(s, "pagoda_spec_verify_steps_total");
   CHECK(verified_alone > 0);
   std::vector<std::string> got(16);

@@ -83,6 +83,10 @@ struct Usage {
   double queue_seconds = -1;
   double prefill_seconds = -1;
   double decode_seconds = -1;
+  // Speculative decoding: tokens drafted for the request's choices and verified, and of those
+  // the accepted (the rest were rejected).
+  int spec_drafted_tokens = 0;
+  int spec_accepted_tokens = 0;
 };
 
 // A submitted request. Thread-safe; owned jointly by the caller and the engine.
@@ -126,6 +130,10 @@ struct EngineStats {
   uint64_t kv_disk_saves = 0;            // successful saves
   uint64_t spec_drafted = 0;   // speculative decoding: drafted tokens verified
   uint64_t spec_accepted = 0;  // of those, accepted
+  uint64_t spec_verifications = 0;  // decode steps of a sequence that verified a draft tree
+  uint64_t spec_cost_skips = 0;     // speculating decodes the step-cost gate kept from drafting
+  const char* speculative = "none"; // the drafter (--speculative): none, ngram or draft
+  int spec_draft_blocks_used = 0;   // --speculative draft: blocks of the draft model's own KV cache held
 };
 
 // What POST /v1/cache/save reports (EngineApi::save_prefix_cache).

@@ -143,6 +143,7 @@ LlmEngine::LlmEngine(Model& model, const Tokenizer* tokenizer, EngineConfig cfg)
   if (cfg_.speculative != SpeculativeMode::None) {
     sc.spec_tokens = std::clamp(cfg_.spec_tokens, 0, StepPlan::kMaxTreeTokens - 1);
     sc.draft = make_drafter();
+    sc.spec_cost_gate = cfg_.spec_cost_gate;
   }
   scheduler_ = std::make_unique<Scheduler>(sc, *kv_);
   spdlog::info("engine: {} KV blocks of {} tokens ({} {:.1f} MiB; {}), context {} tokens, batch {} tokens, {} seqs",
@@ -300,6 +301,7 @@ void LlmEngine::loop() {
       }
     }
     if (!cfg_.kv_cache_dir.empty()) save_kv_file();  // a clean stop: the cache outlives us
+    log_spec_summary();
   } catch (const std::exception& e) {
     spdlog::critical("engine thread stopped: {}", e.what());
   }
@@ -651,6 +653,9 @@ void LlmEngine::choice_finished(Active& a) {
     a.stream->set_timings(a.admitted != none ? secs(a.submitted, a.admitted) : -1,
                           a.admitted != none && prefilled != none ? secs(a.admitted, prefilled) : -1,
                           a.first_token != none ? secs(a.first_token, now) : -1);
+    int drafted = 0, accepted = 0;
+    for (const auto& seq : a.seqs) drafted += seq->spec.drafted_total, accepted += seq->spec.accepted_total;
+    a.stream->set_speculation(drafted, accepted);
   }
   std::lock_guard<std::mutex> lock(stats_mu_);
   --inflight_seqs_;
@@ -693,6 +698,10 @@ void LlmEngine::update_stats(bool stepped) {
   stats_.kv_disk_saves = kv_disk_saves_;
   stats_.spec_drafted = c.spec_drafted;
   stats_.spec_accepted = c.spec_accepted;
+  stats_.spec_verifications = c.spec_verifications;
+  stats_.spec_cost_skips = c.spec_cost_skips;
+  stats_.speculative = speculative_mode_name(cfg_.speculative);
+  stats_.spec_draft_blocks_used = draft_blocks_in_use();
   if (stepped) {
     ++stats_.steps;
     stats_.last_step_unix_s = now_unix_s();

@@ -106,6 +106,9 @@ struct EngineConfig {
   int spec_tokens = 4;
   int spec_tree = 1;
   Model* draft_model = nullptr;
+  // Drafts only as many tokens as the step-cost model says pay off (spec_cost.h); off: the
+  // fixed budgets alone.
+  bool spec_cost_gate = true;
   // Benchmarks and tests: drafts with this instead of the built-in drafter (any mode but None).
   std::function<DraftTree(const Sequence&, int max_draft)> custom_drafter;
 };
@@ -178,6 +181,8 @@ class LlmEngine final : public EngineApi {
   // Speculative decoding (engine_spec.cpp): the scheduler's drafter for cfg_.speculative, and
   // the acceptance walk over a verified tree's logit rows (speculative.h).
   std::function<DraftTree(const Sequence&, int)> make_drafter();
+  // At the end of the engine thread: drafted / accepted totals, one log line.
+  void log_spec_summary() const;
   std::vector<SampleResult> verify_tree(const SampleTarget& target);
   void forget_draft(uint64_t seq_id);  // a finished sequence's draft-model cache
 

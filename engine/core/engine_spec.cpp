@@ -35,6 +35,16 @@ std::vector<SampleResult> LlmEngine::verify_tree(const SampleTarget& target) {
   });
 }
 
+void LlmEngine::log_spec_summary() const {
+  if (cfg_.speculative == SpeculativeMode::None) return;
+  const SchedulerCounters& c = scheduler_->counters();
+  spdlog::info("engine: speculative decoding ({}): {} tokens drafted, {} accepted ({:.0f}%), {} verify steps, "
+               "{} decodes not drafted for cost",
+               speculative_mode_name(cfg_.speculative), c.spec_drafted, c.spec_accepted,
+               c.spec_drafted ? 100.0 * static_cast<double>(c.spec_accepted) / static_cast<double>(c.spec_drafted) : 0.0,
+               c.spec_verifications, c.spec_cost_skips);
+}
+
 int LlmEngine::draft_blocks_in_use() const { return draft_ ? draft_->blocks_in_use() : 0; }
 
 void LlmEngine::forget_draft(uint64_t seq_id) {

@@ -47,6 +47,12 @@ void ChannelStream::set_cached_prompt_tokens(int n) {
   usage_.cached_prompt_tokens = n;
 }
 
+void ChannelStream::set_speculation(int drafted, int accepted) {
+  std::lock_guard<std::mutex> lock(mu_);
+  usage_.spec_drafted_tokens = drafted;
+  usage_.spec_accepted_tokens = accepted;
+}
+
 void ChannelStream::set_timings(double queue_s, double prefill_s, double decode_s) {
   std::lock_guard<std::mutex> lock(mu_);
   usage_.queue_seconds = queue_s;

@@ -32,6 +32,8 @@ class ChannelStream final : public RequestStream {
   void set_cached_prompt_tokens(int n);
   // Usage's phase timings (before the last delta is pushed, so a reader sees them once done()).
   void set_timings(double queue_s, double prefill_s, double decode_s);
+  // Usage's speculative-decoding counts (likewise before the last delta).
+  void set_speculation(int drafted, int accepted);
   bool abort_requested() const { return abort_.load(std::memory_order_acquire); }
 
  private:

@@ -281,6 +281,7 @@ StepPlan Scheduler::schedule() {
   int n_decoding = 0;
   for (const auto& seq : running_) n_decoding += seq->num_tokens() - seq->num_computed == 1 ? 1 : 0;
   spec_pool_ = std::max(0, std::min(budget, cfg_.spec_step_tokens) - n_decoding);
+  if (cfg_.draft) plan_spec_cost();
 
   // Decodes first, then unfinished prefills; both in admission order. Iterate over a snapshot:
   // preemption and finishing edit running_.

@@ -61,6 +61,9 @@ struct SchedulerConfig {
   std::function<DraftTree(const Sequence&, int max_draft)> draft;
   int spec_tokens = 0;        // drafted nodes per sequence and step at most (0: off)
   int spec_step_tokens = 32;
+  // With a ready step_cost: each speculating decode drafts only as many tokens as the cost
+  // model says pay for themselves (spec_cost.h); spec_step_tokens stays the upper bound.
+  bool spec_cost_gate = true;
 };
 
 // Row `logit_row` (an index into StepPlan::logit_rows) is sampled for `seq`. n > 1 siblings that
@@ -104,6 +107,7 @@ struct SchedulerCounters {
   uint64_t spec_verifications = 0;  // decode steps that verified a draft tree
   uint64_t spec_drafted = 0;        // drafted tree nodes
   uint64_t spec_accepted = 0;       // of those, accepted
+  uint64_t spec_cost_skips = 0;     // speculating decodes the cost gate kept from drafting
 };
 
 class Scheduler {
@@ -173,6 +177,10 @@ class Scheduler {
   // Speculative decoding (scheduler_spec.cpp): the draft tree of a decoding sequence (root only
   // when it does not speculate this step), and its rows in the plan.
   DraftTree draft_for(Sequence& seq, int budget);
+  // At the start of a step: the decodes' predicted time and each one's share (spec_cost.h).
+  void plan_spec_cost();
+  // The cost gate's limit on `seq`'s drafts (room when there is no gate this step).
+  int drafts_worth(const Sequence& seq, int room);
   void emit_tree(StepPlan& plan, const std::shared_ptr<Sequence>& seq, std::shared_ptr<const DraftTree> tree);
   // After the forward pass: keeps the accepted path of a verified tree and takes its tokens.
   void take_tree_tokens(const SampleTarget& t, const std::vector<int32_t>& emitted,
@@ -212,6 +220,9 @@ class Scheduler {
   int prefill_tokens_in_step_ = 0;
   int last_step_prefill_ = 0;   // prefill tokens of the last step (the slow start's base)
   int spec_pool_ = 0;           // drafted tokens the step being formed may still take
+  StepFeatures spec_decodes_;   // the step's decodes alone, as plan_spec_cost() saw them
+  double spec_decodes_ms_ = 0;  // ... their predicted time
+  double spec_share_ms_ = -1;   // ... over the sequences decoding (< 0: no cost gate)
 };
 
 }  // namespace pagoda

@@ -6,6 +6,7 @@
 
 #include "engine/core/block_math.h"
 #include "engine/core/scheduler.h"
+#include "engine/core/spec_cost.h"
 
 namespace pagoda {
 
@@ -16,12 +17,49 @@ DraftTree Scheduler::draft_for(Sequence& seq, int budget) {
   const int room = std::min({cfg_.spec_tokens, spec_pool_, budget - 1, cfg_.ctx_limit - seq.num_computed - 1,
                              StepPlan::kMaxTreeTokens - 1});
   if (room <= 0 || !seq.spec.allowed()) return root;
-  DraftTree tree = cfg_.draft(seq, room);
+  int worth = drafts_worth(seq, room);
+  if (worth > 0) {
+    seq.spec.gated = 0;
+  } else if (seq.spec.probe_despite_cost()) {
+    worth = room;
+  } else {
+    ++counters_.spec_cost_skips;
+    return root;
+  }
+  DraftTree tree = cfg_.draft(seq, worth);
   if (tree.drafted() == 0) return root;
-  if (!tree.valid() || tree.tokens[0] != root.tokens[0] || tree.drafted() > room)
+  if (!tree.valid() || tree.tokens[0] != root.tokens[0] || tree.drafted() > worth)
     throw std::logic_error("scheduler: the drafter returned a malformed tree");
   spec_pool_ -= tree.drafted();
   return tree;
+}
+
+void Scheduler::plan_spec_cost() {
+  spec_share_ms_ = -1;
+  const StepCostModel* cost = cfg_.step_cost;
+  if (!cfg_.spec_cost_gate || !cost || !cost->ready()) return;
+  spec_decodes_ = StepFeatures{};
+  int n = 0;
+  for (const auto& seq : running_)
+    if (seq->status == SeqStatus::Running && seq->num_tokens() - seq->num_computed == 1)
+      spec_decodes_.add_chunk(seq->num_computed, 1, 1), ++n;
+  if (n == 0) return;
+  spec_decodes_ms_ = cost->predict_ms(spec_decodes_);
+  spec_share_ms_ = spec_decodes_ms_ / n;
+}
+
+int Scheduler::drafts_worth(const Sequence& seq, int room) {
+  if (spec_share_ms_ < 0) return room;
+  DraftCostInputs in;
+  in.acceptance = seq.spec.acceptance;
+  in.token_share_ms = spec_share_ms_;
+  in.max_draft = room;
+  // The drafted nodes join the step after the root, as plain rows with logits.
+  return drafts_worth_cost(in, [&](int k) {
+    StepFeatures f = spec_decodes_;
+    f.add_chunk(seq.num_computed + 1, k, k);
+    return cfg_.step_cost->predict_ms(f) - spec_decodes_ms_;
+  });
 }
 
 void Scheduler::emit_tree(StepPlan& plan, const std::shared_ptr<Sequence>& seq,
@@ -72,6 +110,8 @@ void Scheduler::take_tree_tokens(const SampleTarget& t, const std::vector<int32_
   int depth = 0;
   for (int j = 0; j < tree.size(); ++j) depth = std::max(depth, tree.depth(j));
   seq->spec.observe(depth, accepted);
+  seq->spec.drafted_total += tree.drafted();
+  seq->spec.accepted_total += accepted;
   // Token by token, as plain decoding would have taken them (the stop rules see the cache
   // length each token had).
   const int final_computed = seq->num_computed;

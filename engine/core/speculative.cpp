@@ -169,6 +169,12 @@ void SpecState::observe(int depth, int accepted) {
   }
 }
 
+bool SpecState::probe_despite_cost() {
+  if (++gated < kProbeEvery) return false;
+  gated = 0;
+  return true;
+}
+
 bool SpecState::allowed() {
   if (paused_steps > 0) {
     --paused_steps;

@@ -94,11 +94,19 @@ struct SpecState {
   int paused_steps = 0;     // decode steps left without speculation
   int backoff = 8;          // the next pause's length
   static constexpr double kLowAcceptance = 0.15;
+  // The step-cost gate (spec_cost.h) decides from `acceptance`, which only verifications
+  // update: a sequence it keeps from drafting drafts anyway every kProbeEvery-th decode, so the
+  // estimate follows the text (a passage being copied) instead of freezing at its prior.
+  int gated = 0;  // decodes in a row the gate kept from drafting
+  int drafted_total = 0, accepted_total = 0;  // over the sequence's life (its Usage)
+  static constexpr int kProbeEvery = 16;
 
   // After a verification that drafted a main-chain depth of `depth` and accepted `accepted`.
   void observe(int depth, int accepted);
   // Called per decode step: true when this step may speculate (counts a paused step down).
   bool allowed();
+  // The cost gate said no drafts this decode: true when it drafts anyway (a probe).
+  bool probe_despite_cost();
 };
 
 }  // namespace pagoda

@@ -236,6 +236,7 @@ std::unique_ptr<LoadedModel> load(const server::ServerConfig& cfg) {
     throw std::runtime_error("--speculative: expected none, ngram or draft");
   ec.spec_tokens = cfg.spec_tokens;
   ec.spec_tree = cfg.spec_tree;
+  ec.spec_cost_gate = cfg.spec_cost_gate;
   if (ec.speculative == SpeculativeMode::Draft) {
     progress(70, "draft model " + cfg.draft_model);
     lm->draft_file.emplace(gguf::GgufFile::open(cfg.draft_model));

@@ -102,6 +102,7 @@ const std::vector<Option>& options() {
       OPT(spec_tokens, "speculative decoding: drafted tokens per sequence and step at most (1..63)"),
       OPT(spec_tree, "speculative decoding: branches at the draft tree's first two depths (1 = a chain)"),
       OPT(draft_model, "GGUF draft model for --speculative draft (same vocabulary as the model)"),
+      OPT(spec_cost_gate, "speculative decoding: draft only as many tokens as the measured step cost says pay off (on|off)"),
       OPT(chat_template, "Jinja chat template file (empty: the model's)"),
       OPT(chat_special_tokens, "control-token text in chat messages becomes control tokens (on|off)"),
       OPT(tool_call_parser, "how chat output is read for tool calls (auto: from the template)",

@@ -42,6 +42,7 @@ struct ServerConfig {
   int spec_tokens = 4;               // drafted tokens per sequence and step at most
   int spec_tree = 1;                 // branches at the draft tree's first two depths (1: a chain)
   std::string draft_model;           // GGUF draft model for speculative = draft
+  bool spec_cost_gate = true;        // draft only what the step-cost model says pays (on | off)
   std::string chat_template;         // a Jinja template file overriding the model's own
   bool chat_special_tokens = false;  // message text may spell control tokens (off: plain text)
   std::string tool_call_parser = "auto";  // auto | hermes | llama3 | mistral | none

@@ -171,6 +171,21 @@ std::string Metrics::render(const EngineStats& s, const ConnectionStats* conn) c
          (double)s.preemptions);
   metric(out, "pagoda_engine_steps_total", "counter", "Forward passes run by the engine.", labels,
          (double)s.steps);
+  const std::string spec_labels = labels + ",drafter=\"" + (s.speculative ? s.speculative : "none") + "\"";
+  metric(out, "pagoda_spec_draft_tokens_total", "counter",
+         "Speculative decoding: drafted tokens verified by the model, by drafter (--speculative).", spec_labels,
+         (double)s.spec_drafted);
+  metric(out, "pagoda_spec_accepted_tokens_total", "counter", "Speculative decoding: drafted tokens accepted.",
+         spec_labels, (double)s.spec_accepted);
+  metric(out, "pagoda_spec_verify_steps_total", "counter",
+         "Speculative decoding: decode steps of a sequence that verified a draft tree.", spec_labels,
+         (double)s.spec_verifications);
+  metric(out, "pagoda_spec_cost_skips_total", "counter",
+         "Speculative decoding: decodes not drafted because the step-cost model said it would not pay.",
+         spec_labels, (double)s.spec_cost_skips);
+  metric(out, "pagoda_spec_draft_kv_blocks_used", "gauge",
+         "Speculative decoding: blocks of the draft model's own KV cache held by sequences.", labels,
+         s.spec_draft_blocks_used);
   metric(out, "pagoda_engine_alive", "gauge", "1 while the engine thread runs.", labels, s.alive ? 1 : 0);
 
   lk.lock();

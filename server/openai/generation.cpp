@@ -69,6 +69,8 @@ Usage Generation::usage() const {
     Usage su = streams_[p]->usage();
     u.prompt_tokens += (int)spec_.prompts[p].size();
     u.cached_prompt_tokens += su.cached_prompt_tokens;
+    u.spec_drafted_tokens += su.spec_drafted_tokens;
+    u.spec_accepted_tokens += su.spec_accepted_tokens;
     // Several prompts run side by side: each phase took as long as its slowest.
     u.queue_seconds = std::max(u.queue_seconds, su.queue_seconds);
     u.prefill_seconds = std::max(u.prefill_seconds, su.prefill_seconds);

@@ -9,10 +9,16 @@ const char* finish_reason_str(FinishReason r) {
 }
 
 json usage_json(const Usage& u) {
-  return json{{"prompt_tokens", u.prompt_tokens},
-              {"completion_tokens", u.completion_tokens},
-              {"total_tokens", u.prompt_tokens + u.completion_tokens},
-              {"prompt_tokens_details", {{"cached_tokens", u.cached_prompt_tokens}}}};
+  json j{{"prompt_tokens", u.prompt_tokens},
+         {"completion_tokens", u.completion_tokens},
+         {"total_tokens", u.prompt_tokens + u.completion_tokens},
+         {"prompt_tokens_details", {{"cached_tokens", u.cached_prompt_tokens}}}};
+  // Speculative decoding, in the fields OpenAI reports predicted outputs with: drafted tokens
+  // the model accepted, and those it rejected.
+  if (u.spec_drafted_tokens > 0)
+    j["completion_tokens_details"] = {{"accepted_prediction_tokens", u.spec_accepted_tokens},
+                                      {"rejected_prediction_tokens", u.spec_drafted_tokens - u.spec_accepted_tokens}};
+  return j;
 }
 
 namespace {

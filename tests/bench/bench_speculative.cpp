@@ -5,9 +5,13 @@
 //     random passage (a copying workload for prompt lookup), plain vs --speculative ngram (and
 //     --self-draft: draft = the target itself) vs an oracle drafter that knows the plain output
 //     (100% acceptance: the ceiling the verify costs allow), alternating, with acceptance rates.
+//     With --passage TEXT (a trained model with a tokenizer: real text), the passage is that
+//     text, encoded by the model's tokenizer, instead of random ids.
 //
 //   bench_speculative --model M.gguf [--threads 2] [--ctx 256] [--reps 7] [--max-tree 8]
 //                     [--tokens 64] [--spec-tokens 4] [--rounds 2] [--self-draft]
+//                     [--passage TEXT] [--no-verify-cost] [--no-cost-gate]
+//     (--no-cost-gate: speculating modes draft within the fixed budgets alone, spec_cost.h)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -21,6 +25,7 @@
 #include "engine/core/engine.h"
 #include "engine/gguf/gguf.h"
 #include "engine/model/model.h"
+#include "engine/tokenizer/tokenizer.h"
 
 using namespace pagoda;
 using Clock = std::chrono::steady_clock;
@@ -30,7 +35,8 @@ namespace {
 struct Args {
   std::string model;
   int threads = 2, ctx = 256, reps = 7, max_tree = 8, tokens = 64, spec_tokens = 4, rounds = 2;
-  bool self_draft = false;
+  bool self_draft = false, verify = true, cost_gate = true;
+  std::string passage;  // text; empty: random ids
 };
 
 double median(std::vector<double> v) {
@@ -108,6 +114,7 @@ StreamResult stream(const Args& a, const gguf::GgufFile& f, SpeculativeMode mode
   c.kv_cache_memory = 64u << 20;
   c.speculative = mode;
   c.spec_tokens = a.spec_tokens;
+  c.spec_cost_gate = a.cost_gate;
   if (oracle)
     c.custom_drafter = [oracle](const Sequence& seq, int max_draft) {
       DraftTree t(seq.tokens.back());
@@ -146,10 +153,20 @@ StreamResult stream(const Args& a, const gguf::GgufFile& f, SpeculativeMode mode
 
 void single_stream(const Args& a, const gguf::GgufFile& f) {
   const int vocab = Model(f, std::make_unique<CpuBackend>(1), 8).config().vocab_size;
-  // "Repeat this passage": a 120-token passage, a separator, then the passage again.
-  auto prompt = random_ids(120, 7, vocab);
-  const auto sep = random_ids(4, 8, vocab);
-  const auto passage = prompt;
+  // "Repeat this passage": a passage (120 random ids, or the text's tokens), a separator, then
+  // the passage's first 20 tokens again.
+  std::vector<int32_t> prompt, passage, sep;  // prompt: BOS where the model wants one, when text
+  if (a.passage.empty()) {
+    passage = random_ids(120, 7, vocab);
+    sep = random_ids(4, 8, vocab);
+  } else {
+    const auto tok = Tokenizer::from_gguf(f);
+    prompt = tok->encode("", true, false);
+    passage = tok->encode(a.passage, false, false);
+    sep = tok->encode("\n\n", false, false);
+    if (passage.size() < 40) throw std::runtime_error("--passage: fewer than 40 tokens");
+  }
+  prompt.insert(prompt.end(), passage.begin(), passage.end());
   prompt.insert(prompt.end(), sep.begin(), sep.end());
   prompt.insert(prompt.end(), passage.begin(), passage.begin() + 20);
   std::vector<std::pair<const char*, SpeculativeMode>> modes{{"plain", SpeculativeMode::None},
@@ -163,9 +180,10 @@ void single_stream(const Args& a, const gguf::GgufFile& f) {
     for (size_t i = 0; i < modes.size(); ++i)
       res[i].push_back(stream(a, f, modes[i].second, prompt,
                               i + 1 == modes.size() ? &res[0].back().tokens : nullptr));
-  std::printf("single stream, %d greedy tokens, prompt %zu tokens (a passage, then its start again), "
-              "--spec-tokens %d, %d threads, median of %d:\n",
-              a.tokens, prompt.size(), a.spec_tokens, a.threads, a.rounds);
+  std::printf("single stream, %d greedy tokens, prompt %zu tokens (a %s passage, then its start again), "
+              "--spec-tokens %d, cost gate %s, %d threads, median of %d:\n",
+              a.tokens, prompt.size(), a.passage.empty() ? "random-id" : "text", a.spec_tokens,
+              a.cost_gate ? "on" : "off", a.threads, a.rounds);
   const double plain = [&] {
     std::vector<double> v;
     for (const auto& r : res[0]) v.push_back(r.tok_s);
@@ -185,8 +203,9 @@ void single_stream(const Args& a, const gguf::GgufFile& f) {
   // How much of the random model's output copies the prompt (what prompt lookup can catch).
   const auto& out = res[0].back().tokens;
   int copied = 0;
-  for (size_t i = 0; i < out.size() && 20 + i < passage.size(); ++i) copied += out[i] == passage[20 + i];
-  std::printf("  plain output tokens equal to the passage's continuation: %d of %zu\n", copied, out.size());
+  size_t comparable = 0;
+  for (size_t i = 0; i < out.size() && 20 + i < passage.size(); ++i) copied += out[i] == passage[20 + i], ++comparable;
+  std::printf("  plain output tokens equal to the passage's continuation: %d of %zu\n", copied, comparable);
 }
 
 }  // namespace
@@ -208,6 +227,9 @@ int main(int argc, char** argv) {
     else if (k == "--spec-tokens") a.spec_tokens = std::stoi(next());
     else if (k == "--rounds") a.rounds = std::stoi(next());
     else if (k == "--self-draft") a.self_draft = true;
+    else if (k == "--passage") a.passage = next();
+    else if (k == "--no-verify-cost") a.verify = false;
+    else if (k == "--no-cost-gate") a.cost_gate = false;
     else {
       std::fprintf(stderr, "unknown argument %s\n", k.c_str());
       return 2;
@@ -219,7 +241,7 @@ int main(int argc, char** argv) {
   }
   try {
     const gguf::GgufFile f = gguf::GgufFile::open(a.model);
-    verify_cost(a, f);
+    if (a.verify) verify_cost(a, f);
     single_stream(a, f);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_speculative: %s\n", e.what());

@@ -73,6 +73,9 @@ EngineConfig spec_config(SpeculativeMode mode, int tokens = 6, int tree = 1, int
   c.speculative = mode;
   c.spec_tokens = tokens;
   c.spec_tree = tree;
+  // These tests check what speculation does, so it must happen: the cost gate (test_spec_cost)
+  // would turn it down for a tiny model whose steps cost per token, not per weight read.
+  c.spec_cost_gate = false;
   return c;
 }
 

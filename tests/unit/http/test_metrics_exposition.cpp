@@ -41,6 +41,11 @@ std::string sample_exposition() {
   s.alive = true;
   s.kv_blocks_total = 10;
   s.kv_blocks_used = 3;
+  s.speculative = "ngram";
+  s.spec_drafted = 40;
+  s.spec_accepted = 25;
+  s.spec_verifications = 11;
+  s.spec_cost_skips = 2;
   return m.render(s);
 }
 
@@ -71,6 +76,12 @@ TEST_CASE("every series carries model_name; success by finished_reason; request 
            std::string::npos));
   }
   CHECK(text.find("pagoda_request_decode_time_seconds_sum{" + label + "} 7.5\n") != std::string::npos);
+  // Speculative decoding's counters, by drafter.
+  const std::string spec = "{" + label + ",drafter=\"ngram\"} ";
+  CHECK(text.find("pagoda_spec_draft_tokens_total" + spec + "40\n") != std::string::npos);
+  CHECK(text.find("pagoda_spec_accepted_tokens_total" + spec + "25\n") != std::string::npos);
+  CHECK(text.find("pagoda_spec_verify_steps_total" + spec + "11\n") != std::string::npos);
+  CHECK(text.find("pagoda_spec_cost_skips_total" + spec + "2\n") != std::string::npos);
   CHECK(text.find("pagoda_request_prompt_tokens_bucket{" + label + ",le=\"20\"} 3\n") != std::string::npos);
   CHECK(text.find("pagoda_request_prompt_tokens_bucket{" + label + ",le=\"10\"} 0\n") != std::string::npos);
 }

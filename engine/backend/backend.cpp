@@ -10,7 +10,9 @@
 
 namespace pagoda {
 
-MemoryInfo Backend::memory_info() const {
+MemoryInfo Backend::memory_info() const { return host_memory_info(); }
+
+MemoryInfo host_memory_info() {
   MemoryInfo m;
   std::ifstream f("/proc/meminfo");
   std::string key, unit;

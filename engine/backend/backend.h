@@ -90,6 +90,9 @@ struct MemoryInfo {
   bool device = false;
 };
 
+// The host's memory (Linux MemAvailable and MemTotal; sysconf without /proc; zeros when unknown).
+MemoryInfo host_memory_info();
+
 class Backend {
  public:
   virtual ~Backend() = default;

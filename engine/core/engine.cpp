@@ -89,11 +89,6 @@ LlmEngine::LlmEngine(Model& model, const Tokenizer* tokenizer, EngineConfig cfg)
   if (B <= 0 || B > 1024) throw EngineError("block size must be in 1..1024");
   if (cfg_.max_seqs <= 0) throw EngineError("max_seqs must be positive");
   if (cfg_.max_batch_tokens <= 0) throw EngineError("max_batch_tokens must be positive");
-  // Token-tree rows reach the windowed / soft-capped attention only on the CPU backend so far
-  // (CUDA's attention_ext reads the block table alone): refuse rather than verify wrongly.
-  if (cfg_.speculative != SpeculativeMode::None && model_.config().attention_extras() &&
-      model_.backend().name() != "cpu")
-    throw EngineError("speculative decoding with sliding-window or soft-capped attention runs on the CPU backend only");
   vocab_ = model_.config().vocab_size;
   if (Pooling p; pooling_from_gguf(model_.config().pooling_type, p)) model_pooling_ = p;
   int ctx = cfg_.ctx_size > 0 ? cfg_.ctx_size : model_.config().ctx_train;

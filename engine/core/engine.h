@@ -97,8 +97,10 @@ struct EngineConfig {
   std::string kv_cache_dir;
   uint64_t kv_cache_dir_max_bytes = 4ull << 30;
   std::string model_identity;
-  // Bytes of host memory for evicted prefix blocks (host_kv_tier.h); 0: off.
+  // Bytes of host memory for evicted prefix blocks (host_kv_tier.h); 0: off, unless
+  // kv_host_memory_auto, which sizes it by auto_host_tier_bytes (the server's default).
   size_t kv_host_memory = 0;
+  bool kv_host_memory_auto = false;
   // Speculative decoding (speculative.h): the drafter, drafted tokens per step and sequence at
   // most, branches of the tree at its first depths (1: a chain), and for Draft the draft model
   // (same vocabulary; not owned, outlives the engine).

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "engine/core/engine.h"
+#include "engine/core/host_kv_tier.h"
 #include "engine/core/kv_persist.h"
 
 namespace pagoda {
@@ -18,8 +19,12 @@ std::string LlmEngine::kv_cache_file() const {
 }
 
 void LlmEngine::setup_kv_tiers() {
-  if (cfg_.kv_cache_dir.empty() && cfg_.kv_host_memory == 0) return;
   Backend& be = model_.backend();
+  if (cfg_.kv_host_memory_auto && cfg_.kv_host_memory == 0)
+    cfg_.kv_host_memory = auto_host_tier_bytes(be.memory_info().device,
+                                               static_cast<size_t>(num_blocks_) * be.kv_block_raw_bytes(),
+                                               host_memory_info().free_bytes);
+  if (cfg_.kv_cache_dir.empty() && cfg_.kv_host_memory == 0) return;
   const size_t raw = be.kv_block_raw_bytes();
   if (raw == 0) {
     spdlog::warn("engine: backend '{}' has no raw KV block access: --kv-cache-dir and --kv-host-memory are off",

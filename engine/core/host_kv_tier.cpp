@@ -5,6 +5,11 @@
 
 namespace pagoda {
 
+size_t auto_host_tier_bytes(bool kv_on_device, size_t device_kv_bytes, size_t host_free_bytes) {
+  if (!kv_on_device) return 0;
+  return std::min(device_kv_bytes / 2, host_free_bytes / 4);
+}
+
 void HostKvTier::put(KvBlockRecord rec) {
   if (auto it = index_.find(rec.key); it != index_.end()) {
     bytes_ -= it->second->footprint();

@@ -27,6 +27,11 @@ struct KvBlockRecord {
   size_t footprint() const { return bytes.size() + tokens.size() * sizeof(int32_t) + 96; }
 };
 
+// The tier's size for --kv-host-memory auto: half the device KV cache (device_kv_bytes), at
+// most a quarter of the host memory free now; 0 (off) when the KV cache is in host memory
+// already (kv_on_device false: the CPU backend, where a tier would only duplicate the pool).
+size_t auto_host_tier_bytes(bool kv_on_device, size_t device_kv_bytes, size_t host_free_bytes);
+
 class HostKvTier {
  public:
   explicit HostKvTier(size_t max_bytes) : max_bytes_(max_bytes) {}

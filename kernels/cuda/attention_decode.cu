@@ -8,7 +8,7 @@
 // hits instead of one HBM read per query head). Split s covers
 // keys [s*kDecodeSplitKeys, (s+1)*kDecodeSplitKeys); within a split, warp w takes every 4th key;
 // each lane holds head dims lane, lane+32, ... (head_dim <= kMaxHeadDim), a key's dot product
-// is a warp reduction, and each warp keeps an online softmax (max, sum, accumulator). Warps are
+// is a warp reduction, and each warp keeps an online softmax (attention_warp.cuh). Warps are
 // merged in shared memory. With one split the result is written directly; with more, partial
 // (max, sum, acc) go to the workspace and a reduce kernel, grid (n_heads, n_rows) x 128 threads,
 // merges them in split order. A row's own context fixes which splits are non-empty, and empty
@@ -17,17 +17,15 @@
 // multiple of n_kv_heads; an F16, F32 or Q8_0 cache (K/V values read through kv_elem.cuh).
 #include <cuda_fp16.h>
 
-#include <climits>
-
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/kv_elem.cuh"
 #include "kernels/cuda/ops.h"
+#include "kernels/cuda/attention_warp.cuh"
 
 namespace pagoda::cuda {
 namespace {
 
 constexpr int kWarps = 4;
-constexpr int kPerLane = kMaxHeadDim / 32;
 
 __global__ void decode_attend_kernel(const float* q, float* out, int n_heads, float scale,
                                      PagedKv kv, AttnIndex idx, const int32_t* rows,
@@ -42,54 +40,18 @@ __global__ void decode_attend_kernel(const float* q, float* out, int n_heads, fl
   const int g = h / (n_heads / kv.n_kv_heads);
   const int begin = split * kDecodeSplitKeys;
   const int end = min(ctx, begin + kDecodeSplitKeys);
-  const int32_t* bt = idx.block_tables + idx.token_bt[t];
-  // A tree row reads its ancestors' slots from a list (the one place trees differ).
-  const int tree_at = idx.tree_index ? idx.tree_index[t] : -1;
-  const int tail_base = tree_at >= 0 ? idx.tree_slots[tree_at] : INT_MAX;
-  const int32_t* tail = tree_at >= 0 ? idx.tree_slots + tree_at + 1 : nullptr;
-
-  float qr[kPerLane];
-  const float* qh = q + (int64_t)t * n_heads * hd + (int64_t)h * hd;
-#pragma unroll
-  for (int j = 0; j < kPerLane; ++j) {
-    const int d = lane + 32 * j;
-    qr[j] = d < hd ? qh[d] : 0.0f;
-  }
-
-  float m = -INFINITY, l = 0.0f, acc[kPerLane];
-#pragma unroll
-  for (int j = 0; j < kPerLane; ++j) acc[j] = 0.0f;
-
-  for (int key = begin + warp; key < end; key += kWarps) {
-    const int64_t slot = key >= tail_base ? (int64_t)tail[key - tail_base]
-                                          : (int64_t)bt[key / kv.block_size] * kv.block_size + key % kv.block_size;
-    const uint8_t* kp = kv_head(kv.k, kv.type, slot * kv.n_kv_heads + g, hd);
-    const uint8_t* vp = kv_head(kv.v, kv.type, slot * kv.n_kv_heads + g, hd);
-    float dot = 0.0f;
-#pragma unroll
-    for (int j = 0; j < kPerLane; ++j) {
-      const int d = lane + 32 * j;
-      if (d < hd) dot += qr[j] * kv_value(kp, kv.type, hd, d);
-    }
-    const float s = warp_sum(dot) * scale;
-    const float m_new = fmaxf(m, s);
-    const float corr = expf(m - m_new);  // 0 when m is -inf
-    const float p = expf(s - m_new);
-    l = l * corr + p;
-#pragma unroll
-    for (int j = 0; j < kPerLane; ++j) {
-      const int d = lane + 32 * j;
-      if (d < hd) acc[j] = acc[j] * corr + p * kv_value(vp, kv.type, hd, d);
-    }
-    m = m_new;
-  }
+  const RowSlots slot_of(idx, t, kv.block_size);  // tree rows: their ancestors' slots
+  WarpSoftmax sm(q + (int64_t)t * n_heads * hd + (int64_t)h * hd, hd, lane);
+  for (int key = begin + warp; key < end; key += kWarps) sm.add(kv, slot_of(key), g, scale, 0.0f, lane);
+  const float m = sm.m, l = sm.l;
+  const float* acc = sm.acc;
 
   if (lane == 0) {
     sm_m[warp] = m;
     sm_l[warp] = l;
   }
 #pragma unroll
-  for (int j = 0; j < kPerLane; ++j) {
+  for (int j = 0; j < kWarpAttnPerLane; ++j) {
     const int d = lane + 32 * j;
     if (d < hd) sm_acc[warp][d] = acc[j];
   }

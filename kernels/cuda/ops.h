@@ -138,7 +138,7 @@ struct AttnIndex {
   const int32_t* positions = nullptr;     // [n_tokens]: a token attends to logical 0..position
   const int32_t* token_bt = nullptr;      // [n_tokens]: offset of its sequence's block table
   const int32_t* block_tables = nullptr;  // concatenated block tables
-  // Token trees (speculative decoding; decode kernel only): null, or per token -1 (causal) or
+  // Token trees (speculative decoding; decode and attention_ext kernels): null, or per token -1 (causal) or
   // an offset o into tree_slots where tree_slots[o] = the first logical index read from the
   // list (the sequence's n_past) and tree_slots[o + 1 ..] the slots of that index onwards
   // (the row's ancestors and itself).

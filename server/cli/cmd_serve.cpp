@@ -227,7 +227,9 @@ std::unique_ptr<LoadedModel> load(const server::ServerConfig& cfg) {
   ec.context_shift = cfg.context_shift;
   ec.kv_cache_dir = cfg.kv_cache_dir;
   ec.kv_cache_dir_max_bytes = (uint64_t)cfg.kv_cache_dir_bytes();
-  ec.kv_host_memory = (size_t)cfg.kv_host_bytes();
+  const int64_t host_tier = cfg.kv_host_bytes();
+  ec.kv_host_memory_auto = host_tier < 0;
+  ec.kv_host_memory = host_tier > 0 ? (size_t)host_tier : 0;
   if (!ec.kv_cache_dir.empty()) ec.model_identity = gguf::file_identity(lm->file);
   if (!cfg.system_prompt_file.empty())
     ec.system_prompt = lm->tokenizer->encode(read_text(cfg.system_prompt_file, "system prompt"),

@@ -96,7 +96,7 @@ const std::vector<Option>& options() {
       OPT(system_prompt_file, "text prefilled once at start and shared"),
       OPT(kv_cache_dir, "folder the prefix cache is saved to (clean stop, POST /v1/cache/save) and restored from (empty: off)"),
       OPT(kv_cache_dir_size, "most disk the saved prefix cache takes; least recently used blocks are left out"),
-      OPT(kv_host_memory, "host memory for evicted prefix blocks, copied back instead of recomputed (empty: off)"),
+      OPT(kv_host_memory, "host memory for evicted prefix blocks, copied back instead of recomputed: auto, off or a size (auto: on CUDA half the device KV cache, at most 1/4 of free host RAM; off on CPU)"),
       OPT(context_shift, "shift the context when a sequence is full (on|off)"),
       OPT(speculative, "speculative decoding: draft with prompt lookup or a draft model", "none|ngram|draft"),
       OPT(spec_tokens, "speculative decoding: drafted tokens per sequence and step at most (1..63)"),
@@ -369,7 +369,11 @@ int64_t parse_size(const std::string& text, const char* flag) {
 
 int64_t ServerConfig::kv_cache_bytes() const { return parse_size(kv_cache_memory, "--kv-cache-memory"); }
 int64_t ServerConfig::kv_cache_dir_bytes() const { return parse_size(kv_cache_dir_size, "--kv-cache-dir-size"); }
-int64_t ServerConfig::kv_host_bytes() const { return parse_size(kv_host_memory, "--kv-host-memory"); }
+int64_t ServerConfig::kv_host_bytes() const {
+  if (kv_host_memory == "auto") return -1;
+  if (kv_host_memory == "off") return 0;
+  return parse_size(kv_host_memory, "--kv-host-memory");
+}
 
 std::string server_usage() {
   ServerConfig d;

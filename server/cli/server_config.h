@@ -36,7 +36,7 @@ struct ServerConfig {
   std::string system_prompt_file;    // prefilled once at start and pinned
   std::string kv_cache_dir;          // the prefix cache's disk file lives here; empty = off
   std::string kv_cache_dir_size = "4GiB";  // the most that file may take
-  std::string kv_host_memory;        // host memory for evicted prefix blocks, e.g. "2GiB"; empty = off
+  std::string kv_host_memory = "auto";  // host memory for evicted prefix blocks: auto | off | a size, e.g. "2GiB"
   bool context_shift = true;         // on | off
   std::string speculative = "none";  // speculative decoding drafter: none | ngram | draft
   int spec_tokens = 4;               // drafted tokens per sequence and step at most
@@ -77,8 +77,9 @@ struct ServerConfig {
   double step_ms_target() const;
   // kv_cache_memory in bytes (0 = unset). Accepts 123, "123", "512MiB", "2GB", "1.5G".
   int64_t kv_cache_bytes() const;
-  // kv_cache_dir_size and kv_host_memory in bytes, the same way (0 = unset).
+  // kv_cache_dir_size in bytes, the same way (0 = unset).
   int64_t kv_cache_dir_bytes() const;
+  // kv_host_memory in bytes: -1 for auto (the engine sizes it, host_kv_tier.h), 0 for off or "".
   int64_t kv_host_bytes() const;
 };
 

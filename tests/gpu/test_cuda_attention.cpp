@@ -109,6 +109,19 @@ std::vector<std::vector<float>> run_attention(int n_heads, int n_kv, int hd, int
   return res;
 }
 
+// Makes the first sequence's tokens a token tree after n_past committed tokens (node j at
+// logical n_past + j, position n_past + depth) with the given parents (-1: a root).
+std::function<void(StepPlan&)> tree_edit(const std::vector<int>& parent, int n_past) {
+  return [parent, n_past](StepPlan& plan) {
+    plan.tree_masks.assign(plan.tokens.size(), 0);
+    for (size_t j = 0; j < parent.size(); ++j) {
+      const int p = parent[j];
+      plan.tree_masks[j] = (p >= 0 ? plan.tree_masks[static_cast<size_t>(p)] : 0) | (uint64_t{1} << j);
+      plan.positions[j] = n_past + std::popcount(plan.tree_masks[j]) - 1;
+    }
+  };
+}
+
 }  // namespace
 
 TEST_CASE("cuda: decode attention matches the CPU across split boundaries and GQA", "[gpu]") {
@@ -209,21 +222,33 @@ TEST_CASE("cuda: a decode row's attention does not depend on its batch", "[gpu]"
 
 TEST_CASE("cuda: token-tree rows attend to the prefix and their ancestors as on the CPU", "[gpu]") {
   PAGODA_SKIP_WITHOUT_CUDA();
-  // Sequence 0: a 7-node tree after 600 tokens (node j at logical 600 + j, position 600 +
-  // depth); parents -1, 0, 1, 0, 3, 1, 5. Sequence 1: a plain decode beside it.
+  // Sequence 0: a 7-node tree after 600 tokens; parents -1, 0, 1, 0, 3, 1, 5. Sequence 1: a
+  // plain decode beside it.
   const std::vector<int> parent{-1, 0, 1, 0, 3, 1, 5};
   for (int bs : {16, 8}) {
     INFO("block " << bs);
-    const auto r = run_attention(8, 2, 64, bs, {TestSeq{{}, 600, 7}, TestSeq{{}, 40, 1}}, 77 + bs, GgmlType::F16, nullptr,
-                                 [&](StepPlan& plan) {
-                                   plan.tree_masks.assign(plan.tokens.size(), 0);
-                                   for (int j = 0; j < 7; ++j) {
-                                     const int p = parent[static_cast<size_t>(j)];
-                                     plan.tree_masks[j] = (p >= 0 ? plan.tree_masks[p] : 0) | (uint64_t{1} << j);
-                                     plan.positions[j] = 600 + std::popcount(plan.tree_masks[j]) - 1;
-                                   }
-                                 });
+    const auto r = run_attention(8, 2, 64, bs, {TestSeq{{}, 600, 7}, TestSeq{{}, 40, 1}}, 77 + bs, GgmlType::F16,
+                                 nullptr, tree_edit(parent, 600));
     require_close(r[1], r[0], 1e-4f, 1e-3f, "tree attention");
+  }
+}
+
+TEST_CASE("cuda: token-tree rows in windowed, soft-capped attention match the CPU", "[gpu]") {
+  PAGODA_SKIP_WITHOUT_CUDA();
+  // A 7-node tree (depths 0..3) after 45 committed tokens, next to a decode row and a prefill
+  // chunk. Window 2 cuts into a deep node's own ancestors, window 20 into the committed prefix
+  // across a block edge, window 0 is none; caps that bite and none; F16 and Q8_0 caches.
+  const std::vector<int> parent{-1, 0, 1, 0, 3, 1, 5};
+  const GgmlType kv_type = GENERATE(GgmlType::F16, GgmlType::Q8_0);
+  for (AttentionExtras e : {AttentionExtras{2, 1.5f}, AttentionExtras{20, 0.0f}, AttentionExtras{0, 2.0f}}) {
+    INFO(ggml_type_info(kv_type).name << " window " << e.window << " softcap " << e.softcap);
+    const auto r = run_attention(4, 2, 64, 16, {TestSeq{{}, 45, 7}, TestSeq{{}, 30, 1}, TestSeq{{}, 9, 5}},
+                                 400 + e.window, kv_type, &e, tree_edit(parent, 45));
+    require_close(r[1], r[0], 1e-4f, 1e-3f, "tree attention_ext");
+    // The rows differ from causal ones (the tree reads its ancestors, not logical neighbours).
+    const auto causal = run_attention(4, 2, 64, 16, {TestSeq{{}, 45, 7}, TestSeq{{}, 30, 1}, TestSeq{{}, 9, 5}},
+                                      400 + e.window, kv_type, &e);
+    CHECK(causal[1] != r[1]);
   }
 }
 

@@ -71,12 +71,17 @@ TEST_CASE("cuda: raw KV blocks round-trip bit for bit and match the CPU backend'
 
 TEST_CASE("cuda engine: the host tier brings evicted prefix blocks back by copy", "[gpu]") {
   PAGODA_SKIP_WITHOUT_CUDA();
+  // An explicit size, and the automatic one (the server's default: on CUDA half the device KV
+  // cache, here 6 blocks' bytes, enough for the first prompt's 3 full blocks).
+  const bool automatic = GENERATE(false, true);
+  INFO((automatic ? "auto" : "4 MiB"));
   Model model(gputest::tiny_bf16_model(), make_cuda_backend(), 64);
   EngineConfig cfg;
   cfg.block_size = 16;
   cfg.max_batch_tokens = 64;
   cfg.kv_cache_memory = 12 * model.kv_block_bytes(16);  // 12 blocks: the second prompt takes all
-  cfg.kv_host_memory = 4u << 20;
+  if (automatic) cfg.kv_host_memory_auto = true;
+  else cfg.kv_host_memory = 4u << 20;
   LlmEngine engine(model, nullptr, cfg);
   int cached = -1;
   const auto a = tokens(64, 1);

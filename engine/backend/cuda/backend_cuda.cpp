@@ -421,14 +421,7 @@ void CudaBackend::attention(int layer, const Tensor& q, Tensor& out, int n_heads
   const int64_t q_cols = static_cast<int64_t>(n_heads) * head_dim;
   require(q.cols == q_cols && out.cols == q_cols && q.rows >= m.n_tokens && out.rows >= m.n_tokens,
           "attention: q/out shape mismatch");
-  cuda::AttnIndex idx;
-  idx.positions = m.dev(m.off_positions);
-  idx.token_bt = m.dev(m.off_token_bt);
-  idx.block_tables = m.dev(m.off_block_tables);
-  if (m.has_tree) {
-    idx.tree_index = m.dev(m.off_tree_index);
-    idx.tree_slots = m.dev(m.off_tree_slots);
-  }
+  const cuda::AttnIndex idx = m.attn_index();
   if (m.n_decode > 0) {
     const size_t ws_floats =
         cuda::attention_decode_workspace(m.n_decode, n_heads, head_dim, m.max_decode_ctx);

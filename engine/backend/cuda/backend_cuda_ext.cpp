@@ -16,10 +16,7 @@ void CudaBackend::attention_ext(int layer, const Tensor& q, Tensor& out, int n_h
   const int64_t q_cols = static_cast<int64_t>(n_heads) * head_dim;
   require(q.cols == q_cols && out.cols == q_cols && q.rows >= m.n_tokens && out.rows >= m.n_tokens,
           "attention_ext: q/out shape mismatch");
-  cuda::AttnIndex idx;
-  idx.positions = m.dev(m.off_positions);
-  idx.token_bt = m.dev(m.off_token_bt);
-  idx.block_tables = m.dev(m.off_block_tables);
+  const cuda::AttnIndex idx = m.attn_index();
   cuda::attention_ext(f32(q), f32(out), n_heads, scale, extras.window, extras.softcap, kv, idx, m.n_tokens, m.s());
 }
 

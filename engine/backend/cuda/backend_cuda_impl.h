@@ -147,6 +147,19 @@ struct CudaBackend::Impl {
   const int32_t* dev(size_t off) const { return static_cast<const int32_t*>(index_buf.ptr) + off; }
   void* s() const { return stream; }
 
+  // This step's attention index (positions, block tables, and token-tree rows' slot lists).
+  cuda::AttnIndex attn_index() const {
+    cuda::AttnIndex idx;
+    idx.positions = dev(off_positions);
+    idx.token_bt = dev(off_token_bt);
+    idx.block_tables = dev(off_block_tables);
+    if (has_tree) {
+      idx.tree_index = dev(off_tree_index);
+      idx.tree_slots = dev(off_tree_slots);
+    }
+    return idx;
+  }
+
   cuda::PagedKv layer_kv(int layer) const {
     require(k_pool != nullptr, "the KV cache is not initialised");
     require(layer >= 0 && layer < kv.n_layers, "layer out of range");

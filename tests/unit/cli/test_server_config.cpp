@@ -148,7 +148,8 @@ TEST_CASE("the persistent prefix cache's settings take sizes", "[config]") {
   ServerConfig d = parse({});
   CHECK(d.kv_cache_dir.empty());
   CHECK(d.kv_cache_dir_bytes() == 4ll << 30);
-  CHECK(d.kv_host_bytes() == 0);
+  CHECK(d.kv_host_bytes() == -1);  // auto: the engine sizes it (on CUDA; off on the CPU)
+  CHECK(parse({"--kv-host-memory", "off"}).kv_host_bytes() == 0);
   ServerConfig c = parse({"--kv-cache-dir", "/tmp/kv", "--kv-cache-dir-size", "1.5GiB", "--kv-host-memory", "512MiB"});
   CHECK(c.kv_cache_dir == "/tmp/kv");
   CHECK(c.kv_cache_dir_bytes() == (3ll << 30) / 2);

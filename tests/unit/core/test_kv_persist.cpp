@@ -220,6 +220,24 @@ TEST_CASE("host-memory tier: evicted prefix blocks come back by copy, with ident
   CHECK(st.kv_blocks_used == 0);  // nothing leaked
 }
 
+TEST_CASE("the automatic host tier: half the device KV cache, bounded by free host RAM, off on the CPU") {
+  const size_t gib = size_t{1} << 30;
+  CHECK(auto_host_tier_bytes(true, 8 * gib, 64 * gib) == 4 * gib);  // half the device cache
+  CHECK(auto_host_tier_bytes(true, 8 * gib, 8 * gib) == 2 * gib);   // a quarter of free host RAM
+  CHECK(auto_host_tier_bytes(true, 8 * gib, 0) == 0);               // free host RAM unknown: off
+  CHECK(auto_host_tier_bytes(false, 8 * gib, 64 * gib) == 0);       // the cache is in host RAM
+  // An engine on the CPU backend with the automatic setting has no tier: an evicted prefix is
+  // recomputed, as with the tier off.
+  EngineConfig automatic = tiny_engine_config(12);
+  automatic.kv_host_memory_auto = true;
+  EngineStats st;
+  const auto a = random_tokens(64, 41), b = random_tokens(170, 42);
+  const auto runs = life(automatic, {a, b, a}, &st);
+  CHECK(runs[2].cached == 0);
+  CHECK(st.kv_host_spilled == 0);
+  CHECK(st.kv_host_bytes == 0);
+}
+
 TEST_CASE("the host tier keeps to its budget, least recently used out first") {
   HostKvTier tier(3 * (64 + 4 * 4 + 96));
   auto rec = [](uint64_t k) {

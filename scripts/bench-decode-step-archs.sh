@@ -28,7 +28,7 @@ for arch in llama gemma2 qwen3moe; do
   [ "$arch" = qwen3moe ] && extra+=(--experts 8 --experts-used 2 --expert-ff $((FF / 2)))
   [ -f "${file[$arch]}" ] || "$BUILD/pagoda" make-model "${common[@]}" --arch "$arch" "${extra[@]}" --output "${file[$arch]}"
 done
-declare -A steps ratios
+declare -A steps ratios shown
 for _ in $(seq 1 "$RUNS"); do
   for arch in llama gemma2 qwen3moe; do
     out=$(nice "$BENCH" --model "${file[$arch]}" --threads "$THREADS" -n "$N" --prompt-len 128)
@@ -37,7 +37,7 @@ for _ in $(seq 1 "$RUNS"); do
     echo "$arch: step $step ms, step / (matmul + expert) sum $ratio"
     steps[$arch]+="$step "
     ratios[$arch]+="$ratio "
-    [ "$arch" = qwen3moe ] && [ -z "${shown:-}" ] && { echo "$out" | sed 's/^/    /'; shown=1; }
+    [ -z "${shown[$arch]:-}" ] && { grep -v "\[info\]" <<<"$out" | sed 's/^/    /'; shown[$arch]=1; }
   done
 done
 median() { tr ' ' '\n' | grep . | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }

@@ -1,4 +1,4 @@
-// Mixture of experts: the routing kernel, the MoE forward (Mixtral-style llama, qwen2moe) on
+// Mixture of experts: the routing kernel, the MoE forward (Mixtral-style llama, qwen2moe, qwen3moe) on
 // CpuBackend against the scalar reference (reference_moe.cpp), batch invariance bit for bit,
 // make-model's MoE files, and clear load errors for inconsistent expert metadata and tensors.
 #include <catch2/catch.hpp>

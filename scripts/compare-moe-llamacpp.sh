@@ -91,7 +91,7 @@ for p in prompts:
                {"prompt": p, "n_predict": 64, "temperature": 0, "n_probs": 2,
                 "cache_prompt": False, "return_tokens": True})
     got = post(f"http://127.0.0.1:{port + 1}/v1/completions",
-               {"model": model_id, "prompt": p, "max_tokens": 64, "temperature": 0, "logprobs": 1})
+               {"model": model_id, "prompt": p, "max_tokens": 64, "temperature": 0, "logprobs": 2})
     # Tokens are compared by id. pagoda gives token strings: for make-model's vocabulary, ids
     # below 256 are single bytes (a non-UTF-8 byte alone reads as U+FFFD on both sides) and the
     # others are llama.cpp's detokenized text. llama.cpp gives one probabilities entry per piece
@@ -124,7 +124,11 @@ for p in prompts:
         # rounding (f16 KV cache, summation order) decided, not a different model.
         top = ref_entry[k]["top_logprobs"] if k in ref_entry else []
         gap = f"{top[0]['logprob'] - top[1]['logprob']:.1e}" if len(top) > 1 else "n/a (merged piece)"
-        status = f"diverges at token {k} (llama.cpp's top-2 logprob gap there {gap})"
+        top_pagoda = sorted(lp["top_logprobs"][k].items(), key=lambda kv: -kv[1]) if k < len(got_toks) else []
+        pgap = f"{top_pagoda[0][1] - top_pagoda[1][1]:.1e}" if len(top_pagoda) > 1 else "n/a"
+        two = lambda pairs: ", ".join(f"{t!r} {v:.5f}" for t, v in pairs[:2])
+        status = (f"diverges at token {k} (top-2 logprob gap there: llama.cpp {gap} "
+                  f"[{two([(x.get('token'), x['logprob']) for x in top])}], pagoda {pgap} [{two(top_pagoda)}])")
     print(f"  {p!r}: {status}; generated llama.cpp {len(ids)} pagoda {len(got_toks)}; prompt tokens llama.cpp {ref['tokens_evaluated']} pagoda "
           f"{got['usage']['prompt_tokens']}; max |dlogprob| {max(d) if d else float('nan'):.2e}")
 print(f"{name}: {same}/{len(prompts)} prompts give the same 64 greedy tokens; over "

@@ -24,6 +24,7 @@ const char* arch_name(Arch a) {
     case Arch::Gemma3: return "gemma3";
     case Arch::Phi3: return "phi3";
     case Arch::Qwen2Moe: return "qwen2moe";
+    case Arch::Qwen3Moe: return "qwen3moe";
   }
   return "unknown";
 }
@@ -133,9 +134,10 @@ class Reader {
 Arch parse_arch(const Reader& r) {
   std::optional<std::string> a = r.opt_string("general.architecture");
   if (!a) r.fail("missing metadata key 'general.architecture'");
-  for (Arch arch : {Arch::Llama, Arch::Qwen2, Arch::Qwen3, Arch::Gemma2, Arch::Gemma3, Arch::Phi3, Arch::Qwen2Moe})
+  for (Arch arch : {Arch::Llama, Arch::Qwen2, Arch::Qwen3, Arch::Gemma2, Arch::Gemma3, Arch::Phi3, Arch::Qwen2Moe,
+                    Arch::Qwen3Moe})
     if (*a == arch_name(arch)) return arch;
-  r.fail("unsupported architecture '" + *a + "' (supported: llama, qwen2, qwen3, gemma2, gemma3, phi3, qwen2moe)");
+  r.fail("unsupported architecture '" + *a + "' (supported: llama, qwen2, qwen3, gemma2, gemma3, phi3, qwen2moe, qwen3moe)");
 }
 
 // What each architecture's forward does differently from llama's, as flags the model and the
@@ -143,7 +145,7 @@ Arch parse_arch(const Reader& r) {
 void set_arch_traits(ModelConfig& c) {
   const bool gemma = c.arch == Arch::Gemma2 || c.arch == Arch::Gemma3;
   c.rope_neox = c.arch != Arch::Llama;
-  c.qk_norm = c.arch == Arch::Qwen3 || c.arch == Arch::Gemma3;
+  c.qk_norm = c.arch == Arch::Qwen3 || c.arch == Arch::Qwen3Moe || c.arch == Arch::Gemma3;
   c.post_norms = gemma;
   c.gelu_ffn = gemma;
   c.fused_qkv = c.fused_gate_up = c.arch == Arch::Phi3;
@@ -276,8 +278,8 @@ void read_experts(const Reader& r, ModelConfig& c) {
   const std::string prefix = std::string(arch_name(c.arch)) + ".";
   const std::optional<int64_t> count = r.opt_int(prefix + "expert_count");
   const std::optional<int64_t> used = r.opt_int(prefix + "expert_used_count");
-  if (c.arch == Arch::Qwen2Moe && (!count || *count == 0))
-    r.fail("missing metadata key '" + prefix + "expert_count' (qwen2moe needs experts)");
+  if ((c.arch == Arch::Qwen2Moe || c.arch == Arch::Qwen3Moe) && (!count || *count == 0))
+    r.fail("missing metadata key '" + prefix + "expert_count' (" + arch_name(c.arch) + " needs experts)");
   if (!count || *count == 0) {  // a dense model (llama writes expert_count = 0 in some files)
     if (used && *used != 0)
       r.fail("metadata key '" + prefix + "expert_used_count' is " + std::to_string(*used) +
@@ -293,13 +295,15 @@ void read_experts(const Reader& r, ModelConfig& c) {
   if (c.n_experts_used > c.n_experts)
     r.fail("metadata key '" + prefix + "expert_used_count' is " + std::to_string(c.n_experts_used) +
            ", more than expert_count " + std::to_string(c.n_experts));
-  // qwen3moe (to wire once qwen3 attention is in): this qwen2moe branch with no shared expert
-  // (shared_expert_ff_dim 0) and expert_weights_norm = true.
   if (c.arch == Arch::Qwen2Moe) {
     // llama.cpp's defaults when the lengths are absent: ff / used, and ff for the shared one.
     c.expert_ff_dim = r.arch_int("expert_feed_forward_length", c.ff_dim / c.n_experts_used);
     c.shared_expert_ff_dim = r.arch_int("expert_shared_feed_forward_length", c.ff_dim);
     c.expert_weights_norm = false;
+  } else if (c.arch == Arch::Qwen3Moe) {
+    // No shared expert; the top-k weights are renormalized (norm_topk_prob in Qwen3-MoE).
+    c.expert_ff_dim = r.arch_int("expert_feed_forward_length", c.ff_dim / c.n_experts_used);
+    c.expert_weights_norm = true;
   } else {
     c.expert_ff_dim = r.arch_int("expert_feed_forward_length", c.ff_dim);
     c.expert_weights_norm = true;  // Mixtral: the top-k weights are renormalized

@@ -9,8 +9,9 @@ namespace pagoda::gguf { class GgufFile; }
 
 namespace pagoda {
 
-enum class Arch { Llama, Qwen2, Qwen3, Gemma2, Gemma3, Phi3, Qwen2Moe };
-const char* arch_name(Arch a);  // "llama", "qwen2", "qwen3", "gemma2", "gemma3", "phi3", "qwen2moe"
+enum class Arch { Llama, Qwen2, Qwen3, Gemma2, Gemma3, Phi3, Qwen2Moe, Qwen3Moe };
+const char* arch_name(Arch a);  // "llama", "qwen2", "qwen3", "gemma2", "gemma3", "phi3", "qwen2moe",
+                                 // "qwen3moe"
 
 struct ModelConfigError : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -78,8 +79,8 @@ struct ModelConfig {
   int n_experts_used = 0;        // <arch>.expert_used_count (top-k)
   int expert_ff_dim = 0;         // <arch>.expert_feed_forward_length (llama: feed_forward_length)
   int shared_expert_ff_dim = 0;  // <arch>.expert_shared_feed_forward_length (qwen2moe; 0: none)
-  bool expert_weights_norm = false;  // top-k weights divided by their sum (llama/Mixtral: yes;
-                                     // qwen2moe: no)
+  bool expert_weights_norm = false;  // top-k weights divided by their sum (llama/Mixtral and
+                                     // qwen3moe: yes; qwen2moe: no)
 
   // Reads and validates (positive sizes, heads divide dim, n_kv_heads divides n_heads, the
   // tensors the architecture needs are present with the right shapes and supported types, the

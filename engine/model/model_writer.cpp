@@ -131,9 +131,12 @@ const char* const kChatTemplate =
     "{% endfor %}"
     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
 
-constexpr Arch kArchs[] = {Arch::Llama, Arch::Qwen2, Arch::Qwen3, Arch::Gemma2, Arch::Gemma3, Arch::Phi3, Arch::Qwen2Moe};
+constexpr Arch kArchs[] = {Arch::Llama, Arch::Qwen2, Arch::Qwen3, Arch::Gemma2, Arch::Gemma3, Arch::Phi3, Arch::Qwen2Moe,
+                           Arch::Qwen3Moe};
 
 bool is_gemma(Arch a) { return a == Arch::Gemma2 || a == Arch::Gemma3; }
+// qwen3 attention: per-head Q/K RMSNorm, no QKV bias.
+bool is_qwen3(Arch a) { return a == Arch::Qwen3 || a == Arch::Qwen3Moe; }
 
 // ---- spec -------------------------------------------------------------------------------------
 
@@ -170,7 +173,10 @@ ModelSpec with_expert_defaults(ModelSpec s) {
   if (s.arch == Arch::Qwen2Moe) {
     if (s.n_experts == 0) s.n_experts = kQwen2MoeExperts;
     if (s.shared_expert_ff_dim == 0) s.shared_expert_ff_dim = s.ff_dim;
-  } else if (s.shared_expert_ff_dim != 0) {
+  } else if (s.arch == Arch::Qwen3Moe && s.n_experts == 0) {
+    s.n_experts = kQwen2MoeExperts;
+  }
+  if (s.arch != Arch::Qwen2Moe && s.shared_expert_ff_dim != 0) {
     throw ModelSpecError("a shared expert (shared-expert-ff) needs --arch qwen2moe");
   }
   if (s.n_experts < 0 || s.n_experts_used < 0 || s.expert_ff_dim < 0 || s.shared_expert_ff_dim < 0)
@@ -181,6 +187,7 @@ ModelSpec with_expert_defaults(ModelSpec s) {
     return s;
   }
   if (s.arch == Arch::Qwen2) throw ModelSpecError("qwen2 has no experts: use --arch qwen2moe");
+  if (s.arch == Arch::Qwen3) throw ModelSpecError("qwen3 has no experts: use --arch qwen3moe");
   if (s.n_experts_used == 0) s.n_experts_used = std::min(kDefaultExpertsUsed, s.n_experts);
   if (s.expert_ff_dim == 0) s.expert_ff_dim = s.ff_dim;
   // A Mixtral-style llama states its experts' width as feed_forward_length (llama.cpp reads
@@ -228,7 +235,7 @@ void validate(const ModelSpec& s) {
 
 float rope_base(const ModelSpec& s) {
   if (s.rope_freq_base > 0) return s.rope_freq_base;
-  return is_qwen(s.arch) || s.arch == Arch::Qwen3 || s.arch == Arch::Gemma3 ? 1e6f : 1e4f;
+  return is_qwen(s.arch) || is_qwen3(s.arch) || s.arch == Arch::Gemma3 ? 1e6f : 1e4f;
 }
 
 int sliding_window(const ModelSpec& s) {
@@ -278,10 +285,10 @@ void add_hparams(GgufWriter& w, const ModelSpec& s, int vocab_size) {
     w.set(a + ".expert_count", Value::from_u32(uint32_t(s.n_experts)));
     w.set(a + ".expert_used_count", Value::from_u32(uint32_t(s.n_experts_used)));
   }
-  if (s.arch == Arch::Qwen2Moe) {
+  if (s.arch == Arch::Qwen2Moe || s.arch == Arch::Qwen3Moe)
     w.set(a + ".expert_feed_forward_length", Value::from_u32(uint32_t(s.expert_ff_dim)));
+  if (s.arch == Arch::Qwen2Moe)
     w.set(a + ".expert_shared_feed_forward_length", Value::from_u32(uint32_t(s.shared_expert_ff_dim)));
-  }
 }
 
 }  // namespace
@@ -506,7 +513,7 @@ GgufWriter build_model(const ModelSpec& asked, ProgressFn progress, int threads)
       matrix(b + "attn_k.weight", dim, kv_dim);
       matrix(b + "attn_v.weight", dim, kv_dim);
     }
-    if (spec.arch == Arch::Qwen3 || spec.arch == Arch::Gemma3) {
+    if (is_qwen3(spec.arch) || spec.arch == Arch::Gemma3) {
       norm(b + "attn_q_norm.weight", head_dim);
       norm(b + "attn_k_norm.weight", head_dim);
     }

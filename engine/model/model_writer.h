@@ -1,4 +1,4 @@
-// make-model: writes a random-weight GGUF model of any llama/qwen2/qwen2moe/qwen3/gemma2/gemma3/phi3 shape (MoE
+// make-model: writes a random-weight GGUF model of any llama/qwen2/qwen2moe/qwen3/qwen3moe/gemma2/gemma3/phi3 shape (MoE
 // included) and weight type, with
 // a tokenizer (the project's own byte-level vocabulary, or every tokenizer.* key copied from
 // another GGUF). Weights are seeded and deterministic: the same spec gives identical bytes,
@@ -47,15 +47,15 @@ struct ModelSpec {
   // (ffn_gate_inp, F32 as llama.cpp's converter writes it) and stacked experts
   // (ffn_{gate,up,down}_exps, 3-D, of `type`) instead of the dense FFN: a Mixtral-style llama.
   // qwen2moe always has experts (defaults below) and a shared expert (ffn_*_shexp, gated by
-  // ffn_gate_inp_shexp).
-  int n_experts = 0;             // 0: dense llama/qwen2; qwen2moe: kQwen2MoeExperts
+  // ffn_gate_inp_shexp); qwen3moe always has experts and no shared expert.
+  int n_experts = 0;             // 0: dense llama/qwen2; qwen2moe/qwen3moe: kQwen2MoeExperts
   int n_experts_used = 0;        // 0: kDefaultExpertsUsed
-  int expert_ff_dim = 0;         // 0: ff_dim (qwen2moe: expert_feed_forward_length; llama: it
+  int expert_ff_dim = 0;         // 0: ff_dim (qwen*moe: expert_feed_forward_length; llama: it
                                  // replaces ff_dim, as feed_forward_length, as in Mixtral files)
   int shared_expert_ff_dim = 0;  // qwen2moe only; 0: ff_dim
 };
 
-constexpr int kQwen2MoeExperts = 8;
+constexpr int kQwen2MoeExperts = 8;  // also qwen3moe's default
 constexpr int kDefaultExpertsUsed = 2;
 
 struct ModelSpecError : std::runtime_error {

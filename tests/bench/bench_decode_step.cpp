@@ -3,15 +3,17 @@
 //   pagoda_bench_decode_step --model M.gguf [--threads T] [-n 64] [--prompt-len 128]
 //
 // Runs one sequence through LlmEngine (prompt of --prompt-len token ids, then -n decode
-// steps) on a CpuBackend wrapped in a decorator that times every backend op, and prints per
-// decode step: the wall time between tokens, the model's ops by kind (the weight matmuls with
-// their bytes and GB/s against the streaming-read bandwidth measured here at the same thread
-// count; attention with the KV store; norms; RoPE; element-wise ops; embedding; logits read
-// back), and what is left (the engine's scheduling, host sampling and output handling). The
-// target: step time within 10% of the matmuls' sum.
+// steps) on a CpuBackend wrapped in a decorator that times every backend op (any
+// architecture: tests/support/forwarding_backend.h forwards them all), and prints per decode
+// step: the wall time between tokens, the model's ops by kind (the weight matmuls and an MoE's
+// grouped experts, with the bytes they read and GB/s against the streaming-read bandwidth
+// measured here at the same thread count; attention with the KV store; norms; RoPE;
+// element-wise ops; embedding; logits read back), and what is left (the engine's scheduling,
+// host sampling and output handling). The target: step time within 10% of the matmuls' sum.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -23,74 +25,79 @@
 #include "engine/model/model.h"
 #include "kernels/cpu/thread_pool.h"
 #include "tests/bench/bench_peaks.h"
+#include "tests/support/forwarding_backend.h"
 
 using namespace pagoda;
 using Clock = std::chrono::steady_clock;
 
 namespace {
 
-enum Kind { kMatmul, kAttention, kNorm, kRope, kElementwise, kEmbed, kRead, kStepSetup, kKinds };
-const char* const kKindNames[kKinds] = {"weight matmuls", "attention + KV store", "rms norms", "rope",
-                                        "add / silu_mul / bias", "embedding", "logits read back",
-                                        "begin_step / cache edits"};
+enum Kind { kMatmul, kMoe, kAttention, kNorm, kRope, kElementwise, kEmbed, kRead, kStepSetup, kOther, kKinds };
+const char* const kKindNames[kKinds] = {"weight matmuls", "MoE experts (grouped)", "attention + KV store", "rms norms",
+                                        "rope", "element-wise ops", "embedding", "logits read back",
+                                        "begin_step / cache edits", "other ops"};
 
-// Forwards every op to `inner` and adds its wall time to the current step's tally (the CPU
-// backend's ops are synchronous, so wall time around the call is the op's time).
-class TimedBackend final : public Backend {
+Kind kind_of(test::ForwardingBackend::Op op) {
+  using Op = test::ForwardingBackend::Op;
+  switch (op) {
+    case Op::Matmul: return kMatmul;
+    case Op::Moe: return kMoe;
+    case Op::Attention: return kAttention;
+    case Op::Norm: return kNorm;
+    case Op::Rope: return kRope;
+    case Op::Elementwise: return kElementwise;
+    case Op::Embed: return kEmbed;
+    case Op::Read: return kRead;
+    case Op::StepSetup: return kStepSetup;
+    case Op::KvBlock:
+    case Op::Sampling: return kOther;
+  }
+  return kOther;
+}
+
+// Every op forwarded to the inner backend (test::ForwardingBackend forwards them all), its wall
+// time added to the current step's tally (the CPU backend's ops are synchronous, so wall time
+// around the call is the op's time); the weight bytes matmuls and the chosen experts read.
+class TimedBackend final : public test::ForwardingBackend {
  public:
-  explicit TimedBackend(std::unique_ptr<Backend> inner) : in_(std::move(inner)) {}
+  using ForwardingBackend::ForwardingBackend;
 
   struct Tally {
     double seconds[kKinds] = {};
-    double matmul_bytes = 0;
+    double matmul_bytes = 0;  // dense matmuls and the experts each step ran
     int64_t decode_steps = 0;
   };
   Tally decode;           // summed over decode steps (one token per step)
   bool in_decode = false;
 
-  std::string name() const override { return in_->name(); }
-  MemoryInfo memory_info() const override { return in_->memory_info(); }
-  Tensor upload_weight(const void* host, GgmlType t, int64_t r, int64_t c) override { return in_->upload_weight(host, t, r, c); }
-  Tensor alloc(int64_t rows, int64_t cols) override { return in_->alloc(rows, cols); }
-  size_t kv_block_bytes(const KvCacheConfig& cfg) const override { return in_->kv_block_bytes(cfg); }
-  void init_kv_cache(const KvCacheConfig& cfg) override { in_->init_kv_cache(cfg); }
   void begin_step(const StepPlan& plan) override {
     in_decode = plan.tokens.size() == 1;
     if (in_decode) ++decode.decode_steps;
-    timed(kStepSetup, [&] { in_->begin_step(plan); });
-  }
-  void apply_cache_edits(const RopeConfig& r) override { timed(kStepSetup, [&] { in_->apply_cache_edits(r); }); }
-  void embed(const Tensor& table, Tensor& out) override { timed(kEmbed, [&] { in_->embed(table, out); }); }
-  void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out, int64_t n) override {
-    timed(kNorm, [&] { in_->rms_norm(x, w, eps, out, n); });
+    ForwardingBackend::begin_step(plan);
   }
   void matmul(const Tensor& w, const Tensor& x, Tensor& out, int64_t n) override {
-    timed(kMatmul, [&] { in_->matmul(w, x, out, n); });
-    if (in_decode) decode.matmul_bytes += static_cast<double>(ggml_row_size(w.type, w.cols)) * static_cast<double>(w.rows);
+    ForwardingBackend::matmul(w, x, out, n);
+    if (in_decode) decode.matmul_bytes += bytes_of(w);
   }
-  void add_bias(Tensor& x, const Tensor& b, int64_t n) override { timed(kElementwise, [&] { in_->add_bias(x, b, n); }); }
-  void add(Tensor& x, const Tensor& y, int64_t n) override { timed(kElementwise, [&] { in_->add(x, y, n); }); }
-  void silu_mul(const Tensor& g, const Tensor& u, Tensor& out, int64_t n) override {
-    timed(kElementwise, [&] { in_->silu_mul(g, u, out, n); });
-  }
-  void rope(Tensor& x, int n_heads, const RopeConfig& r) override { timed(kRope, [&] { in_->rope(x, n_heads, r); }); }
-  void store_kv(int layer, const Tensor& k, const Tensor& v) override { timed(kAttention, [&] { in_->store_kv(layer, k, v); }); }
-  void attention(int layer, const Tensor& q, Tensor& out, int n_heads, int n_kv_heads, int head_dim, float scale) override {
-    timed(kAttention, [&] { in_->attention(layer, q, out, n_heads, n_kv_heads, head_dim, scale); });
-  }
-  void gather_logit_rows(const Tensor& x, Tensor& out) override { timed(kElementwise, [&] { in_->gather_logit_rows(x, out); }); }
-  void read_kv_block(int layer, int block, float* k, float* v) override { in_->read_kv_block(layer, block, k, v); }
-  void write_kv_block(int layer, int block, const float* k, const float* v) override { in_->write_kv_block(layer, block, k, v); }
-  void read(const Tensor& x, int64_t rows, float* host) override { timed(kRead, [&] { in_->read(x, rows, host); }); }
+  void moe_ffn(const ExpertWeights& w, const Tensor& x, const int32_t* experts, const float* weights, int k,
+               const Tensor* shared, const float* shared_weights, Tensor& out, int64_t n) override {
+    ForwardingBackend::moe_ffn(w, x, experts, weights, k, shared, shared_weights, out, n);
+    if (!in_decode || w.n_experts <= 0) return;
+    std::vector<bool> used(static_cast<size_t>(w.n_experts), false);
+    for (int64_t i = 0; i < n * k; ++i) used[static_cast<size_t>(experts[i])] = true;
+    const double per_expert = (bytes_of(w.gate) + bytes_of(w.up) + bytes_of(w.down)) / w.n_experts;
+    decode.matmul_bytes += per_expert * static_cast<double>(std::count(used.begin(), used.end(), true));
+  }  // (a shared expert's matmuls go through matmul())
 
  private:
-  template <class F>
-  void timed(Kind kind, F&& f) {
-    const auto t0 = Clock::now();
-    f();
-    if (in_decode) decode.seconds[kind] += std::chrono::duration<double>(Clock::now() - t0).count();
+  static double bytes_of(const Tensor& w) {
+    return static_cast<double>(ggml_row_size(w.type, w.cols)) * static_cast<double>(w.rows);
   }
-  std::unique_ptr<Backend> in_;
+  void around(Op op, const std::function<void()>& call) override {
+    const auto t0 = Clock::now();
+    call();
+    if (in_decode) decode.seconds[kind_of(op)] += std::chrono::duration<double>(Clock::now() - t0).count();
+  }
 };
 
 struct Args {
@@ -139,7 +146,7 @@ int run(const Args& a) {
   for (double s : t.seconds) ops_ms += s * 1e3 / static_cast<double>(steps);
   cpu::ThreadPool pool(a.threads);
   const double bw = bench::stream_read_gbps(pool, bench::Timing{false, a.threads});
-  const double mm_ms = t.seconds[kMatmul] * 1e3 / static_cast<double>(steps);
+  const double mm_ms = (t.seconds[kMatmul] + t.seconds[kMoe]) * 1e3 / static_cast<double>(steps);
   const double mm_gb = t.matmul_bytes / static_cast<double>(steps) / 1e9;
 
   std::printf("%s, %d threads, %ld decode steps after a %d-token prompt\n", a.model.c_str(), a.threads,
@@ -150,11 +157,12 @@ int run(const Args& a) {
   for (int k = 0; k < kKinds; ++k) {
     const double ms = t.seconds[k] * 1e3 / static_cast<double>(steps);
     std::printf("  %-26s %8.3f ms  %5.1f%%", kKindNames[k], ms, 100.0 * ms / wall_ms);
-    if (k == kMatmul) std::printf("  (%.1f GB/s, %.0f%% of stream)", mm_gb / ms * 1e3, 100.0 * mm_gb / ms * 1e3 / bw);
     std::printf("\n");
   }
+  std::printf("  matmuls + experts: %.3f ms, %.1f GB/s, %.0f%% of stream\n", mm_ms, mm_gb / mm_ms * 1e3,
+              100.0 * mm_gb / mm_ms * 1e3 / bw);
   std::printf("  %-26s %8.3f ms  %5.1f%%\n", "engine (schedule, sample)", wall_ms - ops_ms, 100.0 * (wall_ms - ops_ms) / wall_ms);
-  std::printf("step / matmul sum: %.3f (target <= 1.10)\n", wall_ms / mm_ms);
+  std::printf("step / (matmul + expert) sum: %.3f (target <= 1.10)\n", wall_ms / mm_ms);
   return 0;
 }
 

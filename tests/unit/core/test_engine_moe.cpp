@@ -24,7 +24,7 @@ gguf::GgufFile moe_model(Arch arch, GgmlType type) {
   spec.type = type;
   spec.seed = 3;
   if (arch == Arch::Llama) spec.n_experts = 4, spec.n_experts_used = 2;
-  else spec.expert_ff_dim = 64;  // qwen2moe: 8 experts, 2 used, a shared expert of 128
+  else spec.expert_ff_dim = 64;  // qwen*moe: 8 experts, 2 used; qwen2moe a shared expert of 128
   return gguf::GgufFile::from_bytes(build_model(spec, {}, 1).to_bytes(), "moe.gguf");
 }
 
@@ -61,7 +61,7 @@ std::vector<ChoiceResult> run(const gguf::GgufFile& f, const std::vector<Generat
 }  // namespace
 
 TEST_CASE("engine: 64 greedy MoE steps follow the reference forward") {
-  for (Arch arch : {Arch::Llama, Arch::Qwen2Moe}) {
+  for (Arch arch : {Arch::Llama, Arch::Qwen2Moe, Arch::Qwen3Moe}) {
     INFO(arch_name(arch));
     const gguf::GgufFile f = moe_model(arch, GgmlType::F32);
     const GenerationRequest req = request(11, 64, 1, false);
@@ -90,7 +90,7 @@ TEST_CASE("engine: 64 greedy MoE steps follow the reference forward") {
 }
 
 TEST_CASE("engine: a mixed batch on an MoE model equals each request alone, bit for bit") {
-  for (Arch arch : {Arch::Llama, Arch::Qwen2Moe}) {
+  for (Arch arch : {Arch::Llama, Arch::Qwen2Moe, Arch::Qwen3Moe}) {
     INFO(arch_name(arch));
     const gguf::GgufFile f = moe_model(arch, GgmlType::Q8_0);
     std::vector<GenerationRequest> reqs;

@@ -116,7 +116,7 @@ std::vector<uint8_t> make_tiny_model(const TinyModelSpec& s) {
       matrix(p + "attn_k.weight", kv_dim, s.dim);
       matrix(p + "attn_v.weight", kv_dim, s.dim);
     }
-    if (a == "qwen3" || a == "gemma3") {
+    if (a == "qwen3" || a == "qwen3moe" || a == "gemma3") {
       vec(p + "attn_q_norm.weight", head_dim, 0.5f, 1.5f);
       vec(p + "attn_k_norm.weight", head_dim, 0.5f, 1.5f);
     }
@@ -131,7 +131,7 @@ std::vector<uint8_t> make_tiny_model(const TinyModelSpec& s) {
     }
     matrix(p + "attn_output.weight", s.dim, q_dim);
     vec(p + "ffn_norm.weight", s.dim, 0.5f, 1.5f);
-    if (s.experts > 0 || a == "qwen2moe") {
+    if (s.experts > 0 || arch_has_experts(a)) {
       add_tiny_moe_layer(w, s, p, matrix, vec);
       continue;
     }

@@ -18,7 +18,8 @@ namespace pagoda::test {
 struct TinyModelSpec {
   // "llama", "qwen2" (Q/K/V biases, NeoX RoPE), "qwen3" (per-head Q/K norms), "gemma2" (GeGLU,
   // sandwich norms, soft-capping, local layers 0, 2, ...), "gemma3" (5 local : 1 global, Q/K
-  // norms), "phi3" (fused QKV and gate/up, all layers windowed), "qwen2moe" (qwen2 + experts)
+  // norms), "phi3" (fused QKV and gate/up, all layers windowed), "qwen2moe" (qwen2 + experts),
+  // "qwen3moe" (qwen3 + experts, no shared expert)
   std::string arch = "llama";
   int layers = 2;
   int dim = 64;
@@ -39,7 +40,8 @@ struct TinyModelSpec {
   float local_rope_base = 10000.0f;  // gemma3's rope.freq_base_swa
   bool longrope = false;         // phi3: rope_factors_short/long, original context 1024 of 4096
   // Mixture of experts (reference_moe.h): experts > 0 replaces each layer's FFN by a router
-  // and stacked experts; qwen2moe always has them, plus a shared expert of width shared_ff.
+  // and stacked experts; qwen2moe and qwen3moe always have them, qwen2moe plus a shared expert
+  // of width shared_ff.
   int experts = 0;
   int experts_used = 2;
   int expert_ff = 0;             // 0: ff

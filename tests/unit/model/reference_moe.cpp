@@ -29,13 +29,16 @@ std::vector<double> swiglu(const double* gate, const double* up, const double* d
 
 }  // namespace
 
+bool arch_has_experts(const std::string& arch) { return arch == "qwen2moe" || arch == "qwen3moe"; }
+
 MoeShape MoeShape::read(const gguf::GgufFile& f, const std::string& a, int dense_ff) {
   MoeShape m;
   m.experts = static_cast<int>(f.get_int(a + ".expert_count").value_or(0));
   if (m.experts == 0) return m;
   m.used = static_cast<int>(*f.get_int(a + ".expert_used_count"));
   const bool qwen2moe = a == "qwen2moe";
-  m.ff = static_cast<int>(f.get_int(a + ".expert_feed_forward_length").value_or(qwen2moe ? dense_ff / m.used : dense_ff));
+  const int ff_default = qwen2moe || a == "qwen3moe" ? dense_ff / m.used : dense_ff;
+  m.ff = static_cast<int>(f.get_int(a + ".expert_feed_forward_length").value_or(ff_default));
   m.shared_ff = qwen2moe ? static_cast<int>(f.get_int(a + ".expert_shared_feed_forward_length").value_or(dense_ff)) : 0;
   m.normalize = !qwen2moe;
   return m;
@@ -92,12 +95,12 @@ std::vector<double> ReferenceMoe::forward(const MoeShape& s, const std::vector<d
 
 void add_tiny_moe_keys(gguf::GgufWriter& w, const TinyModelSpec& s) {
   const bool qwen2moe = s.arch == "qwen2moe";
-  if (s.experts == 0 && !qwen2moe) return;
+  if (s.experts == 0 && !arch_has_experts(s.arch)) return;
   const std::string& a = s.arch;
   w.set(a + ".expert_count", gguf::Value::from_u32(static_cast<uint32_t>(s.experts)));
   w.set(a + ".expert_used_count", gguf::Value::from_u32(static_cast<uint32_t>(s.experts_used)));
   const int eff = s.expert_ff > 0 ? s.expert_ff : s.ff;
-  if (s.expert_ff > 0 || qwen2moe) w.set(a + ".expert_feed_forward_length", gguf::Value::from_u32(static_cast<uint32_t>(eff)));
+  if (s.expert_ff > 0 || arch_has_experts(a)) w.set(a + ".expert_feed_forward_length", gguf::Value::from_u32(static_cast<uint32_t>(eff)));
   if (qwen2moe && s.shared_ff > 0)
     w.set(a + ".expert_shared_feed_forward_length", gguf::Value::from_u32(static_cast<uint32_t>(s.shared_ff)));
 }

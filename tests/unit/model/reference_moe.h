@@ -1,7 +1,7 @@
 // The reference forward's mixture-of-experts FFN (double precision, token by token, every
 // expert a plain dense FFN), written from llama.cpp's description of the models rather than from
 // engine/model/moe_ffn.*: softmax over the router logits, the top-k experts (ties: lower id),
-// weights renormalized to sum 1 for llama (Mixtral) and not for qwen2moe, the weighted sum in
+// weights renormalized to sum 1 for llama (Mixtral) and qwen3moe and not for qwen2moe, the weighted sum in
 // rank order, then qwen2moe's shared expert scaled by sigmoid(ffn_gate_inp_shexp . x).
 #pragma once
 
@@ -15,6 +15,9 @@
 namespace pagoda::test {
 
 struct TinyModelSpec;
+
+// qwen2moe and qwen3moe always have experts (a llama only when it carries expert_count).
+bool arch_has_experts(const std::string& arch);
 
 struct MoeShape {
   int experts = 0, used = 0, ff = 0, shared_ff = 0;

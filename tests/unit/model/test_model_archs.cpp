@@ -31,6 +31,8 @@ std::vector<ArchCase> arch_cases() {
   { TinyModelSpec s; s.arch = "phi3"; s.seed = 34; out.push_back({s, "phi3 (fused, window 8)"}); }
   { TinyModelSpec s; s.arch = "phi3"; s.longrope = true; s.window = 4095; s.seed = 35;
     out.push_back({s, "phi3 LongRoPE (long factors: context 4096 > 1024)"}); }
+  { TinyModelSpec s; s.arch = "qwen3moe"; s.experts = 6; s.experts_used = 2; s.expert_ff = 32; s.seed = 36;
+    out.push_back({s, "qwen3moe (Q/K norms, 2 of 6 experts renormalized)"}); }
   return out;
 }
 

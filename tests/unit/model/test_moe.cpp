@@ -1,4 +1,4 @@
-// Mixture of experts: the routing kernel, the MoE forward (Mixtral-style llama, qwen2moe) on
+// Mixture of experts: the routing kernel, the MoE forward (Mixtral-style llama, qwen2moe, qwen3moe) on
 // CpuBackend against the scalar reference (reference_moe.cpp), batch invariance bit for bit,
 // make-model's MoE files, and clear load errors for inconsistent expert metadata and tensors.
 #include <catch2/catch.hpp>
@@ -98,7 +98,7 @@ TEST_CASE("moe_group: entries grouped by expert in token order", "[moe]") {
   CHECK_THROWS(cpu::moe_group(bad, 1, 2, 4, g));
 }
 
-TEST_CASE("f32 MoE forward matches the scalar reference (Mixtral-style llama, qwen2moe)", "[moe]") {
+TEST_CASE("f32 MoE forward matches the scalar reference (Mixtral-style llama, qwen2moe, qwen3moe)", "[moe]") {
   struct Case {
     TinyModelSpec spec;
     const char* what;
@@ -111,6 +111,9 @@ TEST_CASE("f32 MoE forward matches the scalar reference (Mixtral-style llama, qw
   cases.push_back({moe_spec("qwen2moe", 6, 2, 35), "qwen2moe, 2 of 6 + shared"});
   { TinyModelSpec s = moe_spec("qwen2moe", 4, 3, 36); s.expert_ff = 32; s.shared_ff = 80;
     cases.push_back({s, "qwen2moe, expert ff 32, shared ff 80"}); }
+  cases.push_back({moe_spec("qwen3moe", 6, 2, 37), "qwen3moe, 2 of 6, Q/K norms, renormalized"});
+  { TinyModelSpec s = moe_spec("qwen3moe", 8, 3, 38); s.expert_ff = 24;
+    cases.push_back({s, "qwen3moe, 3 of 8, expert ff 24"}); }
   for (const Case& c : cases) {
     const double err = error_vs_reference(tiny(c.spec), 23, c.spec.vocab);
     INFO(c.what << ": max relative logit error " << err);
@@ -123,7 +126,7 @@ TEST_CASE("quantized MoE forward stays close to the reference on the same weight
   // int8 blocks, about 1-2% max relative logit error through 2 layers; 5% is the same bound.
   // A routing decision flipped by that noise would show as an error of order 1.
   for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_K}) {
-    for (const char* arch : {"llama", "qwen2moe"}) {
+    for (const char* arch : {"llama", "qwen2moe", "qwen3moe"}) {
       TinyModelSpec s = moe_spec(arch, 4, 2, 41);
       s.dim = 256, s.ff = 256, s.type = t;
       const double err = error_vs_reference(tiny(s), 19, s.vocab);
@@ -134,7 +137,7 @@ TEST_CASE("quantized MoE forward stays close to the reference on the same weight
 }
 
 TEST_CASE("MoE forward is batch invariant: a mixed step equals each sequence alone, bit for bit", "[moe]") {
-  for (const char* arch : {"llama", "qwen2moe"}) {
+  for (const char* arch : {"llama", "qwen2moe", "qwen3moe"}) {
     INFO(arch);
     TinyModelSpec s = moe_spec(arch, 5, 2, 51);
     s.type = GgmlType::Q8_0;
@@ -154,14 +157,14 @@ TEST_CASE("MoE forward is batch invariant: a mixed step equals each sequence alo
 }
 
 TEST_CASE("make-model writes MoE files the engine and the reference read alike", "[moe]") {
-  for (Arch arch : {Arch::Llama, Arch::Qwen2Moe}) {
+  for (Arch arch : {Arch::Llama, Arch::Qwen2Moe, Arch::Qwen3Moe}) {
     ModelSpec spec;
     spec.arch = arch;
     spec.n_layers = 2, spec.dim = 64, spec.ff_dim = 96, spec.n_heads = 4, spec.n_kv_heads = 2;
     spec.type = GgmlType::F32;
     spec.seed = 7;
     spec.expert_ff_dim = 64;
-    if (arch == Arch::Llama) spec.n_experts = 4, spec.n_experts_used = 2;  // qwen2moe: 8, 2 used
+    if (arch == Arch::Llama) spec.n_experts = 4, spec.n_experts_used = 2;  // qwen*moe: 8, 2 used
     const gguf::GgufFile f = gguf::GgufFile::from_bytes(build_model(spec, {}, 1).to_bytes(), "moe.gguf");
     const ModelConfig c = ModelConfig::from_gguf(f);
     INFO(arch_name(arch));
@@ -169,8 +172,10 @@ TEST_CASE("make-model writes MoE files the engine and the reference read alike",
     CHECK(c.n_experts_used == kDefaultExpertsUsed);
     CHECK(c.expert_ff_dim == 64);
     CHECK(c.ff_dim == (arch == Arch::Llama ? 64 : 96));  // llama: the experts' width, as in Mixtral
-    CHECK(c.shared_expert_ff_dim == (arch == Arch::Llama ? 0 : 96));
-    CHECK(c.expert_weights_norm == (arch == Arch::Llama));
+    CHECK(c.shared_expert_ff_dim == (arch == Arch::Qwen2Moe ? 96 : 0));
+    CHECK(c.expert_weights_norm == (arch != Arch::Qwen2Moe));
+    CHECK(c.qk_norm == (arch == Arch::Qwen3Moe));
+    CHECK(c.qkv_bias == (arch == Arch::Qwen2Moe));
     CHECK(f.find_tensor("blk.1.ffn_gate_exps.weight")->dims == std::vector<int64_t>{64, c.expert_ff_dim, c.n_experts});
     CHECK(f.find_tensor("blk.0.ffn_gate_inp.weight")->type == GgmlType::F32);
     CHECK(error_vs_reference(f, 17, c.vocab_size) < 1e-4);
@@ -184,6 +189,12 @@ TEST_CASE("make-model writes MoE files the engine and the reference read alike",
   ModelSpec shared_llama;
   shared_llama.n_experts = 4, shared_llama.shared_expert_ff_dim = 64;
   CHECK_THROWS_WITH(build_model(shared_llama), Catch::Contains("qwen2moe"));
+  ModelSpec shared_qwen3;
+  shared_qwen3.arch = Arch::Qwen3Moe, shared_qwen3.shared_expert_ff_dim = 64;
+  CHECK_THROWS_WITH(build_model(shared_qwen3), Catch::Contains("qwen2moe"));
+  ModelSpec dense_qwen3;
+  dense_qwen3.arch = Arch::Qwen3, dense_qwen3.n_experts = 4;
+  CHECK_THROWS_WITH(build_model(dense_qwen3), Catch::Contains("use --arch qwen3moe"));
 }
 
 TEST_CASE("inconsistent expert metadata or tensors fail at load, naming the key or tensor", "[moe]") {
@@ -230,6 +241,12 @@ TEST_CASE("inconsistent expert metadata or tensors fail at load, naming the key 
              Catch::Contains("holds experts, but the metadata key 'llama.expert_count' is missing"));
   CHECK_THAT(variant(qwen, {{"qwen2moe.expert_count"}}),
              Catch::Contains("missing metadata key 'qwen2moe.expert_count'"));
+  const TinyModelSpec qwen3 = moe_spec("qwen3moe", 4, 2, 63);
+  CHECK(variant(qwen3, {}) == "no error");
+  CHECK_THAT(variant(qwen3, {{"qwen3moe.expert_count"}}),
+             Catch::Contains("missing metadata key 'qwen3moe.expert_count'"));
+  CHECK_THAT(variant(qwen3, {{}, "", 0, "blk.1.attn_q_norm.weight"}),
+             Catch::Contains("missing tensor 'blk.1.attn_q_norm.weight'"));
   CHECK_THAT(variant(llama, {{}, "", 0, "blk.1.ffn_gate_inp.weight"}),
              Catch::Contains("missing tensor 'blk.1.ffn_gate_inp.weight'"));
   CHECK_THAT(variant(qwen, {{}, "", 0, "blk.0.ffn_down_shexp.weight"}),

@@ -15,6 +15,7 @@
 #include <cstring>
 
 #include "kernels/cpu/matmul_internal.h"
+#include "kernels/cpu/matmul_rows_avx512.h"
 #include "kernels/cpu/matmul_unpack_x86.h"
 
 // GCC 12's AVX-512 intrinsic headers trip -Wuninitialized on their own placeholders.
@@ -73,9 +74,30 @@ inline __m512 bytes16_ps(__m128i v, bool is_signed) {
   return _mm512_cvtepi32_ps(is_signed ? _mm512_cvtepi8_epi32(v) : _mm512_cvtepu8_epi32(v));
 }
 
+// Q4_K / Q5_K: the 12 packed scale bytes at bytes 4-15 of each lane -> [sc0..sc7, m0..m7]
+// (q4k_scale_min for j = 0..7), 4 rows at once.
+inline __m512i q4k_quad_fields(__m512i z) {
+  const __m512i p = _mm512_shuffle_epi8(z, _mm512_broadcast_i32x4(_mm_setr_epi8(4, 5, 6, 7, 12, 13, 14, 15, 8, 9, 10, 11, 12, 13, 14, 15)));
+  const __m512i t = _mm512_shuffle_epi8(z, _mm512_broadcast_i32x4(_mm_setr_epi8(-1, -1, -1, -1, 4, 5, 6, 7, -1, -1, -1, -1, 8, 9, 10, 11)));
+  const __m512i lo = _mm512_and_si512(_mm512_mask_blend_epi32(0x8888, p, _mm512_srli_epi16(p, 4)),
+                                      _mm512_broadcast_i32x4(_mm_setr_epi8(63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 15, 15, 15, 15)));
+  return _mm512_ternarylogic_epi32(_mm512_srli_epi16(t, 2), _mm512_set1_epi8(0x30), lo, 0xEA);  // (t >> 2 & 0x30) | lo
+}
+
 template <GgmlType T>
 void load_scales(const uint8_t* const row[kGroup], int64_t group, GroupScales<T>& sc) {
-  if constexpr (vector_group_scales(T)) {
+  if constexpr (T == GgmlType::Q4_K) {
+    __m512i z[4], f[4], t[4];
+    load_quads(row, group * sizeof(BlockQ4_K), z);
+    __m512 d, dmin;
+    quad_head_halves(z, d, dmin);
+    for (int k = 0; k < 4; ++k) f[k] = q4k_quad_fields(z[k]);
+    transpose_fields(f, t);
+    for (int j = 0; j < 8; ++j) {
+      _mm512_store_ps(sc.s0[j], _mm512_mul_ps(d, _mm512_cvtepi32_ps(field_epi32(t, j, false))));
+      _mm512_store_ps(sc.m[j], _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(field_epi32(t, 8 + j, false))));
+    }
+  } else if constexpr (vector_group_scales(T)) {
     __m128i f[16];
     alignas(32) uint16_t dh[kGroup], dminh[kGroup];
     group_scale_bytes<T, kGroup>(row, group, f, dh, dminh);
@@ -212,11 +234,60 @@ inline __m512i q5k_block(const uint8_t* ri, const uint8_t* ri8, int64_t group, i
   return _mm512_ternarylogic_epi32(lo, _mm512_set1_epi8(0x0F), hi, 0xEA);  // (lo & 0x0F) | hi
 }
 
+// Q4_K in the row-quad layout: blocks 2p and 2p + 1 of a scale group share 32 bytes of qs per
+// row (low / high nibbles); lo / hi hold those bytes for 16 rows as row quads (elements 0-15 /
+// 16-31). The high nibbles are used in place (x16, masked with 0xF0) and their sums shifted back,
+// exactly, since every product is a multiple of 16.
+template <int R>
+void few_rows_q4k(const MatmulArgs& a, int64_t o0, int valid, int64_t i0, const uint8_t* prefetch,
+                  int64_t prefetch_lines) {
+  constexpr GgmlType T = GgmlType::Q4_K;
+  const uint8_t* row[kGroup];
+  for (int l = 0; l < kGroup; ++l) row[l] = a.w + (o0 + std::min(l, valid - 1)) * a.row_bytes;
+  __m512 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  const int64_t groups = a.k / 256;
+  GroupScales<T> sc;
+  const __m512i m4 = _mm512_set1_epi8(0x0F), zero = _mm512_setzero_si512();
+  for (int64_t g = 0; g < groups; ++g) {
+    for (int64_t l = prefetch_lines * g / groups; l < prefetch_lines * (g + 1) / groups; ++l)
+      _mm_prefetch(reinterpret_cast<const char*>(prefetch + 64 * l), _MM_HINT_T1);
+    load_scales<T>(row, g, sc);
+    for (int p = 0; p < 4; ++p) {
+      __m512i wlo[4], whi[4];
+      load_quads32(row, g * sizeof(BlockQ4_K) + offsetof(BlockQ4_K, qs) + 32 * p, wlo, whi);
+      __m512i l0[4], l1[4], h0[4], h1[4];
+      for (int k = 0; k < 4; ++k) {
+        l0[k] = _mm512_and_si512(wlo[k], m4), h0[k] = _mm512_andnot_si512(m4, wlo[k]);
+        l1[k] = _mm512_and_si512(whi[k], m4), h1[k] = _mm512_andnot_si512(m4, whi[k]);
+      }
+      const int64_t b = 8 * g + 2 * p;
+      for (int r = 0; r < R; ++r) {
+        const int8_t* xq = a.acts.row_q(i0 + r) + 32 * b;
+        auto x16 = [&](int off) { return _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xq + off))); };
+        const __m512i xa0 = x16(0), xb0 = x16(16), xa1 = x16(32), xb1 = x16(48);
+        __m512i pl[4], ph[4];
+        for (int k = 0; k < 4; ++k) {
+          pl[k] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, l0[k], xa0), l1[k], xb0);
+          ph[k] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, h0[k], xa1), h1[k], xb1);
+        }
+        const __m512i s0 = reduce_quads(pl), s1 = _mm512_srai_epi32(reduce_quads(ph), 4);
+        const int16_t* xs = a.acts.row_s(i0 + r) + 2 * b;
+        const float* dx = a.acts.row_d(i0 + r) + b;
+        acc[r] = block_epilogue<T>(acc[r], s0, zero, sc, 2 * p, xs, _mm512_set1_ps(dx[0]));
+        acc[r] = block_epilogue<T>(acc[r], s1, zero, sc, 2 * p + 1, xs + 2, _mm512_set1_ps(dx[1]));
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(a.out + (i0 + r) * a.out_features + o0, lane_mask(valid), acc[r]);
+}
+
 // R activation rows (i0..i0+R-1) x outputs [o0, o0 + valid), valid <= 16, over all of k. Lanes
 // past `valid` repeat the last output and are not stored.
 template <GgmlType T, int R>
 void few_rows(const MatmulArgs& a, int64_t o0, int valid, int64_t i0, const uint8_t* prefetch,
               int64_t prefetch_lines) {
+  if constexpr (T == GgmlType::Q4_K) return few_rows_q4k<R>(a, o0, valid, i0, prefetch, prefetch_lines);
   constexpr int bpg = kBlocksPerGroup<T>;
   const uint8_t* row[kGroup];
   for (int l = 0; l < kGroup; ++l) row[l] = a.w + (o0 + std::min(l, valid - 1)) * a.row_bytes;

@@ -72,7 +72,7 @@ void load_scales(const uint8_t* const row[kGroup], int64_t group, GroupScales<T>
 }
 
 // Block j of scale group `group` for outputs i and i + 8, as unsigned bytes (decode_block32's u).
-// (Q4_K, Q5_K and IQ4_XS have their own paths below.)
+// (Q4_K, Q5_K, Q6_K and IQ4_XS have their own paths below.)
 template <GgmlType T>
 inline __m512i load_pair(const uint8_t* ri, const uint8_t* ri8, int64_t group, int j) {
   const __m512i m4 = _mm512_set1_epi8(0x0F);
@@ -97,7 +97,8 @@ inline __m512i load_pair(const uint8_t* ri, const uint8_t* ri8, int64_t group, i
   } else if constexpr (T == GgmlType::Q8_0) {
     const size_t off = group * sizeof(BlockQ8_0) + 2;
     return _mm512_xor_si512(pair(ri + off, ri8 + off), _mm512_set1_epi8(static_cast<char>(0x80)));
-  } else if constexpr (T == GgmlType::Q4_0) {
+  } else {
+    static_assert(T == GgmlType::Q4_0, "load_pair: type with its own path");
     const size_t off = group * sizeof(BlockQ4_0) + 2;
     const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(ri + off));
     const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(ri8 + off));
@@ -106,15 +107,6 @@ inline __m512i load_pair(const uint8_t* ri, const uint8_t* ri8, int64_t group, i
     const __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set_m128i(a, a)), _mm256_set_m128i(b, b), 1);
     const __m512i shifted = _mm512_srli_epi16(z, 4);
     return _mm512_and_si512(_mm512_mask_blend_epi64(0xCC, z, shifted), m4);
-  } else {
-    static_assert(T == GgmlType::Q6_K);
-    const int h = j / 4, p = j % 4;
-    const size_t base = group * sizeof(BlockQ6_K);
-    const size_t ql = base + offsetof(BlockQ6_K, ql) + 64 * h + 32 * (p & 1);
-    const size_t qh = base + offsetof(BlockQ6_K, qh) + 32 * h;
-    const __m512i lo = _mm512_and_si512(_mm512_srli_epi16(pair(ri + ql, ri8 + ql), 4 * (p >> 1)), m4);
-    const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(pair(ri + qh, ri8 + qh), 2 * p), _mm512_set1_epi8(3));
-    return _mm512_or_si512(lo, _mm512_slli_epi16(hi, 4));
   }
 }
 
@@ -241,16 +233,45 @@ void few_rows_pairs(const MatmulArgs& a, const FewRows<R>& f, __m512 acc[R], con
       }
       continue;
     }
-    for (int j = 0; j < bpg; ++j) {
+    auto dot_block = [&](int j, const __m512i w[8]) {
       const int64_t b = g * bpg + j;
-      __m512i w[8];
-      for (int i = 0; i < 8; ++i) w[i] = load_pair<T>(row[i], row[i + 8], g, j);
       for (int r = 0; r < R; ++r) {
         const __m512i xv = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(f.x[r].q + 32 * b)));
         __m512i p[8], h0, h1;
         for (int i = 0; i < 8; ++i) p[i] = _mm512_dpbusd_epi32(zero, w[i], xv);
         reduce_rows16(p, h0, h1);
         acc[r] = block_epilogue<T>(acc[r], h0, h1, sc, j, f.x[r], b);
+      }
+    };
+    if constexpr (T == GgmlType::Q6_K) {
+      // Blocks 4h..4h+3 share qh's 32 bytes at 32h (2 bits each) and ql's 64 bytes at 64h
+      // (nibbles of blocks 4h, 4h+2 | 4h+1, 4h+3): loaded once per four blocks.
+      for (int h = 0; h < 2; ++h) {
+        __m512i qh[8], ql[2][8];
+        const size_t base = g * sizeof(BlockQ6_K), qho = base + offsetof(BlockQ6_K, qh) + 32 * h;
+        for (int i = 0; i < 8; ++i) {
+          qh[i] = pair(row[i] + qho, row[i + 8] + qho);
+          for (int c = 0; c < 2; ++c) {
+            const size_t qlo = base + offsetof(BlockQ6_K, ql) + 64 * h + 32 * c;
+            ql[c][i] = pair(row[i] + qlo, row[i + 8] + qlo);
+          }
+        }
+        for (int p = 0; p < 4; ++p) {
+          __m512i w[8];
+          for (int i = 0; i < 8; ++i) {
+            const __m512i lo = p >> 1 ? _mm512_srli_epi16(ql[p & 1][i], 4) : ql[p & 1][i];
+            // Bits 2p, 2p + 1 of qh to bits 4-5 of the same byte.
+            const __m512i hi = p < 2 ? _mm512_slli_epi16(qh[i], 4 - 2 * p) : p == 2 ? qh[i] : _mm512_srli_epi16(qh[i], 2);
+            w[i] = _mm512_ternarylogic_epi32(lo, _mm512_set1_epi8(0x0F), _mm512_and_si512(hi, _mm512_set1_epi8(0x30)), 0xEA);
+          }
+          dot_block(4 * h + p, w);
+        }
+      }
+    } else {
+      for (int j = 0; j < bpg; ++j) {
+        __m512i w[8];
+        for (int i = 0; i < 8; ++i) w[i] = load_pair<T>(row[i], row[i + 8], g, j);
+        dot_block(j, w);
       }
     }
   }

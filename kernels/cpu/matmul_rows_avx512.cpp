@@ -201,6 +201,51 @@ void few_rows_quads(const MatmulArgs& a, const FewRows<R>& f, __m512 acc[R], con
   }
 }
 
+// Q4_0, Q4_1 and IQ4_NL in the row-quad layout: a block's 16 bytes of nibbles per row (elements
+// 0-15 in the low nibbles, 16-31 in the high ones) are one quad set, so the low and high nibbles
+// meet activation elements 0-15 and 16-31 in the same lanes and one reduction serves the block.
+template <GgmlType T, int R>
+void few_rows_quads32(const MatmulArgs& a, const FewRows<R>& f, __m512 acc[R], const uint8_t* prefetch,
+                      int64_t prefetch_lines) {
+  static_assert(T == GgmlType::Q4_0 || T == GgmlType::Q4_1 || T == GgmlType::IQ4_NL);
+  using Block = std::conditional_t<T == GgmlType::Q4_0, BlockQ4_0, std::conditional_t<T == GgmlType::Q4_1, BlockQ4_1, BlockIQ4_NL>>;
+  const int64_t nb = a.k / 32;
+  GroupScales<T> sc;
+  const __m512i m4 = _mm512_set1_epi8(0x0F), zero = _mm512_setzero_si512();
+  for (int64_t b = 0; b < nb; ++b) {
+    prefetch_share(prefetch, prefetch_lines, b, nb);
+    __m512i z[4];
+    if constexpr (T == GgmlType::Q4_1) {  // d and m are the first two halves of the block
+      load_quads(f.row, b * sizeof(Block), z);
+      __m512 d, m;
+      quad_head_halves(z, d, m);
+      _mm512_store_ps(sc.s0[0], d);
+      _mm512_store_ps(sc.m[0], _mm512_sub_ps(_mm512_setzero_ps(), m));  // block_scales' m0 = -m
+    } else {
+      alignas(32) uint16_t dh[kGroup];
+      for (int l = 0; l < kGroup; ++l) std::memcpy(&dh[l], f.row[l] + b * sizeof(Block), 2);
+      _mm512_store_ps(sc.s0[0], _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(dh))));
+    }
+    load_quads(f.row, b * sizeof(Block) + offsetof(Block, qs), z);
+    __m512i lo[4], hi[4];
+    for (int k = 0; k < 4; ++k) {
+      lo[k] = _mm512_and_si512(z[k], m4), hi[k] = _mm512_and_si512(_mm512_srli_epi16(z[k], 4), m4);
+      if constexpr (T == GgmlType::IQ4_NL) {  // level + 128 by a byte lookup
+        const __m512i table = _mm512_broadcast_i32x4(unpack_iq4_table());
+        lo[k] = _mm512_shuffle_epi8(table, lo[k]), hi[k] = _mm512_shuffle_epi8(table, hi[k]);
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      const int8_t* xq = f.x[r].q + 32 * b;
+      const __m512i xa = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xq)));
+      const __m512i xb = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xq + 16)));
+      __m512i p[4];
+      for (int k = 0; k < 4; ++k) p[k] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, lo[k], xa), hi[k], xb);
+      acc[r] = block_epilogue<T>(acc[r], reduce_quads(p), zero, sc, 0, f.x[r], b);
+    }
+  }
+}
+
 // R activation rows x 16 outputs in the pair layout (the types without a few_rows_quads path):
 // a zmm holds one block of weight rows l and l + 8.
 template <GgmlType T, int R>
@@ -286,6 +331,8 @@ void few_rows(const MatmulArgs& a, int64_t o0, int valid, int64_t i0, const floa
   __m512 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
   if constexpr (T == GgmlType::Q4_K || T == GgmlType::Q5_K) few_rows_quads<T, R>(a, f, acc, prefetch, prefetch_lines);
+  else if constexpr (T == GgmlType::Q4_0 || T == GgmlType::Q4_1 || T == GgmlType::IQ4_NL)
+    few_rows_quads32<T, R>(a, f, acc, prefetch, prefetch_lines);
   else few_rows_pairs<T, R>(a, f, acc, prefetch, prefetch_lines);
   for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(a.out + (i0 + r) * a.out_features + o0, lane_mask(valid), acc[r]);
 }

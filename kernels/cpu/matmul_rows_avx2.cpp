@@ -43,31 +43,100 @@ struct GroupScales {
   alignas(32) float m1[kBlocksPerGroup<T>][kGroup];
 };
 
-// 8 bytes (one per row, the low half of v) -> floats, zero- or sign-extended.
-inline __m256 bytes8_ps(__m128i v, bool is_signed) {
-  return _mm256_cvtepi32_ps(is_signed ? _mm256_cvtepi8_epi32(v) : _mm256_cvtepu8_epi32(v));
-}
 inline __m256 halves8(const uint16_t h[kGroup]) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h)));
+}
+
+// ---- K-quant / IQ4_XS scale groups of 8 rows: the "row duo" layout ---------------------------
+// Lane c of register k (k = 0..3) holds 16 bytes of row 4c + k: the per-type field decoding runs
+// on 2 rows at once with in-lane shuffles, and 8 unpacks (transpose_fields) turn rows into lanes,
+// rather than a 16x16 transpose of one row per xmm. The integers and float products are those of
+// block_scales, so results are bit-identical.
+
+// 16 bytes at row[l] + off: z[k] = [row k | row 4 + k].
+inline void load_duos(const uint8_t* const row[kGroup], size_t off, __m256i z[4]) {
+  for (int k = 0; k < 4; ++k)
+    z[k] = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row[k] + off))),
+                                   _mm_loadu_si128(reinterpret_cast<const __m128i*>(row[4 + k] + off)), 1);
+}
+
+// f[k] lane c = 16 byte fields of row 4c + k -> t[m] lane c dword i = field 4m + i, byte r of it
+// from row 4c + r.
+inline void transpose_fields(const __m256i f[4], __m256i t[4]) {
+  const __m256i xlo = _mm256_unpacklo_epi8(f[0], f[1]), xhi = _mm256_unpackhi_epi8(f[0], f[1]);
+  const __m256i ylo = _mm256_unpacklo_epi8(f[2], f[3]), yhi = _mm256_unpackhi_epi8(f[2], f[3]);
+  t[0] = _mm256_unpacklo_epi16(xlo, ylo);
+  t[1] = _mm256_unpackhi_epi16(xlo, ylo);
+  t[2] = _mm256_unpacklo_epi16(xhi, yhi);
+  t[3] = _mm256_unpackhi_epi16(xhi, yhi);
+}
+
+// Field f of the 8 rows as floats in row order, from zero- or sign-extended bytes.
+inline __m256 field_ps(const __m256i t[4], int f, bool is_signed) {
+  const int b = 4 * (f % 4);
+  const __m256i idx = is_signed ? _mm256_setr_epi32(0x00808080 | b << 24, 0x00808080 | (b + 1) << 24, 0x00808080 | (b + 2) << 24,
+                                                    0x00808080 | (b + 3) << 24, 0x00808080 | b << 24, 0x00808080 | (b + 1) << 24,
+                                                    0x00808080 | (b + 2) << 24, 0x00808080 | (b + 3) << 24)
+                                : _mm256_setr_epi32(static_cast<int>(0x80808000u) | b, static_cast<int>(0x80808000u) | (b + 1),
+                                                    static_cast<int>(0x80808000u) | (b + 2), static_cast<int>(0x80808000u) | (b + 3),
+                                                    static_cast<int>(0x80808000u) | b, static_cast<int>(0x80808000u) | (b + 1),
+                                                    static_cast<int>(0x80808000u) | (b + 2), static_cast<int>(0x80808000u) | (b + 3));
+  const __m256i v = _mm256_shuffle_epi8(t[f / 4], idx);
+  return _mm256_cvtepi32_ps(is_signed ? _mm256_srai_epi32(v, 24) : v);
+}
+
+// Words 0 and 1 of each row's 16 bytes (load_duos), as floats in row order.
+inline void duo_head_halves(const __m256i z[4], __m256& w0, __m256& w1) {
+  const __m256i a = _mm256_unpacklo_epi16(z[0], z[1]), b = _mm256_unpacklo_epi16(z[2], z[3]);
+  // lane c: qword 0 = word 0 of rows 4c..4c+3, qword 1 = their word 1.
+  const __m256i f = _mm256_permute4x64_epi64(_mm256_unpacklo_epi32(a, b), _MM_SHUFFLE(3, 1, 2, 0));
+  w0 = _mm256_cvtph_ps(_mm256_castsi256_si128(f));
+  w1 = _mm256_cvtph_ps(_mm256_extracti128_si256(f, 1));
+}
+
+// Q4_K / Q5_K: the 12 packed scale bytes at bytes 4-15 of each lane -> [sc0..sc7, m0..m7].
+inline __m256i q4k_duo_fields(__m256i z) {
+  const __m256i p = _mm256_shuffle_epi8(z, _mm256_broadcastsi128_si256(_mm_setr_epi8(4, 5, 6, 7, 12, 13, 14, 15, 8, 9, 10, 11, 12, 13, 14, 15)));
+  const __m256i t = _mm256_shuffle_epi8(z, _mm256_broadcastsi128_si256(_mm_setr_epi8(-1, -1, -1, -1, 4, 5, 6, 7, -1, -1, -1, -1, 8, 9, 10, 11)));
+  const __m256i lo = _mm256_and_si256(_mm256_blend_epi32(p, _mm256_srli_epi16(p, 4), 0x88),
+                                      _mm256_broadcastsi128_si256(_mm_setr_epi8(63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 15, 15, 15, 15)));
+  return _mm256_or_si256(lo, _mm256_and_si256(_mm256_srli_epi16(t, 2), _mm256_set1_epi8(0x30)));
 }
 
 template <GgmlType T>
 void load_scales(const uint8_t* const row[kGroup], int64_t group, GroupScales<T>& sc) {
   if constexpr (vector_group_scales(T)) {
-    __m128i f[16];
-    alignas(16) uint16_t dh[kGroup], dminh[kGroup];
-    group_scale_bytes<T, kGroup>(row, group, f, dh, dminh);
-    const __m256 d = halves8(dh);
+    __m256i z[4], f[4], t[4];
+    __m256 d, dmin;
+    if constexpr (T == GgmlType::Q4_K || T == GgmlType::Q5_K) {
+      load_duos(row, group * (T == GgmlType::Q4_K ? sizeof(BlockQ4_K) : sizeof(BlockQ5_K)), z);
+      duo_head_halves(z, d, dmin);
+      for (int k = 0; k < 4; ++k) f[k] = q4k_duo_fields(z[k]);
+    } else {
+      alignas(16) uint16_t dh[kGroup];
+      if constexpr (T == GgmlType::Q6_K) {
+        load_duos(row, group * sizeof(BlockQ6_K) + offsetof(BlockQ6_K, scales), f);
+        for (int l = 0; l < kGroup; ++l) dh[l] = reinterpret_cast<const BlockQ6_K*>(row[l])[group].d;
+      } else {
+        for (int k = 0; k < 4; ++k) {
+          const BlockIQ4_XS* b0 = reinterpret_cast<const BlockIQ4_XS*>(row[k]) + group;
+          const BlockIQ4_XS* b1 = reinterpret_cast<const BlockIQ4_XS*>(row[4 + k]) + group;
+          f[k] = _mm256_set_m128i(iq4xs_scale_bytes(*b1), iq4xs_scale_bytes(*b0));
+        }
+        for (int l = 0; l < kGroup; ++l) dh[l] = reinterpret_cast<const BlockIQ4_XS*>(row[l])[group].d;
+      }
+      d = halves8(dh);
+    }
+    transpose_fields(f, t);
     for (int j = 0; j < 8; ++j) {
       if constexpr (T == GgmlType::Q6_K) {
-        _mm256_store_ps(sc.s0[j], _mm256_mul_ps(d, bytes8_ps(f[2 * j], true)));
-        _mm256_store_ps(sc.s1[j], _mm256_mul_ps(d, bytes8_ps(f[2 * j + 1], true)));
+        _mm256_store_ps(sc.s0[j], _mm256_mul_ps(d, field_ps(t, 2 * j, true)));
+        _mm256_store_ps(sc.s1[j], _mm256_mul_ps(d, field_ps(t, 2 * j + 1, true)));
       } else if constexpr (T == GgmlType::IQ4_XS) {
-        const __m256i ls = _mm256_sub_epi32(_mm256_cvtepu8_epi32(f[j]), _mm256_set1_epi32(32));
-        _mm256_store_ps(sc.s0[j], _mm256_mul_ps(d, _mm256_cvtepi32_ps(ls)));
+        _mm256_store_ps(sc.s0[j], _mm256_mul_ps(d, _mm256_sub_ps(field_ps(t, j, false), _mm256_set1_ps(32.f))));
       } else {
-        _mm256_store_ps(sc.s0[j], _mm256_mul_ps(d, bytes8_ps(f[j], false)));
-        _mm256_store_ps(sc.m[j], _mm256_mul_ps(halves8(dminh), bytes8_ps(f[8 + j], false)));
+        _mm256_store_ps(sc.s0[j], _mm256_mul_ps(d, field_ps(t, j, false)));
+        _mm256_store_ps(sc.m[j], _mm256_mul_ps(dmin, field_ps(t, 8 + j, false)));
       }
     }
   } else {

@@ -5,6 +5,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -120,6 +121,20 @@ inline bool near_tie(const std::vector<float>& logits) {
     }
   }
   return a - b < 0.02f * (std::fabs(a) + 1.0f);
+}
+
+// ||a - b|| / ||b||: the logit comparisons' error measure.
+inline double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    num += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
+    den += static_cast<double>(b[i]) * b[i];
+  }
+  return std::sqrt(num / std::max(den, 1e-30));
+}
+
+inline int argmax(const std::vector<float>& v) {
+  return static_cast<int>(std::max_element(v.begin(), v.end()) - v.begin());
 }
 
 // |a - b| <= atol + rtol * |b| element-wise; reports the first few mismatches.

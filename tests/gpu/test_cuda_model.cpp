@@ -54,19 +54,6 @@ StepPlan chunk_plan(const std::vector<int32_t>& ids, int begin, int end,
   return p;
 }
 
-double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    num += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
-    den += static_cast<double>(b[i]) * b[i];
-  }
-  return std::sqrt(num / std::max(den, 1e-30));
-}
-
-int argmax(const std::vector<float>& v) {
-  return static_cast<int>(std::max_element(v.begin(), v.end()) - v.begin());
-}
-
 void compare_models(const ModelSpec& spec, int prompt_len, int steps) {
   const auto file = gguf::GgufFile::from_bytes(build_model(spec).to_bytes(), spec.name);
   const int max_tokens = 64;

@@ -23,8 +23,9 @@ namespace {
 constexpr size_t kStackBytes = 256 * 1024;  // kernels keep small per-thread arrays only
 constexpr size_t kGuardBytes = 4096;        // below each stack: an overflow faults
 
-// Saves the callee-saved registers and the FP control words on the current stack, stores the
-// stack pointer in *save, switches to `to` and restores what it saved there (x86-64 System V).
+// Saves the callee-saved registers on the current stack, stores the stack pointer in *save,
+// switches to `to` and restores what it saved there (x86-64 System V). The FP control words
+// (MXCSR, x87) are left alone: no kernel changes them, and loading them costs more than the rest.
 extern "C" void emu_fiber_switch(void** save, void* to);
 asm(R"(
 .text
@@ -37,14 +38,8 @@ emu_fiber_switch:
   pushq %r13
   pushq %r14
   pushq %r15
-  subq $8, %rsp
-  stmxcsr (%rsp)
-  fnstcw 4(%rsp)
   movq %rsp, (%rdi)
   movq %rsi, %rsp
-  ldmxcsr (%rsp)
-  fldcw 4(%rsp)
-  addq $8, %rsp
   popq %r15
   popq %r14
   popq %r13
@@ -68,6 +63,10 @@ struct Fiber {
   char* stack = nullptr;  // kStackBytes usable, above a guard page
   dim3 idx;
   bool done = false;
+  // The barrier it waits at and that barrier's generation then: not worth resuming until the
+  // generation moves.
+  const Barrier* waiting = nullptr;
+  unsigned waiting_gen = 0;
 };
 
 struct Block {
@@ -102,7 +101,11 @@ void arrive_and_wait(Barrier& b) {
     complete(b);
     return;
   }
+  Fiber& f = g_block.fibers[static_cast<size_t>(g_block.current)];
+  f.waiting = &b;
+  f.waiting_gen = gen;
   while (b.generation == gen) yield_to_scheduler();
+  f.waiting = nullptr;
 }
 
 // An exited thread no longer holds its block's or warp's barriers back.
@@ -137,18 +140,13 @@ char* new_stack() {
 }
 
 // Lays out a fresh stack so that switching to it "returns" into fiber_entry with the ABI's
-// alignment (rsp = 8 mod 16 at entry), default FP control words and zeroed callee-saved regs.
+// alignment (rsp = 8 mod 16 at entry) and zeroed callee-saved registers.
 void* initial_sp(char* stack) {
   auto top = reinterpret_cast<uintptr_t>(stack + kStackBytes) & ~uintptr_t(15);
   auto* slot = reinterpret_cast<uint64_t*>(top);
   *--slot = 0;                                           // fiber_entry's (unused) return address
   *--slot = reinterpret_cast<uint64_t>(&fiber_entry);    // popped by `ret`
   for (int r = 0; r < 6; ++r) *--slot = 0;               // rbp rbx r12 r13 r14 r15
-  --slot;
-  uint32_t mxcsr = 0x1F80;
-  uint16_t fpucw = 0x037F;
-  std::memcpy(slot, &mxcsr, 4);
-  std::memcpy(reinterpret_cast<char*>(slot) + 4, &fpucw, 2);
   return slot;
 }
 
@@ -158,6 +156,7 @@ void run_block(int n) {
     Fiber& f = b.fibers[static_cast<size_t>(t)];
     f.sp = initial_sp(f.stack);
     f.done = false;
+    f.waiting = nullptr;
   }
   b.block = Barrier{n, 0, 0};
   for (size_t w = 0; w < b.warps.size(); ++w)
@@ -169,6 +168,10 @@ void run_block(int n) {
     for (int t = 0; t < n; ++t) {
       Fiber& f = b.fibers[static_cast<size_t>(t)];
       if (f.done) continue;
+      if (f.waiting && f.waiting->generation == f.waiting_gen) {
+        ++live;
+        continue;
+      }
       b.current = t;
       t_threadIdx = f.idx;
       emu_fiber_switch(&b.scheduler_sp, f.sp);

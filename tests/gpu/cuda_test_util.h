@@ -108,9 +108,9 @@ inline std::vector<float> read_all(Backend& b, const Tensor& x, int64_t rows) {
   return v;
 }
 
-// Whether the two largest of `logits` lie within 2% (of the largest, plus 1) of each other: a
-// near-tie, where rounding differences between backends may flip the argmax.
-inline bool near_tie(const std::vector<float>& logits) {
+// Whether the two largest of `logits` lie within 2% (`frac`; of the largest, plus 1) of each
+// other: a near-tie, where rounding differences between backends may flip the argmax.
+inline bool near_tie(const std::vector<float>& logits, float frac = 0.02f) {
   float a = -INFINITY, b = -INFINITY;
   for (float x : logits) {
     if (x > a) {
@@ -120,7 +120,7 @@ inline bool near_tie(const std::vector<float>& logits) {
       b = x;
     }
   }
-  return a - b < 0.02f * (std::fabs(a) + 1.0f);
+  return a - b < frac * (std::fabs(a) + 1.0f);
 }
 
 // ||a - b|| / ||b||: the logit comparisons' error measure.

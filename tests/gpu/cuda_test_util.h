@@ -58,6 +58,30 @@ inline const gguf::GgufFile& tiny_bf16_model() {
   return f;
 }
 
+// A random model of `arch` small enough for the emulation to run whole: dim 64, 2 layers (gemma3:
+// 6, five local then a global one), 4 heads (2 KV heads) of 16 dims, ff 128, the built-in
+// 260-token vocabulary, windows of 8 (gemma2/gemma3/phi3), qwen2moe with 4 experts of ff 64.
+inline ModelSpec tiny_arch_spec(Arch arch, GgmlType type) {
+  ModelSpec s;
+  s.arch = arch;
+  s.name = std::string("tiny-") + arch_name(arch);
+  s.n_layers = arch == Arch::Gemma3 ? 6 : 2;  // gemma3: 5 local layers, then a global one
+  s.dim = 64;
+  s.ff_dim = 128;
+  s.n_heads = 4;
+  s.n_kv_heads = 2;
+  s.ctx = 256;
+  s.type = type;
+  s.seed = 31 + static_cast<uint64_t>(arch);
+  if (arch == Arch::Gemma2 || arch == Arch::Gemma3 || arch == Arch::Phi3) s.sliding_window = 8;
+  if (arch == Arch::Phi3) s.rope_freqs = RopeFreqs::LongRope;
+  if (arch == Arch::Qwen2Moe) {
+    s.n_experts = 4;
+    s.expert_ff_dim = 64;
+  }
+  return s;
+}
+
 // A sequence of a test step: its block table, tokens already cached, tokens in this step.
 struct TestSeq {
   std::vector<int32_t> blocks;

@@ -41,31 +41,9 @@ int decode_steps() {
   return s ? std::max(1, std::atoi(s)) : 64;
 }
 
-ModelSpec tiny_spec(Arch arch, GgmlType type) {
-  ModelSpec s;
-  s.arch = arch;
-  s.name = std::string("tiny-") + arch_name(arch);
-  s.n_layers = arch == Arch::Gemma3 ? 6 : 2;  // gemma3: 5 local layers, then a global one
-  s.dim = 64;
-  s.ff_dim = 128;
-  s.n_heads = 4;
-  s.n_kv_heads = 2;
-  s.ctx = 256;
-  s.vocab_size = 0;  // the built-in byte vocabulary: 260 tokens
-  s.type = type;
-  s.seed = 31 + static_cast<uint64_t>(arch);
-  if (arch == Arch::Gemma2 || arch == Arch::Gemma3 || arch == Arch::Phi3) s.sliding_window = 8;
-  if (arch == Arch::Phi3) s.rope_freqs = RopeFreqs::LongRope;
-  if (arch == Arch::Qwen2Moe) {
-    s.n_experts = 4;
-    s.expert_ff_dim = 64;
-  }
-  return s;
-}
-
 // A Mixtral-style llama of 4 experts, `used` per token (4: every expert, no routing choice).
 ModelSpec tiny_llama_moe(GgmlType type, int used = 2) {
-  ModelSpec s = tiny_spec(Arch::Llama, type);
+  ModelSpec s = tiny_arch_spec(Arch::Llama, type);
   s.name = used == 4 ? "tiny-llama-moe-all" : "tiny-llama-moe";
   s.n_experts = 4;
   s.n_experts_used = used;
@@ -211,7 +189,7 @@ TEST_CASE("cuda archs: every architecture matches the CPU over a batch of 3 (f16
   PAGODA_SKIP_WITHOUT_CUDA();
   const int steps = decode_steps();
   for (Arch arch : {Arch::Llama, Arch::Qwen2, Arch::Qwen3, Arch::Gemma2, Arch::Gemma3, Arch::Phi3, Arch::Qwen2Moe})
-    check(tiny_spec(arch, GgmlType::F16), GgmlType::F16, steps);
+    check(tiny_arch_spec(arch, GgmlType::F16), GgmlType::F16, steps);
   check(tiny_llama_moe(GgmlType::F16), GgmlType::F16, steps);
   check(tiny_llama_moe(GgmlType::F16, 4), GgmlType::F16, steps);
 }
@@ -221,7 +199,7 @@ TEST_CASE("cuda archs: f32 and q8_0 KV caches match the CPU's", "[gpu][emu]") {
   const int steps = decode_steps();
   for (GgmlType kv : {GgmlType::F32, GgmlType::Q8_0}) {
     for (Arch arch : {Arch::Llama, Arch::Qwen3, Arch::Gemma2, Arch::Gemma3, Arch::Phi3, Arch::Qwen2Moe})
-      check(tiny_spec(arch, GgmlType::F16), kv, steps);
+      check(tiny_arch_spec(arch, GgmlType::F16), kv, steps);
     check(tiny_llama_moe(GgmlType::F16), kv, steps);
     check(tiny_llama_moe(GgmlType::F16, 4), kv, steps);
   }
@@ -231,7 +209,7 @@ TEST_CASE("cuda archs: bf16 and quantized weights match the CPU's", "[gpu][emu]"
   PAGODA_SKIP_WITHOUT_CUDA();
   const int steps = decode_steps();
   for (GgmlType type : {GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q5_0}) {
-    check(tiny_spec(Arch::Gemma2, type), GgmlType::F16, steps);
+    check(tiny_arch_spec(Arch::Gemma2, type), GgmlType::F16, steps);
     check(tiny_llama_moe(type), GgmlType::F16, steps);
     check(tiny_llama_moe(type, 4), GgmlType::F16, steps);
   }

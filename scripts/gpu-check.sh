@@ -10,7 +10,10 @@
 #   emu    no GPU needed: the GPU tests run on the CPU against an emulation of the CUDA execution
 #          model (tests/gpu/emu: kernels rewritten by gen.py, a fake CUDA runtime and cuBLAS).
 #          Checks kernel logic and the backend, not speed. Every CUDA thread is a fiber on one OS
-#          thread (the sampling tests take the longest; test_cuda_archs a few minutes). Extra arguments go to every test binary, e.g.
+#          thread (the sampling tests take the longest; test_cuda_archs a few minutes).
+#          PAGODA_EMU_REVERSE=1 runs each block's threads in reverse order between barriers, to
+#          catch a missing __syncthreads the index order hides; PAGODA_EMU_STEPS=N shortens
+#          test_cuda_archs. Extra arguments go to every test binary, e.g.
 #          `scripts/gpu-check.sh emu "cuda: prefill*"`. EMU_TESTS picks the binaries.
 # Environment: PAGODA_BUILD_DIR (default build-gpu), JOBS (default nproc), BENCH_MODEL (default
 # /tmp/pagoda-llama3-8b-bf16.gguf), BENCH_BATCHES (default 1,64,256), HBM_TBPS (default 4.8).

@@ -6,9 +6,13 @@
 // threads once every thread that has not exited arrived (exited threads count as arrived, as on
 // the hardware for whole warps); warp barriers the same over a warp. A block whose live threads
 // all wait without any barrier being able to complete is a deadlock: reported as an exception.
-// Launches are serialized (one block at a time, process-wide).
+// Launches are serialized (one block at a time, process-wide). Between barriers, the threads of
+// a block run one after the other in index order, or in reverse with PAGODA_EMU_REVERSE=1:
+// a missing __syncthreads shows up as a deterministic wrong result when a thread reads what a
+// thread later in that order writes (run both orders to catch it either way).
 #include <sys/mman.h>
 
+#include <cstdlib>
 #include <cstdint>
 #include <exception>
 #include <mutex>
@@ -161,11 +165,16 @@ void run_block(int n) {
   b.block = Barrier{n, 0, 0};
   for (size_t w = 0; w < b.warps.size(); ++w)
     b.warps[w] = Barrier{std::min(32, n - 32 * static_cast<int>(w)), 0, 0};
+  static const bool reverse = [] {
+    const char* e = std::getenv("PAGODA_EMU_REVERSE");
+    return e && std::string(e) == "1";
+  }();
   int live = n;
   while (live > 0) {
     const uint64_t before = b.progress;
     live = 0;
-    for (int t = 0; t < n; ++t) {
+    for (int i = 0; i < n; ++i) {
+      const int t = reverse ? n - 1 - i : i;
       Fiber& f = b.fibers[static_cast<size_t>(t)];
       if (f.done) continue;
       if (f.waiting && f.waiting->generation == f.waiting_gen) {

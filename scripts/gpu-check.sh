@@ -9,8 +9,11 @@
 #   all    the three in order (default)
 #   emu    no GPU needed: the GPU tests run on the CPU against an emulation of the CUDA execution
 #          model (tests/gpu/emu: kernels rewritten by gen.py, a fake CUDA runtime and cuBLAS).
-#          Checks kernel logic and the backend, not speed. Slow: every CUDA thread is an OS thread
-#          (the sampling tests take the longest). Extra arguments go to every test binary, e.g.
+#          Checks kernel logic and the backend, not speed. Every CUDA thread is a fiber on one OS
+#          thread (the sampling tests take the longest; test_cuda_archs a few minutes).
+#          PAGODA_EMU_REVERSE=1 runs each block's threads in reverse order between barriers, to
+#          catch a missing __syncthreads the index order hides; PAGODA_EMU_STEPS=N shortens
+#          test_cuda_archs. Extra arguments go to every test binary, e.g.
 #          `scripts/gpu-check.sh emu "cuda: prefill*"`. EMU_TESTS picks the binaries.
 # Environment: PAGODA_BUILD_DIR (default build-gpu), JOBS (default nproc), BENCH_MODEL (default
 # /tmp/pagoda-llama3-8b-bf16.gguf), BENCH_BATCHES (default 1,64,256), HBM_TBPS (default 4.8).
@@ -24,7 +27,7 @@ do_build() {
   nvidia-smi || echo "gpu-check: nvidia-smi failed (no driver?)" >&2
   cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DPAGODA_CUDA=ON
   cmake --build "$build" -j"$jobs" --target pagoda test_cuda_kernels test_cuda_ops \
-    test_cuda_attention test_cuda_model test_cuda_engine test_cuda_graphs test_cuda_kv_tiers bench_cuda_decode
+    test_cuda_attention test_cuda_model test_cuda_archs test_cuda_engine test_cuda_graphs test_cuda_kv_tiers bench_cuda_decode
 }
 
 do_test() {
@@ -52,7 +55,7 @@ do_emu() {
   rm -rf "$emu/src" && mkdir -p "$emu/obj"
   python3 tests/gpu/emu/gen.py . "$emu/src"
   local objs=()
-  for f in "$emu"/src/kernels/cuda/*.cpp tests/gpu/emu/emu_runtime.cpp; do
+  for f in "$emu"/src/kernels/cuda/*.cpp tests/gpu/emu/emu_runtime.cpp tests/gpu/emu/emu_fibers.cpp; do
     local o="$emu/obj/$(basename "$f" .cpp).o"
     g++ -std=c++20 -O1 -ffp-contract=off -Wno-attributes -Itests/gpu/emu -I"$emu/src" -I. -I"$inc" \
       -c "$f" -o "$o"
@@ -60,7 +63,7 @@ do_emu() {
   done
   rm -f "$emu/libpagoda_cuda_emu.a" && ar rcs "$emu/libpagoda_cuda_emu.a" "${objs[@]}"
   local status=0
-  for t in ${EMU_TESTS:-test_cuda_kernels test_cuda_ops test_cuda_attention test_cuda_model test_cuda_engine test_cuda_graphs test_cuda_kv_tiers}; do
+  for t in ${EMU_TESTS:-test_cuda_kernels test_cuda_ops test_cuda_attention test_cuda_archs test_cuda_model test_cuda_engine test_cuda_graphs test_cuda_kv_tiers}; do
     g++ -std=c++20 -O1 -I. -I"$inc" -DPAGODA_HAVE_CUDA=1 "tests/gpu/$t.cpp" tests/catch_main.cpp \
       -o "$emu/$t" -Wl,--start-group "$build/libpagoda_engine.a" "$build/libpagoda_model.a" \
       "$build/libpagoda_backend_select.a" "$build/libpagoda_backend.a" "$build/libpagoda_backend_cuda.a" "$build/libpagoda_backend_cpu.a" \

@@ -5,6 +5,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -57,6 +58,30 @@ inline const gguf::GgufFile& tiny_bf16_model() {
   return f;
 }
 
+// A random model of `arch` small enough for the emulation to run whole: dim 64, 2 layers (gemma3:
+// 6, five local then a global one), 4 heads (2 KV heads) of 16 dims, ff 128, the built-in
+// 260-token vocabulary, windows of 8 (gemma2/gemma3/phi3), qwen2moe with 4 experts of ff 64.
+inline ModelSpec tiny_arch_spec(Arch arch, GgmlType type) {
+  ModelSpec s;
+  s.arch = arch;
+  s.name = std::string("tiny-") + arch_name(arch);
+  s.n_layers = arch == Arch::Gemma3 ? 6 : 2;  // gemma3: 5 local layers, then a global one
+  s.dim = 64;
+  s.ff_dim = 128;
+  s.n_heads = 4;
+  s.n_kv_heads = 2;
+  s.ctx = 256;
+  s.type = type;
+  s.seed = 31 + static_cast<uint64_t>(arch);
+  if (arch == Arch::Gemma2 || arch == Arch::Gemma3 || arch == Arch::Phi3) s.sliding_window = 8;
+  if (arch == Arch::Phi3) s.rope_freqs = RopeFreqs::LongRope;
+  if (arch == Arch::Qwen2Moe) {
+    s.n_experts = 4;
+    s.expert_ff_dim = 64;
+  }
+  return s;
+}
+
 // A sequence of a test step: its block table, tokens already cached, tokens in this step.
 struct TestSeq {
   std::vector<int32_t> blocks;
@@ -107,9 +132,9 @@ inline std::vector<float> read_all(Backend& b, const Tensor& x, int64_t rows) {
   return v;
 }
 
-// Whether the two largest of `logits` lie within 2% (of the largest, plus 1) of each other: a
-// near-tie, where rounding differences between backends may flip the argmax.
-inline bool near_tie(const std::vector<float>& logits) {
+// Whether the two largest of `logits` lie within 2% (`frac`; of the largest, plus 1) of each
+// other: a near-tie, where rounding differences between backends may flip the argmax.
+inline bool near_tie(const std::vector<float>& logits, float frac = 0.02f) {
   float a = -INFINITY, b = -INFINITY;
   for (float x : logits) {
     if (x > a) {
@@ -119,7 +144,21 @@ inline bool near_tie(const std::vector<float>& logits) {
       b = x;
     }
   }
-  return a - b < 0.02f * (std::fabs(a) + 1.0f);
+  return a - b < frac * (std::fabs(a) + 1.0f);
+}
+
+// ||a - b|| / ||b||: the logit comparisons' error measure.
+inline double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    num += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
+    den += static_cast<double>(b[i]) * b[i];
+  }
+  return std::sqrt(num / std::max(den, 1e-30));
+}
+
+inline int argmax(const std::vector<float>& v) {
+  return static_cast<int>(std::max_element(v.begin(), v.end()) - v.begin());
 }
 
 // |a - b| <= atol + rtol * |b| element-wise; reports the first few mismatches.

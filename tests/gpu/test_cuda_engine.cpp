@@ -1,5 +1,6 @@
 // LlmEngine over the CudaBackend, where simple requests are sampled on the GPU (only ids come
-// back), against LlmEngine over the CpuBackend, on a tiny random bf16 model:
+// back), against LlmEngine over the CpuBackend, on a tiny random bf16 llama (and, for greedy
+// batches with chunked prefills, tiny gemma2/gemma3/phi3/qwen3/qwen2moe models):
 // - greedy requests, batched, give the CPU engine's tokens. The GPU rounds activations to bf16
 //   before each GEMM, so a near-tie can flip the argmax: at the first token where the two
 //   engines differ, the CPU's top-2 margin there must be a near-tie (the rule of
@@ -30,9 +31,9 @@ namespace {
 
 constexpr int kBlock = 16;
 
-std::unique_ptr<Model> make_model(bool gpu) {
-  if (gpu) return std::make_unique<Model>(gputest::tiny_bf16_model(), make_cuda_backend(), 64);
-  return std::make_unique<Model>(gputest::tiny_bf16_model(), std::make_unique<CpuBackend>(1), 64);
+std::unique_ptr<Model> make_model(bool gpu, const gguf::GgufFile& file = gputest::tiny_bf16_model()) {
+  if (gpu) return std::make_unique<Model>(file, make_cuda_backend(), 64);
+  return std::make_unique<Model>(file, std::make_unique<CpuBackend>(1), 64);
 }
 
 std::vector<int32_t> prompt(int n, int salt, int vocab) {
@@ -59,10 +60,11 @@ GenerationRequest seeded(int prompt_len, int salt, int vocab, int max_tokens) {
 }
 
 // The tokens of every choice of every request, run concurrently on a fresh engine.
-std::vector<std::vector<std::vector<int32_t>>> run(Model& model, const std::vector<GenerationRequest>& reqs) {
+std::vector<std::vector<std::vector<int32_t>>> run(Model& model, const std::vector<GenerationRequest>& reqs,
+                                                    int max_batch_tokens = 64) {
   EngineConfig cfg;
   cfg.block_size = kBlock;
-  cfg.max_batch_tokens = 64;
+  cfg.max_batch_tokens = max_batch_tokens;
   cfg.max_seqs = 8;
   cfg.kv_cache_memory = 32 * model.kv_block_bytes(kBlock);
   LlmEngine engine(model, nullptr, cfg);
@@ -88,8 +90,8 @@ std::vector<std::vector<std::vector<int32_t>>> run(Model& model, const std::vect
 }
 
 // The CPU model's logits for the next token after `tokens` (one prefill of them all).
-std::vector<float> cpu_next_logits(const std::vector<int32_t>& tokens) {
-  auto model = make_model(false);
+std::vector<float> cpu_next_logits(const std::vector<int32_t>& tokens, const gguf::GgufFile& file) {
+  auto model = make_model(false, file);
   const int n = static_cast<int>(tokens.size());
   const int n_blocks = (n + kBlock - 1) / kBlock;
   model->init_kv_cache(n_blocks + 1, kBlock);
@@ -111,19 +113,18 @@ std::vector<float> cpu_next_logits(const std::vector<int32_t>& tokens) {
   return logits;
 }
 
-}  // namespace
-
-TEST_CASE("cuda engine: batched greedy requests sampled on the GPU give the CPU engine's tokens", "[gpu]") {
-  PAGODA_SKIP_WITHOUT_CUDA();
-  auto gpu = make_model(true);
-  auto cpu = make_model(false);
+// Three greedy requests (prompts of `lens` tokens) batched on a GPU and a CPU engine: equal
+// tokens up to the first difference, which must be a CPU near-tie; at least half compared.
+void check_batched_greedy(const gguf::GgufFile& file, const std::vector<int>& lens, int steps,
+                          int max_batch_tokens) {
+  auto gpu = make_model(true, file);
+  auto cpu = make_model(false, file);
   REQUIRE(gpu->backend().can_sample());
   const int vocab = gpu->config().vocab_size;
-  const int steps = 8;
-  const std::vector<GenerationRequest> reqs = {greedy(12, 1, vocab, steps), greedy(20, 2, vocab, steps),
-                                               greedy(7, 3, vocab, steps)};
-  const auto g = run(*gpu, reqs);
-  const auto c = run(*cpu, reqs);
+  std::vector<GenerationRequest> reqs;
+  for (size_t i = 0; i < lens.size(); ++i) reqs.push_back(greedy(lens[i], static_cast<int>(i) + 1, vocab, steps));
+  const auto g = run(*gpu, reqs, max_batch_tokens);
+  const auto c = run(*cpu, reqs, max_batch_tokens);
   int compared = 0;
   for (size_t i = 0; i < reqs.size(); ++i) {
     const auto& gt = g[i][0];
@@ -140,12 +141,31 @@ TEST_CASE("cuda engine: batched greedy requests sampled on the GPU give the CPU 
       ctx.insert(ctx.end(), ct.begin(), ct.begin() + k);
       INFO("request " << i << " differs at token " << k << ": gpu " << gt[static_cast<size_t>(k)] << " cpu "
                       << ct[static_cast<size_t>(k)]);
-      CHECK(gputest::near_tie(cpu_next_logits(ctx)));
+      CHECK(gputest::near_tie(cpu_next_logits(ctx, file)));
       break;
     }
   }
   INFO(compared << " of " << steps * reqs.size() << " tokens equal before any near-tie");
   CHECK(compared * 2 >= steps * static_cast<int>(reqs.size()));
+}
+
+}  // namespace
+
+TEST_CASE("cuda engine: batched greedy requests sampled on the GPU give the CPU engine's tokens", "[gpu]") {
+  PAGODA_SKIP_WITHOUT_CUDA();
+  check_batched_greedy(gputest::tiny_bf16_model(), {12, 20, 7}, 8, 64);
+}
+
+// The scheduler's chunked prefills (a 16-token budget splits the 20- and 30-token prompts) and
+// the GPU's sampling over the windowed, soft-capped, fused-weight and MoE architectures.
+TEST_CASE("cuda engine: gemma2, gemma3, phi3, qwen3 and MoE greedy batches give the CPU engine's tokens", "[gpu]") {
+  PAGODA_SKIP_WITHOUT_CUDA();
+  for (Arch arch : {Arch::Gemma2, Arch::Gemma3, Arch::Phi3, Arch::Qwen3, Arch::Qwen2Moe}) {
+    const ModelSpec spec = gputest::tiny_arch_spec(arch, GgmlType::BF16);
+    const auto file = gguf::GgufFile::from_bytes(build_model(spec).to_bytes(), spec.name);
+    INFO(spec.name);
+    check_batched_greedy(file, {12, 20, 30}, 24, 16);
+  }
 }
 
 TEST_CASE("cuda engine: seeded GPU sampling is reproducible and independent of batch mates", "[gpu]") {

@@ -1,9 +1,11 @@
 // CPU emulation of the CUDA execution model, just enough to run pagoda's kernels (as rewritten by
-// gen.py) on a machine without a GPU. Every CUDA thread of a block is an OS thread; blocks of a
-// launch run one after another; __syncthreads is a barrier over the block, warp shuffles go
-// through a per-warp exchange buffer and barrier; "__shared__" variables become function
-// statics (shared by the block's threads, reused by the next block). It checks indexing,
-// synchronisation structure, arithmetic and each launch's configuration against the hardware
+// gen.py) on a machine without a GPU. Every CUDA thread of a block is a fiber (its own stack,
+// switched cooperatively on the launching OS thread: emu_runtime.cpp); blocks of a launch run
+// one after another; __syncthreads is a barrier over the block's threads that have not exited,
+// warp shuffles go through a per-thread exchange buffer and a warp barrier; a block whose
+// threads wait at different barriers is reported as a deadlock (an exception) instead of
+// hanging; "__shared__" variables become function statics (shared by the block's threads,
+// reused by the next block). It checks indexing, synchronisation structure, arithmetic and each launch's configuration against the hardware
 // limits (check_launch); it says nothing about speed, memory coalescing, registers,
 // occupancy, races the real scheduler could expose, or warp-divergent shuffles (it assumes all
 // 32 lanes of a warp reach each shuffle, as pagoda's kernels do). Used by
@@ -17,7 +19,6 @@
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 #include <algorithm>
-#include <barrier>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -26,7 +27,6 @@
 #include <string>
 #include <memory>
 #include <mutex>
-#include <thread>
 #include <vector>
 
 namespace emu {
@@ -35,24 +35,23 @@ constexpr int kMaxSmemOptIn = 163 * 1024;
 extern thread_local dim3 t_threadIdx, t_blockIdx;
 extern dim3 g_blockDim, g_gridDim;
 extern std::vector<float> g_smem;
-struct BlockSync {
-  std::barrier<>* block = nullptr;
-  std::vector<std::unique_ptr<std::barrier<>>>* warps = nullptr;
-  std::vector<float>* xchg = nullptr;
-};
-extern BlockSync g_sync;
 // The recording of the capture in progress on this thread, or null (see emu_runtime.cpp).
 extern thread_local std::vector<std::function<void()>>* t_capture;
 extern std::mutex g_atomic_mu;
 inline int flat_tid() { return t_threadIdx.x + g_blockDim.x * (t_threadIdx.y + g_blockDim.y * t_threadIdx.z); }
-inline void syncthreads() { g_sync.block->arrive_and_wait(); }
+// Barriers of the block being run (emu_runtime.cpp): the calling CUDA thread waits until every
+// thread of its block (syncthreads) or of its warp (warp_sync) that has not exited arrives.
+void syncthreads();
+void warp_sync();
+// The per-thread value exchange of the block's warp shuffles.
+float* shuffle_slots();
 inline float shfl_xor(float v, int off) {
   const int t = flat_tid(), w = t / 32, lane = t % 32;
-  auto& bar = *(*g_sync.warps)[w];
-  (*g_sync.xchg)[t] = v;
-  bar.arrive_and_wait();
-  const float r = (*g_sync.xchg)[w * 32 + (lane ^ off)];
-  bar.arrive_and_wait();
+  float* xchg = shuffle_slots();
+  xchg[t] = v;
+  warp_sync();
+  const float r = xchg[w * 32 + (lane ^ off)];
+  warp_sync();
   return r;
 }
 struct Cfg { dim3 grid, block; size_t smem; };
@@ -97,30 +96,12 @@ void check_launch(K* kernel, const Cfg& c) {
 inline Cfg cfg(dim3 g, dim3 b, size_t smem = 0, cudaStream_t = nullptr) { return Cfg{g, b, smem}; }
 inline float* dynamic_smem() { return g_smem.data(); }
 
+// Runs `thread_body` as every CUDA thread of every block of the grid `c` (emu_runtime.cpp).
+void run_grid(const Cfg& c, const std::function<void()>& thread_body);
+
 template <class K, class... A>
 void run_launch(K kernel, Cfg c, A... args) {
-  const int n = c.block.x * c.block.y * c.block.z;
-  g_blockDim = c.block;
-  g_gridDim = c.grid;
-  g_smem.assign(c.smem / sizeof(float) + 16, 0.0f);
-  std::barrier<> block_bar(n);
-  std::vector<std::unique_ptr<std::barrier<>>> warps;
-  for (int w = 0; w < (n + 31) / 32; ++w) warps.push_back(std::make_unique<std::barrier<>>(std::min(32, n - 32 * w)));
-  std::vector<float> xchg(static_cast<size_t>(n));
-  g_sync = BlockSync{&block_bar, &warps, &xchg};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < n; ++t)
-    threads.emplace_back([&, t] {
-      t_threadIdx = dim3(t % c.block.x, (t / c.block.x) % c.block.y, t / (c.block.x * c.block.y));
-      for (unsigned z = 0; z < c.grid.z; ++z)
-        for (unsigned y = 0; y < c.grid.y; ++y)
-          for (unsigned x = 0; x < c.grid.x; ++x) {
-            t_blockIdx = dim3(x, y, z);
-            kernel(args...);
-            block_bar.arrive_and_wait();  // static "__shared__" is reused by the next block
-          }
-    });
-  for (auto& th : threads) th.join();
+  run_grid(c, [&] { kernel(args...); });
 }
 
 template <class K, class... A>

@@ -16,7 +16,6 @@ namespace emu {
 thread_local dim3 t_threadIdx, t_blockIdx;
 dim3 g_blockDim, g_gridDim;
 std::vector<float> g_smem;
-BlockSync g_sync;
 std::mutex g_atomic_mu;
 thread_local std::vector<std::function<void()>>* t_capture = nullptr;
 std::map<const void*, int>& smem_opt_in() {

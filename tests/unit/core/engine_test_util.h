@@ -32,11 +32,14 @@ inline gguf::GgufFile tiny_model_file(int ctx = 1024, uint64_t seed = 1) {
   return gguf::GgufFile::from_bytes(build_model(spec, {}, 1).to_bytes(), "tiny.gguf");
 }
 
-// tiny_model_file's shape as gemma2 with a sliding window of `window` on its local layers and
-// soft-capped attention: the attention_ext path once a context passes the window.
-inline gguf::GgufFile tiny_windowed_model_file(int window = 8, uint64_t seed = 7) {
+// tiny_model_file's shape with a sliding window of `window`: gemma2 (the default) windows its
+// local layers and soft-caps attention, the attention_ext path once a context passes the window;
+// phi3 windows every layer, so blocks behind the window can be released.
+inline gguf::GgufFile tiny_windowed_model_file(int window = 8, uint64_t seed = 7, Arch arch = Arch::Gemma2,
+                                               int ctx = 0) {
   ModelSpec spec;
-  spec.arch = Arch::Gemma2;
+  spec.arch = arch;
+  if (ctx > 0) spec.ctx = ctx;
   spec.n_layers = 2;
   spec.dim = 64;
   spec.ff_dim = 128;
@@ -45,7 +48,7 @@ inline gguf::GgufFile tiny_windowed_model_file(int window = 8, uint64_t seed = 7
   spec.type = GgmlType::F32;
   spec.seed = seed;
   spec.sliding_window = window;
-  return gguf::GgufFile::from_bytes(build_model(spec, {}, 1).to_bytes(), "gemma2.gguf");
+  return gguf::GgufFile::from_bytes(build_model(spec, {}, 1).to_bytes(), "windowed.gguf");
 }
 
 inline std::unique_ptr<Model> load_model(const gguf::GgufFile& f, int max_batch_tokens = 512) {

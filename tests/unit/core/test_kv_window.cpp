@@ -151,22 +151,9 @@ TEST_CASE("window release: the pinned prefix and the kept tokens stay; context s
 
 namespace {
 
-// A phi3 model of tiny_model's shape whose every layer has a window of `window`.
+// A phi3 model of tiny_model's shape whose every layer has a window of 24.
 const gguf::GgufFile& windowed_phi3() {
-  static const gguf::GgufFile f = [] {
-    ModelSpec spec;
-    spec.arch = Arch::Phi3;
-    spec.n_layers = 2;
-    spec.dim = 64;
-    spec.ff_dim = 128;
-    spec.n_heads = 4;
-    spec.n_kv_heads = 2;
-    spec.ctx = 4096;
-    spec.type = GgmlType::F32;
-    spec.seed = 11;
-    spec.sliding_window = 24;
-    return gguf::GgufFile::from_bytes(build_model(spec, {}, 1).to_bytes(), "phi3-window.gguf");
-  }();
+  static const gguf::GgufFile f = tiny_windowed_model_file(24, 11, Arch::Phi3, 4096);
   return f;
 }
 

@@ -332,20 +332,8 @@ void CpuBackend::attention(int layer, const Tensor& q, Tensor& out, int n_heads,
     for (int64_t task = first; task < n_tasks; task += stride) {
       const AttnGroup& grp = attn_groups_[static_cast<size_t>(task / n_kv_heads)];
       const int kvh = static_cast<int>(task % n_kv_heads);
-      const size_t t = static_cast<size_t>(grp.first);
-      const auto& seq = plan_.seqs[static_cast<size_t>(plan_.token_seq[t])];
-      const int64_t head_off = static_cast<int64_t>(kvh) * g * head_dim;
-      cpu::AttnRows rows;
-      rows.q = f32(q) + static_cast<int64_t>(t) * q.cols + head_off;
-      rows.q_stride = q.cols;
-      rows.out = f32(out) + static_cast<int64_t>(t) * out.cols + head_off;
-      rows.out_stride = out.cols;
-      rows.n_q = grp.n;
-      rows.n_ctx = plan_.positions[t] + 1;
-      if (grp.tail_off >= 0) {
-        rows.tail_base = seq.n_past;
-        rows.tail_slots = tree_tails_.data() + grp.tail_off;
-      }
+      const auto& seq = plan_.seqs[static_cast<size_t>(plan_.token_seq[static_cast<size_t>(grp.first)])];
+      const cpu::AttnRows rows = group_rows(grp, kvh, q, out, g, head_dim);
       cpu::attention_group(rows, g, head_dim, scale, kp, vp, kvh,
                            plan_.block_tables.data() + seq.block_table_offset, scratch);
     }
@@ -359,6 +347,25 @@ void CpuBackend::attention(int layer, const Tensor& q, Tensor& out, int n_heads,
     const int T = n_threads();
     pool_->parallel_for(T, [&](int64_t begin, int64_t, int thread) { run(begin, T, thread); });
   }
+}
+
+cpu::AttnRows CpuBackend::group_rows(const AttnGroup& grp, int kvh, const Tensor& q, const Tensor& out, int g,
+                                     int head_dim) const {
+  const size_t t = static_cast<size_t>(grp.first);
+  const SeqInStep& seq = plan_.seqs[static_cast<size_t>(plan_.token_seq[t])];
+  const int64_t head_off = static_cast<int64_t>(kvh) * g * head_dim;
+  cpu::AttnRows rows;
+  rows.q = f32(q) + static_cast<int64_t>(t) * q.cols + head_off;
+  rows.q_stride = q.cols;
+  rows.out = f32(out) + static_cast<int64_t>(t) * out.cols + head_off;
+  rows.out_stride = out.cols;
+  rows.n_q = grp.n;
+  rows.n_ctx = plan_.positions[t] + 1;
+  if (grp.tail_off >= 0) {  // a token-tree chain (speculative decoding): its path's slots
+    rows.tail_base = seq.n_past;
+    rows.tail_slots = tree_tails_.data() + grp.tail_off;
+  }
+  return rows;
 }
 
 void CpuBackend::gather_logit_rows(const Tensor& x, Tensor& out) {

@@ -93,6 +93,11 @@ class CpuBackend final : public Backend {
     int32_t tail_off = -1;  // tree rows (a chain of them): their path's slots in tree_tails_
   };
   static constexpr int kAttnGroup = 8;
+  // The rows of `grp` for KV head `kvh` (query heads kvh*g .. kvh*g+g-1): q/out pointers, strides,
+  // the first row's context and, for tree rows, their path's slots. attention() and
+  // attention_ext() both start from it.
+  cpu::AttnRows group_rows(const AttnGroup& grp, int kvh, const Tensor& q, const Tensor& out, int g,
+                           int head_dim) const;
 
   StepPlan plan_;
   int max_ctx_ = 0;                             // longest sequence context of the step

@@ -54,21 +54,10 @@ void CpuBackend::attention_ext(int layer, const Tensor& q, Tensor& out, int n_he
            [&](int64_t task, int thread) {
              const AttnGroup& grp = attn_groups_[static_cast<size_t>(task / n_kv_heads)];
              const int kvh = static_cast<int>(task % n_kv_heads);
-             const size_t t = static_cast<size_t>(grp.first);
-             const SeqInStep& seq = plan_.seqs[static_cast<size_t>(plan_.token_seq[t])];
+             const SeqInStep& seq = plan_.seqs[static_cast<size_t>(plan_.token_seq[static_cast<size_t>(grp.first)])];
              const int32_t* table = plan_.block_tables.data() + seq.block_table_offset;
              float* scratch = scratch_[static_cast<size_t>(thread)].data();
-             const int64_t head_off = static_cast<int64_t>(kvh) * g * head_dim;
-             cpu::AttnRows rows;
-             rows.q = f32(q) + static_cast<int64_t>(t) * q.cols + head_off;
-             rows.q_stride = q.cols;
-             rows.out = f32(out) + static_cast<int64_t>(t) * out.cols + head_off;
-             rows.out_stride = out.cols;
-             rows.n_ctx = plan_.positions[t] + 1;
-             if (grp.tail_off >= 0) {  // a token-tree chain (speculative decoding): its path's slots
-               rows.tail_base = seq.n_past;
-               rows.tail_slots = tree_tails_.data() + grp.tail_off;
-             }
+             cpu::AttnRows rows = group_rows(grp, kvh, q, out, g, head_dim);
              const int n_plain =
                  extras.softcap > 0 ? 0 : std::clamp(extras.window - rows.n_ctx + 1, 0, static_cast<int>(grp.n));
              if (n_plain > 0) {

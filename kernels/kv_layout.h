@@ -8,10 +8,14 @@
 // q = round-half-away(x / d) computed as x * (1/d) with d in f32 (0 when d is 0), then d is
 // stored as f16 - the rule of ggml's quantize_row_q8_0_ref. For G = 32 a group is
 // byte-for-byte a GGUF block_q8_0 (34 bytes: 1.88x fewer than f16).
+//
+// K and V may have different element types (KvTypes: --kv-cache-type-k / --kv-cache-type-v); each
+// half's pool is laid out by its own type, so a slot's K row and V row can differ in size.
 #pragma once
 
 #include <cstdint>
 #include <cstring>
+#include <string>
 
 #include "kernels/ggml_type.h"
 
@@ -50,6 +54,39 @@ PAGODA_KV_HD constexpr int64_t kv_head_bytes(GgmlType t, int head_dim) {
   if (t == GgmlType::Q8_0 && kv_q8_group(head_dim) > 0)
     return static_cast<int64_t>(head_dim) / kv_q8_group(head_dim) * (kv_q8_group(head_dim) + 2);
   return 0;
+}
+
+// The element types of a cache's two halves. One type converts to both halves (what
+// --kv-cache-type sets), so code that names one type for the whole cache reads as before.
+struct KvTypes {
+  GgmlType k = GgmlType::F16;
+  GgmlType v = GgmlType::F16;
+
+  constexpr KvTypes() = default;
+  constexpr KvTypes(GgmlType both) : k(both), v(both) {}  // NOLINT(google-explicit-constructor)
+  constexpr KvTypes(GgmlType k_type, GgmlType v_type) : k(k_type), v(v_type) {}
+  constexpr bool operator==(const KvTypes& o) const { return k == o.k && v == o.v; }
+  constexpr bool operator!=(const KvTypes& o) const { return !(*this == o); }
+  constexpr bool mixed() const { return k != v; }
+};
+
+// True when both halves use a type a KV cache may use.
+PAGODA_KV_HD constexpr bool kv_types_supported(KvTypes t) {
+  return kv_type_supported(t.k) && kv_type_supported(t.v);
+}
+
+// Bytes of one head's K row plus its V row (what a slot costs per head); 0 when either type
+// cannot hold a row of `head_dim`.
+PAGODA_KV_HD constexpr int64_t kv_head_pair_bytes(KvTypes t, int head_dim) {
+  return kv_head_bytes(t.k, head_dim) > 0 && kv_head_bytes(t.v, head_dim) > 0
+             ? kv_head_bytes(t.k, head_dim) + kv_head_bytes(t.v, head_dim)
+             : 0;
+}
+
+// "f16" when both halves agree, else "k=f16,v=q8_0" (logs, /metrics, errors).
+inline std::string kv_types_name(KvTypes t) {
+  if (!t.mixed()) return ggml_type_info(t.k).name;
+  return std::string("k=") + ggml_type_info(t.k).name + ",v=" + ggml_type_info(t.v).name;
 }
 
 }  // namespace pagoda

@@ -7,8 +7,21 @@
 #include <fstream>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace pagoda {
+
+std::string kv_types_problem(const KvCacheConfig& cfg) {
+  const std::pair<GgmlType, const char*> halves[] = {{cfg.types.k, "K"}, {cfg.types.v, "V"}};
+  for (const auto& [t, half] : halves) {
+    if (!kv_type_supported(t))
+      return std::string("the KV cache type (") + half + ") must be f16, f32 or q8_0";
+    if (kv_head_bytes(t, cfg.head_dim) <= 0)
+      return std::string("a q8_0 KV cache (") + half + ") needs a head_dim that is a multiple of 8, not " +
+             std::to_string(cfg.head_dim);
+  }
+  return "";
+}
 
 MemoryInfo Backend::memory_info() const { return host_memory_info(); }
 

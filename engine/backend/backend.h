@@ -23,6 +23,7 @@
 #include "engine/backend/step_plan.h"
 #include "kernels/draw_params.h"
 #include "kernels/ggml_type.h"
+#include "kernels/kv_layout.h"
 
 namespace pagoda {
 
@@ -50,8 +51,26 @@ struct KvCacheConfig {
   int block_size = 16;
   int n_kv_heads = 0;
   int head_dim = 0;
-  GgmlType type = GgmlType::F16;  // F16, F32 or Q8_0 (layout: kernels/kv_layout.h)
+  // K's and V's element types, each F16, F32 or Q8_0 (layout: kernels/kv_layout.h); one GgmlType
+  // sets both.
+  KvTypes types;
+
+  // One block of one layer's K pool / V pool, in bytes (0: the type cannot hold the head).
+  int64_t k_block_bytes() const { return half_block_bytes(types.k); }
+  int64_t v_block_bytes() const { return half_block_bytes(types.v); }
+  // One block over all layers, K and V: what Backend::kv_block_bytes answers.
+  size_t block_bytes() const {
+    return static_cast<size_t>(n_layers) * static_cast<size_t>(k_block_bytes() + v_block_bytes());
+  }
+  // One block of one layer's pool of element type `t`.
+  int64_t half_block_bytes(GgmlType t) const {
+    return static_cast<int64_t>(block_size) * n_kv_heads * kv_head_bytes(t, head_dim);
+  }
 };
+
+// Why `cfg`'s element types cannot make a cache (a type other than f16/f32/q8_0, or q8_0 with a
+// head_dim that is not a multiple of 8); empty when they can.
+std::string kv_types_problem(const KvCacheConfig& cfg);
 
 // What attention_ext adds to plain causal attention (gemma2/gemma3/phi3 layers).
 struct AttentionExtras {
@@ -177,9 +196,9 @@ class Backend {
   virtual void read(const Tensor& x, int64_t rows, float* host) = 0;
 
   // ---- raw KV blocks (optional; the prefix cache's disk file and host-memory tier) ----
-  // One block's bytes exactly as the cache stores them (its element type, its layout), all
-  // layers: layer 0 K, layer 0 V, layer 1 K, ..., each kv_block_raw_bytes() / (2 * n_layers)
-  // bytes. Writing back what was read restores the block bit for bit, whatever the type.
+  // One block's bytes exactly as the cache stores them (its element types, its layout), all
+  // layers: layer 0 K, layer 0 V, layer 1 K, ..., each K part KvCacheConfig::k_block_bytes()
+  // and each V part v_block_bytes() bytes (they differ when K and V have different types). Writing back what was read restores the block bit for bit, whatever the type.
   // kv_block_raw_bytes() 0: not supported (the defaults). Both wait for all queued work.
   virtual size_t kv_block_raw_bytes() const { return 0; }
   virtual void read_kv_block_raw(int block, void* out) { no_raw_kv(); }

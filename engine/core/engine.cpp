@@ -97,7 +97,7 @@ LlmEngine::LlmEngine(Model& model, const Tokenizer* tokenizer, EngineConfig cfg)
 
   size_t block_bytes = 0;
   try {
-    block_bytes = model_.kv_block_bytes(B, cfg_.kv_type);
+    block_bytes = model_.kv_block_bytes(B, cfg_.kv_types);  // K row + V row, each by its type
   } catch (const std::invalid_argument& e) {
     throw EngineError(e.what());
   }
@@ -122,7 +122,7 @@ LlmEngine::LlmEngine(Model& model, const Tokenizer* tokenizer, EngineConfig cfg)
   for (int32_t t : cfg_.system_prompt)
     if (t < 0 || t >= vocab_) throw EngineError("system prompt token id out of range: " + std::to_string(t));
 
-  model_.init_kv_cache(num_blocks_, B, cfg_.kv_type);
+  model_.init_kv_cache(num_blocks_, B, cfg_.kv_types);
   kv_ = std::make_unique<KvCacheManager>(num_blocks_, B);
   kv_->set_prefix_caching(cfg_.prefix_caching);
   if (cfg_.release_behind_window) kv_->set_window(all_layers_window(model_.config()));
@@ -142,7 +142,7 @@ LlmEngine::LlmEngine(Model& model, const Tokenizer* tokenizer, EngineConfig cfg)
   }
   scheduler_ = std::make_unique<Scheduler>(sc, *kv_);
   spdlog::info("engine: {} KV blocks of {} tokens ({} {:.1f} MiB; {}), context {} tokens, batch {} tokens, {} seqs",
-               num_blocks_, B, ggml_type_info(cfg_.kv_type).name, num_blocks_ * static_cast<double>(block_bytes) / (1 << 20),
+               num_blocks_, B, kv_types_name(cfg_.kv_types), num_blocks_ * static_cast<double>(block_bytes) / (1 << 20),
                budget.basis, ctx_limit_,
                sc.max_batch_tokens, sc.max_seqs);
   {

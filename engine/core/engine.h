@@ -71,7 +71,9 @@ struct EngineConfig {
   // twice over.
   size_t kv_cache_memory = 0;
   double kv_cache_fraction = 0.5;
-  GgmlType kv_type = GgmlType::F16;  // KV cache elements: F16, F32 or Q8_0 (--kv-cache-type)
+  // KV cache elements of K and V, each F16, F32 or Q8_0 (--kv-cache-type sets both,
+  // --kv-cache-type-k / --kv-cache-type-v one half; a GgmlType assigned here sets both).
+  KvTypes kv_types;
   double device_memory_fraction = 0.9;  // weights + activations + KV cache, in (0, 1]
   int max_batch_tokens = 512;  // at most the model's max_batch_tokens
   // Stall-free prefill (SchedulerConfig): a step with decodes stays within this many ms;

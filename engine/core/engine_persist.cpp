@@ -45,7 +45,8 @@ void LlmEngine::setup_kv_tiers() {
   KvCacheLayout& l = kv_layout_;
   l.model_id = cfg_.model_identity;
   l.block_size = static_cast<uint32_t>(cfg_.block_size);
-  l.kv_type = static_cast<uint32_t>(model_.kv_cache_type());
+  l.kv_type_k = static_cast<uint32_t>(model_.kv_cache_types().k);
+  l.kv_type_v = static_cast<uint32_t>(model_.kv_cache_types().v);
   l.n_layers = static_cast<uint32_t>(mc.n_layers);
   l.n_kv_heads = static_cast<uint32_t>(mc.n_kv_heads);
   l.head_dim = static_cast<uint32_t>(mc.head_dim);

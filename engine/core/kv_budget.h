@@ -17,7 +17,9 @@ struct KvBudget {
 };
 
 // Blocks of `block_bytes` for the cache of an engine configured by `cfg` whose sequences hold
-// up to `ctx_tokens` tokens, in this order:
+// up to `ctx_tokens` tokens. `block_bytes` is Backend::kv_block_bytes: a block's K rows plus its
+// V rows over all layers, each half in its own element type (cfg.kv_types), so an f16 K with a
+// q8_0 V costs 2 + 34/32 bytes per value pair, not 2 x either. In this order:
 // - cfg.kv_cache_memory > 0: that many bytes.
 // - device memory (a GPU's): cfg.device_memory_fraction of its total, less what is in use
 //   already (the weights and activations: ask after the model is loaded), like vLLM's

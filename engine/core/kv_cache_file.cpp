@@ -9,13 +9,16 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "kernels/ggml_type.h"
+
 namespace pagoda {
 
 namespace {
 
 constexpr char kMagic[8] = {'P', 'G', 'D', 'K', 'V', 'C', '0', '1'};
 constexpr char kEndMagic[8] = {'P', 'G', 'D', 'K', 'V', 'E', 'N', 'D'};
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;           // written; K and V element types apart
+constexpr uint32_t kVersionOneType = 1;    // still read: one element type for K and V
 constexpr uint32_t kMaxHeader = 4096;
 constexpr size_t kMaxModelId = 256;
 
@@ -55,7 +58,8 @@ std::vector<uint8_t> header_body(const KvCacheLayout& l, uint64_t n_blocks) {
   h.put(kVersion);
   h.put(static_cast<uint32_t>(l.model_id.size()));
   h.b.insert(h.b.end(), l.model_id.begin(), l.model_id.end());
-  h.put(l.block_size), h.put(l.kv_type), h.put(l.n_layers), h.put(l.n_kv_heads), h.put(l.head_dim);
+  h.put(l.block_size), h.put(l.kv_type_k), h.put(l.kv_type_v), h.put(l.n_layers), h.put(l.n_kv_heads),
+      h.put(l.head_dim);
   h.put(l.block_bytes);
   h.put(l.rope_dims), h.put(l.rope_freq_base), h.put(l.rope_freq_scale), h.put(l.rope_neox);
   h.put(l.rope_factors_hash);
@@ -66,13 +70,27 @@ std::vector<uint8_t> header_body(const KvCacheLayout& l, uint64_t n_blocks) {
 bool parse_header(const std::vector<uint8_t>& body, KvCacheLayout& l, uint64_t& n_blocks) {
   Cursor c{body.data(), body.size()};
   uint32_t version = 0, id_len = 0;
-  if (!c.get(version) || version != kVersion || !c.get(id_len) || id_len > kMaxModelId || c.left < id_len) return false;
+  if (!c.get(version) || (version != kVersion && version != kVersionOneType) || !c.get(id_len) ||
+      id_len > kMaxModelId || c.left < id_len)
+    return false;
   l.model_id.assign(reinterpret_cast<const char*>(c.p), id_len);
   c.p += id_len;
   c.left -= id_len;
-  return c.get(l.block_size) && c.get(l.kv_type) && c.get(l.n_layers) && c.get(l.n_kv_heads) && c.get(l.head_dim) &&
+  if (!c.get(l.block_size) || !c.get(l.kv_type_k)) return false;
+  l.kv_type_v = l.kv_type_k;  // version 1: one type for both halves
+  if (version == kVersion && !c.get(l.kv_type_v)) return false;
+  return c.get(l.n_layers) && c.get(l.n_kv_heads) && c.get(l.head_dim) &&
          c.get(l.block_bytes) && c.get(l.rope_dims) && c.get(l.rope_freq_base) && c.get(l.rope_freq_scale) &&
          c.get(l.rope_neox) && c.get(l.rope_factors_hash) && c.get(n_blocks) && c.left == 0;
+}
+
+// "K f16, V q8_0" for the GgmlType ids k and v (a number for an id that is no type).
+std::string types_name(uint32_t k, uint32_t v) {
+  const auto name = [](uint32_t id) {
+    const GgmlTypeInfo* info = ggml_type_info(id);
+    return info ? std::string(info->name) : "type " + std::to_string(id);
+  };
+  return "K " + name(k) + ", V " + name(v);
 }
 
 uint64_t record_bytes(const KvCacheLayout& l) {
@@ -102,7 +120,9 @@ std::string KvCacheLayout::mismatch(const KvCacheLayout& f) const {
   };
   if (f.model_id != model_id) return "another model file (identity " + f.model_id + ", this server: " + model_id + ")";
   if (f.block_size != block_size) return diff("block size", f.block_size, block_size);
-  if (f.kv_type != kv_type) return diff("KV element type", f.kv_type, kv_type);
+  if (f.kv_type_k != kv_type_k || f.kv_type_v != kv_type_v)
+    return "KV element types " + types_name(f.kv_type_k, f.kv_type_v) + " (this server: " +
+           types_name(kv_type_k, kv_type_v) + ")";
   if (f.n_layers != n_layers || f.n_kv_heads != n_kv_heads || f.head_dim != head_dim)
     return diff("layers", f.n_layers, n_layers) + ", " + diff("KV heads", f.n_kv_heads, n_kv_heads) + ", " +
            diff("head size", f.head_dim, head_dim);

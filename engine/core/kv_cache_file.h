@@ -2,9 +2,9 @@
 // an atomic writer and a reader that refuses anything it cannot trust.
 //
 // Layout (little-endian, this machine's):
-//   "PGDKVC01", u32 header length, header (format version, model identity, block size, KV
-//   element type, layers, KV heads, head size, raw block bytes, RoPE dims / base / scale /
-//   NeoX / factor hash, block count), u64 checksum of all of that;
+//   "PGDKVC01", u32 header length, header (format version 2, model identity, block size, K
+//   element type, V element type, layers, KV heads, head size, raw block bytes, RoPE dims /
+//   base / scale / NeoX / factor hash, block count), u64 checksum of all of that;
 //   per block: i32 parent (index of an earlier block, -1 for a prefix's first), u32 zero,
 //   block_size i32 tokens, the raw K/V bytes (Backend::read_kv_block_raw), u64 checksum;
 //   "PGDKVEND", u64 block count, u64 checksum over the blocks' checksums.
@@ -12,6 +12,8 @@
 // its parent's, so nothing in the file is trusted beyond its checksummed bytes. The size is
 // checked before anything is read; a header that differs from this server's layout, a bad
 // checksum, a bad parent index or a short file make the whole file ignored.
+// Version 1 (before K and V could differ) had one element type for both halves where version 2
+// has two; its blocks are laid out alike, so a version-1 file is still read, as K = V = that type.
 #pragma once
 
 #include <cstdint>
@@ -25,7 +27,8 @@ namespace pagoda {
 struct KvCacheLayout {
   std::string model_id;  // the model file's identity (gguf_identity.h)
   uint32_t block_size = 0;
-  uint32_t kv_type = 0;  // GgmlType of the cache elements
+  uint32_t kv_type_k = 0;  // GgmlType of the cache's K elements
+  uint32_t kv_type_v = 0;  // ... and of its V elements
   uint32_t n_layers = 0, n_kv_heads = 0, head_dim = 0;
   uint64_t block_bytes = 0;  // Backend::kv_block_raw_bytes()
   uint32_t rope_dims = 0;

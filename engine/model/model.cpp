@@ -30,7 +30,7 @@ struct Model::Impl {
   RopeConfig rope;        // every layer's, or the global layers' when local ones differ
   RopeConfig rope_local;  // gemma3's local (sliding-window) layers
   bool kv_ready = false;
-  GgmlType kv_type = GgmlType::F16;  // the element type init_kv_cache asked for
+  KvTypes kv_types;  // the element types init_kv_cache asked for
 
   // Activations, [max_tokens x width] each.
   Tensor x;      // residual stream
@@ -106,28 +106,25 @@ int Model::max_batch_tokens() const { return impl_->max_tokens; }
 
 void Model::set_context_length(int n_ctx) { impl_->choose_rope_factors(n_ctx); }
 
-size_t Model::kv_block_bytes(int block_size) const {
-  const ModelConfig& c = impl_->cfg;
-  return impl_->be->kv_block_bytes(KvCacheConfig{c.n_layers, 1, block_size, c.n_kv_heads, c.head_dim});
-}
+size_t Model::kv_block_bytes(int block_size) const { return kv_block_bytes(block_size, GgmlType::F16); }
 
-size_t Model::kv_block_bytes(int block_size, GgmlType kv_type) const {
+size_t Model::kv_block_bytes(int block_size, KvTypes kv_types) const {
   const ModelConfig& c = impl_->cfg;
-  return impl_->be->kv_block_bytes(KvCacheConfig{c.n_layers, 1, block_size, c.n_kv_heads, c.head_dim, kv_type});
+  return impl_->be->kv_block_bytes(KvCacheConfig{c.n_layers, 1, block_size, c.n_kv_heads, c.head_dim, kv_types});
 }
 
 void Model::init_kv_cache(int num_blocks, int block_size) {
   init_kv_cache(num_blocks, block_size, GgmlType::F16);
 }
 
-void Model::init_kv_cache(int num_blocks, int block_size, GgmlType kv_type) {
+void Model::init_kv_cache(int num_blocks, int block_size, KvTypes kv_types) {
   const ModelConfig& c = impl_->cfg;
-  impl_->be->init_kv_cache(KvCacheConfig{c.n_layers, num_blocks, block_size, c.n_kv_heads, c.head_dim, kv_type});
+  impl_->be->init_kv_cache(KvCacheConfig{c.n_layers, num_blocks, block_size, c.n_kv_heads, c.head_dim, kv_types});
   impl_->kv_ready = true;
-  impl_->kv_type = kv_type;
+  impl_->kv_types = kv_types;
 }
 
-GgmlType Model::kv_cache_type() const { return impl_->kv_type; }
+KvTypes Model::kv_cache_types() const { return impl_->kv_types; }
 
 void Model::Impl::layer(int l, int64_t n) {
   const LayerWeights& L = w.layers[static_cast<size_t>(l)];

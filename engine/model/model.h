@@ -61,11 +61,12 @@ class Model {
   // Bytes of one KV block (all layers, K and V) and cache set-up; call init once before forward.
   size_t kv_block_bytes(int block_size) const;
   void init_kv_cache(int num_blocks, int block_size);
-  // The same with an explicit cache element type (F16, F32 or Q8_0; the overloads above use F16).
-  size_t kv_block_bytes(int block_size, GgmlType kv_type) const;
-  void init_kv_cache(int num_blocks, int block_size, GgmlType kv_type);
-  // The element type of the cache init_kv_cache made (F16 until it is called).
-  GgmlType kv_cache_type() const;
+  // The same with explicit cache element types (F16, F32 or Q8_0 for each of K and V; one
+  // GgmlType sets both; the overloads above use F16).
+  size_t kv_block_bytes(int block_size, KvTypes kv_types) const;
+  void init_kv_cache(int num_blocks, int block_size, KvTypes kv_types);
+  // The element types of the cache init_kv_cache made (F16 until it is called).
+  KvTypes kv_cache_types() const;
 
   // Applies the plan's cache edits, runs the forward pass and writes the logits of
   // plan.logit_rows (in that order) to `logits` as [logit_rows.size() x vocab_size]: the

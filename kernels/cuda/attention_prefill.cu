@@ -73,8 +73,8 @@ __global__ void prefill_kernel(const float* q, float* out, int n_heads, float sc
         const int64_t slot =
             (int64_t)bt[key / kv.block_size] * kv.block_size + key % kv.block_size;
         const int64_t head_row = slot * kv.n_kv_heads + g;
-        kval = kv_value(kv_head(kv.k, kv.type, head_row, hd), kv.type, hd, d);
-        vval = kv_value(kv_head(kv.v, kv.type, head_row, hd), kv.type, hd, d);
+        kval = kv_value(kv_head(kv.k, kv.k_type, head_row, hd), kv.k_type, hd, d);
+        vval = kv_value(kv_head(kv.v, kv.v_type, head_row, hd), kv.v_type, hd, d);
       }
       sK[kk * ks + d] = kval;
       sV[kk * hd + d] = vval;

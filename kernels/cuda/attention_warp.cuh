@@ -54,13 +54,13 @@ struct WarpSoftmax {
   __device__ __forceinline__ void add(const PagedKv& kv, int64_t slot, int g, float scale, float softcap,
                                       int lane) {
     const int hd = kv.head_dim;
-    const uint8_t* kp = kv_head(kv.k, kv.type, slot * kv.n_kv_heads + g, hd);
-    const uint8_t* vp = kv_head(kv.v, kv.type, slot * kv.n_kv_heads + g, hd);
+    const uint8_t* kp = kv_head(kv.k, kv.k_type, slot * kv.n_kv_heads + g, hd);
+    const uint8_t* vp = kv_head(kv.v, kv.v_type, slot * kv.n_kv_heads + g, hd);
     float dot = 0.0f;
 #pragma unroll
     for (int j = 0; j < kWarpAttnPerLane; ++j) {
       const int d = lane + 32 * j;
-      if (d < hd) dot += qr[j] * kv_value(kp, kv.type, hd, d);
+      if (d < hd) dot += qr[j] * kv_value(kp, kv.k_type, hd, d);
     }
     float s = warp_sum(dot) * scale;
     if (softcap > 0.0f) s = softcap * tanhf(s / softcap);
@@ -71,7 +71,7 @@ struct WarpSoftmax {
 #pragma unroll
     for (int j = 0; j < kWarpAttnPerLane; ++j) {
       const int d = lane + 32 * j;
-      if (d < hd) acc[j] = acc[j] * corr + p * kv_value(vp, kv.type, hd, d);
+      if (d < hd) acc[j] = acc[j] * corr + p * kv_value(vp, kv.v_type, hd, d);
     }
     m = m_new;
   }

@@ -2,7 +2,8 @@
 // i.e. multiplies each rotated pair by the rotation for delta * freq_scale * theta_i (theta_i
 // divided by freq_factors[i] when given, exactly as rope.cu does), so that a
 // token moved from logical index i to i + delta reads as if it had been roped at i + delta.
-// V is untouched. F16: read, rotate in F32, write F16 (one rounding, as on the CPU backend).
+// V is untouched, whatever its type: only K's element type (KvPools::k_type) matters here.
+// F16: read, rotate in F32, write F16 (one rounding, as on the CPU backend).
 // F32 and Q8_0 (k_shift_rows_kernel): a thread takes a whole head row, dequantizes it, rotates
 // it and stores it again (Q8_0 re-quantized group by group, as the CPU backend does).
 // Launch: grid (n_shifts, n_layers), 256 threads striding over block_size * n_kv_heads * n_rot/2
@@ -47,7 +48,7 @@ __global__ void k_shift_rows_kernel(uint8_t* k_base, int64_t layer_bytes, KvPool
   const int32_t block = shifts[2 * blockIdx.x];
   const double delta = (double)shifts[2 * blockIdx.x + 1];
   const int hd = pools.head_dim, rows = pools.block_size * pools.n_kv_heads;
-  const GgmlType t = pools.type;
+  const GgmlType t = pools.k_type;
   uint8_t* layer = k_base + blockIdx.y * layer_bytes;
   for (int r = threadIdx.x; r < rows; r += blockDim.x) {
     uint8_t* head = kv_head(layer, t, (int64_t)block * rows + r, hd);
@@ -72,15 +73,15 @@ void k_shift(const KvPools& pools, const int32_t* shifts, int n, int n_rot, floa
     throw CudaError("k_shift: n_rot must be even and within head_dim");
   if (n <= 0 || pools.n_layers <= 0) return;
   dim3 grid(static_cast<unsigned>(n), static_cast<unsigned>(pools.n_layers));
-  if (pools.type != GgmlType::F16) {
+  if (pools.k_type != GgmlType::F16) {
     k_shift_rows_kernel<<<grid, 256, 0, as_stream(stream)>>>(
-        static_cast<uint8_t*>(pools.k_base), pools.layer_stride * 2, pools, shifts, n_rot,
+        static_cast<uint8_t*>(pools.k_base), pools.k_layer_stride * 2, pools, shifts, n_rot,
         freq_base, freq_scale, neox, freq_factors);
     CUDA_CHECK_LAUNCH();
     return;
   }
   k_shift_kernel<<<grid, 256, 0, as_stream(stream)>>>(
-      static_cast<__half*>(pools.k_base), pools.layer_stride, pools.block_size, pools.n_kv_heads,
+      static_cast<__half*>(pools.k_base), pools.k_layer_stride, pools.block_size, pools.n_kv_heads,
       pools.head_dim, shifts, n_rot, freq_base, freq_scale, neox, freq_factors);
   CUDA_CHECK_LAUNCH();
 }

@@ -5,7 +5,8 @@
 // Common conventions:
 // - Every pointer argument is device memory unless it says "host".
 // - Activations are F32 row-major; `n` is a number of rows (tokens).
-// - The KV cache is F16, F32 or Q8_0 (PagedKv::type), one pool per layer for K and one for V,
+// - The KV cache is F16, F32 or Q8_0, K and V each their own type (PagedKv::k_type / v_type),
+//   one pool per layer for K and one for V,
 //   laid out [num_blocks][block_size][n_kv_heads] head rows of head_dim values, each head row
 //   as kernels/kv_layout.h says (the CPU backend's layout); a slot is block * block_size + offset.
 // - Launchers only enqueue work; failures (bad launch configuration, missing kernel image)
@@ -89,27 +90,30 @@ void convert_to_f32(const void* src, GgmlType src_type, int64_t n, float* dst, v
 
 // One layer's view of the paged cache.
 struct PagedKv {
-  void* k = nullptr;  // [num_blocks][block_size][n_kv_heads] head rows of `type`
-  void* v = nullptr;
-  GgmlType type = GgmlType::F16;  // F16, F32 or Q8_0
+  void* k = nullptr;  // [num_blocks][block_size][n_kv_heads] head rows of `k_type`
+  void* v = nullptr;  // the same of `v_type`
+  GgmlType k_type = GgmlType::F16;  // F16, F32 or Q8_0
+  GgmlType v_type = GgmlType::F16;
   int block_size = 0;
   int n_kv_heads = 0;
   int head_dim = 0;
 };
 
 // Writes rows k[t], v[t] (F32, n_kv_heads*head_dim each) to slot slots[t] of the layer, in the
-// cache's type (Q8_0: quantized group by group by the CPU's rule). Negative slots are skipped.
+// cache's types (Q8_0: quantized group by group by the CPU's rule). Negative slots are skipped.
 void store_kv(const float* k, const float* v, const int32_t* slots, int64_t n, const PagedKv& kv,
               void* stream);
 
 // The whole cache (all layers) for cache edits: layer l's K pool starts at
-// k_base + l * layer_stride halves (2-byte units; every layout is a whole number of them), the
-// same for V.
+// k_base + l * k_layer_stride halves (2-byte units; every layout is a whole number of them),
+// its V pool at v_base + l * v_layer_stride (the strides differ when the types do).
 struct KvPools {
   void* k_base = nullptr;
   void* v_base = nullptr;
-  GgmlType type = GgmlType::F16;  // F16, F32 or Q8_0
-  int64_t layer_stride = 0;  // halves between consecutive layers' pools
+  GgmlType k_type = GgmlType::F16;  // F16, F32 or Q8_0
+  GgmlType v_type = GgmlType::F16;
+  int64_t k_layer_stride = 0;  // halves between consecutive layers' K pools
+  int64_t v_layer_stride = 0;  // ... V pools
   int n_layers = 0;
   int block_size = 0;
   int n_kv_heads = 0;

@@ -1,9 +1,10 @@
 // Store K/V: writes the step's K and V rows (F32, n_kv_heads*head_dim each) into their paged
-// slots of one layer's cache, in its element type (kv_elem.cuh: F16 round to nearest even,
-// F32 as is, Q8_0 a group of values per unit with its f16 scale). Negative slots are skipped
-// (padding).
+// slots of one layer's cache, each half in its element type (kv_elem.cuh: F16 round to nearest
+// even, F32 as is, Q8_0 a group of values per unit with its f16 scale). Negative slots are
+// skipped (padding).
 // Launch: grid (n), 256 threads striding over the n_kv_heads * units-per-head storage units
-// of one token's K and V (a unit: one value, or one Q8_0 group).
+// of one token's K, then of its V (a unit: one value, or one Q8_0 group; K and V may have
+// different units when their types differ).
 // Assumptions: slots are within the pool (validated by the host when the plan is uploaded);
 // for Q8_0, head_dim is a multiple of 8 (checked by the backend).
 #include <cuda_fp16.h>
@@ -15,19 +16,24 @@
 namespace pagoda::cuda {
 namespace {
 
-__global__ void store_kv_kernel(const float* k, const float* v, const int32_t* slots, PagedKv kv) {
-  const int32_t slot = slots[blockIdx.x];
-  if (slot < 0) return;
-  const int hd = kv.head_dim, units = kv_units_per_head(kv.type, hd);
-  const int64_t kv_dim = (int64_t)kv.n_kv_heads * hd;
-  const float* ks = k + (int64_t)blockIdx.x * kv_dim;
-  const float* vs = v + (int64_t)blockIdx.x * kv_dim;
+// One token's row x (n_kv_heads * head_dim values) into slot `slot` of `pool` of type t, by the
+// block's threads.
+__device__ __forceinline__ void store_half(const float* x, void* pool, GgmlType t, int32_t slot,
+                                           const PagedKv& kv) {
+  const int hd = kv.head_dim, units = kv_units_per_head(t, hd);
   for (int i = threadIdx.x; i < kv.n_kv_heads * units; i += blockDim.x) {
     const int h = i / units, u = i % units;
     const int64_t head_row = (int64_t)slot * kv.n_kv_heads + h;
-    kv_store_unit(kv_head(kv.k, kv.type, head_row, hd), kv.type, hd, u, ks + (int64_t)h * hd);
-    kv_store_unit(kv_head(kv.v, kv.type, head_row, hd), kv.type, hd, u, vs + (int64_t)h * hd);
+    kv_store_unit(kv_head(pool, t, head_row, hd), t, hd, u, x + (int64_t)h * hd);
   }
+}
+
+__global__ void store_kv_kernel(const float* k, const float* v, const int32_t* slots, PagedKv kv) {
+  const int32_t slot = slots[blockIdx.x];
+  if (slot < 0) return;
+  const int64_t kv_dim = (int64_t)kv.n_kv_heads * kv.head_dim;
+  store_half(k + (int64_t)blockIdx.x * kv_dim, kv.k, kv.k_type, slot, kv);
+  store_half(v + (int64_t)blockIdx.x * kv_dim, kv.v, kv.v_type, slot, kv);
 }
 
 }  // namespace

@@ -39,14 +39,15 @@ struct GenerateArgs {
   int batch = 512;    // prefill chunk (max tokens per forward pass)
   bool ignore_eos = false;
   int parallel = 0;   // > 0: run that many copies of the prompt at once through the engine
-  GgmlType kv_type = GgmlType::F16;
+  KvTypes kv_types;  // --kv-cache-type, then --kv-cache-type-k / -v over it (any order)
   bool print_tokens = false;  // each generated token's id and logprob on stderr
 };
 
 const char* kUsage =
     "usage: pagoda generate --model M.gguf --prompt TEXT [-n N] [--temp T] [--seed S]\n"
     "                       [--threads T] [--device D] [--ctx C] [--batch B] [--ignore-eos]\n"
-    "                       [--kv-cache-type f16|f32|q8_0] [--print-tokens]\n"
+    "                       [--kv-cache-type T] [--kv-cache-type-k T] [--kv-cache-type-v T]\n"
+    "                       [--print-tokens]\n"
     "  -n N          new tokens to generate (default 32)\n"
     "  --temp T      sampling temperature; 0 = greedy (default 0)\n"
     "  --seed S      sampler seed (default 0)\n"
@@ -57,7 +58,9 @@ const char* kUsage =
     "  --ignore-eos  keep generating past end-of-generation tokens\n"
     "  --parallel N  run N copies of the prompt at once through the engine (continuous\n"
     "                batching over the paged cache); prints aggregate decode tok/s\n"
-    "  --kv-cache-type T  KV cache elements: f16 (default), f32 or q8_0\n"
+    "  --kv-cache-type T  KV cache elements of K and V: f16 (default), f32 or q8_0\n"
+    "  --kv-cache-type-k T, --kv-cache-type-v T (also -ctk, -ctv)\n"
+    "                     K's or V's elements alone, overriding --kv-cache-type\n"
     "  --print-tokens     after the text, one line per generated token on stderr:\n"
     "                     'token ID LOGPROB' (the chosen token's log-probability)\n";
 
@@ -70,8 +73,17 @@ long parse_int(const std::string& flag, const char* v, long lo, long hi) {
   return x;
 }
 
+// The KV element type named `v` for `flag`; std::invalid_argument for any other name.
+GgmlType parse_kv_type(const std::string& flag, const char* v) {
+  GgmlType t;
+  if (!kv_type_from_name(v, &t))
+    throw std::invalid_argument(flag + " expects f16, f32 or q8_0, got '" + std::string(v) + "'");
+  return t;
+}
+
 // Returns false when --help was asked for.
 bool parse_args(int argc, char** argv, GenerateArgs& a) {
+  std::optional<GgmlType> both, k_only, v_only;
   for (int i = 1; i < argc; ++i) {
     const std::string f = argv[i];
     if (f == "--help" || f == "-h") return false;
@@ -85,10 +97,9 @@ bool parse_args(int argc, char** argv, GenerateArgs& a) {
     else if (f == "--seed") a.seed = static_cast<uint64_t>(parse_int(f, v, 0, 1L << 62));
     else if (f == "--threads" || f == "-t") a.threads = static_cast<int>(parse_int(f, v, 0, 1024));
     else if (f == "--device") a.device = v;
-    else if (f == "--kv-cache-type") {
-      if (!kv_type_from_name(v, &a.kv_type))
-        throw std::invalid_argument("--kv-cache-type expects f16, f32 or q8_0, got '" + std::string(v) + "'");
-    }
+    else if (f == "--kv-cache-type") both = parse_kv_type(f, v);
+    else if (f == "--kv-cache-type-k" || f == "-ctk") k_only = parse_kv_type(f, v);
+    else if (f == "--kv-cache-type-v" || f == "-ctv") v_only = parse_kv_type(f, v);
     else if (f == "--ctx" || f == "-c") a.ctx = static_cast<int>(parse_int(f, v, 1, 1 << 24));
     else if (f == "--batch" || f == "-b") a.batch = static_cast<int>(parse_int(f, v, 1, 1 << 16));
     else if (f == "--parallel" || f == "-np") a.parallel = static_cast<int>(parse_int(f, v, 1, 4096));
@@ -102,6 +113,7 @@ bool parse_args(int argc, char** argv, GenerateArgs& a) {
     }
   }
   if (a.model.empty()) throw std::invalid_argument("--model is required");
+  a.kv_types = KvTypes(k_only.value_or(both.value_or(GgmlType::F16)), v_only.value_or(both.value_or(GgmlType::F16)));
   return true;
 }
 
@@ -120,9 +132,9 @@ int generate_parallel(const GenerateArgs& a, Model& model, const Tokenizer& tok,
   cfg.max_seqs = n;
   cfg.max_batch_tokens = a.batch;
   cfg.ctx_size = a.ctx;
-  cfg.kv_type = a.kv_type;
+  cfg.kv_types = a.kv_types;
   cfg.kv_cache_memory = static_cast<size_t>(n) * ((per_seq + cfg.block_size - 1) / cfg.block_size + 1) *
-                        model.kv_block_bytes(cfg.block_size, cfg.kv_type);
+                        model.kv_block_bytes(cfg.block_size, cfg.kv_types);
   LlmEngine engine(model, &tok, cfg);
 
   GenerationRequest req;
@@ -200,9 +212,9 @@ int generate_one(const GenerateArgs& a, Model& model, const Tokenizer& tok, cons
   // Checked above: the sequence never reaches the context, so no shift. The engine needs a
   // context longer than the prompt and than one block; the cache holds exactly the context.
   cfg.ctx_size = std::max({a.ctx, total + 1, 2 * cfg.block_size + 1});
-  cfg.kv_type = a.kv_type;
+  cfg.kv_types = a.kv_types;
   cfg.kv_cache_memory =
-      static_cast<size_t>(ceil_div(cfg.ctx_size, cfg.block_size)) * model.kv_block_bytes(cfg.block_size, cfg.kv_type);
+      static_cast<size_t>(ceil_div(cfg.ctx_size, cfg.block_size)) * model.kv_block_bytes(cfg.block_size, cfg.kv_types);
   // The engine's start-up line would land on stdout, among the generated text.
   const spdlog::level::level_enum log_level = spdlog::get_level();
   spdlog::set_level(spdlog::level::warn);

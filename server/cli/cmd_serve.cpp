@@ -214,7 +214,9 @@ std::unique_ptr<LoadedModel> load(const server::ServerConfig& cfg) {
   EngineConfig ec;
   ec.block_size = cfg.block_size;
   ec.kv_cache_memory = (size_t)cfg.kv_cache_bytes();
-  kv_type_from_name(cfg.kv_cache_type.c_str(), &ec.kv_type);  // the option table checked the name
+  // The option table checked the names.
+  kv_type_from_name(cfg.kv_type_k_name().c_str(), &ec.kv_types.k);
+  kv_type_from_name(cfg.kv_type_v_name().c_str(), &ec.kv_types.v);
   ec.device_memory_fraction = cfg.gpu_memory_fraction;  // the engine sizes the cache (kv_budget.h)
   ec.max_batch_tokens = cfg.max_batch_tokens;
   ec.max_step_ms = cfg.step_ms_target();

@@ -32,7 +32,9 @@ struct ServerConfig {
   double gpu_memory_fraction = 0.9;  // CUDA: weights + activations + KV cache stay within this
                                      // share of the device's memory (ignored with kv_cache_memory)
   int block_size = 16;               // tokens per KV block
-  std::string kv_cache_type = "f16"; // KV cache elements: f16 | f32 | q8_0
+  std::string kv_cache_type = "f16"; // KV cache elements, K and V: f16 | f32 | q8_0
+  std::string kv_cache_type_k;       // K's alone, overriding kv_cache_type (empty: kv_cache_type)
+  std::string kv_cache_type_v;       // V's alone, likewise
   std::string system_prompt_file;    // prefilled once at start and pinned
   std::string kv_cache_dir;          // the prefix cache's disk file lives here; empty = off
   std::string kv_cache_dir_size = "4GiB";  // the most that file may take
@@ -81,6 +83,9 @@ struct ServerConfig {
   int64_t kv_cache_dir_bytes() const;
   // kv_host_memory in bytes: -1 for auto (the engine sizes it, host_kv_tier.h), 0 for off or "".
   int64_t kv_host_bytes() const;
+  // The element type names K and V get: kv_cache_type_k / _v where set, else kv_cache_type.
+  const std::string& kv_type_k_name() const { return kv_cache_type_k.empty() ? kv_cache_type : kv_cache_type_k; }
+  const std::string& kv_type_v_name() const { return kv_cache_type_v.empty() ? kv_cache_type : kv_cache_type_v; }
 };
 
 // Parses argv (argv[0] is the subcommand). Reads --config first, then applies every flag.

@@ -74,11 +74,11 @@ int assign_blocks(std::vector<TestSeq>& seqs, int block_size, uint32_t seed) {
 // backends (after `edit` changes the plan); returns {cpu, gpu} outputs.
 std::vector<std::vector<float>> run_attention(int n_heads, int n_kv, int hd, int bs,
                                               std::vector<TestSeq> seqs, uint32_t seed,
-                                              GgmlType kv_type = GgmlType::F16,
+                                              KvTypes kv_type = GgmlType::F16,
                                               const AttentionExtras* extras = nullptr,
                                               const std::function<void(StepPlan&)>& edit = {}) {
   KvCacheConfig c;
-  c.type = kv_type;
+  c.types = kv_type;
   c.n_layers = 2;
   c.block_size = bs;
   c.n_kv_heads = n_kv;
@@ -129,11 +129,11 @@ TEST_CASE("cuda: decode attention matches the CPU across split boundaries and GQ
   struct Heads {
     int n_heads, n_kv, hd;
   };
-  const GgmlType kv_type = GENERATE(GgmlType::F16, GgmlType::Q8_0);
+  const KvTypes kv_type = GENERATE(KvTypes(GgmlType::F16), KvTypes(GgmlType::Q8_0), KvTypes(GgmlType::F16, GgmlType::Q8_0));
   for (Heads h : {Heads{4, 4, 64}, Heads{8, 2, 128}, Heads{12, 3, 40}, Heads{7, 1, 256},
                   Heads{6, 2, 96}}) {
     for (int bs : {16, 8, 32}) {
-      INFO(ggml_type_info(kv_type).name << " heads " << h.n_heads << "/" << h.n_kv << " head_dim " << h.hd
+      INFO(kv_types_name(kv_type) << " heads " << h.n_heads << "/" << h.n_kv << " head_dim " << h.hd
                                         << " block " << bs);
       // Contexts 1, 2, a block edge, just past one split (512), several splits.
       std::vector<TestSeq> seqs;
@@ -150,10 +150,10 @@ TEST_CASE("cuda: prefill attention matches the CPU across tile and chunk boundar
   struct Heads {
     int n_heads, n_kv, hd;
   };
-  const GgmlType kv_type = GENERATE(GgmlType::F16, GgmlType::Q8_0);
+  const KvTypes kv_type = GENERATE(KvTypes(GgmlType::F16), KvTypes(GgmlType::Q8_0), KvTypes(GgmlType::F16, GgmlType::Q8_0));
   for (Heads h : {Heads{4, 4, 64}, Heads{8, 2, 128}, Heads{6, 3, 40}, Heads{4, 1, 256}}) {
     for (int bs : {16, 32}) {
-      INFO(ggml_type_info(kv_type).name << " heads " << h.n_heads << "/" << h.n_kv << " head_dim " << h.hd
+      INFO(kv_types_name(kv_type) << " heads " << h.n_heads << "/" << h.n_kv << " head_dim " << h.hd
                                         << " block " << bs);
       // Chunks of 2..40 tokens starting at 0, mid-block, on a block edge and after a long
       // cached prefix; decode rows mixed into the same batch.
@@ -191,7 +191,7 @@ TEST_CASE("cuda: a decode row's attention does not depend on its batch", "[gpu]"
   c.block_size = bs;
   c.n_kv_heads = n_kv;
   c.head_dim = hd;
-  c.type = GgmlType::F16;
+  c.types = GgmlType::F16;
   auto gpu = make_cuda_backend();
   gpu->init_kv_cache(c);
   const size_t e = static_cast<size_t>(bs) * n_kv * hd;
@@ -239,9 +239,9 @@ TEST_CASE("cuda: token-tree rows in windowed, soft-capped attention match the CP
   // chunk. Window 2 cuts into a deep node's own ancestors, window 20 into the committed prefix
   // across a block edge, window 0 is none; caps that bite and none; F16 and Q8_0 caches.
   const std::vector<int> parent{-1, 0, 1, 0, 3, 1, 5};
-  const GgmlType kv_type = GENERATE(GgmlType::F16, GgmlType::Q8_0);
+  const KvTypes kv_type = GENERATE(KvTypes(GgmlType::F16), KvTypes(GgmlType::Q8_0), KvTypes(GgmlType::F16, GgmlType::Q8_0));
   for (AttentionExtras e : {AttentionExtras{2, 1.5f}, AttentionExtras{20, 0.0f}, AttentionExtras{0, 2.0f}}) {
-    INFO(ggml_type_info(kv_type).name << " window " << e.window << " softcap " << e.softcap);
+    INFO(kv_types_name(kv_type) << " window " << e.window << " softcap " << e.softcap);
     const auto r = run_attention(4, 2, 64, 16, {TestSeq{{}, 45, 7}, TestSeq{{}, 30, 1}, TestSeq{{}, 9, 5}},
                                  400 + e.window, kv_type, &e, tree_edit(parent, 45));
     require_close(r[1], r[0], 1e-4f, 1e-3f, "tree attention_ext");
@@ -254,7 +254,11 @@ TEST_CASE("cuda: token-tree rows in windowed, soft-capped attention match the CP
 
 TEST_CASE("cuda: slot copies move single slots exactly, before block copies", "[gpu]") {
   PAGODA_SKIP_WITHOUT_CUDA();
-  const KvCacheConfig c = cache_config(3, 8);
+  // Mixed types too: K's and V's slots then differ in size (f32 K rows, q8_0 V rows).
+  const KvTypes kv_type = GENERATE(KvTypes(GgmlType::F16), KvTypes(GgmlType::F32, GgmlType::Q8_0));
+  INFO(kv_types_name(kv_type));
+  KvCacheConfig c = cache_config(3, 8);
+  c.types = kv_type;
   Pair p(c);
   p.fill_cache(5);
   StepPlan plan;
@@ -277,12 +281,12 @@ TEST_CASE("cuda: slot copies move single slots exactly, before block copies", "[
 
 TEST_CASE("cuda: block copies then K-shifts match the CPU; V is untouched", "[gpu]") {
   PAGODA_SKIP_WITHOUT_CUDA();
-  const GgmlType kv_type = GENERATE(GgmlType::F16, GgmlType::Q8_0);
+  const KvTypes kv_type = GENERATE(KvTypes(GgmlType::F16), KvTypes(GgmlType::Q8_0), KvTypes(GgmlType::F16, GgmlType::Q8_0));
   for (bool neox : {false, true}) {
     for (int n_rot : {64, 32}) {
-      INFO(ggml_type_info(kv_type).name << " neox " << neox << " n_rot " << n_rot);
+      INFO(kv_types_name(kv_type) << " neox " << neox << " n_rot " << n_rot);
       KvCacheConfig c = cache_config(3, 16);
-      c.type = kv_type;
+      c.types = kv_type;
       Pair p(c);
       p.fill_cache(neox ? 7 : 8);
       // Originals of the blocks involved, from the GPU, before any edit.
@@ -316,7 +320,7 @@ TEST_CASE("cuda: block copies then K-shifts match the CPU; V is untouched", "[gp
           // re-quantizes after each shift and the CUDA backend merges into one (one
           // re-quantization), so they may differ by up to 1.5 steps there (measured under the
           // emulation: 0.0123); elsewhere a last-bit difference could move a value by a step.
-          if (kv_type == GgmlType::Q8_0)
+          if (kv_type.k == GgmlType::Q8_0)
             require_close(gpu.first, cpu.first, 2.0f / 127, 0.0f, "K");
           else
             require_close(gpu.first, cpu.first, 1e-3f, 1e-3f, "K");

@@ -360,7 +360,8 @@ TEST_CASE("cuda: k_shift with rope_freqs matches the CPU and roping at the new p
       cuda::KvPools pools;
       pools.k_base = d_k.p;
       pools.v_base = d_v.p;
-      pools.layer_stride = layer_elems;
+      pools.k_layer_stride = layer_elems;
+      pools.v_layer_stride = layer_elems;
       pools.n_layers = n_layers;
       pools.block_size = bs;
       pools.n_kv_heads = n_kv;

@@ -43,7 +43,11 @@ std::vector<int32_t> greedy_tokens(LlmEngine& engine, const std::vector<int32_t>
 
 TEST_CASE("cuda: raw KV blocks round-trip bit for bit and match the CPU backend's bytes", "[gpu]") {
   PAGODA_SKIP_WITHOUT_CUDA();
-  const KvCacheConfig cfg{2, 4, 16, 2, 16, GgmlType::F16};
+  // One type for K and V, and K and V apart (their parts of a raw block then differ in size).
+  const KvTypes types = GENERATE(KvTypes(GgmlType::F16), KvTypes(GgmlType::F16, GgmlType::Q8_0),
+                                 KvTypes(GgmlType::Q8_0, GgmlType::F32));
+  INFO(kv_types_name(types));
+  const KvCacheConfig cfg{2, 4, 16, 2, 16, types};
   auto gpu = make_cuda_backend();
   CpuBackend cpu(1);
   gpu->init_kv_cache(cfg);

@@ -23,7 +23,7 @@ struct Pair {
   std::unique_ptr<Backend> gpu = make_cuda_backend();
   Backend* both[2] = {&cpu, gpu.get()};
 
-  explicit Pair(KvCacheConfig cfg) {  // cfg.type: F16 unless the test says
+  explicit Pair(KvCacheConfig cfg) {  // cfg.types: F16 unless the test says
     for (Backend* b : both) b->init_kv_cache(cfg);
   }
   void step(const StepPlan& plan) {
@@ -201,11 +201,12 @@ TEST_CASE("cuda: GEMM matches the CPU for every weight type", "[gpu]") {
 
 TEST_CASE("cuda: store_kv writes the same F16, F32 and Q8_0 cache as the CPU", "[gpu]") {
   PAGODA_SKIP_WITHOUT_CUDA();
-  const GgmlType kv_type = GENERATE(GgmlType::F16, GgmlType::F32, GgmlType::Q8_0);
-  INFO(ggml_type_info(kv_type).name);
+  const KvTypes kv_type = GENERATE(KvTypes(GgmlType::F16), KvTypes(GgmlType::F32), KvTypes(GgmlType::Q8_0),
+                                   KvTypes(GgmlType::F16, GgmlType::Q8_0), KvTypes(GgmlType::Q8_0, GgmlType::F32));
+  INFO(kv_types_name(kv_type));
   const int n_kv = 3, hd = 40, bs = 16;  // Q8_0: groups of 8
   KvCacheConfig cfg = small_cache(n_kv, hd, 8, bs);
-  cfg.type = kv_type;
+  cfg.types = kv_type;
   Pair p(cfg);
   // Two sequences with scattered blocks; the second starts mid-block.
   const StepPlan plan = make_plan({TestSeq{{5, 2}, 0, 20}, TestSeq{{7, 0}, 13, 9}}, bs);

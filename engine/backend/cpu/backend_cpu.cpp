@@ -44,10 +44,10 @@ cpu::RopeParams rope_params(const RopeConfig& rope) {
                          static_cast<const float*>(ff.data)};
 }
 
-// The cache's element type must be one the kernels store (kernels/kv_layout.h) for this head.
-void require_kv_type(const KvCacheConfig& cfg) {
-  require(kv_type_supported(cfg.type), "the KV cache type must be f16, f32 or q8_0");
-  require(kv_head_bytes(cfg.type, cfg.head_dim) > 0, "a q8_0 KV cache needs a head_dim that is a multiple of 8");
+// The cache's element types must be ones the kernels store (kernels/kv_layout.h) for this head.
+void require_kv_types(const KvCacheConfig& cfg) {
+  const std::string problem = kv_types_problem(cfg);
+  require(problem.empty(), problem.c_str());
 }
 
 // Maps a weight's pages now, at load time, so that the first forward pass does not pay a page
@@ -113,31 +113,31 @@ Tensor CpuBackend::alloc(int64_t rows, int64_t cols) {
 }
 
 size_t CpuBackend::kv_block_bytes(const KvCacheConfig& cfg) const {
-  require_kv_type(cfg);
-  return 2 * static_cast<size_t>(cfg.n_layers) * cfg.block_size * cfg.n_kv_heads *
-         static_cast<size_t>(kv_head_bytes(cfg.type, cfg.head_dim));
+  require_kv_types(cfg);
+  return cfg.block_bytes();
 }
 
 void CpuBackend::init_kv_cache(const KvCacheConfig& cfg) {
   require(cfg.n_layers > 0 && cfg.num_blocks > 0 && cfg.block_size > 0 && cfg.n_kv_heads > 0 &&
               cfg.head_dim > 0,
           "init_kv_cache: every size must be positive");
-  require_kv_type(cfg);
+  require_kv_types(cfg);
   kv_cfg_ = cfg;
   k_pools_.clear();
   v_pools_.clear();
-  const size_t per_layer = kv_block_bytes(cfg) / (2 * static_cast<size_t>(cfg.n_layers)) * cfg.num_blocks;
+  const size_t k_layer = static_cast<size_t>(cfg.k_block_bytes()) * cfg.num_blocks;
+  const size_t v_layer = static_cast<size_t>(cfg.v_block_bytes()) * cfg.num_blocks;
   for (int l = 0; l < cfg.n_layers; ++l) {
-    k_pools_.emplace_back(static_cast<uint8_t*>(allocate(per_layer)));
-    v_pools_.emplace_back(static_cast<uint8_t*>(allocate(per_layer)));
+    k_pools_.emplace_back(static_cast<uint8_t*>(allocate(k_layer)));
+    v_pools_.emplace_back(static_cast<uint8_t*>(allocate(v_layer)));
   }
 }
 
-cpu::KvPool CpuBackend::pool(const std::vector<Buffer>& pools, int layer) const {
+cpu::KvPool CpuBackend::pool(const std::vector<Buffer>& pools, GgmlType type, int layer) const {
   require(layer >= 0 && layer < static_cast<int>(pools.size()), "layer out of range (is the KV cache initialised?)");
   cpu::KvPool p;
   p.data = pools[static_cast<size_t>(layer)].get();
-  p.type = kv_cfg_.type;
+  p.type = type;
   p.block_size = kv_cfg_.block_size;
   p.n_kv_heads = kv_cfg_.n_kv_heads;
   p.head_dim = kv_cfg_.head_dim;
@@ -185,14 +185,14 @@ void CpuBackend::apply_cache_edits(const RopeConfig& rope) {
   const int n_layers = static_cast<int>(k_pools_.size());
   for (const auto& c : plan_.slot_copies) {
     for (int l = 0; l < n_layers; ++l) {
-      cpu::kv_copy_slot(pool(k_pools_, l), c.src, c.dst);
-      cpu::kv_copy_slot(pool(v_pools_, l), c.src, c.dst);
+      cpu::kv_copy_slot(k_pool(l), c.src, c.dst);
+      cpu::kv_copy_slot(v_pool(l), c.src, c.dst);
     }
   }
   for (const auto& c : plan_.block_copies) {
     for (int l = 0; l < n_layers; ++l) {
-      cpu::kv_copy_block(pool(k_pools_, l), c.src, c.dst);
-      cpu::kv_copy_block(pool(v_pools_, l), c.src, c.dst);
+      cpu::kv_copy_block(k_pool(l), c.src, c.dst);
+      cpu::kv_copy_block(v_pool(l), c.src, c.dst);
     }
   }
   if (plan_.k_shifts.empty()) return;
@@ -205,7 +205,7 @@ void CpuBackend::apply_cache_edits(const RopeConfig& rope) {
     for_rows(n_layers, kv_cfg_.block_size * kv_cfg_.n_kv_heads * kv_cfg_.head_dim,
              [&](int64_t begin, int64_t end, int) {
                for (int64_t l = begin; l < end; ++l)
-                 cpu::kv_rope_block(pool(k_pools_, static_cast<int>(l)), s.block, rp, cs.data(),
+                 cpu::kv_rope_block(k_pool(static_cast<int>(l)), s.block, rp, cs.data(),
                                     cs.data() + rope.head_dim / 2);
              });
   }
@@ -293,7 +293,7 @@ void CpuBackend::rope(Tensor& x, int n_heads, const RopeConfig& rope) {
 }
 
 void CpuBackend::store_kv(int layer, const Tensor& k, const Tensor& v) {
-  const cpu::KvPool kp = pool(k_pools_, layer), vp = pool(v_pools_, layer);
+  const cpu::KvPool kp = k_pool(layer), vp = v_pool(layer);
   require(k.cols == kp.row_elems() && v.cols == vp.row_elems(), "store_kv: row width differs from the cache's");
   require_rows(k, plan_.n_tokens(), "store_kv: fewer K rows than the step has tokens");
   require_rows(v, plan_.n_tokens(), "store_kv: fewer V rows than the step has tokens");
@@ -317,7 +317,7 @@ void CpuBackend::check_attention(const cpu::KvPool& kp, const Tensor& q, const T
 
 void CpuBackend::attention(int layer, const Tensor& q, Tensor& out, int n_heads, int n_kv_heads,
                            int head_dim, float scale) {
-  const cpu::KvPool kp = pool(k_pools_, layer), vp = pool(v_pools_, layer);
+  const cpu::KvPool kp = k_pool(layer), vp = v_pool(layer);
   check_attention(kp, q, out, n_heads, n_kv_heads, head_dim);
   const int g = n_heads / n_kv_heads;
   const size_t need = static_cast<size_t>(cpu::attention_scratch_floats(kAttnGroup, g, head_dim, max_ctx_));
@@ -378,14 +378,14 @@ void CpuBackend::gather_logit_rows(const Tensor& x, Tensor& out) {
 }
 
 void CpuBackend::read_kv_block(int layer, int block, float* k_out, float* v_out) {
-  const cpu::KvPool kp = pool(k_pools_, layer), vp = pool(v_pools_, layer);
+  const cpu::KvPool kp = k_pool(layer), vp = v_pool(layer);
   require(block >= 0 && block < kv_cfg_.num_blocks, "read_kv_block: block out of range");
   cpu::kv_load_rows(kp, static_cast<int64_t>(block) * kp.block_size, kp.block_size, k_out);
   cpu::kv_load_rows(vp, static_cast<int64_t>(block) * vp.block_size, vp.block_size, v_out);
 }
 
 void CpuBackend::write_kv_block(int layer, int block, const float* k, const float* v) {
-  const cpu::KvPool kp = pool(k_pools_, layer), vp = pool(v_pools_, layer);
+  const cpu::KvPool kp = k_pool(layer), vp = v_pool(layer);
   require(block >= 0 && block < kv_cfg_.num_blocks, "write_kv_block: block out of range");
   for (int s = 0; s < kp.block_size; ++s) {
     const int64_t slot = static_cast<int64_t>(block) * kp.block_size + s;
@@ -395,28 +395,28 @@ void CpuBackend::write_kv_block(int layer, int block, const float* k, const floa
 }
 
 // Raw blocks: a layer's pool is [num_blocks][block bytes], so a block is one contiguous run
-// per layer and per K / V, whatever the element type.
+// per layer and per K / V, whatever the element types (K's run and V's may differ in size).
 size_t CpuBackend::kv_block_raw_bytes() const { return k_pools_.empty() ? 0 : kv_block_bytes(kv_cfg_); }
 
 void CpuBackend::read_kv_block_raw(int block, void* out) {
   require(!k_pools_.empty() && block >= 0 && block < kv_cfg_.num_blocks, "read_kv_block_raw: block out of range");
-  const size_t part = kv_block_bytes(kv_cfg_) / (2 * static_cast<size_t>(kv_cfg_.n_layers));
+  const auto kb = static_cast<size_t>(kv_cfg_.k_block_bytes()), vb = static_cast<size_t>(kv_cfg_.v_block_bytes());
   auto* dst = static_cast<uint8_t*>(out);
   for (size_t l = 0; l < k_pools_.size(); ++l) {
-    std::memcpy(dst, k_pools_[l].get() + part * static_cast<size_t>(block), part);
-    std::memcpy(dst + part, v_pools_[l].get() + part * static_cast<size_t>(block), part);
-    dst += 2 * part;
+    std::memcpy(dst, k_pools_[l].get() + kb * static_cast<size_t>(block), kb);
+    std::memcpy(dst + kb, v_pools_[l].get() + vb * static_cast<size_t>(block), vb);
+    dst += kb + vb;
   }
 }
 
 void CpuBackend::write_kv_block_raw(int block, const void* in) {
   require(!k_pools_.empty() && block >= 0 && block < kv_cfg_.num_blocks, "write_kv_block_raw: block out of range");
-  const size_t part = kv_block_bytes(kv_cfg_) / (2 * static_cast<size_t>(kv_cfg_.n_layers));
+  const auto kb = static_cast<size_t>(kv_cfg_.k_block_bytes()), vb = static_cast<size_t>(kv_cfg_.v_block_bytes());
   const auto* src = static_cast<const uint8_t*>(in);
   for (size_t l = 0; l < k_pools_.size(); ++l) {
-    std::memcpy(k_pools_[l].get() + part * static_cast<size_t>(block), src, part);
-    std::memcpy(v_pools_[l].get() + part * static_cast<size_t>(block), src + part, part);
-    src += 2 * part;
+    std::memcpy(k_pools_[l].get() + kb * static_cast<size_t>(block), src, kb);
+    std::memcpy(v_pools_[l].get() + vb * static_cast<size_t>(block), src + kb, vb);
+    src += kb + vb;
   }
 }
 

@@ -1,7 +1,7 @@
 // CpuBackend: the Backend over kernels/cpu. Weights are zero-copy views of the mapped GGUF file,
 // activations are F32, the paged KV cache holds per layer a K and a V pool of
-// [num_blocks][block_size][n_kv_heads][head_dim] in F16 (default), F32 or Q8_0. Ops run on a
-// persistent thread pool; every row is computed with the same arithmetic in the same order
+// [num_blocks][block_size][n_kv_heads][head_dim] in F16 (default), F32 or Q8_0, each half its
+// own type. Ops run on a persistent thread pool; every row is computed with the same arithmetic in the same order
 // whatever the batch or the thread count, so results are batch invariant. It is also the
 // oracle the other backends are tested against.
 #pragma once
@@ -77,7 +77,10 @@ class CpuBackend final : public Backend {
 
   // 64-byte aligned, zeroed memory owned by the backend.
   void* allocate(size_t bytes);
-  cpu::KvPool pool(const std::vector<Buffer>& pools, int layer) const;
+  // Layer `layer`'s pool of `pools` (k_pools_ or v_pools_), whose elements are of `type`.
+  cpu::KvPool pool(const std::vector<Buffer>& pools, GgmlType type, int layer) const;
+  cpu::KvPool k_pool(int layer) const { return pool(k_pools_, kv_cfg_.types.k, layer); }
+  cpu::KvPool v_pool(int layer) const { return pool(v_pools_, kv_cfg_.types.v, layer); }
   // Runs fn(begin, end) over [0, n) rows on the pool when the work (n * cost) is worth it.
   template <class Fn>
   void for_rows(int64_t n, int64_t cost_per_row, Fn&& fn);

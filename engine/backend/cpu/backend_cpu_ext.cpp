@@ -38,7 +38,7 @@ void CpuBackend::attention_ext(int layer, const Tensor& q, Tensor& out, int n_he
   // Nothing to cut and nothing to cap: the plain (vectorised) kernel gives the same scores.
   if (extras.softcap == 0 && (extras.window == 0 || max_ctx_ <= extras.window))
     return attention(layer, q, out, n_heads, n_kv_heads, head_dim, scale);
-  const cpu::KvPool kp = pool(k_pools_, layer), vp = pool(v_pools_, layer);
+  const cpu::KvPool kp = k_pool(layer), vp = v_pool(layer);
   check_attention(kp, q, out, n_heads, n_kv_heads, head_dim);
   const int g = n_heads / n_kv_heads;
   const size_t need = static_cast<size_t>(
@@ -95,7 +95,7 @@ void CpuBackend::apply_cache_edits_per_layer(const std::vector<RopeConfig>& rope
     cpu::rope_inv_freq(rp, inv_freq.data());
     for (const KShift& s : plan_.k_shifts) {
       cpu::rope_angles(rp, inv_freq.data(), s.delta, cs.data(), cs.data() + half);
-      cpu::kv_rope_block(pool(k_pools_, l), s.block, rp, cs.data(), cs.data() + half);
+      cpu::kv_rope_block(k_pool(l), s.block, rp, cs.data(), cs.data() + half);
     }
   }
 }

@@ -151,10 +151,9 @@ Tensor CudaBackend::alloc(int64_t rows, int64_t cols) {
 }
 
 size_t CudaBackend::kv_block_bytes(const KvCacheConfig& cfg) const {
-  require(kv_type_supported(cfg.type) && kv_head_bytes(cfg.type, cfg.head_dim) > 0,
-          "the KV cache type must be f16, f32 or q8_0 (q8_0: head_dim a multiple of 8)");
-  return 2 * static_cast<size_t>(cfg.n_layers) * cfg.block_size * cfg.n_kv_heads *
-         static_cast<size_t>(kv_head_bytes(cfg.type, cfg.head_dim));
+  const std::string problem = kv_types_problem(cfg);
+  require(problem.empty(), problem);
+  return cfg.block_bytes();
 }
 
 void CudaBackend::init_kv_cache(const KvCacheConfig& cfg) {
@@ -163,7 +162,7 @@ void CudaBackend::init_kv_cache(const KvCacheConfig& cfg) {
               cfg.head_dim > 0,
           "init_kv_cache: every size must be positive");
   require(cfg.head_dim <= cuda::kMaxHeadDim, "init_kv_cache: head_dim above 256 is not supported");
-  const size_t block_bytes = kv_block_bytes(cfg);  // checks the type
+  kv_block_bytes(cfg);  // checks the types
   CUDA_CHECK(cudaSetDevice(m.device));
   if (m.graphs) m.graphs->clear();  // they address the old pools
   if (m.k_pool) {
@@ -173,15 +172,20 @@ void CudaBackend::init_kv_cache(const KvCacheConfig& cfg) {
     m.k_pool = m.v_pool = nullptr;
   }
   m.kv = cfg;
-  // In halves (2-byte units), as cuda::KvPools counts; every layout is a whole number of them.
-  const size_t bytes = block_bytes / 2 * static_cast<size_t>(cfg.num_blocks);  // one of K, V: all layers
-  m.layer_stride = static_cast<int64_t>(bytes / cfg.n_layers / 2);
-  CUDA_CHECK(cudaMalloc(&m.k_pool, bytes));
-  CUDA_CHECK(cudaMalloc(&m.v_pool, bytes));
-  CUDA_CHECK(cudaMemsetAsync(m.k_pool, 0, bytes, m.stream));
-  CUDA_CHECK(cudaMemsetAsync(m.v_pool, 0, bytes, m.stream));
+  // Strides in halves (2-byte units), as cuda::KvPools counts; every layout is a whole number
+  // of them. K and V each get their own pool, sized by their own type.
+  const size_t k_layer = static_cast<size_t>(cfg.k_block_bytes()) * cfg.num_blocks;
+  const size_t v_layer = static_cast<size_t>(cfg.v_block_bytes()) * cfg.num_blocks;
+  m.k_layer_stride = static_cast<int64_t>(k_layer / 2);
+  m.v_layer_stride = static_cast<int64_t>(v_layer / 2);
+  const size_t k_bytes = k_layer * cfg.n_layers, v_bytes = v_layer * cfg.n_layers;
+  CUDA_CHECK(cudaMalloc(&m.k_pool, k_bytes));
+  CUDA_CHECK(cudaMalloc(&m.v_pool, v_bytes));
+  CUDA_CHECK(cudaMemsetAsync(m.k_pool, 0, k_bytes, m.stream));
+  CUDA_CHECK(cudaMemsetAsync(m.v_pool, 0, v_bytes, m.stream));
   spdlog::info("CUDA backend: KV cache of {} blocks x {} tokens, {}, {:.1f} MiB", cfg.num_blocks,
-               cfg.block_size, ggml_type_info(cfg.type).name, 2.0 * static_cast<double>(bytes) / (1024.0 * 1024.0));
+               cfg.block_size, kv_types_name(cfg.types),
+               static_cast<double>(k_bytes + v_bytes) / (1024.0 * 1024.0));
 }
 
 // ---- per step -------------------------------------------------------------------------------

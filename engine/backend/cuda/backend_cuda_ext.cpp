@@ -36,8 +36,8 @@ void CudaBackend::apply_cache_edits_per_layer(const std::vector<RopeConfig>& rop
     require(ff.data == nullptr || (ff.type == GgmlType::F32 && ff.rows == 1 && ff.cols == r.head_dim / 2),
             "apply_cache_edits_per_layer: freq_factors must be one F32 row of head_dim/2 values");
     cuda::KvPools one = m.pools();
-    one.k_base = static_cast<uint16_t*>(m.k_pool) + l * m.layer_stride;  // halves
-    one.v_base = static_cast<uint16_t*>(m.v_pool) + l * m.layer_stride;
+    one.k_base = static_cast<uint16_t*>(m.k_pool) + l * m.k_layer_stride;  // halves
+    one.v_base = static_cast<uint16_t*>(m.v_pool) + l * m.v_layer_stride;
     one.n_layers = 1;
     cuda::k_shift(one, m.dev(m.off_shifts), static_cast<int>(n_shifts), r.head_dim, r.freq_base, r.freq_scale,
                   r.neox, m.s(), static_cast<const float*>(ff.data));

@@ -12,11 +12,11 @@ namespace pagoda {
 
 namespace {
 
-// One block of one layer's K or V pool, as the CPU kernels see it: the same layout
-// (kernels/kv_layout.h), so the CPU's conversions read and write the device's bytes.
-cpu::KvPool host_block(const KvCacheConfig& kv, std::vector<uint8_t>& bytes) {
+// One block of one layer's K or V pool (elements of `type`), as the CPU kernels see it: the
+// same layout (kernels/kv_layout.h), so the CPU's conversions read and write the device's bytes.
+cpu::KvPool host_block(const KvCacheConfig& kv, GgmlType type, std::vector<uint8_t>& bytes) {
   cpu::KvPool p;
-  p.type = kv.type;
+  p.type = type;
   p.block_size = kv.block_size;
   p.n_kv_heads = kv.n_kv_heads;
   p.head_dim = kv.head_dim;
@@ -33,10 +33,12 @@ void CudaBackend::read_kv_block(int layer, int block, float* k_out, float* v_out
   const cuda::PagedKv kv = m.layer_kv(layer);
   require(block >= 0 && block < m.kv.num_blocks, "read_kv_block: block out of range");
   std::vector<uint8_t> hk, hv;
-  const cpu::KvPool pk = host_block(m.kv, hk), pv = host_block(m.kv, hv);
-  const size_t bytes = hk.size(), first = static_cast<size_t>(block) * bytes;
-  CUDA_CHECK(cudaMemcpyAsync(hk.data(), static_cast<uint8_t*>(kv.k) + first, bytes, cudaMemcpyDeviceToHost, m.stream));
-  CUDA_CHECK(cudaMemcpyAsync(hv.data(), static_cast<uint8_t*>(kv.v) + first, bytes, cudaMemcpyDeviceToHost, m.stream));
+  const cpu::KvPool pk = host_block(m.kv, m.kv.types.k, hk), pv = host_block(m.kv, m.kv.types.v, hv);
+  const size_t blk = static_cast<size_t>(block);
+  CUDA_CHECK(cudaMemcpyAsync(hk.data(), static_cast<uint8_t*>(kv.k) + blk * hk.size(), hk.size(),
+                             cudaMemcpyDeviceToHost, m.stream));
+  CUDA_CHECK(cudaMemcpyAsync(hv.data(), static_cast<uint8_t*>(kv.v) + blk * hv.size(), hv.size(),
+                             cudaMemcpyDeviceToHost, m.stream));
   CUDA_CHECK(cudaStreamSynchronize(m.stream));
   cpu::kv_load_rows(pk, 0, pk.block_size, k_out);
   cpu::kv_load_rows(pv, 0, pv.block_size, v_out);
@@ -47,19 +49,22 @@ void CudaBackend::write_kv_block(int layer, int block, const float* k, const flo
   const cuda::PagedKv kv = m.layer_kv(layer);
   require(block >= 0 && block < m.kv.num_blocks, "write_kv_block: block out of range");
   std::vector<uint8_t> hk, hv;
-  const cpu::KvPool pk = host_block(m.kv, hk), pv = host_block(m.kv, hv);
+  const cpu::KvPool pk = host_block(m.kv, m.kv.types.k, hk), pv = host_block(m.kv, m.kv.types.v, hv);
   for (int s = 0; s < pk.block_size; ++s) {
     cpu::kv_store_row(pk, s, k + s * pk.row_elems());
     cpu::kv_store_row(pv, s, v + s * pv.row_elems());
   }
-  const size_t bytes = hk.size(), first = static_cast<size_t>(block) * bytes;
-  CUDA_CHECK(cudaMemcpyAsync(static_cast<uint8_t*>(kv.k) + first, hk.data(), bytes, cudaMemcpyHostToDevice, m.stream));
-  CUDA_CHECK(cudaMemcpyAsync(static_cast<uint8_t*>(kv.v) + first, hv.data(), bytes, cudaMemcpyHostToDevice, m.stream));
+  const size_t blk = static_cast<size_t>(block);
+  CUDA_CHECK(cudaMemcpyAsync(static_cast<uint8_t*>(kv.k) + blk * hk.size(), hk.data(), hk.size(),
+                             cudaMemcpyHostToDevice, m.stream));
+  CUDA_CHECK(cudaMemcpyAsync(static_cast<uint8_t*>(kv.v) + blk * hv.size(), hv.data(), hv.size(),
+                             cudaMemcpyHostToDevice, m.stream));
   CUDA_CHECK(cudaStreamSynchronize(m.stream));  // the host vectors die here
 }
 
 // Raw blocks (the prefix cache's disk file and host tier): a layer's pool is [num_blocks][block
-// bytes], so a block is one contiguous run per layer and per K / V; 2 x n_layers copies, one wait.
+// bytes], so a block is one contiguous run per layer and per K / V (their sizes differ when the
+// types do); 2 x n_layers copies, one wait.
 size_t CudaBackend::kv_block_raw_bytes() const {
   return impl_->k_pool ? kv_block_bytes(impl_->kv) : 0;
 }
@@ -68,15 +73,15 @@ void CudaBackend::read_kv_block_raw(int block, void* out) {
   Impl& m = *impl_;
   require(m.k_pool != nullptr && block >= 0 && block < m.kv.num_blocks, "read_kv_block_raw: block out of range");
   CUDA_CHECK(cudaSetDevice(m.device));  // the engine thread may not be the one that built us
-  const size_t part = kv_block_bytes(m.kv) / (2 * static_cast<size_t>(m.kv.n_layers));
+  const auto kb = static_cast<size_t>(m.kv.k_block_bytes()), vb = static_cast<size_t>(m.kv.v_block_bytes());
   auto* dst = static_cast<uint8_t*>(out);
   for (int l = 0; l < m.kv.n_layers; ++l) {
     const cuda::PagedKv kv = m.layer_kv(l);
-    const auto* k = static_cast<const uint8_t*>(static_cast<const void*>(kv.k)) + part * static_cast<size_t>(block);
-    const auto* v = static_cast<const uint8_t*>(static_cast<const void*>(kv.v)) + part * static_cast<size_t>(block);
-    CUDA_CHECK(cudaMemcpyAsync(dst, k, part, cudaMemcpyDeviceToHost, m.stream));
-    CUDA_CHECK(cudaMemcpyAsync(dst + part, v, part, cudaMemcpyDeviceToHost, m.stream));
-    dst += 2 * part;
+    const auto* k = static_cast<const uint8_t*>(static_cast<const void*>(kv.k)) + kb * static_cast<size_t>(block);
+    const auto* v = static_cast<const uint8_t*>(static_cast<const void*>(kv.v)) + vb * static_cast<size_t>(block);
+    CUDA_CHECK(cudaMemcpyAsync(dst, k, kb, cudaMemcpyDeviceToHost, m.stream));
+    CUDA_CHECK(cudaMemcpyAsync(dst + kb, v, vb, cudaMemcpyDeviceToHost, m.stream));
+    dst += kb + vb;
   }
   CUDA_CHECK(cudaStreamSynchronize(m.stream));
 }
@@ -85,15 +90,15 @@ void CudaBackend::write_kv_block_raw(int block, const void* in) {
   Impl& m = *impl_;
   require(m.k_pool != nullptr && block >= 0 && block < m.kv.num_blocks, "write_kv_block_raw: block out of range");
   CUDA_CHECK(cudaSetDevice(m.device));
-  const size_t part = kv_block_bytes(m.kv) / (2 * static_cast<size_t>(m.kv.n_layers));
+  const auto kb = static_cast<size_t>(m.kv.k_block_bytes()), vb = static_cast<size_t>(m.kv.v_block_bytes());
   const auto* src = static_cast<const uint8_t*>(in);
   for (int l = 0; l < m.kv.n_layers; ++l) {
     const cuda::PagedKv kv = m.layer_kv(l);
-    auto* k = static_cast<uint8_t*>(static_cast<void*>(kv.k)) + part * static_cast<size_t>(block);
-    auto* v = static_cast<uint8_t*>(static_cast<void*>(kv.v)) + part * static_cast<size_t>(block);
-    CUDA_CHECK(cudaMemcpyAsync(k, src, part, cudaMemcpyHostToDevice, m.stream));
-    CUDA_CHECK(cudaMemcpyAsync(v, src + part, part, cudaMemcpyHostToDevice, m.stream));
-    src += 2 * part;
+    auto* k = static_cast<uint8_t*>(static_cast<void*>(kv.k)) + kb * static_cast<size_t>(block);
+    auto* v = static_cast<uint8_t*>(static_cast<void*>(kv.v)) + vb * static_cast<size_t>(block);
+    CUDA_CHECK(cudaMemcpyAsync(k, src, kb, cudaMemcpyHostToDevice, m.stream));
+    CUDA_CHECK(cudaMemcpyAsync(v, src + kb, vb, cudaMemcpyHostToDevice, m.stream));
+    src += kb + vb;
   }
   CUDA_CHECK(cudaStreamSynchronize(m.stream));  // the caller's buffer may die after this
 }

@@ -104,11 +104,12 @@ struct CudaBackend::Impl {
   std::vector<void*> owned;  // weights and activations, freed with the backend
   std::set<GgmlType> logged_dequant;
 
-  // KV cache: [n_layers][num_blocks][block_size][n_kv_heads][head_dim] halves, K and V.
+  // KV cache: K and V pools of [n_layers][num_blocks][block_size][n_kv_heads] head rows, each
+  // in its own element type (kv.types), so their layer strides may differ.
   KvCacheConfig kv;
   void* k_pool = nullptr;
   void* v_pool = nullptr;
-  int64_t layer_stride = 0;  // halves per layer
+  int64_t k_layer_stride = 0, v_layer_stride = 0;  // halves (2-byte units) per layer
 
   // The current step's index arrays: one pinned staging buffer, one device copy.
   PinnedStaging index_staging;
@@ -164,9 +165,10 @@ struct CudaBackend::Impl {
     require(k_pool != nullptr, "the KV cache is not initialised");
     require(layer >= 0 && layer < kv.n_layers, "layer out of range");
     cuda::PagedKv p;
-    p.k = static_cast<__half*>(k_pool) + layer * layer_stride;
-    p.v = static_cast<__half*>(v_pool) + layer * layer_stride;
-    p.type = kv.type;
+    p.k = static_cast<__half*>(k_pool) + layer * k_layer_stride;
+    p.v = static_cast<__half*>(v_pool) + layer * v_layer_stride;
+    p.k_type = kv.types.k;
+    p.v_type = kv.types.v;
     p.block_size = kv.block_size;
     p.n_kv_heads = kv.n_kv_heads;
     p.head_dim = kv.head_dim;
@@ -177,8 +179,10 @@ struct CudaBackend::Impl {
     cuda::KvPools p;
     p.k_base = k_pool;
     p.v_base = v_pool;
-    p.type = kv.type;
-    p.layer_stride = layer_stride;
+    p.k_type = kv.types.k;
+    p.v_type = kv.types.v;
+    p.k_layer_stride = k_layer_stride;
+    p.v_layer_stride = v_layer_stride;
     p.n_layers = kv.n_layers;
     p.block_size = kv.block_size;
     p.n_kv_heads = kv.n_kv_heads;

@@ -55,6 +55,42 @@ TEST_CASE("bad settings are named", "[config]") {
   CHECK_THROWS_WITH(apply_config_json(R"({"port": "abc"})", "f.json", c), Catch::Contains("port"));
 }
 
+TEST_CASE("K and V cache types: --kv-cache-type sets both, the per-half options override it", "[config]") {
+  ServerConfig d = parse({});
+  CHECK(d.kv_type_k_name() == "f16");
+  CHECK(d.kv_type_v_name() == "f16");
+  ServerConfig c = parse({"--kv-cache-type", "q8_0"});
+  CHECK(c.kv_type_k_name() == "q8_0");
+  CHECK(c.kv_type_v_name() == "q8_0");
+  // The per-half option wins wherever it stands on the line.
+  c = parse({"--kv-cache-type-k", "f16", "--kv-cache-type", "q8_0"});
+  CHECK(c.kv_type_k_name() == "f16");
+  CHECK(c.kv_type_v_name() == "q8_0");
+  c = parse({"--kv-cache-type-v=q8_0"});
+  CHECK(c.kv_type_k_name() == "f16");
+  CHECK(c.kv_type_v_name() == "q8_0");
+  c = parse({"-ctk", "f32", "--cache-type-v", "q8_0"});  // llama-server's spellings
+  CHECK(c.kv_type_k_name() == "f32");
+  CHECK(c.kv_type_v_name() == "q8_0");
+  // Config-file keys, and flags over them.
+  std::string path = "/tmp/pagoda_cfg_kvtypes_" + std::to_string(getpid()) + ".json";
+  std::ofstream(path) << R"({"kv_cache_type": "f32", "kv_cache_type_v": "q8_0"})";
+  c = parse({"--config", path});
+  CHECK(c.kv_type_k_name() == "f32");
+  CHECK(c.kv_type_v_name() == "q8_0");
+  c = parse({"--config", path, "--kv-cache-type-k", "q8_0", "--kv-cache-type-v", "f16"});
+  CHECK(c.kv_type_k_name() == "q8_0");
+  CHECK(c.kv_type_v_name() == "f16");
+  std::ofstream(path) << R"({"kv_cache_type_k": "q4_0"})";
+  CHECK_THROWS_WITH(parse({"--config", path}), Catch::Contains("kv_cache_type_k") && Catch::Contains("q4_0"));
+  std::remove(path.c_str());
+  CHECK_THROWS_WITH(parse({"--kv-cache-type-k", "q4_0"}),
+                    Catch::Contains("--kv-cache-type-k") && Catch::Contains("f16|f32|q8_0") && Catch::Contains("'q4_0'"));
+  CHECK_THROWS_WITH(parse({"--kv-cache-type-v", "F16"}), Catch::Contains("--kv-cache-type-v"));
+  CHECK_THROWS_WITH(parse({"-ctv", ""}), Catch::Contains("-ctv"));
+  CHECK_THROWS_WITH(parse({"--kv-cache-type-v"}), Catch::Contains("needs a value"));
+}
+
 TEST_CASE("shipped configs parse", "[config]") {
   for (const char* f : {"configs/default.json", "configs/cpu-small.json", "configs/gpu-8b.json"}) {
     INFO(f);

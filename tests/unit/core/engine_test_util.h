@@ -62,14 +62,15 @@ inline const gguf::GgufFile& tiny_model() {
 }
 
 // An engine configuration for tiny_model(): blocks of 16 tokens, a KV cache of `kv_blocks`
-// blocks of `kv_type` elements, and the given step token budget and running-sequence limit.
+// blocks of `kv_type` elements (K's and V's), and the given step token budget and
+// running-sequence limit.
 inline EngineConfig tiny_engine_config(int kv_blocks, int max_batch_tokens = 512, int max_seqs = 16,
-                                       GgmlType kv_type = GgmlType::F16) {
+                                       KvTypes kv_type = GgmlType::F16) {
   EngineConfig c;
   c.block_size = 16;
   c.max_batch_tokens = max_batch_tokens;
   c.max_seqs = max_seqs;
-  c.kv_type = kv_type;
+  c.kv_types = kv_type;
   c.kv_cache_memory = static_cast<size_t>(kv_blocks) * load_model(tiny_model(), 8)->kv_block_bytes(16, kv_type);
   return c;
 }

@@ -66,8 +66,8 @@ Run run_one(LlmEngine& engine, const std::vector<int32_t>& prompt) {
   return {r.choices.at(0).tokens, r.usage.cached_prompt_tokens};
 }
 
-EngineConfig persist_config(const std::string& dir, int kv_blocks = 64) {
-  EngineConfig c = tiny_engine_config(kv_blocks);
+EngineConfig persist_config(const std::string& dir, int kv_blocks = 64, KvTypes kv_types = GgmlType::F16) {
+  EngineConfig c = tiny_engine_config(kv_blocks, 512, 16, kv_types);
   c.kv_cache_dir = dir;
   c.model_identity = "tiny-model-1";
   return c;
@@ -144,6 +144,13 @@ TEST_CASE("a file from another model or block size, or a corrupted one, is ignor
     CHECK(logged("ignoring the prefix cache file"));
     CHECK(logged("another model file"));
   }
+  SECTION("another K or V element type") {
+    EngineStats st;
+    const auto r = life(persist_config(dir, 64, KvTypes(GgmlType::F16, GgmlType::Q8_0)), {prompt}, &st);
+    CHECK(st.kv_disk_blocks_loaded == 0);
+    CHECK(r[0].cached == 0);
+    CHECK(logged("KV element types K f16, V f16 (this server: K f16, V q8_0)"));
+  }
   SECTION("another block size") {
     EngineConfig c = persist_config(dir);
     c.block_size = 32;
@@ -218,6 +225,28 @@ TEST_CASE("host-memory tier: evicted prefix blocks come back by copy, with ident
   CHECK(without[2].tokens == without[0].tokens);
   CHECK(st.prefill_tokens_computed + 48 == sp.prefill_tokens_computed);
   CHECK(st.kv_blocks_used == 0);  // nothing leaked
+}
+
+TEST_CASE("mixed K/V types: a restart from disk and the host tier give identical output") {
+  // f16 K and q8_0 V: a raw block is per layer K's f16 bytes then V's (smaller) q8_0 bytes.
+  const KvTypes kv{GgmlType::F16, GgmlType::Q8_0};
+  const std::string dir = fresh_dir("mixed");
+  const auto prompt = random_tokens(100, 13);
+  EngineStats st;
+  const auto cold = life(persist_config(dir, 64, kv), {prompt});
+  const auto warm = life(persist_config(dir, 64, kv), {prompt}, &st);
+  CHECK(warm[0].cached == 96);
+  CHECK(st.kv_disk_hits == 6);
+  CHECK(warm[0].tokens == cold[0].tokens);
+  std::filesystem::remove_all(dir);
+
+  const auto a = random_tokens(64, 43), b = random_tokens(170, 44);
+  EngineConfig tiered = tiny_engine_config(12, 512, 16, kv);
+  tiered.kv_host_memory = 4u << 20;
+  const auto with = life(tiered, {a, b, a}, &st);
+  CHECK(with[2].cached == 48);  // three full blocks back from host memory
+  CHECK(st.kv_host_restored == 3);
+  CHECK(with[2].tokens == with[0].tokens);
 }
 
 TEST_CASE("the automatic host tier: half the device KV cache, bounded by free host RAM, off on the CPU") {

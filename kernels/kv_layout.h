@@ -70,20 +70,7 @@ struct KvTypes {
   constexpr bool mixed() const { return k != v; }
 };
 
-// True when both halves use a type a KV cache may use.
-PAGODA_KV_HD constexpr bool kv_types_supported(KvTypes t) {
-  return kv_type_supported(t.k) && kv_type_supported(t.v);
-}
-
-// Bytes of one head's K row plus its V row (what a slot costs per head); 0 when either type
-// cannot hold a row of `head_dim`.
-PAGODA_KV_HD constexpr int64_t kv_head_pair_bytes(KvTypes t, int head_dim) {
-  return kv_head_bytes(t.k, head_dim) > 0 && kv_head_bytes(t.v, head_dim) > 0
-             ? kv_head_bytes(t.k, head_dim) + kv_head_bytes(t.v, head_dim)
-             : 0;
-}
-
-// "f16" when both halves agree, else "k=f16,v=q8_0" (logs, /metrics, errors).
+// "f16" when both halves agree, else "k=f16,v=q8_0" (log lines, test names).
 inline std::string kv_types_name(KvTypes t) {
   if (!t.mixed()) return ggml_type_info(t.k).name;
   return std::string("k=") + ggml_type_info(t.k).name + ",v=" + ggml_type_info(t.v).name;

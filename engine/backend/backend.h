@@ -198,7 +198,8 @@ class Backend {
   // ---- raw KV blocks (optional; the prefix cache's disk file and host-memory tier) ----
   // One block's bytes exactly as the cache stores them (its element types, its layout), all
   // layers: layer 0 K, layer 0 V, layer 1 K, ..., each K part KvCacheConfig::k_block_bytes()
-  // and each V part v_block_bytes() bytes (they differ when K and V have different types). Writing back what was read restores the block bit for bit, whatever the type.
+  // and each V part v_block_bytes() bytes (they differ when K and V have different types).
+  // Writing back what was read restores the block bit for bit, whatever the types.
   // kv_block_raw_bytes() 0: not supported (the defaults). Both wait for all queued work.
   virtual size_t kv_block_raw_bytes() const { return 0; }
   virtual void read_kv_block_raw(int block, void* out) { no_raw_kv(); }

@@ -74,6 +74,13 @@ TEST_CASE("pagoda generate prints text, then prefill and decode speeds", "[gener
   CHECK(fx.generate("-n 12 --threads 1 --ignore-eos").out == greedy.out);
   CHECK(fx.generate("-n 12 --threads 2 --batch 3 --ignore-eos").out == greedy.out);
 
+  // K and V types apart: the per-half option wins over --kv-cache-type, in either order (an
+  // f32 K with an f16 V is not the f32 cache's run, so the two spellings must agree).
+  const Run mixed = fx.generate("-n 12 --threads 2 --ignore-eos --kv-cache-type-k f32 --kv-cache-type f16");
+  REQUIRE(mixed.rc == 0);
+  CHECK(fx.generate("-n 12 --threads 2 --ignore-eos --kv-cache-type f32 --kv-cache-type-v f16").out == mixed.out);
+  CHECK(fx.generate("-n 12 --threads 2 --ignore-eos -ctk f32").out == mixed.out);
+
   // Seeded sampling is reproducible.
   const Run a = fx.generate("-n 16 --temp 1.5 --seed 42 --ignore-eos");
   REQUIRE(a.rc == 0);
@@ -91,6 +98,12 @@ TEST_CASE("pagoda generate refuses bad arguments with a message", "[generate]") 
   const Run too_long = fx.generate("-n 100 --ctx 16");
   CHECK(too_long.rc != 0);
   CHECK(too_long.err.find("--ctx") != std::string::npos);
+  const Run bad_kv = fx.generate("--kv-cache-type-k q4_0");
+  CHECK(bad_kv.rc != 0);
+  CHECK(bad_kv.err.find("--kv-cache-type-k expects f16, f32 or q8_0, got 'q4_0'") != std::string::npos);
+  const Run bad_ctv = fx.generate("-ctv f8");
+  CHECK(bad_ctv.rc != 0);
+  CHECK(bad_ctv.err.find("-ctv expects f16, f32 or q8_0, got 'f8'") != std::string::npos);
   const Run missing = fx.run("generate --model /nonexistent.gguf --prompt hi");
   CHECK(missing.rc != 0);
   CHECK(!missing.err.empty());

@@ -95,7 +95,8 @@ std::unique_ptr<ServerProcess> serve(const std::string& kv_type) {
   if (slash == std::string::npos) {
     args.insert(args.end(), {"--kv-cache-type", kv_type});
   } else {
-    args.insert(args.end(), {"--kv-cache-type-k", kv_type.substr(0, slash), "--kv-cache-type-v", kv_type.substr(slash + 1)});
+    args.insert(args.end(),
+                {"--kv-cache-type-k", kv_type.substr(0, slash), "--kv-cache-type-v", kv_type.substr(slash + 1)});
   }
   auto s = std::make_unique<ServerProcess>(PAGODA_BINARY, args, free_port());
   REQUIRE(s->wait_ready(60));

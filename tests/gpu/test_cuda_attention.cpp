@@ -129,7 +129,8 @@ TEST_CASE("cuda: decode attention matches the CPU across split boundaries and GQ
   struct Heads {
     int n_heads, n_kv, hd;
   };
-  const KvTypes kv_type = GENERATE(KvTypes(GgmlType::F16), KvTypes(GgmlType::Q8_0), KvTypes(GgmlType::F16, GgmlType::Q8_0));
+  const KvTypes kv_type =
+      GENERATE(KvTypes(GgmlType::F16), KvTypes(GgmlType::Q8_0), KvTypes(GgmlType::F16, GgmlType::Q8_0));
   for (Heads h : {Heads{4, 4, 64}, Heads{8, 2, 128}, Heads{12, 3, 40}, Heads{7, 1, 256},
                   Heads{6, 2, 96}}) {
     for (int bs : {16, 8, 32}) {
@@ -150,7 +151,8 @@ TEST_CASE("cuda: prefill attention matches the CPU across tile and chunk boundar
   struct Heads {
     int n_heads, n_kv, hd;
   };
-  const KvTypes kv_type = GENERATE(KvTypes(GgmlType::F16), KvTypes(GgmlType::Q8_0), KvTypes(GgmlType::F16, GgmlType::Q8_0));
+  const KvTypes kv_type =
+      GENERATE(KvTypes(GgmlType::F16), KvTypes(GgmlType::Q8_0), KvTypes(GgmlType::F16, GgmlType::Q8_0));
   for (Heads h : {Heads{4, 4, 64}, Heads{8, 2, 128}, Heads{6, 3, 40}, Heads{4, 1, 256}}) {
     for (int bs : {16, 32}) {
       INFO(kv_types_name(kv_type) << " heads " << h.n_heads << "/" << h.n_kv << " head_dim " << h.hd
@@ -239,7 +241,8 @@ TEST_CASE("cuda: token-tree rows in windowed, soft-capped attention match the CP
   // chunk. Window 2 cuts into a deep node's own ancestors, window 20 into the committed prefix
   // across a block edge, window 0 is none; caps that bite and none; F16 and Q8_0 caches.
   const std::vector<int> parent{-1, 0, 1, 0, 3, 1, 5};
-  const KvTypes kv_type = GENERATE(KvTypes(GgmlType::F16), KvTypes(GgmlType::Q8_0), KvTypes(GgmlType::F16, GgmlType::Q8_0));
+  const KvTypes kv_type =
+      GENERATE(KvTypes(GgmlType::F16), KvTypes(GgmlType::Q8_0), KvTypes(GgmlType::F16, GgmlType::Q8_0));
   for (AttentionExtras e : {AttentionExtras{2, 1.5f}, AttentionExtras{20, 0.0f}, AttentionExtras{0, 2.0f}}) {
     INFO(kv_types_name(kv_type) << " window " << e.window << " softcap " << e.softcap);
     const auto r = run_attention(4, 2, 64, 16, {TestSeq{{}, 45, 7}, TestSeq{{}, 30, 1}, TestSeq{{}, 9, 5}},
@@ -281,7 +284,8 @@ TEST_CASE("cuda: slot copies move single slots exactly, before block copies", "[
 
 TEST_CASE("cuda: block copies then K-shifts match the CPU; V is untouched", "[gpu]") {
   PAGODA_SKIP_WITHOUT_CUDA();
-  const KvTypes kv_type = GENERATE(KvTypes(GgmlType::F16), KvTypes(GgmlType::Q8_0), KvTypes(GgmlType::F16, GgmlType::Q8_0));
+  const KvTypes kv_type =
+      GENERATE(KvTypes(GgmlType::F16), KvTypes(GgmlType::Q8_0), KvTypes(GgmlType::F16, GgmlType::Q8_0));
   for (bool neox : {false, true}) {
     for (int n_rot : {64, 32}) {
       INFO(kv_types_name(kv_type) << " neox " << neox << " n_rot " << n_rot);

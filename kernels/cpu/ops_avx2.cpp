@@ -170,19 +170,6 @@ inline void load_tile(const AttnRows& r, const KvPool& p, int kv_head, const int
   }
 }
 
-// Asks for the head rows of keys [i0, i0 + 8) within [lo, hi) to be brought into cache: issued one
-// tile ahead of its conversion, so the next tile's memory reads overlap this tile's arithmetic
-// (the keys of one KV head are a strided walk the hardware prefetcher does not follow well).
-inline void prefetch_tile(const AttnRows& r, const KvPool& p, int kv_head, const int32_t* block_table, int i0, int lo,
-                          int hi) {
-  const int64_t head_off = static_cast<int64_t>(kv_head) * p.head_bytes(), row = p.row_bytes();
-  for (int i = std::max(i0, lo); i < std::min(i0 + 8, hi); ++i) {
-    const char* src = static_cast<const char*>(p.data) + attention_slot(r, block_table, p.block_size, i) * row + head_off;
-    for (int64_t b = 0; b < p.head_bytes(); b += 64) _mm_prefetch(src + b, _MM_HINT_T0);
-    _mm_prefetch(src + p.head_bytes() - 1, _MM_HINT_T0);  // the last line of an unaligned row
-  }
-}
-
 // What a row attends to: keys [first, ctx) for the row at context ctx.
 struct Window {
   int window;  // 0: the whole context
@@ -204,9 +191,7 @@ void attention_tiles(const AttnRows& r, int g, int head_dim, float scale, Window
   const __m256 vscale = _mm256_set1_ps(scale);
   const int t0 = lo / 8 * 8;  // tiles start at multiples of 8: key i is always lane i % 8
   // Scores: each tile of 8 keys is converted once for every row and head that sees it.
-  prefetch_tile(r, k, kv_head, block_table, t0, lo, last_ctx);
   for (int i0 = t0; i0 < last_ctx; i0 += 8) {
-    prefetch_tile(r, k, kv_head, block_table, i0 + 8, lo, last_ctx);
     load_tile<NC>(r, k, kv_head, block_table, i0, lo, last_ctx, tile);
     for (int qi = 0; qi < r.n_q; ++qi) {
       const int ctx = r.n_ctx + qi, first = win.first(ctx);
@@ -242,9 +227,7 @@ void attention_tiles(const AttnRows& r, int g, int head_dim, float scale, Window
   }
   // Outputs: weighted V rows, accumulated in index order per row and head, in blocks of up to
   // 8 chunks held in registers.
-  prefetch_tile(r, v, kv_head, block_table, t0, lo, last_ctx);
   for (int i0 = t0; i0 < last_ctx; i0 += 8) {
-    prefetch_tile(r, v, kv_head, block_table, i0 + 8, lo, last_ctx);
     load_tile<NC>(r, v, kv_head, block_table, i0, lo, last_ctx, tile);
     for (int qi = 0; qi < r.n_q; ++qi) {
       const int ctx = r.n_ctx + qi, first = win.first(ctx);

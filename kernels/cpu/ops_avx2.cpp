@@ -209,13 +209,13 @@ void attention_tiles(const AttnRows& r, int g, int head_dim, float scale, Window
         }
         __m256 s = _mm256_mul_ps(reduce8(acc), vscale);
         if (softcap > 0) s = softcap256(s, softcap);
-        float* dst = scores + qi * row_scores + static_cast<int64_t>(j) * last_ctx - first;  // key i at dst[i]
+        float* srow = scores + qi * row_scores + static_cast<int64_t>(j) * last_ctx;  // key i at srow[i - first]
         if (i0 >= first && i0 + 8 <= ctx) {
-          _mm256_storeu_ps(dst + i0, s);
+          _mm256_storeu_ps(srow + (i0 - first), s);
         } else {
           alignas(32) float part[8];
           _mm256_store_ps(part, s);
-          for (int kk = std::max(0, first - i0); kk < std::min(8, ctx - i0); ++kk) dst[i0 + kk] = part[kk];
+          for (int kk = std::max(0, first - i0); kk < std::min(8, ctx - i0); ++kk) srow[i0 + kk - first] = part[kk];
         }
       }
     }
@@ -235,7 +235,7 @@ void attention_tiles(const AttnRows& r, int g, int head_dim, float scale, Window
       if (k0 >= k1) continue;
       for (int j = 0; j < g; ++j) {
         float* oj = r.out + qi * r.out_stride + static_cast<int64_t>(j) * head_dim;
-        const float* w = scores + qi * row_scores + static_cast<int64_t>(j) * last_ctx - first;
+        const float* w = scores + qi * row_scores + static_cast<int64_t>(j) * last_ctx;  // key i at w[i - first]
 #pragma GCC unroll 4
         for (int cb = 0; cb < NC; cb += 8) {
           __m256 acc[8];
@@ -243,7 +243,7 @@ void attention_tiles(const AttnRows& r, int g, int head_dim, float scale, Window
           for (int c = 0; c < 8; ++c)
             if (cb + c < NC) acc[c] = cb + c < full ? _mm256_loadu_ps(oj + (cb + c) * 8) : _mm256_maskload_ps(oj + (cb + c) * 8, qmask);
           for (int i = k0; i < k1; ++i) {
-            const __m256 wk = _mm256_set1_ps(w[i]);
+            const __m256 wk = _mm256_set1_ps(w[i - first]);
             const float* vr = tile + (i - i0) * NC * 8;
 #pragma GCC unroll 8
             for (int c = 0; c < 8; ++c)

@@ -1,4 +1,4 @@
-// Portable implementations of kernels/cpu/ops.h, and the dispatch to the AVX-512 variants.
+// Portable implementations of kernels/cpu/ops.h, and the dispatch to the AVX2 / AVX-512 variants.
 // Reductions use 8 independent lane accumulators combined in a fixed order, which the compiler
 // can vectorize without changing the result and which never depends on the batch.
 #include "kernels/cpu/ops.h"
@@ -7,6 +7,7 @@
 #include <cstring>
 #include <memory>
 
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/kv_quant.h"
 #include "kernels/cpu/ops_impl.h"
 #include "kernels/cpu/quants.h"
@@ -20,10 +21,17 @@ bool detail::ops_have_avx512() {
          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
 }
 
+bool detail::ops_have_avx2() { return cpu_supports(CpuIsa::Avx2); }
+
 namespace {
 
 bool use_avx512() {
   static const bool yes = detail::ops_have_avx512();
+  return yes;
+}
+
+bool use_avx2() {
+  static const bool yes = detail::ops_have_avx2();
   return yes;
 }
 
@@ -195,6 +203,8 @@ void attention_group(const AttnRows& r, int g, int head_dim, float scale, const 
                      const KvPool& v, int kv_head, const int32_t* block_table, float* scratch) {
   if (use_avx512() && head_dim <= 256)
     return detail::attention_group_avx512(r, g, head_dim, scale, k, v, kv_head, block_table, scratch);
+  if (use_avx2() && head_dim <= 256)
+    return detail::attention_group_avx2(r, g, head_dim, scale, 0, 0.0f, k, v, kv_head, block_table, scratch);
   detail::attention_group_portable(r, g, head_dim, scale, k, v, kv_head, block_table, scratch);
 }
 

@@ -1,4 +1,5 @@
-// Scalar implementations of kernels/cpu/ops_ext.h.
+// Scalar implementations of kernels/cpu/ops_ext.h, and the dispatch of attention_group_ext to
+// the AVX2 kernel (kernels/cpu/ops_avx2.cpp, also used on AVX-512 hosts).
 #include "kernels/cpu/ops_ext.h"
 
 #include <algorithm>
@@ -25,9 +26,9 @@ void softcap_row(float* x, float cap, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] = cap * std::tanh(x[i] * inv);
 }
 
-void attention_group_ext(const AttnRows& r, int g, int head_dim, float scale, int window, float softcap,
-                         const KvPool& k, const KvPool& v, int kv_head, const int32_t* block_table,
-                         float* scratch) {
+void detail::attention_group_ext_portable(const AttnRows& r, int g, int head_dim, float scale, int window,
+                                          float softcap, const KvPool& k, const KvPool& v, int kv_head,
+                                          const int32_t* block_table, float* scratch) {
   const int last_ctx = r.n_ctx + r.n_q - 1;
   // Row i's keys are [first(i), ctx(i)); the group reads [first(0), last_ctx) once.
   const auto first_of = [&](int ctx) { return window > 0 ? std::max(0, ctx - window) : 0; };
@@ -71,6 +72,15 @@ void attention_group_ext(const AttnRows& r, int g, int head_dim, float scale, in
       }
     }
   }
+}
+
+void attention_group_ext(const AttnRows& r, int g, int head_dim, float scale, int window, float softcap,
+                         const KvPool& k, const KvPool& v, int kv_head, const int32_t* block_table,
+                         float* scratch) {
+  static const bool avx2 = detail::ops_have_avx2();
+  if (avx2 && head_dim <= 256)
+    return detail::attention_group_avx2(r, g, head_dim, scale, window, softcap, k, v, kv_head, block_table, scratch);
+  detail::attention_group_ext_portable(r, g, head_dim, scale, window, softcap, k, v, kv_head, block_table, scratch);
 }
 
 }  // namespace pagoda::cpu

@@ -1,7 +1,9 @@
 // CPU kernels of the gemma/phi3 forward beyond llama's: the tanh-GELU gate, scaling, logit
 // soft-capping, and paged attention with a sliding window and/or soft-capped scores. Scalar
 // code with fixed-order reductions (each row's result never depends on its batch mates); it is
-// also the reference the CUDA versions are tested against.
+// also the reference the CUDA versions are tested against. The attention runs the AVX2 kernel
+// (kernels/cpu/ops_avx2.cpp) where the CPU has AVX2 + FMA + F16C, with the same batch
+// invariance (the scalar one stays as detail::attention_group_ext_portable).
 #pragma once
 
 #include <cstdint>
@@ -21,9 +23,10 @@ void scale_row(float* x, float s, int64_t n);
 void softcap_row(float* x, float cap, int64_t n);
 
 // Floats of scratch attention_group_ext needs for rows of up to n_q tokens whose last context
-// is at most max_ctx, with KV rows of row_elems floats.
+// is at most max_ctx, with KV rows of row_elems floats (the scalar kernel: 2 rows; the vector
+// one: a tile of 8 head rows padded to 8).
 inline int64_t attention_ext_scratch_floats(int n_q, int g, int max_ctx, int64_t row_elems) {
-  return static_cast<int64_t>(n_q) * g * max_ctx + 2 * row_elems;
+  return static_cast<int64_t>(n_q) * g * max_ctx + 2 * row_elems + 8 * ((row_elems + 7) / 8 * 8);
 }
 
 // attention_group (ops.h) where token r of the rows, at context c = n_ctx + r (position c - 1),

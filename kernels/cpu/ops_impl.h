@@ -1,5 +1,6 @@
-// Internal to kernels/cpu/ops*.cpp (and their tests): the portable and AVX-512 variants of the
-// ops declared in ops.h, and the run-time check that picks between them. Not a contract.
+// Internal to kernels/cpu/ops*.cpp (and their tests): the portable, AVX2 and AVX-512 variants of
+// the ops declared in ops.h / ops_ext.h, and the run-time checks that pick between them. Not a
+// contract.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +11,8 @@ namespace pagoda::cpu::detail {
 
 // True when the CPU supports the AVX-512 F/BW/VL/DQ subset the wide ops use.
 bool ops_have_avx512();
+// True when the CPU supports AVX2 + FMA + F16C (ops_avx2.cpp).
+bool ops_have_avx2();
 
 // Dot product with 8 lane accumulators combined in a fixed order (the portable kernels' own).
 float dot_portable(const float* a, const float* b, int64_t n);
@@ -28,5 +31,14 @@ void softmax_row_avx512(float* x, int64_t n);
 // head_dim <= 256.
 void attention_group_avx512(const AttnRows& r, int g, int head_dim, float scale, const KvPool& k,
                             const KvPool& v, int kv_head, const int32_t* block_table, float* scratch);
+
+// The scalar attention_group_ext (ops_ext.h), the reference of the vector one.
+void attention_group_ext_portable(const AttnRows& r, int g, int head_dim, float scale, int window, float softcap,
+                                  const KvPool& k, const KvPool& v, int kv_head, const int32_t* block_table,
+                                  float* scratch);
+// attention_group_ext (ops_ext.h; window 0 and softcap 0: attention_group) with AVX2 + FMA +
+// F16C; head_dim <= 256. Scratch: attention_scratch_floats or attention_ext_scratch_floats.
+void attention_group_avx2(const AttnRows& r, int g, int head_dim, float scale, int window, float softcap,
+                          const KvPool& k, const KvPool& v, int kv_head, const int32_t* block_table, float* scratch);
 
 }  // namespace pagoda::cpu::detail

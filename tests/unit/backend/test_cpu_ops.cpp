@@ -2,9 +2,12 @@
 // from the definitions), with odd shapes: RMSNorm, add, bias, SiLU-gate, embedding, RoPE in both
 // conventions (with and without rope_freqs), paged attention (GQA 1/2/4, scrambled block tables,
 // prefill chunks after cached tokens, F16, F32 and Q8_0 KV), K-shift (with and without rope_freqs, and
-// shifted K against K roped at the new position), block copy, logit-row gather.
+// shifted K against K roped at the new position), block copy, logit-row gather; and the vector
+// attention kernels (AVX2 plain / windowed / soft-capped, AVX-512) against the scalar ones, with
+// each row bit-identical alone and in a group.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -12,6 +15,7 @@
 
 #include "engine/backend/cpu/backend_cpu.h"
 #include "kernels/cpu/kv_quant.h"
+#include "kernels/cpu/ops_ext.h"
 #include "kernels/cpu/ops_impl.h"
 #include "kernels/cpu/quants.h"
 
@@ -512,51 +516,113 @@ TEST_CASE("portable and AVX-512 variants agree", "[cpu_ops]") {
     cpu::detail::softmax_row_avx512(b.data(), n);
     for (int64_t i = 0; i < n; ++i) CHECK(std::fabs(a[i] - b[i]) <= 1e-6f * (1e-6f + a[i]));
   }
-  for (GgmlType type : {GgmlType::F16, GgmlType::F32, GgmlType::Q8_0}) {
-    for (int head_dim : type == GgmlType::Q8_0 ? std::vector<int>{8, 48, 64, 128} : std::vector<int>{8, 20, 64, 128}) {
-      INFO(ggml_type_info(type).name << " head_dim " << head_dim);
-      const int bs = 16, n_kv = 2, g = 4, n_ctx = 45, blocks = 4;
-      const auto kd = randoms(size_t(blocks) * bs * n_kv * head_dim, 4, -2, 2);
-      const auto vd = randoms(size_t(blocks) * bs * n_kv * head_dim, 5);
-      // The pools, filled through kv_store_row in the type's layout.
-      const int64_t pool_bytes = int64_t(blocks) * bs * n_kv * kv_head_bytes(type, head_dim);
-      std::vector<uint8_t> kbuf(static_cast<size_t>(pool_bytes)), vbuf(static_cast<size_t>(pool_bytes));
-      cpu::KvPool kp{kbuf.data(), type, bs, n_kv, head_dim, blocks}, vp{vbuf.data(), type, bs, n_kv, head_dim, blocks};
-      for (int64_t slot = 0; slot < int64_t(blocks) * bs; ++slot) {
-        cpu::kv_store_row(kp, slot, kd.data() + slot * kp.row_elems());
-        cpu::kv_store_row(vp, slot, vd.data() + slot * vp.row_elems());
-      }
-      const int32_t table[] = {2, 0, 3};
-      // 3 query rows at contexts 43, 44, 45.
-      const int n_q = 3, row = g * head_dim;
-      const auto q = randoms(size_t(n_q) * row, 6, -2, 2);
-      std::vector<float> scratch(size_t(cpu::attention_scratch_floats(n_q, g, head_dim, n_ctx)));
-      std::vector<float> a(size_t(n_q) * row), b(size_t(n_q) * row);
-      cpu::AttnRows ra{q.data(), row, a.data(), row, n_q, n_ctx - 2}, rb = ra;
-      rb.out = b.data();
-      cpu::detail::attention_group_portable(ra, g, head_dim, 0.3f, kp, vp, 1, table, scratch.data());
-      cpu::detail::attention_group_avx512(rb, g, head_dim, 0.3f, kp, vp, 1, table, scratch.data());
-      for (size_t i = 0; i < a.size(); ++i) CHECK(std::fabs(a[i] - b[i]) <= 1e-5f);
-      // Token trees: indices from 40 on read explicit slots. The block table's own slots give
-      // bit-identical results; other slots agree between the variants.
-      const int32_t same[] = {3 * bs + 8, 3 * bs + 9, 3 * bs + 10, 3 * bs + 11, 3 * bs + 12};
-      const int32_t moved[] = {1 * bs + 2, 1 * bs + 7, 3 * bs + 1, 1 * bs + 9, 0};
-      for (const int32_t* tail : {same, moved}) {
-        std::vector<float> c(a.size()), d(a.size());
-        cpu::AttnRows rc = ra, rd = ra;
-        rc.out = c.data(), rd.out = d.data();
-        rc.tail_base = rd.tail_base = 40;
-        rc.tail_slots = rd.tail_slots = tail;
-        cpu::detail::attention_group_portable(rc, g, head_dim, 0.3f, kp, vp, 1, table, scratch.data());
-        cpu::detail::attention_group_avx512(rd, g, head_dim, 0.3f, kp, vp, 1, table, scratch.data());
-        for (size_t i = 0; i < a.size(); ++i) CHECK(std::fabs(c[i] - d[i]) <= 1e-5f);
-        if (tail == same) {
-          CHECK(c == a);
-          CHECK(d == b);
-        } else {
-          CHECK(c != a);
+}
+
+namespace {
+
+// A vector attention kernel under test, with attention_group_ext's arguments (the plain
+// kernels get window 0 and softcap 0).
+using AttnKernel = void (*)(const cpu::AttnRows&, int, int, float, int, float, const cpu::KvPool&, const cpu::KvPool&,
+                            int, const int32_t*, float*);
+
+void avx512_plain(const cpu::AttnRows& r, int g, int head_dim, float scale, int, float, const cpu::KvPool& k,
+                  const cpu::KvPool& v, int kv_head, const int32_t* table, float* scratch) {
+  cpu::detail::attention_group_avx512(r, g, head_dim, scale, k, v, kv_head, table, scratch);
+}
+
+// The scalar kernels: the plain one, or the windowed / soft-capped one.
+void scalar_attention(const cpu::AttnRows& r, int g, int head_dim, float scale, int window, float softcap,
+                      const cpu::KvPool& k, const cpu::KvPool& v, int kv_head, const int32_t* table, float* scratch) {
+  if (window == 0 && softcap == 0) return cpu::detail::attention_group_portable(r, g, head_dim, scale, k, v, kv_head, table, scratch);
+  cpu::detail::attention_group_ext_portable(r, g, head_dim, scale, window, softcap, k, v, kv_head, table, scratch);
+}
+
+// Checks `vec` against the scalar kernels: F16, F32 and Q8_0 pools (K and V also of different
+// types), odd head sizes up to 256, a scrambled block table, 3 query rows at contexts 43-45,
+// token-tree rows; and that each row run alone gives bit for bit what it gives in the group.
+// Outputs are averages of V rows in [-1, 1]: within 1e-5 of the scalar ones (F32 sums in
+// another order, and exp / tanh within a few ulp).
+void check_attention_kernel(AttnKernel vec, bool ext) {
+  const std::pair<GgmlType, GgmlType> kv_types[] = {{GgmlType::F16, GgmlType::F16},   {GgmlType::F32, GgmlType::F32},
+                                                    {GgmlType::Q8_0, GgmlType::Q8_0}, {GgmlType::F16, GgmlType::Q8_0},
+                                                    {GgmlType::Q8_0, GgmlType::F32}};
+  const std::pair<int, float> window_cap[] = {{0, 5.0f}, {20, 0.0f}, {41, 5.0f}};  // ext only
+  for (const auto& [kt, vt] : kv_types) {
+    const bool q8 = kt == GgmlType::Q8_0 || vt == GgmlType::Q8_0;
+    for (int head_dim : q8 ? std::vector<int>{8, 48, 64, 128, 256} : std::vector<int>{8, 20, 64, 100, 128, 256}) {
+      for (const auto& [window, softcap] : ext ? std::vector<std::pair<int, float>>(std::begin(window_cap), std::end(window_cap))
+                                               : std::vector<std::pair<int, float>>{{0, 0.0f}}) {
+        INFO(ggml_type_info(kt).name << "/" << ggml_type_info(vt).name << " head_dim " << head_dim << " window "
+                                     << window << " softcap " << softcap);
+        const int bs = 16, n_kv = 2, g = 4, n_ctx = 45, blocks = 4;
+        const auto kd = randoms(size_t(blocks) * bs * n_kv * head_dim, 4, -2, 2);
+        const auto vd = randoms(size_t(blocks) * bs * n_kv * head_dim, 5);
+        // The pools, filled through kv_store_row in each type's layout.
+        std::vector<uint8_t> kbuf(size_t(blocks) * bs * n_kv * size_t(kv_head_bytes(kt, head_dim)));
+        std::vector<uint8_t> vbuf(size_t(blocks) * bs * n_kv * size_t(kv_head_bytes(vt, head_dim)));
+        cpu::KvPool kp{kbuf.data(), kt, bs, n_kv, head_dim, blocks}, vp{vbuf.data(), vt, bs, n_kv, head_dim, blocks};
+        for (int64_t slot = 0; slot < int64_t(blocks) * bs; ++slot) {
+          cpu::kv_store_row(kp, slot, kd.data() + slot * kp.row_elems());
+          cpu::kv_store_row(vp, slot, vd.data() + slot * vp.row_elems());
+        }
+        const int32_t table[] = {2, 0, 3};
+        const int n_q = 3, row = g * head_dim;
+        const auto q = randoms(size_t(n_q) * row, 6, -2, 2);
+        std::vector<float> scratch(size_t(std::max(cpu::attention_scratch_floats(n_q, g, head_dim, n_ctx),
+                                                   cpu::attention_ext_scratch_floats(n_q, g, n_ctx, kp.row_elems()))));
+        std::vector<float> a(size_t(n_q) * row), b(size_t(n_q) * row);
+        cpu::AttnRows ra{q.data(), row, a.data(), row, n_q, n_ctx - 2}, rb = ra;
+        rb.out = b.data();
+        scalar_attention(ra, g, head_dim, 0.3f, window, softcap, kp, vp, 1, table, scratch.data());
+        vec(rb, g, head_dim, 0.3f, window, softcap, kp, vp, 1, table, scratch.data());
+        for (size_t i = 0; i < a.size(); ++i) CHECK(std::fabs(a[i] - b[i]) <= 1e-5f);
+        // Batch invariance: each row alone, bit for bit.
+        for (int t = 0; t < n_q; ++t) {
+          std::vector<float> alone(static_cast<size_t>(row));
+          cpu::AttnRows r1{q.data() + t * row, row, alone.data(), row, 1, n_ctx - 2 + t};
+          vec(r1, g, head_dim, 0.3f, window, softcap, kp, vp, 1, table, scratch.data());
+          CHECK(std::equal(alone.begin(), alone.end(), b.begin() + t * row));
+        }
+        // Token trees: indices from 40 on read explicit slots. The block table's own slots give
+        // bit-identical results; other slots agree between the variants.
+        const int32_t same[] = {3 * bs + 8, 3 * bs + 9, 3 * bs + 10, 3 * bs + 11, 3 * bs + 12};
+        const int32_t moved[] = {1 * bs + 2, 1 * bs + 7, 3 * bs + 1, 1 * bs + 9, 0};
+        for (const int32_t* tail : {same, moved}) {
+          std::vector<float> c(a.size()), d(a.size());
+          cpu::AttnRows rc = ra, rd = ra;
+          rc.out = c.data(), rd.out = d.data();
+          rc.tail_base = rd.tail_base = 40;
+          rc.tail_slots = rd.tail_slots = tail;
+          scalar_attention(rc, g, head_dim, 0.3f, window, softcap, kp, vp, 1, table, scratch.data());
+          vec(rd, g, head_dim, 0.3f, window, softcap, kp, vp, 1, table, scratch.data());
+          for (size_t i = 0; i < a.size(); ++i) CHECK(std::fabs(c[i] - d[i]) <= 1e-5f);
+          if (tail == same) {
+            CHECK(c == a);
+            CHECK(d == b);
+          } else {
+            CHECK(c != a);
+          }
         }
       }
     }
   }
+}
+
+}  // namespace
+
+TEST_CASE("AVX-512 attention agrees with the scalar kernel", "[cpu_ops]") {
+  if (!cpu::detail::ops_have_avx512()) {
+    WARN("no AVX-512 on this CPU: its attention kernel is not run");
+    return;
+  }
+  check_attention_kernel(avx512_plain, false);
+}
+
+TEST_CASE("AVX2 attention (plain, windowed, soft-capped) agrees with the scalar kernels", "[cpu_ops]") {
+  if (!cpu::detail::ops_have_avx2()) {
+    WARN("no AVX2 + FMA + F16C on this CPU: its attention kernel is not run");
+    return;
+  }
+  check_attention_kernel(cpu::detail::attention_group_avx2, false);
+  check_attention_kernel(cpu::detail::attention_group_avx2, true);
 }

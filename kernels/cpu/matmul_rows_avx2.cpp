@@ -114,6 +114,22 @@ inline __m256i q4k_duo_fields(__m256i z) {
   return _mm256_or_si256(lo, _mm256_and_si256(_mm256_srli_epi16(t, 2), _mm256_set1_epi8(0x30)));
 }
 
+// IQ4_XS: bytes 2-7 of each lane (scales_h, scales_l) -> the 8 six-bit scales (iq4xs_scale) as
+// bytes 0-7. Word j of each lane gets scales_l[j / 2] and scales_h, shifted per word with
+// multiplies (a left shift by vpmullw, a right shift by vpmulhuw) as AVX2 has no per-word shift.
+inline __m256i iq4xs_duo_fields(__m256i z) {
+  const __m256i l = _mm256_shuffle_epi8(z, _mm256_broadcastsi128_si256(_mm_setr_epi8(4, -1, 4, -1, 5, -1, 5, -1, 6, -1, 6, -1, 7, -1, 7, -1)));
+  const __m256i lo = _mm256_and_si256(_mm256_blend_epi16(l, _mm256_mulhi_epu16(l, _mm256_set1_epi16(1 << 12)), 0xAA),
+                                      _mm256_set1_epi16(0x0F));
+  // (scales_h >> 2j & 3) << 4 = (scales_h >> (2j - 4)) & 0x30: a left shift for j < 3.
+  const __m256i h = _mm256_shuffle_epi8(z, _mm256_set1_epi16(0x0302));
+  const __m256i left = _mm256_mullo_epi16(h, _mm256_setr_epi16(16, 4, 1, 0, 0, 0, 0, 0, 16, 4, 1, 0, 0, 0, 0, 0));
+  const __m256i right = _mm256_mulhi_epu16(h, _mm256_setr_epi16(0, 0, 0, 1 << 14, 1 << 12, 1 << 10, 1 << 8, 1 << 6, 0, 0, 0, 1 << 14,
+                                                                 1 << 12, 1 << 10, 1 << 8, 1 << 6));
+  const __m256i hi = _mm256_and_si256(_mm256_blend_epi16(left, right, 0xF8), _mm256_set1_epi16(0x30));
+  return _mm256_packus_epi16(_mm256_or_si256(lo, hi), _mm256_setzero_si256());
+}
+
 template <GgmlType T>
 void load_scales(const uint8_t* const row[kGroup], int64_t group, GroupScales<T>& sc) {
   if constexpr (vector_group_scales(T)) {
@@ -127,12 +143,9 @@ void load_scales(const uint8_t* const row[kGroup], int64_t group, GroupScales<T>
       load_duos(row, group * sizeof(BlockQ6_K) + offsetof(BlockQ6_K, scales), f);
       d = row_halves(row, group * sizeof(BlockQ6_K) + offsetof(BlockQ6_K, d));
     } else {
-      for (int k = 0; k < 4; ++k) {
-        const BlockIQ4_XS* b0 = reinterpret_cast<const BlockIQ4_XS*>(row[k]) + group;
-        const BlockIQ4_XS* b1 = reinterpret_cast<const BlockIQ4_XS*>(row[4 + k]) + group;
-        f[k] = _mm256_set_m128i(iq4xs_scale_bytes(*b1), iq4xs_scale_bytes(*b0));
-      }
-      d = row_halves(row, group * sizeof(BlockIQ4_XS) + offsetof(BlockIQ4_XS, d));
+      load_duos(row, group * sizeof(BlockIQ4_XS), z);
+      duo_head_halves(z, d, dmin);
+      for (int k = 0; k < 4; ++k) f[k] = iq4xs_duo_fields(z[k]);
     }
     transpose_fields(f, t);
     [&]<int... J>(std::integer_sequence<int, J...>) {
@@ -204,7 +217,7 @@ inline __m256i block_dot(const uint8_t* row, int64_t group, __m256i xv) {
 // 16-31). The integer sums are the same exact integers, the float epilogue the same sequence.
 
 template <GgmlType T>
-constexpr bool kPairedBlocks = T == GgmlType::Q8_0 || T == GgmlType::Q4_0 || T == GgmlType::Q4_K ||
+constexpr bool kPairedBlocks = T == GgmlType::Q4_0 || T == GgmlType::Q4_K ||
                                T == GgmlType::Q5_K || T == GgmlType::IQ4_XS;
 
 inline __m256i load16x2(const uint8_t* lo, const uint8_t* hi) {
@@ -226,17 +239,13 @@ inline __m256i dot_s8(__m256i q, __m256i x) {
   return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(q), _mm256_sign_epi8(x, q)), _mm256_set1_epi16(1));
 }
 
-// Blocks j and j + 1 of scale group `group` of one row (for Q8_0 / Q4_0: blocks `group` and
+// Blocks j and j + 1 of scale group `group` of one row (for Q4_0: blocks `group` and
 // group + 1, j = 0): lanes 0-3 partial sums of the first, 4-7 of the second. sum(u * x) for the
 // unsigned types, sum(q * x) for the signed ones (as block_dot).
 template <GgmlType T, int j>
 inline __m256i pair_dot(const uint8_t* row, int64_t group, __m256i xa, __m256i xb) {
   const __m256i m4 = _mm256_set1_epi8(0x0F);
-  if constexpr (T == GgmlType::Q8_0) {
-    const uint8_t* q = row + group * sizeof(BlockQ8_0) + offsetof(BlockQ8_0, qs);
-    return _mm256_add_epi32(dot_s8(load16x2(q, q + sizeof(BlockQ8_0)), xa),
-                            dot_s8(load16x2(q + 16, q + sizeof(BlockQ8_0) + 16), xb));
-  } else if constexpr (T == GgmlType::Q4_0) {
+  if constexpr (T == GgmlType::Q4_0) {
     const uint8_t* q = row + group * sizeof(BlockQ4_0) + offsetof(BlockQ4_0, qs);
     const __m256i v = load16x2(q, q + sizeof(BlockQ4_0));
     return dot_u8_pair(_mm256_and_si256(v, m4), xa, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4), xb);
@@ -325,7 +334,7 @@ inline void one_block(const uint8_t* const row[kGroup], const ActRowPtrs x[R], c
   }
 }
 
-// Blocks b and b + 1 (j and j + 1 of scale group g; for Q8_0 / Q4_0 g = b, j = 0, and sc holds
+// Blocks b and b + 1 (j and j + 1 of scale group g; for Q4_0 g = b, j = 0, and sc holds
 // block b's scales in s0[0] and b + 1's in s0[1]) for R activation rows, one reduction.
 template <GgmlType T, int R, int j>
 inline void two_blocks(const uint8_t* const row[kGroup], const ActRowPtrs x[R], const GroupScales<T>& sc, int64_t g,
@@ -342,6 +351,22 @@ inline void two_blocks(const uint8_t* const row[kGroup], const ActRowPtrs x[R], 
     acc[r] = block_epilogue<T>(acc[r], first, zero, sc, js ? 0 : j, x[r], b);
     acc[r] = block_epilogue<T>(acc[r], second, zero, sc, js ? 1 : j + 1, x[r], b + 1);
   }
+}
+
+// Q4_0: the fp16 scales of blocks b and b + 1 (at byte offsets off and off + 18) of the 8 rows
+// into sc.s0[0] and sc.s0[1]: one 2 x 16-byte load per row and a word transpose, rather than
+// 16 scalar inserts.
+template <GgmlType T>
+inline void pair_scales(const uint8_t* const row[kGroup], size_t off, GroupScales<T>& sc) {
+  static_assert(T == GgmlType::Q4_0);
+  __m256i v[kGroup];
+  for (int l = 0; l < kGroup; ++l) v[l] = load16x2(row[l] + off, row[l] + off + sizeof(BlockQ4_0));  // word 0 of each lane
+  __m256i w[4], q[2];
+  for (int i = 0; i < 4; ++i) w[i] = _mm256_unpacklo_epi16(v[2 * i], v[2 * i + 1]);
+  for (int i = 0; i < 2; ++i) q[i] = _mm256_unpacklo_epi32(w[2 * i], w[2 * i + 1]);
+  const __m256i h = _mm256_unpacklo_epi64(q[0], q[1]);  // lane 0: block b, rows 0-7; lane 1: block b + 1
+  _mm256_store_ps(sc.s0[0], _mm256_cvtph_ps(_mm256_castsi256_si128(h)));
+  _mm256_store_ps(sc.s0[1], _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1)));
 }
 
 // Prefetches lines [per_group * g, per_group * (g + 1)) of the next rows (capped at `lines`):
@@ -366,17 +391,17 @@ void few_rows(const MatmulArgs& a, int64_t o0, int valid, int64_t i0, const uint
   const int64_t groups = a.k / (32 * bpg);
   GroupScales<T> sc;
   if constexpr (bpg == 1 && kPairedBlocks<T>) {
-    // Q8_0 / Q4_0: blocks in pairs (the scales straight from the block headers), an odd last
-    // block alone.
-    constexpr size_t bsz = T == GgmlType::Q8_0 ? sizeof(BlockQ8_0) : sizeof(BlockQ4_0);
+    // Q4_0: blocks in pairs (the scales straight from the block headers), an odd last block
+    // alone.
+    constexpr size_t bsz = sizeof(BlockQ4_0);
     const int64_t steps = (groups + 1) / 2, per_step = (prefetch_lines + steps - 1) / std::max<int64_t>(steps, 1);
     for (int64_t b = 0; b < groups; b += 2) {
       prefetch_share(prefetch, prefetch_lines, per_step, b / 2);
-      load_scales<T>(row, b, sc);
       if (b + 1 < groups) {
-        _mm256_store_ps(sc.s0[1], row_halves(row, (b + 1) * bsz));
+        pair_scales<T>(row, b * bsz, sc);
         two_blocks<T, R, 0>(row, x, sc, b, b, acc);
       } else {
+        load_scales<T>(row, b, sc);
         one_block<T, R, 0>(row, x, sc, b, b, acc);
       }
     }

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "kernels/cpu/matmul_internal.h"
 #include "kernels/cpu/matmul_unpack_x86.h"
@@ -282,12 +283,20 @@ inline __m256i pair_dot(const uint8_t* row, int64_t group, __m256i xa, __m256i x
   }
 }
 
-// The activation rows of one few_rows call: int8 blocks, scales and half sums.
+// The activation rows of one few_rows call: int8 blocks, scales and half sums, and per block
+// what the epilogue of a type without half scales derives from the sums, computed once per
+// call by few_rows_range rather than once per 8 outputs: fsum = float(xs0 + xs1) (affine types)
+// and corr = offset * (xs0 + xs1) (types with an offset).
 struct ActRowPtrs {
   const int8_t* q;
   const float* d;
   const int16_t* s;
+  const float* fsum;
+  const int32_t* corr;
 };
+
+template <GgmlType T>
+constexpr bool kBlockCorrection = !half_scales(T) && !signed_weights(T) && weight_offset(T) != 0;
 
 // acc += one block's contribution for 8 outputs from its integer sums (isum_h: half h, or the
 // whole block in isum_h0 with isum_h1 zero for the types without half scales), in
@@ -310,12 +319,10 @@ inline __m256 block_epilogue(__m256 acc, __m256i sum0, __m256i sum1, const Group
       acc = _mm256_fnmadd_ps(_mm256_set1_ps(static_cast<float>(xs[1])), _mm256_mul_ps(_mm256_load_ps(sc.m1[j]), dx), acc);
     }
   } else {
-    const __m256i isum = _mm256_sub_epi32(_mm256_add_epi32(sum0, sum1), _mm256_set1_epi32(off * (xs[0] + xs[1])));
+    __m256i isum = _mm256_add_epi32(sum0, sum1);
+    if constexpr (kBlockCorrection<T>) isum = _mm256_sub_epi32(isum, _mm256_set1_epi32(x.corr[b]));
     acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(s0, dx), acc);
-    if constexpr (block_min(T)) {
-      const __m256 xsum = _mm256_set1_ps(static_cast<float>(xs[0] + xs[1]));
-      acc = _mm256_fnmadd_ps(xsum, _mm256_mul_ps(_mm256_load_ps(sc.m[j]), dx), acc);
-    }
+    if constexpr (block_min(T)) acc = _mm256_fnmadd_ps(_mm256_set1_ps(x.fsum[b]), _mm256_mul_ps(_mm256_load_ps(sc.m[j]), dx), acc);
   }
   return acc;
 }
@@ -380,12 +387,16 @@ inline void prefetch_share(const uint8_t* prefetch, int64_t lines, int64_t per_g
 // `prefetch_lines` cache lines from `prefetch` (the next group's rows) are prefetched into L2,
 // spread over the scale groups (see few_rows_range in matmul_rows_avx512.cpp for why).
 template <GgmlType T, int R>
-void few_rows(const MatmulArgs& a, int64_t o0, int valid, int64_t i0, const uint8_t* prefetch, int64_t prefetch_lines) {
+void few_rows(const MatmulArgs& a, int64_t o0, int valid, int64_t i0, const float* fsum, const int32_t* corr,
+              const uint8_t* prefetch, int64_t prefetch_lines) {
   constexpr int bpg = kBlocksPerGroup<T>;
   const uint8_t* row[kGroup];
   for (int l = 0; l < kGroup; ++l) row[l] = a.w + (o0 + std::min(l, valid - 1)) * a.row_bytes;
   ActRowPtrs x[R];
-  for (int r = 0; r < R; ++r) x[r] = {a.acts.row_q(i0 + r), a.acts.row_d(i0 + r), a.acts.row_s(i0 + r)};
+  const int64_t nb = a.k / 32;
+  for (int r = 0; r < R; ++r)
+    x[r] = {a.acts.row_q(i0 + r), a.acts.row_d(i0 + r), a.acts.row_s(i0 + r), fsum ? fsum + (i0 + r) * nb : nullptr,
+            corr ? corr + (i0 + r) * nb : nullptr};
   __m256 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
   const int64_t groups = a.k / (32 * bpg);
@@ -431,6 +442,21 @@ void few_rows(const MatmulArgs& a, int64_t o0, int valid, int64_t i0, const uint
 
 template <GgmlType T>
 void few_rows_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
+  thread_local std::vector<float> fsum_buf;
+  thread_local std::vector<int32_t> corr_buf;
+  const int64_t nb = a.k / 32;
+  if constexpr (block_min(T) || kBlockCorrection<T>) {
+    fsum_buf.resize(static_cast<size_t>(a.n * nb));
+    corr_buf.resize(static_cast<size_t>(a.n * nb));
+    for (int64_t i = 0; i < a.n; ++i)
+      for (int64_t b = 0; b < nb; ++b) {
+        const int xs = a.acts.row_s(i)[2 * b] + a.acts.row_s(i)[2 * b + 1];
+        fsum_buf[i * nb + b] = static_cast<float>(xs);
+        corr_buf[i * nb + b] = weight_offset(T) * xs;
+      }
+  }
+  const float* fsum = block_min(T) ? fsum_buf.data() : nullptr;
+  const int32_t* corr = kBlockCorrection<T> ? corr_buf.data() : nullptr;
   for (int64_t o0 = o_begin; o0 < o_end; o0 += kGroup) {
     const int valid = static_cast<int>(std::min<int64_t>(kGroup, o_end - o0));
     const int64_t next_rows = std::min<int64_t>(kGroup, std::max<int64_t>(0, o_end - o0 - kGroup));
@@ -438,8 +464,8 @@ void few_rows_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
     const int64_t lines = next_rows * static_cast<int64_t>(a.row_bytes) / 64;
     for (int64_t i0 = 0; i0 < a.n; i0 += 2) {
       const int64_t pl = i0 == 0 ? lines : 0;
-      if (a.n - i0 >= 2) few_rows<T, 2>(a, o0, valid, i0, next, pl);
-      else few_rows<T, 1>(a, o0, valid, i0, next, pl);
+      if (a.n - i0 >= 2) few_rows<T, 2>(a, o0, valid, i0, fsum, corr, next, pl);
+      else few_rows<T, 1>(a, o0, valid, i0, fsum, corr, next, pl);
     }
   }
 }

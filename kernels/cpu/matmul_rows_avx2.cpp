@@ -27,12 +27,16 @@ constexpr int kGroup = 8;  // outputs per group: one ymm of int32/float lanes
 // p[i] = partial sums of output i: lanes 0-3 over elements 0-15, lanes 4-7 over 16-31.
 // Returns per-output sums of each half, lanes in output order.
 inline void reduce_rows8(const __m256i p[8], __m256i& half0, __m256i& half1) {
-  const __m256i s01 = _mm256_hadd_epi32(p[0], p[1]), s23 = _mm256_hadd_epi32(p[2], p[3]);
-  const __m256i s45 = _mm256_hadd_epi32(p[4], p[5]), s67 = _mm256_hadd_epi32(p[6], p[7]);
-  const __m256i s0123 = _mm256_hadd_epi32(s01, s23), s4567 = _mm256_hadd_epi32(s45, s67);
-  // s0123 = [outputs 0-3, half 0 | outputs 0-3, half 1]; s4567 the same for outputs 4-7.
-  half0 = _mm256_permute2x128_si256(s0123, s4567, 0x20);
-  half1 = _mm256_permute2x128_si256(s0123, s4567, 0x31);
+  // Unpack-and-add rather than vphaddd: the same sums with single-uop shuffles (vphaddd is
+  // several uops with a throughput of one per two cycles on Zen 3).
+  __m256i t[4], u[2];
+  for (int i = 0; i < 4; ++i)
+    t[i] = _mm256_add_epi32(_mm256_unpacklo_epi32(p[2 * i], p[2 * i + 1]), _mm256_unpackhi_epi32(p[2 * i], p[2 * i + 1]));
+  for (int i = 0; i < 2; ++i)
+    u[i] = _mm256_add_epi32(_mm256_unpacklo_epi64(t[2 * i], t[2 * i + 1]), _mm256_unpackhi_epi64(t[2 * i], t[2 * i + 1]));
+  // u[i] = [outputs 4i..4i+3, half 0 | the same, half 1].
+  half0 = _mm256_permute2x128_si256(u[0], u[1], 0x20);
+  half1 = _mm256_permute2x128_si256(u[0], u[1], 0x31);
 }
 
 template <GgmlType T>

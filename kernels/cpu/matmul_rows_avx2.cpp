@@ -204,9 +204,11 @@ inline __m256i block_dot(const uint8_t* row, int64_t group, __m256i xv) {
     const uint8_t* base = row + group * sizeof(BlockQ6_K);
     const __m256i ql = load32(base + offsetof(BlockQ6_K, ql) + 64 * h + 32 * (p & 1));
     const __m256i qh = load32(base + offsetof(BlockQ6_K, qh) + 32 * h);
-    const __m256i lo = _mm256_and_si256(_mm256_srli_epi16(ql, 4 * (p >> 1)), m4);
-    const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * p), _mm256_set1_epi8(3));
-    u = _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
+    const __m256i lo = _mm256_and_si256(p >> 1 ? _mm256_srli_epi16(ql, 4) : ql, m4);
+    // Bits 2p, 2p + 1 of each qh byte straight to bits 4-5 (a 16-bit shift by at most 4 keeps
+    // them within their byte).
+    const __m256i hbits = p < 2 ? _mm256_slli_epi16(qh, 4 - 2 * p) : _mm256_srli_epi16(qh, 2 * p - 4);
+    u = _mm256_or_si256(lo, _mm256_and_si256(hbits, _mm256_set1_epi8(0x30)));
   }
   return _mm256_madd_epi16(_mm256_maddubs_epi16(u, xv), ones);
 }

@@ -163,6 +163,24 @@ TEST_CASE("quantized types give bit-identical results at every ISA level") {
   }
 }
 
+TEST_CASE("an odd number of 32-element blocks: the decode kernels' last unpaired block") {
+  // The AVX2 decode kernel takes Q4_0's blocks two per reduction; 3 and 33 blocks leave the last
+  // one alone. Checked for every 32-element type, decode (n = 1, 2) and prefill-sized n.
+  ThreadPool pool(2);
+  for (GgmlType t : kTypes) {
+    if (ggml_type_info(t).block_size != 32) continue;
+    for (int64_t in : {96, 1056})
+      for (int64_t n : {1, 2, 17}) {
+        const Problem p = make_problem(t, 21, in, n, static_cast<uint32_t>(in + n));
+        const auto ref = run(pool, CpuIsa::Scalar, p, n, p.x.data());
+        for (CpuIsa isa : isas()) {
+          INFO(name(t, isa, p.out, in, n));
+          CHECK(std::memcmp(run(pool, isa, p, n, p.x.data()).data(), ref.data(), ref.size() * sizeof(float)) == 0);
+        }
+      }
+  }
+}
+
 TEST_CASE("batch and thread invariance: a row's result is bit-identical whatever n and threads") {
   ThreadPool pool1(1), pool2(2), pool3(3);
   for (GgmlType t : kTypes) {

@@ -1,11 +1,12 @@
 // AVX2 kernels for quantized weights and few activation rows (n <= kFewRowsMax: decode steps),
 // the counterpart of matmul_rows_avx512.cpp for CPUs without AVX-512 VNNI.
 //
-// A ymm holds one 32-element block of one weight row as bytes; vpmaddubsw + vpmaddwd against the
-// activation block give 8 partial int32 sums (4 per 16-element half), and a vphaddd tree turns
-// 8 such registers (8 outputs) into per-output sums. The integers are exactly those of
-// accumulate_block, and the float epilogue is the same sequence, so results are bit-identical to
-// the tile path and to the other ISA levels.
+// A ymm holds one 32-element block of one weight row as bytes (or, for the types with one scale
+// per block, half of each of two blocks: see two_blocks); vpmaddubsw + vpmaddwd against the
+// activation block give 8 partial int32 sums (4 per 16-element half), and an unpack-and-add
+// tree (reduce_rows8) turns 8 such registers (8 outputs) into per-output sums. The integers are
+// exactly those of accumulate_block, and the float epilogue is the same sequence, so results
+// are bit-identical to the tile path and to the other ISA levels.
 #include <immintrin.h>
 
 #include <algorithm>

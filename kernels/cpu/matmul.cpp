@@ -169,7 +169,9 @@ void matmul(ThreadPool& pool, CpuIsa isa, GgmlType wtype, const void* w, int64_t
     auto* q = const_cast<int8_t*>(a.acts.q);
     auto* d = const_cast<float*>(a.acts.d);
     auto* s = const_cast<int16_t*>(a.acts.s);
-    auto* quantize_row = isa == CpuIsa::Avx512 ? detail::quantize_activation_row_avx512 : detail::quantize_activation_row;
+    auto* quantize_row = isa == CpuIsa::Avx512 ? detail::quantize_activation_row_avx512
+                         : isa == CpuIsa::Avx2  ? detail::quantize_activation_row_avx2
+                                                : detail::quantize_activation_row;
     auto quantize_rows = [&](int64_t b, int64_t e, int) {
       for (int64_t i = b; i < e; ++i)
         quantize_row(x + i * in_features, in_features, q + i * in_features, d + i * (in_features / 32),

@@ -286,6 +286,41 @@ void float_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
 
 }  // namespace
 
+// quantize_activation_row with AVX2, bit-identical: the max is exact in any order, and
+// vcvtps2dq rounds to nearest-even as nearbyint does under the default rounding mode.
+void quantize_activation_row_avx2(const float* x, int64_t k, int8_t* q, float* d, int16_t* s) {
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+  const __m256i lim = _mm256_set1_epi32(127), neg = _mm256_set1_epi32(-127);
+  auto hsum = [](__m256i v) {
+    __m128i t = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    t = _mm_add_epi32(t, _mm_shuffle_epi32(t, _MM_SHUFFLE(1, 0, 3, 2)));
+    return _mm_cvtsi128_si32(_mm_add_epi32(t, _mm_shuffle_epi32(t, _MM_SHUFFLE(2, 3, 0, 1))));
+  };
+  for (int64_t b = 0; b < k / 32; ++b) {
+    __m256 v[4];
+    __m256 m = _mm256_setzero_ps();
+    for (int i = 0; i < 4; ++i) {
+      v[i] = _mm256_loadu_ps(x + 32 * b + 8 * i);
+      m = _mm256_max_ps(m, _mm256_and_ps(v[i], abs_mask));
+    }
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+    const float db = _mm_cvtss_f32(m4) / 127.f;
+    const __m256 id = _mm256_set1_ps(db != 0.f ? 1.f / db : 0.f);
+    d[b] = db;
+    __m256i qi[4];
+    for (int i = 0; i < 4; ++i) qi[i] = _mm256_max_epi32(_mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(v[i], id)), lim), neg);
+    // Packing works per 128-bit lane: dword i of the result holds 4 values of qi[i % 4], lane
+    // i / 4; the permute restores element order.
+    const __m256i bytes = _mm256_packs_epi16(_mm256_packs_epi32(qi[0], qi[1]), _mm256_packs_epi32(qi[2], qi[3]));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 32 * b),
+                        _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+    s[2 * b] = static_cast<int16_t>(hsum(_mm256_add_epi32(qi[0], qi[1])));
+    s[2 * b + 1] = static_cast<int16_t>(hsum(_mm256_add_epi32(qi[2], qi[3])));
+  }
+}
+
 void matmul_range_avx2(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
   switch (a.type) {
 #define PAGODA_CASE(T) \

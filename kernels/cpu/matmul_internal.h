@@ -39,8 +39,9 @@ struct QuantActs {
 
 // Quantizes one row of k floats (k a multiple of 32): d = amax / 127, q = nearest(x * (1 / d)).
 void quantize_activation_row(const float* x, int64_t k, int8_t* q, float* d, int16_t* s);
-// The same, bit-identical, with AVX-512 (only when cpu_supports(CpuIsa::Avx512)).
+// The same, bit-identical, with AVX-512 (only when cpu_supports(CpuIsa::Avx512)) and AVX2.
 void quantize_activation_row_avx512(const float* x, int64_t k, int8_t* q, float* d, int16_t* s);
+void quantize_activation_row_avx2(const float* x, int64_t k, int8_t* q, float* d, int16_t* s);
 
 // Everything a kernel needs for one call. Kernels compute outputs [o_begin, o_end) for all n rows.
 struct MatmulArgs {

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/matmul.h"
@@ -162,6 +163,24 @@ TEST_CASE("quantized types give bit-identical results at every ISA level") {
   }
 }
 
+TEST_CASE("an odd number of 32-element blocks: the decode kernels' last unpaired block") {
+  // The AVX2 decode kernel takes Q4_0's blocks two per reduction; 3 and 33 blocks leave the last
+  // one alone. Checked for every 32-element type, decode (n = 1, 2) and prefill-sized n.
+  ThreadPool pool(2);
+  for (GgmlType t : kTypes) {
+    if (ggml_type_info(t).block_size != 32) continue;
+    for (int64_t in : {96, 1056})
+      for (int64_t n : {1, 2, 17}) {
+        const Problem p = make_problem(t, 21, in, n, static_cast<uint32_t>(in + n));
+        const auto ref = run(pool, CpuIsa::Scalar, p, n, p.x.data());
+        for (CpuIsa isa : isas()) {
+          INFO(name(t, isa, p.out, in, n));
+          CHECK(std::memcmp(run(pool, isa, p, n, p.x.data()).data(), ref.data(), ref.size() * sizeof(float)) == 0);
+        }
+      }
+  }
+}
+
 TEST_CASE("batch and thread invariance: a row's result is bit-identical whatever n and threads") {
   ThreadPool pool1(1), pool2(2), pool3(3);
   for (GgmlType t : kTypes) {
@@ -225,7 +244,6 @@ TEST_CASE("ISA levels: names round-trip, the scalar level always runs") {
 }
 
 TEST_CASE("SIMD activation quantization is bit-identical to the scalar definition") {
-  if (!cpu_supports(CpuIsa::Avx512)) return;
   std::mt19937 rng(5);
   std::normal_distribution<float> nd(0.f, 3.f);
   const int64_t k = 1024;
@@ -233,12 +251,23 @@ TEST_CASE("SIMD activation quantization is bit-identical to the scalar definitio
   for (auto& v : x) v = nd(rng);
   for (int i = 0; i < 64; ++i) x[i] = 0.f;         // an all-zero block (scale 0)
   x[100] = 1e-30f, x[200] = -65504.f, x[300] = 0.5f;  // tiny, large, exact ties after scaling
-  std::vector<int8_t> q1(k), q2(k);
-  std::vector<float> d1(k / 32), d2(k / 32);
-  std::vector<int16_t> s1(k / 16), s2(k / 16);
+  for (int i = 0; i < 32; ++i) x[640 + i] = (i - 16) * 0.5f;  // a block of many exact ties
+  std::vector<int8_t> q1(k);
+  std::vector<float> d1(k / 32);
+  std::vector<int16_t> s1(k / 16);
   pagoda::cpu::detail::quantize_activation_row(x.data(), k, q1.data(), d1.data(), s1.data());
-  pagoda::cpu::detail::quantize_activation_row_avx512(x.data(), k, q2.data(), d2.data(), s2.data());
-  CHECK(q1 == q2);
-  CHECK(std::memcmp(d1.data(), d2.data(), d1.size() * 4) == 0);
-  CHECK(s1 == s2);
+  using Quantizer = void (*)(const float*, int64_t, int8_t*, float*, int16_t*);
+  const std::pair<CpuIsa, Quantizer> simd[] = {{CpuIsa::Avx2, pagoda::cpu::detail::quantize_activation_row_avx2},
+                                               {CpuIsa::Avx512, pagoda::cpu::detail::quantize_activation_row_avx512}};
+  for (const auto& [isa, quantize] : simd) {
+    if (!cpu_supports(isa)) continue;
+    INFO(cpu_isa_name(isa));
+    std::vector<int8_t> q2(k);
+    std::vector<float> d2(k / 32);
+    std::vector<int16_t> s2(k / 16);
+    quantize(x.data(), k, q2.data(), d2.data(), s2.data());
+    CHECK(q1 == q2);
+    CHECK(std::memcmp(d1.data(), d2.data(), d1.size() * 4) == 0);
+    CHECK(s1 == s2);
+  }
 }

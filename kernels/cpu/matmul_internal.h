@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #if defined(__F16C__)
 #include <immintrin.h>
@@ -62,6 +63,20 @@ struct MatmulArgs {
   // see pack_activation_panels_avx512.
   const uint8_t* panel = nullptr;
 };
+
+// f(s[2b] + s[2b + 1]) for every activation row i and 32-element block b, into
+// out[i * (k / 32) + b]: the block sums of the quantized activations that the decode kernels'
+// epilogues need for the types without half scales (the affine types' min term, the offset
+// types' correction), worked out once per call rather than once per group of outputs.
+template <class V, class F>
+void per_block_activation_sums(const MatmulArgs& a, std::vector<V>& out, F f) {
+  const int64_t nb = a.k / 32;
+  out.resize(static_cast<size_t>(a.n * nb));
+  for (int64_t i = 0; i < a.n; ++i) {
+    const int16_t* s = a.acts.row_s(i);
+    for (int64_t b = 0; b < nb; ++b) out[static_cast<size_t>(i * nb + b)] = f(s[2 * b] + s[2 * b + 1]);
+  }
+}
 
 // Activation panels: rows in groups of kPanelRows; per group and 32-element block,
 // kPanelBlockBytes holding the group's int8 dwords interleaved by row, the per-type integer

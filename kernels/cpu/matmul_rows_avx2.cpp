@@ -451,19 +451,16 @@ template <GgmlType T>
 void few_rows_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
   thread_local std::vector<float> fsum_buf;
   thread_local std::vector<int32_t> corr_buf;
-  const int64_t nb = a.k / 32;
-  if constexpr (block_min(T) || kBlockCorrection<T>) {
-    fsum_buf.resize(static_cast<size_t>(a.n * nb));
-    corr_buf.resize(static_cast<size_t>(a.n * nb));
-    for (int64_t i = 0; i < a.n; ++i)
-      for (int64_t b = 0; b < nb; ++b) {
-        const int xs = a.acts.row_s(i)[2 * b] + a.acts.row_s(i)[2 * b + 1];
-        fsum_buf[i * nb + b] = static_cast<float>(xs);
-        corr_buf[i * nb + b] = weight_offset(T) * xs;
-      }
+  const float* fsum = nullptr;
+  const int32_t* corr = nullptr;
+  if constexpr (block_min(T)) {
+    per_block_activation_sums(a, fsum_buf, [](int xs) { return static_cast<float>(xs); });
+    fsum = fsum_buf.data();
   }
-  const float* fsum = block_min(T) ? fsum_buf.data() : nullptr;
-  const int32_t* corr = kBlockCorrection<T> ? corr_buf.data() : nullptr;
+  if constexpr (kBlockCorrection<T>) {
+    per_block_activation_sums(a, corr_buf, [](int xs) { return weight_offset(T) * xs; });
+    corr = corr_buf.data();
+  }
   for (int64_t o0 = o_begin; o0 < o_end; o0 += kGroup) {
     const int valid = static_cast<int>(std::min<int64_t>(kGroup, o_end - o0));
     const int64_t next_rows = std::min<int64_t>(kGroup, std::max<int64_t>(0, o_end - o0 - kGroup));

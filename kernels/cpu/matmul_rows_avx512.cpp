@@ -343,11 +343,7 @@ void few_rows_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
   thread_local std::vector<float> fsum_buf;
   const float* fsum = nullptr;
   if constexpr (block_min(T)) {
-    const int64_t nb = a.k / 32;
-    fsum_buf.resize(static_cast<size_t>(a.n * nb));
-    for (int64_t i = 0; i < a.n; ++i)
-      for (int64_t b = 0; b < nb; ++b)
-        fsum_buf[i * nb + b] = static_cast<float>(a.acts.row_s(i)[2 * b] + a.acts.row_s(i)[2 * b + 1]);
+    per_block_activation_sums(a, fsum_buf, [](int xs) { return static_cast<float>(xs); });
     fsum = fsum_buf.data();
   }
   for (int64_t o0 = o_begin; o0 < o_end; o0 += kGroup) {

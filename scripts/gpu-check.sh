@@ -7,6 +7,15 @@
 #          tokens/s at batch 1 (with the HBM-bandwidth fraction), 64 and 256, sampling on the
 #          GPU, without and with CUDA graphs
 #   all    the three in order (default)
+#   pack   (on a machine without a GPU) build as `build` does, then copy pagoda, the GPU tests and
+#          the bench, stripped, into .gpubin/ (ignored by git) with the libraries of
+#          scripts/gpu-deps.sh and the stories260K model: the device tool's machine then runs
+#          them with `carry: [".gpubin"]`, spending no device time on compiling
+#   lease  (on the GPU machine, after pack) what pack carried: every GPU test binary (each under
+#          a time limit), stories260K's greedy ids on CUDA against llama.cpp's (scripts/
+#          stories-check.py), and decode benchmarks of a llama3-8b, a Qwen3-8B and a
+#          Qwen3-30B-A3B shape (random weights, made there while the tests run). Logs go to
+#          $OUT (or LEASE_OUT); it prints a summary last.
 #   emu    no GPU needed: the GPU tests run on the CPU against an emulation of the CUDA execution
 #          model (tests/gpu/emu: kernels rewritten by gen.py, a fake CUDA runtime and cuBLAS).
 #          Checks kernel logic and the backend, not speed. Every CUDA thread is a fiber on one OS
@@ -75,11 +84,107 @@ do_emu() {
   return "$status"
 }
 
+gpu_tests="test_cuda_kernels test_cuda_ops test_cuda_attention test_cuda_model test_cuda_archs test_cuda_engine test_cuda_graphs test_cuda_kv_tiers"
+
+do_pack() {
+  do_build
+  scripts/gpu-deps.sh
+  rm -rf .gpubin && mkdir -p .gpubin/bin .gpubin/models
+  cp "$build/pagoda" "$build/tests/bench_cuda_decode" .gpubin/bin/
+  for t in $gpu_tests; do cp "$build/tests/$t" .gpubin/bin/; done
+  strip .gpubin/bin/*
+  mv .deps .gpubin/deps
+  local models=../shared/testdata/models
+  [ -f "$models/stories260K.gguf" ] && cp "$models"/stories260K.gguf "$models"/stories260K.expected.json .gpubin/models/
+  du -sh .gpubin
+}
+
+# Model shapes of the lease benchmarks: name, make-model flags, bench flags.
+lease_models=(
+  "llama3-8b-bf16|--preset llama3-8b --type bf16|--batches 1,64,256"
+  "qwen3-8b-bf16|--arch qwen3 --layers 36 --dim 4096 --ff 12288 --heads 32 --kv-heads 8 --vocab-size 151936 --ctx 4096 --type bf16|--batches 1,64"
+  "qwen3-30b-a3b-q4_0|--arch qwen3moe --layers 48 --dim 2048 --ff 6144 --heads 32 --kv-heads 4 --head-dim 128 --experts 128 --experts-used 8 --expert-ff 768 --vocab-size 151936 --ctx 4096 --type q4_0|--batches 1,16"
+)
+
+do_lease() {
+  # LEASE_STEPS picks among "tests stories bench"; LEASE_BENCH among the names of lease_models;
+  # LEASE_DEADLINE (seconds, default 480) skips what would start after it, so the call returns
+  # with its logs inside the device tool's limit. Five files come back: summary.txt (read it
+  # first), tests.log (each test's last 300 lines), stories.log, bench.log, make-model.log.
+  local out=${LEASE_OUT:-${OUT:-/tmp/lease-out}} bin=.gpubin/bin models=${LEASE_MODELS_DIR:-/tmp/lease-models}
+  local steps=${LEASE_STEPS:-tests stories bench} deadline=${LEASE_DEADLINE:-480}
+  local benches=${LEASE_BENCH:-llama3-8b-bf16 qwen3-8b-bf16 qwen3-30b-a3b-q4_0}
+  mkdir -p "$out" "$models"
+  source .gpubin/deps/env.sh
+  local cublas
+  cublas=$(find /usr/local /opt /usr/lib -name 'libcublas.so.13*' 2>/dev/null | head -1 || true)
+  [ -n "$cublas" ] && export LD_LIBRARY_PATH=$(dirname "$cublas"):$LD_LIBRARY_PATH
+  nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv >"$out/summary.txt" 2>&1 || true
+  late() { [ "$SECONDS" -ge "$deadline" ] && echo "skipped (deadline $deadline s): $1" | tee -a "$out/summary.txt"; }
+  # Models are written in the background while the tests run (CPU work beside GPU work).
+  if [[ " $steps " == *" bench "* ]]; then
+    (
+      for m in "${lease_models[@]}"; do
+        IFS='|' read -r name flags _ <<<"$m"
+        [[ " $benches " == *" $name "* ]] || continue
+        $bin/pagoda make-model $flags --quiet --output "$models/$name.gguf.part" && mv "$models/$name.gguf.part" "$models/$name.gguf"
+        touch "$models/$name.done"
+      done
+    ) >"$out/make-model.log" 2>&1 &
+  fi
+  local t status=0
+  if [[ " $steps " == *" tests "* ]]; then
+    for t in ${LEASE_TESTS:-$gpu_tests}; do
+      late "$t" && { status=1; continue; }
+      local rc=0 t0=$SECONDS
+      timeout "${LEASE_TEST_TIMEOUT:-120}" $bin/$t >"/tmp/$t.log" 2>&1 || rc=$?
+      { echo "==== $t: exit $rc"; tail -n 300 "/tmp/$t.log"; } >>"$out/tests.log"
+      echo "test $t: exit $rc in $((SECONDS - t0)) s: $(tail -n 2 "/tmp/$t.log" | tr '\n' ' ' | cut -c1-200)" | tee -a "$out/summary.txt"
+      [ $rc -eq 0 ] || status=1
+    done
+  fi
+  if [[ " $steps " == *" stories "* ]] && [ -f .gpubin/models/stories260K.gguf ] && ! late stories; then
+    timeout 200 python3 scripts/stories-check.py $bin/pagoda .gpubin/models --device cuda --kv f32 f16 q8_0 f16/q8_0 \
+      >"$out/stories.log" 2>&1 || status=1
+    { grep -E "prompts with" "$out/stories.log" || true; } | cut -c1-300 | tee -a "$out/summary.txt"
+  fi
+  if [[ " $steps " == *" bench "* ]]; then
+    for m in "${lease_models[@]}"; do
+      IFS='|' read -r name _ bflags <<<"$m"
+      [[ " $benches " == *" $name "* ]] || continue
+      while [ ! -f "$models/$name.done" ] && [ "$SECONDS" -lt "$deadline" ]; do sleep 2; done
+      late "bench $name" && continue
+      if [ ! -f "$models/$name.gguf" ]; then echo "bench $name: no model (see make-model.log)" | tee -a "$out/summary.txt"; status=1; continue; fi
+      # Dense models run without and with CUDA graphs; the MoE model once (its router waits for
+      # the host each layer).
+      local graphs_list="off on"
+      [[ "$name" == *a3b* ]] && graphs_list=off
+      for graphs in $graphs_list; do
+        late "bench $name graphs $graphs" && continue
+        timeout 200 $bin/bench_cuda_decode --model "$models/$name.gguf" $bflags --prompt 128 --new 64 \
+          --hbm-tbps "${HBM_TBPS:-3.35}" --cuda-graphs $graphs >>"$out/bench.log" 2>&1 || { echo "bench $name graphs $graphs failed" >>"$out/bench.log"; status=1; }
+      done
+      if [ "$name" = llama3-8b-bf16 ] && ! late "bench q8_0 KV"; then
+        for kv in f16 q8_0; do
+          timeout 200 $bin/bench_cuda_decode --model "$models/$name.gguf" --batches 1,64 --prompt 2048 --new 32 \
+            --max-batch-tokens 4096 --hbm-tbps "${HBM_TBPS:-3.35}" --cuda-graphs on --kv-cache-type $kv >>"$out/bench.log" 2>&1 || status=1
+        done
+      fi
+      rm -f "$models/$name.gguf"
+    done
+    { grep -E "^(model|batch)|failed|rror" "$out/bench.log" || true; } | cut -c1-300 >>"$out/summary.txt"
+  fi
+  echo "---- summary ($SECONDS s)"; cat "$out/summary.txt"
+  return "$status"
+}
+
 case "$what" in
   build) do_build ;;
   test) do_test ;;
   bench) do_bench ;;
   emu) shift; do_emu "$@" ;;
+  pack) do_pack ;;
+  lease) do_lease ;;
   all)
     do_build
     status=0
@@ -87,5 +192,5 @@ case "$what" in
     do_bench || status=$?
     exit "$status"
     ;;
-  *) echo "usage: $0 [build|test|bench|all|emu [test args]]" >&2; exit 2 ;;
+  *) echo "usage: $0 [build|test|bench|all|pack|lease|emu [test args]]" >&2; exit 2 ;;
 esac

@@ -137,6 +137,9 @@ constexpr Arch kArchs[] = {Arch::Llama, Arch::Qwen2, Arch::Qwen3, Arch::Gemma2, 
 bool is_gemma(Arch a) { return a == Arch::Gemma2 || a == Arch::Gemma3; }
 // qwen3 attention: per-head Q/K RMSNorm, no QKV bias.
 bool is_qwen3(Arch a) { return a == Arch::Qwen3 || a == Arch::Qwen3Moe; }
+// The attention head width: --head-dim where given (Qwen3-30B-A3B: 32 heads of 128 over dim
+// 2048), else dim / heads.
+int spec_head_dim(const ModelSpec& s) { return s.head_dim > 0 ? s.head_dim : s.dim / s.n_heads; }
 
 // ---- spec -------------------------------------------------------------------------------------
 
@@ -210,13 +213,15 @@ void validate(const ModelSpec& s) {
   positive("kv-heads", s.n_kv_heads);
   positive("ctx", s.ctx);
   if (s.vocab_size < 0) throw ModelSpecError("vocab-size must not be negative");
-  if (s.dim % s.n_heads != 0)
-    throw ModelSpecError("dim " + std::to_string(s.dim) + " is not a multiple of heads " + std::to_string(s.n_heads));
+  if (s.head_dim < 0) throw ModelSpecError("head-dim must not be negative");
+  if (s.head_dim == 0 && s.dim % s.n_heads != 0)
+    throw ModelSpecError("dim " + std::to_string(s.dim) + " is not a multiple of heads " + std::to_string(s.n_heads) +
+                         " (or give --head-dim)");
   if (s.n_heads % s.n_kv_heads != 0)
     throw ModelSpecError("heads " + std::to_string(s.n_heads) + " is not a multiple of kv-heads " +
                          std::to_string(s.n_kv_heads));
-  if ((s.dim / s.n_heads) % 2 != 0)
-    throw ModelSpecError("head dimension dim/heads = " + std::to_string(s.dim / s.n_heads) + " must be even");
+  if (spec_head_dim(s) % 2 != 0)
+    throw ModelSpecError("head dimension " + std::to_string(spec_head_dim(s)) + " must be even");
   if (s.rope_freqs == RopeFreqs::LongRope && s.arch != Arch::Phi3)
     throw ModelSpecError("--rope-freqs longrope is phi3's (got arch " + std::string(arch_name(s.arch)) + ")");
   if (s.sliding_window == 0 && is_gemma(s.arch))
@@ -259,14 +264,15 @@ void add_hparams(GgufWriter& w, const ModelSpec& s, int vocab_size) {
   w.set(a + ".feed_forward_length", Value::from_u32(uint32_t(s.ff_dim)));
   w.set(a + ".attention.head_count", Value::from_u32(uint32_t(s.n_heads)));
   w.set(a + ".attention.head_count_kv", Value::from_u32(uint32_t(s.n_kv_heads)));
-  w.set(a + ".rope.dimension_count", Value::from_u32(uint32_t(s.dim / s.n_heads)));
+  const int head_dim = spec_head_dim(s);
+  w.set(a + ".rope.dimension_count", Value::from_u32(uint32_t(head_dim)));
   float base = rope_base(s);
   float eps = s.rms_eps > 0 ? s.rms_eps : (small_eps ? 1e-6f : 1e-5f);
   w.set(a + ".rope.freq_base", Value::from_f32(base));
   w.set(a + ".attention.layer_norm_rms_epsilon", Value::from_f32(eps));
-  if (is_gemma(s.arch)) {  // as llama.cpp's converter writes them
-    w.set(a + ".attention.key_length", Value::from_u32(uint32_t(s.dim / s.n_heads)));
-    w.set(a + ".attention.value_length", Value::from_u32(uint32_t(s.dim / s.n_heads)));
+  if (is_gemma(s.arch) || head_dim != s.dim / s.n_heads) {  // as llama.cpp's converter writes them
+    w.set(a + ".attention.key_length", Value::from_u32(uint32_t(head_dim)));
+    w.set(a + ".attention.value_length", Value::from_u32(uint32_t(head_dim)));
   }
   if (s.arch == Arch::Gemma2) {
     w.set(a + ".attn_logit_softcapping", Value::from_f32(50.0f));
@@ -457,7 +463,7 @@ GgufWriter build_model(const ModelSpec& asked, ProgressFn progress, int threads)
   }
 
   const int64_t dim = spec.dim, ff = spec.ff_dim;
-  const int64_t head_dim = dim / spec.n_heads;
+  const int64_t head_dim = spec_head_dim(spec);
   if (spec.rope_freqs == RopeFreqs::LongRope) {  // first, like rope_freqs below
     for (const bool is_long : {true, false}) {
       const char* name = is_long ? "rope_factors_long.weight" : "rope_factors_short.weight";

@@ -31,6 +31,7 @@ struct ModelSpec {
   int ff_dim = 512;
   int n_heads = 4;
   int n_kv_heads = 2;
+  int head_dim = 0;  // 0: dim / n_heads; otherwise written as attention.key_length (Qwen3, Gemma)
   int ctx = 1024;
   int vocab_size = 0;        // 0: the vocabulary's own size; larger pads the own vocabulary
   float rope_freq_base = 0;  // 0: the architecture's default (llama 1e4, qwen2 1e6)

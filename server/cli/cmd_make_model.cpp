@@ -34,6 +34,7 @@ const char* const kUsage =
     "                        feed_forward_length, as Mixtral files do)\n"
     "  --shared-expert-ff N  qwen2moe's shared expert FFN width (default: --ff)\n"
     "  --layers N --dim N --ff N --heads N --kv-heads N --ctx N\n"
+    "  --head-dim N          attention head width (default dim / heads)\n"
     "  --vocab-size N        pads the built-in vocabulary with pseudo-word tokens\n"
     "  --type T              f32 | f16 | bf16 | q8_0 | q4_0 | q4_1 | q5_0 | q5_1 | q2_k | q3_k |\n"
     "                        q4_k | q5_k | q6_k | iq4_nl | iq4_xs (norms and biases stay f32)\n"
@@ -94,7 +95,7 @@ int make_model(int argc, char** argv) {
       }
       static const char* const kValued[] = {
           "--output", "-o", "--preset", "--arch", "--sliding-window", "--layers", "--dim", "--ff", "--heads",
-          "--kv-heads", "--ctx", "--vocab-size", "--type", "--rope-base", "--rope-freqs", "--seed",
+          "--kv-heads", "--head-dim", "--ctx", "--vocab-size", "--type", "--rope-base", "--rope-freqs", "--seed",
           "--vocab-from", "--name", "--threads", "--experts", "--experts-used", "--expert-ff",
           "--shared-expert-ff"};
       bool known = false;
@@ -111,6 +112,7 @@ int make_model(int argc, char** argv) {
       else if (flag == "--ff") spec.ff_dim = parse_size(flag, v);
       else if (flag == "--heads") spec.n_heads = parse_size(flag, v);
       else if (flag == "--kv-heads") spec.n_kv_heads = parse_size(flag, v);
+      else if (flag == "--head-dim") spec.head_dim = parse_size(flag, v);
       else if (flag == "--ctx") spec.ctx = parse_size(flag, v);
       else if (flag == "--vocab-size") {
         spec.vocab_size = parse_size(flag, v);

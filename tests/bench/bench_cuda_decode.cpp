@@ -2,12 +2,16 @@
 //
 //   bench_cuda_decode --model M.gguf [--batches 1,64,256] [--prompt 128] [--new 128]
 //                     [--max-batch-tokens 2048] [--hbm-tbps 4.8] [--sampling device|host]
-//                     [--cuda-graphs on|off]
+//                     [--cuda-graphs on|off] [--kv-cache-type T] [--kv-cache-type-k T]
+//                     [--kv-cache-type-v T]
 //
 // For each batch size B: B sequences of `prompt` tokens are prefilled (chunked into steps of at
 // most max-batch-tokens), then `new` decode steps run with all B sequences in every step. It
 // prints decode tokens/s (B * new / decode time) and, for B = 1, the fraction of HBM bandwidth
-// that reading the weights once per token implies (weight bytes x tok/s / (hbm-tbps x 1e12)).
+// that reading the weights once per token implies: bytes read per token (bf16 matrices and f32
+// vectors as held on the GPU, without the embedding table, of which a token reads one row, and
+// of stacked experts only the used share) x tok/s, over --hbm-tbps (nominal) and over the
+// bandwidth of a device-to-device copy it measures first (bytes read plus bytes written).
 // Each decode step samples on the GPU as the engine does for plain requests (--sampling device,
 // the default: Model::forward with one greedy draw per sequence, only ids come back); with
 // --sampling host it copies B rows of logits to the host instead (the path of requests with
@@ -22,6 +26,10 @@
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
 
 #include "engine/backend/cuda/backend_cuda.h"
 #include "engine/gguf/gguf.h"
@@ -58,6 +66,40 @@ void add_tokens(StepPlan& plan, const Seq& seq, int begin, int end, int vocab) {
   plan.logit_rows.push_back(plan.n_tokens() - 1);
 }
 
+// Device-to-device copy bandwidth in TB/s (read + write bytes), median of 20 copies of 1 GiB
+// timed with events; 0 when a CUDA call fails.
+double measured_copy_tbps() {
+  const size_t bytes = size_t(1) << 30;
+  void *a = nullptr, *b = nullptr;
+  if (cudaMalloc(&a, bytes) != cudaSuccess) return 0;
+  if (cudaMalloc(&b, bytes) != cudaSuccess) {
+    cudaFree(a);
+    return 0;
+  }
+  cudaMemset(a, 1, bytes);
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  std::vector<float> ms;
+  for (int i = 0; i < 23; ++i) {
+    cudaEventRecord(e0);
+    cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice);
+    cudaEventRecord(e1);
+    cudaEventSynchronize(e1);
+    float t = 0;
+    cudaEventElapsedTime(&t, e0, e1);
+    if (i >= 3) ms.push_back(t);  // the first copies warm up
+  }
+  const bool ok = cudaGetLastError() == cudaSuccess;
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  cudaFree(a);
+  cudaFree(b);
+  if (!ok) return 0;
+  std::nth_element(ms.begin(), ms.begin() + ms.size() / 2, ms.end());
+  return 2.0 * double(bytes) / (double(ms[ms.size() / 2]) * 1e-3) / 1e12;
+}
+
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -69,6 +111,12 @@ int run(int argc, char** argv) {
   double hbm_tbps = 4.8;
   bool device_sampling = true;
   CudaBackendOptions opts;
+  KvTypes kv_types;
+  auto kv_type = [](const std::string& flag, const std::string& v) {
+    GgmlType t{};
+    if (!kv_type_from_name(v.c_str(), &t)) throw std::runtime_error(flag + ": unknown KV type '" + v + "'");
+    return t;
+  };
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], v = argv[i + 1];
     if (flag == "--model") model_path = v;
@@ -78,6 +126,9 @@ int run(int argc, char** argv) {
     else if (flag == "--hbm-tbps") hbm_tbps = std::stod(v);
     else if (flag == "--sampling" && (v == "device" || v == "host")) device_sampling = v == "device";
     else if (flag == "--cuda-graphs" && (v == "on" || v == "off")) opts.cuda_graphs = v == "on";
+    else if (flag == "--kv-cache-type") kv_types = KvTypes(kv_type(flag, v));
+    else if (flag == "--kv-cache-type-k") kv_types.k = kv_type(flag, v);
+    else if (flag == "--kv-cache-type-v") kv_types.v = kv_type(flag, v);
     else if (flag == "--batches") {
       batches.clear();
       std::stringstream ss(v);
@@ -96,19 +147,29 @@ int run(int argc, char** argv) {
     std::fprintf(stderr, "bench_cuda_decode: %s\n", why.c_str());
     return 1;
   }
+  const double copy_tbps = measured_copy_tbps();
   const auto file = gguf::GgufFile::open(model_path);
-  double weight_bytes = 0;  // as held on the GPU: bf16 matrices, f32 vectors
-  for (const auto& t : file.tensors())
-    weight_bytes += static_cast<double>(t.n_elements()) * (t.dims.size() >= 2 ? 2.0 : 4.0);
   Model model(file, make_cuda_backend(opts), max_tokens);
-  const int vocab = model.config().vocab_size;
-  std::printf("model %s: %.2f GB of weights on the GPU (bf16), sampling on the %s, CUDA graphs %s\n",
-              model_path.c_str(), weight_bytes / 1e9, device_sampling ? "device" : "host (logits copied back)",
-              opts.cuda_graphs ? "on" : "off");
+  const ModelConfig& cfg = model.config();
+  const int vocab = cfg.vocab_size;
+  // As held on the GPU: bf16 matrices, f32 vectors. Per token: see the file comment.
+  double weight_bytes = 0, bytes_per_token = 0;
+  for (const auto& t : file.tensors()) {
+    const double b = static_cast<double>(t.n_elements()) * (t.dims.size() >= 2 ? 2.0 : 4.0);
+    weight_bytes += b;
+    if (t.name == "token_embd.weight" && !cfg.tied_embeddings) continue;
+    const bool experts = t.dims.size() == 3 && cfg.n_experts > 0;
+    bytes_per_token += experts ? b * cfg.n_experts_used / cfg.n_experts : b;
+  }
+  std::printf("model %s: %.2f GB of weights on the GPU (bf16), %.2f GB read per token; KV %s/%s; "
+              "sampling on the %s, CUDA graphs %s; device copy %.2f TB/s (read + write)\n",
+              model_path.c_str(), weight_bytes / 1e9, bytes_per_token / 1e9, ggml_type_info(kv_types.k).name,
+              ggml_type_info(kv_types.v).name, device_sampling ? "device" : "host (logits copied back)",
+              opts.cuda_graphs ? "on" : "off", copy_tbps);
 
   for (int B : batches) {
     const int blocks_per_seq = (prompt + n_new + kBlock - 1) / kBlock;
-    model.init_kv_cache(B * blocks_per_seq, kBlock);
+    model.init_kv_cache(B * blocks_per_seq, kBlock, kv_types);
     std::vector<Seq> seqs(static_cast<size_t>(B));
     for (int s = 0; s < B; ++s)
       for (int b = 0; b < blocks_per_seq; ++b) seqs[static_cast<size_t>(s)].table.push_back(s * blocks_per_seq + b);
@@ -143,8 +204,11 @@ int run(int argc, char** argv) {
     const double tps = static_cast<double>(B) * n_new / decode_s;
     std::printf("batch %4d: prefill %.0f tok/s (%.2f s), decode %.1f tok/s aggregate, %.2f ms/step",
                 B, static_cast<double>(B) * prompt / prefill_s, prefill_s, tps, 1e3 * decode_s / n_new);
-    if (B == 1)
-      std::printf(", HBM use %.0f%% of %.1f TB/s", 100.0 * weight_bytes * tps / (hbm_tbps * 1e12), hbm_tbps);
+    if (B == 1) {
+      const double used = bytes_per_token * tps / 1e12;  // TB/s of weight reads
+      std::printf(", weights read at %.2f TB/s = %.0f%% of %.2f nominal", used, 100.0 * used / hbm_tbps, hbm_tbps);
+      if (copy_tbps > 0) std::printf(", %.0f%% of the measured copy", 100.0 * used / copy_tbps);
+    }
     std::printf("\n");
     std::fflush(stdout);
   }

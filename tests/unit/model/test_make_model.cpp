@@ -335,3 +335,23 @@ TEST_CASE("CLI: flags override the preset, output is deterministic, bad flags fa
   CHECK(run_cli({"--output", a, "--heads", "3"}) == 2);
   CHECK_FALSE(std::filesystem::exists(a));
 }
+
+TEST_CASE("--head-dim: heads wider than dim / heads, as Qwen3-30B-A3B has (32 x 128 over 2048)") {
+  ModelSpec s = small_spec();  // dim 256, 4 heads, 2 kv heads
+  s.arch = Arch::Qwen3Moe;
+  s.head_dim = 128;            // q width 512 != dim
+  GgufFile f = GgufFile::from_bytes(build_model(s).to_bytes(), "m.gguf");
+  const ModelConfig c = ModelConfig::from_gguf(f);
+  CHECK(c.head_dim == 128);
+  CHECK(c.n_rot == 128);
+  const TensorInfo* q = f.find_tensor("blk.0.attn_q.weight");
+  const TensorInfo* o = f.find_tensor("blk.0.attn_output.weight");
+  REQUIRE(q);
+  REQUIRE(o);
+  CHECK(q->dims == std::vector<int64_t>{256, 512});
+  CHECK(o->dims == std::vector<int64_t>{512, 256});
+  s.head_dim = 7;
+  CHECK_THROWS_WITH(build_model(s), Catch::Matchers::Contains("even"));
+  CHECK(run_cli({"--output", temp_path("hd.gguf"), "--quiet", "--arch", "qwen3", "--head-dim", "-2"}) != 0);
+  std::remove(temp_path("hd.gguf").c_str());
+}

@@ -101,7 +101,7 @@ do_pack() {
 
 # Model shapes of the lease benchmarks: name, make-model flags, bench flags.
 lease_models=(
-  "llama3-8b-bf16|--preset llama3-8b --type bf16|--batches 1,64,256"
+  "llama3-8b-bf16|--preset llama3-8b --type bf16|--batches 1,4,64,256"
   "qwen3-8b-bf16|--arch qwen3 --layers 36 --dim 4096 --ff 12288 --heads 32 --kv-heads 8 --vocab-size 151936 --ctx 4096 --type bf16|--batches 1,64"
   "qwen3-30b-a3b-q4_0|--arch qwen3moe --layers 48 --dim 2048 --ff 6144 --heads 32 --kv-heads 4 --head-dim 128 --experts 128 --experts-used 8 --expert-ff 768 --vocab-size 151936 --ctx 4096 --type q4_0|--batches 1,16"
 )
@@ -148,6 +148,16 @@ do_lease() {
       >"$out/stories.log" 2>&1 || status=1
     { grep -E "prompts with" "$out/stories.log" || true; } | cut -c1-300 | tee -a "$out/summary.txt"
   fi
+  # The bench with the given flags; a .gpubin/bin/bench_cuda_decode.base (an older build, copied
+  # there by hand) runs first with the same flags, so before/after come from one machine.
+  run_bench() {
+    local b
+    for b in $bin/bench_cuda_decode.base $bin/bench_cuda_decode; do
+      [ -x "$b" ] || continue
+      echo "== ${b##*/}" >>"$out/bench.log"
+      timeout 200 "$b" "$@" >>"$out/bench.log" 2>&1 || { echo "failed: ${b##*/} $*" >>"$out/bench.log"; status=1; }
+    done
+  }
   if [[ " $steps " == *" bench "* ]]; then
     for m in "${lease_models[@]}"; do
       IFS='|' read -r name _ bflags <<<"$m"
@@ -155,24 +165,24 @@ do_lease() {
       while [ ! -f "$models/$name.done" ] && [ "$SECONDS" -lt "$deadline" ]; do sleep 2; done
       late "bench $name" && continue
       if [ ! -f "$models/$name.gguf" ]; then echo "bench $name: no model (see make-model.log)" | tee -a "$out/summary.txt"; status=1; continue; fi
-      # Dense models run without and with CUDA graphs; the MoE model once (its router waits for
-      # the host each layer).
+      # llama3-8b runs without and with CUDA graphs, Qwen3-8B with them, the MoE model without
+      # (its router waits for the host each layer, which a graph cannot hold).
       local graphs_list="off on"
+      [[ "$name" == qwen3-8b* ]] && graphs_list=on
       [[ "$name" == *a3b* ]] && graphs_list=off
       for graphs in $graphs_list; do
-        late "bench $name graphs $graphs" && continue
-        timeout 200 $bin/bench_cuda_decode --model "$models/$name.gguf" $bflags --prompt 128 --new 64 \
-          --hbm-tbps "${HBM_TBPS:-3.35}" --cuda-graphs $graphs >>"$out/bench.log" 2>&1 || { echo "bench $name graphs $graphs failed" >>"$out/bench.log"; status=1; }
+        late "bench $name graphs $graphs" || run_bench --model "$models/$name.gguf" $bflags --prompt 128 --new 64 \
+          --hbm-tbps "${HBM_TBPS:-3.35}" --cuda-graphs $graphs
       done
-      if [ "$name" = llama3-8b-bf16 ] && ! late "bench q8_0 KV"; then
+      if [ "$name" = llama3-8b-bf16 ]; then
         for kv in f16 q8_0; do
-          timeout 200 $bin/bench_cuda_decode --model "$models/$name.gguf" --batches 1,64 --prompt 2048 --new 32 \
-            --max-batch-tokens 4096 --hbm-tbps "${HBM_TBPS:-3.35}" --cuda-graphs on --kv-cache-type $kv >>"$out/bench.log" 2>&1 || status=1
+          late "bench $kv KV" || run_bench --model "$models/$name.gguf" --batches 1,64 --prompt 2048 --new 32 \
+            --max-batch-tokens 4096 --hbm-tbps "${HBM_TBPS:-3.35}" --cuda-graphs on --kv-cache-type $kv
         done
       fi
       rm -f "$models/$name.gguf"
     done
-    { grep -E "^(model|batch)|failed|rror" "$out/bench.log" || true; } | cut -c1-300 >>"$out/summary.txt"
+    { grep -E "^(==|model|batch)|failed|rror" "$out/bench.log" || true; } | cut -c1-300 >>"$out/summary.txt"
   fi
   echo "---- summary ($SECONDS s)"; cat "$out/summary.txt"
   return "$status"

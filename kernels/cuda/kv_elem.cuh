@@ -36,6 +36,36 @@ __device__ __forceinline__ float kv_value(const uint8_t* head, GgmlType t, int h
   return (float)reinterpret_cast<const int8_t*>(grp + 2)[d % g] * scale;
 }
 
+// Values d0 .. d0 + 7 of a head row into x (d0 a multiple of 8, head_dim a multiple of 8): one
+// 16-byte load for F16, two for F32 (head rows of those types start 16-byte aligned when
+// head_dim is a multiple of 8); for Q8_0 the 8 values lie in one group (groups are 8, 16 or 32
+// wide) and are read as four 2-byte words (the group's bytes are only 2-byte aligned).
+__device__ __forceinline__ void kv_load8(const uint8_t* head, GgmlType t, int hd, int d0, float* x) {
+  if (t == GgmlType::F16) {
+    const uint4 raw = *reinterpret_cast<const uint4*>(head + 2 * (int64_t)d0);
+    const __half* h = reinterpret_cast<const __half*>(&raw);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) x[e] = __half2float(h[e]);
+    return;
+  }
+  if (t == GgmlType::F32) {
+    const float4 a = reinterpret_cast<const float4*>(head)[d0 / 4];
+    const float4 b = reinterpret_cast<const float4*>(head)[d0 / 4 + 1];
+    x[0] = a.x, x[1] = a.y, x[2] = a.z, x[3] = a.w, x[4] = b.x, x[5] = b.y, x[6] = b.z, x[7] = b.w;
+    return;
+  }
+  const int g = kv_q8_group(hd);
+  const uint8_t* grp = head + (int64_t)(d0 / g) * (g + 2);
+  const float scale = __half2float(*reinterpret_cast<const __half*>(grp));
+  const uint16_t* w = reinterpret_cast<const uint16_t*>(grp + 2 + d0 % g);
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    const uint16_t pair = w[e];
+    x[2 * e] = (float)(int8_t)(pair & 0xff) * scale;
+    x[2 * e + 1] = (float)(int8_t)(pair >> 8) * scale;
+  }
+}
+
 // Stores unit u (kv_units_per_head) of a head row from x, the head's hd values.
 __device__ __forceinline__ void kv_store_unit(uint8_t* head, GgmlType t, int hd, int u, const float* x) {
   if (t == GgmlType::F16) {

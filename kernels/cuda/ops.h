@@ -76,6 +76,16 @@ void gather_rows(const float* x, const int32_t* rows, int64_t n_rows, int64_t co
 void moe_combine(const float* y, const int32_t* place, const float* weights, int k, const float* shared,
                  const float* shared_weights, int64_t n, int64_t dim, float* out, void* stream);
 
+// ---- small-batch matmul ----
+
+// Activation rows up to which gemv_bf16 serves a matmul.
+constexpr int kGemvMaxRows = 4;
+// out[i * ld_out + r] = sum_k x[i, k] W[r, k] for i < n, r < rows: W bf16 [rows, cols], x bf16
+// [n, cols], f32 out (kernels/cuda/gemv.cu). Returns false, launching nothing, unless
+// 1 <= n <= kGemvMaxRows, cols % 8 == 0 and W and x are 16-byte aligned.
+bool gemv_bf16(const void* w, const void* x, float* out, int64_t n, int64_t rows, int64_t cols,
+               int64_t ld_out, void* stream);
+
 // ---- conversions for weights ----
 
 // n elements of F32 or F16 at src to bf16 at dst (round to nearest even).

@@ -130,9 +130,13 @@ TEST_CASE("cuda: decode attention matches the CPU across split boundaries and GQ
     int n_heads, n_kv, hd;
   };
   const KvTypes kv_type =
-      GENERATE(KvTypes(GgmlType::F16), KvTypes(GgmlType::Q8_0), KvTypes(GgmlType::F16, GgmlType::Q8_0));
+      GENERATE(KvTypes(GgmlType::F16), KvTypes(GgmlType::Q8_0), KvTypes(GgmlType::F16, GgmlType::Q8_0),
+               KvTypes(GgmlType::F32));
+  // The grouped kernel serves up to 8 query heads per KV head (G = 1, 4, 4, 7, 3 here, head
+  // dims whose 8-value chunks tile 128 threads evenly or not); 16 per KV head takes the
+  // per-head kernel.
   for (Heads h : {Heads{4, 4, 64}, Heads{8, 2, 128}, Heads{12, 3, 40}, Heads{7, 1, 256},
-                  Heads{6, 2, 96}}) {
+                  Heads{6, 2, 96}, Heads{16, 1, 64}}) {
     for (int bs : {16, 8, 32}) {
       INFO(kv_types_name(kv_type) << " heads " << h.n_heads << "/" << h.n_kv << " head_dim " << h.hd
                                         << " block " << bs);

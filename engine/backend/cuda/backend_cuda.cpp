@@ -368,6 +368,8 @@ void CudaBackend::matmul(const Tensor& w, const Tensor& x, Tensor& out, int64_t 
   }
   void* xb = m.bf16_x.get(static_cast<size_t>(n * x.cols) * 2, m.stream);
   cuda::convert_to_bf16(x.data, GgmlType::F32, n * x.cols, xb, m.s());
+  // A few rows (decode of a few sequences): one streaming pass over W, faster than cuBLAS there.
+  if (cuda::gemv_bf16(w.data, xb, f32(out), n, w.rows, w.cols, out.cols, m.s())) return;
   // Row-major out[n, rows] = x[n, cols] W^T is, column-major, out^T = W^T(op T of the
   // column-major [cols, rows] view of W) * x^T.
   const float alpha = 1.0f, beta = 0.0f;

@@ -110,7 +110,8 @@ do_lease() {
   # LEASE_STEPS picks among "tests stories bench"; LEASE_BENCH among the names of lease_models;
   # LEASE_DEADLINE (seconds, default 480) skips what would start after it, so the call returns
   # with its logs inside the device tool's limit. Five files come back: summary.txt (read it
-  # first), tests.log (each test's last 300 lines), stories.log, bench.log, make-model.log.
+  # first), tests.log (each test's last 300 lines), stories.log, bench.log, make-model.log, and
+  # with LEASE_PROFILE=1 profile.txt (per-kernel GPU times of a few llama3-8b decode steps).
   local out=${LEASE_OUT:-${OUT:-/tmp/lease-out}} bin=.gpubin/bin models=${LEASE_MODELS_DIR:-/tmp/lease-models}
   local steps=${LEASE_STEPS:-tests stories bench} deadline=${LEASE_DEADLINE:-480}
   local benches=${LEASE_BENCH:-llama3-8b-bf16 qwen3-8b-bf16 qwen3-30b-a3b-q4_0}
@@ -179,6 +180,17 @@ do_lease() {
           late "bench $kv KV" || run_bench --model "$models/$name.gguf" --batches 1,64 --prompt 2048 --new 32 \
             --max-batch-tokens 4096 --hbm-tbps "${HBM_TBPS:-3.35}" --cuda-graphs on --kv-cache-type $kv
         done
+      fi
+      if [ "$name" = llama3-8b-bf16 ] && [ -n "${LEASE_PROFILE:-}" ] && ! late profile; then
+        # Per-kernel GPU time of one-token steps (LEASE_PROFILE=1): Nsight Compute, one metric,
+        # skipping the weight conversions of the load.
+        local ncu
+        ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1 || true)
+        if [ -n "$ncu" ]; then
+          timeout 150 "$ncu" --metrics gpu__time_duration.sum --launch-skip 300 --launch-count 1900 \
+            --print-summary per-kernel $bin/bench_cuda_decode --model "$models/$name.gguf" --batches 1 \
+            --prompt 1 --new 2 --cuda-graphs off >"$out/profile.txt" 2>&1 || echo "profile failed" >>"$out/summary.txt"
+        fi
       fi
       rm -f "$models/$name.gguf"
     done

@@ -46,7 +46,7 @@ def main():
         cases = json.load(f)["cases"]
     ok = True
     for kv in a.kv:
-        rows = []
+        rows, worst_all = [], 0.0
         for c in cases:
             want = c["greedy_ids"]
             want_lp = c["greedy_logprobs"]
@@ -62,10 +62,11 @@ def main():
                 same += 1
             worst = max((abs(x - y) for x, y in zip(lps[:same], want_lp[:same])), default=float("nan"))
             rows.append(same)
+            worst_all = max(worst_all, worst) if same else worst_all
             ok = ok and same == len(want)
             print(f"{a.device} kv {kv}: {same:2d}/{len(want)} ids, max |dlogprob| {worst:.2e}  {c['prompt']!r}")
         print(f"{a.device} kv {kv}: {sum(r == 64 for r in rows)}/{len(rows)} prompts with all 64 ids "
-              f"(fewest matching {min(rows)})")
+              f"(fewest matching {min(rows)}; max |dlogprob| over matching ids {worst_all:.2e})")
     return 0 if ok else 1
 
 

@@ -75,6 +75,17 @@ MemoryInfo CudaBackend::memory_info() const {
 
 Tensor CudaBackend::upload_weight(const void* host_data, GgmlType type, int64_t rows,
                                   int64_t cols) {
+  if (type == GgmlType::F32 && rows > 1) {
+    if (!impl_->logged_dequant.count(type)) {
+      impl_->logged_dequant.insert(type);
+      spdlog::info("CUDA backend: F32 weight matrices stay F32 (F32 GEMMs)");
+    }
+    return upload_weight_f32(static_cast<const float*>(host_data), rows, cols);
+  }
+  return upload_converted(host_data, type, rows, cols);
+}
+
+Tensor CudaBackend::upload_converted(const void* host_data, GgmlType type, int64_t rows, int64_t cols) {
   Impl& m = *impl_;
   require(rows > 0 && cols > 0, "upload_weight: rows and cols must be positive");
   CUDA_CHECK(cudaSetDevice(m.device));
@@ -99,7 +110,7 @@ Tensor CudaBackend::upload_weight(const void* host_data, GgmlType type, int64_t 
     for (int64_t r = 0; r < rows; ++r)
       cpu::dequantize_row(type, src + static_cast<size_t>(r) * ggml_row_size(type, cols),
                           host.data() + r * cols, cols);
-    return upload_weight(host.data(), GgmlType::F32, rows, cols);
+    return upload_converted(host.data(), GgmlType::F32, rows, cols);
   }
 
   // Raw bytes to the device, then one conversion kernel into the final buffer.

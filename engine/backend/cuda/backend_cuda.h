@@ -1,9 +1,12 @@
 // CudaBackend: the Backend over kernels/cuda (NVIDIA GPUs, sm_80 / sm_90).
 //
-// - Weights: matrices are converted to bf16 on upload (F32/F16 converted, BF16 copied, Q8_0 /
-//   Q4_0 / Q4_K / Q6_K dequantized on the device; logged once per type); 1-D weights (norms,
-//   biases: rows == 1) become F32. GEMMs run through cuBLAS (bf16 inputs, fp32 accumulate,
-//   fp32 output); activations are converted to bf16 just before each GEMM.
+// - Weights: matrices are converted to bf16 on upload (F16 converted, BF16 copied, Q8_0 /
+//   Q4_0 / Q4_K / Q6_K dequantized on the device, other quantized types on the host; logged once
+//   per type); F32 matrices stay F32 (exact products as on the CPU, for twice bf16's memory: F32
+//   files are small models and tests); 1-D weights (norms, biases: rows == 1) become F32. bf16
+//   GEMMs run through cuBLAS (bf16 inputs, fp32 accumulate, fp32 output) or, for up to
+//   kGemvMaxRows activation rows, kernels/cuda/gemv.cu; activations are converted to bf16 just
+//   before each. F32 GEMMs run through cuBLAS in F32.
 // - KV cache: F16, F32 or Q8_0 (KvCacheConfig::type; the CPU backend's byte layout,
 //   kernels/kv_layout.h), one contiguous K pool and one V pool covering all layers.
 // - One stream; ops only enqueue. The host waits in read() (and in finish_sampling()), at weight
@@ -126,6 +129,8 @@ class CudaBackend final : public Backend {
 
  private:
   void matmul_f32(const Tensor& w, const Tensor& x, Tensor& out, int64_t n);  // F32 weights
+  // upload_weight of everything but F32 matrices: a bf16 matrix, or an F32 vector.
+  Tensor upload_converted(const void* host_data, GgmlType type, int64_t rows, int64_t cols);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -75,10 +75,12 @@ inline ModelSpec tiny_arch_spec(Arch arch, GgmlType type) {
   s.seed = 31 + static_cast<uint64_t>(arch);
   if (arch == Arch::Gemma2 || arch == Arch::Gemma3 || arch == Arch::Phi3) s.sliding_window = 8;
   if (arch == Arch::Phi3) s.rope_freqs = RopeFreqs::LongRope;
-  if (arch == Arch::Qwen2Moe) {
+  if (arch == Arch::Qwen2Moe || arch == Arch::Qwen3Moe) {
     s.n_experts = 4;
     s.expert_ff_dim = 64;
   }
+  // qwen3moe as Qwen3-30B-A3B has it: heads wider than dim / heads (q width 128 over dim 64).
+  if (arch == Arch::Qwen3Moe) s.head_dim = 32;
   return s;
 }
 

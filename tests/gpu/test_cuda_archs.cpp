@@ -1,5 +1,5 @@
 // Every architecture (llama, qwen2, qwen3, gemma2, gemma3, phi3, Mixtral-style llama MoE,
-// qwen2moe) as the full Model on the CudaBackend against the same file on the CpuBackend, at
+// qwen2moe, qwen3moe with heads wider than dim / heads) as the full Model on the CudaBackend against the same file on the CpuBackend, at
 // shapes tiny enough for the CPU emulation of CUDA (scripts/gpu-check.sh emu) to run them all in
 // minutes: dim 64, 4 heads (2 KV heads) of 16 dims, ff 128, vocabulary 260, MoE 4 experts top-2,
 // windows of 8 on gemma2/gemma3/phi3 so the local layers slide within the prompts. Three
@@ -188,7 +188,8 @@ void check(const ModelSpec& spec, GgmlType kv_type, int steps) {
 TEST_CASE("cuda archs: every architecture matches the CPU over a batch of 3 (f16 weights, f16 KV)", "[gpu][emu]") {
   PAGODA_SKIP_WITHOUT_CUDA();
   const int steps = decode_steps();
-  for (Arch arch : {Arch::Llama, Arch::Qwen2, Arch::Qwen3, Arch::Gemma2, Arch::Gemma3, Arch::Phi3, Arch::Qwen2Moe})
+  for (Arch arch : {Arch::Llama, Arch::Qwen2, Arch::Qwen3, Arch::Gemma2, Arch::Gemma3, Arch::Phi3, Arch::Qwen2Moe,
+                    Arch::Qwen3Moe})
     check(tiny_arch_spec(arch, GgmlType::F16), GgmlType::F16, steps);
   check(tiny_llama_moe(GgmlType::F16), GgmlType::F16, steps);
   check(tiny_llama_moe(GgmlType::F16, 4), GgmlType::F16, steps);

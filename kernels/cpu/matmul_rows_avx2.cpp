@@ -136,38 +136,51 @@ inline __m256i iq4xs_duo_fields(__m256i z) {
   return _mm256_packus_epi16(_mm256_or_si256(lo, hi), _mm256_setzero_si256());
 }
 
+// Group scales from the per-type 16-byte fields f[k] of rows k and 4 + k (duo layout) and the
+// fp16 super-block scales d / dmin in row order.
+template <GgmlType T>
+inline void store_group_scales(const __m256i f[4], __m256 d, __m256 dmin, GroupScales<T>& sc) {
+  __m256i t[4];
+  transpose_fields(f, t);
+  [&]<int... J>(std::integer_sequence<int, J...>) {
+    ([&] {
+      constexpr int j = J;
+      if constexpr (T == GgmlType::Q6_K) {
+        _mm256_store_ps(sc.s0[j], _mm256_mul_ps(d, field_ps<2 * j, true>(t)));
+        _mm256_store_ps(sc.s1[j], _mm256_mul_ps(d, field_ps<2 * j + 1, true>(t)));
+      } else if constexpr (T == GgmlType::IQ4_XS) {
+        _mm256_store_ps(sc.s0[j], _mm256_mul_ps(d, _mm256_sub_ps(field_ps<j, false>(t), _mm256_set1_ps(32.f))));
+      } else {
+        _mm256_store_ps(sc.s0[j], _mm256_mul_ps(d, field_ps<j, false>(t)));
+        _mm256_store_ps(sc.m[j], _mm256_mul_ps(dmin, field_ps<8 + j, false>(t)));
+      }
+    }(), ...);
+  }(std::make_integer_sequence<int, 8>{});
+}
+
+// Q4_K / Q5_K / IQ4_XS: group scales from z[k] = [16 bytes from the header of row k | of row
+// 4 + k].
+template <GgmlType T>
+inline void duo_header_scales(const __m256i z[4], GroupScales<T>& sc) {
+  __m256i f[4];
+  __m256 d, dmin;
+  duo_head_halves(z, d, dmin);
+  for (int k = 0; k < 4; ++k) f[k] = T == GgmlType::IQ4_XS ? iq4xs_duo_fields(z[k]) : q4k_duo_fields(z[k]);
+  store_group_scales<T>(f, d, dmin, sc);
+}
+
 template <GgmlType T>
 void load_scales(const uint8_t* const row[kGroup], int64_t group, GroupScales<T>& sc) {
-  if constexpr (vector_group_scales(T)) {
-    __m256i z[4], f[4], t[4];
-    __m256 d, dmin;
-    if constexpr (T == GgmlType::Q4_K || T == GgmlType::Q5_K) {
-      load_duos(row, group * (T == GgmlType::Q4_K ? sizeof(BlockQ4_K) : sizeof(BlockQ5_K)), z);
-      duo_head_halves(z, d, dmin);
-      for (int k = 0; k < 4; ++k) f[k] = q4k_duo_fields(z[k]);
-    } else if constexpr (T == GgmlType::Q6_K) {
-      load_duos(row, group * sizeof(BlockQ6_K) + offsetof(BlockQ6_K, scales), f);
-      d = row_halves(row, group * sizeof(BlockQ6_K) + offsetof(BlockQ6_K, d));
-    } else {
-      load_duos(row, group * sizeof(BlockIQ4_XS), z);
-      duo_head_halves(z, d, dmin);
-      for (int k = 0; k < 4; ++k) f[k] = iq4xs_duo_fields(z[k]);
-    }
-    transpose_fields(f, t);
-    [&]<int... J>(std::integer_sequence<int, J...>) {
-      ([&] {
-        constexpr int j = J;
-        if constexpr (T == GgmlType::Q6_K) {
-          _mm256_store_ps(sc.s0[j], _mm256_mul_ps(d, field_ps<2 * j, true>(t)));
-          _mm256_store_ps(sc.s1[j], _mm256_mul_ps(d, field_ps<2 * j + 1, true>(t)));
-        } else if constexpr (T == GgmlType::IQ4_XS) {
-          _mm256_store_ps(sc.s0[j], _mm256_mul_ps(d, _mm256_sub_ps(field_ps<j, false>(t), _mm256_set1_ps(32.f))));
-        } else {
-          _mm256_store_ps(sc.s0[j], _mm256_mul_ps(d, field_ps<j, false>(t)));
-          _mm256_store_ps(sc.m[j], _mm256_mul_ps(dmin, field_ps<8 + j, false>(t)));
-        }
-      }(), ...);
-    }(std::make_integer_sequence<int, 8>{});
+  if constexpr (T == GgmlType::Q6_K) {
+    __m256i f[4];
+    load_duos(row, group * sizeof(BlockQ6_K) + offsetof(BlockQ6_K, scales), f);
+    const __m256 d = row_halves(row, group * sizeof(BlockQ6_K) + offsetof(BlockQ6_K, d));
+    store_group_scales<T>(f, d, d, sc);
+  } else if constexpr (vector_group_scales(T)) {
+    __m256i z[4];
+    constexpr size_t bytes = T == GgmlType::Q4_K ? sizeof(BlockQ4_K) : T == GgmlType::Q5_K ? sizeof(BlockQ5_K) : sizeof(BlockIQ4_XS);
+    load_duos(row, group * bytes, z);
+    duo_header_scales<T>(z, sc);
   } else if constexpr (generic_unpack(T)) {
     for (int l = 0; l < kGroup; ++l) group_scales<T>(row[l], group, &sc.s0[0][l], &sc.s1[0][l], &sc.m[0][l], &sc.m1[0][l], kGroup);
   } else {
@@ -474,7 +487,154 @@ void few_rows_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
   }
 }
 
+// ---- The decode layout (weight_pack.h) -----------------------------------------------------
+// A 32-byte load of a tile holds 4 consecutive elements of each of the 8 rows, one row per
+// int32 lane, so vpmaddubsw + vpmaddwd against the 4 activation bytes broadcast to every lane
+// leave row l's partial sum in lane l: a block's 8 row sums build up in one register with no
+// cross-lane reduction, and the fifth bits / level lookups are done for 8 rows at once. Same
+// exact integers, same float epilogue (block_epilogue) as the GGML-layout kernels.
+
+inline __m256i broadcast4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+
+// Q5_K: bit c of each byte of a block's qh (h; h4 = h shifted left by 4 in 16-bit words, which
+// brings bits 0-3 of each byte to bits 4-7 of the same byte) as 0x10 per byte. Only one shift per
+// block: the other bits are isolated with a mask and clamped to 0x10 with an unsigned min.
+template <int c>
+inline __m256i q5k_fifth_bits(__m256i h, __m256i h4) {
+  const __m256i bit4 = _mm256_set1_epi8(0x10);
+  if constexpr (c == 0) return _mm256_and_si256(h4, bit4);
+  else if constexpr (c < 4) return _mm256_min_epu8(_mm256_and_si256(h4, _mm256_set1_epi8(static_cast<char>(0x10 << c))), bit4);
+  else if constexpr (c == 4) return _mm256_and_si256(h, bit4);
+  else return _mm256_min_epu8(_mm256_and_si256(h, _mm256_set1_epi8(static_cast<char>(1 << c))), bit4);
+}
+
+// Block j of a Q5_K tile (block b of the row) for R activation rows. u <= 31, so a vpmaddubsw
+// word is at most 2 * 31 * 127 and four of them add in 16 bits without overflow before vpmaddwd.
+template <int R, int j>
+inline void q5k_packed_block(const uint8_t* tile, const ActRowPtrs x[R], const GroupScales<GgmlType::Q5_K>& sc,
+                             int64_t b, __m256 acc[R]) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+  const uint8_t* qs = tile + 128 + 256 * (j / 2);
+  const __m256i h = load32(tile + 1152 + 32 * j), h4 = _mm256_slli_epi16(h, 4);
+  __m256i isum[R], w[R];
+  [&]<int... C>(std::integer_sequence<int, C...>) {
+    ([&] {
+      constexpr int c = C;
+      const __m256i v = load32(qs + 32 * c);
+      const __m256i nib = _mm256_and_si256(j % 2 ? _mm256_srli_epi16(v, 4) : v, m4);
+      const __m256i u = _mm256_or_si256(nib, q5k_fifth_bits<c>(h, h4));
+      for (int r = 0; r < R; ++r) {
+        const __m256i p = _mm256_maddubs_epi16(u, broadcast4(x[r].q + 32 * b + 4 * c));
+        w[r] = c % 4 ? _mm256_add_epi16(w[r], p) : p;
+        if constexpr (c == 3) isum[r] = _mm256_madd_epi16(w[r], ones);
+        if constexpr (c == 7) isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(w[r], ones));
+      }
+    }(), ...);
+  }(std::make_integer_sequence<int, 8>{});
+  for (int r = 0; r < R; ++r)
+    acc[r] = block_epilogue<GgmlType::Q5_K>(acc[r], isum[r], _mm256_setzero_si256(), sc, j, x[r], b);
+}
+
+// Block j of an IQ4_XS tile for R activation rows: levels q by table lookup, products as
+// |x| * (q with x's sign) (xa: the activations' absolute values) so that vpmaddubsw sees an
+// unsigned operand; words reach 2 * 127 * 127, so each goes through vpmaddwd on its own.
+template <int R, int j>
+inline void iq4xs_packed_block(const uint8_t* tile, const ActRowPtrs x[R], const int8_t* const xa[R],
+                               const GroupScales<GgmlType::IQ4_XS>& sc, int64_t b, __m256 acc[R]) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+  const __m256i levels = _mm256_xor_si256(_mm256_broadcastsi128_si256(unpack_iq4_table()), _mm256_set1_epi8(static_cast<char>(0x80)));
+  const uint8_t* qs = tile + 64 + 128 * j;
+  __m256i isum[R];
+  for (int r = 0; r < R; ++r) isum[r] = _mm256_setzero_si256();
+  auto dot = [&](__m256i q, int r, int e) {
+    const __m256i s = _mm256_sign_epi8(q, broadcast4(x[r].q + 32 * b + e));
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(broadcast4(xa[r] + 32 * b + e), s), ones);
+  };
+  for (int c = 0; c < 4; ++c) {
+    const __m256i v = load32(qs + 32 * c);
+    const __m256i lo = _mm256_shuffle_epi8(levels, _mm256_and_si256(v, m4));
+    const __m256i hi = _mm256_shuffle_epi8(levels, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+    for (int r = 0; r < R; ++r) isum[r] = _mm256_add_epi32(isum[r], _mm256_add_epi32(dot(lo, r, 4 * c), dot(hi, r, 16 + 4 * c)));
+  }
+  for (int r = 0; r < R; ++r)
+    acc[r] = block_epilogue<GgmlType::IQ4_XS>(acc[r], isum[r], _mm256_setzero_si256(), sc, j, x[r], b);
+}
+
+template <GgmlType T>
+constexpr size_t kTileBytes = 8 * (T == GgmlType::Q5_K ? sizeof(BlockQ5_K) : sizeof(BlockIQ4_XS));
+
+// R activation rows (i0..) x the 8 outputs of the group at o0 (a multiple of 8), over all of k.
+template <GgmlType T, int R>
+void packed_rows(const MatmulArgs& a, int64_t o0, int64_t i0, const float* fsum, const int8_t* xabs) {
+  const uint8_t* tiles = a.w + o0 * a.row_bytes;
+  const int64_t nb = a.k / 32, supers = a.k / 256;
+  ActRowPtrs x[R];
+  const int8_t* xa[R];
+  for (int r = 0; r < R; ++r) {
+    x[r] = {a.acts.row_q(i0 + r), a.acts.row_d(i0 + r), a.acts.row_s(i0 + r), fsum ? fsum + (i0 + r) * nb : nullptr, nullptr};
+    xa[r] = xabs ? xabs + (i0 + r) * a.k : nullptr;
+  }
+  __m256 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  GroupScales<T> sc;
+  for (int64_t s = 0; s < supers; ++s) {
+    const uint8_t* tile = tiles + s * kTileBytes<T>;
+    __m256i z[4];
+    if constexpr (T == GgmlType::Q5_K) {
+      for (int k = 0; k < 4; ++k) z[k] = load32(tile + 32 * k);
+    } else {
+      // Headers in the order 0, 1, 4, 5 | 2, 3, 6, 7: rows k and 4 + k at bytes 0-7 of each lane.
+      const __m256i h01 = load32(tile), h23 = load32(tile + 32);
+      z[0] = h01, z[1] = _mm256_srli_si256(h01, 8), z[2] = h23, z[3] = _mm256_srli_si256(h23, 8);
+    }
+    duo_header_scales<T>(z, sc);
+    [&]<int... J>(std::integer_sequence<int, J...>) {
+      if constexpr (T == GgmlType::Q5_K) (q5k_packed_block<R, J>(tile, x, sc, 8 * s + J, acc), ...);
+      else (iq4xs_packed_block<R, J>(tile, x, xa, sc, 8 * s + J, acc), ...);
+    }(std::make_integer_sequence<int, 8>{});
+  }
+  for (int r = 0; r < R; ++r) _mm256_storeu_ps(a.out + (i0 + r) * a.out_features + o0, acc[r]);
+}
+
+template <GgmlType T>
+void packed_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
+  thread_local std::vector<float> fsum_buf;
+  thread_local std::vector<int8_t> xabs_buf;
+  const float* fsum = nullptr;
+  const int8_t* xabs = nullptr;
+  if constexpr (block_min(T)) {
+    per_block_activation_sums(a, fsum_buf, [](int xs) { return static_cast<float>(xs); });
+    fsum = fsum_buf.data();
+  }
+  if constexpr (signed_weights(T)) {
+    xabs_buf.resize(static_cast<size_t>(a.n * a.k));
+    for (int64_t e = 0; e < a.n * a.k; e += 32)
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(xabs_buf.data() + e), _mm256_abs_epi8(load32(reinterpret_cast<const uint8_t*>(a.acts.q + e))));
+    xabs = xabs_buf.data();
+  }
+  const int64_t full = a.out_features / kGroup * kGroup;
+  for (int64_t o0 = o_begin; o0 < std::min(o_end, full); o0 += kGroup)
+    for (int64_t i0 = 0; i0 < a.n; i0 += 2) {
+      if (a.n - i0 >= 2) packed_rows<T, 2>(a, o0, i0, fsum, xabs);
+      else packed_rows<T, 1>(a, o0, i0, fsum, xabs);
+    }
+  // Rows past the last full group are in the GGML layout at their usual offsets.
+  if (o_end > full) few_rows_range<T>(a, std::max(o_begin, full), o_end);
+}
+
 }  // namespace
+
+void matmul_packed_avx2(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
+  switch (a.type) {
+    case GgmlType::Q5_K: return packed_range<GgmlType::Q5_K>(a, o_begin, o_end);
+    case GgmlType::IQ4_XS: return packed_range<GgmlType::IQ4_XS>(a, o_begin, o_end);
+    default: return;
+  }
+}
 
 void matmul_few_rows_avx2(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
   switch (a.type) {

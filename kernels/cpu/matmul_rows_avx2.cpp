@@ -136,12 +136,10 @@ inline __m256i iq4xs_duo_fields(__m256i z) {
   return _mm256_packus_epi16(_mm256_or_si256(lo, hi), _mm256_setzero_si256());
 }
 
-// Group scales from the per-type 16-byte fields f[k] of rows k and 4 + k (duo layout) and the
-// fp16 super-block scales d / dmin in row order.
+// Group scales from the transposed fields t (transpose_fields) and the fp16 super-block scales
+// d / dmin in row order.
 template <GgmlType T>
-inline void store_group_scales(const __m256i f[4], __m256 d, __m256 dmin, GroupScales<T>& sc) {
-  __m256i t[4];
-  transpose_fields(f, t);
+inline void store_fields(const __m256i t[4], __m256 d, __m256 dmin, GroupScales<T>& sc) {
   [&]<int... J>(std::integer_sequence<int, J...>) {
     ([&] {
       constexpr int j = J;
@@ -156,6 +154,14 @@ inline void store_group_scales(const __m256i f[4], __m256 d, __m256 dmin, GroupS
       }
     }(), ...);
   }(std::make_integer_sequence<int, 8>{});
+}
+
+// The same from the per-type 16-byte fields f[k] of rows k and 4 + k (duo layout).
+template <GgmlType T>
+inline void store_group_scales(const __m256i f[4], __m256 d, __m256 dmin, GroupScales<T>& sc) {
+  __m256i t[4];
+  transpose_fields(f, t);
+  store_fields<T>(t, d, dmin, sc);
 }
 
 // Q4_K / Q5_K / IQ4_XS: group scales from z[k] = [16 bytes from the header of row k | of row
@@ -500,35 +506,31 @@ inline __m256i broadcast4(const int8_t* p) {
   return _mm256_set1_epi32(v);
 }
 
-// Q5_K: bit c of each byte of a block's qh (h; h4 = h shifted left by 4 in 16-bit words, which
-// brings bits 0-3 of each byte to bits 4-7 of the same byte) as 0x10 per byte. Only one shift per
-// block: the other bits are isolated with a mask and clamped to 0x10 with an unsigned min.
-template <int c>
-inline __m256i q5k_fifth_bits(__m256i h, __m256i h4) {
-  const __m256i bit4 = _mm256_set1_epi8(0x10);
-  if constexpr (c == 0) return _mm256_and_si256(h4, bit4);
-  else if constexpr (c < 4) return _mm256_min_epu8(_mm256_and_si256(h4, _mm256_set1_epi8(static_cast<char>(0x10 << c))), bit4);
-  else if constexpr (c == 4) return _mm256_and_si256(h, bit4);
-  else return _mm256_min_epu8(_mm256_and_si256(h, _mm256_set1_epi8(static_cast<char>(1 << c))), bit4);
-}
-
-// Block j of a Q5_K tile (block b of the row) for R activation rows. u <= 31, so a vpmaddubsw
-// word is at most 2 * 31 * 127 and four of them add in 16 bits without overflow before vpmaddwd.
+// Block j of a Q5_K tile (block b of the row) for R activation rows. The 5-bit quants of
+// register i < 4 are the low 5 bits of V_i; register 4 + i takes its bits 2-4 from V_i's top 3
+// and bits 0-1 from V4 (weight_pack.cpp). u <= 31, so a vpmaddubsw word is at most 2 * 31 * 127
+// and four of them add in 16 bits without overflow before vpmaddwd.
 template <int R, int j>
-inline void q5k_packed_block(const uint8_t* tile, const ActRowPtrs x[R], const GroupScales<GgmlType::Q5_K>& sc,
-                             int64_t b, __m256 acc[R]) {
-  const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
-  const uint8_t* qs = tile + 128 + 256 * (j / 2);
-  const __m256i h = load32(tile + 1152 + 32 * j), h4 = _mm256_slli_epi16(h, 4);
+inline void q5k_packed_block(const uint8_t* tile, const ActRowPtrs x[R], const uint8_t* const xw[R],
+                             const GroupScales<GgmlType::Q5_K>& sc, int64_t b, __m256 acc[R]) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  const uint8_t* blk = tile + 128 + 160 * j;
+  const __m256i v4 = load32(blk + 128);
   __m256i isum[R], w[R];
   [&]<int... C>(std::integer_sequence<int, C...>) {
     ([&] {
-      constexpr int c = C;
-      const __m256i v = load32(qs + 32 * c);
-      const __m256i nib = _mm256_and_si256(j % 2 ? _mm256_srli_epi16(v, 4) : v, m4);
-      const __m256i u = _mm256_or_si256(nib, q5k_fifth_bits<c>(h, h4));
+      constexpr int c = C, i = c % 4;
+      const __m256i vi = load32(blk + 32 * i);
+      __m256i u;
+      if constexpr (c < 4) {
+        u = _mm256_and_si256(vi, _mm256_set1_epi8(0x1F));
+      } else {
+        const __m256i top = _mm256_and_si256(_mm256_srli_epi16(vi, 3), _mm256_set1_epi8(0x1C));
+        const __m256i low = _mm256_and_si256(i ? _mm256_srli_epi16(v4, 2 * i) : v4, _mm256_set1_epi8(0x03));
+        u = _mm256_or_si256(top, low);
+      }
       for (int r = 0; r < R; ++r) {
-        const __m256i p = _mm256_maddubs_epi16(u, broadcast4(x[r].q + 32 * b + 4 * c));
+        const __m256i p = _mm256_maddubs_epi16(u, load32(xw[r] + 32 * (8 * b + c)));
         w[r] = c % 4 ? _mm256_add_epi16(w[r], p) : p;
         if constexpr (c == 3) isum[r] = _mm256_madd_epi16(w[r], ones);
         if constexpr (c == 7) isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(w[r], ones));
@@ -543,7 +545,7 @@ inline void q5k_packed_block(const uint8_t* tile, const ActRowPtrs x[R], const G
 // |x| * (q with x's sign) (xa: the activations' absolute values) so that vpmaddubsw sees an
 // unsigned operand; words reach 2 * 127 * 127, so each goes through vpmaddwd on its own.
 template <int R, int j>
-inline void iq4xs_packed_block(const uint8_t* tile, const ActRowPtrs x[R], const int8_t* const xa[R],
+inline void iq4xs_packed_block(const uint8_t* tile, const ActRowPtrs x[R], const uint8_t* const xw[R], int64_t a_k,
                                const GroupScales<GgmlType::IQ4_XS>& sc, int64_t b, __m256 acc[R]) {
   const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
   const __m256i levels = _mm256_xor_si256(_mm256_broadcastsi128_si256(unpack_iq4_table()), _mm256_set1_epi8(static_cast<char>(0x80)));
@@ -551,8 +553,8 @@ inline void iq4xs_packed_block(const uint8_t* tile, const ActRowPtrs x[R], const
   __m256i isum[R];
   for (int r = 0; r < R; ++r) isum[r] = _mm256_setzero_si256();
   auto dot = [&](__m256i q, int r, int e) {
-    const __m256i s = _mm256_sign_epi8(q, broadcast4(x[r].q + 32 * b + e));
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(broadcast4(xa[r] + 32 * b + e), s), ones);
+    const uint8_t* xv = xw[r] + 32 * (8 * b + e / 4);
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(load32(xv + 8 * a_k), _mm256_sign_epi8(q, load32(xv))), ones);
   };
   for (int c = 0; c < 4; ++c) {
     const __m256i v = load32(qs + 32 * c);
@@ -564,37 +566,55 @@ inline void iq4xs_packed_block(const uint8_t* tile, const ActRowPtrs x[R], const
     acc[r] = block_epilogue<GgmlType::IQ4_XS>(acc[r], isum[r], _mm256_setzero_si256(), sc, j, x[r], b);
 }
 
+// The group scales of a tile: its fields are stored 6 bits each in the transposed layout
+// store_fields reads (weight_pack.cpp), its fp16 scales in row order.
+template <GgmlType T>
+inline void packed_tile_scales(const uint8_t* tile, GroupScales<T>& sc) {
+  const __m256i low6 = _mm256_set1_epi8(0x3F), low2 = _mm256_set1_epi8(0x03), low4 = _mm256_set1_epi8(0x0F);
+  const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile)));
+  __m256i t[4];
+  if constexpr (T == GgmlType::Q5_K) {
+    const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + 16)));
+    const __m256i p0 = load32(tile + 32), p1 = load32(tile + 64), p2 = load32(tile + 96);
+    t[0] = _mm256_and_si256(p0, low6);
+    t[1] = _mm256_and_si256(p1, low6);
+    t[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(p0, 6), low2), _mm256_slli_epi16(_mm256_and_si256(p2, low4), 2));
+    t[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(p1, 6), low2),
+                           _mm256_and_si256(_mm256_srli_epi16(p2, 2), _mm256_set1_epi8(0x3C)));
+    store_fields<T>(t, d, dmin, sc);
+  } else {
+    const __m256i q0 = load32(tile + 16);
+    // Q1's 16 bytes in both lanes, the high nibbles moved down in lane 1.
+    const __m256i q1 = _mm256_and_si256(_mm256_srlv_epi64(broadcast16(tile + 48), _mm256_setr_epi64x(0, 0, 4, 4)), low4);
+    t[0] = _mm256_and_si256(q0, low6);
+    t[1] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q0, 6), low2), _mm256_slli_epi16(q1, 2));
+    store_fields<T>(t, d, d, sc);
+  }
+}
+
 template <GgmlType T>
 constexpr size_t kTileBytes = 8 * (T == GgmlType::Q5_K ? sizeof(BlockQ5_K) : sizeof(BlockIQ4_XS));
 
 // R activation rows (i0..) x the 8 outputs of the group at o0 (a multiple of 8), over all of k.
 template <GgmlType T, int R>
-void packed_rows(const MatmulArgs& a, int64_t o0, int64_t i0, const float* fsum, const int8_t* xabs) {
+void packed_rows(const MatmulArgs& a, int64_t o0, int64_t i0, const float* fsum, const uint8_t* xwide) {
   const uint8_t* tiles = a.w + o0 * a.row_bytes;
   const int64_t nb = a.k / 32, supers = a.k / 256;
   ActRowPtrs x[R];
-  const int8_t* xa[R];
+  const uint8_t* xw[R];
   for (int r = 0; r < R; ++r) {
     x[r] = {a.acts.row_q(i0 + r), a.acts.row_d(i0 + r), a.acts.row_s(i0 + r), fsum ? fsum + (i0 + r) * nb : nullptr, nullptr};
-    xa[r] = xabs ? xabs + (i0 + r) * a.k : nullptr;
+    xw[r] = xwide + (i0 + r) * a.k * 8;
   }
   __m256 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
   GroupScales<T> sc;
   for (int64_t s = 0; s < supers; ++s) {
     const uint8_t* tile = tiles + s * kTileBytes<T>;
-    __m256i z[4];
-    if constexpr (T == GgmlType::Q5_K) {
-      for (int k = 0; k < 4; ++k) z[k] = load32(tile + 32 * k);
-    } else {
-      // Headers in the order 0, 1, 4, 5 | 2, 3, 6, 7: rows k and 4 + k at bytes 0-7 of each lane.
-      const __m256i h01 = load32(tile), h23 = load32(tile + 32);
-      z[0] = h01, z[1] = _mm256_srli_si256(h01, 8), z[2] = h23, z[3] = _mm256_srli_si256(h23, 8);
-    }
-    duo_header_scales<T>(z, sc);
+    packed_tile_scales<T>(tile, sc);
     [&]<int... J>(std::integer_sequence<int, J...>) {
-      if constexpr (T == GgmlType::Q5_K) (q5k_packed_block<R, J>(tile, x, sc, 8 * s + J, acc), ...);
-      else (iq4xs_packed_block<R, J>(tile, x, xa, sc, 8 * s + J, acc), ...);
+      if constexpr (T == GgmlType::Q5_K) (q5k_packed_block<R, J>(tile, x, xw, sc, 8 * s + J, acc), ...);
+      else (iq4xs_packed_block<R, J>(tile, x, xw, a.k * a.n, sc, 8 * s + J, acc), ...);
     }(std::make_integer_sequence<int, 8>{});
   }
   for (int r = 0; r < R; ++r) _mm256_storeu_ps(a.out + (i0 + r) * a.out_features + o0, acc[r]);
@@ -603,24 +623,28 @@ void packed_rows(const MatmulArgs& a, int64_t o0, int64_t i0, const float* fsum,
 template <GgmlType T>
 void packed_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
   thread_local std::vector<float> fsum_buf;
-  thread_local std::vector<int8_t> xabs_buf;
+  thread_local std::vector<int32_t> xwide_buf;
   const float* fsum = nullptr;
-  const int8_t* xabs = nullptr;
   if constexpr (block_min(T)) {
     per_block_activation_sums(a, fsum_buf, [](int xs) { return static_cast<float>(xs); });
     fsum = fsum_buf.data();
   }
-  if constexpr (signed_weights(T)) {
-    xabs_buf.resize(static_cast<size_t>(a.n * a.k));
-    for (int64_t e = 0; e < a.n * a.k; e += 32)
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(xabs_buf.data() + e), _mm256_abs_epi8(load32(reinterpret_cast<const uint8_t*>(a.acts.q + e))));
-    xabs = xabs_buf.data();
+  // Every 4 activation bytes broadcast to the 8 lanes, once per call: the kernels then read
+  // them as plain loads (a broadcast per register cost a shuffle-port slot each).
+  const int64_t all = a.n * a.k;
+  xwide_buf.resize(static_cast<size_t>(signed_weights(T) ? 4 * all : 2 * all));
+  for (int64_t e = 0; e < all; e += 4) {
+    const __m256i v = broadcast4(a.acts.q + e);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(xwide_buf.data() + 2 * e), v);
+    // The signed-weight kernel also reads |x|, 8 * n * k bytes further on.
+    if constexpr (signed_weights(T)) _mm256_storeu_si256(reinterpret_cast<__m256i*>(xwide_buf.data() + 2 * (all + e)), _mm256_abs_epi8(v));
   }
+  const uint8_t* xwide = reinterpret_cast<const uint8_t*>(xwide_buf.data());
   const int64_t full = a.out_features / kGroup * kGroup;
   for (int64_t o0 = o_begin; o0 < std::min(o_end, full); o0 += kGroup)
     for (int64_t i0 = 0; i0 < a.n; i0 += 2) {
-      if (a.n - i0 >= 2) packed_rows<T, 2>(a, o0, i0, fsum, xabs);
-      else packed_rows<T, 1>(a, o0, i0, fsum, xabs);
+      if (a.n - i0 >= 2) packed_rows<T, 2>(a, o0, i0, fsum, xwide);
+      else packed_rows<T, 1>(a, o0, i0, fsum, xwide);
     }
   // Rows past the last full group are in the GGML layout at their usual offsets.
   if (o_end > full) few_rows_range<T>(a, std::max(o_begin, full), o_end);

@@ -1,6 +1,7 @@
 // Packing of Q5_K / IQ4_XS weight matrices into the decode layout described in weight_pack.h,
-// and its inverse. One routine moves a tile's bytes in either direction, so packing and
-// unpacking cannot drift apart.
+// and its inverse. Both go through the decoded values of one tile (TileValues): the GGML blocks
+// <-> values <-> the tile, each step written once per direction and checked as exact inverses
+// by tests/unit/kernels/test_weight_pack.cpp.
 #include "kernels/cpu/weight_pack.h"
 
 #include <cstring>
@@ -19,53 +20,147 @@ namespace {
 constexpr int kRows = 8;
 constexpr int64_t kSuper = 256;
 
-// Bit (8r + c) <-> bit (8c + r) of x: byte r's bit c becomes byte c's bit r (an 8 x 8 bit
-// transpose, its own inverse).
-uint64_t transpose8x8(uint64_t x) {
-  uint64_t t = (x ^ (x >> 7)) & 0x00AA00AA00AA00AAULL;
-  x ^= t ^ (t << 7);
-  t = (x ^ (x >> 14)) & 0x0000CCCC0000CCCCULL;
-  x ^= t ^ (t << 14);
-  t = (x ^ (x >> 28)) & 0x00000000F0F0F0F0ULL;
-  x ^= t ^ (t << 28);
-  return x;
-}
+// One super-block of 8 rows, decoded: fp16 scales as stored, 6-bit sub-block fields, and each
+// element's quant (Q5_K: 5 bits; IQ4_XS: the 4-bit level index).
+struct TileValues {
+  uint16_t d[kRows], dmin[kRows];
+  uint8_t field[kRows][16];  // Q5_K: sc[0..7], min[0..7]; IQ4_XS: ls[0..7]
+  uint8_t q[kRows][kSuper];
+};
 
-// Moves n bytes between a row's block (at `row`) and the tile (at `tile`), either way.
-void move(uint8_t* tile, uint8_t* row, size_t n, bool to_tile) {
-  if (to_tile) std::memcpy(tile, row, n);
-  else std::memcpy(row, tile, n);
-}
+// ---- GGML blocks <-> values ----
 
-// One tile (super-block s of rows blk[0..7], each pointing at that row's block s) <-> `tile`.
-void move_tile(GgmlType t, uint8_t* const blk[kRows], uint8_t* tile, bool to_tile) {
-  if (t == GgmlType::Q5_K) {
-    constexpr int kDuoOrder[kRows] = {0, 4, 1, 5, 2, 6, 3, 7};
-    for (int i = 0; i < kRows; ++i) move(tile + 16 * i, blk[kDuoOrder[i]], 16, to_tile);
-    for (int p = 0; p < 4; ++p)
-      for (int c = 0; c < 8; ++c)
-        for (int l = 0; l < kRows; ++l)
-          move(tile + 128 + 256 * p + 32 * c + 4 * l, blk[l] + offsetof(BlockQ5_K, qs) + 32 * p + 4 * c, 4, to_tile);
-    // qh: for row l and e, the 8 bytes qh[4c + e] (c = 0..7) and the 8 tile bytes of blocks
-    // j = 0..7 at 32j + 4l + e are the same 8 x 8 bit matrix, transposed.
-    uint8_t* tqh = tile + 1152;
-    for (int l = 0; l < kRows; ++l) {
-      uint8_t* qh = blk[l] + offsetof(BlockQ5_K, qh);
-      for (int e = 0; e < 4; ++e) {
-        uint64_t x = 0;
-        for (int i = 0; i < 8; ++i) x |= uint64_t{to_tile ? qh[4 * i + e] : tqh[32 * i + 4 * l + e]} << (8 * i);
-        x = transpose8x8(x);
-        for (int i = 0; i < 8; ++i) (to_tile ? tqh[32 * i + 4 * l + e] : qh[4 * i + e]) = static_cast<uint8_t>(x >> (8 * i));
-      }
-    }
-  } else {
-    constexpr int kPairOrder[kRows] = {0, 1, 4, 5, 2, 3, 6, 7};
-    for (int i = 0; i < kRows; ++i) move(tile + 8 * i, blk[kPairOrder[i]], 8, to_tile);
-    for (int j = 0; j < 8; ++j)
-      for (int c = 0; c < 4; ++c)
-        for (int l = 0; l < kRows; ++l)
-          move(tile + 64 + 128 * j + 32 * c + 4 * l, blk[l] + offsetof(BlockIQ4_XS, qs) + 16 * j + 4 * c, 4, to_tile);
+void q5k_from_block(const BlockQ5_K& b, int l, TileValues& v) {
+  v.d[l] = b.d, v.dmin[l] = b.dmin;
+  for (int j = 0; j < 8; ++j) {
+    int sc, mn;
+    q4k_scale_min(j, b.scales, sc, mn);
+    v.field[l][j] = static_cast<uint8_t>(sc), v.field[l][8 + j] = static_cast<uint8_t>(mn);
   }
+  for (int e = 0; e < kSuper; ++e) {
+    const int j = e / 32, i = e % 32;
+    v.q[l][e] = static_cast<uint8_t>(((b.qs[32 * (j / 2) + i] >> (4 * (j % 2))) & 15) | (((b.qh[i] >> j) & 1) << 4));
+  }
+}
+
+void q5k_to_block(const TileValues& v, int l, BlockQ5_K& b) {
+  b.d = v.d[l], b.dmin = v.dmin[l];
+  const uint8_t* sc = v.field[l];
+  const uint8_t* mn = v.field[l] + 8;
+  // The inverse of q4k_scale_min (every bit of the 12 bytes is one field's).
+  for (int j = 0; j < 4; ++j) {
+    b.scales[j] = static_cast<uint8_t>((sc[j] & 63) | ((sc[j + 4] >> 4) << 6));
+    b.scales[j + 4] = static_cast<uint8_t>((mn[j] & 63) | ((mn[j + 4] >> 4) << 6));
+    b.scales[j + 8] = static_cast<uint8_t>((sc[j + 4] & 15) | ((mn[j + 4] & 15) << 4));
+  }
+  std::memset(b.qs, 0, sizeof b.qs);
+  std::memset(b.qh, 0, sizeof b.qh);
+  for (int e = 0; e < kSuper; ++e) {
+    const int j = e / 32, i = e % 32;
+    b.qs[32 * (j / 2) + i] = static_cast<uint8_t>(b.qs[32 * (j / 2) + i] | ((v.q[l][e] & 15) << (4 * (j % 2))));
+    b.qh[i] = static_cast<uint8_t>(b.qh[i] | ((v.q[l][e] >> 4) << j));
+  }
+}
+
+void iq4xs_from_block(const BlockIQ4_XS& b, int l, TileValues& v) {
+  v.d[l] = b.d, v.dmin[l] = 0;
+  for (int j = 0; j < 8; ++j) v.field[l][j] = static_cast<uint8_t>(iq4xs_scale(j, b));
+  for (int e = 0; e < kSuper; ++e) {
+    const int j = e / 32, i = e % 32;
+    v.q[l][e] = static_cast<uint8_t>((b.qs[16 * j + i % 16] >> (4 * (i / 16))) & 15);
+  }
+}
+
+void iq4xs_to_block(const TileValues& v, int l, BlockIQ4_XS& b) {
+  b.d = v.d[l];
+  b.scales_h = 0;
+  for (int j = 0; j < 8; ++j) b.scales_h = static_cast<uint16_t>(b.scales_h | ((v.field[l][j] >> 4) << (2 * j)));
+  for (int j = 0; j < 4; ++j) b.scales_l[j] = static_cast<uint8_t>((v.field[l][2 * j] & 15) | ((v.field[l][2 * j + 1] & 15) << 4));
+  std::memset(b.qs, 0, sizeof b.qs);
+  for (int e = 0; e < kSuper; ++e) {
+    const int j = e / 32, i = e % 32;
+    b.qs[16 * j + i % 16] = static_cast<uint8_t>(b.qs[16 * j + i % 16] | (v.q[l][e] << (4 * (i / 16))));
+  }
+}
+
+// ---- values <-> tile ----
+
+// Byte b of the kernels' transposed field registers t[m] (see transpose_fields in
+// matmul_rows_avx2.cpp): 128-bit lane b / 16 holds rows 4 (b / 16) .. + 3, dword (b % 16) / 4
+// field 4m + (b % 16) / 4, byte b % 4 the row within the lane.
+int t_row(int b) { return 4 * (b / 16) + b % 4; }
+int t_field(int m, int b) { return 4 * m + (b % 16) / 4; }
+
+// Element 4c + e of block j of row l: byte 4l + e of register c of that block.
+uint8_t& quant(TileValues& v, int j, int c, int b) { return v.q[b / 4][32 * j + 4 * c + b % 4]; }
+
+// Moves the tile's fields between `v` and the tile bytes; `to_tile` picks the direction. The
+// bit-field encodings are spelled once, as (value, tile byte, shift, width) moves.
+void move_bits(uint8_t& value, int value_shift, uint8_t& tile_byte, int tile_shift, int width, bool to_tile) {
+  const int mask = (1 << width) - 1;
+  if (to_tile) {
+    tile_byte = static_cast<uint8_t>((tile_byte & ~(mask << tile_shift)) | (((value >> value_shift) & mask) << tile_shift));
+  } else {
+    value = static_cast<uint8_t>((value & ~(mask << value_shift)) | (((tile_byte >> tile_shift) & mask) << value_shift));
+  }
+}
+
+void move_halves(uint16_t (&h)[kRows], uint8_t* tile, bool to_tile) {
+  if (to_tile) std::memcpy(tile, h, sizeof h);
+  else std::memcpy(h, tile, sizeof h);
+}
+
+// Q5_K tile: [0, 16) d, [16, 32) dmin (row order); [32, 128) the fields as P0, P1, P2 with
+//   P0 = t0 | (t2 & 3) << 6, P1 = t1 | (t3 & 3) << 6, P2 = t2 >> 2 | (t3 >> 2) << 4
+// (t0, t1: the 8 scales, t2, t3: the 8 mins, in the t layout); [128, 1408) per block j 160 bytes:
+// registers V0..V3 and V4 holding the 5-bit quants u_c of the 8 registers c = 0..7 (register c:
+// elements 4c..4c+3 of each row, row l in bytes 4l..4l+3) as
+//   V_i = u_i | (u_{4+i} >> 2) << 5 (i < 4),   V4 = sum_i (u_{4+i} & 3) << 2i.
+void q5k_move_tile(TileValues& v, uint8_t* tile, bool to_tile) {
+  move_halves(v.d, tile, to_tile);
+  move_halves(v.dmin, tile + 16, to_tile);
+  uint8_t* p = tile + 32;
+  for (int b = 0; b < 32; ++b) {
+    const int l = t_row(b);
+    for (int half = 0; half < 2; ++half) {
+      uint8_t& sc = v.field[l][t_field(half, b)];
+      uint8_t& mn = v.field[l][t_field(2 + half, b)];
+      move_bits(sc, 0, p[32 * half + b], 0, 6, to_tile);
+      move_bits(mn, 0, p[32 * half + b], 6, 2, to_tile);
+      move_bits(mn, 2, p[64 + b], 4 * half, 4, to_tile);
+    }
+  }
+  for (int j = 0; j < 8; ++j) {
+    uint8_t* blk = tile + 128 + 160 * j;
+    for (int b = 0; b < 32; ++b)
+      for (int i = 0; i < 4; ++i) {
+        move_bits(quant(v, j, i, b), 0, blk[32 * i + b], 0, 5, to_tile);
+        move_bits(quant(v, j, 4 + i, b), 2, blk[32 * i + b], 5, 3, to_tile);
+        move_bits(quant(v, j, 4 + i, b), 0, blk[128 + b], 2 * i, 2, to_tile);
+      }
+  }
+}
+
+// IQ4_XS tile: [0, 16) d; [16, 64) the 8 scales ls as Q0 = t0 | (t1 & 3) << 6 (32 bytes) and
+// Q1 (16 bytes) = t1[b] >> 2 | (t1[b + 16] >> 2) << 4; [64, 1088) per block j 128 bytes: 4
+// registers c of 32 bytes, row l's qs[16j + 4c .. 16j + 4c + 3] in bytes 4l..4l+3 (low nibbles:
+// elements 4c..; high nibbles: 16 + 4c..).
+void iq4xs_move_tile(TileValues& v, uint8_t* tile, bool to_tile) {
+  move_halves(v.d, tile, to_tile);
+  uint8_t* p = tile + 16;
+  for (int b = 0; b < 32; ++b) {
+    const int l = t_row(b);
+    move_bits(v.field[l][t_field(0, b)], 0, p[b], 0, 6, to_tile);
+    move_bits(v.field[l][t_field(1, b)], 0, p[b], 6, 2, to_tile);
+    move_bits(v.field[l][t_field(1, b)], 2, p[32 + b % 16], 4 * (b / 16), 4, to_tile);
+  }
+  for (int j = 0; j < 8; ++j)
+    for (int c = 0; c < 4; ++c)
+      for (int b = 0; b < 32; ++b) {
+        uint8_t& byte = tile[64 + 128 * j + 32 * c + b];
+        move_bits(quant(v, j, c, b), 0, byte, 0, 4, to_tile);
+        move_bits(quant(v, j, 4 + c, b), 0, byte, 4, 4, to_tile);
+      }
 }
 
 // Moves every tile of a rows x cols matrix between `ggml` and `packed`, and copies the rows past
@@ -74,17 +169,32 @@ void move_matrix(GgmlType t, int64_t rows, int64_t cols, uint8_t* ggml, uint8_t*
   const size_t row_bytes = ggml_row_size(t, cols);
   const size_t block_bytes = ggml_type_info(t).type_size;
   const int64_t supers = cols / kSuper, groups = rows / kRows;
-  for (int64_t g = 0; g < groups; ++g) {
-    uint8_t* group = ggml + static_cast<size_t>(g * kRows) * row_bytes;
-    uint8_t* tiles = packed + static_cast<size_t>(g * kRows) * row_bytes;
+  const bool q5k = t == GgmlType::Q5_K;
+  TileValues v{};
+  for (int64_t g = 0; g < groups; ++g)
     for (int64_t s = 0; s < supers; ++s) {
+      uint8_t* tile = packed + static_cast<size_t>(g * kRows) * row_bytes + s * kRows * block_bytes;
       uint8_t* blk[kRows];
-      for (int l = 0; l < kRows; ++l) blk[l] = group + l * row_bytes + s * block_bytes;
-      move_tile(t, blk, tiles + s * kRows * block_bytes, to_tile);
+      for (int l = 0; l < kRows; ++l) blk[l] = ggml + static_cast<size_t>(g * kRows + l) * row_bytes + s * block_bytes;
+      if (to_tile) {
+        for (int l = 0; l < kRows; ++l) {
+          if (q5k) q5k_from_block(*reinterpret_cast<const BlockQ5_K*>(blk[l]), l, v);
+          else iq4xs_from_block(*reinterpret_cast<const BlockIQ4_XS*>(blk[l]), l, v);
+        }
+        std::memset(tile, 0, kRows * block_bytes);
+      }
+      if (q5k) q5k_move_tile(v, tile, to_tile);
+      else iq4xs_move_tile(v, tile, to_tile);
+      if (!to_tile) {
+        for (int l = 0; l < kRows; ++l) {
+          if (q5k) q5k_to_block(v, l, *reinterpret_cast<BlockQ5_K*>(blk[l]));
+          else iq4xs_to_block(v, l, *reinterpret_cast<BlockIQ4_XS*>(blk[l]));
+        }
+      }
     }
-  }
   const size_t done = static_cast<size_t>(groups * kRows) * row_bytes, all = static_cast<size_t>(rows) * row_bytes;
-  move(packed + done, ggml + done, all - done, to_tile);
+  if (to_tile) std::memcpy(packed + done, ggml + done, all - done);
+  else std::memcpy(ggml + done, packed + done, all - done);
 }
 
 }  // namespace
@@ -105,7 +215,7 @@ PackedWeight pack_for_decode(GgmlType t, const void* w, int64_t rows, int64_t co
   p.type = t, p.rows = rows, p.cols = cols, p.source = w;
   p.size = ggml_row_size(t, cols) * static_cast<size_t>(rows);
   p.bytes.reset(static_cast<uint8_t*>(::operator new[](p.size, std::align_val_t(64))));
-  // move_matrix reads `ggml` when packing; the cast only lets one routine serve both directions.
+  // move_matrix only reads `ggml` when packing; the cast lets one routine serve both directions.
   move_matrix(t, rows, cols, static_cast<uint8_t*>(const_cast<void*>(w)), p.bytes.get(), true);
   return p;
 }

@@ -25,8 +25,18 @@ constexpr int64_t kSuper = 256;
 struct TileValues {
   uint16_t d[kRows], dmin[kRows];
   uint8_t field[kRows][16];  // Q5_K: sc[0..7], min[0..7]; IQ4_XS: ls[0..7]
-  uint8_t q[kRows][kSuper];
+  uint8_t q[8][8][32];  // [block j][register c][4l + e]: element 4c + e of block j of row l
 };
+
+// Row l's quants [block][element] to / from the tile's register order (4 bytes per register).
+void scatter_row(const uint8_t (&u)[8][32], int l, TileValues& v) {
+  for (int j = 0; j < 8; ++j)
+    for (int c = 0; c < 8; ++c) std::memcpy(&v.q[j][c][4 * l], &u[j][4 * c], 4);
+}
+void gather_row(const TileValues& v, int l, uint8_t (&u)[8][32]) {
+  for (int j = 0; j < 8; ++j)
+    for (int c = 0; c < 8; ++c) std::memcpy(&u[j][4 * c], &v.q[j][c][4 * l], 4);
+}
 
 // ---- GGML blocks <-> values ----
 
@@ -37,10 +47,11 @@ void q5k_from_block(const BlockQ5_K& b, int l, TileValues& v) {
     q4k_scale_min(j, b.scales, sc, mn);
     v.field[l][j] = static_cast<uint8_t>(sc), v.field[l][8 + j] = static_cast<uint8_t>(mn);
   }
-  for (int e = 0; e < kSuper; ++e) {
-    const int j = e / 32, i = e % 32;
-    v.q[l][e] = static_cast<uint8_t>(((b.qs[32 * (j / 2) + i] >> (4 * (j % 2))) & 15) | (((b.qh[i] >> j) & 1) << 4));
-  }
+  uint8_t u[8][32];
+  for (int j = 0; j < 8; ++j)
+    for (int i = 0; i < 32; ++i)
+      u[j][i] = static_cast<uint8_t>(((b.qs[32 * (j / 2) + i] >> (4 * (j % 2))) & 15) | (((b.qh[i] >> j) & 1) << 4));
+  scatter_row(u, l, v);
 }
 
 void q5k_to_block(const TileValues& v, int l, BlockQ5_K& b) {
@@ -55,20 +66,22 @@ void q5k_to_block(const TileValues& v, int l, BlockQ5_K& b) {
   }
   std::memset(b.qs, 0, sizeof b.qs);
   std::memset(b.qh, 0, sizeof b.qh);
-  for (int e = 0; e < kSuper; ++e) {
-    const int j = e / 32, i = e % 32;
-    b.qs[32 * (j / 2) + i] = static_cast<uint8_t>(b.qs[32 * (j / 2) + i] | ((v.q[l][e] & 15) << (4 * (j % 2))));
-    b.qh[i] = static_cast<uint8_t>(b.qh[i] | ((v.q[l][e] >> 4) << j));
-  }
+  uint8_t u[8][32];
+  gather_row(v, l, u);
+  for (int j = 0; j < 8; ++j)
+    for (int i = 0; i < 32; ++i) {
+      b.qs[32 * (j / 2) + i] = static_cast<uint8_t>(b.qs[32 * (j / 2) + i] | ((u[j][i] & 15) << (4 * (j % 2))));
+      b.qh[i] = static_cast<uint8_t>(b.qh[i] | ((u[j][i] >> 4) << j));
+    }
 }
 
 void iq4xs_from_block(const BlockIQ4_XS& b, int l, TileValues& v) {
   v.d[l] = b.d, v.dmin[l] = 0;
   for (int j = 0; j < 8; ++j) v.field[l][j] = static_cast<uint8_t>(iq4xs_scale(j, b));
-  for (int e = 0; e < kSuper; ++e) {
-    const int j = e / 32, i = e % 32;
-    v.q[l][e] = static_cast<uint8_t>((b.qs[16 * j + i % 16] >> (4 * (i / 16))) & 15);
-  }
+  uint8_t u[8][32];
+  for (int j = 0; j < 8; ++j)
+    for (int i = 0; i < 16; ++i) u[j][i] = b.qs[16 * j + i] & 15, u[j][16 + i] = b.qs[16 * j + i] >> 4;
+  scatter_row(u, l, v);
 }
 
 void iq4xs_to_block(const TileValues& v, int l, BlockIQ4_XS& b) {
@@ -77,10 +90,10 @@ void iq4xs_to_block(const TileValues& v, int l, BlockIQ4_XS& b) {
   for (int j = 0; j < 8; ++j) b.scales_h = static_cast<uint16_t>(b.scales_h | ((v.field[l][j] >> 4) << (2 * j)));
   for (int j = 0; j < 4; ++j) b.scales_l[j] = static_cast<uint8_t>((v.field[l][2 * j] & 15) | ((v.field[l][2 * j + 1] & 15) << 4));
   std::memset(b.qs, 0, sizeof b.qs);
-  for (int e = 0; e < kSuper; ++e) {
-    const int j = e / 32, i = e % 32;
-    b.qs[16 * j + i % 16] = static_cast<uint8_t>(b.qs[16 * j + i % 16] | (v.q[l][e] << (4 * (i / 16))));
-  }
+  uint8_t u[8][32];
+  gather_row(v, l, u);
+  for (int j = 0; j < 8; ++j)
+    for (int i = 0; i < 16; ++i) b.qs[16 * j + i] = static_cast<uint8_t>(u[j][i] | u[j][16 + i] << 4);
 }
 
 // ---- values <-> tile ----
@@ -90,9 +103,6 @@ void iq4xs_to_block(const TileValues& v, int l, BlockIQ4_XS& b) {
 // field 4m + (b % 16) / 4, byte b % 4 the row within the lane.
 int t_row(int b) { return 4 * (b / 16) + b % 4; }
 int t_field(int m, int b) { return 4 * m + (b % 16) / 4; }
-
-// Element 4c + e of block j of row l: byte 4l + e of register c of that block.
-uint8_t& quant(TileValues& v, int j, int c, int b) { return v.q[b / 4][32 * j + 4 * c + b % 4]; }
 
 // Moves the tile's fields between `v` and the tile bytes; `to_tile` picks the direction. The
 // bit-field encodings are spelled once, as (value, tile byte, shift, width) moves.
@@ -132,11 +142,17 @@ void q5k_move_tile(TileValues& v, uint8_t* tile, bool to_tile) {
   }
   for (int j = 0; j < 8; ++j) {
     uint8_t* blk = tile + 128 + 160 * j;
-    for (int b = 0; b < 32; ++b)
-      for (int i = 0; i < 4; ++i) {
-        move_bits(quant(v, j, i, b), 0, blk[32 * i + b], 0, 5, to_tile);
-        move_bits(quant(v, j, 4 + i, b), 2, blk[32 * i + b], 5, 3, to_tile);
-        move_bits(quant(v, j, 4 + i, b), 0, blk[128 + b], 2 * i, 2, to_tile);
+    for (int i = 0; i < 4; ++i)
+      for (int b = 0; b < 32; ++b) {
+        uint8_t& lo = v.q[j][i][b];
+        uint8_t& hi = v.q[j][4 + i][b];
+        if (to_tile) {
+          blk[32 * i + b] = static_cast<uint8_t>(lo | (hi >> 2) << 5);
+          blk[128 + b] = static_cast<uint8_t>(blk[128 + b] | (hi & 3) << (2 * i));
+        } else {
+          lo = blk[32 * i + b] & 31;
+          hi = static_cast<uint8_t>((blk[32 * i + b] >> 5) << 2 | ((blk[128 + b] >> (2 * i)) & 3));
+        }
       }
   }
 }
@@ -158,8 +174,10 @@ void iq4xs_move_tile(TileValues& v, uint8_t* tile, bool to_tile) {
     for (int c = 0; c < 4; ++c)
       for (int b = 0; b < 32; ++b) {
         uint8_t& byte = tile[64 + 128 * j + 32 * c + b];
-        move_bits(quant(v, j, c, b), 0, byte, 0, 4, to_tile);
-        move_bits(quant(v, j, 4 + c, b), 0, byte, 4, 4, to_tile);
+        uint8_t& lo = v.q[j][c][b];
+        uint8_t& hi = v.q[j][4 + c][b];
+        if (to_tile) byte = static_cast<uint8_t>(lo | hi << 4);
+        else lo = byte & 15, hi = byte >> 4;
       }
 }
 

@@ -101,7 +101,7 @@ constexpr int64_t kFewRowsMax = 16;
 void matmul_few_rows_avx512(const MatmulArgs& a, int64_t o_begin, int64_t o_end);
 // The same at the AVX2 level.
 void matmul_few_rows_avx2(const MatmulArgs& a, int64_t o_begin, int64_t o_end);
-// The same for weights in the decode layout (a.packed); o_begin a multiple of 8.
+// The same for weights in the decode layout (a.packed).
 void matmul_packed_avx2(const MatmulArgs& a, int64_t o_begin, int64_t o_end);
 
 // BF16 weights with AVX512_BF16 (vdpbf16ps) on bf16-rounded activations; see

@@ -542,8 +542,9 @@ inline void q5k_packed_block(const uint8_t* tile, const ActRowPtrs x[R], const u
 }
 
 // Block j of an IQ4_XS tile for R activation rows: levels q by table lookup, products as
-// |x| * (q with x's sign) (xa: the activations' absolute values) so that vpmaddubsw sees an
-// unsigned operand; words reach 2 * 127 * 127, so each goes through vpmaddwd on its own.
+// |x| * (q with x's sign) so that vpmaddubsw sees an unsigned operand (the broadcast |x| sit
+// a_k = 8 * n * k bytes after the broadcast x); words reach 2 * 127 * 127, so each goes through
+// vpmaddwd on its own.
 template <int R, int j>
 inline void iq4xs_packed_block(const uint8_t* tile, const ActRowPtrs x[R], const uint8_t* const xw[R], int64_t a_k,
                                const GroupScales<GgmlType::IQ4_XS>& sc, int64_t b, __m256 acc[R]) {
@@ -601,9 +602,10 @@ constexpr int kPrefetchTiles = 6;
 template <GgmlType T>
 constexpr size_t kTileBytes = 8 * (T == GgmlType::Q5_K ? sizeof(BlockQ5_K) : sizeof(BlockIQ4_XS));
 
-// R activation rows (i0..) x the 8 outputs of the group at o0 (a multiple of 8), over all of k.
+// R activation rows (i0..) x the 8 outputs of the group at o0 (a multiple of 8), over all of k;
+// outputs o0 + [lo, hi) are stored.
 template <GgmlType T, int R>
-void packed_rows(const MatmulArgs& a, int64_t o0, int64_t i0, const float* fsum, const uint8_t* xwide) {
+void packed_rows(const MatmulArgs& a, int64_t o0, int lo, int hi, int64_t i0, const float* fsum, const uint8_t* xwide) {
   const uint8_t* tiles = a.w + o0 * a.row_bytes;
   const int64_t nb = a.k / 32, supers = a.k / 256;
   ActRowPtrs x[R];
@@ -627,7 +629,16 @@ void packed_rows(const MatmulArgs& a, int64_t o0, int64_t i0, const float* fsum,
       }(), ...);
     }(std::make_integer_sequence<int, 8>{});
   }
-  for (int r = 0; r < R; ++r) _mm256_storeu_ps(a.out + (i0 + r) * a.out_features + o0, acc[r]);
+  for (int r = 0; r < R; ++r) {
+    float* out = a.out + (i0 + r) * a.out_features + o0;
+    if (lo == 0 && hi == kGroup) {
+      _mm256_storeu_ps(out, acc[r]);
+    } else {
+      alignas(32) float tmp[kGroup];
+      _mm256_store_ps(tmp, acc[r]);
+      std::memcpy(out + lo, tmp + lo, sizeof(float) * (hi - lo));
+    }
+  }
 }
 
 template <GgmlType T>
@@ -650,12 +661,17 @@ void packed_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
     if constexpr (signed_weights(T)) _mm256_storeu_si256(reinterpret_cast<__m256i*>(xwide_buf.data() + 2 * (all + e)), _mm256_abs_epi8(v));
   }
   const uint8_t* xwide = reinterpret_cast<const uint8_t*>(xwide_buf.data());
-  const int64_t full = a.out_features / kGroup * kGroup;
-  for (int64_t o0 = o_begin; o0 < std::min(o_end, full); o0 += kGroup)
+  // Groups of 8 rows; a range that starts or ends inside a group (the dispatcher splits by 8,
+  // so only if that changes) computes the group and stores its part.
+  const int64_t full = a.out_features / kGroup * kGroup, end = std::min(o_end, full);
+  for (int64_t o0 = o_begin / kGroup * kGroup; o0 < end; o0 += kGroup) {
+    const int lo = static_cast<int>(std::max<int64_t>(o_begin - o0, 0));
+    const int hi = static_cast<int>(std::min<int64_t>(end - o0, kGroup));
     for (int64_t i0 = 0; i0 < a.n; i0 += 2) {
-      if (a.n - i0 >= 2) packed_rows<T, 2>(a, o0, i0, fsum, xwide);
-      else packed_rows<T, 1>(a, o0, i0, fsum, xwide);
+      if (a.n - i0 >= 2) packed_rows<T, 2>(a, o0, lo, hi, i0, fsum, xwide);
+      else packed_rows<T, 1>(a, o0, lo, hi, i0, fsum, xwide);
     }
+  }
   // Rows past the last full group are in the GGML layout at their usual offsets.
   if (o_end > full) few_rows_range<T>(a, std::max(o_begin, full), o_end);
 }

@@ -183,33 +183,37 @@ void iq4xs_move_tile(TileValues& v, uint8_t* tile, bool to_tile) {
 
 // Moves every tile of a rows x cols matrix between `ggml` and `packed`, and copies the rows past
 // the last full group as they are.
-void move_matrix(GgmlType t, int64_t rows, int64_t cols, uint8_t* ggml, uint8_t* packed, bool to_tile) {
+void move_matrix(GgmlType t, int64_t rows, int64_t cols, uint8_t* ggml, uint8_t* packed, bool to_tile, ThreadPool* pool) {
   const size_t row_bytes = ggml_row_size(t, cols);
   const size_t block_bytes = ggml_type_info(t).type_size;
   const int64_t supers = cols / kSuper, groups = rows / kRows;
   const bool q5k = t == GgmlType::Q5_K;
-  TileValues v{};
-  for (int64_t g = 0; g < groups; ++g)
-    for (int64_t s = 0; s < supers; ++s) {
-      uint8_t* tile = packed + static_cast<size_t>(g * kRows) * row_bytes + s * kRows * block_bytes;
-      uint8_t* blk[kRows];
-      for (int l = 0; l < kRows; ++l) blk[l] = ggml + static_cast<size_t>(g * kRows + l) * row_bytes + s * block_bytes;
-      if (to_tile) {
-        for (int l = 0; l < kRows; ++l) {
-          if (q5k) q5k_from_block(*reinterpret_cast<const BlockQ5_K*>(blk[l]), l, v);
-          else iq4xs_from_block(*reinterpret_cast<const BlockIQ4_XS*>(blk[l]), l, v);
+  auto move_groups = [&](int64_t g_begin, int64_t g_end, int) {
+    TileValues v{};
+    for (int64_t g = g_begin; g < g_end; ++g)
+      for (int64_t s = 0; s < supers; ++s) {
+        uint8_t* tile = packed + static_cast<size_t>(g * kRows) * row_bytes + s * kRows * block_bytes;
+        uint8_t* blk[kRows];
+        for (int l = 0; l < kRows; ++l) blk[l] = ggml + static_cast<size_t>(g * kRows + l) * row_bytes + s * block_bytes;
+        if (to_tile) {
+          for (int l = 0; l < kRows; ++l) {
+            if (q5k) q5k_from_block(*reinterpret_cast<const BlockQ5_K*>(blk[l]), l, v);
+            else iq4xs_from_block(*reinterpret_cast<const BlockIQ4_XS*>(blk[l]), l, v);
+          }
+          std::memset(tile, 0, kRows * block_bytes);
         }
-        std::memset(tile, 0, kRows * block_bytes);
-      }
-      if (q5k) q5k_move_tile(v, tile, to_tile);
-      else iq4xs_move_tile(v, tile, to_tile);
-      if (!to_tile) {
-        for (int l = 0; l < kRows; ++l) {
-          if (q5k) q5k_to_block(v, l, *reinterpret_cast<BlockQ5_K*>(blk[l]));
-          else iq4xs_to_block(v, l, *reinterpret_cast<BlockIQ4_XS*>(blk[l]));
+        if (q5k) q5k_move_tile(v, tile, to_tile);
+        else iq4xs_move_tile(v, tile, to_tile);
+        if (!to_tile) {
+          for (int l = 0; l < kRows; ++l) {
+            if (q5k) q5k_to_block(v, l, *reinterpret_cast<BlockQ5_K*>(blk[l]));
+            else iq4xs_to_block(v, l, *reinterpret_cast<BlockIQ4_XS*>(blk[l]));
+          }
         }
       }
-    }
+  };
+  if (pool != nullptr) pool->parallel_for(groups, move_groups);
+  else move_groups(0, groups, 0);
   const size_t done = static_cast<size_t>(groups * kRows) * row_bytes, all = static_cast<size_t>(rows) * row_bytes;
   if (to_tile) std::memcpy(packed + done, ggml + done, all - done);
   else std::memcpy(ggml + done, packed + done, all - done);
@@ -225,7 +229,7 @@ bool decode_pack_useful(CpuIsa isa, GgmlType t, int64_t rows, int64_t cols) {
   return isa == CpuIsa::Avx2 && decode_pack_supported(t, rows, cols);
 }
 
-PackedWeight pack_for_decode(GgmlType t, const void* w, int64_t rows, int64_t cols) {
+PackedWeight pack_for_decode(GgmlType t, const void* w, int64_t rows, int64_t cols, ThreadPool* pool) {
   if (!decode_pack_supported(t, rows, cols))
     throw std::invalid_argument(std::string("pack_for_decode: no decode layout for ") + ggml_type_info(t).name + " " +
                                 std::to_string(rows) + " x " + std::to_string(cols));
@@ -234,12 +238,12 @@ PackedWeight pack_for_decode(GgmlType t, const void* w, int64_t rows, int64_t co
   p.size = ggml_row_size(t, cols) * static_cast<size_t>(rows);
   p.bytes.reset(static_cast<uint8_t*>(::operator new[](p.size, std::align_val_t(64))));
   // move_matrix only reads `ggml` when packing; the cast lets one routine serve both directions.
-  move_matrix(t, rows, cols, static_cast<uint8_t*>(const_cast<void*>(w)), p.bytes.get(), true);
+  move_matrix(t, rows, cols, static_cast<uint8_t*>(const_cast<void*>(w)), p.bytes.get(), true, pool);
   return p;
 }
 
 void unpack_from_decode(const PackedWeight& p, void* out) {
-  move_matrix(p.type, p.rows, p.cols, static_cast<uint8_t*>(out), p.bytes.get(), false);
+  move_matrix(p.type, p.rows, p.cols, static_cast<uint8_t*>(out), p.bytes.get(), false, nullptr);
 }
 
 }  // namespace pagoda::cpu

@@ -32,6 +32,7 @@
 #include <memory>
 
 #include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/thread_pool.h"
 #include "kernels/ggml_type.h"
 
 namespace pagoda::cpu {
@@ -55,9 +56,9 @@ bool decode_pack_supported(GgmlType t, int64_t rows, int64_t cols);
 // layout (the AVX-512 ones reach the bandwidth from the GGML layout).
 bool decode_pack_useful(CpuIsa isa, GgmlType t, int64_t rows, int64_t cols);
 
-// Packs `w` (rows x cols of type t, GGML layout). Throws std::invalid_argument when
-// !decode_pack_supported(t, rows, cols).
-PackedWeight pack_for_decode(GgmlType t, const void* w, int64_t rows, int64_t cols);
+// Packs `w` (rows x cols of type t, GGML layout), spread over `pool` when given (about 1 GB/s
+// per thread). Throws std::invalid_argument when !decode_pack_supported(t, rows, cols).
+PackedWeight pack_for_decode(GgmlType t, const void* w, int64_t rows, int64_t cols, ThreadPool* pool = nullptr);
 
 // The GGML layout back from a packed matrix (p.size bytes into out): the exact inverse.
 void unpack_from_decode(const PackedWeight& p, void* out);

@@ -113,7 +113,7 @@ Tensor CpuBackend::upload_weight(const void* host_data, GgmlType type, int64_t r
   // Zero-copy: the mapped file outlives the backend; ops never write to weights.
   prefault(host_data, ggml_row_size(type, cols) * static_cast<size_t>(rows));
   if (decode_packing() && cpu::decode_pack_useful(cpu::default_cpu_isa(), type, rows, cols))
-    packed_.insert_or_assign(host_data, cpu::pack_for_decode(type, host_data, rows, cols));
+    packed_.insert_or_assign(host_data, cpu::pack_for_decode(type, host_data, rows, cols, pool_.get()));
   return Tensor{const_cast<void*>(host_data), type, rows, cols};
 }
 

@@ -42,7 +42,7 @@ bool matmul_supports(GgmlType t);
 // must not overlap x or w. Throws std::invalid_argument for an unsupported type or a bad shape.
 //
 // Performance shape: with n <= 16 (decode) quantized weights are streamed once straight from
-// their GGML blocks; with more rows each thread decodes 32 outputs x 512 inputs of weights at a
+// their GGML blocks (or from a decode layout, see the PackedWeight overloads below); with more rows each thread decodes 32 outputs x 512 inputs of weights at a
 // time into an interleaved tile that every activation row reuses (prefill is compute-bound).
 void matmul(ThreadPool& pool, GgmlType wtype, const void* w, int64_t out_features, int64_t in_features,
             const float* x, int64_t n, float* out);

@@ -607,6 +607,7 @@ constexpr size_t kTileBytes = 8 * (T == GgmlType::Q5_K ? sizeof(BlockQ5_K) : siz
 template <GgmlType T, int R>
 void packed_rows(const MatmulArgs& a, int64_t o0, int lo, int hi, int64_t i0, const float* fsum, const uint8_t* xwide) {
   const uint8_t* tiles = a.w + o0 * a.row_bytes;
+  const size_t tiles_end = static_cast<size_t>(a.out_features / kGroup * kGroup) * a.row_bytes;
   const int64_t nb = a.k / 32, supers = a.k / 256;
   ActRowPtrs x[R];
   const uint8_t* xw[R];
@@ -622,8 +623,10 @@ void packed_rows(const MatmulArgs& a, int64_t o0, int lo, int hi, int64_t i0, co
     packed_tile_scales<T>(tile, sc);
     [&]<int... J>(std::integer_sequence<int, J...>) {
       ([&] {
-        const uint8_t* ahead = tile + kPrefetchTiles * kTileBytes<T> + 192 * J;
-        for (int l = 0; l < 3; ++l) _mm_prefetch(reinterpret_cast<const char*>(ahead + 64 * l), _MM_HINT_T0);
+        // Within the packed tiles only (the next group's follow this group's in memory).
+        const size_t ahead = static_cast<size_t>(tile - a.w) + kPrefetchTiles * kTileBytes<T> + 192 * J;
+        if (ahead + 192 <= tiles_end)
+          for (int l = 0; l < 3; ++l) _mm_prefetch(reinterpret_cast<const char*>(a.w + ahead + 64 * l), _MM_HINT_T0);
         if constexpr (T == GgmlType::Q5_K) q5k_packed_block<R, J>(tile, x, xw, sc, 8 * s + J, acc);
         else iq4xs_packed_block<R, J>(tile, x, xw, a.k * a.n, sc, 8 * s + J, acc);
       }(), ...);

@@ -14,6 +14,7 @@
 
 #include "kernels/cpu/matmul_internal.h"
 #include "kernels/cpu/quants.h"
+#include "kernels/cpu/weight_pack.h"
 
 namespace pagoda::cpu {
 
@@ -137,8 +138,11 @@ void matmul(ThreadPool& pool, GgmlType wtype, const void* w, int64_t out_feature
   matmul(pool, default_cpu_isa(), wtype, w, out_features, in_features, x, n, out);
 }
 
-void matmul(ThreadPool& pool, CpuIsa isa, GgmlType wtype, const void* w, int64_t out_features,
-            int64_t in_features, const float* x, int64_t n, float* out) {
+namespace {
+// Both matmul entry points: `packed` says w is in the decode layout (weight_pack.h), which only
+// the AVX2 decode kernels read.
+void run_matmul(ThreadPool& pool, CpuIsa isa, GgmlType wtype, const void* w, int64_t out_features,
+                int64_t in_features, const float* x, int64_t n, float* out, bool packed) {
   if (!matmul_supports(wtype))
     throw std::invalid_argument(std::string("matmul: unsupported weight type ") +
                                 (ggml_type_info(static_cast<uint32_t>(wtype)) ? ggml_type_info(wtype).name : "?"));
@@ -153,6 +157,7 @@ void matmul(ThreadPool& pool, CpuIsa isa, GgmlType wtype, const void* w, int64_t
 
   detail::MatmulArgs a{wtype, static_cast<const uint8_t*>(w), ggml_row_size(wtype, in_features), out_features,
                        in_features, x, {}, n, out};
+  a.packed = packed;
   const bool quantized = detail::is_quantized(wtype);
   AlignedBuffer qbuf, panelbuf;
   if (quantized) {
@@ -210,10 +215,26 @@ void matmul(ThreadPool& pool, CpuIsa isa, GgmlType wtype, const void* w, int64_t
     const int64_t o0 = b * unit, o1 = std::min(out_features, e * unit);
     switch (isa) {
       case CpuIsa::Avx512: detail::matmul_range_avx512(a, o0, o1); break;
-      case CpuIsa::Avx2: detail::matmul_range_avx2(a, o0, o1); break;
+      case CpuIsa::Avx2: a.packed ? detail::matmul_packed_avx2(a, o0, o1) : detail::matmul_range_avx2(a, o0, o1); break;
       default: detail::matmul_range_scalar(a, o0, o1); break;
     }
   });
+}
+
+}  // namespace
+
+void matmul(ThreadPool& pool, CpuIsa isa, GgmlType wtype, const void* w, int64_t out_features,
+            int64_t in_features, const float* x, int64_t n, float* out) {
+  run_matmul(pool, isa, wtype, w, out_features, in_features, x, n, out, false);
+}
+
+void matmul(ThreadPool& pool, const PackedWeight& w, const float* x, int64_t n, float* out) {
+  matmul(pool, default_cpu_isa(), w, x, n, out);
+}
+
+void matmul(ThreadPool& pool, CpuIsa isa, const PackedWeight& w, const float* x, int64_t n, float* out) {
+  const bool use_packed = isa == CpuIsa::Avx2 && n <= detail::kFewRowsMax;
+  run_matmul(pool, isa, w.type, use_packed ? w.bytes.get() : w.source, w.rows, w.cols, x, n, out, use_packed);
 }
 
 }  // namespace pagoda::cpu

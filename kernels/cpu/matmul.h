@@ -31,6 +31,8 @@
 
 namespace pagoda::cpu {
 
+struct PackedWeight;
+
 // True when matmul handles weights of type t: F32, F16, BF16 and the quantized types above.
 bool matmul_supports(GgmlType t);
 
@@ -40,7 +42,7 @@ bool matmul_supports(GgmlType t);
 // must not overlap x or w. Throws std::invalid_argument for an unsupported type or a bad shape.
 //
 // Performance shape: with n <= 16 (decode) quantized weights are streamed once straight from
-// their GGML blocks; with more rows each thread decodes 32 outputs x 512 inputs of weights at a
+// their GGML blocks (or from a decode layout, see the PackedWeight overloads below); with more rows each thread decodes 32 outputs x 512 inputs of weights at a
 // time into an interleaved tile that every activation row reuses (prefill is compute-bound).
 void matmul(ThreadPool& pool, GgmlType wtype, const void* w, int64_t out_features, int64_t in_features,
             const float* x, int64_t n, float* out);
@@ -59,5 +61,10 @@ bool bf16_dot_products();
 // CPU cannot run that level.
 void matmul(ThreadPool& pool, CpuIsa isa, GgmlType wtype, const void* w, int64_t out_features,
             int64_t in_features, const float* x, int64_t n, float* out);
+
+// Weights packed for decode (weight_pack.h): the AVX2 decode kernels (n <= 16) read w's packed
+// bytes, every other case reads w.source; the results are bit-identical to matmul on w.source.
+void matmul(ThreadPool& pool, const PackedWeight& w, const float* x, int64_t n, float* out);
+void matmul(ThreadPool& pool, CpuIsa isa, const PackedWeight& w, const float* x, int64_t n, float* out);
 
 }  // namespace pagoda::cpu

@@ -62,6 +62,8 @@ struct MatmulArgs {
   // Quantized activations re-laid for the AVX-512 prefill micro-kernel (n > kFewRowsMax):
   // see pack_activation_panels_avx512.
   const uint8_t* panel = nullptr;
+  // w is in the decode layout of weight_pack.h (Q5_K / IQ4_XS, AVX2 level, n <= kFewRowsMax).
+  bool packed = false;
 };
 
 // f(s[2b] + s[2b + 1]) for every activation row i and 32-element block b, into
@@ -99,6 +101,8 @@ constexpr int64_t kFewRowsMax = 16;
 void matmul_few_rows_avx512(const MatmulArgs& a, int64_t o_begin, int64_t o_end);
 // The same at the AVX2 level.
 void matmul_few_rows_avx2(const MatmulArgs& a, int64_t o_begin, int64_t o_end);
+// The same for weights in the decode layout (a.packed).
+void matmul_packed_avx2(const MatmulArgs& a, int64_t o_begin, int64_t o_end);
 
 // BF16 weights with AVX512_BF16 (vdpbf16ps) on bf16-rounded activations; see
 // matmul_bf16_avx512.cpp. Only when cpu_features().avx512_bf16 and the level is Avx512.

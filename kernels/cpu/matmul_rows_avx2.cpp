@@ -136,38 +136,57 @@ inline __m256i iq4xs_duo_fields(__m256i z) {
   return _mm256_packus_epi16(_mm256_or_si256(lo, hi), _mm256_setzero_si256());
 }
 
+// Group scales from the transposed fields t (transpose_fields) and the fp16 super-block scales
+// d / dmin in row order.
+template <GgmlType T>
+inline void store_fields(const __m256i t[4], __m256 d, __m256 dmin, GroupScales<T>& sc) {
+  [&]<int... J>(std::integer_sequence<int, J...>) {
+    ([&] {
+      constexpr int j = J;
+      if constexpr (T == GgmlType::Q6_K) {
+        _mm256_store_ps(sc.s0[j], _mm256_mul_ps(d, field_ps<2 * j, true>(t)));
+        _mm256_store_ps(sc.s1[j], _mm256_mul_ps(d, field_ps<2 * j + 1, true>(t)));
+      } else if constexpr (T == GgmlType::IQ4_XS) {
+        _mm256_store_ps(sc.s0[j], _mm256_mul_ps(d, _mm256_sub_ps(field_ps<j, false>(t), _mm256_set1_ps(32.f))));
+      } else {
+        _mm256_store_ps(sc.s0[j], _mm256_mul_ps(d, field_ps<j, false>(t)));
+        _mm256_store_ps(sc.m[j], _mm256_mul_ps(dmin, field_ps<8 + j, false>(t)));
+      }
+    }(), ...);
+  }(std::make_integer_sequence<int, 8>{});
+}
+
+// The same from the per-type 16-byte fields f[k] of rows k and 4 + k (duo layout).
+template <GgmlType T>
+inline void store_group_scales(const __m256i f[4], __m256 d, __m256 dmin, GroupScales<T>& sc) {
+  __m256i t[4];
+  transpose_fields(f, t);
+  store_fields<T>(t, d, dmin, sc);
+}
+
+// Q4_K / Q5_K / IQ4_XS: group scales from z[k] = [16 bytes from the header of row k | of row
+// 4 + k].
+template <GgmlType T>
+inline void duo_header_scales(const __m256i z[4], GroupScales<T>& sc) {
+  __m256i f[4];
+  __m256 d, dmin;
+  duo_head_halves(z, d, dmin);
+  for (int k = 0; k < 4; ++k) f[k] = T == GgmlType::IQ4_XS ? iq4xs_duo_fields(z[k]) : q4k_duo_fields(z[k]);
+  store_group_scales<T>(f, d, dmin, sc);
+}
+
 template <GgmlType T>
 void load_scales(const uint8_t* const row[kGroup], int64_t group, GroupScales<T>& sc) {
-  if constexpr (vector_group_scales(T)) {
-    __m256i z[4], f[4], t[4];
-    __m256 d, dmin;
-    if constexpr (T == GgmlType::Q4_K || T == GgmlType::Q5_K) {
-      load_duos(row, group * (T == GgmlType::Q4_K ? sizeof(BlockQ4_K) : sizeof(BlockQ5_K)), z);
-      duo_head_halves(z, d, dmin);
-      for (int k = 0; k < 4; ++k) f[k] = q4k_duo_fields(z[k]);
-    } else if constexpr (T == GgmlType::Q6_K) {
-      load_duos(row, group * sizeof(BlockQ6_K) + offsetof(BlockQ6_K, scales), f);
-      d = row_halves(row, group * sizeof(BlockQ6_K) + offsetof(BlockQ6_K, d));
-    } else {
-      load_duos(row, group * sizeof(BlockIQ4_XS), z);
-      duo_head_halves(z, d, dmin);
-      for (int k = 0; k < 4; ++k) f[k] = iq4xs_duo_fields(z[k]);
-    }
-    transpose_fields(f, t);
-    [&]<int... J>(std::integer_sequence<int, J...>) {
-      ([&] {
-        constexpr int j = J;
-        if constexpr (T == GgmlType::Q6_K) {
-          _mm256_store_ps(sc.s0[j], _mm256_mul_ps(d, field_ps<2 * j, true>(t)));
-          _mm256_store_ps(sc.s1[j], _mm256_mul_ps(d, field_ps<2 * j + 1, true>(t)));
-        } else if constexpr (T == GgmlType::IQ4_XS) {
-          _mm256_store_ps(sc.s0[j], _mm256_mul_ps(d, _mm256_sub_ps(field_ps<j, false>(t), _mm256_set1_ps(32.f))));
-        } else {
-          _mm256_store_ps(sc.s0[j], _mm256_mul_ps(d, field_ps<j, false>(t)));
-          _mm256_store_ps(sc.m[j], _mm256_mul_ps(dmin, field_ps<8 + j, false>(t)));
-        }
-      }(), ...);
-    }(std::make_integer_sequence<int, 8>{});
+  if constexpr (T == GgmlType::Q6_K) {
+    __m256i f[4];
+    load_duos(row, group * sizeof(BlockQ6_K) + offsetof(BlockQ6_K, scales), f);
+    const __m256 d = row_halves(row, group * sizeof(BlockQ6_K) + offsetof(BlockQ6_K, d));
+    store_group_scales<T>(f, d, d, sc);
+  } else if constexpr (vector_group_scales(T)) {
+    __m256i z[4];
+    constexpr size_t bytes = T == GgmlType::Q4_K ? sizeof(BlockQ4_K) : T == GgmlType::Q5_K ? sizeof(BlockQ5_K) : sizeof(BlockIQ4_XS);
+    load_duos(row, group * bytes, z);
+    duo_header_scales<T>(z, sc);
   } else if constexpr (generic_unpack(T)) {
     for (int l = 0; l < kGroup; ++l) group_scales<T>(row[l], group, &sc.s0[0][l], &sc.s1[0][l], &sc.m[0][l], &sc.m1[0][l], kGroup);
   } else {
@@ -474,7 +493,201 @@ void few_rows_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
   }
 }
 
+// ---- The decode layout (weight_pack.h) -----------------------------------------------------
+// A 32-byte load of a tile holds 4 consecutive elements of each of the 8 rows, one row per
+// int32 lane, so vpmaddubsw + vpmaddwd against the 4 activation bytes broadcast to every lane
+// leave row l's partial sum in lane l: a block's 8 row sums build up in one register with no
+// cross-lane reduction, and the fifth bits / level lookups are done for 8 rows at once. Same
+// exact integers, same float epilogue (block_epilogue) as the GGML-layout kernels.
+
+inline __m256i broadcast4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+
+// Block j of a Q5_K tile (block b of the row) for R activation rows. The 5-bit quants of
+// register i < 4 are the low 5 bits of V_i; register 4 + i takes its bits 2-4 from V_i's top 3
+// and bits 0-1 from V4 (weight_pack.cpp). u <= 31, so a vpmaddubsw word is at most 2 * 31 * 127
+// and four of them add in 16 bits without overflow before vpmaddwd.
+template <int R, int j>
+inline void q5k_packed_block(const uint8_t* tile, const ActRowPtrs x[R], const uint8_t* const xw[R],
+                             const GroupScales<GgmlType::Q5_K>& sc, int64_t b, __m256 acc[R]) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  const uint8_t* blk = tile + 128 + 160 * j;
+  const __m256i v4 = load32(blk + 128);
+  __m256i isum[R], w[R];
+  [&]<int... C>(std::integer_sequence<int, C...>) {
+    ([&] {
+      constexpr int c = C, i = c % 4;
+      const __m256i vi = load32(blk + 32 * i);
+      __m256i u;
+      if constexpr (c < 4) {
+        u = _mm256_and_si256(vi, _mm256_set1_epi8(0x1F));
+      } else {
+        const __m256i top = _mm256_and_si256(_mm256_srli_epi16(vi, 3), _mm256_set1_epi8(0x1C));
+        const __m256i low = _mm256_and_si256(i ? _mm256_srli_epi16(v4, 2 * i) : v4, _mm256_set1_epi8(0x03));
+        u = _mm256_or_si256(top, low);
+      }
+      for (int r = 0; r < R; ++r) {
+        const __m256i p = _mm256_maddubs_epi16(u, load32(xw[r] + 32 * (8 * b + c)));
+        w[r] = c % 4 ? _mm256_add_epi16(w[r], p) : p;
+        if constexpr (c == 3) isum[r] = _mm256_madd_epi16(w[r], ones);
+        if constexpr (c == 7) isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(w[r], ones));
+      }
+    }(), ...);
+  }(std::make_integer_sequence<int, 8>{});
+  for (int r = 0; r < R; ++r)
+    acc[r] = block_epilogue<GgmlType::Q5_K>(acc[r], isum[r], _mm256_setzero_si256(), sc, j, x[r], b);
+}
+
+// Block j of an IQ4_XS tile for R activation rows: levels q by table lookup, products as
+// |x| * (q with x's sign) so that vpmaddubsw sees an unsigned operand (the broadcast |x| sit
+// a_k = 8 * n * k bytes after the broadcast x); words reach 2 * 127 * 127, so each goes through
+// vpmaddwd on its own.
+template <int R, int j>
+inline void iq4xs_packed_block(const uint8_t* tile, const ActRowPtrs x[R], const uint8_t* const xw[R], int64_t a_k,
+                               const GroupScales<GgmlType::IQ4_XS>& sc, int64_t b, __m256 acc[R]) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+  const __m256i levels = _mm256_xor_si256(_mm256_broadcastsi128_si256(unpack_iq4_table()), _mm256_set1_epi8(static_cast<char>(0x80)));
+  const uint8_t* qs = tile + 64 + 128 * j;
+  __m256i isum[R];
+  for (int r = 0; r < R; ++r) isum[r] = _mm256_setzero_si256();
+  auto dot = [&](__m256i q, int r, int e) {
+    const uint8_t* xv = xw[r] + 32 * (8 * b + e / 4);
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(load32(xv + 8 * a_k), _mm256_sign_epi8(q, load32(xv))), ones);
+  };
+  for (int c = 0; c < 4; ++c) {
+    const __m256i v = load32(qs + 32 * c);
+    const __m256i lo = _mm256_shuffle_epi8(levels, _mm256_and_si256(v, m4));
+    const __m256i hi = _mm256_shuffle_epi8(levels, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+    for (int r = 0; r < R; ++r) isum[r] = _mm256_add_epi32(isum[r], _mm256_add_epi32(dot(lo, r, 4 * c), dot(hi, r, 16 + 4 * c)));
+  }
+  for (int r = 0; r < R; ++r)
+    acc[r] = block_epilogue<GgmlType::IQ4_XS>(acc[r], isum[r], _mm256_setzero_si256(), sc, j, x[r], b);
+}
+
+// The group scales of a tile: its fields are stored 6 bits each in the transposed layout
+// store_fields reads (weight_pack.cpp), its fp16 scales in row order.
+template <GgmlType T>
+inline void packed_tile_scales(const uint8_t* tile, GroupScales<T>& sc) {
+  const __m256i low6 = _mm256_set1_epi8(0x3F), low2 = _mm256_set1_epi8(0x03), low4 = _mm256_set1_epi8(0x0F);
+  const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile)));
+  __m256i t[4];
+  if constexpr (T == GgmlType::Q5_K) {
+    const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + 16)));
+    const __m256i p0 = load32(tile + 32), p1 = load32(tile + 64), p2 = load32(tile + 96);
+    t[0] = _mm256_and_si256(p0, low6);
+    t[1] = _mm256_and_si256(p1, low6);
+    t[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(p0, 6), low2), _mm256_slli_epi16(_mm256_and_si256(p2, low4), 2));
+    t[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(p1, 6), low2),
+                           _mm256_and_si256(_mm256_srli_epi16(p2, 2), _mm256_set1_epi8(0x3C)));
+    store_fields<T>(t, d, dmin, sc);
+  } else {
+    const __m256i q0 = load32(tile + 16);
+    // Q1's 16 bytes in both lanes, the high nibbles moved down in lane 1.
+    const __m256i q1 = _mm256_and_si256(_mm256_srlv_epi64(broadcast16(tile + 48), _mm256_setr_epi64x(0, 0, 4, 4)), low4);
+    t[0] = _mm256_and_si256(q0, low6);
+    t[1] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q0, 6), low2), _mm256_slli_epi16(q1, 2));
+    store_fields<T>(t, d, d, sc);
+  }
+}
+
+// The tiles of a thread's outputs are one sequential stream; prefetching this many tiles ahead,
+// 3 lines before each of a tile's 8 blocks (24 lines cover the 17-22 of a tile), took a
+// TinyLlama-shaped Q5_K matmul from ~71% to ~85-95% of the streaming-read bandwidth on a Zen 3
+// class host (4 to 8 tiles ahead measured alike; no prefetch at all was the worst).
+constexpr int kPrefetchTiles = 6;
+
+template <GgmlType T>
+constexpr size_t kTileBytes = 8 * (T == GgmlType::Q5_K ? sizeof(BlockQ5_K) : sizeof(BlockIQ4_XS));
+
+// R activation rows (i0..) x the 8 outputs of the group at o0 (a multiple of 8), over all of k;
+// outputs o0 + [lo, hi) are stored.
+template <GgmlType T, int R>
+void packed_rows(const MatmulArgs& a, int64_t o0, int lo, int hi, int64_t i0, const float* fsum, const uint8_t* xwide) {
+  const uint8_t* tiles = a.w + o0 * a.row_bytes;
+  const size_t tiles_end = static_cast<size_t>(a.out_features / kGroup * kGroup) * a.row_bytes;
+  const int64_t nb = a.k / 32, supers = a.k / 256;
+  ActRowPtrs x[R];
+  const uint8_t* xw[R];
+  for (int r = 0; r < R; ++r) {
+    x[r] = {a.acts.row_q(i0 + r), a.acts.row_d(i0 + r), a.acts.row_s(i0 + r), fsum ? fsum + (i0 + r) * nb : nullptr, nullptr};
+    xw[r] = xwide + (i0 + r) * a.k * 8;
+  }
+  __m256 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  GroupScales<T> sc;
+  for (int64_t s = 0; s < supers; ++s) {
+    const uint8_t* tile = tiles + s * kTileBytes<T>;
+    packed_tile_scales<T>(tile, sc);
+    [&]<int... J>(std::integer_sequence<int, J...>) {
+      ([&] {
+        // Within the packed tiles only (the next group's follow this group's in memory).
+        const size_t ahead = static_cast<size_t>(tile - a.w) + kPrefetchTiles * kTileBytes<T> + 192 * J;
+        if (ahead + 192 <= tiles_end)
+          for (int l = 0; l < 3; ++l) _mm_prefetch(reinterpret_cast<const char*>(a.w + ahead + 64 * l), _MM_HINT_T0);
+        if constexpr (T == GgmlType::Q5_K) q5k_packed_block<R, J>(tile, x, xw, sc, 8 * s + J, acc);
+        else iq4xs_packed_block<R, J>(tile, x, xw, a.k * a.n, sc, 8 * s + J, acc);
+      }(), ...);
+    }(std::make_integer_sequence<int, 8>{});
+  }
+  for (int r = 0; r < R; ++r) {
+    float* out = a.out + (i0 + r) * a.out_features + o0;
+    if (lo == 0 && hi == kGroup) {
+      _mm256_storeu_ps(out, acc[r]);
+    } else {
+      alignas(32) float tmp[kGroup];
+      _mm256_store_ps(tmp, acc[r]);
+      std::memcpy(out + lo, tmp + lo, sizeof(float) * (hi - lo));
+    }
+  }
+}
+
+template <GgmlType T>
+void packed_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
+  thread_local std::vector<float> fsum_buf;
+  thread_local std::vector<int32_t> xwide_buf;
+  const float* fsum = nullptr;
+  if constexpr (block_min(T)) {
+    per_block_activation_sums(a, fsum_buf, [](int xs) { return static_cast<float>(xs); });
+    fsum = fsum_buf.data();
+  }
+  // Every 4 activation bytes broadcast to the 8 lanes, once per call: the kernels then read
+  // them as plain loads (a broadcast per register cost a shuffle-port slot each).
+  const int64_t all = a.n * a.k;
+  xwide_buf.resize(static_cast<size_t>(signed_weights(T) ? 4 * all : 2 * all));
+  for (int64_t e = 0; e < all; e += 4) {
+    const __m256i v = broadcast4(a.acts.q + e);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(xwide_buf.data() + 2 * e), v);
+    // The signed-weight kernel also reads |x|, 8 * n * k bytes further on.
+    if constexpr (signed_weights(T)) _mm256_storeu_si256(reinterpret_cast<__m256i*>(xwide_buf.data() + 2 * (all + e)), _mm256_abs_epi8(v));
+  }
+  const uint8_t* xwide = reinterpret_cast<const uint8_t*>(xwide_buf.data());
+  // Groups of 8 rows; a range that starts or ends inside a group (the dispatcher splits by 8,
+  // so only if that changes) computes the group and stores its part.
+  const int64_t full = a.out_features / kGroup * kGroup, end = std::min(o_end, full);
+  for (int64_t o0 = o_begin / kGroup * kGroup; o0 < end; o0 += kGroup) {
+    const int lo = static_cast<int>(std::max<int64_t>(o_begin - o0, 0));
+    const int hi = static_cast<int>(std::min<int64_t>(end - o0, kGroup));
+    for (int64_t i0 = 0; i0 < a.n; i0 += 2) {
+      if (a.n - i0 >= 2) packed_rows<T, 2>(a, o0, lo, hi, i0, fsum, xwide);
+      else packed_rows<T, 1>(a, o0, lo, hi, i0, fsum, xwide);
+    }
+  }
+  // Rows past the last full group are in the GGML layout at their usual offsets.
+  if (o_end > full) few_rows_range<T>(a, std::max(o_begin, full), o_end);
+}
+
 }  // namespace
+
+void matmul_packed_avx2(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
+  switch (a.type) {
+    case GgmlType::Q5_K: return packed_range<GgmlType::Q5_K>(a, o_begin, o_end);
+    case GgmlType::IQ4_XS: return packed_range<GgmlType::IQ4_XS>(a, o_begin, o_end);
+    default: return;
+  }
+}
 
 void matmul_few_rows_avx2(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
   switch (a.type) {

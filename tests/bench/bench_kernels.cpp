@@ -29,6 +29,7 @@
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/quants.h"
 #include "kernels/cpu/thread_pool.h"
+#include "kernels/cpu/weight_pack.h"
 #include "tests/bench/bench_peaks.h"
 
 using namespace pagoda;
@@ -79,6 +80,23 @@ std::vector<float> random_x(int64_t n, int64_t k) {
   std::normal_distribution<float> nd;
   for (auto& v : x) v = nd(rng);
   return x;
+}
+
+// A weight matrix as the CPU backend holds it: the GGML bytes, plus the decode layout
+// (weight_pack.h) where this host's kernels use one (PAGODA_BENCH_NO_PACK=1: never, for A/B).
+struct Weights {
+  std::vector<uint8_t> bytes;
+  PackedWeight packed;
+  void matmul(ThreadPool& pool, GgmlType t, int64_t out, int64_t in, const float* x, int64_t n, float* y) const {
+    if (packed.bytes) cpu::matmul(pool, packed, x, n, y);
+    else cpu::matmul(pool, t, bytes.data(), out, in, x, n, y);
+  }
+};
+Weights make_weights(GgmlType t, int64_t rows, int64_t cols, uint64_t seed) {
+  Weights w{random_weights(t, rows, cols, seed), {}};
+  if (std::getenv("PAGODA_BENCH_NO_PACK") == nullptr && decode_pack_useful(default_cpu_isa(), t, rows, cols))
+    w.packed = pack_for_decode(t, w.bytes.data(), rows, cols);
+  return w;
 }
 
 // Prefill runs alternate with the int8 peak probe: each run's GOP/s is divided by the peak
@@ -159,15 +177,15 @@ int main(int argc, char** argv) {
     // Prefill re-reads each weight tile from cache for many rows: it does not need the rotation.
     const bool hot = std::getenv("PAGODA_BENCH_HOT") != nullptr || prefill_only;
     const int copies = hot ? 1 : static_cast<int>(std::max<size_t>(1, rotation_bytes / wbytes));
-    std::vector<std::vector<uint8_t>> ws;
-    for (int c = 0; c < copies; ++c) ws.push_back(random_weights(type, s.out, s.in, 10 + c));
+    std::vector<Weights> ws;
+    for (int c = 0; c < copies; ++c) ws.push_back(make_weights(type, s.out, s.in, 10 + c));
     std::vector<float> out(static_cast<size_t>(512 * s.out));
     const auto x = random_x(512, s.in);
     int next = 0;
     std::printf("%-24s", s.name);
     if (!prefill_only) {
       const double t1 = median_seconds(quick ? 5 : 30, [&] {
-        matmul(pool, type, ws[next++ % copies].data(), s.out, s.in, x.data(), 1, out.data());
+        ws[next++ % copies].matmul(pool, type, s.out, s.in, x.data(), 1, out.data());
       });
       std::printf(" n=1   %7.3f ms  %6.1f GB/s (%3.0f%% of stream)", t1 * 1e3, wbytes / t1 / 1e9,
                   100.0 * wbytes / t1 / 1e9 / bw);
@@ -176,14 +194,14 @@ int main(int argc, char** argv) {
     for (int64_t n : {2, 3, 4, 8, 16}) {
       if (decode_only || prefill_only) break;
       const double t = median_seconds(quick ? 5 : 15, [&] {
-        matmul(pool, type, ws[next++ % copies].data(), s.out, s.in, x.data(), n, out.data());
+        ws[next++ % copies].matmul(pool, type, s.out, s.in, x.data(), n, out.data());
       });
       std::printf("  n=%ld %.3fms", static_cast<long>(n), t * 1e3);
     }
     for (int64_t n : {128, 512}) {
       if (decode_only || (quick && n == 512)) continue;
       const PrefillFigure f = prefill_vs_peak(pool, quick ? 3 : 7, 2.0 * n * s.out * s.in, [&] {
-        matmul(pool, type, ws[next++ % copies].data(), s.out, s.in, x.data(), n, out.data());
+        ws[next++ % copies].matmul(pool, type, s.out, s.in, x.data(), n, out.data());
       });
       std::printf("  n=%-3ld %6.1f GOP/s (%2.0f%%)", static_cast<long>(n), f.gops, f.pct_of_peak);
     }
@@ -194,7 +212,7 @@ int main(int argc, char** argv) {
   // The whole TinyLlama-1.1B matmul stack.
   struct Mat {
     int64_t out, in;
-    std::vector<uint8_t> w;
+    Weights w;
   };
   std::vector<Mat> model;
   size_t total = 0;
@@ -202,15 +220,15 @@ int main(int argc, char** argv) {
   for (int l = 0; l < layers; ++l)
     for (const auto& [o, i] : {std::pair<int64_t, int64_t>{2048, 2048}, {256, 2048}, {256, 2048}, {2048, 2048},
                                {5632, 2048}, {5632, 2048}, {2048, 5632}}) {
-      model.push_back({o, i, random_weights(type, o, i, 100 + model.size())});
-      total += model.back().w.size();
+      model.push_back({o, i, make_weights(type, o, i, 100 + model.size())});
+      total += model.back().w.bytes.size();
     }
-  model.push_back({32000, 2048, random_weights(type, 32000, 2048, 7)});
-  total += model.back().w.size();
+  model.push_back({32000, 2048, make_weights(type, 32000, 2048, 7)});
+  total += model.back().w.bytes.size();
   const auto x = random_x(512, 5632);
   std::vector<float> out(static_cast<size_t>(512) * 32000);
   auto forward = [&](int64_t n) {
-    for (const Mat& m : model) matmul(pool, type, m.w.data(), m.out, m.in, x.data(), n, out.data());
+    for (const Mat& m : model) m.w.matmul(pool, type, m.out, m.in, x.data(), n, out.data());
   };
   const double td = prefill_only ? 0.0 : median_seconds(5, [&] { forward(1); });
   if (!prefill_only)

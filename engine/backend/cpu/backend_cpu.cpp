@@ -65,6 +65,16 @@ void prefault(const void* p, size_t bytes) {
 #endif
 }
 
+// PAGODA_DECODE_PACK=0 keeps Q5_K / IQ4_XS weights in their GGML layout only (no decode copy:
+// half the memory for those matrices, slower decode on AVX2 hosts). Read once.
+bool decode_packing() {
+  static const bool on = [] {
+    const char* env = std::getenv("PAGODA_DECODE_PACK");
+    return env == nullptr || std::string(env) != "0";
+  }();
+  return on;
+}
+
 }  // namespace
 
 void CpuBackend::AlignedFree::operator()(void* p) const { std::free(p); }
@@ -102,6 +112,8 @@ void* CpuBackend::allocate(size_t bytes) {
 Tensor CpuBackend::upload_weight(const void* host_data, GgmlType type, int64_t rows, int64_t cols) {
   // Zero-copy: the mapped file outlives the backend; ops never write to weights.
   prefault(host_data, ggml_row_size(type, cols) * static_cast<size_t>(rows));
+  if (decode_packing() && cpu::decode_pack_useful(cpu::default_cpu_isa(), type, rows, cols))
+    packed_.insert_or_assign(host_data, cpu::pack_for_decode(type, host_data, rows, cols, pool_.get()));
   return Tensor{const_cast<void*>(host_data), type, rows, cols};
 }
 
@@ -242,7 +254,11 @@ void CpuBackend::matmul(const Tensor& w, const Tensor& x, Tensor& out, int64_t n
   require(x.cols == w.cols && out.cols == w.rows, "matmul: shapes do not match");
   require_rows(x, n, "matmul: n exceeds the input's rows");
   require_rows(out, n, "matmul: n exceeds the output's rows");
-  cpu::matmul(*pool_, w.type, w.data, w.rows, w.cols, f32(x), n, f32(out));
+  if (const auto it = packed_.find(w.data);
+      it != packed_.end() && it->second.type == w.type && it->second.rows == w.rows && it->second.cols == w.cols)
+    cpu::matmul(*pool_, it->second, f32(x), n, f32(out));
+  else
+    cpu::matmul(*pool_, w.type, w.data, w.rows, w.cols, f32(x), n, f32(out));
 }
 
 void CpuBackend::add_bias(Tensor& x, const Tensor& bias, int64_t n) {

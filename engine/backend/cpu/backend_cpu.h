@@ -10,11 +10,13 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "engine/backend/backend.h"
 #include "kernels/cpu/moe.h"
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/weight_pack.h"
 
 namespace pagoda {
 
@@ -87,6 +89,9 @@ class CpuBackend final : public Backend {
 
   std::unique_ptr<cpu::ThreadPool> pool_;
   std::vector<Buffer> buffers_;  // activations
+  // Decode-layout copies of uploaded weights (weight_pack.h), by the uploaded data pointer:
+  // matmul reads them for decode; the Tensor keeps pointing at the GGML bytes for every other use.
+  std::unordered_map<const void*, cpu::PackedWeight> packed_;
   KvCacheConfig kv_cfg_;
   std::vector<Buffer> k_pools_, v_pools_;  // one per layer
   // Consecutive tokens of one sequence whose attention runs as one task (they share K/V reads).

@@ -4,7 +4,8 @@
 // prefill chunks after cached tokens, F16, F32 and Q8_0 KV), K-shift (with and without rope_freqs, and
 // shifted K against K roped at the new position), block copy, logit-row gather; and the vector
 // attention kernels (AVX2 plain / windowed / soft-capped, AVX-512) against the scalar ones, with
-// each row bit-identical alone and in a group.
+// each row bit-identical alone and in a group; and matmul on weights the backend keeps a decode
+// layout of (Q5_K, IQ4_XS) against the kernels on the GGML bytes.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 
 #include "engine/backend/cpu/backend_cpu.h"
 #include "kernels/cpu/kv_quant.h"
+#include "kernels/cpu/matmul.h"
 #include "kernels/cpu/ops_ext.h"
 #include "kernels/cpu/ops_impl.h"
 #include "kernels/cpu/quants.h"
@@ -191,6 +193,32 @@ TEST_CASE("embed dequantizes the rows of the step's tokens", "[cpu_ops]") {
     p.tokens[3] = static_cast<int32_t>(vocab);
     be.begin_step(p);
     CHECK_THROWS(be.embed(w, out));
+  }
+}
+
+TEST_CASE("matmul on uploaded Q5_K / IQ4_XS weights (decode layout on AVX2 hosts) gives the GGML bits", "[cpu_ops]") {
+  // On an AVX2-level host upload_weight keeps a decode-layout copy of these types
+  // (weight_pack.h) that matmul reads for up to 16 rows; the GGML bytes serve embed and prefill.
+  CpuBackend be(2);
+  cpu::ThreadPool pool(2);
+  const int64_t rows = 75, cols = 512;  // 9 full groups of 8 rows and a partial one
+  for (GgmlType type : {GgmlType::Q5_K, GgmlType::IQ4_XS}) {
+    const auto wf = randoms(static_cast<size_t>(rows * cols), 31);
+    std::vector<uint8_t> q(ggml_row_size(type, cols) * rows);
+    for (int64_t r = 0; r < rows; ++r)
+      cpu::quantize_row(type, wf.data() + r * cols, q.data() + r * ggml_row_size(type, cols), cols);
+    const Tensor w = be.upload_weight(q.data(), type, rows, cols);
+    CHECK(w.data == q.data());
+    for (int64_t n : {1, 3, 20}) {
+      const auto xv = randoms(static_cast<size_t>(n * cols), 32 + n);
+      Tensor x = filled(be, n, cols, xv);
+      Tensor out = be.alloc(n, rows);
+      be.matmul(w, x, out, n);
+      std::vector<float> want(static_cast<size_t>(n * rows));
+      cpu::matmul(pool, cpu::CpuIsa::Scalar, type, q.data(), rows, cols, xv.data(), n, want.data());
+      INFO(ggml_type_info(type).name << " n=" << n);
+      CHECK(std::memcmp(host(be, out, n).data(), want.data(), want.size() * sizeof(float)) == 0);
+    }
   }
 }
 

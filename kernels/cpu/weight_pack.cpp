@@ -1,0 +1,249 @@
+// Packing of Q5_K / IQ4_XS weight matrices into the decode layout described in weight_pack.h,
+// and its inverse. Both go through the decoded values of one tile (TileValues): the GGML blocks
+// <-> values <-> the tile, each step written once per direction and checked as exact inverses
+// by tests/unit/kernels/test_weight_pack.cpp.
+#include "kernels/cpu/weight_pack.h"
+
+#include <cstring>
+#include <new>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/cpu/quants.h"
+
+namespace pagoda::cpu {
+
+void PackedBytesFree::operator()(uint8_t* p) const { ::operator delete[](p, std::align_val_t(64)); }
+
+namespace {
+
+constexpr int kRows = 8;
+constexpr int64_t kSuper = 256;
+
+// One super-block of 8 rows, decoded: fp16 scales as stored, 6-bit sub-block fields, and each
+// element's quant (Q5_K: 5 bits; IQ4_XS: the 4-bit level index).
+struct TileValues {
+  uint16_t d[kRows], dmin[kRows];
+  uint8_t field[kRows][16];  // Q5_K: sc[0..7], min[0..7]; IQ4_XS: ls[0..7]
+  uint8_t q[8][8][32];  // [block j][register c][4l + e]: element 4c + e of block j of row l
+};
+
+// Row l's quants [block][element] to / from the tile's register order (4 bytes per register).
+void scatter_row(const uint8_t (&u)[8][32], int l, TileValues& v) {
+  for (int j = 0; j < 8; ++j)
+    for (int c = 0; c < 8; ++c) std::memcpy(&v.q[j][c][4 * l], &u[j][4 * c], 4);
+}
+void gather_row(const TileValues& v, int l, uint8_t (&u)[8][32]) {
+  for (int j = 0; j < 8; ++j)
+    for (int c = 0; c < 8; ++c) std::memcpy(&u[j][4 * c], &v.q[j][c][4 * l], 4);
+}
+
+// ---- GGML blocks <-> values ----
+
+void q5k_from_block(const BlockQ5_K& b, int l, TileValues& v) {
+  v.d[l] = b.d, v.dmin[l] = b.dmin;
+  for (int j = 0; j < 8; ++j) {
+    int sc, mn;
+    q4k_scale_min(j, b.scales, sc, mn);
+    v.field[l][j] = static_cast<uint8_t>(sc), v.field[l][8 + j] = static_cast<uint8_t>(mn);
+  }
+  uint8_t u[8][32];
+  for (int j = 0; j < 8; ++j)
+    for (int i = 0; i < 32; ++i)
+      u[j][i] = static_cast<uint8_t>(((b.qs[32 * (j / 2) + i] >> (4 * (j % 2))) & 15) | (((b.qh[i] >> j) & 1) << 4));
+  scatter_row(u, l, v);
+}
+
+void q5k_to_block(const TileValues& v, int l, BlockQ5_K& b) {
+  b.d = v.d[l], b.dmin = v.dmin[l];
+  const uint8_t* sc = v.field[l];
+  const uint8_t* mn = v.field[l] + 8;
+  // The inverse of q4k_scale_min (every bit of the 12 bytes is one field's).
+  for (int j = 0; j < 4; ++j) {
+    b.scales[j] = static_cast<uint8_t>((sc[j] & 63) | ((sc[j + 4] >> 4) << 6));
+    b.scales[j + 4] = static_cast<uint8_t>((mn[j] & 63) | ((mn[j + 4] >> 4) << 6));
+    b.scales[j + 8] = static_cast<uint8_t>((sc[j + 4] & 15) | ((mn[j + 4] & 15) << 4));
+  }
+  std::memset(b.qs, 0, sizeof b.qs);
+  std::memset(b.qh, 0, sizeof b.qh);
+  uint8_t u[8][32];
+  gather_row(v, l, u);
+  for (int j = 0; j < 8; ++j)
+    for (int i = 0; i < 32; ++i) {
+      b.qs[32 * (j / 2) + i] = static_cast<uint8_t>(b.qs[32 * (j / 2) + i] | ((u[j][i] & 15) << (4 * (j % 2))));
+      b.qh[i] = static_cast<uint8_t>(b.qh[i] | ((u[j][i] >> 4) << j));
+    }
+}
+
+void iq4xs_from_block(const BlockIQ4_XS& b, int l, TileValues& v) {
+  v.d[l] = b.d, v.dmin[l] = 0;
+  for (int j = 0; j < 8; ++j) v.field[l][j] = static_cast<uint8_t>(iq4xs_scale(j, b));
+  uint8_t u[8][32];
+  for (int j = 0; j < 8; ++j)
+    for (int i = 0; i < 16; ++i) u[j][i] = b.qs[16 * j + i] & 15, u[j][16 + i] = b.qs[16 * j + i] >> 4;
+  scatter_row(u, l, v);
+}
+
+void iq4xs_to_block(const TileValues& v, int l, BlockIQ4_XS& b) {
+  b.d = v.d[l];
+  b.scales_h = 0;
+  for (int j = 0; j < 8; ++j) b.scales_h = static_cast<uint16_t>(b.scales_h | ((v.field[l][j] >> 4) << (2 * j)));
+  for (int j = 0; j < 4; ++j) b.scales_l[j] = static_cast<uint8_t>((v.field[l][2 * j] & 15) | ((v.field[l][2 * j + 1] & 15) << 4));
+  std::memset(b.qs, 0, sizeof b.qs);
+  uint8_t u[8][32];
+  gather_row(v, l, u);
+  for (int j = 0; j < 8; ++j)
+    for (int i = 0; i < 16; ++i) b.qs[16 * j + i] = static_cast<uint8_t>(u[j][i] | u[j][16 + i] << 4);
+}
+
+// ---- values <-> tile ----
+
+// Byte b of the kernels' transposed field registers t[m] (see transpose_fields in
+// matmul_rows_avx2.cpp): 128-bit lane b / 16 holds rows 4 (b / 16) .. + 3, dword (b % 16) / 4
+// field 4m + (b % 16) / 4, byte b % 4 the row within the lane.
+int t_row(int b) { return 4 * (b / 16) + b % 4; }
+int t_field(int m, int b) { return 4 * m + (b % 16) / 4; }
+
+// Moves the tile's fields between `v` and the tile bytes; `to_tile` picks the direction. The
+// bit-field encodings are spelled once, as (value, tile byte, shift, width) moves.
+void move_bits(uint8_t& value, int value_shift, uint8_t& tile_byte, int tile_shift, int width, bool to_tile) {
+  const int mask = (1 << width) - 1;
+  if (to_tile) {
+    tile_byte = static_cast<uint8_t>((tile_byte & ~(mask << tile_shift)) | (((value >> value_shift) & mask) << tile_shift));
+  } else {
+    value = static_cast<uint8_t>((value & ~(mask << value_shift)) | (((tile_byte >> tile_shift) & mask) << value_shift));
+  }
+}
+
+void move_halves(uint16_t (&h)[kRows], uint8_t* tile, bool to_tile) {
+  if (to_tile) std::memcpy(tile, h, sizeof h);
+  else std::memcpy(h, tile, sizeof h);
+}
+
+// Q5_K tile: [0, 16) d, [16, 32) dmin (row order); [32, 128) the fields as P0, P1, P2 with
+//   P0 = t0 | (t2 & 3) << 6, P1 = t1 | (t3 & 3) << 6, P2 = t2 >> 2 | (t3 >> 2) << 4
+// (t0, t1: the 8 scales, t2, t3: the 8 mins, in the t layout); [128, 1408) per block j 160 bytes:
+// registers V0..V3 and V4 holding the 5-bit quants u_c of the 8 registers c = 0..7 (register c:
+// elements 4c..4c+3 of each row, row l in bytes 4l..4l+3) as
+//   V_i = u_i | (u_{4+i} >> 2) << 5 (i < 4),   V4 = sum_i (u_{4+i} & 3) << 2i.
+void q5k_move_tile(TileValues& v, uint8_t* tile, bool to_tile) {
+  move_halves(v.d, tile, to_tile);
+  move_halves(v.dmin, tile + 16, to_tile);
+  uint8_t* p = tile + 32;
+  for (int b = 0; b < 32; ++b) {
+    const int l = t_row(b);
+    for (int half = 0; half < 2; ++half) {
+      uint8_t& sc = v.field[l][t_field(half, b)];
+      uint8_t& mn = v.field[l][t_field(2 + half, b)];
+      move_bits(sc, 0, p[32 * half + b], 0, 6, to_tile);
+      move_bits(mn, 0, p[32 * half + b], 6, 2, to_tile);
+      move_bits(mn, 2, p[64 + b], 4 * half, 4, to_tile);
+    }
+  }
+  for (int j = 0; j < 8; ++j) {
+    uint8_t* blk = tile + 128 + 160 * j;
+    for (int i = 0; i < 4; ++i)
+      for (int b = 0; b < 32; ++b) {
+        uint8_t& lo = v.q[j][i][b];
+        uint8_t& hi = v.q[j][4 + i][b];
+        if (to_tile) {
+          blk[32 * i + b] = static_cast<uint8_t>(lo | (hi >> 2) << 5);
+          blk[128 + b] = static_cast<uint8_t>(blk[128 + b] | (hi & 3) << (2 * i));
+        } else {
+          lo = blk[32 * i + b] & 31;
+          hi = static_cast<uint8_t>((blk[32 * i + b] >> 5) << 2 | ((blk[128 + b] >> (2 * i)) & 3));
+        }
+      }
+  }
+}
+
+// IQ4_XS tile: [0, 16) d; [16, 64) the 8 scales ls as Q0 = t0 | (t1 & 3) << 6 (32 bytes) and
+// Q1 (16 bytes) = t1[b] >> 2 | (t1[b + 16] >> 2) << 4; [64, 1088) per block j 128 bytes: 4
+// registers c of 32 bytes, row l's qs[16j + 4c .. 16j + 4c + 3] in bytes 4l..4l+3 (low nibbles:
+// elements 4c..; high nibbles: 16 + 4c..).
+void iq4xs_move_tile(TileValues& v, uint8_t* tile, bool to_tile) {
+  move_halves(v.d, tile, to_tile);
+  uint8_t* p = tile + 16;
+  for (int b = 0; b < 32; ++b) {
+    const int l = t_row(b);
+    move_bits(v.field[l][t_field(0, b)], 0, p[b], 0, 6, to_tile);
+    move_bits(v.field[l][t_field(1, b)], 0, p[b], 6, 2, to_tile);
+    move_bits(v.field[l][t_field(1, b)], 2, p[32 + b % 16], 4 * (b / 16), 4, to_tile);
+  }
+  for (int j = 0; j < 8; ++j)
+    for (int c = 0; c < 4; ++c)
+      for (int b = 0; b < 32; ++b) {
+        uint8_t& byte = tile[64 + 128 * j + 32 * c + b];
+        uint8_t& lo = v.q[j][c][b];
+        uint8_t& hi = v.q[j][4 + c][b];
+        if (to_tile) byte = static_cast<uint8_t>(lo | hi << 4);
+        else lo = byte & 15, hi = byte >> 4;
+      }
+}
+
+// Moves every tile of a rows x cols matrix between `ggml` and `packed`, and copies the rows past
+// the last full group as they are.
+void move_matrix(GgmlType t, int64_t rows, int64_t cols, uint8_t* ggml, uint8_t* packed, bool to_tile, ThreadPool* pool) {
+  const size_t row_bytes = ggml_row_size(t, cols);
+  const size_t block_bytes = ggml_type_info(t).type_size;
+  const int64_t supers = cols / kSuper, groups = rows / kRows;
+  const bool q5k = t == GgmlType::Q5_K;
+  auto move_groups = [&](int64_t g_begin, int64_t g_end, int) {
+    TileValues v{};
+    for (int64_t g = g_begin; g < g_end; ++g)
+      for (int64_t s = 0; s < supers; ++s) {
+        uint8_t* tile = packed + static_cast<size_t>(g * kRows) * row_bytes + s * kRows * block_bytes;
+        uint8_t* blk[kRows];
+        for (int l = 0; l < kRows; ++l) blk[l] = ggml + static_cast<size_t>(g * kRows + l) * row_bytes + s * block_bytes;
+        if (to_tile) {
+          for (int l = 0; l < kRows; ++l) {
+            if (q5k) q5k_from_block(*reinterpret_cast<const BlockQ5_K*>(blk[l]), l, v);
+            else iq4xs_from_block(*reinterpret_cast<const BlockIQ4_XS*>(blk[l]), l, v);
+          }
+          std::memset(tile, 0, kRows * block_bytes);
+        }
+        if (q5k) q5k_move_tile(v, tile, to_tile);
+        else iq4xs_move_tile(v, tile, to_tile);
+        if (!to_tile) {
+          for (int l = 0; l < kRows; ++l) {
+            if (q5k) q5k_to_block(v, l, *reinterpret_cast<BlockQ5_K*>(blk[l]));
+            else iq4xs_to_block(v, l, *reinterpret_cast<BlockIQ4_XS*>(blk[l]));
+          }
+        }
+      }
+  };
+  if (pool != nullptr) pool->parallel_for(groups, move_groups);
+  else move_groups(0, groups, 0);
+  const size_t done = static_cast<size_t>(groups * kRows) * row_bytes, all = static_cast<size_t>(rows) * row_bytes;
+  if (to_tile) std::memcpy(packed + done, ggml + done, all - done);
+  else std::memcpy(ggml + done, packed + done, all - done);
+}
+
+}  // namespace
+
+bool decode_pack_supported(GgmlType t, int64_t rows, int64_t cols) {
+  return (t == GgmlType::Q5_K || t == GgmlType::IQ4_XS) && rows >= kRows && cols > 0 && cols % kSuper == 0;
+}
+
+bool decode_pack_useful(CpuIsa isa, GgmlType t, int64_t rows, int64_t cols) {
+  return isa == CpuIsa::Avx2 && decode_pack_supported(t, rows, cols);
+}
+
+PackedWeight pack_for_decode(GgmlType t, const void* w, int64_t rows, int64_t cols, ThreadPool* pool) {
+  if (!decode_pack_supported(t, rows, cols))
+    throw std::invalid_argument(std::string("pack_for_decode: no decode layout for ") + ggml_type_info(t).name + " " +
+                                std::to_string(rows) + " x " + std::to_string(cols));
+  PackedWeight p;
+  p.type = t, p.rows = rows, p.cols = cols, p.source = w;
+  p.size = ggml_row_size(t, cols) * static_cast<size_t>(rows);
+  p.bytes.reset(static_cast<uint8_t*>(::operator new[](p.size, std::align_val_t(64))));
+  // move_matrix only reads `ggml` when packing; the cast lets one routine serve both directions.
+  move_matrix(t, rows, cols, static_cast<uint8_t*>(const_cast<void*>(w)), p.bytes.get(), true, pool);
+  return p;
+}
+
+void unpack_from_decode(const PackedWeight& p, void* out) {
+  move_matrix(p.type, p.rows, p.cols, static_cast<uint8_t*>(out), p.bytes.get(), false, nullptr);
+}
+
+}  // namespace pagoda::cpu

@@ -21,7 +21,7 @@ BackendSelection select_backend(const BackendChoice& choice) {
     s.description = s.backend->name() + (choice.cuda_graphs ? " (CUDA graphs)" : "");
     return s;
   }
-  auto cpu = std::make_unique<CpuBackend>(choice.threads);
+  auto cpu = std::make_unique<CpuBackend>(choice.threads, parse_decode_pack(choice.cpu_decode_pack, "--cpu-decode-pack"));
   s.description = cpu->name() + " (" + std::to_string(cpu->n_threads()) + " threads)";
   s.backend = std::move(cpu);
   return s;

@@ -35,6 +35,7 @@ struct GenerateArgs {
   uint64_t seed = 0;
   int threads = 0;    // 0 = hardware threads
   std::string device = "auto";
+  std::string cpu_decode_pack = "auto";
   int ctx = 2048;
   int batch = 512;    // prefill chunk (max tokens per forward pass)
   bool ignore_eos = false;
@@ -47,7 +48,7 @@ const char* kUsage =
     "usage: pagoda generate --model M.gguf --prompt TEXT [-n N] [--temp T] [--seed S]\n"
     "                       [--threads T] [--device D] [--ctx C] [--batch B] [--ignore-eos]\n"
     "                       [--kv-cache-type T] [--kv-cache-type-k T] [--kv-cache-type-v T]\n"
-    "                       [--print-tokens]\n"
+    "                       [--print-tokens] [--cpu-decode-pack auto|on|off]\n"
     "  -n N          new tokens to generate (default 32)\n"
     "  --temp T      sampling temperature; 0 = greedy (default 0)\n"
     "  --seed S      sampler seed (default 0)\n"
@@ -62,7 +63,9 @@ const char* kUsage =
     "  --kv-cache-type-k T, --kv-cache-type-v T (also -ctk, -ctv)\n"
     "                     K's or V's elements alone, overriding --kv-cache-type\n"
     "  --print-tokens     after the text, one line per generated token on stderr:\n"
-    "                     'token ID LOGPROB' (the chosen token's log-probability)\n";
+    "                     'token ID LOGPROB' (the chosen token's log-probability)\n"
+    "  --cpu-decode-pack M  CPU on AVX2 hosts: decode-layout copies of Q5_K/IQ4_XS matrices\n"
+    "                     (faster decode, more memory): auto (default), on or off\n";
 
 long parse_int(const std::string& flag, const char* v, long lo, long hi) {
   char* end = nullptr;
@@ -97,6 +100,7 @@ bool parse_args(int argc, char** argv, GenerateArgs& a) {
     else if (f == "--seed") a.seed = static_cast<uint64_t>(parse_int(f, v, 0, 1L << 62));
     else if (f == "--threads" || f == "-t") a.threads = static_cast<int>(parse_int(f, v, 0, 1024));
     else if (f == "--device") a.device = v;
+    else if (f == "--cpu-decode-pack") a.cpu_decode_pack = v;
     else if (f == "--kv-cache-type") both = parse_kv_type(f, v);
     else if (f == "--kv-cache-type-k" || f == "-ctk") k_only = parse_kv_type(f, v);
     else if (f == "--kv-cache-type-v" || f == "-ctv") v_only = parse_kv_type(f, v);
@@ -282,7 +286,7 @@ int generate(int argc, char** argv) {
   }
   const gguf::GgufFile file = gguf::GgufFile::open(a.model);
   const auto tok = Tokenizer::from_gguf(file);
-  BackendSelection backend = select_backend(BackendChoice{a.device, a.threads, false});
+  BackendSelection backend = select_backend(BackendChoice{a.device, a.threads, false, a.cpu_decode_pack});
   if (!backend.fallback_reason.empty())
     std::fprintf(stderr, "no usable CUDA device (%s), using the CPU\n", backend.fallback_reason.c_str());
   std::fprintf(stderr, "backend: %s\n", backend.description.c_str());

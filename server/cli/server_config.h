@@ -20,6 +20,7 @@ struct ServerConfig {
   std::string served_model_name;     // comma-separated names (the first is the main one);
                                      // empty: the model file's stem
   std::string device = "auto";       // cpu | cuda | auto
+  std::string cpu_decode_pack = "auto";  // auto | on | off (CpuBackend's DecodePack)
   bool cuda_graphs = false;          // CUDA: replay decode steps as CUDA graphs (unverified on
                                      // hardware, hence off by default)
   int threads = 0;                   // CPU threads; 0 = all cores

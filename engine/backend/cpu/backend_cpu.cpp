@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <stdexcept>
+#include <string>
 #include <thread>
 
 #include <sys/mman.h>
@@ -65,21 +67,31 @@ void prefault(const void* p, size_t bytes) {
 #endif
 }
 
-// PAGODA_DECODE_PACK=0 keeps Q5_K / IQ4_XS weights in their GGML layout only (no decode copy:
-// half the memory for those matrices, slower decode on AVX2 hosts). Read once.
-bool decode_packing() {
-  static const bool on = [] {
-    const char* env = std::getenv("PAGODA_DECODE_PACK");
-    return env == nullptr || std::string(env) != "0";
-  }();
-  return on;
+// MemAvailable of /proc/meminfo in bytes; 0 when it cannot be read.
+size_t available_memory() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  size_t kib = 0;
+  while (in >> key >> kib) {
+    if (key == "MemAvailable:") return kib * 1024;
+    in.ignore(256, '\n');
+  }
+  return 0;
 }
 
 }  // namespace
 
 void CpuBackend::AlignedFree::operator()(void* p) const { std::free(p); }
 
-CpuBackend::CpuBackend(int n_threads) {
+DecodePack parse_decode_pack(const std::string& value, const std::string& flag) {
+  if (value == "off") return DecodePack::Off;
+  if (value == "on") return DecodePack::On;
+  if (value == "auto") return DecodePack::Auto;
+  throw std::invalid_argument(flag + " must be auto, on or off, got '" + value + "'");
+}
+
+CpuBackend::CpuBackend(int n_threads, DecodePack decode_pack) : decode_pack_(decode_pack) {
+  if (decode_pack_ == DecodePack::Auto) pack_budget_ = available_memory() / 4;
   if (n_threads <= 0) n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   pool_ = std::make_unique<cpu::ThreadPool>(n_threads);
   scratch_.resize(static_cast<size_t>(n_threads));
@@ -111,9 +123,13 @@ void* CpuBackend::allocate(size_t bytes) {
 
 Tensor CpuBackend::upload_weight(const void* host_data, GgmlType type, int64_t rows, int64_t cols) {
   // Zero-copy: the mapped file outlives the backend; ops never write to weights.
-  prefault(host_data, ggml_row_size(type, cols) * static_cast<size_t>(rows));
-  if (decode_packing() && cpu::decode_pack_useful(cpu::default_cpu_isa(), type, rows, cols))
+  const size_t bytes = ggml_row_size(type, cols) * static_cast<size_t>(rows);
+  prefault(host_data, bytes);
+  const bool allowed = decode_pack_ == DecodePack::On || (decode_pack_ == DecodePack::Auto && bytes <= pack_budget_);
+  if (allowed && cpu::decode_pack_useful(cpu::default_cpu_isa(), type, rows, cols)) {
     packed_.insert_or_assign(host_data, cpu::pack_for_decode(type, host_data, rows, cols, pool_.get()));
+    if (decode_pack_ == DecodePack::Auto) pack_budget_ -= bytes;
+  }
   return Tensor{const_cast<void*>(host_data), type, rows, cols};
 }
 

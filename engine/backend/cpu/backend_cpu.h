@@ -22,10 +22,18 @@ namespace pagoda {
 
 namespace cpu { class ThreadPool; }
 
+// Whether upload_weight also keeps a decode-layout copy of Q5_K / IQ4_XS matrices
+// (kernels/cpu/weight_pack.h; used on AVX2-level hosts, where it speeds up decode 1.2-1.7x):
+// Off, On, or Auto, which packs while the copies stay within a quarter of the memory available
+// when the backend starts (a copy is those matrices' size again).
+enum class DecodePack { Off, On, Auto };
+// "off" | "on" | "auto"; throws std::invalid_argument naming `flag` for anything else.
+DecodePack parse_decode_pack(const std::string& value, const std::string& flag);
+
 class CpuBackend final : public Backend {
  public:
   // `n_threads` <= 0 means one thread per hardware thread.
-  explicit CpuBackend(int n_threads = 0);
+  explicit CpuBackend(int n_threads = 0, DecodePack decode_pack = DecodePack::Auto);
   ~CpuBackend() override;
 
   std::string name() const override;
@@ -92,6 +100,8 @@ class CpuBackend final : public Backend {
   // Decode-layout copies of uploaded weights (weight_pack.h), by the uploaded data pointer:
   // matmul reads them for decode; the Tensor keeps pointing at the GGML bytes for every other use.
   std::unordered_map<const void*, cpu::PackedWeight> packed_;
+  DecodePack decode_pack_;
+  size_t pack_budget_ = 0;  // bytes of decode copies still allowed (Auto); unused otherwise
   KvCacheConfig kv_cfg_;
   std::vector<Buffer> k_pools_, v_pools_;  // one per layer
   // Consecutive tokens of one sequence whose attention runs as one task (they share K/V reads).

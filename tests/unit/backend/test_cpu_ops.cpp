@@ -199,7 +199,8 @@ TEST_CASE("embed dequantizes the rows of the step's tokens", "[cpu_ops]") {
 TEST_CASE("matmul on uploaded Q5_K / IQ4_XS weights (decode layout on AVX2 hosts) gives the GGML bits", "[cpu_ops]") {
   // On an AVX2-level host upload_weight keeps a decode-layout copy of these types
   // (weight_pack.h) that matmul reads for up to 16 rows; the GGML bytes serve embed and prefill.
-  CpuBackend be(2);
+  const DecodePack mode = GENERATE(DecodePack::On, DecodePack::Off, DecodePack::Auto);
+  CpuBackend be(2, mode);
   cpu::ThreadPool pool(2);
   const int64_t rows = 75, cols = 512;  // 9 full groups of 8 rows and a partial one
   for (GgmlType type : {GgmlType::Q5_K, GgmlType::IQ4_XS}) {
@@ -220,6 +221,13 @@ TEST_CASE("matmul on uploaded Q5_K / IQ4_XS weights (decode layout on AVX2 hosts
       CHECK(std::memcmp(host(be, out, n).data(), want.data(), want.size() * sizeof(float)) == 0);
     }
   }
+}
+
+TEST_CASE("--cpu-decode-pack values", "[cpu_ops]") {
+  CHECK(parse_decode_pack("auto", "--cpu-decode-pack") == DecodePack::Auto);
+  CHECK(parse_decode_pack("on", "--cpu-decode-pack") == DecodePack::On);
+  CHECK(parse_decode_pack("off", "--cpu-decode-pack") == DecodePack::Off);
+  CHECK_THROWS_WITH(parse_decode_pack("yes", "--cpu-decode-pack"), Catch::Matchers::Contains("--cpu-decode-pack"));
 }
 
 TEST_CASE("rope rotates pairs (llama) or halves (neox) by the step's positions", "[cpu_ops]") {

@@ -221,11 +221,12 @@ TEST_CASE("prefill rows split into L2-sized blocks give the decode path's bits")
 }
 
 TEST_CASE("AVX2 prefill tiles: every row tail, L2 row blocks and 16-bit partial sums match the scalar bits") {
-  // The AVX2 tile kernel takes rows 4 at a time in blocks sized from the L2 (about 24 rows at
-  // in = 8192 on a 512 KiB L2; a whole batch at in = 512), adds several groups' 16-bit products
-  // before widening for the small-u types (8 groups for 4-bit, 4 for 5-bit, 2 for Q6_K, per half
-  // for Q3_K/Q2_K) and forms Q8_0 / IQ4 products from |q| and x with q's sign. n = 18..21 end a
-  // block with 2, 3, 0 and 1 rows; in = 8192 adds block boundaries with every tail.
+  // The AVX2 tile kernel takes rows 4 at a time in blocks sized from the L2 (64 rows at in =
+  // 8192 on L2s up to 1 MiB; a whole batch of these sizes at in = 512), adds several groups'
+  // 16-bit products before widening for the small-u types (8 groups for 4-bit, 4 for 5-bit, 2
+  // for Q6_K, per half for Q3_K/Q2_K) and forms Q8_0 / IQ4 products from |q| and x with q's
+  // sign. n = 18..21 end with 2, 3, 0 and 1 rows; n = 131 at in = 8192 crosses block
+  // boundaries and ends a block with 3.
   if (!cpu_supports(CpuIsa::Avx2)) return;
   ThreadPool pool(2);
   for (GgmlType t : kTypes) {

@@ -210,11 +210,13 @@ void matmul(ThreadPool& pool, CpuIsa isa, GgmlType wtype, const void* w, int64_t
   // split): with a static half each, the call waited for the slower thread, and on a shared
   // host for a worker that had not even started. Decode-sized calls stream about 256 KiB of
   // weights per chunk; prefill chunks are a quarter of a thread's share (each chunk call sets up
-  // its tile and per-row terms again, which is cheap next to that much work).
+  // its tile and per-row terms again, which is cheap next to that much work). A pool of one
+  // thread takes everything in one call.
   const int64_t per_thread = (tasks + pool.size() - 1) / pool.size();
-  const int64_t chunk = n <= detail::kFewRowsMax
-                            ? std::clamp<int64_t>((int64_t{256} << 10) / static_cast<int64_t>(unit * a.row_bytes), 1, per_thread)
-                            : std::max<int64_t>(1, (per_thread + 3) / 4);
+  const int64_t decode_chunk = (int64_t{256} << 10) / static_cast<int64_t>(unit * a.row_bytes);
+  const int64_t chunk = pool.size() == 1            ? tasks
+                        : n <= detail::kFewRowsMax ? std::clamp<int64_t>(decode_chunk, 1, per_thread)
+                                                   : std::max<int64_t>(1, (per_thread + 3) / 4);
   pool.parallel_for_dynamic(tasks, chunk, [&](int64_t b, int64_t e, int) {
     const int64_t o0 = b * unit, o1 = std::min(out_features, e * unit);
     switch (isa) {

@@ -211,7 +211,18 @@ void run_matmul(ThreadPool& pool, CpuIsa isa, GgmlType wtype, const void* w, int
 
   const int64_t unit = outputs_per_task(isa, quantized);
   const int64_t tasks = (out_features + unit - 1) / unit;
-  pool.parallel_for(tasks, [&](int64_t b, int64_t e, int) {
+  // Outputs go to the threads in chunks claimed as they free up (results do not depend on the
+  // split): with a static half each, the call waited for the slower thread, and on a shared
+  // host for a worker that had not even started. Decode-sized calls stream about 256 KiB of
+  // weights per chunk; prefill chunks are a quarter of a thread's share (each chunk call sets up
+  // its tile and per-row terms again, which is cheap next to that much work). A pool of one
+  // thread takes everything in one call.
+  const int64_t per_thread = (tasks + pool.size() - 1) / pool.size();
+  const int64_t decode_chunk = (int64_t{256} << 10) / static_cast<int64_t>(unit * a.row_bytes);
+  const int64_t chunk = pool.size() == 1            ? tasks
+                        : n <= detail::kFewRowsMax ? std::clamp<int64_t>(decode_chunk, 1, per_thread)
+                                                   : std::max<int64_t>(1, (per_thread + 3) / 4);
+  pool.parallel_for_dynamic(tasks, chunk, [&](int64_t b, int64_t e, int) {
     const int64_t o0 = b * unit, o1 = std::min(out_features, e * unit);
     switch (isa) {
       case CpuIsa::Avx512: detail::matmul_range_avx512(a, o0, o1); break;

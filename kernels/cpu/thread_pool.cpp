@@ -1,5 +1,6 @@
 #include "kernels/cpu/thread_pool.h"
 
+#include <algorithm>
 #include <chrono>
 #include <stdexcept>
 
@@ -47,9 +48,7 @@ ThreadPool::~ThreadPool() {
   for (auto& w : workers_) w.join();
 }
 
-void ThreadPool::run_range(int thread_idx) {
-  const auto [begin, end] = range(job_tasks_, n_threads_, thread_idx);
-  if (begin >= end) return;
+void ThreadPool::call_guarded(int64_t begin, int64_t end, int thread_idx) {
   tls_in_job = this;
   try {
     job_call_(job_ctx_, begin, end, thread_idx);
@@ -60,27 +59,53 @@ void ThreadPool::run_range(int thread_idx) {
   tls_in_job = nullptr;
 }
 
-void ThreadPool::run(int64_t n_tasks, Trampoline call, void* ctx) {
+void ThreadPool::run_range(int thread_idx) {
+  const auto [begin, end] = range(job_tasks_, n_threads_, thread_idx);
+  if (begin < end) call_guarded(begin, end, thread_idx);
+}
+
+void ThreadPool::run_chunks(int thread_idx) {
+  for (;;) {
+    const int64_t begin = next_chunk_.fetch_add(1) * job_chunk_;
+    if (begin >= job_tasks_) return;
+    call_guarded(begin, std::min(job_tasks_, begin + job_chunk_), thread_idx);
+  }
+}
+
+void ThreadPool::run(int64_t n_tasks, int64_t chunk, Trampoline call, void* ctx) {
   if (tls_in_job == this) throw std::logic_error("ThreadPool::parallel_for called from inside one of its own jobs");
   if (n_tasks <= 0) return;
   std::lock_guard<std::mutex> submit(submit_mutex_);
   job_call_ = call;
   job_ctx_ = ctx;
   job_tasks_ = n_tasks;
+  job_chunk_ = chunk;
   job_error_ = nullptr;
+  const bool dynamic = chunk > 0;
+  const uint64_t job = ++generation_ << 2 | (dynamic ? 1 : 0);
   if (!workers_.empty()) {
-    pending_.store(n_threads_ - 1, std::memory_order_relaxed);
+    if (dynamic) next_chunk_.store(0);
+    else pending_.store(n_threads_ - 1);
     {
-      // Bumping under the mutex means a worker that checked the generation and is about to
-      // sleep cannot miss this job.
+      // Publishing under the mutex means a worker that checked the state and is about to sleep
+      // cannot miss this job.
       std::lock_guard<std::mutex> lock(wake_mutex_);
-      generation_.fetch_add(1, std::memory_order_release);
+      state_.store(job | 2);
     }
     wake_cv_.notify_all();
   }
-  run_range(0);
+  if (dynamic) {
+    if (workers_.empty()) {
+      for (int64_t b = 0; b < n_tasks; b += chunk) call_guarded(b, std::min(n_tasks, b + chunk), 0);
+    } else {
+      run_chunks(0);
+      state_.store(job);  // closed: workers that have not joined yet never will
+    }
+  } else {
+    run_range(0);
+  }
   if (!workers_.empty()) {
-    auto done = [this] { return pending_.load(std::memory_order_acquire) == 0; };
+    auto done = [&] { return dynamic ? active_.load() == 0 : pending_.load(std::memory_order_acquire) == 0; };
     if (!spin_until(done)) {
       std::unique_lock<std::mutex> lock(done_mutex_);
       done_cv_.wait(lock, done);
@@ -94,21 +119,32 @@ void ThreadPool::run(int64_t n_tasks, Trampoline call, void* ctx) {
 }
 
 void ThreadPool::worker_loop(int thread_idx) {
-  uint64_t seen = 0;
+  uint64_t seen = 0;  // the generation of the last job this worker looked at
+  auto notify_done = [this] {
+    // Last worker out: wake the submitter if it went to sleep. Taking the mutex orders this
+    // notify after the submitter's check-then-wait, so the wakeup cannot be lost.
+    { std::lock_guard<std::mutex> lock(done_mutex_); }
+    done_cv_.notify_one();
+  };
   for (;;) {
-    auto has_work = [&] { return generation_.load(std::memory_order_acquire) != seen || stop_.load(); };
+    auto has_work = [&] { return (state_.load() >> 2) != seen || stop_.load(); };
     if (!spin_until(has_work)) {
       std::unique_lock<std::mutex> lock(wake_mutex_);
       wake_cv_.wait(lock, has_work);
     }
     if (stop_.load()) return;
-    seen = generation_.load(std::memory_order_acquire);
-    run_range(thread_idx);
-    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-      // Last worker out: wake the submitter if it went to sleep. Taking the mutex orders this
-      // notify after the submitter's check-then-wait, so the wakeup cannot be lost.
-      { std::lock_guard<std::mutex> lock(done_mutex_); }
-      done_cv_.notify_one();
+    const uint64_t job = state_.load();
+    seen = job >> 2;
+    if (job & 1) {
+      if (!(job & 2)) continue;  // closed before this worker got here
+      active_.fetch_add(1);
+      // Still the same open job: the submitter, which closes it before waiting for active_,
+      // will wait for this worker too. Otherwise it may already have returned: touch nothing.
+      if (state_.load() == job) run_chunks(thread_idx);
+      if (active_.fetch_sub(1) == 1) notify_done();
+    } else {
+      run_range(thread_idx);
+      if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) notify_done();
     }
   }
 }

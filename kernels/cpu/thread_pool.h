@@ -8,6 +8,12 @@
 // back-to-back ops of a forward pass dispatch in well under a microsecond, then blocks on a
 // condition variable, so an idle server burns no CPU.
 //
+// parallel_for_dynamic(n, chunk, fn) hands out chunks of tasks in order to whichever thread is
+// free, and returns as soon as every chunk has run: a worker that wakes late (on a shared host,
+// one whose core runs another process for a while) finds the work done and joins nothing, and
+// threads that run at different speeds finish together. For kernels whose results do not depend
+// on which thread runs which task (matmul).
+//
 // A pool runs one job at a time: concurrent parallel_for calls from different threads are
 // serialized; calling parallel_for from inside a job of the same pool is a logic error and throws.
 #pragma once
@@ -49,31 +55,55 @@ class ThreadPool {
   template <class Fn>
   void parallel_for(int64_t n_tasks, Fn&& fn) {
     using F = std::remove_reference_t<Fn>;
-    run(n_tasks, [](void* ctx, int64_t b, int64_t e, int t) { (*static_cast<F*>(ctx))(b, e, t); },
+    run(n_tasks, 0, [](void* ctx, int64_t b, int64_t e, int t) { (*static_cast<F*>(ctx))(b, e, t); },
+        const_cast<void*>(static_cast<const void*>(&fn)));
+  }
+
+  // Calls fn(begin, end, thread_idx) for the chunks [c * chunk, min(n_tasks, (c + 1) * chunk)),
+  // each once, on whichever threads claim them (the caller claims first), and returns when all
+  // have finished. The first exception thrown by any fn is rethrown here.
+  template <class Fn>
+  void parallel_for_dynamic(int64_t n_tasks, int64_t chunk, Fn&& fn) {
+    using F = std::remove_reference_t<Fn>;
+    run(n_tasks, chunk > 0 ? chunk : 1,
+        [](void* ctx, int64_t b, int64_t e, int t) { (*static_cast<F*>(ctx))(b, e, t); },
         const_cast<void*>(static_cast<const void*>(&fn)));
   }
 
  private:
   using Trampoline = void (*)(void* ctx, int64_t begin, int64_t end, int thread_idx);
 
-  void run(int64_t n_tasks, Trampoline call, void* ctx);
+  // chunk 0: the static split; > 0: dynamic chunks of that many tasks.
+  void run(int64_t n_tasks, int64_t chunk, Trampoline call, void* ctx);
   void worker_loop(int thread_idx);
   void run_range(int thread_idx);
+  void run_chunks(int thread_idx);
+  void call_guarded(int64_t begin, int64_t end, int thread_idx);
 
   const int n_threads_;
   std::vector<std::thread> workers_;
 
   std::mutex submit_mutex_;  // one job at a time
 
-  // The current job; written by the submitter before bumping generation_.
+  // The current job; written by the submitter before publishing it in state_.
   Trampoline job_call_ = nullptr;
   void* job_ctx_ = nullptr;
   int64_t job_tasks_ = 0;
+  int64_t job_chunk_ = 0;
   std::exception_ptr job_error_;
   std::mutex error_mutex_;
 
-  std::atomic<uint64_t> generation_{0};  // bumped once per job (under wake_mutex_)
-  std::atomic<int> pending_{0};          // workers still running the current job
+  // The published job: generation << 2 | open << 1 | dynamic (stored under wake_mutex_). A
+  // static job is run by every thread, and the submitter waits for all (pending_). A dynamic
+  // one is open while chunks remain: a worker joins by counting itself in active_ and checking
+  // that the same job is still open, so the submitter, which closes it once the chunks are
+  // gone, needs to wait only for workers that joined. Never reused, so a stale worker cannot
+  // mistake a new job for the one it woke for.
+  std::atomic<uint64_t> state_{0};
+  uint64_t generation_ = 0;              // the submitter's count (under submit_mutex_)
+  std::atomic<int> pending_{0};          // workers still running the current static job
+  std::atomic<int> active_{0};           // workers inside a dynamic job
+  std::atomic<int64_t> next_chunk_{0};   // the dynamic job's next unclaimed chunk
   std::atomic<bool> stop_{false};
 
   std::mutex wake_mutex_;

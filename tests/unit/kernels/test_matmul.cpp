@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <random>
 #include <string>
@@ -215,6 +216,80 @@ TEST_CASE("prefill rows split into L2-sized blocks give the decode path's bits")
         const auto one = run(pool, isa, p, 1, p.x.data() + i * p.in);
         REQUIRE(std::memcmp(one.data(), all.data() + i * p.out, p.out * 4) == 0);
       }
+    }
+  }
+}
+
+TEST_CASE("AVX2 prefill tiles: every row tail, L2 row blocks and 16-bit partial sums match the scalar bits") {
+  // The AVX2 tile kernel takes rows 4 at a time in blocks sized from the L2 (64 rows at in =
+  // 8192 on L2s up to 1 MiB; a whole batch of these sizes at in = 512), adds several groups'
+  // 16-bit products before widening for the small-u types (8 groups for 4-bit, 4 for 5-bit, 2
+  // for Q6_K, per half for Q3_K/Q2_K) and forms Q8_0 / IQ4 products from |q| and x with q's
+  // sign. n = 18..21 end with 2, 3, 0 and 1 rows; n = 131 at in = 8192 crosses block
+  // boundaries and ends a block with 3.
+  if (!cpu_supports(CpuIsa::Avx2)) return;
+  ThreadPool pool(2);
+  for (GgmlType t : kTypes) {
+    if (!quantized(t)) continue;
+    for (int64_t in : {512, 8192}) {
+      for (int64_t n : in == 512 ? std::vector<int64_t>{18, 19, 20, 21} : std::vector<int64_t>{131}) {
+        const Problem p = make_problem(t, 19, in, n, static_cast<uint32_t>(in + n));
+        INFO(name(t, CpuIsa::Avx2, p.out, in, n));
+        const auto ref = run(pool, CpuIsa::Scalar, p, n, p.x.data());
+        CHECK(std::memcmp(run(pool, CpuIsa::Avx2, p, n, p.x.data()).data(), ref.data(), ref.size() * sizeof(float)) == 0);
+      }
+    }
+  }
+}
+
+namespace {
+
+// Weights whose every decoded byte is the type's largest (or, for Q8_0, q = -128): all bits of
+// the quant fields set, scales small and finite.
+std::vector<uint8_t> extreme_weights(GgmlType t, int64_t out, int64_t in) {
+  const GgmlTypeInfo& info = ggml_type_info(t);
+  std::vector<uint8_t> w(ggml_row_size(t, in) * static_cast<size_t>(out), t == GgmlType::Q8_0 ? 0x80 : 0xFF);
+  const uint16_t small = fp32_to_fp16(0.01f);
+  for (size_t b = 0; b < w.size() / info.type_size; ++b) {
+    uint8_t* blk = &w[b * info.type_size];
+    auto set = [&](size_t off) { std::memcpy(blk + off, &small, 2); };
+    switch (t) {
+      case GgmlType::Q8_0: set(offsetof(BlockQ8_0, d)); break;
+      case GgmlType::Q4_0: set(offsetof(BlockQ4_0, d)); break;
+      case GgmlType::Q4_1: set(offsetof(BlockQ4_1, d)), set(offsetof(BlockQ4_1, m)); break;
+      case GgmlType::Q5_0: set(offsetof(BlockQ5_0, d)); break;
+      case GgmlType::Q5_1: set(offsetof(BlockQ5_1, d)), set(offsetof(BlockQ5_1, m)); break;
+      case GgmlType::IQ4_NL: set(offsetof(BlockIQ4_NL, d)); break;
+      case GgmlType::IQ4_XS: set(offsetof(BlockIQ4_XS, d)); break;
+      case GgmlType::Q2_K: set(offsetof(BlockQ2_K, d)), set(offsetof(BlockQ2_K, dmin)); break;
+      case GgmlType::Q3_K: set(offsetof(BlockQ3_K, d)); break;
+      case GgmlType::Q4_K: set(offsetof(BlockQ4_K, d)), set(offsetof(BlockQ4_K, dmin)); break;
+      case GgmlType::Q5_K: set(offsetof(BlockQ5_K, d)), set(offsetof(BlockQ5_K, dmin)); break;
+      case GgmlType::Q6_K: set(offsetof(BlockQ6_K, d)); break;
+      default: break;
+    }
+  }
+  return w;
+}
+
+}  // namespace
+
+TEST_CASE("largest weights times activations of +-127: no 16-bit sum overflows") {
+  // Every activation quantizes to 127 (or -127 in the second row): the largest pair products
+  // vpmaddubsw can see, summed over the most groups the AVX2 tile adds in 16 bits.
+  ThreadPool pool(2);
+  const int64_t in = 512, out = 16, n = 20;
+  for (GgmlType t : kTypes) {
+    if (!quantized(t)) continue;
+    const auto w = extreme_weights(t, out, in);
+    std::vector<float> x(static_cast<size_t>(n * in), 1.f);
+    for (int64_t k = 0; k < in; ++k) x[in + k] = -1.f;
+    std::vector<float> ref(static_cast<size_t>(n * out)), got(ref.size());
+    matmul(pool, CpuIsa::Scalar, t, w.data(), out, in, x.data(), n, ref.data());
+    for (CpuIsa isa : isas()) {
+      INFO(name(t, isa, out, in, n));
+      matmul(pool, isa, t, w.data(), out, in, x.data(), n, got.data());
+      CHECK(std::memcmp(got.data(), ref.data(), ref.size() * sizeof(float)) == 0);
     }
   }
 }

@@ -1,6 +1,8 @@
-// ThreadPool: coverage and static partitioning, exceptions, idle workers that do not spin.
+// ThreadPool: coverage and static partitioning, dynamic chunks, exceptions, idle workers that do
+// not spin.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <ctime>
@@ -49,6 +51,52 @@ TEST_CASE("the calling thread takes range 0 and many jobs run back to back") {
   }
   REQUIRE(sum == 40000);
   REQUIRE(wrong_thread == 0);
+}
+
+TEST_CASE("parallel_for_dynamic covers every task once in whole chunks, back to back with static jobs") {
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    for (int64_t n : {1, 5, 64, 1001})
+      for (int64_t chunk : {1, 3, 64, 5000}) {
+        std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+        std::atomic<int> bad_chunks{0};
+        pool.parallel_for_dynamic(n, chunk, [&](int64_t b, int64_t e, int t) {
+          // Chunks start on a multiple of `chunk` and end at the next one (or at n).
+          if (b % chunk != 0 || e != std::min(n, b + chunk) || t < 0 || t >= threads) bad_chunks++;
+          for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)]++;
+        });
+        REQUIRE(bad_chunks == 0);
+        for (int64_t i = 0; i < n; ++i) REQUIRE(hits[static_cast<size_t>(i)] == 1);
+      }
+    // Alternating static and dynamic jobs, many times: a worker that misses a dynamic job (the
+    // caller took every chunk) must still run the next static one.
+    std::atomic<int64_t> sum{0};
+    for (int rep = 0; rep < 5000; ++rep) {
+      pool.parallel_for_dynamic(4, 4, [&](int64_t b, int64_t e, int) { sum += e - b; });
+      pool.parallel_for(threads, [&](int64_t b, int64_t e, int) { sum += e - b; });
+    }
+    REQUIRE(sum == 5000 * (4 + threads));
+  }
+}
+
+TEST_CASE("parallel_for_dynamic: while one thread is held up in a chunk, the other runs the rest") {
+  // Whichever thread claims chunk 0 does not finish it until the other thread has run a chunk,
+  // so the call completes only if the remaining chunks go to whoever is free (bounded: gives up
+  // after 10 s, and then the other thread has run nothing, which fails the test).
+  ThreadPool pool(2);
+  std::atomic<int> ran{0};
+  std::atomic<int> ran_by[2] = {0, 0};
+  pool.parallel_for_dynamic(50, 1, [&](int64_t b, int64_t, int t) {
+    if (b == 0) {
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (ran_by[1 - t] == 0 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+    }
+    ran++;
+    ran_by[t]++;
+  });
+  REQUIRE(ran == 50);
+  REQUIRE(ran_by[0] >= 1);
+  REQUIRE(ran_by[1] >= 1);
 }
 
 TEST_CASE("exceptions propagate to the caller and the pool stays usable") {

@@ -3,7 +3,7 @@
 //   pagoda_bench_kernels [--threads N] [--type q8_0] [--quick] [--cpu-time] [--peaks-only]
 //   (--type: any supported type; --peaks-only: the two ceilings of (1) and stop; --decode-only:
 //   n = 1 figures only; --prefill-only: n = 128 and 512 figures only, one weight copy per shape;
-//   --no-stack: skip (3))
+//   --no-stack: skip (3); --no-pack: Q5_K / IQ4_XS from their GGML layout, no decode layout)
 //
 // 1. The ceilings (bench_peaks.h): streaming-read memory bandwidth (N threads summing a 1 GiB
 //    buffer), the limit for decode; the int8 dot-product peak (register-only), the limit for
@@ -83,7 +83,7 @@ std::vector<float> random_x(int64_t n, int64_t k) {
 }
 
 // A weight matrix as the CPU backend holds it: the GGML bytes, plus the decode layout
-// (weight_pack.h) where this host's kernels use one (PAGODA_BENCH_NO_PACK=1: never, for A/B).
+// (weight_pack.h) where this host's kernels use one (--no-pack: never, for A/B).
 struct Weights {
   std::vector<uint8_t> bytes;
   PackedWeight packed;
@@ -92,9 +92,10 @@ struct Weights {
     else cpu::matmul(pool, t, bytes.data(), out, in, x, n, y);
   }
 };
+bool g_decode_pack = true;  // --no-pack clears it
 Weights make_weights(GgmlType t, int64_t rows, int64_t cols, uint64_t seed) {
   Weights w{random_weights(t, rows, cols, seed), {}};
-  if (std::getenv("PAGODA_BENCH_NO_PACK") == nullptr && decode_pack_useful(default_cpu_isa(), t, rows, cols))
+  if (g_decode_pack && decode_pack_useful(default_cpu_isa(), t, rows, cols))
     w.packed = pack_for_decode(t, w.bytes.data(), rows, cols);
   return w;
 }
@@ -143,6 +144,7 @@ int main(int argc, char** argv) {
     else if (a == "--decode-only") decode_only = true;
     else if (a == "--prefill-only") prefill_only = true;
     else if (a == "--no-stack") no_stack = true;
+    else if (a == "--no-pack") g_decode_pack = false;
     else if (a == "--type" && i + 1 < argc) {
       const std::string t = argv[++i];
       bool found = false;
@@ -150,7 +152,7 @@ int main(int argc, char** argv) {
         if (const GgmlTypeInfo* info = ggml_type_info(id); info && info->supported && t == info->name) type = info->type, found = true;
       if (!found) return std::fprintf(stderr, "unknown type %s\n", t.c_str()), 2;
     } else {
-      std::fprintf(stderr, "usage: %s [--threads N] [--type TYPE (any supported: q8_0, q5_k, iq4_xs, f16, ...)] [--quick] [--cpu-time] [--peaks-only] [--decode-only] [--prefill-only] [--no-stack]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--threads N] [--type TYPE (any supported: q8_0, q5_k, iq4_xs, f16, ...)] [--quick] [--cpu-time] [--peaks-only] [--decode-only] [--prefill-only] [--no-stack] [--no-pack]\n", argv[0]);
       return 2;
     }
   }

@@ -83,9 +83,9 @@ void ThreadPool::run(int64_t n_tasks, int64_t chunk, Trampoline call, void* ctx)
   job_error_ = nullptr;
   const bool dynamic = chunk > 0;
   const uint64_t job = ++generation_ << 2 | (dynamic ? 1 : 0);
+  if (dynamic) next_chunk_.store(0);  // before publishing: workers claim from it at once
   if (!workers_.empty()) {
-    if (dynamic) next_chunk_.store(0);
-    else pending_.store(n_threads_ - 1);
+    if (!dynamic) pending_.store(n_threads_ - 1);
     {
       // Publishing under the mutex means a worker that checked the state and is about to sleep
       // cannot miss this job.
@@ -95,12 +95,8 @@ void ThreadPool::run(int64_t n_tasks, int64_t chunk, Trampoline call, void* ctx)
     wake_cv_.notify_all();
   }
   if (dynamic) {
-    if (workers_.empty()) {
-      for (int64_t b = 0; b < n_tasks; b += chunk) call_guarded(b, std::min(n_tasks, b + chunk), 0);
-    } else {
-      run_chunks(0);
-      state_.store(job);  // closed: workers that have not joined yet never will
-    }
+    run_chunks(0);
+    if (!workers_.empty()) state_.store(job);  // closed: workers that have not joined yet never will
   } else {
     run_range(0);
   }

@@ -39,6 +39,22 @@ void quantize_activation_row(const float* x, int64_t k, int8_t* q, float* d, int
   }
 }
 
+void prepare_decode_terms(GgmlType wtype, CpuIsa isa, const QuantActs& acts, int64_t n) {
+  const int64_t nb = acts.k / 32;
+  for (int64_t i = 0; i < n; ++i) {
+    const int16_t* s = acts.row_s(i);
+    if (acts.fsum) {
+      float* f = const_cast<float*>(acts.row_fsum(i));
+      for (int64_t b = 0; b < nb; ++b) f[b] = static_cast<float>(s[2 * b] + s[2 * b + 1]);
+    }
+    if (acts.corr) {
+      int32_t* c = const_cast<int32_t*>(acts.row_corr(i));
+      for (int64_t b = 0; b < nb; ++b) c[b] = weight_offset(wtype) * (s[2 * b] + s[2 * b + 1]);
+    }
+  }
+  if (acts.xwide && isa == CpuIsa::Avx2) broadcast_activations_avx2(acts, n);
+}
+
 // Scalar kernels: one (row, output) pair at a time, straight from the GGML blocks.
 void matmul_range_scalar(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
   const int64_t k = a.k;
@@ -166,11 +182,22 @@ void run_matmul(ThreadPool& pool, CpuIsa isa, GgmlType wtype, const void* w, int
     const size_t d_bytes = static_cast<size_t>(n * (in_features / 32)) * sizeof(float);
     const size_t s_bytes = static_cast<size_t>(n * (in_features / 16)) * sizeof(int16_t);
     const size_t q_pad = (q_bytes + 63) / 64 * 64, d_pad = (d_bytes + 63) / 64 * 64;
-    qbuf = aligned_bytes(q_pad + d_pad + s_bytes);
+    const size_t s_pad = (s_bytes + 63) / 64 * 64;
+    // The decode kernels' per-call terms (QuantActs): block sums as floats or scaled ints.
+    const bool decode = n <= detail::kFewRowsMax && isa != CpuIsa::Scalar;
+    const bool want_fsum = decode && detail::block_min(wtype);
+    const bool want_corr = decode && isa == CpuIsa::Avx2 && detail::has_block_correction(wtype);
+    const size_t sums_bytes = want_fsum || want_corr ? (d_bytes + 63) / 64 * 64 : 0;
+    const size_t wide_bytes = packed && isa == CpuIsa::Avx2 ? 8 * q_bytes : 0;
+    qbuf = aligned_bytes(q_pad + d_pad + s_pad + sums_bytes + wide_bytes);
     a.acts.q = reinterpret_cast<int8_t*>(qbuf.get());
     a.acts.d = reinterpret_cast<float*>(qbuf.get() + q_pad);
     a.acts.s = reinterpret_cast<int16_t*>(qbuf.get() + q_pad + d_pad);
     a.acts.k = in_features;
+    uint8_t* sums = qbuf.get() + q_pad + d_pad + s_pad;
+    if (want_fsum) a.acts.fsum = reinterpret_cast<float*>(sums);
+    if (want_corr) a.acts.corr = reinterpret_cast<int32_t*>(sums);
+    if (wide_bytes) a.acts.xwide = sums + sums_bytes;
     auto* q = const_cast<int8_t*>(a.acts.q);
     auto* d = const_cast<float*>(a.acts.d);
     auto* s = const_cast<int16_t*>(a.acts.s);
@@ -185,6 +212,7 @@ void run_matmul(ThreadPool& pool, CpuIsa isa, GgmlType wtype, const void* w, int
     // A few rows take a microsecond or two: not worth waking the other threads for.
     if (n * in_features <= 16384) quantize_rows(0, n, 0);
     else pool.parallel_for(n, quantize_rows);
+    if (decode) detail::prepare_decode_terms(wtype, isa, a.acts, n);
     if (isa == CpuIsa::Avx512 && n > detail::kFewRowsMax) {
       panelbuf = aligned_bytes(static_cast<size_t>(detail::activation_panel_bytes(n, in_features)));
       a.panel = panelbuf.get();

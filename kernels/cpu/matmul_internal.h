@@ -15,6 +15,7 @@
 #endif
 
 #include "kernels/cpu/quants.h"
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/ggml_type.h"
 
 // The quantized weight types the int8 kernels handle, for the per-ISA files' dispatch switches
@@ -33,9 +34,17 @@ struct QuantActs {
   const float* d = nullptr;
   const int16_t* s = nullptr;
   int64_t k = 0;  // elements per row
+  // Decode-call terms (n <= kFewRowsMax), made once per call before the outputs are split over
+  // threads (made per chunk of outputs, they cost up to ~10% of a 2-thread decode matmul):
+  const float* fsum = nullptr;    // [n][k / 32] float(s[2b] + s[2b + 1]): block_min types
+  const int32_t* corr = nullptr;  // [n][k / 32] weight_offset * that sum: has_block_correction types
+  const uint8_t* xwide = nullptr; // [n][k / 4][32] each 4 bytes of q broadcast to 8 lanes (AVX2 packed)
   const int8_t* row_q(int64_t i) const { return q + i * k; }
   const float* row_d(int64_t i) const { return d + i * (k / 32); }
   const int16_t* row_s(int64_t i) const { return s + i * (k / 16); }
+  const float* row_fsum(int64_t i) const { return fsum ? fsum + i * (k / 32) : nullptr; }
+  const int32_t* row_corr(int64_t i) const { return corr ? corr + i * (k / 32) : nullptr; }
+  const uint8_t* row_xwide(int64_t i) const { return xwide + i * k * 8; }
 };
 
 // Quantizes one row of k floats (k a multiple of 32): d = amax / 127, q = nearest(x * (1 / d)).
@@ -43,6 +52,12 @@ void quantize_activation_row(const float* x, int64_t k, int8_t* q, float* d, int
 // The same, bit-identical, with AVX-512 (only when cpu_supports(CpuIsa::Avx512)) and AVX2.
 void quantize_activation_row_avx512(const float* x, int64_t k, int8_t* q, float* d, int16_t* s);
 void quantize_activation_row_avx2(const float* x, int64_t k, int8_t* q, float* d, int16_t* s);
+
+// Fills the decode-call terms that `acts` has pointers for (fsum, corr, xwide) from its q and s;
+// run once per call before the outputs are split over threads. xwide only at the AVX2 level, by
+// broadcast_activations_avx2.
+void prepare_decode_terms(GgmlType wtype, CpuIsa isa, const QuantActs& acts, int64_t n);
+void broadcast_activations_avx2(const QuantActs& acts, int64_t n);
 
 // Everything a kernel needs for one call. Kernels compute outputs [o_begin, o_end) for all n rows.
 struct MatmulArgs {
@@ -65,20 +80,6 @@ struct MatmulArgs {
   // w is in the decode layout of weight_pack.h (Q5_K / IQ4_XS, AVX2 level, n <= kFewRowsMax).
   bool packed = false;
 };
-
-// f(s[2b] + s[2b + 1]) for every activation row i and 32-element block b, into
-// out[i * (k / 32) + b]: the block sums of the quantized activations that the decode kernels'
-// epilogues need for the types without half scales (the affine types' min term, the offset
-// types' correction), worked out once per call rather than once per group of outputs.
-template <class V, class F>
-void per_block_activation_sums(const MatmulArgs& a, std::vector<V>& out, F f) {
-  const int64_t nb = a.k / 32;
-  out.resize(static_cast<size_t>(a.n * nb));
-  for (int64_t i = 0; i < a.n; ++i) {
-    const int16_t* s = a.acts.row_s(i);
-    for (int64_t b = 0; b < nb; ++b) out[static_cast<size_t>(i * nb + b)] = f(s[2 * b] + s[2 * b + 1]);
-  }
-}
 
 // Activation panels: rows in groups of kPanelRows; per group and 32-element block,
 // kPanelBlockBytes holding the group's int8 dwords interleaved by row, the per-type integer
@@ -169,6 +170,10 @@ static inline constexpr bool block_min(GgmlType t) {
   return t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q4_1 || t == GgmlType::Q5_1;
 }
 static inline constexpr bool half_mins(GgmlType t) { return t == GgmlType::Q2_K; }
+// Types whose AVX2 decode epilogue subtracts weight_offset * (block sum of x) as an integer.
+static inline constexpr bool has_block_correction(GgmlType t) {
+  return !half_scales(t) && !signed_weights(t) && weight_offset(t) != 0;
+}
 // 32-element blocks per GGML block (the unit whose scales decode together).
 static inline constexpr int blocks_per_group(GgmlType t) {
   switch (t) {

@@ -321,9 +321,6 @@ struct ActRowPtrs {
   const int32_t* corr;
 };
 
-template <GgmlType T>
-constexpr bool kBlockCorrection = !half_scales(T) && !signed_weights(T) && weight_offset(T) != 0;
-
 // acc += one block's contribution for 8 outputs from its integer sums (isum_h: half h, or the
 // whole block in isum_h0 with isum_h1 zero for the types without half scales), in
 // accumulate_block's order. b is the block index in the row, j its index in the scale group.
@@ -346,7 +343,7 @@ inline __m256 block_epilogue(__m256 acc, __m256i sum0, __m256i sum1, const Group
     }
   } else {
     __m256i isum = _mm256_add_epi32(sum0, sum1);
-    if constexpr (kBlockCorrection<T>) isum = _mm256_sub_epi32(isum, _mm256_set1_epi32(x.corr[b]));
+    if constexpr (has_block_correction(T)) isum = _mm256_sub_epi32(isum, _mm256_set1_epi32(x.corr[b]));
     acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(s0, dx), acc);
     if constexpr (block_min(T)) acc = _mm256_fnmadd_ps(_mm256_set1_ps(x.fsum[b]), _mm256_mul_ps(_mm256_load_ps(sc.m[j]), dx), acc);
   }
@@ -468,18 +465,8 @@ void few_rows(const MatmulArgs& a, int64_t o0, int valid, int64_t i0, const floa
 
 template <GgmlType T>
 void few_rows_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
-  thread_local std::vector<float> fsum_buf;
-  thread_local std::vector<int32_t> corr_buf;
-  const float* fsum = nullptr;
-  const int32_t* corr = nullptr;
-  if constexpr (block_min(T)) {
-    per_block_activation_sums(a, fsum_buf, [](int xs) { return static_cast<float>(xs); });
-    fsum = fsum_buf.data();
-  }
-  if constexpr (kBlockCorrection<T>) {
-    per_block_activation_sums(a, corr_buf, [](int xs) { return weight_offset(T) * xs; });
-    corr = corr_buf.data();
-  }
+  const float* fsum = a.acts.fsum;
+  const int32_t* corr = a.acts.corr;
   for (int64_t o0 = o_begin; o0 < o_end; o0 += kGroup) {
     const int valid = static_cast<int>(std::min<int64_t>(kGroup, o_end - o0));
     const int64_t next_rows = std::min<int64_t>(kGroup, std::max<int64_t>(0, o_end - o0 - kGroup));
@@ -542,26 +529,29 @@ inline void q5k_packed_block(const uint8_t* tile, const ActRowPtrs x[R], const u
 }
 
 // Block j of an IQ4_XS tile for R activation rows: levels q by table lookup, products as
-// |x| * (q with x's sign) so that vpmaddubsw sees an unsigned operand (the broadcast |x| sit
-// a_k = 8 * n * k bytes after the broadcast x); words reach 2 * 127 * 127, so each goes through
-// vpmaddwd on its own.
+// |q| * (x with q's sign) so that vpmaddubsw sees an unsigned operand; |q| is formed once per
+// register for all R rows, and only x itself is read (a second, |x| copy of the broadcast
+// activations doubled the L2 -> L1 traffic, which bounded this kernel). Words reach
+// 2 * 127 * 127, so each goes through vpmaddwd on its own.
 template <int R, int j>
-inline void iq4xs_packed_block(const uint8_t* tile, const ActRowPtrs x[R], const uint8_t* const xw[R], int64_t a_k,
+inline void iq4xs_packed_block(const uint8_t* tile, const ActRowPtrs x[R], const uint8_t* const xw[R],
                                const GroupScales<GgmlType::IQ4_XS>& sc, int64_t b, __m256 acc[R]) {
   const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
   const __m256i levels = _mm256_xor_si256(_mm256_broadcastsi128_si256(unpack_iq4_table()), _mm256_set1_epi8(static_cast<char>(0x80)));
   const uint8_t* qs = tile + 64 + 128 * j;
   __m256i isum[R];
   for (int r = 0; r < R; ++r) isum[r] = _mm256_setzero_si256();
-  auto dot = [&](__m256i q, int r, int e) {
-    const uint8_t* xv = xw[r] + 32 * (8 * b + e / 4);
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(load32(xv + 8 * a_k), _mm256_sign_epi8(q, load32(xv))), ones);
+  auto dot = [&](__m256i q, __m256i abs_q, int r, int e) {
+    const __m256i xv = load32(xw[r] + 32 * (8 * b + e / 4));
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(abs_q, _mm256_sign_epi8(xv, q)), ones);
   };
   for (int c = 0; c < 4; ++c) {
     const __m256i v = load32(qs + 32 * c);
     const __m256i lo = _mm256_shuffle_epi8(levels, _mm256_and_si256(v, m4));
     const __m256i hi = _mm256_shuffle_epi8(levels, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
-    for (int r = 0; r < R; ++r) isum[r] = _mm256_add_epi32(isum[r], _mm256_add_epi32(dot(lo, r, 4 * c), dot(hi, r, 16 + 4 * c)));
+    const __m256i abs_lo = _mm256_abs_epi8(lo), abs_hi = _mm256_abs_epi8(hi);
+    for (int r = 0; r < R; ++r)
+      isum[r] = _mm256_add_epi32(isum[r], _mm256_add_epi32(dot(lo, abs_lo, r, 4 * c), dot(hi, abs_hi, r, 16 + 4 * c)));
   }
   for (int r = 0; r < R; ++r)
     acc[r] = block_epilogue<GgmlType::IQ4_XS>(acc[r], isum[r], _mm256_setzero_si256(), sc, j, x[r], b);
@@ -628,7 +618,7 @@ void packed_rows(const MatmulArgs& a, int64_t o0, int lo, int hi, int64_t i0, co
         if (ahead + 192 <= tiles_end)
           for (int l = 0; l < 3; ++l) _mm_prefetch(reinterpret_cast<const char*>(a.w + ahead + 64 * l), _MM_HINT_T0);
         if constexpr (T == GgmlType::Q5_K) q5k_packed_block<R, J>(tile, x, xw, sc, 8 * s + J, acc);
-        else iq4xs_packed_block<R, J>(tile, x, xw, a.k * a.n, sc, 8 * s + J, acc);
+        else iq4xs_packed_block<R, J>(tile, x, xw, sc, 8 * s + J, acc);
       }(), ...);
     }(std::make_integer_sequence<int, 8>{});
   }
@@ -646,24 +636,8 @@ void packed_rows(const MatmulArgs& a, int64_t o0, int lo, int hi, int64_t i0, co
 
 template <GgmlType T>
 void packed_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
-  thread_local std::vector<float> fsum_buf;
-  thread_local std::vector<int32_t> xwide_buf;
-  const float* fsum = nullptr;
-  if constexpr (block_min(T)) {
-    per_block_activation_sums(a, fsum_buf, [](int xs) { return static_cast<float>(xs); });
-    fsum = fsum_buf.data();
-  }
-  // Every 4 activation bytes broadcast to the 8 lanes, once per call: the kernels then read
-  // them as plain loads (a broadcast per register cost a shuffle-port slot each).
-  const int64_t all = a.n * a.k;
-  xwide_buf.resize(static_cast<size_t>(signed_weights(T) ? 4 * all : 2 * all));
-  for (int64_t e = 0; e < all; e += 4) {
-    const __m256i v = broadcast4(a.acts.q + e);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(xwide_buf.data() + 2 * e), v);
-    // The signed-weight kernel also reads |x|, 8 * n * k bytes further on.
-    if constexpr (signed_weights(T)) _mm256_storeu_si256(reinterpret_cast<__m256i*>(xwide_buf.data() + 2 * (all + e)), _mm256_abs_epi8(v));
-  }
-  const uint8_t* xwide = reinterpret_cast<const uint8_t*>(xwide_buf.data());
+  const float* fsum = a.acts.fsum;
+  const uint8_t* xwide = a.acts.xwide;
   // Groups of 8 rows; a range that starts or ends inside a group (the dispatcher splits by 8,
   // so only if that changes) computes the group and stores its part.
   const int64_t full = a.out_features / kGroup * kGroup, end = std::min(o_end, full);
@@ -680,6 +654,14 @@ void packed_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
 }
 
 }  // namespace
+
+// Every 4 activation bytes broadcast to the 8 lanes, once per call: the packed kernels then read
+// them as plain loads (a broadcast per register cost a shuffle-port slot each).
+void broadcast_activations_avx2(const QuantActs& acts, int64_t n) {
+  auto* wide = const_cast<uint8_t*>(acts.xwide);
+  for (int64_t e = 0; e < n * acts.k; e += 4)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(wide + 8 * e), broadcast4(acts.q + e));
+}
 
 void matmul_packed_avx2(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
   switch (a.type) {

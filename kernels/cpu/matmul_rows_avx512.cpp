@@ -339,13 +339,7 @@ void few_rows(const MatmulArgs& a, int64_t o0, int valid, int64_t i0, const floa
 
 template <GgmlType T>
 void few_rows_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
-  // The affine types' float block sums of the activations, once per call (see ActRow).
-  thread_local std::vector<float> fsum_buf;
-  const float* fsum = nullptr;
-  if constexpr (block_min(T)) {
-    per_block_activation_sums(a, fsum_buf, [](int xs) { return static_cast<float>(xs); });
-    fsum = fsum_buf.data();
-  }
+  const float* fsum = a.acts.fsum;  // the affine types' float block sums (see ActRow)
   for (int64_t o0 = o_begin; o0 < o_end; o0 += kGroup) {
     const int valid = static_cast<int>(std::min<int64_t>(kGroup, o_end - o0));
     // Prefetch the next group's rows (one contiguous range) while this group computes: 16

@@ -132,6 +132,12 @@ TEST_CASE("packed decode kernel: output ranges that cut groups of 8 store only t
     std::vector<float> ref(static_cast<size_t>(n * rows)), got(ref.size(), -1.f);
     detail::MatmulArgs a{t, p.bytes.get(), ggml_row_size(t, cols), rows, cols, nullptr, {q.data(), d.data(), s.data(), cols}, n, ref.data()};
     a.packed = true;
+    // The per-call terms run_matmul makes before splitting the outputs.
+    std::vector<float> fsum(d.size());
+    std::vector<uint8_t> xwide(8 * q.size());
+    if (detail::block_min(t)) a.acts.fsum = fsum.data();
+    a.acts.xwide = xwide.data();
+    detail::prepare_decode_terms(t, CpuIsa::Avx2, a.acts, n);
     detail::matmul_packed_avx2(a, 0, rows);
     a.out = got.data();
     for (auto [b, e] : {std::pair<int64_t, int64_t>{0, 3}, {3, 11}, {11, 12}, {12, 26}, {26, 29}}) detail::matmul_packed_avx2(a, b, e);

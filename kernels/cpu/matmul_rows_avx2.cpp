@@ -557,6 +557,28 @@ inline void iq4xs_packed_block(const uint8_t* tile, const ActRowPtrs x[R], const
     acc[r] = block_epilogue<GgmlType::IQ4_XS>(acc[r], isum[r], _mm256_setzero_si256(), sc, j, x[r], b);
 }
 
+// Block j of a Q8_0 tile for R activation rows: |q| * (x with q's sign) as for IQ4_XS (q can
+// be -128: |q| = 128 read unsigned, words at most 2 * 128 * 127), then block_epilogue's float
+// steps with the block's 8 fp16 scales, stored at 16j.
+template <int R, int j>
+inline void q8_0_packed_block(const uint8_t* tile, const ActRowPtrs x[R], const uint8_t* const xw[R], int64_t b,
+                              __m256 acc[R]) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  const uint8_t* qs = tile + 128 + 256 * j;
+  __m256i isum[R];
+  for (int r = 0; r < R; ++r) isum[r] = _mm256_setzero_si256();
+  for (int c = 0; c < 8; ++c) {
+    const __m256i q = load32(qs + 32 * c), abs_q = _mm256_abs_epi8(q);
+    for (int r = 0; r < R; ++r) {
+      const __m256i xv = load32(xw[r] + 32 * (8 * b + c));
+      isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(_mm256_maddubs_epi16(abs_q, _mm256_sign_epi8(xv, q)), ones));
+    }
+  }
+  const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + 16 * j)));
+  for (int r = 0; r < R; ++r)
+    acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), _mm256_mul_ps(d, _mm256_set1_ps(x[r].d[b])), acc[r]);
+}
+
 // The group scales of a tile: its fields are stored 6 bits each in the transposed layout
 // store_fields reads (weight_pack.cpp), its fp16 scales in row order.
 template <GgmlType T>
@@ -584,13 +606,18 @@ inline void packed_tile_scales(const uint8_t* tile, GroupScales<T>& sc) {
 }
 
 // The tiles of a thread's outputs are one sequential stream; prefetching this many tiles ahead,
-// 3 lines before each of a tile's 8 blocks (24 lines cover the 17-22 of a tile), took a
-// TinyLlama-shaped Q5_K matmul from ~71% to ~85-95% of the streaming-read bandwidth on a Zen 3
-// class host (4 to 8 tiles ahead measured alike; no prefetch at all was the worst).
+// a tile's lines spread over its 8 blocks (3 lines before each block for Q5_K and IQ4_XS, whose
+// tiles are 22 and 17 lines), took a TinyLlama-shaped Q5_K matmul from ~71% to ~85-95% of the
+// streaming-read bandwidth on a Zen 3 class host (4 to 8 tiles ahead measured alike; no
+// prefetch at all was the worst).
 constexpr int kPrefetchTiles = 6;
 
 template <GgmlType T>
-constexpr size_t kTileBytes = 8 * (T == GgmlType::Q5_K ? sizeof(BlockQ5_K) : sizeof(BlockIQ4_XS));
+constexpr size_t kTileBytes = 8 * (T == GgmlType::Q5_K     ? sizeof(BlockQ5_K)
+                                   : T == GgmlType::IQ4_XS ? sizeof(BlockIQ4_XS)
+                                                           : 8 * sizeof(BlockQ8_0));
+template <GgmlType T>
+constexpr int kPrefetchLinesPerBlock = static_cast<int>((kTileBytes<T> + 8 * 64 - 1) / (8 * 64));
 
 // R activation rows (i0..) x the 8 outputs of the group at o0 (a multiple of 8), over all of k;
 // outputs o0 + [lo, hi) are stored.
@@ -610,15 +637,17 @@ void packed_rows(const MatmulArgs& a, int64_t o0, int lo, int hi, int64_t i0, co
   GroupScales<T> sc;
   for (int64_t s = 0; s < supers; ++s) {
     const uint8_t* tile = tiles + s * kTileBytes<T>;
-    packed_tile_scales<T>(tile, sc);
+    if constexpr (T != GgmlType::Q8_0) packed_tile_scales<T>(tile, sc);
     [&]<int... J>(std::integer_sequence<int, J...>) {
       ([&] {
         // Within the packed tiles only (the next group's follow this group's in memory).
-        const size_t ahead = static_cast<size_t>(tile - a.w) + kPrefetchTiles * kTileBytes<T> + 192 * J;
-        if (ahead + 192 <= tiles_end)
-          for (int l = 0; l < 3; ++l) _mm_prefetch(reinterpret_cast<const char*>(a.w + ahead + 64 * l), _MM_HINT_T0);
+        constexpr int lines = kPrefetchLinesPerBlock<T>;
+        const size_t ahead = static_cast<size_t>(tile - a.w) + kPrefetchTiles * kTileBytes<T> + 64 * lines * J;
+        if (ahead + 64 * lines <= tiles_end)
+          for (int l = 0; l < lines; ++l) _mm_prefetch(reinterpret_cast<const char*>(a.w + ahead + 64 * l), _MM_HINT_T0);
         if constexpr (T == GgmlType::Q5_K) q5k_packed_block<R, J>(tile, x, xw, sc, 8 * s + J, acc);
-        else iq4xs_packed_block<R, J>(tile, x, xw, sc, 8 * s + J, acc);
+        else if constexpr (T == GgmlType::IQ4_XS) iq4xs_packed_block<R, J>(tile, x, xw, sc, 8 * s + J, acc);
+        else q8_0_packed_block<R, J>(tile, x, xw, 8 * s + J, acc);
       }(), ...);
     }(std::make_integer_sequence<int, 8>{});
   }
@@ -667,6 +696,7 @@ void matmul_packed_avx2(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
   switch (a.type) {
     case GgmlType::Q5_K: return packed_range<GgmlType::Q5_K>(a, o_begin, o_end);
     case GgmlType::IQ4_XS: return packed_range<GgmlType::IQ4_XS>(a, o_begin, o_end);
+    case GgmlType::Q8_0: return packed_range<GgmlType::Q8_0>(a, o_begin, o_end);
     default: return;
   }
 }

@@ -1,4 +1,4 @@
-// Packing of Q5_K / IQ4_XS weight matrices into the decode layout described in weight_pack.h,
+// Packing of Q5_K / IQ4_XS / Q8_0 weight matrices into the decode layout described in weight_pack.h,
 // and its inverse. Both go through the decoded values of one tile (TileValues): the GGML blocks
 // <-> values <-> the tile, each step written once per direction and checked as exact inverses
 // by tests/unit/kernels/test_weight_pack.cpp.
@@ -20,10 +20,11 @@ namespace {
 constexpr int kRows = 8;
 constexpr int64_t kSuper = 256;
 
-// One super-block of 8 rows, decoded: fp16 scales as stored, 6-bit sub-block fields, and each
-// element's quant (Q5_K: 5 bits; IQ4_XS: the 4-bit level index).
+// One super-block of 8 rows (Q8_0: 8 blocks), decoded: fp16 scales as stored, 6-bit sub-block
+// fields, and each element's quant (Q5_K: 5 bits; IQ4_XS: the 4-bit level index; Q8_0: the byte).
 struct TileValues {
   uint16_t d[kRows], dmin[kRows];
+  uint16_t block_d[8][kRows];  // Q8_0: block j's scale of row l
   uint8_t field[kRows][16];  // Q5_K: sc[0..7], min[0..7]; IQ4_XS: ls[0..7]
   uint8_t q[8][8][32];  // [block j][register c][4l + e]: element 4c + e of block j of row l
 };
@@ -94,6 +95,25 @@ void iq4xs_to_block(const TileValues& v, int l, BlockIQ4_XS& b) {
   gather_row(v, l, u);
   for (int j = 0; j < 8; ++j)
     for (int i = 0; i < 16; ++i) b.qs[16 * j + i] = static_cast<uint8_t>(u[j][i] | u[j][16 + i] << 4);
+}
+
+// Q8_0: the 8 blocks of one super-block's span of the row.
+void q8_0_from_blocks(const BlockQ8_0* b, int l, TileValues& v) {
+  uint8_t u[8][32];
+  for (int j = 0; j < 8; ++j) {
+    v.block_d[j][l] = b[j].d;
+    std::memcpy(u[j], b[j].qs, 32);
+  }
+  scatter_row(u, l, v);
+}
+
+void q8_0_to_blocks(const TileValues& v, int l, BlockQ8_0* b) {
+  uint8_t u[8][32];
+  gather_row(v, l, u);
+  for (int j = 0; j < 8; ++j) {
+    b[j].d = v.block_d[j][l];
+    std::memcpy(b[j].qs, u[j], 32);
+  }
 }
 
 // ---- values <-> tile ----
@@ -181,35 +201,51 @@ void iq4xs_move_tile(TileValues& v, uint8_t* tile, bool to_tile) {
       }
 }
 
+// Q8_0 tile: [0, 128) per block j 16 bytes, the 8 rows' fp16 d in row order; [128, 2176) per
+// block j 256 bytes: 8 registers c of 32 bytes, row l's qs[4c .. 4c + 3] in bytes 4l..4l+3.
+void q8_0_move_tile(TileValues& v, uint8_t* tile, bool to_tile) {
+  for (int j = 0; j < 8; ++j) {
+    move_halves(v.block_d[j], tile + 16 * j, to_tile);
+    if (to_tile) std::memcpy(tile + 128 + 256 * j, v.q[j], 256);
+    else std::memcpy(v.q[j], tile + 128 + 256 * j, 256);
+  }
+}
+
 // Moves every tile of a rows x cols matrix between `ggml` and `packed`, and copies the rows past
 // the last full group as they are.
 void move_matrix(GgmlType t, int64_t rows, int64_t cols, uint8_t* ggml, uint8_t* packed, bool to_tile, ThreadPool* pool) {
   const size_t row_bytes = ggml_row_size(t, cols);
-  const size_t block_bytes = ggml_type_info(t).type_size;
+  const size_t super_bytes = ggml_row_size(t, kSuper);  // one super-block's span of a row
   const int64_t supers = cols / kSuper, groups = rows / kRows;
-  const bool q5k = t == GgmlType::Q5_K;
+  auto from_blocks = [t](const uint8_t* b, int l, TileValues& v) {
+    if (t == GgmlType::Q5_K) q5k_from_block(*reinterpret_cast<const BlockQ5_K*>(b), l, v);
+    else if (t == GgmlType::IQ4_XS) iq4xs_from_block(*reinterpret_cast<const BlockIQ4_XS*>(b), l, v);
+    else q8_0_from_blocks(reinterpret_cast<const BlockQ8_0*>(b), l, v);
+  };
+  auto to_blocks = [t](const TileValues& v, int l, uint8_t* b) {
+    if (t == GgmlType::Q5_K) q5k_to_block(v, l, *reinterpret_cast<BlockQ5_K*>(b));
+    else if (t == GgmlType::IQ4_XS) iq4xs_to_block(v, l, *reinterpret_cast<BlockIQ4_XS*>(b));
+    else q8_0_to_blocks(v, l, reinterpret_cast<BlockQ8_0*>(b));
+  };
+  auto move_tile = [t](TileValues& v, uint8_t* tile, bool to) {
+    if (t == GgmlType::Q5_K) q5k_move_tile(v, tile, to);
+    else if (t == GgmlType::IQ4_XS) iq4xs_move_tile(v, tile, to);
+    else q8_0_move_tile(v, tile, to);
+  };
   auto move_groups = [&](int64_t g_begin, int64_t g_end, int) {
     TileValues v{};
     for (int64_t g = g_begin; g < g_end; ++g)
       for (int64_t s = 0; s < supers; ++s) {
-        uint8_t* tile = packed + static_cast<size_t>(g * kRows) * row_bytes + s * kRows * block_bytes;
+        uint8_t* tile = packed + static_cast<size_t>(g * kRows) * row_bytes + s * kRows * super_bytes;
         uint8_t* blk[kRows];
-        for (int l = 0; l < kRows; ++l) blk[l] = ggml + static_cast<size_t>(g * kRows + l) * row_bytes + s * block_bytes;
+        for (int l = 0; l < kRows; ++l) blk[l] = ggml + static_cast<size_t>(g * kRows + l) * row_bytes + s * super_bytes;
         if (to_tile) {
-          for (int l = 0; l < kRows; ++l) {
-            if (q5k) q5k_from_block(*reinterpret_cast<const BlockQ5_K*>(blk[l]), l, v);
-            else iq4xs_from_block(*reinterpret_cast<const BlockIQ4_XS*>(blk[l]), l, v);
-          }
-          std::memset(tile, 0, kRows * block_bytes);
+          for (int l = 0; l < kRows; ++l) from_blocks(blk[l], l, v);
+          std::memset(tile, 0, kRows * super_bytes);
         }
-        if (q5k) q5k_move_tile(v, tile, to_tile);
-        else iq4xs_move_tile(v, tile, to_tile);
-        if (!to_tile) {
-          for (int l = 0; l < kRows; ++l) {
-            if (q5k) q5k_to_block(v, l, *reinterpret_cast<BlockQ5_K*>(blk[l]));
-            else iq4xs_to_block(v, l, *reinterpret_cast<BlockIQ4_XS*>(blk[l]));
-          }
-        }
+        move_tile(v, tile, to_tile);
+        if (!to_tile)
+          for (int l = 0; l < kRows; ++l) to_blocks(v, l, blk[l]);
       }
   };
   if (pool != nullptr) pool->parallel_for(groups, move_groups);
@@ -222,7 +258,7 @@ void move_matrix(GgmlType t, int64_t rows, int64_t cols, uint8_t* ggml, uint8_t*
 }  // namespace
 
 bool decode_pack_supported(GgmlType t, int64_t rows, int64_t cols) {
-  return (t == GgmlType::Q5_K || t == GgmlType::IQ4_XS) && rows >= kRows && cols > 0 && cols % kSuper == 0;
+  return (t == GgmlType::Q5_K || t == GgmlType::IQ4_XS || t == GgmlType::Q8_0) && rows >= kRows && cols > 0 && cols % kSuper == 0;
 }
 
 bool decode_pack_useful(CpuIsa isa, GgmlType t, int64_t rows, int64_t cols) {

@@ -1,4 +1,4 @@
-// Decode layouts: Q5_K and IQ4_XS weight matrices re-laid once at load so that the AVX2 decode
+// Decode layouts: Q5_K, IQ4_XS and Q8_0 weight matrices re-laid once at load so that the AVX2 decode
 // kernels (matmul_rows_avx2.cpp) read 8 rows' blocks from one place and form 8 rows' block sums
 // in the 8 int32 lanes of a register, without the per-block unpacking of the GGML layout and
 // without a cross-lane reduction per block (on AVX2 hosts those made decode of these types
@@ -19,6 +19,10 @@
 //                  0, 1, 4, 5, 2, 3, 6, 7;
 //     [64, 1088)   qs: for block j and c (0..3), 32 bytes whose bytes 4l..4l+3 are row l's
 //                  qs[16j + 4c .. 16j + 4c + 3] (low nibbles: elements 4c..; high: 16 + 4c..).
+//   Q8_0 tile, per 256 elements (8 blocks) of 8 rows (8 x 8 x 34 = 2176 bytes):
+//     [0, 128)     for block j, the 8 rows' fp16 d in row order (16 bytes);
+//     [128, 2176)  qs: for block j and c (0..7), 32 bytes whose bytes 4l..4l+3 are row l's
+//                  qs[4c .. 4c + 3] of that block.
 // Tiles go group by group, super-blocks in order within a group; rows past the last full group
 // of 8 stay in the GGML layout at their usual offsets (o * row bytes).
 //
@@ -49,7 +53,8 @@ struct PackedWeight {
   size_t size = 0;
 };
 
-// True when t has a decode layout and the shape allows it (cols a multiple of 256, at least 8 rows).
+// True when t has a decode layout and the shape allows it (cols a multiple of 256, at least 8 rows;
+// Q8_0's tiles span 256 elements too).
 bool decode_pack_supported(GgmlType t, int64_t rows, int64_t cols);
 
 // True when packing pays at kernel level `isa`: only the AVX2 decode kernels read the packed

@@ -20,7 +20,7 @@ using namespace pagoda::cpu;
 
 namespace {
 
-const GgmlType kPackable[] = {GgmlType::Q5_K, GgmlType::IQ4_XS};
+const GgmlType kPackable[] = {GgmlType::Q5_K, GgmlType::IQ4_XS, GgmlType::Q8_0};
 
 // Quantized random weights: real blocks (valid scales and every bit pattern of the quants).
 std::vector<uint8_t> random_matrix(GgmlType t, int64_t rows, int64_t cols, uint32_t seed) {
@@ -32,6 +32,11 @@ std::vector<uint8_t> random_matrix(GgmlType t, int64_t rows, int64_t cols, uint3
   for (int64_t o = 0; o < rows; ++o) {
     for (auto& v : tmp) v = nd(rng) * (1.f + static_cast<float>(o % 5));
     quantize_row(t, tmp.data(), w.data() + o * row_bytes, cols);
+    // Q8_0 quantizes to [-127, 127], but a file may hold -128: one per block, the kernels' edge
+    // (|q| = 128 must be read unsigned).
+    if (t == GgmlType::Q8_0)
+      for (int64_t b = 0; b < cols / 32; ++b)
+        reinterpret_cast<BlockQ8_0*>(w.data() + o * row_bytes)[b].qs[(o + b) % 32] = -128;
   }
   return w;
 }
@@ -83,6 +88,8 @@ TEST_CASE("decode packing: which types and shapes") {
   CHECK_FALSE(decode_pack_supported(GgmlType::Q5_K, 7, 256));     // no full group of 8 rows
   CHECK_FALSE(decode_pack_supported(GgmlType::Q5_K, 16, 288));    // not whole super-blocks
   CHECK_FALSE(decode_pack_supported(GgmlType::Q4_K, 16, 256));    // no decode layout
+  CHECK(decode_pack_supported(GgmlType::Q8_0, 16, 512));
+  CHECK_FALSE(decode_pack_supported(GgmlType::Q8_0, 16, 96));     // Q8_0 tiles span 256 too
   CHECK_FALSE(decode_pack_useful(CpuIsa::Scalar, GgmlType::Q5_K, 16, 256));
   CHECK_FALSE(decode_pack_useful(CpuIsa::Avx512, GgmlType::Q5_K, 16, 256));
   CHECK(decode_pack_useful(CpuIsa::Avx2, GgmlType::IQ4_XS, 16, 256));

@@ -188,8 +188,7 @@ void run_matmul(ThreadPool& pool, CpuIsa isa, GgmlType wtype, const void* w, int
     const bool want_fsum = decode && detail::block_min(wtype);
     const bool want_corr = decode && isa == CpuIsa::Avx2 && detail::has_block_correction(wtype);
     const size_t sums_bytes = want_fsum || want_corr ? (d_bytes + 63) / 64 * 64 : 0;
-    const size_t wide_copies = packed && isa == CpuIsa::Avx2 ? (detail::packed_reads_abs(wtype) ? 2 : 1) : 0;
-    const size_t wide_bytes = 8 * q_bytes * wide_copies;
+    const size_t wide_bytes = packed && isa == CpuIsa::Avx2 ? 8 * q_bytes : 0;
     qbuf = aligned_bytes(q_pad + d_pad + s_pad + sums_bytes + wide_bytes);
     a.acts.q = reinterpret_cast<int8_t*>(qbuf.get());
     a.acts.d = reinterpret_cast<float*>(qbuf.get() + q_pad);
@@ -198,8 +197,7 @@ void run_matmul(ThreadPool& pool, CpuIsa isa, GgmlType wtype, const void* w, int
     uint8_t* sums = qbuf.get() + q_pad + d_pad + s_pad;
     if (want_fsum) a.acts.fsum = reinterpret_cast<float*>(sums);
     if (want_corr) a.acts.corr = reinterpret_cast<int32_t*>(sums);
-    if (wide_copies > 0) a.acts.xwide = sums + sums_bytes;
-    if (wide_copies > 1) a.acts.xwide_abs = a.acts.xwide + 8 * q_bytes;
+    if (wide_bytes) a.acts.xwide = sums + sums_bytes;
     auto* q = const_cast<int8_t*>(a.acts.q);
     auto* d = const_cast<float*>(a.acts.d);
     auto* s = const_cast<int16_t*>(a.acts.s);

@@ -39,7 +39,6 @@ struct QuantActs {
   const float* fsum = nullptr;    // [n][k / 32] float(s[2b] + s[2b + 1]): block_min types
   const int32_t* corr = nullptr;  // [n][k / 32] weight_offset * that sum: has_block_correction types
   const uint8_t* xwide = nullptr; // [n][k / 4][32] each 4 bytes of q broadcast to 8 lanes (AVX2 packed)
-  const uint8_t* xwide_abs = nullptr;  // the same for |q| (packed_reads_abs types)
   const int8_t* row_q(int64_t i) const { return q + i * k; }
   const float* row_d(int64_t i) const { return d + i * (k / 32); }
   const int16_t* row_s(int64_t i) const { return s + i * (k / 16); }
@@ -58,7 +57,7 @@ void quantize_activation_row_avx2(const float* x, int64_t k, int8_t* q, float* d
 // run once per call before the outputs are split over threads. xwide only at the AVX2 level, by
 // broadcast_activations_avx2.
 void prepare_decode_terms(GgmlType wtype, CpuIsa isa, const QuantActs& acts, int64_t n);
-void broadcast_activations_avx2(const QuantActs& acts, int64_t n);  // xwide, and xwide_abs when set
+void broadcast_activations_avx2(const QuantActs& acts, int64_t n);
 
 // Everything a kernel needs for one call. Kernels compute outputs [o_begin, o_end) for all n rows.
 struct MatmulArgs {
@@ -171,11 +170,6 @@ static inline constexpr bool block_min(GgmlType t) {
   return t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q4_1 || t == GgmlType::Q5_1;
 }
 static inline constexpr bool half_mins(GgmlType t) { return t == GgmlType::Q2_K; }
-// Types whose AVX2 packed decode kernel forms |x| * sign(q, x) from a broadcast copy of |x|
-// (QuantActs::xwide_abs): one vector op per register fewer than forming |q|, which IQ4_XS, the
-// most compute-bound type per byte, needs. Its levels lie within +-127; Q8_0's q may be -128,
-// whose sign cannot go onto q, so Q8_0 forms |q| instead.
-static inline constexpr bool packed_reads_abs(GgmlType t) { return t == GgmlType::IQ4_XS; }
 // Types whose AVX2 decode epilogue subtracts weight_offset * (block sum of x) as an integer.
 static inline constexpr bool has_block_correction(GgmlType t) {
   return !half_scales(t) && !signed_weights(t) && weight_offset(t) != 0;

@@ -529,27 +529,29 @@ inline void q5k_packed_block(const uint8_t* tile, const ActRowPtrs x[R], const u
 }
 
 // Block j of an IQ4_XS tile for R activation rows: levels q by table lookup, products as
-// |x| * (q with x's sign) so that vpmaddubsw sees an unsigned operand (the broadcast |x| come
-// from their own copy, xa: see packed_reads_abs); words reach 2 * 127 * 127, so each goes
-// through vpmaddwd on its own.
+// |q| * (x with q's sign) so that vpmaddubsw sees an unsigned operand; |q| is formed once per
+// register for all R rows, and only x itself is read (a second, |x| copy of the broadcast
+// activations doubled the L2 -> L1 traffic, which bounded this kernel). Words reach
+// 2 * 127 * 127, so each goes through vpmaddwd on its own.
 template <int R, int j>
 inline void iq4xs_packed_block(const uint8_t* tile, const ActRowPtrs x[R], const uint8_t* const xw[R],
-                               const uint8_t* const xa[R], const GroupScales<GgmlType::IQ4_XS>& sc, int64_t b,
-                               __m256 acc[R]) {
+                               const GroupScales<GgmlType::IQ4_XS>& sc, int64_t b, __m256 acc[R]) {
   const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
   const __m256i levels = _mm256_xor_si256(_mm256_broadcastsi128_si256(unpack_iq4_table()), _mm256_set1_epi8(static_cast<char>(0x80)));
   const uint8_t* qs = tile + 64 + 128 * j;
   __m256i isum[R];
   for (int r = 0; r < R; ++r) isum[r] = _mm256_setzero_si256();
-  auto dot = [&](__m256i q, int r, int e) {
-    const size_t at = 32 * (8 * b + e / 4);
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(load32(xa[r] + at), _mm256_sign_epi8(q, load32(xw[r] + at))), ones);
+  auto dot = [&](__m256i q, __m256i abs_q, int r, int e) {
+    const __m256i xv = load32(xw[r] + 32 * (8 * b + e / 4));
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(abs_q, _mm256_sign_epi8(xv, q)), ones);
   };
   for (int c = 0; c < 4; ++c) {
     const __m256i v = load32(qs + 32 * c);
     const __m256i lo = _mm256_shuffle_epi8(levels, _mm256_and_si256(v, m4));
     const __m256i hi = _mm256_shuffle_epi8(levels, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
-    for (int r = 0; r < R; ++r) isum[r] = _mm256_add_epi32(isum[r], _mm256_add_epi32(dot(lo, r, 4 * c), dot(hi, r, 16 + 4 * c)));
+    const __m256i abs_lo = _mm256_abs_epi8(lo), abs_hi = _mm256_abs_epi8(hi);
+    for (int r = 0; r < R; ++r)
+      isum[r] = _mm256_add_epi32(isum[r], _mm256_add_epi32(dot(lo, abs_lo, r, 4 * c), dot(hi, abs_hi, r, 16 + 4 * c)));
   }
   for (int r = 0; r < R; ++r)
     acc[r] = block_epilogue<GgmlType::IQ4_XS>(acc[r], isum[r], _mm256_setzero_si256(), sc, j, x[r], b);
@@ -626,11 +628,9 @@ void packed_rows(const MatmulArgs& a, int64_t o0, int lo, int hi, int64_t i0, co
   const int64_t nb = a.k / 32, supers = a.k / 256;
   ActRowPtrs x[R];
   const uint8_t* xw[R];
-  const uint8_t* xa[R];  // |x| broadcast (packed_reads_abs types)
   for (int r = 0; r < R; ++r) {
     x[r] = {a.acts.row_q(i0 + r), a.acts.row_d(i0 + r), a.acts.row_s(i0 + r), fsum ? fsum + (i0 + r) * nb : nullptr, nullptr};
     xw[r] = xwide + (i0 + r) * a.k * 8;
-    xa[r] = a.acts.xwide_abs ? a.acts.xwide_abs + (i0 + r) * a.k * 8 : nullptr;
   }
   __m256 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
@@ -646,7 +646,7 @@ void packed_rows(const MatmulArgs& a, int64_t o0, int lo, int hi, int64_t i0, co
         if (ahead + 64 * lines <= tiles_end)
           for (int l = 0; l < lines; ++l) _mm_prefetch(reinterpret_cast<const char*>(a.w + ahead + 64 * l), _MM_HINT_T0);
         if constexpr (T == GgmlType::Q5_K) q5k_packed_block<R, J>(tile, x, xw, sc, 8 * s + J, acc);
-        else if constexpr (T == GgmlType::IQ4_XS) iq4xs_packed_block<R, J>(tile, x, xw, xa, sc, 8 * s + J, acc);
+        else if constexpr (T == GgmlType::IQ4_XS) iq4xs_packed_block<R, J>(tile, x, xw, sc, 8 * s + J, acc);
         else q8_0_packed_block<R, J>(tile, x, xw, 8 * s + J, acc);
       }(), ...);
     }(std::make_integer_sequence<int, 8>{});
@@ -688,12 +688,8 @@ void packed_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
 // them as plain loads (a broadcast per register cost a shuffle-port slot each).
 void broadcast_activations_avx2(const QuantActs& acts, int64_t n) {
   auto* wide = const_cast<uint8_t*>(acts.xwide);
-  auto* wide_abs = const_cast<uint8_t*>(acts.xwide_abs);
-  for (int64_t e = 0; e < n * acts.k; e += 4) {
-    const __m256i v = broadcast4(acts.q + e);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(wide + 8 * e), v);
-    if (wide_abs) _mm256_storeu_si256(reinterpret_cast<__m256i*>(wide_abs + 8 * e), _mm256_abs_epi8(v));
-  }
+  for (int64_t e = 0; e < n * acts.k; e += 4)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(wide + 8 * e), broadcast4(acts.q + e));
 }
 
 void matmul_packed_avx2(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {

@@ -141,10 +141,9 @@ TEST_CASE("packed decode kernel: output ranges that cut groups of 8 store only t
     a.packed = true;
     // The per-call terms run_matmul makes before splitting the outputs.
     std::vector<float> fsum(d.size());
-    std::vector<uint8_t> xwide(16 * q.size());
+    std::vector<uint8_t> xwide(8 * q.size());
     if (detail::block_min(t)) a.acts.fsum = fsum.data();
     a.acts.xwide = xwide.data();
-    if (detail::packed_reads_abs(t)) a.acts.xwide_abs = xwide.data() + 8 * q.size();
     detail::prepare_decode_terms(t, CpuIsa::Avx2, a.acts, n);
     detail::matmul_packed_avx2(a, 0, rows);
     a.out = got.data();

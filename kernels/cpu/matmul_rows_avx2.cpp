@@ -605,12 +605,12 @@ inline void packed_tile_scales(const uint8_t* tile, GroupScales<T>& sc) {
   }
 }
 
-// The tiles of a thread's outputs are one sequential stream; prefetching this many tiles ahead,
-// a tile's lines spread over its 8 blocks (3 lines before each block for Q5_K and IQ4_XS, whose
-// tiles are 22 and 17 lines), took a TinyLlama-shaped Q5_K matmul from ~71% to ~85-95% of the
-// streaming-read bandwidth on a Zen 3 class host (4 to 8 tiles ahead measured alike; no
-// prefetch at all was the worst).
-constexpr int kPrefetchTiles = 6;
+// The tiles of a thread's outputs are one sequential stream, prefetched kPrefetchTiles tiles
+// ahead, a tile's lines spread over its 8 blocks. Measured on a Zen 3 class host (TinyLlama
+// shapes): Q5_K from ~71% to ~85-95% of the streaming-read bandwidth (4 to 8 tiles ahead alike;
+// no prefetch at all was the worst); IQ4_XS 6 tiles as good as 8; Q8_0, whose tiles are twice as
+// large, 15.0 / 25.5 tok/s at 1 / 2 threads with 4 tiles (8.7 KiB) against 13.2 / 20.1 with 6
+// (2 and 3 no better than 6).
 
 template <GgmlType T>
 constexpr size_t kTileBytes = 8 * (T == GgmlType::Q5_K     ? sizeof(BlockQ5_K)
@@ -618,6 +618,8 @@ constexpr size_t kTileBytes = 8 * (T == GgmlType::Q5_K     ? sizeof(BlockQ5_K)
                                                            : 8 * sizeof(BlockQ8_0));
 template <GgmlType T>
 constexpr int kPrefetchLinesPerBlock = static_cast<int>((kTileBytes<T> + 8 * 64 - 1) / (8 * 64));
+template <GgmlType T>
+constexpr size_t kPrefetchTiles = T == GgmlType::Q8_0 ? 4 : 6;
 
 // R activation rows (i0..) x the 8 outputs of the group at o0 (a multiple of 8), over all of k;
 // outputs o0 + [lo, hi) are stored.
@@ -642,7 +644,7 @@ void packed_rows(const MatmulArgs& a, int64_t o0, int lo, int hi, int64_t i0, co
       ([&] {
         // Within the packed tiles only (the next group's follow this group's in memory).
         constexpr int lines = kPrefetchLinesPerBlock<T>;
-        const size_t ahead = static_cast<size_t>(tile - a.w) + kPrefetchTiles * kTileBytes<T> + 64 * lines * J;
+        const size_t ahead = static_cast<size_t>(tile - a.w) + kPrefetchTiles<T> * kTileBytes<T> + 64 * lines * J;
         if (ahead + 64 * lines <= tiles_end)
           for (int l = 0; l < lines; ++l) _mm_prefetch(reinterpret_cast<const char*>(a.w + ahead + 64 * l), _MM_HINT_T0);
         if constexpr (T == GgmlType::Q5_K) q5k_packed_block<R, J>(tile, x, xw, sc, 8 * s + J, acc);

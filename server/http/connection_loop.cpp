@@ -6,6 +6,7 @@
 #include <malloc.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -91,6 +92,7 @@ ConnectionStats ConnectionLoop::stats() const {
 }
 
 void ConnectionLoop::run(int listen_fd) {
+  running_ = true;
   listen_fd_ = listen_fd;
   fcntl(listen_fd_, F_SETFL, fcntl(listen_fd_, F_GETFL) | O_NONBLOCK);
   spare_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -128,6 +130,9 @@ void ConnectionLoop::run(int listen_fd) {
           idle.push_back(c.get());
       for (Connection* c : idle) close_connection(*c);
     }
+    // Counted after this turn's reads and returns, so that a request whose bytes came before
+    // the drain is seen before the server may stop.
+    if (draining_) unanswered_ = count_unanswered();
     if (Clock::now() - last_check >= std::chrono::milliseconds(100)) {
       last_check = Clock::now();
       check_deadlines();
@@ -156,6 +161,24 @@ void ConnectionLoop::run(int listen_fd) {
   pool_.shutdown();
   probe_pool_.shutdown();
   take_returns();
+  running_ = false;
+}
+
+int ConnectionLoop::count_unanswered() {
+  // Connections the kernel has completed and the loop not yet accepted may carry a request
+  // sent before the drain: they count until accepted (and then by what they sent).
+  pollfd backlog{listen_fd_, POLLIN, 0};
+  int n = listen_fd_ >= 0 && ::poll(&backlog, 1, 0) > 0 ? 1 : 0;
+  char probe;
+  for (auto& [fd, c] : conns_) {
+    if (c->state != Connection::State::Reading) {
+      ++n;  // waiting for body memory, with a worker, or a refusal not yet read
+    } else if (!c->buf.empty() || !c->framer.fresh() ||
+               ::recv(fd, &probe, 1, MSG_PEEK | MSG_DONTWAIT) > 0) {
+      ++n;  // part of a request received, or bytes not yet read (a connection just accepted)
+    }
+  }
+  return n;
 }
 
 // ---- accepting --------------------------------------------------------------------------------

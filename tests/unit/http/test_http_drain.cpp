@@ -133,3 +133,22 @@ TEST_CASE("requests sent before a drain are each answered, none dropped", "[reli
   INFO(served << " of " << kRequests << " served, the rest refused with 503");
   SUCCEED();
 }
+
+TEST_CASE("an answer written after a drain began says 'Connection: close'", "[reliability]") {
+  // A kept-alive client that sees no "close" may send its next request as the server closes the
+  // connection: that request would be reset, never answered.
+  FakeApiServer::Config c;
+  c.engine.step_time = milliseconds(10);
+  FakeApiServer s(c);
+  RawConnection conn(s.port);
+  REQUIRE(conn.send(completion_request(40, false)));  // keep-alive: HTTP/1.1, no "close"
+  REQUIRE(wait_for([&] { return s.engine.stats().running == 1; }));
+  auto stopped = std::async(std::launch::async, [&] {
+    return s.http->server().drain_and_stop(/*grace_s=*/120, /*abort_wait_s=*/5, sleep_for_s);
+  });
+  RawResponse r = conn.read_response(milliseconds(60000));
+  CHECK(answered_tokens(r, false) == 40);
+  CHECK(r.header("connection") == "close");
+  CHECK(conn.closed_by_server());
+  CHECK(stopped.get());
+}

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <iterator>
 #include <stdexcept>
 
 #include "server/http/connection.h"
@@ -370,8 +371,9 @@ bool ConnectionLoop::dispatch(Connection& c) {
       if (size >= kTrimAfterBytes) malloc_trim(0);  // a large body's pages go back to the system
     }
     {
+      const Return back{conn, keep, Clock::now()};
       std::lock_guard<std::mutex> lk(returns_mu_);
-      returns_.emplace_back(conn, keep);
+      returns_.push_back(back);
     }
     wake();
   };
@@ -380,18 +382,20 @@ bool ConnectionLoop::dispatch(Connection& c) {
 }
 
 void ConnectionLoop::take_returns() {
-  std::vector<std::pair<Connection*, bool>> back;
+  std::vector<Return> back;
   {
     std::lock_guard<std::mutex> lk(returns_mu_);
     back.swap(returns_);
   }
-  for (auto& [c, keep] : back) returned(*c, keep);
+  for (const Return& r : back) returned(r);
 }
 
-void ConnectionLoop::returned(Connection& c, bool keep) {
+void ConnectionLoop::returned(const Return& r) {
+  Connection& c = *r.conn;
+  const bool keep = r.keep;
   release_body(c);
   c.state = Connection::State::Reading;
-  c.since = Clock::now();
+  c.since = r.done;
   if (!keep || stopping_ || draining_ || c.peer_closed) {
     close_connection(c);
     return;
@@ -402,7 +406,11 @@ void ConnectionLoop::returned(Connection& c, bool keep) {
     if (!advance(c)) return;  // pipelined requests, served in order
     return;
   }
-  c.idle_pos = idle_.insert(idle_.end(), &c);
+  // Oldest idle first, by when each answer was written: workers hand connections back in
+  // whatever order they get the lock, so the one idle longest is not always the first back.
+  auto pos = idle_.end();
+  while (pos != idle_.begin() && (*std::prev(pos))->since > c.since) --pos;
+  c.idle_pos = idle_.insert(pos, &c);
   c.in_idle = true;
 }
 

@@ -119,8 +119,15 @@ class ConnectionLoop {
   bool advance(Connection& c);
   // Hands the complete request to a worker, or answers 429 at once; false as for advance().
   bool dispatch(Connection& c);
+  // A connection a worker handed back: whether it may stay open, and when its answer was
+  // written (its idle time runs from then, not from when the loop learns of it).
+  struct Return {
+    Connection* conn;
+    bool keep;
+    Clock::time_point done;
+  };
   void take_returns();
-  void returned(Connection& c, bool keep);
+  void returned(const Return& r);
   // Writes the refusal; with r.close, half-closes and lingers (false), else keeps `c` (true).
   bool refuse(Connection& c, const Refusal& r);
   void linger_read(Connection& c);
@@ -149,8 +156,8 @@ class ConnectionLoop {
   size_t budget_waiting_bytes_ = 0;  // reservations of the connections in budget_waiters_
   std::vector<char> scratch_;  // what each recv reads into (loop thread)
 
-  std::mutex returns_mu_;  // connections handed back by workers: (connection, keep open)
-  std::vector<std::pair<Connection*, bool>> returns_;
+  std::mutex returns_mu_;  // connections handed back by workers
+  std::vector<Return> returns_;
 
   std::atomic<bool> draining_{false}, stopping_{false}, running_{false};
   std::atomic<int> unanswered_{-1};

@@ -41,6 +41,9 @@ namespace pagoda::cli {
 
 namespace {
 
+// After the grace, the requests cancelled then get this long to write their answers.
+constexpr double kAbortWaitSeconds = 5;
+
 using server::log_info;
 using server::log_warn;
 using Clock = std::chrono::steady_clock;
@@ -347,25 +350,16 @@ int serve(int argc, char** argv) {
               {"auth", api_key.empty() ? "off" : "on"}});
 
     signals.wait();
-    // Graceful shutdown: refuse new work, let in-flight requests finish, then cancel the rest.
-    http.begin_drain();
+    // Graceful shutdown: refuse new work, let every request already accepted finish and its
+    // response be written (not merely its engine sequences end), then cancel the rest.
     log_info("shutting down", {{"in_flight", handlers->inflight_seqs()}, {"grace_s", cfg.shutdown_grace}});
-    auto deadline = Clock::now() + std::chrono::duration<double>(cfg.shutdown_grace);
-    while (handlers->inflight_seqs() > 0 && Clock::now() < deadline && !signals.wait_for(0.05)) {
-    }
-    if (handlers->inflight_seqs() > 0) {
-      log_warn("cancelling requests still in flight", {{"in_flight", handlers->inflight_seqs()}});
-      handlers->abort_all();
-      auto hard = Clock::now() + std::chrono::seconds(5);
-      while (handlers->inflight_seqs() > 0 && Clock::now() < hard)
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
+    http.drain_and_stop(cfg.shutdown_grace, kAbortWaitSeconds,
+                        [&signals](double s) { return signals.wait_for(s); });
   } catch (...) {
     http.stop();
     http_thread.join();
     throw;
   }
-  http.stop();
   http_thread.join();
   handlers.reset();
   lm.reset();

@@ -25,6 +25,9 @@ class ApiService {
   // Sequences submitted to the engine and not finished: HttpServer compares it with the
   // engine's admission bound to refuse (429) requests that would otherwise wait for a worker.
   virtual int inflight_seqs() const { return 0; }
+  // Ends the work in flight, and any submitted from now on, at once: a drain's grace is over,
+  // and each request is answered with what it has.
+  virtual void abort_all() {}
 };
 
 // One endpoint of the API. HttpServer registers every route when it is made, so that routes

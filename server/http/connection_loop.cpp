@@ -6,12 +6,14 @@
 #include <malloc.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <iterator>
 #include <stdexcept>
 
 #include "server/http/connection.h"
@@ -91,6 +93,7 @@ ConnectionStats ConnectionLoop::stats() const {
 }
 
 void ConnectionLoop::run(int listen_fd) {
+  running_ = true;
   listen_fd_ = listen_fd;
   fcntl(listen_fd_, F_SETFL, fcntl(listen_fd_, F_GETFL) | O_NONBLOCK);
   spare_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -128,6 +131,9 @@ void ConnectionLoop::run(int listen_fd) {
           idle.push_back(c.get());
       for (Connection* c : idle) close_connection(*c);
     }
+    // Counted after this turn's reads and returns, so that a request whose bytes came before
+    // the drain is seen before the server may stop.
+    if (draining_) unanswered_ = count_unanswered();
     if (Clock::now() - last_check >= std::chrono::milliseconds(100)) {
       last_check = Clock::now();
       check_deadlines();
@@ -156,6 +162,24 @@ void ConnectionLoop::run(int listen_fd) {
   pool_.shutdown();
   probe_pool_.shutdown();
   take_returns();
+  running_ = false;
+}
+
+int ConnectionLoop::count_unanswered() {
+  // Connections the kernel has completed and the loop not yet accepted may carry a request
+  // sent before the drain: they count until accepted (and then by what they sent).
+  pollfd backlog{listen_fd_, POLLIN, 0};
+  int n = listen_fd_ >= 0 && ::poll(&backlog, 1, 0) > 0 ? 1 : 0;
+  char probe;
+  for (auto& [fd, c] : conns_) {
+    if (c->state != Connection::State::Reading) {
+      ++n;  // waiting for body memory, with a worker, or a refusal not yet read
+    } else if (!c->buf.empty() || !c->framer.fresh() ||
+               ::recv(fd, &probe, 1, MSG_PEEK | MSG_DONTWAIT) > 0) {
+      ++n;  // part of a request received, or bytes not yet read (a connection just accepted)
+    }
+  }
+  return n;
 }
 
 // ---- accepting --------------------------------------------------------------------------------
@@ -347,8 +371,9 @@ bool ConnectionLoop::dispatch(Connection& c) {
       if (size >= kTrimAfterBytes) malloc_trim(0);  // a large body's pages go back to the system
     }
     {
+      const Return back{conn, keep, Clock::now()};
       std::lock_guard<std::mutex> lk(returns_mu_);
-      returns_.emplace_back(conn, keep);
+      returns_.push_back(back);
     }
     wake();
   };
@@ -357,18 +382,20 @@ bool ConnectionLoop::dispatch(Connection& c) {
 }
 
 void ConnectionLoop::take_returns() {
-  std::vector<std::pair<Connection*, bool>> back;
+  std::vector<Return> back;
   {
     std::lock_guard<std::mutex> lk(returns_mu_);
     back.swap(returns_);
   }
-  for (auto& [c, keep] : back) returned(*c, keep);
+  for (const Return& r : back) returned(r);
 }
 
-void ConnectionLoop::returned(Connection& c, bool keep) {
+void ConnectionLoop::returned(const Return& r) {
+  Connection& c = *r.conn;
+  const bool keep = r.keep;
   release_body(c);
   c.state = Connection::State::Reading;
-  c.since = Clock::now();
+  c.since = r.done;
   if (!keep || stopping_ || draining_ || c.peer_closed) {
     close_connection(c);
     return;
@@ -379,7 +406,11 @@ void ConnectionLoop::returned(Connection& c, bool keep) {
     if (!advance(c)) return;  // pipelined requests, served in order
     return;
   }
-  c.idle_pos = idle_.insert(idle_.end(), &c);
+  // Oldest idle first, by when each answer was written: workers hand connections back in
+  // whatever order they get the lock, so the one idle longest is not always the first back.
+  auto pos = idle_.end();
+  while (pos != idle_.begin() && (*std::prev(pos))->since > c.since) --pos;
+  c.idle_pos = idle_.insert(pos, &c);
   c.in_idle = true;
 }
 

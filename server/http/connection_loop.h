@@ -100,6 +100,11 @@ class ConnectionLoop {
   void stop();
   ConnectionStats stats() const;
   bool draining() const { return draining_; }
+  // While draining: the requests accepted and not yet answered in full (bytes of one received or
+  // waiting in the socket, waiting for body memory or a worker, being served, or a refusal the
+  // client is still reading), as the loop last counted them; -1 until it has counted since the
+  // drain began. 0 when the loop is not running.
+  int unanswered() const { return running_ ? unanswered_.load() : 0; }
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -114,13 +119,21 @@ class ConnectionLoop {
   bool advance(Connection& c);
   // Hands the complete request to a worker, or answers 429 at once; false as for advance().
   bool dispatch(Connection& c);
+  // A connection a worker handed back: whether it may stay open, and when its answer was
+  // written (its idle time runs from then, not from when the loop learns of it).
+  struct Return {
+    Connection* conn;
+    bool keep;
+    Clock::time_point done;
+  };
   void take_returns();
-  void returned(Connection& c, bool keep);
+  void returned(const Return& r);
   // Writes the refusal; with r.close, half-closes and lingers (false), else keeps `c` (true).
   bool refuse(Connection& c, const Refusal& r);
   void linger_read(Connection& c);
   void send_continue(Connection& c);
   void check_deadlines();
+  int count_unanswered();
   // Body memory for the request whose head `c` holds; `waiter`: it is first in line.
   bool reserve_body(Connection& c, bool waiter);
   // The body memory a request with this head reserves (0: small enough to need none).
@@ -143,10 +156,11 @@ class ConnectionLoop {
   size_t budget_waiting_bytes_ = 0;  // reservations of the connections in budget_waiters_
   std::vector<char> scratch_;  // what each recv reads into (loop thread)
 
-  std::mutex returns_mu_;  // connections handed back by workers: (connection, keep open)
-  std::vector<std::pair<Connection*, bool>> returns_;
+  std::mutex returns_mu_;  // connections handed back by workers
+  std::vector<Return> returns_;
 
-  std::atomic<bool> draining_{false}, stopping_{false};
+  std::atomic<bool> draining_{false}, stopping_{false}, running_{false};
+  std::atomic<int> unanswered_{-1};
   bool drain_applied_ = false;
   bool listen_paused_ = false;  // out of descriptors: the listener is not watched for a moment
   std::atomic<int> open_{0}, busy_{0}, budget_waiting_{0};

@@ -230,6 +230,12 @@ void HttpServer::install_routes(const std::vector<ApiRoute>& routes) {
         }
         send_error(res, ApiError(500, msg, "server_error"));
       });
+  // Before the response is written: one that began before a drain and ends during it says
+  // "Connection: close" (serve() closes the connection then), so that a kept-alive client does
+  // not send its next request into the close and lose it.
+  svr_.set_post_routing_handler([this](const httplib::Request&, httplib::Response& res) {
+    if (draining_ && !res.has_header("Connection")) res.set_header("Connection", "close");
+  });
   // After the response is written: status counters and the access line.
   svr_.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
     std::shared_ptr<AccessRecord> rec = close_record(req);

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -59,6 +60,12 @@ class HttpServer {
   bool draining() const { return draining_; }
   // Closes the listener and every connection, and ends open streams.
   void stop();
+  // The graceful stop: begin_drain(), then waits until every request accepted so far has been
+  // answered, its response written in full, for at most `grace_s`; past that, aborts the
+  // service's work in flight (ApiService::abort_all) and waits up to `abort_wait_s` more for
+  // those answers; then stop(). `pause(s)` waits up to s seconds and returns true to end the
+  // grace at once (a second signal). Returns whether every accepted request was answered.
+  bool drain_and_stop(double grace_s, double abort_wait_s, const std::function<bool(double)>& pause);
   // The connection loop's figures (also in /metrics).
   ConnectionStats connection_stats() const { return loop_->stats(); }
 

@@ -9,7 +9,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <stdexcept>
+#include <thread>
 
 #include "server/http/api_error.h"
 #include "server/http/buffered_stream.h"
@@ -113,6 +115,38 @@ void HttpServer::stop() {
   stopped_ = true;
   svr_.set_listening(false, -1);  // streamed responses end at their next chunk
   loop_->stop();
+}
+
+bool HttpServer::drain_and_stop(double grace_s, double abort_wait_s,
+                                const std::function<bool(double)>& pause) {
+  using Clock = std::chrono::steady_clock;
+  begin_drain();
+  // Until nothing accepted is left unanswered (the loop counts what it has received, what the
+  // workers hold and what they are still writing), `within_s` has passed, or `wait` returns true.
+  auto all_answered = [this](double within_s, const std::function<bool(double)>& wait) {
+    constexpr double kPollSeconds = 0.02;
+    const auto deadline = Clock::now() + std::chrono::duration<double>(within_s);
+    for (;;) {
+      if (loop_->unanswered() == 0) return true;
+      double left = std::chrono::duration<double>(deadline - Clock::now()).count();
+      if (left <= 0 || wait(std::min(left, kPollSeconds))) return loop_->unanswered() == 0;
+    }
+  };
+  bool answered = all_answered(grace_s, pause);
+  if (!answered) {
+    std::shared_ptr<ApiService> h = service();
+    log_warn("cancelling requests still in flight",
+             {{"unanswered", loop_->unanswered()}, {"in_flight", h ? h->inflight_seqs() : 0}});
+    if (h) h->abort_all();
+    std::function<bool(double)> sleep = [](double s) {
+      std::this_thread::sleep_for(std::chrono::duration<double>(s));
+      return false;
+    };
+    answered = all_answered(abort_wait_s, sleep);
+    if (!answered) log_warn("stopping with requests unanswered", {{"unanswered", loop_->unanswered()}});
+  }
+  stop();
+  return answered;
 }
 
 HttpServer::~HttpServer() {

@@ -124,6 +124,7 @@ void Handlers::track(const std::shared_ptr<RequestStream>& s, int n) {
   std::lock_guard<std::mutex> lk(mu_);
   active_.insert(s);
   inflight_seqs_ += n;
+  if (aborting_) s->abort();
 }
 
 void Handlers::untrack(const std::shared_ptr<RequestStream>& s, int n) {
@@ -134,6 +135,7 @@ void Handlers::untrack(const std::shared_ptr<RequestStream>& s, int n) {
 
 void Handlers::abort_all() {
   std::lock_guard<std::mutex> lk(mu_);
+  aborting_ = true;
   for (auto& s : active_) s->abort();
 }
 

@@ -100,8 +100,9 @@ class Handlers : public ApiService {
 
   // Sequences submitted to the engine and not yet finished (shutdown waits for them).
   int inflight_seqs() const override { return inflight_seqs_.load(); }
-  // Aborts every request in flight (shutdown after the grace period).
-  void abort_all();
+  // Aborts every request in flight, and those submitted from now on (shutdown after the grace
+  // period: a handler past the drain check may still be about to submit).
+  void abort_all() override;
 
   // The name a request's `model` is answered under: itself when served (empty: model_name);
   // ApiError 404 model_not_found, in OpenAI's shape, for any other. Every endpoint that takes
@@ -157,6 +158,7 @@ class Handlers : public ApiService {
 
   std::atomic<int> inflight_seqs_{0};
   std::mutex mu_;
+  bool aborting_ = false;  // guarded by mu_: abort_all() was called
   std::mt19937_64 rng_;
   std::set<std::shared_ptr<RequestStream>> active_;
   std::map<int32_t, std::string> tool_markers_;  // control tokens that open a tool call

@@ -105,6 +105,35 @@ inline std::vector<int32_t> random_tokens(int n, uint64_t seed, int vocab = 256)
   return v;
 }
 
+// A request the scheduler must preempt on an engine whose cache holds `kv_blocks` blocks of
+// `block_size`, however its steps and other submissions interleave: its choices are admitted
+// together as one group (a request's choices always are) and decode in lockstep, each to a
+// length that fits the cache alone, while together (the prompt's full block shared, the rest
+// each choice's own) they outgrow it. Seeded sampling: choice c draws with seed + c, as
+// choice_alone(request, c) does with one choice.
+inline GenerationRequest preempting_request(int kv_blocks, uint64_t seed, int block_size = 16) {
+  constexpr int kChoices = 4;
+  const int own = kv_blocks / kChoices + 1;  // blocks of its own per choice: kChoices * own > kv_blocks
+  const int length = (own + 1) * block_size + block_size / 2;  // own + 2 blocks at the end
+  if (own + 2 > kv_blocks) throw std::invalid_argument("preempting_request: a choice alone must fit the cache");
+  GenerationRequest r;
+  r.prompt = random_tokens(block_size + block_size / 4, seed);  // one full block and part of one
+  r.n = kChoices;
+  r.stop.max_tokens = length - static_cast<int>(r.prompt.size());
+  r.stop.ignore_eos = true;
+  r.sampling.temperature = 0.9f;
+  r.sampling.seed = seed;
+  r.sampling.logprobs = 1;
+  return r;
+}
+
+// Choice c of `r` as a request of its own: one choice, drawing with the seed choice c draws with.
+inline GenerationRequest choice_alone(GenerationRequest r, int c) {
+  r.n = 1;
+  r.sampling.seed = r.sampling.seed.value_or(0) + static_cast<uint64_t>(c);
+  return r;
+}
+
 // Everything one choice produced.
 struct ChoiceResult {
   std::vector<int32_t> tokens;

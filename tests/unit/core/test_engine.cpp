@@ -99,9 +99,35 @@ TEST_CASE("batch invariance: alone, with 15 others, chunked, prefix hit, preempt
       EngineStats st;
       EngineConfig small = config(14);
       small.max_step_ms = -1;  // whole chunks beside decodes (timed chunks may not preempt)
-      auto res = run(small, reqs, &st);
+      // The 16 may not overlap (the engine runs while they arrive); this one preempts anyway.
+      const GenerationRequest pressure = preempting_request(14, 4242);
+      std::vector<GenerationRequest> batch = {pressure};
+      batch.insert(batch.end(), reqs.begin(), reqs.end());
+      auto res = run(small, batch, &st);
       CHECK(st.preemptions > 0);
-      for (size_t i = 0; i < reqs.size(); ++i) CHECK(res[i].choices[0] == alone[i]);
+      for (int c = 0; c < pressure.n; ++c)
+        CHECK(res[0].choices[size_t(c)] == run(config(256), {choice_alone(pressure, c)})[0].choices[0]);
+      for (size_t i = 0; i < reqs.size(); ++i) CHECK(res[i + 1].choices[0] == alone[i]);
+    }
+  }
+}
+
+TEST_CASE("preempting_request is preempted even alone, and each choice gives its output alone") {
+  // What the preemption checks of the engine tests rely on: the pressure needs no batch mates,
+  // so no step timing can avoid it.
+  for (int kv_blocks : {10, 12, 14, 24}) {
+    INFO(kv_blocks << " blocks");
+    const GenerationRequest r = preempting_request(kv_blocks, 77);
+    EngineStats st;
+    EngineConfig small = tiny_engine_config(kv_blocks);
+    small.max_step_ms = -1;
+    auto res = run(small, {r}, &st);
+    CHECK(st.preemptions > 0);
+    CHECK(st.kv_blocks_used == 0);
+    for (int c = 0; c < r.n; ++c) {
+      const ChoiceResult alone = run(tiny_engine_config(256), {choice_alone(r, c)})[0].choices[0];
+      CHECK(alone.tokens.size() == (size_t)r.stop.max_tokens);
+      CHECK(res[0].choices[size_t(c)] == alone);
     }
   }
 }

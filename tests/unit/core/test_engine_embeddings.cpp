@@ -146,9 +146,17 @@ TEST_CASE("an embedding is the same alone and batched with generation traffic, c
     reqs.insert(reqs.begin() + 2, mean);
     reqs.insert(reqs.begin() + 5, last);
     reqs.push_back(mean);
+    // On 24 blocks, generation whose choices outgrow the cache together: preemption whatever
+    // the timing (the batch above may not overlap, the engine runs while it arrives).
+    const GenerationRequest pressure = preempting_request(24, 4242);
     const auto streams = submit_all(engine, reqs);
+    const auto pressure_stream = submit_or_throw(engine, pressure);  // last: `last` finds its prefix
     std::vector<Embedded> got;
     for (const auto& s : streams) got.push_back(drain(*s));
+    for (const ChoiceResult& c : collect(*pressure_stream, pressure.n).choices) {
+      CHECK(c.finish == FinishReason::Length);
+      CHECK(c.tokens.size() == (size_t)pressure.stop.max_tokens);
+    }
     for (size_t i = 0; i < reqs.size(); ++i) {
       INFO("request " << i);
       // Usage's phase timings: every request was queued and prefilled; only generation decodes.
@@ -167,6 +175,7 @@ TEST_CASE("an embedding is the same alone and batched with generation traffic, c
     CHECK(got[5].usage.cached_prompt_tokens > 0);  // `last` reused the warm prefix
     const EngineStats st = wait_idle(engine);
     if (kv_blocks == 24) CHECK(st.preemptions > 0);
+    if (kv_blocks == 256) CHECK(st.preemptions == 0);
     CHECK(st.kv_blocks_used == 0);
   }
 }

@@ -232,7 +232,8 @@ TEST_CASE("mixed K/V types: a prefix hit and preemption give each request's outp
     LlmEngine engine(*model, nullptr, cfg);
     for (const auto& w : warmup) collect(*submit_or_throw(engine, w));
     std::vector<RequestResult> out;
-    for (const auto& s : submit_all(engine, batch)) out.push_back(collect(*s));
+    const auto streams = submit_all(engine, batch);
+    for (size_t i = 0; i < streams.size(); ++i) out.push_back(collect(*streams[i], batch[i].n));
     *st = wait_idle(engine);
     return out;
   };
@@ -249,10 +250,19 @@ TEST_CASE("mixed K/V types: a prefix hit and preemption give each request's outp
   CHECK(hit[0].usage.cached_prompt_tokens == 32);
   CHECK(hit[0].choices[0] == alone[1]);
 
-  EngineConfig small = tiny_engine_config(10, 512, 16, kv);  // 8 sequences of up to 6 blocks
+  // 8 sequences of up to 6 blocks on 10, and a request whose 4 choices outgrow the cache
+  // together whatever the timing (the 8 may not overlap: the engine runs while they arrive).
+  EngineConfig small = tiny_engine_config(10, 512, 16, kv);
   small.max_step_ms = -1;  // whole chunks beside decodes (timed chunks may not preempt)
-  const auto together = run(small, reqs, {}, &st);
+  const GenerationRequest pressure = preempting_request(10, 4242);
+  std::vector<ChoiceResult> pressure_alone;
+  for (int c = 0; c < pressure.n; ++c)
+    pressure_alone.push_back(run(tiny_engine_config(64, 512, 16, kv), {choice_alone(pressure, c)}, {}, &st)[0].choices[0]);
+  std::vector<GenerationRequest> batch = {pressure};
+  batch.insert(batch.end(), reqs.begin(), reqs.end());
+  const auto together = run(small, batch, {}, &st);
   CHECK(st.preemptions > 0);
   CHECK(st.kv_blocks_used == 0);
-  for (size_t i = 0; i < reqs.size(); ++i) CHECK(together[i].choices[0] == alone[i]);
+  for (int c = 0; c < pressure.n; ++c) CHECK(together[0].choices[size_t(c)] == pressure_alone[size_t(c)]);
+  for (size_t i = 0; i < reqs.size(); ++i) CHECK(together[i + 1].choices[0] == alone[i]);
 }

@@ -214,9 +214,16 @@ TEST_CASE("prompt logprobs are bit-identical whatever the cache, chunking, batch
     EngineStats st;
     EngineConfig small = tiny_engine_config(12, 24);
     small.max_step_ms = -1;  // whole 24-token chunks beside decodes (timed chunks may not preempt)
-    auto res = run(small, reqs, &st);
+    // The 16 may not overlap (the engine runs while they arrive); this one preempts anyway.
+    GenerationRequest pressure = preempting_request(12, 4242);
+    pressure.prompt_logprobs = 2;
+    std::vector<GenerationRequest> batch = {pressure};
+    batch.insert(batch.end(), reqs.begin(), reqs.end());
+    auto res = run(small, batch, &st);
     CHECK(st.preemptions > 0);
-    for (size_t i = 0; i < reqs.size(); ++i) CHECK(res[i].choices[0] == alone[i]);
+    for (int c = 0; c < pressure.n; ++c)
+      CHECK(res[0].choices[size_t(c)] == run(no_cache, {choice_alone(pressure, c)})[0].choices[0]);
+    for (size_t i = 0; i < reqs.size(); ++i) CHECK(res[i + 1].choices[0] == alone[i]);
     CHECK(st.kv_blocks_used == 0);
   }
 }

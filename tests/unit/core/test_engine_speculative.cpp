@@ -62,7 +62,7 @@ Run run(const gguf::GgufFile& file, EngineConfig cfg, const std::vector<Generati
   LlmEngine engine(*model, nullptr, cfg);
   const auto streams = submit_all(engine, reqs);
   Run out;
-  for (const auto& s : streams) out.tokens.push_back(collect(*s).choices[0].tokens);
+  for (size_t i = 0; i < streams.size(); ++i) out.tokens.push_back(collect(*streams[i], reqs[i].n).choices[0].tokens);
   out.stats = wait_idle(engine);
   engine.run_on_engine_thread([&](Model&, KvCacheManager&) { out.draft_blocks = engine.draft_blocks_in_use(); });
   return out;
@@ -136,8 +136,14 @@ TEST_CASE("greedy: n-gram speculation (chain and tree) equals plain decoding, al
     CHECK(r.stats.spec_drafted > 0);
     check_no_leaks(r);
     // A cache of 24 blocks for 16 requests: preemption and recompute between verifications.
-    const Run tight = run(tiny_model(), spec_config(SpeculativeMode::Ngram, 6, tree, 24), mixed);
-    for (size_t i = 0; i < reqs.size(); ++i) CHECK(tight.tokens[i] == want[i]);
+    // They may not overlap (the engine runs while they arrive): choices that outgrow the cache
+    // together, submitted first, preempt the newer ones whatever the timing.
+    auto tight_batch = mixed;
+    const GenerationRequest pressure = preempting_request(24, 4242);
+    tight_batch.insert(tight_batch.begin(), pressure);
+    const Run tight = run(tiny_model(), spec_config(SpeculativeMode::Ngram, 6, tree, 24), tight_batch);
+    CHECK(tight.tokens[0].size() == (size_t)pressure.stop.max_tokens);
+    for (size_t i = 0; i < reqs.size(); ++i) CHECK(tight.tokens[i + 1] == want[i]);
     CHECK(tight.stats.preemptions > 0);
     check_no_leaks(tight);
   }

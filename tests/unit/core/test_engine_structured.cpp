@@ -156,9 +156,16 @@ TEST_CASE("constrained choices survive preemption and recompute") {
   const auto g = engine.compile_constraint(schema(kPerson));
   std::vector<GenerationRequest> reqs;
   for (uint64_t s = 31; s <= 36; ++s) reqs.push_back(request(g, s, 80));
+  // The constrained ones may not overlap (the engine runs while they arrive): unconstrained
+  // choices that outgrow the cache together preempt whatever the timing, the newest running
+  // (constrained ones, when they overlap) first.
+  const GenerationRequest pressure = preempting_request(12, 4242);
+  const auto pressure_stream = submit_or_throw(engine, pressure);
   auto streams = submit_all(engine, reqs);
   for (auto& st : streams) check_person(collect(*st).choices[0]);
-  CHECK(engine.stats().preemptions > 0);
+  for (const ChoiceResult& c : collect(*pressure_stream, pressure.n).choices)
+    CHECK(c.tokens.size() == (size_t)pressure.stop.max_tokens);
+  CHECK(wait_idle(engine).preemptions > 0);
 }
 
 TEST_CASE("constraints that do not compile are ConstraintErrors naming the problem") {

@@ -624,7 +624,7 @@ constexpr size_t kPrefetchTiles = T == GgmlType::Q8_0 ? 4 : 6;
 // R activation rows (i0..) x the 8 outputs of the group at o0 (a multiple of 8), over all of k;
 // outputs o0 + [lo, hi) are stored.
 template <GgmlType T, int R>
-void packed_rows(const MatmulArgs& a, int64_t o0, int lo, int hi, int64_t i0, const float* fsum, const uint8_t* xwide) {
+void packed_rows(const MatmulArgs& a, int64_t o0, int lo, int hi, int64_t i0, const float* fsum) {
   const uint8_t* tiles = a.w + o0 * a.row_bytes;
   const size_t tiles_end = static_cast<size_t>(a.out_features / kGroup * kGroup) * a.row_bytes;
   const int64_t nb = a.k / 32, supers = a.k / 256;
@@ -632,7 +632,7 @@ void packed_rows(const MatmulArgs& a, int64_t o0, int lo, int hi, int64_t i0, co
   const uint8_t* xw[R];
   for (int r = 0; r < R; ++r) {
     x[r] = {a.acts.row_q(i0 + r), a.acts.row_d(i0 + r), a.acts.row_s(i0 + r), fsum ? fsum + (i0 + r) * nb : nullptr, nullptr};
-    xw[r] = xwide + (i0 + r) * a.k * 8;
+    xw[r] = a.acts.row_xwide(i0 + r);
   }
   __m256 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
@@ -668,7 +668,6 @@ void packed_rows(const MatmulArgs& a, int64_t o0, int lo, int hi, int64_t i0, co
 template <GgmlType T>
 void packed_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
   const float* fsum = a.acts.fsum;
-  const uint8_t* xwide = a.acts.xwide;
   // Groups of 8 rows; a range that starts or ends inside a group (the dispatcher splits by 8,
   // so only if that changes) computes the group and stores its part.
   const int64_t full = a.out_features / kGroup * kGroup, end = std::min(o_end, full);
@@ -676,8 +675,8 @@ void packed_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
     const int lo = static_cast<int>(std::max<int64_t>(o_begin - o0, 0));
     const int hi = static_cast<int>(std::min<int64_t>(end - o0, kGroup));
     for (int64_t i0 = 0; i0 < a.n; i0 += 2) {
-      if (a.n - i0 >= 2) packed_rows<T, 2>(a, o0, lo, hi, i0, fsum, xwide);
-      else packed_rows<T, 1>(a, o0, lo, hi, i0, fsum, xwide);
+      if (a.n - i0 >= 2) packed_rows<T, 2>(a, o0, lo, hi, i0, fsum);
+      else packed_rows<T, 1>(a, o0, lo, hi, i0, fsum);
     }
   }
   // Rows past the last full group are in the GGML layout at their usual offsets.

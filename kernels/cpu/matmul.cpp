@@ -39,7 +39,7 @@ void quantize_activation_row(const float* x, int64_t k, int8_t* q, float* d, int
   }
 }
 
-void prepare_decode_terms(GgmlType wtype, CpuIsa isa, const QuantActs& acts, int64_t n) {
+void prepare_decode_terms(GgmlType wtype, const QuantActs& acts, int64_t n) {
   const int64_t nb = acts.k / 32;
   for (int64_t i = 0; i < n; ++i) {
     const int16_t* s = acts.row_s(i);
@@ -52,7 +52,7 @@ void prepare_decode_terms(GgmlType wtype, CpuIsa isa, const QuantActs& acts, int
       for (int64_t b = 0; b < nb; ++b) c[b] = weight_offset(wtype) * (s[2 * b] + s[2 * b + 1]);
     }
   }
-  if (acts.xwide && isa == CpuIsa::Avx2) broadcast_activations_avx2(acts, n);
+  if (acts.xwide) broadcast_activations_avx2(acts, n);
 }
 
 // Scalar kernels: one (row, output) pair at a time, straight from the GGML blocks.
@@ -212,7 +212,7 @@ void run_matmul(ThreadPool& pool, CpuIsa isa, GgmlType wtype, const void* w, int
     // A few rows take a microsecond or two: not worth waking the other threads for.
     if (n * in_features <= 16384) quantize_rows(0, n, 0);
     else pool.parallel_for(n, quantize_rows);
-    if (decode) detail::prepare_decode_terms(wtype, isa, a.acts, n);
+    if (decode) detail::prepare_decode_terms(wtype, a.acts, n);
     if (isa == CpuIsa::Avx512 && n > detail::kFewRowsMax) {
       panelbuf = aligned_bytes(static_cast<size_t>(detail::activation_panel_bytes(n, in_features)));
       a.panel = panelbuf.get();

@@ -15,7 +15,6 @@
 #endif
 
 #include "kernels/cpu/quants.h"
-#include "kernels/cpu/cpu_features.h"
 #include "kernels/ggml_type.h"
 
 // The quantized weight types the int8 kernels handle, for the per-ISA files' dispatch switches
@@ -54,9 +53,9 @@ void quantize_activation_row_avx512(const float* x, int64_t k, int8_t* q, float*
 void quantize_activation_row_avx2(const float* x, int64_t k, int8_t* q, float* d, int16_t* s);
 
 // Fills the decode-call terms that `acts` has pointers for (fsum, corr, xwide) from its q and s;
-// run once per call before the outputs are split over threads. xwide only at the AVX2 level, by
-// broadcast_activations_avx2.
-void prepare_decode_terms(GgmlType wtype, CpuIsa isa, const QuantActs& acts, int64_t n);
+// run once per call before the outputs are split over threads. xwide is set only for the AVX2
+// packed kernels, and filled by broadcast_activations_avx2.
+void prepare_decode_terms(GgmlType wtype, const QuantActs& acts, int64_t n);
 void broadcast_activations_avx2(const QuantActs& acts, int64_t n);
 
 // Everything a kernel needs for one call. Kernels compute outputs [o_begin, o_end) for all n rows.

@@ -309,10 +309,10 @@ inline __m256i pair_dot(const uint8_t* row, int64_t group, __m256i xa, __m256i x
   }
 }
 
-// The activation rows of one few_rows call: int8 blocks, scales and half sums, and per block
-// what the epilogue of a type without half scales derives from the sums, computed once per
-// call by few_rows_range rather than once per 8 outputs: fsum = float(xs0 + xs1) (affine types)
-// and corr = offset * (xs0 + xs1) (types with an offset).
+// The activation rows of one few_rows / packed_rows call: int8 blocks, scales and half sums, and
+// per block what the epilogue of a type without half scales derives from the sums, made once per
+// call by run_matmul (QuantActs): fsum = float(xs0 + xs1) (affine types) and corr = offset *
+// (xs0 + xs1) (types with an offset).
 struct ActRowPtrs {
   const int8_t* q;
   const float* d;
@@ -320,6 +320,9 @@ struct ActRowPtrs {
   const float* fsum;
   const int32_t* corr;
 };
+inline ActRowPtrs act_row(const MatmulArgs& a, int64_t i) {
+  return {a.acts.row_q(i), a.acts.row_d(i), a.acts.row_s(i), a.acts.row_fsum(i), a.acts.row_corr(i)};
+}
 
 // acc += one block's contribution for 8 outputs from its integer sums (isum_h: half h, or the
 // whole block in isum_h0 with isum_h1 zero for the types without half scales), in
@@ -410,16 +413,12 @@ inline void prefetch_share(const uint8_t* prefetch, int64_t lines, int64_t per_g
 // `prefetch_lines` cache lines from `prefetch` (the next group's rows) are prefetched into L2,
 // spread over the scale groups (see few_rows_range in matmul_rows_avx512.cpp for why).
 template <GgmlType T, int R>
-void few_rows(const MatmulArgs& a, int64_t o0, int valid, int64_t i0, const float* fsum, const int32_t* corr,
-              const uint8_t* prefetch, int64_t prefetch_lines) {
+void few_rows(const MatmulArgs& a, int64_t o0, int valid, int64_t i0, const uint8_t* prefetch, int64_t prefetch_lines) {
   constexpr int bpg = kBlocksPerGroup<T>;
   const uint8_t* row[kGroup];
   for (int l = 0; l < kGroup; ++l) row[l] = a.w + (o0 + std::min(l, valid - 1)) * a.row_bytes;
   ActRowPtrs x[R];
-  const int64_t nb = a.k / 32;
-  for (int r = 0; r < R; ++r)
-    x[r] = {a.acts.row_q(i0 + r), a.acts.row_d(i0 + r), a.acts.row_s(i0 + r), fsum ? fsum + (i0 + r) * nb : nullptr,
-            corr ? corr + (i0 + r) * nb : nullptr};
+  for (int r = 0; r < R; ++r) x[r] = act_row(a, i0 + r);
   __m256 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
   const int64_t groups = a.k / (32 * bpg);
@@ -465,8 +464,6 @@ void few_rows(const MatmulArgs& a, int64_t o0, int valid, int64_t i0, const floa
 
 template <GgmlType T>
 void few_rows_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
-  const float* fsum = a.acts.fsum;
-  const int32_t* corr = a.acts.corr;
   for (int64_t o0 = o_begin; o0 < o_end; o0 += kGroup) {
     const int valid = static_cast<int>(std::min<int64_t>(kGroup, o_end - o0));
     const int64_t next_rows = std::min<int64_t>(kGroup, std::max<int64_t>(0, o_end - o0 - kGroup));
@@ -474,8 +471,8 @@ void few_rows_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
     const int64_t lines = next_rows * static_cast<int64_t>(a.row_bytes) / 64;
     for (int64_t i0 = 0; i0 < a.n; i0 += 2) {
       const int64_t pl = i0 == 0 ? lines : 0;
-      if (a.n - i0 >= 2) few_rows<T, 2>(a, o0, valid, i0, fsum, corr, next, pl);
-      else few_rows<T, 1>(a, o0, valid, i0, fsum, corr, next, pl);
+      if (a.n - i0 >= 2) few_rows<T, 2>(a, o0, valid, i0, next, pl);
+      else few_rows<T, 1>(a, o0, valid, i0, next, pl);
     }
   }
 }
@@ -528,51 +525,41 @@ inline void q5k_packed_block(const uint8_t* tile, const ActRowPtrs x[R], const u
     acc[r] = block_epilogue<GgmlType::Q5_K>(acc[r], isum[r], _mm256_setzero_si256(), sc, j, x[r], b);
 }
 
-// Block j of an IQ4_XS tile for R activation rows: levels q by table lookup, products as
-// |q| * (x with q's sign) so that vpmaddubsw sees an unsigned operand; |q| is formed once per
-// register for all R rows, and only x itself is read (a second, |x| copy of the broadcast
-// activations doubled the L2 -> L1 traffic, which bounded this kernel). Words reach
-// 2 * 127 * 127, so each goes through vpmaddwd on its own.
+// Block j of an IQ4_XS tile for R activation rows: levels q by table lookup, then dot_s8
+// against the broadcast activations (a second, |x| copy of them, to save the |q|, measured no
+// faster). Words reach 2 * 127 * 127, so each goes through vpmaddwd on its own.
 template <int R, int j>
 inline void iq4xs_packed_block(const uint8_t* tile, const ActRowPtrs x[R], const uint8_t* const xw[R],
                                const GroupScales<GgmlType::IQ4_XS>& sc, int64_t b, __m256 acc[R]) {
-  const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
   const __m256i levels = _mm256_xor_si256(_mm256_broadcastsi128_si256(unpack_iq4_table()), _mm256_set1_epi8(static_cast<char>(0x80)));
   const uint8_t* qs = tile + 64 + 128 * j;
   __m256i isum[R];
   for (int r = 0; r < R; ++r) isum[r] = _mm256_setzero_si256();
-  auto dot = [&](__m256i q, __m256i abs_q, int r, int e) {
-    const __m256i xv = load32(xw[r] + 32 * (8 * b + e / 4));
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(abs_q, _mm256_sign_epi8(xv, q)), ones);
-  };
   for (int c = 0; c < 4; ++c) {
     const __m256i v = load32(qs + 32 * c);
-    const __m256i lo = _mm256_shuffle_epi8(levels, _mm256_and_si256(v, m4));
-    const __m256i hi = _mm256_shuffle_epi8(levels, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
-    const __m256i abs_lo = _mm256_abs_epi8(lo), abs_hi = _mm256_abs_epi8(hi);
+    const __m256i lo = _mm256_shuffle_epi8(levels, _mm256_and_si256(v, m4));  // elements 4c..
+    const __m256i hi = _mm256_shuffle_epi8(levels, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));  // 16 + 4c..
     for (int r = 0; r < R; ++r)
-      isum[r] = _mm256_add_epi32(isum[r], _mm256_add_epi32(dot(lo, abs_lo, r, 4 * c), dot(hi, abs_hi, r, 16 + 4 * c)));
+      isum[r] = _mm256_add_epi32(isum[r], _mm256_add_epi32(dot_s8(lo, load32(xw[r] + 32 * (8 * b + c))),
+                                                           dot_s8(hi, load32(xw[r] + 32 * (8 * b + 4 + c)))));
   }
   for (int r = 0; r < R; ++r)
     acc[r] = block_epilogue<GgmlType::IQ4_XS>(acc[r], isum[r], _mm256_setzero_si256(), sc, j, x[r], b);
 }
 
-// Block j of a Q8_0 tile for R activation rows: |q| * (x with q's sign) as for IQ4_XS (q can
-// be -128: |q| = 128 read unsigned, words at most 2 * 128 * 127), then block_epilogue's float
-// steps with the block's 8 fp16 scales, stored at 16j.
+// Block j of a Q8_0 tile for R activation rows: dot_s8 as for IQ4_XS (q can be -128: |q| = 128
+// read unsigned, words at most 2 * 128 * 127), then block_epilogue's float steps with the
+// block's 8 fp16 scales, stored at 16j.
 template <int R, int j>
 inline void q8_0_packed_block(const uint8_t* tile, const ActRowPtrs x[R], const uint8_t* const xw[R], int64_t b,
                               __m256 acc[R]) {
-  const __m256i ones = _mm256_set1_epi16(1);
   const uint8_t* qs = tile + 128 + 256 * j;
   __m256i isum[R];
   for (int r = 0; r < R; ++r) isum[r] = _mm256_setzero_si256();
   for (int c = 0; c < 8; ++c) {
-    const __m256i q = load32(qs + 32 * c), abs_q = _mm256_abs_epi8(q);
-    for (int r = 0; r < R; ++r) {
-      const __m256i xv = load32(xw[r] + 32 * (8 * b + c));
-      isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(_mm256_maddubs_epi16(abs_q, _mm256_sign_epi8(xv, q)), ones));
-    }
+    const __m256i q = load32(qs + 32 * c);
+    for (int r = 0; r < R; ++r) isum[r] = _mm256_add_epi32(isum[r], dot_s8(q, load32(xw[r] + 32 * (8 * b + c))));
   }
   const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + 16 * j)));
   for (int r = 0; r < R; ++r)
@@ -624,14 +611,14 @@ constexpr size_t kPrefetchTiles = T == GgmlType::Q8_0 ? 4 : 6;
 // R activation rows (i0..) x the 8 outputs of the group at o0 (a multiple of 8), over all of k;
 // outputs o0 + [lo, hi) are stored.
 template <GgmlType T, int R>
-void packed_rows(const MatmulArgs& a, int64_t o0, int lo, int hi, int64_t i0, const float* fsum) {
+void packed_rows(const MatmulArgs& a, int64_t o0, int lo, int hi, int64_t i0) {
   const uint8_t* tiles = a.w + o0 * a.row_bytes;
   const size_t tiles_end = static_cast<size_t>(a.out_features / kGroup * kGroup) * a.row_bytes;
-  const int64_t nb = a.k / 32, supers = a.k / 256;
+  const int64_t supers = a.k / 256;
   ActRowPtrs x[R];
   const uint8_t* xw[R];
   for (int r = 0; r < R; ++r) {
-    x[r] = {a.acts.row_q(i0 + r), a.acts.row_d(i0 + r), a.acts.row_s(i0 + r), fsum ? fsum + (i0 + r) * nb : nullptr, nullptr};
+    x[r] = act_row(a, i0 + r);
     xw[r] = a.acts.row_xwide(i0 + r);
   }
   __m256 acc[R];
@@ -667,7 +654,6 @@ void packed_rows(const MatmulArgs& a, int64_t o0, int lo, int hi, int64_t i0, co
 
 template <GgmlType T>
 void packed_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
-  const float* fsum = a.acts.fsum;
   // Groups of 8 rows; a range that starts or ends inside a group (the dispatcher splits by 8,
   // so only if that changes) computes the group and stores its part.
   const int64_t full = a.out_features / kGroup * kGroup, end = std::min(o_end, full);
@@ -675,8 +661,8 @@ void packed_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
     const int lo = static_cast<int>(std::max<int64_t>(o_begin - o0, 0));
     const int hi = static_cast<int>(std::min<int64_t>(end - o0, kGroup));
     for (int64_t i0 = 0; i0 < a.n; i0 += 2) {
-      if (a.n - i0 >= 2) packed_rows<T, 2>(a, o0, lo, hi, i0, fsum);
-      else packed_rows<T, 1>(a, o0, lo, hi, i0, fsum);
+      if (a.n - i0 >= 2) packed_rows<T, 2>(a, o0, lo, hi, i0);
+      else packed_rows<T, 1>(a, o0, lo, hi, i0);
     }
   }
   // Rows past the last full group are in the GGML layout at their usual offsets.

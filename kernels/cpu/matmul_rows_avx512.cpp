@@ -130,10 +130,10 @@ template <int R>
 struct FewRows {
   const uint8_t* row[kGroup];
   ActRow x[R];
-  FewRows(const MatmulArgs& a, int64_t o0, int valid, int64_t i0, const float* fsum) {
+  FewRows(const MatmulArgs& a, int64_t o0, int valid, int64_t i0) {
     for (int l = 0; l < kGroup; ++l) row[l] = a.w + (o0 + std::min(l, valid - 1)) * a.row_bytes;
     for (int r = 0; r < R; ++r)
-      x[r] = {a.acts.row_q(i0 + r), a.acts.row_d(i0 + r), a.acts.row_s(i0 + r), fsum ? fsum + (i0 + r) * (a.k / 32) : nullptr};
+      x[r] = {a.acts.row_q(i0 + r), a.acts.row_d(i0 + r), a.acts.row_s(i0 + r), a.acts.row_fsum(i0 + r)};
   }
 };
 
@@ -325,9 +325,9 @@ void few_rows_pairs(const MatmulArgs& a, const FewRows<R>& f, __m512 acc[R], con
 // R activation rows (i0..i0+R-1) x outputs [o0, o0 + valid), valid <= 16, over all of k. Lanes
 // past `valid` repeat the last output and are not stored.
 template <GgmlType T, int R>
-void few_rows(const MatmulArgs& a, int64_t o0, int valid, int64_t i0, const float* fsum, const uint8_t* prefetch,
+void few_rows(const MatmulArgs& a, int64_t o0, int valid, int64_t i0, const uint8_t* prefetch,
               int64_t prefetch_lines) {
-  const FewRows<R> f(a, o0, valid, i0, fsum);
+  const FewRows<R> f(a, o0, valid, i0);
   __m512 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
   if constexpr (T == GgmlType::Q4_K || T == GgmlType::Q5_K) few_rows_quads<T, R>(a, f, acc, prefetch, prefetch_lines);
@@ -339,7 +339,6 @@ void few_rows(const MatmulArgs& a, int64_t o0, int valid, int64_t i0, const floa
 
 template <GgmlType T>
 void few_rows_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
-  const float* fsum = a.acts.fsum;  // the affine types' float block sums (see ActRow)
   for (int64_t o0 = o_begin; o0 < o_end; o0 += kGroup) {
     const int valid = static_cast<int>(std::min<int64_t>(kGroup, o_end - o0));
     // Prefetch the next group's rows (one contiguous range) while this group computes: 16
@@ -355,14 +354,14 @@ void few_rows_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
     for (int64_t i0 = 0; i0 < a.n; i0 += 8) {
       const int64_t pl = i0 == 0 ? lines : 0;
       switch (std::min<int64_t>(8, a.n - i0)) {
-        case 1: few_rows<T, 1>(a, o0, valid, i0, fsum, next, pl); break;
-        case 2: few_rows<T, 2>(a, o0, valid, i0, fsum, next, pl); break;
-        case 3: few_rows<T, 3>(a, o0, valid, i0, fsum, next, pl); break;
-        case 4: few_rows<T, 4>(a, o0, valid, i0, fsum, next, pl); break;
-        case 5: few_rows<T, 5>(a, o0, valid, i0, fsum, next, pl); break;
-        case 6: few_rows<T, 6>(a, o0, valid, i0, fsum, next, pl); break;
-        case 7: few_rows<T, 7>(a, o0, valid, i0, fsum, next, pl); break;
-        default: few_rows<T, 8>(a, o0, valid, i0, fsum, next, pl); break;
+        case 1: few_rows<T, 1>(a, o0, valid, i0, next, pl); break;
+        case 2: few_rows<T, 2>(a, o0, valid, i0, next, pl); break;
+        case 3: few_rows<T, 3>(a, o0, valid, i0, next, pl); break;
+        case 4: few_rows<T, 4>(a, o0, valid, i0, next, pl); break;
+        case 5: few_rows<T, 5>(a, o0, valid, i0, next, pl); break;
+        case 6: few_rows<T, 6>(a, o0, valid, i0, next, pl); break;
+        case 7: few_rows<T, 7>(a, o0, valid, i0, next, pl); break;
+        default: few_rows<T, 8>(a, o0, valid, i0, next, pl); break;
       }
     }
   }

@@ -144,7 +144,7 @@ TEST_CASE("packed decode kernel: output ranges that cut groups of 8 store only t
     std::vector<uint8_t> xwide(8 * q.size());
     if (detail::block_min(t)) a.acts.fsum = fsum.data();
     a.acts.xwide = xwide.data();
-    detail::prepare_decode_terms(t, CpuIsa::Avx2, a.acts, n);
+    detail::prepare_decode_terms(t, a.acts, n);
     detail::matmul_packed_avx2(a, 0, rows);
     a.out = got.data();
     for (auto [b, e] : {std::pair<int64_t, int64_t>{0, 3}, {3, 11}, {11, 12}, {12, 26}, {26, 29}}) detail::matmul_packed_avx2(a, b, e);

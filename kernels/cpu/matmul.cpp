@@ -239,12 +239,14 @@ void run_matmul(ThreadPool& pool, CpuIsa isa, GgmlType wtype, const void* w, int
 
   const int64_t unit = outputs_per_task(isa, quantized);
   const int64_t tasks = (out_features + unit - 1) / unit;
-  // Outputs go to the threads in chunks claimed as they free up (results do not depend on the
-  // split): with a static half each, the call waited for the slower thread, and on a shared
-  // host for a worker that had not even started. Decode-sized calls stream about 256 KiB of
-  // weights per chunk; prefill chunks are a quarter of a thread's share (each chunk call sets up
-  // its tile and per-row terms again, which is cheap next to that much work). A pool of one
-  // thread takes everything in one call.
+  // Outputs go to the threads in chunks, each thread running its own share in order and then
+  // taking chunks left in the others' (ThreadPool::parallel_for_dynamic; results do not depend
+  // on the split): with a static half each, the call waited for the slower thread, and on a
+  // shared host for a worker that had not even started. Decode-sized calls stream about 256 KiB
+  // of weights per chunk (64 KiB measured the same; 1 MiB left the threads finishing apart);
+  // prefill chunks are a quarter of a thread's share (each chunk call sets up its tile and
+  // per-row terms again, which is cheap next to that much work). A pool of one thread takes
+  // everything in one call.
   const int64_t per_thread = (tasks + pool.size() - 1) / pool.size();
   const int64_t decode_chunk = (int64_t{256} << 10) / static_cast<int64_t>(unit * a.row_bytes);
   const int64_t chunk = pool.size() == 1            ? tasks

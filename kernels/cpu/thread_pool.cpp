@@ -34,7 +34,8 @@ thread_local const ThreadPool* tls_in_job = nullptr;
 }  // namespace
 
 ThreadPool::ThreadPool(int n_threads)
-    : n_threads_(n_threads > 0 ? n_threads : std::max(1u, std::thread::hardware_concurrency())) {
+    : n_threads_(n_threads > 0 ? n_threads : std::max(1u, std::thread::hardware_concurrency())),
+      shares_(new Share[static_cast<size_t>(n_threads_)]) {
   workers_.reserve(static_cast<size_t>(n_threads_ - 1));
   for (int t = 1; t < n_threads_; ++t) workers_.emplace_back([this, t] { worker_loop(t); });
 }
@@ -64,11 +65,35 @@ void ThreadPool::run_range(int thread_idx) {
   if (begin < end) call_guarded(begin, end, thread_idx);
 }
 
-void ThreadPool::run_chunks(int thread_idx) {
+int64_t ThreadPool::claim_front(int share) {
+  std::atomic<uint64_t>& s = shares_[static_cast<size_t>(share)].lo_hi;
+  uint64_t v = s.load();
   for (;;) {
-    const int64_t begin = next_chunk_.fetch_add(1) * job_chunk_;
-    if (begin >= job_tasks_) return;
+    const uint64_t lo = v & 0xFFFFFFFFu, hi = v >> 32;
+    if (lo >= hi) return -1;
+    if (s.compare_exchange_weak(v, v + 1)) return static_cast<int64_t>(lo);
+  }
+}
+
+int64_t ThreadPool::claim_back(int share) {
+  std::atomic<uint64_t>& s = shares_[static_cast<size_t>(share)].lo_hi;
+  uint64_t v = s.load();
+  for (;;) {
+    const uint64_t lo = v & 0xFFFFFFFFu, hi = v >> 32;
+    if (lo >= hi) return -1;
+    if (s.compare_exchange_weak(v, (hi - 1) << 32 | lo)) return static_cast<int64_t>(hi - 1);
+  }
+}
+
+void ThreadPool::run_chunks(int thread_idx) {
+  auto run_chunk = [&](int64_t c) {
+    const int64_t begin = c * job_chunk_;
     call_guarded(begin, std::min(job_tasks_, begin + job_chunk_), thread_idx);
+  };
+  for (int64_t c; (c = claim_front(thread_idx)) >= 0;) run_chunk(c);
+  for (int k = 1; k < n_threads_; ++k) {
+    const int victim = (thread_idx + k) % n_threads_;
+    for (int64_t c; (c = claim_back(victim)) >= 0;) run_chunk(c);
   }
 }
 
@@ -83,7 +108,15 @@ void ThreadPool::run(int64_t n_tasks, int64_t chunk, Trampoline call, void* ctx)
   job_error_ = nullptr;
   const bool dynamic = chunk > 0;
   const uint64_t job = ++generation_ << 2 | (dynamic ? 1 : 0);
-  if (dynamic) next_chunk_.store(0);  // before publishing: workers claim from it at once
+  if (dynamic) {
+    // Before publishing: workers claim from the shares at once.
+    const int64_t chunks = (n_tasks + chunk - 1) / chunk;
+    if (chunks > int64_t{0xFFFFFFFF}) throw std::invalid_argument("ThreadPool::parallel_for_dynamic: more than 2^32 - 1 chunks");
+    for (int t = 0; t < n_threads_; ++t) {
+      const auto [lo, hi] = range(chunks, n_threads_, t);
+      shares_[static_cast<size_t>(t)].lo_hi.store(static_cast<uint64_t>(hi) << 32 | static_cast<uint64_t>(lo));
+    }
+  }
   if (!workers_.empty()) {
     if (!dynamic) pending_.store(n_threads_ - 1);
     {

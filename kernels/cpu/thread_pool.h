@@ -8,11 +8,16 @@
 // back-to-back ops of a forward pass dispatch in well under a microsecond, then blocks on a
 // condition variable, so an idle server burns no CPU.
 //
-// parallel_for_dynamic(n, chunk, fn) hands out chunks of tasks in order to whichever thread is
-// free, and returns as soon as every chunk has run: a worker that wakes late (on a shared host,
-// one whose core runs another process for a while) finds the work done and joins nothing, and
-// threads that run at different speeds finish together. For kernels whose results do not depend
-// on which thread runs which task (matmul).
+// parallel_for_dynamic(n, chunk, fn) gives each thread a home share of the chunks (the static
+// rule over chunk indices), which it runs front to back; a thread whose share is done takes
+// chunks from the back of the others' shares. It returns as soon as every chunk has run: a
+// worker that wakes late (on a shared host, one whose core runs another process for a while)
+// finds its share taken over and joins nothing, and threads that run at different speeds finish
+// together. Each thread reads one ascending stream of chunks until the shares run out, so a
+// kernel that prefetches past the end of its chunk warms the chunk it runs next (handing chunks
+// out in one global order made the two threads of a decode matmul alternate, each starting every
+// 256 KiB chunk cold). For kernels whose results do not depend on which thread runs which task
+// (matmul).
 //
 // A pool runs one job at a time: concurrent parallel_for calls from different threads are
 // serialized; calling parallel_for from inside a job of the same pool is a logic error and throws.
@@ -22,6 +27,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <type_traits>
@@ -61,7 +67,8 @@ class ThreadPool {
 
   // Calls fn(begin, end, thread_idx) for the chunks [c * chunk, min(n_tasks, (c + 1) * chunk)),
   // each once, on whichever threads claim them (the caller claims first), and returns when all
-  // have finished. The first exception thrown by any fn is rethrown here.
+  // have finished. The first exception thrown by any fn is rethrown here. At most 2^32 - 1
+  // chunks (std::invalid_argument otherwise).
   template <class Fn>
   void parallel_for_dynamic(int64_t n_tasks, int64_t chunk, Fn&& fn) {
     using F = std::remove_reference_t<Fn>;
@@ -78,6 +85,8 @@ class ThreadPool {
   void worker_loop(int thread_idx);
   void run_range(int thread_idx);
   void run_chunks(int thread_idx);
+  int64_t claim_front(int share);
+  int64_t claim_back(int share);
   void call_guarded(int64_t begin, int64_t end, int thread_idx);
 
   const int n_threads_;
@@ -103,7 +112,12 @@ class ThreadPool {
   uint64_t generation_ = 0;              // the submitter's count (under submit_mutex_)
   std::atomic<int> pending_{0};          // workers still running the current static job
   std::atomic<int> active_{0};           // workers inside a dynamic job
-  std::atomic<int64_t> next_chunk_{0};   // the dynamic job's next unclaimed chunk
+  // The dynamic job's unclaimed chunks of each thread's share, [lo, hi) as lo | hi << 32: the
+  // owner claims lo, others claim hi - 1. One cache line each, so owners do not contend.
+  struct alignas(64) Share {
+    std::atomic<uint64_t> lo_hi{0};
+  };
+  std::unique_ptr<Share[]> shares_;
   std::atomic<bool> stop_{false};
 
   std::mutex wake_mutex_;

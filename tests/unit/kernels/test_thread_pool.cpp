@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <mutex>
 #include <chrono>
 #include <ctime>
 #include <stdexcept>
@@ -76,6 +77,37 @@ TEST_CASE("parallel_for_dynamic covers every task once in whole chunks, back to 
       pool.parallel_for(threads, [&](int64_t b, int64_t e, int) { sum += e - b; });
     }
     REQUIRE(sum == 5000 * (4 + threads));
+  }
+}
+
+TEST_CASE("parallel_for_dynamic: each thread runs a front part of its own share in order, others take the rest") {
+  // Whatever the timing: of thread t's share (the static rule over chunk indices), t runs a
+  // prefix, front to back, and the other threads run the remaining suffix. That is what keeps
+  // each thread on one ascending stream of a decode matmul's weights.
+  for (int threads : {2, 3}) {
+    ThreadPool pool(threads);
+    for (int rep = 0; rep < 200; ++rep) {
+      const int64_t n = 97, chunk = 2, chunks = (n + chunk - 1) / chunk;
+      std::mutex m;
+      std::vector<std::vector<int64_t>> order(static_cast<size_t>(threads));
+      std::vector<int> runner(static_cast<size_t>(chunks), -1);
+      pool.parallel_for_dynamic(n, chunk, [&](int64_t b, int64_t, int t) {
+        std::lock_guard<std::mutex> lock(m);
+        order[static_cast<size_t>(t)].push_back(b / chunk);
+        runner[static_cast<size_t>(b / chunk)] = t;
+      });
+      for (int t = 0; t < threads; ++t) {
+        const auto [lo, hi] = ThreadPool::range(chunks, threads, t);
+        int64_t own = lo;
+        while (own < hi && runner[static_cast<size_t>(own)] == t) ++own;  // the owner's prefix
+        for (int64_t c = own; c < hi; ++c) REQUIRE(runner[static_cast<size_t>(c)] != t);
+        for (int64_t c = lo; c < hi; ++c) REQUIRE(runner[static_cast<size_t>(c)] >= 0);
+        std::vector<int64_t> mine;
+        for (int64_t c : order[static_cast<size_t>(t)])
+          if (c >= lo && c < hi) mine.push_back(c);
+        REQUIRE(std::is_sorted(mine.begin(), mine.end()));
+      }
+    }
   }
 }
 

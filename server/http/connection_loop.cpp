@@ -73,6 +73,11 @@ void ConnectionLoop::begin_drain() {
   wake();
 }
 
+void ConnectionLoop::close_listener() {
+  close_listener_ = true;
+  wake();
+}
+
 void ConnectionLoop::stop() {
   stopping_ = true;
   wake();
@@ -131,13 +136,17 @@ void ConnectionLoop::run(int listen_fd) {
           idle.push_back(c.get());
       for (Connection* c : idle) close_connection(*c);
     }
+    if (close_listener_ && listen_fd_ >= 0) accept_backlog_and_close_listener();
     // Counted after this turn's reads and returns, so that a request whose bytes came before
     // the drain is seen before the server may stop.
-    if (draining_) unanswered_ = count_unanswered();
+    if (draining_) {
+      unanswered_ = count_unanswered();
+      if (listen_fd_ < 0) counted_closed_ = true;
+    }
     if (Clock::now() - last_check >= std::chrono::milliseconds(100)) {
       last_check = Clock::now();
       check_deadlines();
-      if (listen_paused_) {
+      if (listen_paused_ && listen_fd_ >= 0) {
         if (spare_fd_ < 0) spare_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
         epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &ev);
         listen_paused_ = false;
@@ -148,9 +157,11 @@ void ConnectionLoop::run(int listen_fd) {
 
   // Stopping: no new connections; those being served are shut down so that their writes fail
   // at once, the rest closed; then the workers are waited for.
-  if (!listen_paused_) epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, listen_fd_, nullptr);
-  ::close(listen_fd_);
-  listen_fd_ = -1;
+  if (listen_fd_ >= 0) {
+    if (!listen_paused_) epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, listen_fd_, nullptr);
+    ::close(listen_fd_);
+    listen_fd_ = -1;
+  }
   std::vector<Connection*> all;
   for (auto& [fd, c] : conns_) all.push_back(c.get());
   for (Connection* c : all) {
@@ -171,15 +182,27 @@ int ConnectionLoop::count_unanswered() {
   pollfd backlog{listen_fd_, POLLIN, 0};
   int n = listen_fd_ >= 0 && ::poll(&backlog, 1, 0) > 0 ? 1 : 0;
   char probe;
+  const auto now = Clock::now();
   for (auto& [fd, c] : conns_) {
     if (c->state != Connection::State::Reading) {
       ++n;  // waiting for body memory, with a worker, or a refusal not yet read
     } else if (!c->buf.empty() || !c->framer.fresh() ||
                ::recv(fd, &probe, 1, MSG_PEEK | MSG_DONTWAIT) > 0) {
       ++n;  // part of a request received, or bytes not yet read (a connection just accepted)
+    } else if (!c->served_any && now - c->since < kFreshSendWindow) {
+      ++n;  // just accepted, its request likely on the way
     }
   }
   return n;
+}
+
+void ConnectionLoop::accept_backlog_and_close_listener() {
+  // accept_ready takes up to kAcceptPerEvent per call; a backlog is at most somaxconn deep.
+  pollfd backlog{listen_fd_, POLLIN, 0};
+  for (int round = 0; round < 1024 && !listen_paused_ && ::poll(&backlog, 1, 0) > 0; ++round) accept_ready();
+  if (!listen_paused_) epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, listen_fd_, nullptr);
+  ::close(listen_fd_);
+  listen_fd_ = -1;
 }
 
 // ---- accepting --------------------------------------------------------------------------------

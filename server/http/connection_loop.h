@@ -95,6 +95,11 @@ class ConnectionLoop {
   // From now on every answer closes its connection, and idle connections are closed; the
   // listener stays open (so /health can say "draining").
   void begin_drain();
+  // While draining, the last step before stop(): the loop accepts the connections the kernel
+  // has completed, then closes the listener (later attempts are refused, never half-taken), and
+  // unanswered() reads -1 until the loop has counted again after that. Counting with the
+  // listener closed leaves no gap between the last count and the stop for a request to fall in.
+  void close_listener();
   // Ends run(): closes the listener and every connection (those being served are shut down,
   // which fails their writes).
   void stop();
@@ -102,15 +107,23 @@ class ConnectionLoop {
   bool draining() const { return draining_; }
   // While draining: the requests accepted and not yet answered in full (bytes of one received or
   // waiting in the socket, waiting for body memory or a worker, being served, or a refusal the
-  // client is still reading), as the loop last counted them; -1 until it has counted since the
-  // drain began. 0 when the loop is not running.
-  int unanswered() const { return running_ ? unanswered_.load() : 0; }
+  // client is still reading; a connection accepted less than kFreshSendWindow ago with nothing
+  // received yet, whose request may be on its way), as the loop last counted them; -1 until it
+  // has counted since the drain began (or since close_listener()). 0 when the loop is not
+  // running.
+  int unanswered() const {
+    if (!running_) return 0;
+    return close_listener_ && !counted_closed_ ? -1 : unanswered_.load();
+  }
 
  private:
   using Clock = std::chrono::steady_clock;
   static constexpr size_t kSmallBody = 64 << 10;  // bodies up to this need no reservation
+  static constexpr std::chrono::milliseconds kFreshSendWindow{1000};
 
   void accept_ready();
+  // close_listener()'s work, on the loop's thread.
+  void accept_backlog_and_close_listener();
   // Answers a connection over the limit with 503 and closes it.
   void refuse_connection(int fd);
   void read_ready(Connection& c);
@@ -159,7 +172,8 @@ class ConnectionLoop {
   std::mutex returns_mu_;  // connections handed back by workers
   std::vector<Return> returns_;
 
-  std::atomic<bool> draining_{false}, stopping_{false}, running_{false};
+  std::atomic<bool> draining_{false}, stopping_{false}, running_{false}, close_listener_{false};
+  std::atomic<bool> counted_closed_{false};  // unanswered_ was counted with the listener closed
   std::atomic<int> unanswered_{-1};
   bool drain_applied_ = false;
   bool listen_paused_ = false;  // out of descriptors: the listener is not watched for a moment

@@ -61,7 +61,8 @@ class HttpServer {
   // Closes the listener and every connection, and ends open streams.
   void stop();
   // The graceful stop: begin_drain(), then waits until every request accepted so far has been
-  // answered, its response written in full, for at most `grace_s`; past that, aborts the
+  // answered, its response written in full, for at most `grace_s` (then closes the listener,
+  // accepting what the kernel has completed first, and waits for those too); past that, aborts the
   // service's work in flight (ApiService::abort_all) and waits up to `abort_wait_s` more for
   // those answers; then stop(). `pause(s)` waits up to s seconds and returns true to end the
   // grace at once (a second signal). Returns whether every accepted request was answered.

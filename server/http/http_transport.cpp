@@ -133,6 +133,13 @@ bool HttpServer::drain_and_stop(double grace_s, double abort_wait_s,
     }
   };
   bool answered = all_answered(grace_s, pause);
+  if (answered) {
+    // /health said "draining" until now. Closing the listener before the last count means no
+    // request can arrive between that count and the stop.
+    constexpr double kListenerCloseWaitSeconds = 2;
+    loop_->close_listener();
+    answered = all_answered(kListenerCloseWaitSeconds, pause);
+  }
   if (!answered) {
     std::shared_ptr<ApiService> h = service();
     log_warn("cancelling requests still in flight",

@@ -152,3 +152,24 @@ TEST_CASE("an answer written after a drain began says 'Connection: close'", "[re
   CHECK(conn.closed_by_server());
   CHECK(stopped.get());
 }
+
+TEST_CASE("a request sent on a just-accepted connection as the drain ends is answered, not reset",
+          "[reliability]") {
+  // Nothing is in flight, so the drain could stop at once; but a client that has just connected
+  // is about to send its request. The loop counts such a connection for a moment (and counts
+  // once more with the listener closed), so the request gets its 503 rather than a reset.
+  FakeApiServer s;
+  RawConnection conn(s.port);
+  REQUIRE(wait_for([&] { return s.http->server().connection_stats().open == 1; }));
+  auto stopped = std::async(std::launch::async, [&] {
+    return s.http->server().drain_and_stop(/*grace_s=*/120, /*abort_wait_s=*/5, sleep_for_s);
+  });
+  std::this_thread::sleep_for(milliseconds(50));
+  REQUIRE(conn.send(completion_request(5, false)));
+  RawResponse r = conn.read_response(milliseconds(20000));
+  CHECK(r.status == 503);
+  CHECK(r.header("connection") == "close");
+  CHECK(conn.closed_by_server());
+  REQUIRE(stopped.wait_for(milliseconds(20000)) == std::future_status::ready);
+  CHECK(stopped.get());
+}

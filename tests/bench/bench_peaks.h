@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,21 @@ double median_seconds(const Timing& timing, int reps, F&& f) {
 
 // GB/s of N threads summing a 1 GiB buffer (median of 5 passes).
 double stream_read_gbps(cpu::ThreadPool& pool, const Timing& timing);
+
+// The same probe kept for single passes, to pair each run of a benchmark with a pass next to
+// it: on a shared host the bandwidth drifts by a third within a minute, so a figure divided by
+// one measured earlier says more about the drift than about the kernel.
+class StreamProbe {
+ public:
+  static constexpr size_t kBytes = size_t(1) << 30;
+  StreamProbe();
+  double pass_gbps(cpu::ThreadPool& pool, const Timing& timing);
+  double pass_seconds(cpu::ThreadPool& pool, const Timing& timing);
+
+ private:
+  std::vector<uint8_t> buf_;
+  uint8_t* p_ = nullptr;
+};
 
 // Int8 multiply-adds per second x 2 (GOPS), register-only: every thread runs a long chain of
 // independent vpdpbusd (AVX-512 VNNI) or vpmaddubsw + vpmaddwd + vpaddd (AVX2) on values held

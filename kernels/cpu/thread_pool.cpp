@@ -65,23 +65,14 @@ void ThreadPool::run_range(int thread_idx) {
   if (begin < end) call_guarded(begin, end, thread_idx);
 }
 
-int64_t ThreadPool::claim_front(int share) {
+int64_t ThreadPool::claim(int share, bool from_back) {
   std::atomic<uint64_t>& s = shares_[static_cast<size_t>(share)].lo_hi;
   uint64_t v = s.load();
   for (;;) {
     const uint64_t lo = v & 0xFFFFFFFFu, hi = v >> 32;
     if (lo >= hi) return -1;
-    if (s.compare_exchange_weak(v, v + 1)) return static_cast<int64_t>(lo);
-  }
-}
-
-int64_t ThreadPool::claim_back(int share) {
-  std::atomic<uint64_t>& s = shares_[static_cast<size_t>(share)].lo_hi;
-  uint64_t v = s.load();
-  for (;;) {
-    const uint64_t lo = v & 0xFFFFFFFFu, hi = v >> 32;
-    if (lo >= hi) return -1;
-    if (s.compare_exchange_weak(v, (hi - 1) << 32 | lo)) return static_cast<int64_t>(hi - 1);
+    const uint64_t taken = from_back ? hi - 1 : lo;
+    if (s.compare_exchange_weak(v, from_back ? taken << 32 | lo : v + 1)) return static_cast<int64_t>(taken);
   }
 }
 
@@ -90,10 +81,10 @@ void ThreadPool::run_chunks(int thread_idx) {
     const int64_t begin = c * job_chunk_;
     call_guarded(begin, std::min(job_tasks_, begin + job_chunk_), thread_idx);
   };
-  for (int64_t c; (c = claim_front(thread_idx)) >= 0;) run_chunk(c);
+  for (int64_t c; (c = claim(thread_idx, false)) >= 0;) run_chunk(c);
   for (int k = 1; k < n_threads_; ++k) {
     const int victim = (thread_idx + k) % n_threads_;
-    for (int64_t c; (c = claim_back(victim)) >= 0;) run_chunk(c);
+    for (int64_t c; (c = claim(victim, true)) >= 0;) run_chunk(c);
   }
 }
 

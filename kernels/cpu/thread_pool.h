@@ -85,8 +85,8 @@ class ThreadPool {
   void worker_loop(int thread_idx);
   void run_range(int thread_idx);
   void run_chunks(int thread_idx);
-  int64_t claim_front(int share);
-  int64_t claim_back(int share);
+  // The first (or last) unclaimed chunk of a share, taken; -1 when none is left.
+  int64_t claim(int share, bool from_back);
   void call_guarded(int64_t begin, int64_t end, int thread_idx);
 
   const int n_threads_;

@@ -181,23 +181,29 @@ void run_matmul(ThreadPool& pool, CpuIsa isa, GgmlType wtype, const void* w, int
     const size_t q_bytes = static_cast<size_t>(n * in_features);
     const size_t d_bytes = static_cast<size_t>(n * (in_features / 32)) * sizeof(float);
     const size_t s_bytes = static_cast<size_t>(n * (in_features / 16)) * sizeof(int16_t);
-    const size_t q_pad = (q_bytes + 63) / 64 * 64, d_pad = (d_bytes + 63) / 64 * 64;
-    const size_t s_pad = (s_bytes + 63) / 64 * 64;
-    // The decode kernels' per-call terms (QuantActs): block sums as floats or scaled ints.
+    auto pad64 = [](size_t bytes) { return (bytes + 63) / 64 * 64; };  // each array cache-line aligned
+    const size_t q_pad = pad64(q_bytes), d_pad = pad64(d_bytes), s_pad = pad64(s_bytes);
+    // The decode kernels' per-call terms (QuantActs): block sums as floats or scaled ints, each in
+    // its own array.
     const bool decode = n <= detail::kFewRowsMax && isa != CpuIsa::Scalar;
     const bool want_fsum = decode && detail::block_min(wtype);
     const bool want_corr = decode && isa == CpuIsa::Avx2 && detail::has_block_correction(wtype);
-    const size_t sums_bytes = want_fsum || want_corr ? (d_bytes + 63) / 64 * 64 : 0;
+    const size_t fsum_pad = want_fsum ? d_pad : 0, corr_pad = want_corr ? d_pad : 0;  // 4 bytes per block, as d
     const size_t wide_bytes = packed && isa == CpuIsa::Avx2 ? 8 * q_bytes : 0;
-    qbuf = aligned_bytes(q_pad + d_pad + s_pad + sums_bytes + wide_bytes);
-    a.acts.q = reinterpret_cast<int8_t*>(qbuf.get());
-    a.acts.d = reinterpret_cast<float*>(qbuf.get() + q_pad);
-    a.acts.s = reinterpret_cast<int16_t*>(qbuf.get() + q_pad + d_pad);
+    qbuf = aligned_bytes(q_pad + d_pad + s_pad + fsum_pad + corr_pad + wide_bytes);
+    uint8_t* next = qbuf.get();
+    auto carve = [&next](size_t bytes) {
+      uint8_t* p = next;
+      next += bytes;
+      return p;
+    };
+    a.acts.q = reinterpret_cast<int8_t*>(carve(q_pad));
+    a.acts.d = reinterpret_cast<float*>(carve(d_pad));
+    a.acts.s = reinterpret_cast<int16_t*>(carve(s_pad));
     a.acts.k = in_features;
-    uint8_t* sums = qbuf.get() + q_pad + d_pad + s_pad;
-    if (want_fsum) a.acts.fsum = reinterpret_cast<float*>(sums);
-    if (want_corr) a.acts.corr = reinterpret_cast<int32_t*>(sums);
-    if (wide_bytes) a.acts.xwide = sums + sums_bytes;
+    if (want_fsum) a.acts.fsum = reinterpret_cast<float*>(carve(fsum_pad));
+    if (want_corr) a.acts.corr = reinterpret_cast<int32_t*>(carve(corr_pad));
+    if (wide_bytes) a.acts.xwide = carve(wide_bytes);
     auto* q = const_cast<int8_t*>(a.acts.q);
     auto* d = const_cast<float*>(a.acts.d);
     auto* s = const_cast<int16_t*>(a.acts.s);

@@ -157,11 +157,7 @@ void ConnectionLoop::run(int listen_fd) {
 
   // Stopping: no new connections; those being served are shut down so that their writes fail
   // at once, the rest closed; then the workers are waited for.
-  if (listen_fd_ >= 0) {
-    if (!listen_paused_) epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, listen_fd_, nullptr);
-    ::close(listen_fd_);
-    listen_fd_ = -1;
-  }
+  close_listen_fd();
   std::vector<Connection*> all;
   for (auto& [fd, c] : conns_) all.push_back(c.get());
   for (Connection* c : all) {
@@ -179,8 +175,7 @@ void ConnectionLoop::run(int listen_fd) {
 int ConnectionLoop::count_unanswered() {
   // Connections the kernel has completed and the loop not yet accepted may carry a request
   // sent before the drain: they count until accepted (and then by what they sent).
-  pollfd backlog{listen_fd_, POLLIN, 0};
-  int n = listen_fd_ >= 0 && ::poll(&backlog, 1, 0) > 0 ? 1 : 0;
+  int n = backlog_waiting() ? 1 : 0;
   char probe;
   const auto now = Clock::now();
   for (auto& [fd, c] : conns_) {
@@ -196,10 +191,19 @@ int ConnectionLoop::count_unanswered() {
   return n;
 }
 
+bool ConnectionLoop::backlog_waiting() const {
+  pollfd backlog{listen_fd_, POLLIN, 0};
+  return listen_fd_ >= 0 && ::poll(&backlog, 1, 0) > 0;
+}
+
 void ConnectionLoop::accept_backlog_and_close_listener() {
   // accept_ready takes up to kAcceptPerEvent per call; a backlog is at most somaxconn deep.
-  pollfd backlog{listen_fd_, POLLIN, 0};
-  for (int round = 0; round < 1024 && !listen_paused_ && ::poll(&backlog, 1, 0) > 0; ++round) accept_ready();
+  for (int round = 0; round < 1024 && !listen_paused_ && backlog_waiting(); ++round) accept_ready();
+  close_listen_fd();
+}
+
+void ConnectionLoop::close_listen_fd() {
+  if (listen_fd_ < 0) return;
   if (!listen_paused_) epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, listen_fd_, nullptr);
   ::close(listen_fd_);
   listen_fd_ = -1;

@@ -124,6 +124,10 @@ class ConnectionLoop {
   void accept_ready();
   // close_listener()'s work, on the loop's thread.
   void accept_backlog_and_close_listener();
+  // Connections the kernel has completed and the loop not yet accepted (false once closed).
+  bool backlog_waiting() const;
+  // Stops watching the listener and closes it, if still open.
+  void close_listen_fd();
   // Answers a connection over the limit with 503 and closes it.
   void refuse_connection(int fd);
   void read_ready(Connection& c);

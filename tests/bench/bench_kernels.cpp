@@ -101,28 +101,35 @@ Weights make_weights(GgmlType t, int64_t rows, int64_t cols, uint64_t seed) {
   return w;
 }
 
-// Prefill runs alternate with the int8 peak probe: each run's GOP/s is divided by the peak
-// measured just before it, and the figures are the medians of those runs (on a shared machine
-// the probe sees the same contention as the run next to it).
-struct PrefillFigure {
-  double gops = 0, pct_of_peak = 0, seconds = 0;
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// A figure measured against a ceiling of the host: each run right after a probe of the ceiling
+// (`probe()`, the same units as work per second) and divided by it, the figures the medians of
+// those runs (on a shared machine the probe sees the same contention as the run next to it).
+// Prefill runs pair with the int8 peak (work: GOP), decode runs with a stream pass (work: GB).
+struct PairedFigure {
+  double rate = 0, pct_of_ceiling = 0, seconds = 0, ceiling = 0;  // rate: work per second
 };
-template <class F>
-PrefillFigure prefill_vs_peak(ThreadPool& pool, int reps, double ops, F&& run) {
-  std::vector<double> gops, pct, secs;
-  std::string what;
+template <class Probe, class Run>
+PairedFigure paired_with_ceiling(int reps, double work, Probe&& probe, Run&& run) {
+  std::vector<double> rate, pct, secs, ceiling;
   for (int r = 0; r < reps; ++r) {
-    const double peak = bench::int8_peak_gops(pool, g_timing, what);
+    ceiling.push_back(probe());
     const double t = median_seconds(1, run);
-    gops.push_back(ops / t / 1e9);
-    pct.push_back(peak > 0 ? 100.0 * gops.back() / peak : 0.0);
+    rate.push_back(work / t);
+    pct.push_back(ceiling.back() > 0 ? 100.0 * rate.back() / ceiling.back() : 0.0);
     secs.push_back(t);
   }
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
-  return {median(gops), median(pct), median(secs)};
+  return {median_of(rate), median_of(pct), median_of(secs), median_of(ceiling)};
+}
+
+template <class F>
+PairedFigure prefill_vs_peak(ThreadPool& pool, int reps, double ops, F&& run) {
+  std::string what;
+  return paired_with_ceiling(reps, ops / 1e9, [&] { return bench::int8_peak_gops(pool, g_timing, what); }, run);
 }
 
 struct Shape {
@@ -203,10 +210,10 @@ int main(int argc, char** argv) {
     }
     for (int64_t n : {128, 512}) {
       if (decode_only || (quick && n == 512)) continue;
-      const PrefillFigure f = prefill_vs_peak(pool, quick ? 3 : 7, 2.0 * n * s.out * s.in, [&] {
+      const PairedFigure f = prefill_vs_peak(pool, quick ? 3 : 7, 2.0 * n * s.out * s.in, [&] {
         ws[next++ % copies].matmul(pool, type, s.out, s.in, x.data(), n, out.data());
       });
-      std::printf("  n=%-3ld %6.1f GOP/s (%2.0f%%)", static_cast<long>(n), f.gops, f.pct_of_peak);
+      std::printf("  n=%-3ld %6.1f GOP/s (%2.0f%%)", static_cast<long>(n), f.rate, f.pct_of_ceiling);
     }
     std::printf("\n");
   }
@@ -234,23 +241,13 @@ int main(int argc, char** argv) {
     for (const Mat& m : model) m.w.matmul(pool, type, m.out, m.in, x.data(), n, out.data());
   };
   if (!prefill_only) {
-    // Each pass of the stack right after a pass of the stream probe, and divided by it (medians
-    // of the runs): the pair sees the same host.
     bench::StreamProbe probe;
-    std::vector<double> secs, pct, probe_gbps;
-    for (int r = 0; r < (quick ? 7 : 11); ++r) {
-      probe_gbps.push_back(probe.pass_gbps(pool, g_timing));
-      secs.push_back(median_seconds(1, [&] { forward(1); }));
-      pct.push_back(100.0 * total / secs.back() / 1e9 / probe_gbps.back());
-    }
-    auto median = [](std::vector<double> v) {
-      std::sort(v.begin(), v.end());
-      return v[v.size() / 2];
-    };
-    const double td = median(secs);
+    const int reps = quick ? 7 : 11;
+    const PairedFigure f = paired_with_ceiling(
+        reps, total / 1e9, [&] { return probe.pass_gbps(pool, g_timing); }, [&] { forward(1); });
     std::printf("tinyllama matmuls (%d layers, %.2f GB): decode %.1f tok/s (%.1f GB/s, %.0f%% of stream; "
-                "%zu runs, each against a stream pass just before it: %.1f GB/s median)\n",
-                layers, total / 1e9, 1.0 / td, total / td / 1e9, median(pct), secs.size(), median(probe_gbps));
+                "%d runs, each against a stream pass just before it: %.1f GB/s median)\n",
+                layers, total / 1e9, 1.0 / f.seconds, f.rate, f.pct_of_ceiling, reps, f.ceiling);
   }
   for (int64_t n : {4, 16}) {  // batched decode of n sequences (issue 4's engine benchmark)
     if (decode_only || prefill_only) break;
@@ -261,9 +258,9 @@ int main(int argc, char** argv) {
     if (decode_only || (quick && n == 512)) continue;
     double flops = 0;
     for (const Mat& m : model) flops += 2.0 * n * m.out * m.in;
-    const PrefillFigure f = prefill_vs_peak(pool, 5, flops, [&] { forward(n); });
+    const PairedFigure f = prefill_vs_peak(pool, 5, flops, [&] { forward(n); });
     std::printf("tinyllama matmuls prefill n=%ld: %.1f tok/s (%.1f GOP/s, %.0f%% of the int8 peak)\n",
-                static_cast<long>(n), n / f.seconds, f.gops, f.pct_of_peak);
+                static_cast<long>(n), n / f.seconds, f.rate, f.pct_of_ceiling);
   }
   return 0;
 }

@@ -83,26 +83,21 @@ StreamProbe::StreamProbe() : buf_(kBytes + 64, 1) {
   p_ = buf_.data() + (64 - reinterpret_cast<uintptr_t>(buf_.data()) % 64) % 64;
 }
 
-double StreamProbe::pass_seconds(cpu::ThreadPool& pool, const Timing& timing) {
-  std::vector<uint64_t> sink(static_cast<size_t>(pool.size()));
+void StreamProbe::pass(cpu::ThreadPool& pool) {
+  sink_.resize(static_cast<size_t>(pool.size()));
   const int64_t chunks = 1024;
-  return median_seconds(timing, 1, [&] {
-    pool.parallel_for(chunks, [&](int64_t b, int64_t e, int t) {
-      sink[static_cast<size_t>(t)] ^= sum_bytes(p_ + b * (kBytes / chunks), static_cast<size_t>(e - b) * (kBytes / chunks));
-    });
+  pool.parallel_for(chunks, [&](int64_t b, int64_t e, int t) {
+    sink_[static_cast<size_t>(t)] ^= sum_bytes(p_ + b * (kBytes / chunks), static_cast<size_t>(e - b) * (kBytes / chunks));
   });
 }
 
 double StreamProbe::pass_gbps(cpu::ThreadPool& pool, const Timing& timing) {
-  return static_cast<double>(kBytes) / pass_seconds(pool, timing) / 1e9;
+  return static_cast<double>(kBytes) / median_seconds(timing, 1, [&] { pass(pool); }) / 1e9;
 }
 
 double stream_read_gbps(cpu::ThreadPool& pool, const Timing& timing) {
   StreamProbe probe;
-  std::vector<double> s;
-  for (int r = 0; r < 5; ++r) s.push_back(probe.pass_seconds(pool, timing));
-  std::sort(s.begin(), s.end());
-  return static_cast<double>(StreamProbe::kBytes) / s[2] / 1e9;
+  return static_cast<double>(StreamProbe::kBytes) / median_seconds(timing, 5, [&] { probe.pass(pool); }) / 1e9;
 }
 
 double int8_peak_gops(cpu::ThreadPool& pool, const Timing& timing, std::string& what) {

@@ -54,12 +54,15 @@ class StreamProbe {
  public:
   static constexpr size_t kBytes = size_t(1) << 30;
   StreamProbe();
+  // One pass of every thread over its share of the buffer.
+  void pass(cpu::ThreadPool& pool);
+  // GB/s of one pass.
   double pass_gbps(cpu::ThreadPool& pool, const Timing& timing);
-  double pass_seconds(cpu::ThreadPool& pool, const Timing& timing);
 
  private:
   std::vector<uint8_t> buf_;
   uint8_t* p_ = nullptr;
+  std::vector<uint64_t> sink_;  // per thread, so that the sums are not optimized away
 };
 
 // Int8 multiply-adds per second x 2 (GOPS), register-only: every thread runs a long chain of

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "tests/support/http_test_util.h"
+#include "tests/support/test_files.h"
 #include "tests/support/testdata.h"
 
 namespace pagoda::testing {
@@ -21,18 +22,8 @@ inline const RequiredTestdata e2e_testdata{"vocab/ggml-vocab-phi-3.gguf",
 
 // A scratch directory for this test process, removed when the process exits.
 inline std::string e2e_dir() {
-  struct Dir {
-    std::string path = "/tmp/pagoda-e2e-" + std::to_string(getuid()) + "-" + std::to_string(getpid());
-    Dir() {
-      if (std::system(("mkdir -p " + path).c_str()) != 0)
-        throw std::runtime_error("cannot create " + path);
-    }
-    ~Dir() {
-      if (std::system(("rm -rf " + path).c_str()) != 0) std::fprintf(stderr, "cannot remove %s\n", path.c_str());
-    }
-  };
-  static Dir dir;
-  return dir.path;
+  static const ScratchDir dir("e2e");
+  return dir.str();
 }
 
 // Writes the test model once per process and returns its path.

@@ -69,8 +69,8 @@ TEST_CASE("bench counts errors by kind against a faulty server", "[bench][e2e]")
   REQUIRE(port > 0);
   std::thread th([&] { srv.listen_after_bind(); });
 
-  const std::string dir = std::string("/tmp/pagoda_bench_faults_") + std::to_string(port);
-  std::system(("mkdir -p " + dir).c_str());
+  const pagoda::testing::ScratchDir scratch("bench-faults");
+  const std::string& dir = scratch.str();
   const std::string cmd = std::string("timeout 60 ") + PAGODA_BINARY + " bench --url http://127.0.0.1:" +
                           std::to_string(port) + " --requests 20 --users 4 --no-progress --json " + dir +
                           "/r.json --html " + dir + "/r.html > " + dir + "/out.txt 2>&1";

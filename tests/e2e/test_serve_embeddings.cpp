@@ -9,20 +9,26 @@
 
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <future>
 
 #include "tests/support/http_test_util.h"
+#include "tests/support/test_files.h"
 
 using namespace pagoda::testing;
 using json = nlohmann::json;
 
 namespace {
 
+// Written once per process into a scratch directory removed at exit (after the server, which
+// is started later and so stopped first).
 const std::string& model_path() {
+  static const pagoda::testing::ScratchDir dir("embed-e2e");
   static const std::string path = [] {
-    const std::string p = "/tmp/pagoda-embed-e2e-" + std::to_string(getpid()) + ".gguf";
+    const std::string p = dir.file("model.gguf");
     const std::string cmd = std::string(PAGODA_BINARY) + " make-model --output " + p +
                             " --layers 2 --dim 64 --ff 128 --heads 4 --kv-heads 2 --ctx 256 --seed 5 --quiet";
     if (std::system(cmd.c_str()) != 0) throw std::runtime_error("make-model failed: " + cmd);
@@ -193,7 +199,7 @@ TEST_CASE("e2e embeddings: refusals in OpenAI's error shape", "[e2e]") {
 }
 
 TEST_CASE("e2e: a ctx_size over the model's training context is named at start", "[e2e]") {
-  const std::string cfg = "/tmp/pagoda-embed-e2e-" + std::to_string(getpid()) + ".json";
+  const std::string cfg = std::filesystem::path(model_path()).replace_filename("ctx.json").string();
   std::ofstream(cfg) << "{\"ctx_size\": 1024, \"threads\": 1, \"kv_cache_memory\": \"16MiB\"}";
   std::unique_ptr<ServerProcess> p;
   for (int attempt = 0; attempt < 3 && !p; ++attempt) {

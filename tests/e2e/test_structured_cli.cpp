@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/support/run_command.h"
+#include "tests/support/test_files.h"
 #include "tests/support/testdata.h"
 
 namespace {
@@ -19,8 +20,10 @@ namespace {
 const pagoda::testing::RequiredTestdata needs_testdata{"vocab/ggml-vocab-phi-3.gguf",
                                                        "vocab/ggml-vocab-deepseek-llm.gguf"};
 
+// A file of `content` in this process's scratch directory (removed at exit).
 std::string scratch(const std::string& name, const std::string& content) {
-  const std::string path = "/tmp/pagoda_structured_cli_" + std::to_string(::getpid()) + "_" + name;
+  static const pagoda::testing::ScratchDir dir("structured-cli");
+  const std::string path = dir.file(name);
   std::ofstream(path, std::ios::binary) << content;
   return path;
 }

@@ -17,19 +17,12 @@
 #include "engine/core/engine.h"
 #include "engine/gguf/gguf_identity.h"
 #include "engine_test_util.h"
+#include "tests/support/test_files.h"
 
 using namespace pagoda;
 using namespace pagoda::test;
 
 namespace {
-
-std::string fresh_dir(const std::string& name) {
-  const std::string d = std::filesystem::temp_directory_path().string() + "/pagoda-kvpersist-" +
-                        std::to_string(::getpid()) + "-" + name;
-  std::filesystem::remove_all(d);
-  std::filesystem::create_directories(d);
-  return d;
-}
 
 // The engine's log lines, kept for the checks (the default logger gets a ring buffer).
 std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> log_lines() {
@@ -88,7 +81,8 @@ std::vector<Run> life(const EngineConfig& cfg, const std::vector<std::vector<int
 
 TEST_CASE("a restarted engine serves a saved prefix from disk with identical greedy output") {
   log_lines();
-  const std::string dir = fresh_dir("restart");
+  const pagoda::testing::ScratchDir scratch("kvpersist-restart");
+  const std::string& dir = scratch.str();
   const auto prompt = random_tokens(100, 11);
   EngineStats s1, s2;
   const auto cold = life(persist_config(dir), {prompt}, &s1);
@@ -120,12 +114,12 @@ TEST_CASE("a restarted engine serves a saved prefix from disk with identical gre
   CHECK(saved.tokens == saved.blocks * 16);
   CHECK(saved.path == dir + "/prefix-cache.pgkv");
   CHECK(engine.stats().kv_disk_saves == 1);
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("a file from another model or block size, or a corrupted one, is ignored with a log line") {
   log_lines();
-  const std::string dir = fresh_dir("refuse");
+  const pagoda::testing::ScratchDir scratch("kvpersist-refuse");
+  const std::string& dir = scratch.str();
   const auto prompt = random_tokens(70, 21);
   const auto cold = life(persist_config(dir), {prompt});
   const std::string file = dir + "/prefix-cache.pgkv";
@@ -180,11 +174,11 @@ TEST_CASE("a file from another model or block size, or a corrupted one, is ignor
     CHECK(r[0].tokens == cold[0].tokens);
     CHECK(logged("truncated"));
   }
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("the pinned system prompt is restored from disk instead of recomputed") {
-  const std::string dir = fresh_dir("system");
+  const pagoda::testing::ScratchDir scratch("kvpersist-system");
+  const std::string& dir = scratch.str();
   EngineConfig c = persist_config(dir);
   c.system_prompt = random_tokens(50, 31);
   auto prompt = c.system_prompt;
@@ -201,7 +195,6 @@ TEST_CASE("the pinned system prompt is restored from disk instead of recomputed"
   CHECK(warm[0].cached == 64);
   CHECK(s1.prefill_tokens_computed == 50 + 20);
   CHECK(s2.prefill_tokens_computed == 2 + 6);
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("host-memory tier: evicted prefix blocks come back by copy, with identical output") {
@@ -230,7 +223,8 @@ TEST_CASE("host-memory tier: evicted prefix blocks come back by copy, with ident
 TEST_CASE("mixed K/V types: a restart from disk and the host tier give identical output") {
   // f16 K and q8_0 V: a raw block is per layer K's f16 bytes then V's (smaller) q8_0 bytes.
   const KvTypes kv{GgmlType::F16, GgmlType::Q8_0};
-  const std::string dir = fresh_dir("mixed");
+  const pagoda::testing::ScratchDir scratch("kvpersist-mixed");
+  const std::string& dir = scratch.str();
   const auto prompt = random_tokens(100, 13);
   EngineStats st;
   const auto cold = life(persist_config(dir, 64, kv), {prompt});
@@ -238,7 +232,6 @@ TEST_CASE("mixed K/V types: a restart from disk and the host tier give identical
   CHECK(warm[0].cached == 96);
   CHECK(st.kv_disk_hits == 6);
   CHECK(warm[0].tokens == cold[0].tokens);
-  std::filesystem::remove_all(dir);
 
   const auto a = random_tokens(64, 43), b = random_tokens(170, 44);
   EngineConfig tiered = tiny_engine_config(12, 512, 16, kv);

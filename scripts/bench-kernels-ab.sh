@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A/B of two builds of the kernel benchmark on this machine: alternating runs of
 # `pagoda_bench_kernels --decode-only` (or the options given), medians per build of the
-# TinyLlama matmul stack's decode tok/s and % of the streaming-read bandwidth each run measures.
+# TinyLlama matmul stack's decode tok/s and % of the streaming-read bandwidth each run measures
+# (each matmul timed next to a stream read of its size).
 #
 #   scripts/bench-kernels-ab.sh OLD_BIN NEW_BIN      env: RUNS=5 TYPES="q8_0 q4_k" THREADS="1 2"
 #                                                         OPTS="--quick --cpu-time --decode-only"
@@ -22,7 +23,7 @@ for t in $THREADS; do
         bin=$1; [ "$which" = new ] && bin=$2
         # shellcheck disable=SC2086
         "$bin" --threads "$t" --type "$ty" $OPTS | sed -nE \
-          "s/^tinyllama matmuls .*decode ([0-9.]+) tok\/s \(([0-9.]+) GB\/s, ([0-9]+)% of stream\)/$t $ty $which \1 \3/p" >>"$raw"
+          "s/^tinyllama matmuls .*decode ([0-9.]+) tok\/s \(([0-9.]+) GB\/s, ([0-9]+)% of stream[;)].*/$t $ty $which \1 \3/p" >>"$raw"
       done
     done
   done
@@ -41,5 +42,5 @@ for t, ty in keys:
     n = sum(1 for r in rows if r[0] == t and r[1] == ty and r[2] == "new")
     o, nw = med("old", 3), med("new", 3)
     print(f"{t:>7} {ty:>7} {n:>4} {o:>9.1f} {med('old', 4):>5.0f}% {nw:>9.1f} {med('new', 4):>5.0f}% {nw / o:>6.2f}x")
-print("(medians of alternating runs; % = the stack's weight bytes per second / the stream bandwidth of the same run)")
+print("(medians of alternating runs; % = the stack's weight bytes per second / the stream read timed beside its matmuls)")
 PY

@@ -106,30 +106,57 @@ double median_of(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-// A figure measured against a ceiling of the host: each run right after a probe of the ceiling
-// (`probe()`, the same units as work per second) and divided by it, the figures the medians of
-// those runs (on a shared machine the probe sees the same contention as the run next to it).
-// Prefill runs pair with the int8 peak (work: GOP), decode runs with a stream pass (work: GB).
+// A figure measured against a ceiling of the host, measured next to it: decode calls against
+// the stream read (interleaved_with_stream), prefill runs against the int8 peak
+// (prefill_vs_peak). On a shared machine the probe then sees the same contention as the run.
 struct PairedFigure {
-  double rate = 0, pct_of_ceiling = 0, seconds = 0, ceiling = 0;  // rate: work per second
+  double rate = 0, pct_of_ceiling = 0, seconds = 0, ceiling = 0;  // rate: work (GB, GOP) per second
 };
-template <class Probe, class Run>
-PairedFigure paired_with_ceiling(int reps, double work, Probe&& probe, Run&& run) {
+
+// Decode calls against the stream, interleaved call by call: each call is timed next to a
+// stream read of as many bytes (which of the two goes first alternates), so contention that
+// changes within milliseconds falls on both alike (on a shared 2-vCPU host, pairing each whole
+// 70 ms decode run with a stream pass before it gave medians of 74-90% of stream from one
+// process to the next; this gives 75-85%). `bytes(i)` and
+// `call(i)` for i in [0, calls). The figure: the calls' bytes per second and, as the ceiling,
+// the stream reads'.
+template <class Bytes, class Call>
+PairedFigure interleaved_with_stream(bench::StreamProbe& probe, ThreadPool& pool, size_t calls, Bytes&& bytes,
+                                     Call&& call) {
+  double t_call = 0, t_stream = 0, total = 0;
+  for (size_t i = 0; i < calls; ++i) {
+    for (int half = 0; half < 2; ++half) {
+      const bool stream = (half == 0) == (i % 2 == 0);
+      const auto t0 = std::chrono::steady_clock::now();
+      if (stream) probe.read_next(pool, bytes(i));
+      else call(i);
+      (stream ? t_stream : t_call) += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
+    total += static_cast<double>(bytes(i));
+  }
+  return {total / t_call / 1e9, 100.0 * t_stream / t_call, t_call, total / t_stream / 1e9};
+}
+
+// The medians of `rounds` such figures.
+template <class Round>
+PairedFigure median_round(int rounds, Round&& round) {
   std::vector<double> rate, pct, secs, ceiling;
-  for (int r = 0; r < reps; ++r) {
-    ceiling.push_back(probe());
-    const double t = median_seconds(1, run);
-    rate.push_back(work / t);
-    pct.push_back(ceiling.back() > 0 ? 100.0 * rate.back() / ceiling.back() : 0.0);
-    secs.push_back(t);
+  for (int r = 0; r < rounds; ++r) {
+    const PairedFigure f = round();
+    rate.push_back(f.rate), pct.push_back(f.pct_of_ceiling), secs.push_back(f.seconds), ceiling.push_back(f.ceiling);
   }
   return {median_of(rate), median_of(pct), median_of(secs), median_of(ceiling)};
 }
 
+// Each prefill run right after a measure of the int8 peak; the medians of `reps` runs.
 template <class F>
 PairedFigure prefill_vs_peak(ThreadPool& pool, int reps, double ops, F&& run) {
   std::string what;
-  return paired_with_ceiling(reps, ops / 1e9, [&] { return bench::int8_peak_gops(pool, g_timing, what); }, run);
+  return median_round(reps, [&] {
+    const double peak = bench::int8_peak_gops(pool, g_timing, what);
+    const double t = median_seconds(1, run), rate = ops / 1e9 / t;
+    return PairedFigure{rate, peak > 0 ? 100.0 * rate / peak : 0.0, t, peak};
+  });
 }
 
 struct Shape {
@@ -167,8 +194,8 @@ int main(int argc, char** argv) {
   g_timing.threads = threads;
   ThreadPool pool(threads);
   std::printf("%s, %d threads, weights %s\n", cpu_features_string().c_str(), threads, ggml_type_info(type).name);
-  const double bw = prefill_only ? 0.0 : bench::stream_read_gbps(pool, g_timing);
-  if (!prefill_only) std::printf("stream read bandwidth: %.1f GB/s\n", bw);
+  bench::StreamProbe probe;  // decode figures read next to it (interleaved_with_stream)
+  if (!prefill_only) std::printf("stream read bandwidth: %.1f GB/s\n", bench::stream_read_gbps(pool, g_timing));
   std::string peak_what;
   const double peak = bench::int8_peak_gops(pool, g_timing, peak_what);
   std::printf("int8 dot-product peak: %.0f GOPS (%s, registers only)\n", peak, peak_what.c_str());
@@ -194,11 +221,13 @@ int main(int argc, char** argv) {
     int next = 0;
     std::printf("%-24s", s.name);
     if (!prefill_only) {
-      const double t1 = median_seconds(quick ? 5 : 30, [&] {
-        ws[next++ % copies].matmul(pool, type, s.out, s.in, x.data(), 1, out.data());
+      const PairedFigure f = median_round(quick ? 3 : 7, [&] {
+        return interleaved_with_stream(
+            probe, pool, quick ? 8 : 16, [&](size_t) { return wbytes; },
+            [&](size_t) { ws[next++ % copies].matmul(pool, type, s.out, s.in, x.data(), 1, out.data()); });
       });
-      std::printf(" n=1   %7.3f ms  %6.1f GB/s (%3.0f%% of stream)", t1 * 1e3, wbytes / t1 / 1e9,
-                  100.0 * wbytes / t1 / 1e9 / bw);
+      std::printf(" n=1   %7.3f ms  %6.1f GB/s (%3.0f%% of stream)", f.seconds / (quick ? 8 : 16) * 1e3, f.rate,
+                  f.pct_of_ceiling);
     }
     // Small batches (batched decode of several sequences): time per call.
     for (int64_t n : {2, 3, 4, 8, 16}) {
@@ -241,13 +270,15 @@ int main(int argc, char** argv) {
     for (const Mat& m : model) m.w.matmul(pool, type, m.out, m.in, x.data(), n, out.data());
   };
   if (!prefill_only) {
-    bench::StreamProbe probe;
-    const int reps = quick ? 7 : 11;
-    const PairedFigure f = paired_with_ceiling(
-        reps, total / 1e9, [&] { return probe.pass_gbps(pool, g_timing); }, [&] { forward(1); });
+    const int rounds = quick ? 7 : 11;
+    const PairedFigure f = median_round(rounds, [&] {
+      return interleaved_with_stream(
+          probe, pool, model.size(), [&](size_t i) { return model[i].w.bytes.size(); },
+          [&](size_t i) { model[i].w.matmul(pool, type, model[i].out, model[i].in, x.data(), 1, out.data()); });
+    });
     std::printf("tinyllama matmuls (%d layers, %.2f GB): decode %.1f tok/s (%.1f GB/s, %.0f%% of stream; "
-                "%d runs, each against a stream pass just before it: %.1f GB/s median)\n",
-                layers, total / 1e9, 1.0 / f.seconds, f.rate, f.pct_of_ceiling, reps, f.ceiling);
+                "medians of %d tokens, each matmul timed next to a stream read of its size: %.1f GB/s)\n",
+                layers, total / 1e9, 1.0 / f.seconds, f.rate, f.pct_of_ceiling, rounds, f.ceiling);
   }
   for (int64_t n : {4, 16}) {  // batched decode of n sequences (issue 4's engine benchmark)
     if (decode_only || prefill_only) break;

@@ -1,6 +1,7 @@
 // Streaming-read bandwidth and int8 dot-product peak probes (see bench_peaks.h).
 #include "tests/bench/bench_peaks.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -91,8 +92,18 @@ void StreamProbe::pass(cpu::ThreadPool& pool) {
   });
 }
 
-double StreamProbe::pass_gbps(cpu::ThreadPool& pool, const Timing& timing) {
-  return static_cast<double>(kBytes) / median_seconds(timing, 1, [&] { pass(pool); }) / 1e9;
+void StreamProbe::read_next(cpu::ThreadPool& pool, size_t bytes) {
+  bytes = std::min(bytes / 128 * 128, kBytes);
+  if (next_ + bytes > kBytes) next_ = 0;
+  sink_.resize(static_cast<size_t>(pool.size()));
+  const uint8_t* base = p_ + next_;
+  const int64_t chunks = std::max<int64_t>(1, static_cast<int64_t>(bytes >> 18));  // ~256 KiB each
+  const size_t per = bytes / static_cast<size_t>(chunks) / 128 * 128;
+  pool.parallel_for(chunks, [&](int64_t b, int64_t e, int t) {
+    const size_t len = e == chunks ? bytes - static_cast<size_t>(b) * per : static_cast<size_t>(e - b) * per;
+    sink_[static_cast<size_t>(t)] ^= sum_bytes(base + b * per, len);
+  });
+  next_ += bytes;
 }
 
 double stream_read_gbps(cpu::ThreadPool& pool, const Timing& timing) {

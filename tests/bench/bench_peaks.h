@@ -47,21 +47,23 @@ double median_seconds(const Timing& timing, int reps, F&& f) {
 // GB/s of N threads summing a 1 GiB buffer (median of 5 passes).
 double stream_read_gbps(cpu::ThreadPool& pool, const Timing& timing);
 
-// The same probe kept for single passes, to pair each run of a benchmark with a pass next to
-// it: on a shared host the bandwidth drifts by a third within a minute, so a figure divided by
-// one measured earlier says more about the drift than about the kernel.
+// The same probe kept for reads next to a benchmark's runs: on a shared host the bandwidth
+// drifts by a third within a minute, so a figure divided by one measured earlier says more
+// about the drift than about the kernel.
 class StreamProbe {
  public:
   static constexpr size_t kBytes = size_t(1) << 30;
   StreamProbe();
   // One pass of every thread over its share of the buffer.
   void pass(cpu::ThreadPool& pool);
-  // GB/s of one pass.
-  double pass_gbps(cpu::ThreadPool& pool, const Timing& timing);
+  // Reads the next `bytes` of the buffer (wrapping to its start), split over the threads as
+  // a pass is: a stream read the size of one matrix, to time next to that matrix's matmul.
+  void read_next(cpu::ThreadPool& pool, size_t bytes);
 
  private:
   std::vector<uint8_t> buf_;
   uint8_t* p_ = nullptr;
+  size_t next_ = 0;
   std::vector<uint64_t> sink_;  // per thread, so that the sums are not optimized away
 };
 

@@ -52,7 +52,6 @@ void prepare_decode_terms(GgmlType wtype, const QuantActs& acts, int64_t n) {
       for (int64_t b = 0; b < nb; ++b) c[b] = weight_offset(wtype) * (s[2 * b] + s[2 * b + 1]);
     }
   }
-  if (acts.xwide) broadcast_activations_avx2(acts, n);
 }
 
 // Scalar kernels: one (row, output) pair at a time, straight from the GGML blocks.
@@ -189,8 +188,7 @@ void run_matmul(ThreadPool& pool, CpuIsa isa, GgmlType wtype, const void* w, int
     const bool want_fsum = decode && detail::block_min(wtype);
     const bool want_corr = decode && isa == CpuIsa::Avx2 && detail::has_block_correction(wtype);
     const size_t fsum_pad = want_fsum ? d_pad : 0, corr_pad = want_corr ? d_pad : 0;  // 4 bytes per block, as d
-    const size_t wide_bytes = packed && isa == CpuIsa::Avx2 ? 8 * q_bytes : 0;
-    qbuf = aligned_bytes(q_pad + d_pad + s_pad + fsum_pad + corr_pad + wide_bytes);
+    qbuf = aligned_bytes(q_pad + d_pad + s_pad + fsum_pad + corr_pad);
     uint8_t* next = qbuf.get();
     auto carve = [&next](size_t bytes) {
       uint8_t* p = next;
@@ -203,7 +201,6 @@ void run_matmul(ThreadPool& pool, CpuIsa isa, GgmlType wtype, const void* w, int
     a.acts.k = in_features;
     if (want_fsum) a.acts.fsum = reinterpret_cast<float*>(carve(fsum_pad));
     if (want_corr) a.acts.corr = reinterpret_cast<int32_t*>(carve(corr_pad));
-    if (wide_bytes) a.acts.xwide = carve(wide_bytes);
     auto* q = const_cast<int8_t*>(a.acts.q);
     auto* d = const_cast<float*>(a.acts.d);
     auto* s = const_cast<int16_t*>(a.acts.s);

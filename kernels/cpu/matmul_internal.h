@@ -37,13 +37,11 @@ struct QuantActs {
   // threads (made per chunk of outputs, they cost up to ~10% of a 2-thread decode matmul):
   const float* fsum = nullptr;    // [n][k / 32] float(s[2b] + s[2b + 1]): block_min types
   const int32_t* corr = nullptr;  // [n][k / 32] weight_offset * that sum: has_block_correction types
-  const uint8_t* xwide = nullptr; // [n][k / 4][32] each 4 bytes of q broadcast to 8 lanes (AVX2 packed)
   const int8_t* row_q(int64_t i) const { return q + i * k; }
   const float* row_d(int64_t i) const { return d + i * (k / 32); }
   const int16_t* row_s(int64_t i) const { return s + i * (k / 16); }
   const float* row_fsum(int64_t i) const { return fsum ? fsum + i * (k / 32) : nullptr; }
   const int32_t* row_corr(int64_t i) const { return corr ? corr + i * (k / 32) : nullptr; }
-  const uint8_t* row_xwide(int64_t i) const { return xwide + i * k * 8; }
 };
 
 // Quantizes one row of k floats (k a multiple of 32): d = amax / 127, q = nearest(x * (1 / d)).
@@ -52,11 +50,9 @@ void quantize_activation_row(const float* x, int64_t k, int8_t* q, float* d, int
 void quantize_activation_row_avx512(const float* x, int64_t k, int8_t* q, float* d, int16_t* s);
 void quantize_activation_row_avx2(const float* x, int64_t k, int8_t* q, float* d, int16_t* s);
 
-// Fills the decode-call terms that `acts` has pointers for (fsum, corr, xwide) from its q and s;
-// run once per call before the outputs are split over threads. xwide is set only for the AVX2
-// packed kernels, and filled by broadcast_activations_avx2.
+// Fills the decode-call terms that `acts` has pointers for (fsum, corr) from its s; run once
+// per call before the outputs are split over threads.
 void prepare_decode_terms(GgmlType wtype, const QuantActs& acts, int64_t n);
-void broadcast_activations_avx2(const QuantActs& acts, int64_t n);
 
 // Everything a kernel needs for one call. Kernels compute outputs [o_begin, o_end) for all n rows.
 struct MatmulArgs {

@@ -483,7 +483,13 @@ void few_rows_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
 // leave row l's partial sum in lane l: a block's 8 row sums build up in one register with no
 // cross-lane reduction, and the fifth bits / level lookups are done for 8 rows at once. Same
 // exact integers, same float epilogue (block_epilogue) as the GGML-layout kernels.
-
+//
+// The activation dword is broadcast straight from the quantized row (one vpbroadcastd with a
+// memory operand; the row is k bytes, always in L1). A copy made once per call with every
+// dword already broadcast (k * 8 bytes: 45 KiB for k = 5632, more than L1) was a second stream
+// beside the weights, from L2: reading from the row instead moved the TinyLlama stack from
+// 83 / 88% to 87 / 90% of stream (Q8_0, 1 / 2 threads), IQ4_XS 74 / 89% -> 81 / 95%, Q5_K
+// 84 / 89% -> 89 / 101% (bench-kernels-ab.sh, medians of 3 alternating runs on a shared host).
 inline __m256i broadcast4(const int8_t* p) {
   int32_t v;
   std::memcpy(&v, p, 4);
@@ -495,7 +501,7 @@ inline __m256i broadcast4(const int8_t* p) {
 // and bits 0-1 from V4 (weight_pack.cpp). u <= 31, so a vpmaddubsw word is at most 2 * 31 * 127
 // and four of them add in 16 bits without overflow before vpmaddwd.
 template <int R, int j>
-inline void q5k_packed_block(const uint8_t* tile, const ActRowPtrs x[R], const uint8_t* const xw[R],
+inline void q5k_packed_block(const uint8_t* tile, const ActRowPtrs x[R],
                              const GroupScales<GgmlType::Q5_K>& sc, int64_t b, __m256 acc[R]) {
   const __m256i ones = _mm256_set1_epi16(1);
   const uint8_t* blk = tile + 128 + 160 * j;
@@ -514,7 +520,7 @@ inline void q5k_packed_block(const uint8_t* tile, const ActRowPtrs x[R], const u
         u = _mm256_or_si256(top, low);
       }
       for (int r = 0; r < R; ++r) {
-        const __m256i p = _mm256_maddubs_epi16(u, load32(xw[r] + 32 * (8 * b + c)));
+        const __m256i p = _mm256_maddubs_epi16(u, broadcast4(x[r].q + 32 * b + 4 * c));
         w[r] = c % 4 ? _mm256_add_epi16(w[r], p) : p;
         if constexpr (c == 3) isum[r] = _mm256_madd_epi16(w[r], ones);
         if constexpr (c == 7) isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(w[r], ones));
@@ -529,7 +535,7 @@ inline void q5k_packed_block(const uint8_t* tile, const ActRowPtrs x[R], const u
 // against the broadcast activations (a second, |x| copy of them, to save the |q|, measured no
 // faster). Words reach 2 * 127 * 127, so each goes through vpmaddwd on its own.
 template <int R, int j>
-inline void iq4xs_packed_block(const uint8_t* tile, const ActRowPtrs x[R], const uint8_t* const xw[R],
+inline void iq4xs_packed_block(const uint8_t* tile, const ActRowPtrs x[R],
                                const GroupScales<GgmlType::IQ4_XS>& sc, int64_t b, __m256 acc[R]) {
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   const __m256i levels = _mm256_xor_si256(_mm256_broadcastsi128_si256(unpack_iq4_table()), _mm256_set1_epi8(static_cast<char>(0x80)));
@@ -541,8 +547,8 @@ inline void iq4xs_packed_block(const uint8_t* tile, const ActRowPtrs x[R], const
     const __m256i lo = _mm256_shuffle_epi8(levels, _mm256_and_si256(v, m4));  // elements 4c..
     const __m256i hi = _mm256_shuffle_epi8(levels, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));  // 16 + 4c..
     for (int r = 0; r < R; ++r)
-      isum[r] = _mm256_add_epi32(isum[r], _mm256_add_epi32(dot_s8(lo, load32(xw[r] + 32 * (8 * b + c))),
-                                                           dot_s8(hi, load32(xw[r] + 32 * (8 * b + 4 + c)))));
+      isum[r] = _mm256_add_epi32(isum[r], _mm256_add_epi32(dot_s8(lo, broadcast4(x[r].q + 32 * b + 4 * c)),
+                                                           dot_s8(hi, broadcast4(x[r].q + 32 * b + 16 + 4 * c))));
   }
   for (int r = 0; r < R; ++r)
     acc[r] = block_epilogue<GgmlType::IQ4_XS>(acc[r], isum[r], _mm256_setzero_si256(), sc, j, x[r], b);
@@ -552,14 +558,13 @@ inline void iq4xs_packed_block(const uint8_t* tile, const ActRowPtrs x[R], const
 // read unsigned, words at most 2 * 128 * 127), then block_epilogue's float steps with the
 // block's 8 fp16 scales, stored at 16j.
 template <int R, int j>
-inline void q8_0_packed_block(const uint8_t* tile, const ActRowPtrs x[R], const uint8_t* const xw[R], int64_t b,
-                              __m256 acc[R]) {
+inline void q8_0_packed_block(const uint8_t* tile, const ActRowPtrs x[R], int64_t b, __m256 acc[R]) {
   const uint8_t* qs = tile + 128 + 256 * j;
   __m256i isum[R];
   for (int r = 0; r < R; ++r) isum[r] = _mm256_setzero_si256();
   for (int c = 0; c < 8; ++c) {
     const __m256i q = load32(qs + 32 * c);
-    for (int r = 0; r < R; ++r) isum[r] = _mm256_add_epi32(isum[r], dot_s8(q, load32(xw[r] + 32 * (8 * b + c))));
+    for (int r = 0; r < R; ++r) isum[r] = _mm256_add_epi32(isum[r], dot_s8(q, broadcast4(x[r].q + 32 * b + 4 * c)));
   }
   const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + 16 * j)));
   for (int r = 0; r < R; ++r)
@@ -616,10 +621,8 @@ void packed_rows(const MatmulArgs& a, int64_t o0, int lo, int hi, int64_t i0) {
   const size_t tiles_end = static_cast<size_t>(a.out_features / kGroup * kGroup) * a.row_bytes;
   const int64_t supers = a.k / 256;
   ActRowPtrs x[R];
-  const uint8_t* xw[R];
   for (int r = 0; r < R; ++r) {
     x[r] = act_row(a, i0 + r);
-    xw[r] = a.acts.row_xwide(i0 + r);
   }
   __m256 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
@@ -634,9 +637,9 @@ void packed_rows(const MatmulArgs& a, int64_t o0, int lo, int hi, int64_t i0) {
         const size_t ahead = static_cast<size_t>(tile - a.w) + kPrefetchTiles<T> * kTileBytes<T> + 64 * lines * J;
         if (ahead + 64 * lines <= tiles_end)
           for (int l = 0; l < lines; ++l) _mm_prefetch(reinterpret_cast<const char*>(a.w + ahead + 64 * l), _MM_HINT_T0);
-        if constexpr (T == GgmlType::Q5_K) q5k_packed_block<R, J>(tile, x, xw, sc, 8 * s + J, acc);
-        else if constexpr (T == GgmlType::IQ4_XS) iq4xs_packed_block<R, J>(tile, x, xw, sc, 8 * s + J, acc);
-        else q8_0_packed_block<R, J>(tile, x, xw, 8 * s + J, acc);
+        if constexpr (T == GgmlType::Q5_K) q5k_packed_block<R, J>(tile, x, sc, 8 * s + J, acc);
+        else if constexpr (T == GgmlType::IQ4_XS) iq4xs_packed_block<R, J>(tile, x, sc, 8 * s + J, acc);
+        else q8_0_packed_block<R, J>(tile, x, 8 * s + J, acc);
       }(), ...);
     }(std::make_integer_sequence<int, 8>{});
   }
@@ -670,14 +673,6 @@ void packed_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
 }
 
 }  // namespace
-
-// Every 4 activation bytes broadcast to the 8 lanes, once per call: the packed kernels then read
-// them as plain loads (a broadcast per register cost a shuffle-port slot each).
-void broadcast_activations_avx2(const QuantActs& acts, int64_t n) {
-  auto* wide = const_cast<uint8_t*>(acts.xwide);
-  for (int64_t e = 0; e < n * acts.k; e += 4)
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(wide + 8 * e), broadcast4(acts.q + e));
-}
 
 void matmul_packed_avx2(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
   switch (a.type) {

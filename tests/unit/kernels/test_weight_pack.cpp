@@ -141,9 +141,7 @@ TEST_CASE("packed decode kernel: output ranges that cut groups of 8 store only t
     a.packed = true;
     // The per-call terms run_matmul makes before splitting the outputs.
     std::vector<float> fsum(d.size());
-    std::vector<uint8_t> xwide(8 * q.size());
     if (detail::block_min(t)) a.acts.fsum = fsum.data();
-    a.acts.xwide = xwide.data();
     detail::prepare_decode_terms(t, a.acts, n);
     detail::matmul_packed_avx2(a, 0, rows);
     a.out = got.data();

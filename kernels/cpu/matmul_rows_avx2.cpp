@@ -531,6 +531,29 @@ inline void q5k_packed_block(const uint8_t* tile, const ActRowPtrs x[R],
     acc[r] = block_epilogue<GgmlType::Q5_K>(acc[r], isum[r], _mm256_setzero_si256(), sc, j, x[r], b);
 }
 
+// Block j of a Q4_K tile for R activation rows: register c's quants are the low nibbles of
+// register c % 4's bytes (c < 4) or their high nibbles. u <= 15, so a vpmaddubsw word is at most
+// 2 * 15 * 127 and all eight of a block add in 16 bits before one vpmaddwd.
+template <int R, int j>
+inline void q4k_packed_block(const uint8_t* tile, const ActRowPtrs x[R], const GroupScales<GgmlType::Q4_K>& sc,
+                             int64_t b, __m256 acc[R]) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const uint8_t* blk = tile + 128 + 128 * j;
+  __m256i w[R];
+  for (int c = 0; c < 4; ++c) {
+    const __m256i v = load32(blk + 32 * c);
+    const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+    for (int r = 0; r < R; ++r) {
+      const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, broadcast4(x[r].q + 32 * b + 4 * c)),
+                                         _mm256_maddubs_epi16(hi, broadcast4(x[r].q + 32 * b + 16 + 4 * c)));
+      w[r] = c ? _mm256_add_epi16(w[r], p) : p;
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    acc[r] = block_epilogue<GgmlType::Q4_K>(acc[r], _mm256_madd_epi16(w[r], _mm256_set1_epi16(1)), _mm256_setzero_si256(),
+                                            sc, j, x[r], b);
+}
+
 // Block j of an IQ4_XS tile for R activation rows: levels q by table lookup, then dot_s8
 // against the broadcast activations (a second, |x| copy of them, to save the |q|, measured no
 // faster). Words reach 2 * 127 * 127, so each goes through vpmaddwd on its own.
@@ -578,7 +601,7 @@ inline void packed_tile_scales(const uint8_t* tile, GroupScales<T>& sc) {
   const __m256i low6 = _mm256_set1_epi8(0x3F), low2 = _mm256_set1_epi8(0x03), low4 = _mm256_set1_epi8(0x0F);
   const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile)));
   __m256i t[4];
-  if constexpr (T == GgmlType::Q5_K) {
+  if constexpr (T == GgmlType::Q4_K || T == GgmlType::Q5_K) {
     const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + 16)));
     const __m256i p0 = load32(tile + 32), p1 = load32(tile + 64), p2 = load32(tile + 96);
     t[0] = _mm256_and_si256(p0, low6);
@@ -605,7 +628,8 @@ inline void packed_tile_scales(const uint8_t* tile, GroupScales<T>& sc) {
 // (2 and 3 no better than 6).
 
 template <GgmlType T>
-constexpr size_t kTileBytes = 8 * (T == GgmlType::Q5_K     ? sizeof(BlockQ5_K)
+constexpr size_t kTileBytes = 8 * (T == GgmlType::Q4_K     ? sizeof(BlockQ4_K)
+                                   : T == GgmlType::Q5_K   ? sizeof(BlockQ5_K)
                                    : T == GgmlType::IQ4_XS ? sizeof(BlockIQ4_XS)
                                                            : 8 * sizeof(BlockQ8_0));
 template <GgmlType T>
@@ -637,7 +661,8 @@ void packed_rows(const MatmulArgs& a, int64_t o0, int lo, int hi, int64_t i0) {
         const size_t ahead = static_cast<size_t>(tile - a.w) + kPrefetchTiles<T> * kTileBytes<T> + 64 * lines * J;
         if (ahead + 64 * lines <= tiles_end)
           for (int l = 0; l < lines; ++l) _mm_prefetch(reinterpret_cast<const char*>(a.w + ahead + 64 * l), _MM_HINT_T0);
-        if constexpr (T == GgmlType::Q5_K) q5k_packed_block<R, J>(tile, x, sc, 8 * s + J, acc);
+        if constexpr (T == GgmlType::Q4_K) q4k_packed_block<R, J>(tile, x, sc, 8 * s + J, acc);
+        else if constexpr (T == GgmlType::Q5_K) q5k_packed_block<R, J>(tile, x, sc, 8 * s + J, acc);
         else if constexpr (T == GgmlType::IQ4_XS) iq4xs_packed_block<R, J>(tile, x, sc, 8 * s + J, acc);
         else q8_0_packed_block<R, J>(tile, x, 8 * s + J, acc);
       }(), ...);
@@ -676,6 +701,7 @@ void packed_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
 
 void matmul_packed_avx2(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
   switch (a.type) {
+    case GgmlType::Q4_K: return packed_range<GgmlType::Q4_K>(a, o_begin, o_end);
     case GgmlType::Q5_K: return packed_range<GgmlType::Q5_K>(a, o_begin, o_end);
     case GgmlType::IQ4_XS: return packed_range<GgmlType::IQ4_XS>(a, o_begin, o_end);
     case GgmlType::Q8_0: return packed_range<GgmlType::Q8_0>(a, o_begin, o_end);

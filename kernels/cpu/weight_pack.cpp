@@ -1,4 +1,4 @@
-// Packing of Q5_K / IQ4_XS / Q8_0 weight matrices into the decode layout described in weight_pack.h,
+// Packing of Q4_K / Q5_K / IQ4_XS / Q8_0 weight matrices into the decode layout described in weight_pack.h,
 // and its inverse. Both go through the decoded values of one tile (TileValues): the GGML blocks
 // <-> values <-> the tile, each step written once per direction and checked as exact inverses
 // by tests/unit/kernels/test_weight_pack.cpp.
@@ -21,11 +21,12 @@ constexpr int kRows = 8;
 constexpr int64_t kSuper = 256;
 
 // One super-block of 8 rows (Q8_0: 8 blocks), decoded: fp16 scales as stored, 6-bit sub-block
-// fields, and each element's quant (Q5_K: 5 bits; IQ4_XS: the 4-bit level index; Q8_0: the byte).
+// fields, and each element's quant (Q4_K: 4 bits; Q5_K: 5 bits; IQ4_XS: the 4-bit level index;
+// Q8_0: the byte).
 struct TileValues {
   uint16_t d[kRows], dmin[kRows];
   uint16_t block_d[8][kRows];  // Q8_0: block j's scale of row l
-  uint8_t field[kRows][16];  // Q5_K: sc[0..7], min[0..7]; IQ4_XS: ls[0..7]
+  uint8_t field[kRows][16];  // Q4_K / Q5_K: sc[0..7], min[0..7]; IQ4_XS: ls[0..7]
   uint8_t q[8][8][32];  // [block j][register c][4l + e]: element 4c + e of block j of row l
 };
 
@@ -41,7 +42,11 @@ void gather_row(const TileValues& v, int l, uint8_t (&u)[8][32]) {
 
 // ---- GGML blocks <-> values ----
 
-void q5k_from_block(const BlockQ5_K& b, int l, TileValues& v) {
+// Q4_K and Q5_K share the header (d, dmin, 12 bytes of 6-bit scales and mins) and the nibble
+// order of qs (blocks 2p and 2p + 1 in the low and high nibbles of qs[32p..]); Q5_K's fifth bits
+// are in qh (bit j of qh[i]: element i of block j). `qh` is null for Q4_K.
+template <class Block>
+void kquant_from_block(const Block& b, const uint8_t* qh, int l, TileValues& v) {
   v.d[l] = b.d, v.dmin[l] = b.dmin;
   for (int j = 0; j < 8; ++j) {
     int sc, mn;
@@ -51,11 +56,12 @@ void q5k_from_block(const BlockQ5_K& b, int l, TileValues& v) {
   uint8_t u[8][32];
   for (int j = 0; j < 8; ++j)
     for (int i = 0; i < 32; ++i)
-      u[j][i] = static_cast<uint8_t>(((b.qs[32 * (j / 2) + i] >> (4 * (j % 2))) & 15) | (((b.qh[i] >> j) & 1) << 4));
+      u[j][i] = static_cast<uint8_t>(((b.qs[32 * (j / 2) + i] >> (4 * (j % 2))) & 15) | (qh ? ((qh[i] >> j) & 1) << 4 : 0));
   scatter_row(u, l, v);
 }
 
-void q5k_to_block(const TileValues& v, int l, BlockQ5_K& b) {
+template <class Block>
+void kquant_to_block(const TileValues& v, int l, Block& b, uint8_t* qh) {
   b.d = v.d[l], b.dmin = v.dmin[l];
   const uint8_t* sc = v.field[l];
   const uint8_t* mn = v.field[l] + 8;
@@ -66,13 +72,13 @@ void q5k_to_block(const TileValues& v, int l, BlockQ5_K& b) {
     b.scales[j + 8] = static_cast<uint8_t>((sc[j + 4] & 15) | ((mn[j + 4] & 15) << 4));
   }
   std::memset(b.qs, 0, sizeof b.qs);
-  std::memset(b.qh, 0, sizeof b.qh);
+  if (qh) std::memset(qh, 0, 32);
   uint8_t u[8][32];
   gather_row(v, l, u);
   for (int j = 0; j < 8; ++j)
     for (int i = 0; i < 32; ++i) {
       b.qs[32 * (j / 2) + i] = static_cast<uint8_t>(b.qs[32 * (j / 2) + i] | ((u[j][i] & 15) << (4 * (j % 2))));
-      b.qh[i] = static_cast<uint8_t>(b.qh[i] | ((u[j][i] >> 4) << j));
+      if (qh) qh[i] = static_cast<uint8_t>(qh[i] | ((u[j][i] >> 4) << j));
     }
 }
 
@@ -140,13 +146,11 @@ void move_halves(uint16_t (&h)[kRows], uint8_t* tile, bool to_tile) {
   else std::memcpy(h, tile, sizeof h);
 }
 
-// Q5_K tile: [0, 16) d, [16, 32) dmin (row order); [32, 128) the fields as P0, P1, P2 with
+// Q4_K / Q5_K tile header: [0, 16) d, [16, 32) dmin (row order); [32, 128) the fields as P0,
+// P1, P2 with
 //   P0 = t0 | (t2 & 3) << 6, P1 = t1 | (t3 & 3) << 6, P2 = t2 >> 2 | (t3 >> 2) << 4
-// (t0, t1: the 8 scales, t2, t3: the 8 mins, in the t layout); [128, 1408) per block j 160 bytes:
-// registers V0..V3 and V4 holding the 5-bit quants u_c of the 8 registers c = 0..7 (register c:
-// elements 4c..4c+3 of each row, row l in bytes 4l..4l+3) as
-//   V_i = u_i | (u_{4+i} >> 2) << 5 (i < 4),   V4 = sum_i (u_{4+i} & 3) << 2i.
-void q5k_move_tile(TileValues& v, uint8_t* tile, bool to_tile) {
+// (t0, t1: the 8 scales, t2, t3: the 8 mins, in the t layout).
+void kquant_move_header(TileValues& v, uint8_t* tile, bool to_tile) {
   move_halves(v.d, tile, to_tile);
   move_halves(v.dmin, tile + 16, to_tile);
   uint8_t* p = tile + 32;
@@ -160,6 +164,34 @@ void q5k_move_tile(TileValues& v, uint8_t* tile, bool to_tile) {
       move_bits(mn, 2, p[64 + b], 4 * half, 4, to_tile);
     }
   }
+}
+
+// Quants of at most 4 bits, per block j 128 bytes from `base`: 4 registers c of 32 bytes whose
+// low nibbles are register c's quants and high nibbles register 4 + c's.
+void move_nibble_registers(TileValues& v, uint8_t* base, bool to_tile) {
+  for (int j = 0; j < 8; ++j)
+    for (int c = 0; c < 4; ++c)
+      for (int b = 0; b < 32; ++b) {
+        uint8_t& byte = base[128 * j + 32 * c + b];
+        uint8_t& lo = v.q[j][c][b];
+        uint8_t& hi = v.q[j][4 + c][b];
+        if (to_tile) byte = static_cast<uint8_t>(lo | hi << 4);
+        else lo = byte & 15, hi = byte >> 4;
+      }
+}
+
+// Q4_K tile (8 x 144 = 1152 bytes): the header, then [128, 1152) the nibble registers.
+void q4k_move_tile(TileValues& v, uint8_t* tile, bool to_tile) {
+  kquant_move_header(v, tile, to_tile);
+  move_nibble_registers(v, tile + 128, to_tile);
+}
+
+// Q5_K tile (8 x 176 = 1408 bytes): the header, then [128, 1408) per block j 160 bytes:
+// registers V0..V3 and V4 holding the 5-bit quants u_c of the 8 registers c = 0..7 (register c:
+// elements 4c..4c+3 of each row, row l in bytes 4l..4l+3) as
+//   V_i = u_i | (u_{4+i} >> 2) << 5 (i < 4),   V4 = sum_i (u_{4+i} & 3) << 2i.
+void q5k_move_tile(TileValues& v, uint8_t* tile, bool to_tile) {
+  kquant_move_header(v, tile, to_tile);
   for (int j = 0; j < 8; ++j) {
     uint8_t* blk = tile + 128 + 160 * j;
     for (int i = 0; i < 4; ++i)
@@ -180,7 +212,7 @@ void q5k_move_tile(TileValues& v, uint8_t* tile, bool to_tile) {
 // IQ4_XS tile: [0, 16) d; [16, 64) the 8 scales ls as Q0 = t0 | (t1 & 3) << 6 (32 bytes) and
 // Q1 (16 bytes) = t1[b] >> 2 | (t1[b + 16] >> 2) << 4; [64, 1088) per block j 128 bytes: 4
 // registers c of 32 bytes, row l's qs[16j + 4c .. 16j + 4c + 3] in bytes 4l..4l+3 (low nibbles:
-// elements 4c..; high nibbles: 16 + 4c..).
+// elements 4c..; high nibbles: 16 + 4c..), as move_nibble_registers.
 void iq4xs_move_tile(TileValues& v, uint8_t* tile, bool to_tile) {
   move_halves(v.d, tile, to_tile);
   uint8_t* p = tile + 16;
@@ -190,15 +222,7 @@ void iq4xs_move_tile(TileValues& v, uint8_t* tile, bool to_tile) {
     move_bits(v.field[l][t_field(1, b)], 0, p[b], 6, 2, to_tile);
     move_bits(v.field[l][t_field(1, b)], 2, p[32 + b % 16], 4 * (b / 16), 4, to_tile);
   }
-  for (int j = 0; j < 8; ++j)
-    for (int c = 0; c < 4; ++c)
-      for (int b = 0; b < 32; ++b) {
-        uint8_t& byte = tile[64 + 128 * j + 32 * c + b];
-        uint8_t& lo = v.q[j][c][b];
-        uint8_t& hi = v.q[j][4 + c][b];
-        if (to_tile) byte = static_cast<uint8_t>(lo | hi << 4);
-        else lo = byte & 15, hi = byte >> 4;
-      }
+  move_nibble_registers(v, tile + 64, to_tile);
 }
 
 // Q8_0 tile: [0, 128) per block j 16 bytes, the 8 rows' fp16 d in row order; [128, 2176) per
@@ -218,17 +242,20 @@ void move_matrix(GgmlType t, int64_t rows, int64_t cols, uint8_t* ggml, uint8_t*
   const size_t super_bytes = ggml_row_size(t, kSuper);  // one super-block's span of a row
   const int64_t supers = cols / kSuper, groups = rows / kRows;
   auto from_blocks = [t](const uint8_t* b, int l, TileValues& v) {
-    if (t == GgmlType::Q5_K) q5k_from_block(*reinterpret_cast<const BlockQ5_K*>(b), l, v);
+    if (t == GgmlType::Q4_K) kquant_from_block(*reinterpret_cast<const BlockQ4_K*>(b), nullptr, l, v);
+    else if (t == GgmlType::Q5_K) kquant_from_block(*reinterpret_cast<const BlockQ5_K*>(b), reinterpret_cast<const BlockQ5_K*>(b)->qh, l, v);
     else if (t == GgmlType::IQ4_XS) iq4xs_from_block(*reinterpret_cast<const BlockIQ4_XS*>(b), l, v);
     else q8_0_from_blocks(reinterpret_cast<const BlockQ8_0*>(b), l, v);
   };
   auto to_blocks = [t](const TileValues& v, int l, uint8_t* b) {
-    if (t == GgmlType::Q5_K) q5k_to_block(v, l, *reinterpret_cast<BlockQ5_K*>(b));
+    if (t == GgmlType::Q4_K) kquant_to_block(v, l, *reinterpret_cast<BlockQ4_K*>(b), nullptr);
+    else if (t == GgmlType::Q5_K) kquant_to_block(v, l, *reinterpret_cast<BlockQ5_K*>(b), reinterpret_cast<BlockQ5_K*>(b)->qh);
     else if (t == GgmlType::IQ4_XS) iq4xs_to_block(v, l, *reinterpret_cast<BlockIQ4_XS*>(b));
     else q8_0_to_blocks(v, l, reinterpret_cast<BlockQ8_0*>(b));
   };
   auto move_tile = [t](TileValues& v, uint8_t* tile, bool to) {
-    if (t == GgmlType::Q5_K) q5k_move_tile(v, tile, to);
+    if (t == GgmlType::Q4_K) q4k_move_tile(v, tile, to);
+    else if (t == GgmlType::Q5_K) q5k_move_tile(v, tile, to);
     else if (t == GgmlType::IQ4_XS) iq4xs_move_tile(v, tile, to);
     else q8_0_move_tile(v, tile, to);
   };
@@ -258,7 +285,7 @@ void move_matrix(GgmlType t, int64_t rows, int64_t cols, uint8_t* ggml, uint8_t*
 }  // namespace
 
 bool decode_pack_supported(GgmlType t, int64_t rows, int64_t cols) {
-  return (t == GgmlType::Q5_K || t == GgmlType::IQ4_XS || t == GgmlType::Q8_0) && rows >= kRows && cols > 0 && cols % kSuper == 0;
+  return (t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::IQ4_XS || t == GgmlType::Q8_0) && rows >= kRows && cols > 0 && cols % kSuper == 0;
 }
 
 bool decode_pack_useful(CpuIsa isa, GgmlType t, int64_t rows, int64_t cols) {

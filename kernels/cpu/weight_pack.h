@@ -1,28 +1,25 @@
-// Decode layouts: Q5_K, IQ4_XS and Q8_0 weight matrices re-laid once at load so that the AVX2 decode
-// kernels (matmul_rows_avx2.cpp) read 8 rows' blocks from one place and form 8 rows' block sums
-// in the 8 int32 lanes of a register, without the per-block unpacking of the GGML layout and
-// without a cross-lane reduction per block (on AVX2 hosts those made decode of these types
-// compute-bound at ~50-67% of the memory bandwidth).
+// Decode layouts: Q4_K, Q5_K, IQ4_XS and Q8_0 weight matrices re-laid once at load so that the
+// AVX2 decode kernels (matmul_rows_avx2.cpp) read 8 rows' blocks from one place and form 8 rows'
+// block sums in the 8 int32 lanes of a register, without the per-block unpacking of the GGML
+// layout and without a cross-lane reduction per block (on AVX2 hosts those made decode of these
+// types compute-bound at ~50-67% of the memory bandwidth).
 //
 // The packed matrix has exactly the GGML matrix's size: rows in groups of 8, each group stored as
-// one "tile" per 256-element super-block, holding the same bits moved around:
-//   Q5_K tile (8 x 176 = 1408 bytes):
-//     [0, 128)     the 8 rows' 16-byte headers (d, dmin, scales[12] as stored) in the row order
-//                  0, 4, 1, 5, 2, 6, 3, 7 (a 32-byte load gives rows k and 4 + k);
-//     [128, 1152)  qs: for chunk p (0..3, blocks 2p and 2p + 1) and c (0..7), 32 bytes whose
-//                  bytes 4l..4l+3 are row l's qs[32p + 4c .. 32p + 4c + 3] (low nibbles:
-//                  elements 4c.. of block 2p; high nibbles: of block 2p + 1);
-//     [1152, 1408) qh: for block j, 32 bytes whose byte 4l + e has in bit c the fifth bit of
-//                  element 4c + e of block j of row l (bit j of that row's qh[4c + e]).
-//   IQ4_XS tile (8 x 136 = 1088 bytes):
-//     [0, 64)      the 8 rows' 8-byte headers (d, scales_h, scales_l) in the row order
-//                  0, 1, 4, 5, 2, 3, 6, 7;
-//     [64, 1088)   qs: for block j and c (0..3), 32 bytes whose bytes 4l..4l+3 are row l's
-//                  qs[16j + 4c .. 16j + 4c + 3] (low nibbles: elements 4c..; high: 16 + 4c..).
-//   Q8_0 tile, per 256 elements (8 blocks) of 8 rows (8 x 8 x 34 = 2176 bytes):
-//     [0, 128)     for block j, the 8 rows' fp16 d in row order (16 bytes);
-//     [128, 2176)  qs: for block j and c (0..7), 32 bytes whose bytes 4l..4l+3 are row l's
-//                  qs[4c .. 4c + 3] of that block.
+// one "tile" per 256-element super-block, holding the same bits moved around. In every tile a
+// "register" is 32 bytes whose bytes 4l..4l+3 belong to row l, and register c of a 32-element
+// block holds its elements 4c..4c+3 (a vpmaddubsw against 4 activation bytes broadcast to every
+// lane leaves row l's partial sum in lane l). The bit-level spelling of each tile is written
+// once, in weight_pack.cpp (kquant_move_header, q4k_move_tile, q5k_move_tile, iq4xs_move_tile,
+// q8_0_move_tile):
+//   Q4_K (8 x 144 = 1152 bytes): a 128-byte header (the 8 rows' fp16 d and dmin, then their
+//     6-bit scales and mins pre-transposed for the float epilogue); per block 128 bytes, 4
+//     registers whose low nibbles are registers 0-3 and high nibbles registers 4-7.
+//   Q5_K (8 x 176 = 1408 bytes): the same header; per block 160 bytes, the 5-bit quants whole in
+//     4 registers plus a fifth holding the low 2 bits of registers 4-7.
+//   IQ4_XS (8 x 136 = 1088 bytes): a 64-byte header (fp16 d, the 6-bit scales pre-transposed);
+//     per block 128 bytes of level indices as Q4_K's.
+//   Q8_0 (8 x 8 x 34 = 2176 bytes, 8 blocks): the 8 blocks' fp16 d for the 8 rows (128 bytes);
+//     per block 256 bytes, 8 registers of the int8 quants.
 // Tiles go group by group, super-blocks in order within a group; rows past the last full group
 // of 8 stay in the GGML layout at their usual offsets (o * row bytes).
 //

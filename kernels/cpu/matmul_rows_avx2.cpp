@@ -554,6 +554,43 @@ inline void q4k_packed_block(const uint8_t* tile, const ActRowPtrs x[R], const G
                                             sc, j, x[r], b);
 }
 
+// Block j of a Q6_K tile for R activation rows: register c < 4 is the low nibbles of V_c with
+// bits 4-5 from bits 2c.. of H0, register 4 + c the high nibbles with H1's (weight_pack.cpp).
+// u <= 63, so a vpmaddubsw word is at most 2 * 63 * 127 and two add in 16 bits before
+// vpmaddwd. Registers 0-3 are the block's first 16-element sub-block (sum0), 4-7 its second.
+template <int R, int j>
+inline void q6k_packed_block(const uint8_t* tile, const ActRowPtrs x[R], const GroupScales<GgmlType::Q6_K>& sc,
+                             int64_t b, __m256 acc[R]) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F), top2 = _mm256_set1_epi8(0x30), ones = _mm256_set1_epi16(1);
+  const uint8_t* blk = tile + 144 + 192 * j;
+  const __m256i h0 = load32(blk + 128), h1 = load32(blk + 160);
+  __m256i sum0[R], sum1[R], w0[R], w1[R];
+  [&]<int... C>(std::integer_sequence<int, C...>) {
+    ([&] {
+      constexpr int c = C;
+      __m256i t0, t1;  // bits 2c.. of H0 / H1 moved to 4-5 (16-bit shifts: the mask drops what crosses a byte)
+      if constexpr (c == 3) t0 = _mm256_srli_epi16(h0, 2), t1 = _mm256_srli_epi16(h1, 2);
+      else t0 = _mm256_slli_epi16(h0, 4 - 2 * c), t1 = _mm256_slli_epi16(h1, 4 - 2 * c);
+      const __m256i v = load32(blk + 32 * c);
+      const __m256i ua = _mm256_or_si256(_mm256_and_si256(v, m4), _mm256_and_si256(t0, top2));
+      const __m256i ub = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), _mm256_and_si256(t1, top2));
+      for (int r = 0; r < R; ++r) {
+        const __m256i pa = _mm256_maddubs_epi16(ua, broadcast4(x[r].q + 32 * b + 4 * c));
+        const __m256i pb = _mm256_maddubs_epi16(ub, broadcast4(x[r].q + 32 * b + 16 + 4 * c));
+        if constexpr (c % 2 == 0) {
+          w0[r] = pa, w1[r] = pb;
+        } else {
+          const __m256i d0 = _mm256_madd_epi16(_mm256_add_epi16(w0[r], pa), ones);
+          const __m256i d1 = _mm256_madd_epi16(_mm256_add_epi16(w1[r], pb), ones);
+          sum0[r] = c == 1 ? d0 : _mm256_add_epi32(sum0[r], d0);
+          sum1[r] = c == 1 ? d1 : _mm256_add_epi32(sum1[r], d1);
+        }
+      }
+    }(), ...);
+  }(std::make_integer_sequence<int, 4>{});
+  for (int r = 0; r < R; ++r) acc[r] = block_epilogue<GgmlType::Q6_K>(acc[r], sum0[r], sum1[r], sc, j, x[r], b);
+}
+
 // Block j of an IQ4_XS tile for R activation rows: levels q by table lookup, then dot_s8
 // against the broadcast activations (a second, |x| copy of them, to save the |q|, measured no
 // faster). Words reach 2 * 127 * 127, so each goes through vpmaddwd on its own.
@@ -610,6 +647,12 @@ inline void packed_tile_scales(const uint8_t* tile, GroupScales<T>& sc) {
     t[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(p1, 6), low2),
                            _mm256_and_si256(_mm256_srli_epi16(p2, 2), _mm256_set1_epi8(0x3C)));
     store_fields<T>(t, d, dmin, sc);
+  } else if constexpr (T == GgmlType::Q6_K) {
+    // d times each 16-element sub-block's int8 scale, as store_fields makes them.
+    for (int s = 0; s < 16; ++s) {
+      const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(tile + 16 + 8 * s));
+      _mm256_store_ps(s % 2 ? sc.s1[s / 2] : sc.s0[s / 2], _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q))));
+    }
   } else {
     const __m256i q0 = load32(tile + 16);
     // Q1's 16 bytes in both lanes, the high nibbles moved down in lane 1.
@@ -630,6 +673,7 @@ inline void packed_tile_scales(const uint8_t* tile, GroupScales<T>& sc) {
 template <GgmlType T>
 constexpr size_t kTileBytes = 8 * (T == GgmlType::Q4_K     ? sizeof(BlockQ4_K)
                                    : T == GgmlType::Q5_K   ? sizeof(BlockQ5_K)
+                                   : T == GgmlType::Q6_K   ? sizeof(BlockQ6_K)
                                    : T == GgmlType::IQ4_XS ? sizeof(BlockIQ4_XS)
                                                            : 8 * sizeof(BlockQ8_0));
 template <GgmlType T>
@@ -663,6 +707,7 @@ void packed_rows(const MatmulArgs& a, int64_t o0, int lo, int hi, int64_t i0) {
           for (int l = 0; l < lines; ++l) _mm_prefetch(reinterpret_cast<const char*>(a.w + ahead + 64 * l), _MM_HINT_T0);
         if constexpr (T == GgmlType::Q4_K) q4k_packed_block<R, J>(tile, x, sc, 8 * s + J, acc);
         else if constexpr (T == GgmlType::Q5_K) q5k_packed_block<R, J>(tile, x, sc, 8 * s + J, acc);
+        else if constexpr (T == GgmlType::Q6_K) q6k_packed_block<R, J>(tile, x, sc, 8 * s + J, acc);
         else if constexpr (T == GgmlType::IQ4_XS) iq4xs_packed_block<R, J>(tile, x, sc, 8 * s + J, acc);
         else q8_0_packed_block<R, J>(tile, x, 8 * s + J, acc);
       }(), ...);
@@ -703,6 +748,7 @@ void matmul_packed_avx2(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
   switch (a.type) {
     case GgmlType::Q4_K: return packed_range<GgmlType::Q4_K>(a, o_begin, o_end);
     case GgmlType::Q5_K: return packed_range<GgmlType::Q5_K>(a, o_begin, o_end);
+    case GgmlType::Q6_K: return packed_range<GgmlType::Q6_K>(a, o_begin, o_end);
     case GgmlType::IQ4_XS: return packed_range<GgmlType::IQ4_XS>(a, o_begin, o_end);
     case GgmlType::Q8_0: return packed_range<GgmlType::Q8_0>(a, o_begin, o_end);
     default: return;

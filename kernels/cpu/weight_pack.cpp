@@ -1,4 +1,4 @@
-// Packing of Q4_K / Q5_K / IQ4_XS / Q8_0 weight matrices into the decode layout described in weight_pack.h,
+// Packing of Q4_K / Q5_K / Q6_K / IQ4_XS / Q8_0 weight matrices into the decode layout described in weight_pack.h,
 // and its inverse. Both go through the decoded values of one tile (TileValues): the GGML blocks
 // <-> values <-> the tile, each step written once per direction and checked as exact inverses
 // by tests/unit/kernels/test_weight_pack.cpp.
@@ -21,12 +21,12 @@ constexpr int kRows = 8;
 constexpr int64_t kSuper = 256;
 
 // One super-block of 8 rows (Q8_0: 8 blocks), decoded: fp16 scales as stored, 6-bit sub-block
-// fields, and each element's quant (Q4_K: 4 bits; Q5_K: 5 bits; IQ4_XS: the 4-bit level index;
-// Q8_0: the byte).
+// fields, and each element's quant (Q4_K: 4 bits; Q5_K: 5 bits; Q6_K: 6 bits; IQ4_XS: the 4-bit
+// level index; Q8_0: the byte).
 struct TileValues {
   uint16_t d[kRows], dmin[kRows];
   uint16_t block_d[8][kRows];  // Q8_0: block j's scale of row l
-  uint8_t field[kRows][16];  // Q4_K / Q5_K: sc[0..7], min[0..7]; IQ4_XS: ls[0..7]
+  uint8_t field[kRows][16];  // Q4_K / Q5_K: sc[0..7], min[0..7]; Q6_K: the 16 int8 scales; IQ4_XS: ls[0..7]
   uint8_t q[8][8][32];  // [block j][register c][4l + e]: element 4c + e of block j of row l
 };
 
@@ -80,6 +80,39 @@ void kquant_to_block(const TileValues& v, int l, Block& b, uint8_t* qh) {
       b.qs[32 * (j / 2) + i] = static_cast<uint8_t>(b.qs[32 * (j / 2) + i] | ((u[j][i] & 15) << (4 * (j % 2))));
       if (qh) qh[i] = static_cast<uint8_t>(qh[i] | ((u[j][i] >> 4) << j));
     }
+}
+
+// Q6_K (quants.h): element 128h + 32q + i is bits (q / 2) * 4.. of ql[64h + 32(q % 2) + i] with
+// bits 2q.. of qh[32h + i] on top.
+void q6k_from_block(const BlockQ6_K& b, int l, TileValues& v) {
+  v.d[l] = b.d, v.dmin[l] = 0;
+  for (int s = 0; s < 16; ++s) v.field[l][s] = static_cast<uint8_t>(b.scales[s]);
+  uint8_t u[8][32];
+  for (int h = 0; h < 2; ++h)
+    for (int q = 0; q < 4; ++q)
+      for (int i = 0; i < 32; ++i) {
+        const int e = 128 * h + 32 * q + i;
+        u[e / 32][e % 32] = static_cast<uint8_t>(((b.ql[64 * h + 32 * (q % 2) + i] >> (4 * (q / 2))) & 15) |
+                                                 ((b.qh[32 * h + i] >> (2 * q)) & 3) << 4);
+      }
+  scatter_row(u, l, v);
+}
+
+void q6k_to_block(const TileValues& v, int l, BlockQ6_K& b) {
+  b.d = v.d[l];
+  for (int s = 0; s < 16; ++s) b.scales[s] = static_cast<int8_t>(v.field[l][s]);
+  std::memset(b.ql, 0, sizeof b.ql);
+  std::memset(b.qh, 0, sizeof b.qh);
+  uint8_t u[8][32];
+  gather_row(v, l, u);
+  for (int h = 0; h < 2; ++h)
+    for (int q = 0; q < 4; ++q)
+      for (int i = 0; i < 32; ++i) {
+        const int e = 128 * h + 32 * q + i;
+        uint8_t& ql = b.ql[64 * h + 32 * (q % 2) + i];
+        ql = static_cast<uint8_t>(ql | (u[e / 32][e % 32] & 15) << (4 * (q / 2)));
+        b.qh[32 * h + i] = static_cast<uint8_t>(b.qh[32 * h + i] | (u[e / 32][e % 32] >> 4) << (2 * q));
+      }
 }
 
 void iq4xs_from_block(const BlockIQ4_XS& b, int l, TileValues& v) {
@@ -166,16 +199,17 @@ void kquant_move_header(TileValues& v, uint8_t* tile, bool to_tile) {
   }
 }
 
-// Quants of at most 4 bits, per block j 128 bytes from `base`: 4 registers c of 32 bytes whose
-// low nibbles are register c's quants and high nibbles register 4 + c's.
-void move_nibble_registers(TileValues& v, uint8_t* base, bool to_tile) {
+// The low 4 bits of the quants, per block j `stride` bytes from `base`: 4 registers c of 32
+// bytes whose low nibbles are register c's and high nibbles register 4 + c's. From the tile it
+// sets each quant to those 4 bits (Q6_K's top two are moved in after).
+void move_nibble_registers(TileValues& v, uint8_t* base, size_t stride, bool to_tile) {
   for (int j = 0; j < 8; ++j)
     for (int c = 0; c < 4; ++c)
       for (int b = 0; b < 32; ++b) {
-        uint8_t& byte = base[128 * j + 32 * c + b];
+        uint8_t& byte = base[stride * j + 32 * c + b];
         uint8_t& lo = v.q[j][c][b];
         uint8_t& hi = v.q[j][4 + c][b];
-        if (to_tile) byte = static_cast<uint8_t>(lo | hi << 4);
+        if (to_tile) byte = static_cast<uint8_t>((lo & 15) | (hi & 15) << 4);
         else lo = byte & 15, hi = byte >> 4;
       }
 }
@@ -183,7 +217,24 @@ void move_nibble_registers(TileValues& v, uint8_t* base, bool to_tile) {
 // Q4_K tile (8 x 144 = 1152 bytes): the header, then [128, 1152) the nibble registers.
 void q4k_move_tile(TileValues& v, uint8_t* tile, bool to_tile) {
   kquant_move_header(v, tile, to_tile);
-  move_nibble_registers(v, tile + 128, to_tile);
+  move_nibble_registers(v, tile + 128, 128, to_tile);
+}
+
+// Q6_K tile (8 x 210 = 1680 bytes): [0, 16) d (row order); [16, 144) the int8 scales, sub-block
+// s's 8 rows at 16 + 8s; [144, 1680) per block j 192 bytes: the nibble registers (128 bytes),
+// then H0 and H1 (32 bytes each) whose byte b has in bits 2c..2c+1 the top two bits of byte b of
+// register c (H0) or of register 4 + c (H1).
+void q6k_move_tile(TileValues& v, uint8_t* tile, bool to_tile) {
+  move_halves(v.d, tile, to_tile);
+  for (int s = 0; s < 16; ++s)
+    for (int l = 0; l < kRows; ++l) move_bits(v.field[l][s], 0, tile[16 + 8 * s + l], 0, 8, to_tile);
+  move_nibble_registers(v, tile + 144, 192, to_tile);
+  for (int j = 0; j < 8; ++j)
+    for (int c = 0; c < 4; ++c)
+      for (int b = 0; b < 32; ++b) {
+        move_bits(v.q[j][c][b], 4, tile[144 + 192 * j + 128 + b], 2 * c, 2, to_tile);
+        move_bits(v.q[j][4 + c][b], 4, tile[144 + 192 * j + 160 + b], 2 * c, 2, to_tile);
+      }
 }
 
 // Q5_K tile (8 x 176 = 1408 bytes): the header, then [128, 1408) per block j 160 bytes:
@@ -222,7 +273,7 @@ void iq4xs_move_tile(TileValues& v, uint8_t* tile, bool to_tile) {
     move_bits(v.field[l][t_field(1, b)], 0, p[b], 6, 2, to_tile);
     move_bits(v.field[l][t_field(1, b)], 2, p[32 + b % 16], 4 * (b / 16), 4, to_tile);
   }
-  move_nibble_registers(v, tile + 64, to_tile);
+  move_nibble_registers(v, tile + 64, 128, to_tile);
 }
 
 // Q8_0 tile: [0, 128) per block j 16 bytes, the 8 rows' fp16 d in row order; [128, 2176) per
@@ -244,18 +295,21 @@ void move_matrix(GgmlType t, int64_t rows, int64_t cols, uint8_t* ggml, uint8_t*
   auto from_blocks = [t](const uint8_t* b, int l, TileValues& v) {
     if (t == GgmlType::Q4_K) kquant_from_block(*reinterpret_cast<const BlockQ4_K*>(b), nullptr, l, v);
     else if (t == GgmlType::Q5_K) kquant_from_block(*reinterpret_cast<const BlockQ5_K*>(b), reinterpret_cast<const BlockQ5_K*>(b)->qh, l, v);
+    else if (t == GgmlType::Q6_K) q6k_from_block(*reinterpret_cast<const BlockQ6_K*>(b), l, v);
     else if (t == GgmlType::IQ4_XS) iq4xs_from_block(*reinterpret_cast<const BlockIQ4_XS*>(b), l, v);
     else q8_0_from_blocks(reinterpret_cast<const BlockQ8_0*>(b), l, v);
   };
   auto to_blocks = [t](const TileValues& v, int l, uint8_t* b) {
     if (t == GgmlType::Q4_K) kquant_to_block(v, l, *reinterpret_cast<BlockQ4_K*>(b), nullptr);
     else if (t == GgmlType::Q5_K) kquant_to_block(v, l, *reinterpret_cast<BlockQ5_K*>(b), reinterpret_cast<BlockQ5_K*>(b)->qh);
+    else if (t == GgmlType::Q6_K) q6k_to_block(v, l, *reinterpret_cast<BlockQ6_K*>(b));
     else if (t == GgmlType::IQ4_XS) iq4xs_to_block(v, l, *reinterpret_cast<BlockIQ4_XS*>(b));
     else q8_0_to_blocks(v, l, reinterpret_cast<BlockQ8_0*>(b));
   };
   auto move_tile = [t](TileValues& v, uint8_t* tile, bool to) {
     if (t == GgmlType::Q4_K) q4k_move_tile(v, tile, to);
     else if (t == GgmlType::Q5_K) q5k_move_tile(v, tile, to);
+    else if (t == GgmlType::Q6_K) q6k_move_tile(v, tile, to);
     else if (t == GgmlType::IQ4_XS) iq4xs_move_tile(v, tile, to);
     else q8_0_move_tile(v, tile, to);
   };
@@ -285,7 +339,8 @@ void move_matrix(GgmlType t, int64_t rows, int64_t cols, uint8_t* ggml, uint8_t*
 }  // namespace
 
 bool decode_pack_supported(GgmlType t, int64_t rows, int64_t cols) {
-  return (t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::IQ4_XS || t == GgmlType::Q8_0) && rows >= kRows && cols > 0 && cols % kSuper == 0;
+  return (t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K || t == GgmlType::IQ4_XS || t == GgmlType::Q8_0) &&
+         rows >= kRows && cols > 0 && cols % kSuper == 0;
 }
 
 bool decode_pack_useful(CpuIsa isa, GgmlType t, int64_t rows, int64_t cols) {

@@ -1,4 +1,4 @@
-// Decode layouts: Q4_K, Q5_K, IQ4_XS and Q8_0 weight matrices re-laid once at load so that the
+// Decode layouts: Q4_K, Q5_K, Q6_K, IQ4_XS and Q8_0 weight matrices re-laid once at load so that the
 // AVX2 decode kernels (matmul_rows_avx2.cpp) read 8 rows' blocks from one place and form 8 rows'
 // block sums in the 8 int32 lanes of a register, without the per-block unpacking of the GGML
 // layout and without a cross-lane reduction per block (on AVX2 hosts those made decode of these
@@ -9,13 +9,16 @@
 // "register" is 32 bytes whose bytes 4l..4l+3 belong to row l, and register c of a 32-element
 // block holds its elements 4c..4c+3 (a vpmaddubsw against 4 activation bytes broadcast to every
 // lane leaves row l's partial sum in lane l). The bit-level spelling of each tile is written
-// once, in weight_pack.cpp (kquant_move_header, q4k_move_tile, q5k_move_tile, iq4xs_move_tile,
-// q8_0_move_tile):
+// once, in weight_pack.cpp (kquant_move_header, q4k_move_tile, q5k_move_tile, q6k_move_tile,
+// iq4xs_move_tile, q8_0_move_tile):
 //   Q4_K (8 x 144 = 1152 bytes): a 128-byte header (the 8 rows' fp16 d and dmin, then their
 //     6-bit scales and mins pre-transposed for the float epilogue); per block 128 bytes, 4
 //     registers whose low nibbles are registers 0-3 and high nibbles registers 4-7.
 //   Q5_K (8 x 176 = 1408 bytes): the same header; per block 160 bytes, the 5-bit quants whole in
 //     4 registers plus a fifth holding the low 2 bits of registers 4-7.
+//   Q6_K (8 x 210 = 1680 bytes): the 8 rows' fp16 d, then their int8 sub-block scales (144 bytes
+//     in all); per block 192 bytes, Q4_K's nibble registers for the low 4 bits and two registers
+//     holding the top 2 bits of registers 0-3 and 4-7.
 //   IQ4_XS (8 x 136 = 1088 bytes): a 64-byte header (fp16 d, the 6-bit scales pre-transposed);
 //     per block 128 bytes of level indices as Q4_K's.
 //   Q8_0 (8 x 8 x 34 = 2176 bytes, 8 blocks): the 8 blocks' fp16 d for the 8 rows (128 bytes);

@@ -631,6 +631,30 @@ inline void q8_0_packed_block(const uint8_t* tile, const ActRowPtrs x[R], int64_
     acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), _mm256_mul_ps(d, _mm256_set1_ps(x[r].d[b])), acc[r]);
 }
 
+// Block j of a Q4_0 tile for R activation rows: Q4_K's nibble registers with a scale per block
+// (fp16, stored at 16j as Q8_0's). u <= 15, so all eight vpmaddubsw words add in 16 bits; the
+// offset 8 comes off as block_epilogue does it, with the call's 8 * sum(x) of the block.
+template <int R, int j>
+inline void q4_0_packed_block(const uint8_t* tile, const ActRowPtrs x[R], int64_t b, __m256 acc[R]) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const uint8_t* blk = tile + 128 + 128 * j;
+  __m256i w[R];
+  for (int c = 0; c < 4; ++c) {
+    const __m256i v = load32(blk + 32 * c);
+    const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+    for (int r = 0; r < R; ++r) {
+      const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, broadcast4(x[r].q + 32 * b + 4 * c)),
+                                         _mm256_maddubs_epi16(hi, broadcast4(x[r].q + 32 * b + 16 + 4 * c)));
+      w[r] = c ? _mm256_add_epi16(w[r], p) : p;
+    }
+  }
+  const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + 16 * j)));
+  for (int r = 0; r < R; ++r) {
+    const __m256i isum = _mm256_sub_epi32(_mm256_madd_epi16(w[r], _mm256_set1_epi16(1)), _mm256_set1_epi32(x[r].corr[b]));
+    acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(d, _mm256_set1_ps(x[r].d[b])), acc[r]);
+  }
+}
+
 // The group scales of a tile: its fields are stored 6 bits each in the transposed layout
 // store_fields reads (weight_pack.cpp), its fp16 scales in row order.
 template <GgmlType T>
@@ -671,7 +695,8 @@ inline void packed_tile_scales(const uint8_t* tile, GroupScales<T>& sc) {
 // (2 and 3 no better than 6).
 
 template <GgmlType T>
-constexpr size_t kTileBytes = 8 * (T == GgmlType::Q4_K     ? sizeof(BlockQ4_K)
+constexpr size_t kTileBytes = 8 * (T == GgmlType::Q4_0     ? 8 * sizeof(BlockQ4_0)
+                                   : T == GgmlType::Q4_K   ? sizeof(BlockQ4_K)
                                    : T == GgmlType::Q5_K   ? sizeof(BlockQ5_K)
                                    : T == GgmlType::Q6_K   ? sizeof(BlockQ6_K)
                                    : T == GgmlType::IQ4_XS ? sizeof(BlockIQ4_XS)
@@ -697,7 +722,7 @@ void packed_rows(const MatmulArgs& a, int64_t o0, int lo, int hi, int64_t i0) {
   GroupScales<T> sc;
   for (int64_t s = 0; s < supers; ++s) {
     const uint8_t* tile = tiles + s * kTileBytes<T>;
-    if constexpr (T != GgmlType::Q8_0) packed_tile_scales<T>(tile, sc);
+    if constexpr (T != GgmlType::Q8_0 && T != GgmlType::Q4_0) packed_tile_scales<T>(tile, sc);
     [&]<int... J>(std::integer_sequence<int, J...>) {
       ([&] {
         // Within the packed tiles only (the next group's follow this group's in memory).
@@ -705,7 +730,8 @@ void packed_rows(const MatmulArgs& a, int64_t o0, int lo, int hi, int64_t i0) {
         const size_t ahead = static_cast<size_t>(tile - a.w) + kPrefetchTiles<T> * kTileBytes<T> + 64 * lines * J;
         if (ahead + 64 * lines <= tiles_end)
           for (int l = 0; l < lines; ++l) _mm_prefetch(reinterpret_cast<const char*>(a.w + ahead + 64 * l), _MM_HINT_T0);
-        if constexpr (T == GgmlType::Q4_K) q4k_packed_block<R, J>(tile, x, sc, 8 * s + J, acc);
+        if constexpr (T == GgmlType::Q4_0) q4_0_packed_block<R, J>(tile, x, 8 * s + J, acc);
+        else if constexpr (T == GgmlType::Q4_K) q4k_packed_block<R, J>(tile, x, sc, 8 * s + J, acc);
         else if constexpr (T == GgmlType::Q5_K) q5k_packed_block<R, J>(tile, x, sc, 8 * s + J, acc);
         else if constexpr (T == GgmlType::Q6_K) q6k_packed_block<R, J>(tile, x, sc, 8 * s + J, acc);
         else if constexpr (T == GgmlType::IQ4_XS) iq4xs_packed_block<R, J>(tile, x, sc, 8 * s + J, acc);
@@ -746,6 +772,7 @@ void packed_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
 
 void matmul_packed_avx2(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
   switch (a.type) {
+    case GgmlType::Q4_0: return packed_range<GgmlType::Q4_0>(a, o_begin, o_end);
     case GgmlType::Q4_K: return packed_range<GgmlType::Q4_K>(a, o_begin, o_end);
     case GgmlType::Q5_K: return packed_range<GgmlType::Q5_K>(a, o_begin, o_end);
     case GgmlType::Q6_K: return packed_range<GgmlType::Q6_K>(a, o_begin, o_end);

@@ -1,4 +1,4 @@
-// Packing of Q4_K / Q5_K / Q6_K / IQ4_XS / Q8_0 weight matrices into the decode layout described in weight_pack.h,
+// Packing of Q4_0 / Q4_K / Q5_K / Q6_K / IQ4_XS / Q8_0 weight matrices into the decode layout described in weight_pack.h,
 // and its inverse. Both go through the decoded values of one tile (TileValues): the GGML blocks
 // <-> values <-> the tile, each step written once per direction and checked as exact inverses
 // by tests/unit/kernels/test_weight_pack.cpp.
@@ -20,12 +20,12 @@ namespace {
 constexpr int kRows = 8;
 constexpr int64_t kSuper = 256;
 
-// One super-block of 8 rows (Q8_0: 8 blocks), decoded: fp16 scales as stored, 6-bit sub-block
+// One super-block of 8 rows (Q4_0 / Q8_0: 8 blocks), decoded: fp16 scales as stored, 6-bit sub-block
 // fields, and each element's quant (Q4_K: 4 bits; Q5_K: 5 bits; Q6_K: 6 bits; IQ4_XS: the 4-bit
-// level index; Q8_0: the byte).
+// level index; Q4_0: the nibble; Q8_0: the byte).
 struct TileValues {
   uint16_t d[kRows], dmin[kRows];
-  uint16_t block_d[8][kRows];  // Q8_0: block j's scale of row l
+  uint16_t block_d[8][kRows];  // Q4_0 / Q8_0: block j's scale of row l
   uint8_t field[kRows][16];  // Q4_K / Q5_K: sc[0..7], min[0..7]; Q6_K: the 16 int8 scales; IQ4_XS: ls[0..7]
   uint8_t q[8][8][32];  // [block j][register c][4l + e]: element 4c + e of block j of row l
 };
@@ -155,6 +155,25 @@ void q8_0_to_blocks(const TileValues& v, int l, BlockQ8_0* b) {
   }
 }
 
+// Q4_0: element i < 16 of a block is the low nibble of qs[i], element 16 + i the high one.
+void q4_0_from_blocks(const BlockQ4_0* b, int l, TileValues& v) {
+  uint8_t u[8][32];
+  for (int j = 0; j < 8; ++j) {
+    v.block_d[j][l] = b[j].d;
+    for (int i = 0; i < 16; ++i) u[j][i] = b[j].qs[i] & 15, u[j][16 + i] = b[j].qs[i] >> 4;
+  }
+  scatter_row(u, l, v);
+}
+
+void q4_0_to_blocks(const TileValues& v, int l, BlockQ4_0* b) {
+  uint8_t u[8][32];
+  gather_row(v, l, u);
+  for (int j = 0; j < 8; ++j) {
+    b[j].d = v.block_d[j][l];
+    for (int i = 0; i < 16; ++i) b[j].qs[i] = static_cast<uint8_t>(u[j][i] | u[j][16 + i] << 4);
+  }
+}
+
 // ---- values <-> tile ----
 
 // Byte b of the kernels' transposed field registers t[m] (see transpose_fields in
@@ -276,6 +295,13 @@ void iq4xs_move_tile(TileValues& v, uint8_t* tile, bool to_tile) {
   move_nibble_registers(v, tile + 64, 128, to_tile);
 }
 
+// Q4_0 tile (8 x 8 x 18 = 1152 bytes): [0, 128) per block j 16 bytes, the 8 rows' fp16 d in row
+// order; [128, 1152) the nibble registers.
+void q4_0_move_tile(TileValues& v, uint8_t* tile, bool to_tile) {
+  for (int j = 0; j < 8; ++j) move_halves(v.block_d[j], tile + 16 * j, to_tile);
+  move_nibble_registers(v, tile + 128, 128, to_tile);
+}
+
 // Q8_0 tile: [0, 128) per block j 16 bytes, the 8 rows' fp16 d in row order; [128, 2176) per
 // block j 256 bytes: 8 registers c of 32 bytes, row l's qs[4c .. 4c + 3] in bytes 4l..4l+3.
 void q8_0_move_tile(TileValues& v, uint8_t* tile, bool to_tile) {
@@ -293,21 +319,24 @@ void move_matrix(GgmlType t, int64_t rows, int64_t cols, uint8_t* ggml, uint8_t*
   const size_t super_bytes = ggml_row_size(t, kSuper);  // one super-block's span of a row
   const int64_t supers = cols / kSuper, groups = rows / kRows;
   auto from_blocks = [t](const uint8_t* b, int l, TileValues& v) {
-    if (t == GgmlType::Q4_K) kquant_from_block(*reinterpret_cast<const BlockQ4_K*>(b), nullptr, l, v);
+    if (t == GgmlType::Q4_0) q4_0_from_blocks(reinterpret_cast<const BlockQ4_0*>(b), l, v);
+    else if (t == GgmlType::Q4_K) kquant_from_block(*reinterpret_cast<const BlockQ4_K*>(b), nullptr, l, v);
     else if (t == GgmlType::Q5_K) kquant_from_block(*reinterpret_cast<const BlockQ5_K*>(b), reinterpret_cast<const BlockQ5_K*>(b)->qh, l, v);
     else if (t == GgmlType::Q6_K) q6k_from_block(*reinterpret_cast<const BlockQ6_K*>(b), l, v);
     else if (t == GgmlType::IQ4_XS) iq4xs_from_block(*reinterpret_cast<const BlockIQ4_XS*>(b), l, v);
     else q8_0_from_blocks(reinterpret_cast<const BlockQ8_0*>(b), l, v);
   };
   auto to_blocks = [t](const TileValues& v, int l, uint8_t* b) {
-    if (t == GgmlType::Q4_K) kquant_to_block(v, l, *reinterpret_cast<BlockQ4_K*>(b), nullptr);
+    if (t == GgmlType::Q4_0) q4_0_to_blocks(v, l, reinterpret_cast<BlockQ4_0*>(b));
+    else if (t == GgmlType::Q4_K) kquant_to_block(v, l, *reinterpret_cast<BlockQ4_K*>(b), nullptr);
     else if (t == GgmlType::Q5_K) kquant_to_block(v, l, *reinterpret_cast<BlockQ5_K*>(b), reinterpret_cast<BlockQ5_K*>(b)->qh);
     else if (t == GgmlType::Q6_K) q6k_to_block(v, l, *reinterpret_cast<BlockQ6_K*>(b));
     else if (t == GgmlType::IQ4_XS) iq4xs_to_block(v, l, *reinterpret_cast<BlockIQ4_XS*>(b));
     else q8_0_to_blocks(v, l, reinterpret_cast<BlockQ8_0*>(b));
   };
   auto move_tile = [t](TileValues& v, uint8_t* tile, bool to) {
-    if (t == GgmlType::Q4_K) q4k_move_tile(v, tile, to);
+    if (t == GgmlType::Q4_0) q4_0_move_tile(v, tile, to);
+    else if (t == GgmlType::Q4_K) q4k_move_tile(v, tile, to);
     else if (t == GgmlType::Q5_K) q5k_move_tile(v, tile, to);
     else if (t == GgmlType::Q6_K) q6k_move_tile(v, tile, to);
     else if (t == GgmlType::IQ4_XS) iq4xs_move_tile(v, tile, to);
@@ -339,7 +368,7 @@ void move_matrix(GgmlType t, int64_t rows, int64_t cols, uint8_t* ggml, uint8_t*
 }  // namespace
 
 bool decode_pack_supported(GgmlType t, int64_t rows, int64_t cols) {
-  return (t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K || t == GgmlType::IQ4_XS || t == GgmlType::Q8_0) &&
+  return (t == GgmlType::Q4_0 || t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K || t == GgmlType::IQ4_XS || t == GgmlType::Q8_0) &&
          rows >= kRows && cols > 0 && cols % kSuper == 0;
 }
 

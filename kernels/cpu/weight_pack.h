@@ -1,15 +1,15 @@
-// Decode layouts: Q4_K, Q5_K, Q6_K, IQ4_XS and Q8_0 weight matrices re-laid once at load so that the
-// AVX2 decode kernels (matmul_rows_avx2.cpp) read 8 rows' blocks from one place and form 8 rows'
-// block sums in the 8 int32 lanes of a register, without the per-block unpacking of the GGML
-// layout and without a cross-lane reduction per block (on AVX2 hosts those made decode of these
-// types compute-bound at ~50-67% of the memory bandwidth).
+// Decode layouts: Q4_0, Q4_K, Q5_K, Q6_K, IQ4_XS and Q8_0 weight matrices re-laid once at load
+// so that the AVX2 decode kernels (matmul_rows_avx2.cpp) read 8 rows' blocks from one place and
+// form 8 rows' block sums in the 8 int32 lanes of a register, without the per-block unpacking of
+// the GGML layout and without a cross-lane reduction per block (on AVX2 hosts those made decode
+// of these types compute-bound at ~50-73% of the memory bandwidth).
 //
 // The packed matrix has exactly the GGML matrix's size: rows in groups of 8, each group stored as
 // one "tile" per 256-element super-block, holding the same bits moved around. In every tile a
 // "register" is 32 bytes whose bytes 4l..4l+3 belong to row l, and register c of a 32-element
 // block holds its elements 4c..4c+3 (a vpmaddubsw against 4 activation bytes broadcast to every
 // lane leaves row l's partial sum in lane l). The bit-level spelling of each tile is written
-// once, in weight_pack.cpp (kquant_move_header, q4k_move_tile, q5k_move_tile, q6k_move_tile,
+// once, in weight_pack.cpp (kquant_move_header, q4_0_move_tile, q4k_move_tile, q5k_move_tile, q6k_move_tile,
 // iq4xs_move_tile, q8_0_move_tile):
 //   Q4_K (8 x 144 = 1152 bytes): a 128-byte header (the 8 rows' fp16 d and dmin, then their
 //     6-bit scales and mins pre-transposed for the float epilogue); per block 128 bytes, 4
@@ -21,6 +21,8 @@
 //     holding the top 2 bits of registers 0-3 and 4-7.
 //   IQ4_XS (8 x 136 = 1088 bytes): a 64-byte header (fp16 d, the 6-bit scales pre-transposed);
 //     per block 128 bytes of level indices as Q4_K's.
+//   Q4_0 (8 x 8 x 18 = 1152 bytes, 8 blocks): the 8 blocks' fp16 d for the 8 rows (128 bytes);
+//     per block Q4_K's nibble registers.
 //   Q8_0 (8 x 8 x 34 = 2176 bytes, 8 blocks): the 8 blocks' fp16 d for the 8 rows (128 bytes);
 //     per block 256 bytes, 8 registers of the int8 quants.
 // Tiles go group by group, super-blocks in order within a group; rows past the last full group

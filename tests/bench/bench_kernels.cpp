@@ -3,7 +3,7 @@
 //   pagoda_bench_kernels [--threads N] [--type q8_0] [--quick] [--cpu-time] [--peaks-only]
 //   (--type: any supported type; --peaks-only: the two ceilings of (1) and stop; --decode-only:
 //   n = 1 figures only; --prefill-only: n = 128 and 512 figures only, one weight copy per shape;
-//   --no-stack: skip (3); --no-pack: Q4_K / Q5_K / Q6_K / IQ4_XS / Q8_0 from their GGML layout, no decode layout)
+//   --no-stack: skip (3); --no-pack: Q4_0 / Q4_K / Q5_K / Q6_K / IQ4_XS / Q8_0 from their GGML layout, no decode layout)
 //
 // 1. The ceilings (bench_peaks.h): streaming-read memory bandwidth (N threads summing a 1 GiB
 //    buffer), the limit for decode; the int8 dot-product peak (register-only), the limit for

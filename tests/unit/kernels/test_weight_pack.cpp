@@ -20,7 +20,7 @@ using namespace pagoda::cpu;
 
 namespace {
 
-const GgmlType kPackable[] = {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_XS, GgmlType::Q8_0};
+const GgmlType kPackable[] = {GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_XS, GgmlType::Q8_0};
 
 // Quantized random weights: real blocks (valid scales and every bit pattern of the quants).
 std::vector<uint8_t> random_matrix(GgmlType t, int64_t rows, int64_t cols, uint32_t seed) {
@@ -87,14 +87,14 @@ TEST_CASE("decode packing: which types and shapes") {
   CHECK(decode_pack_supported(GgmlType::IQ4_XS, 2048, 5632 - 5632 % 256));
   CHECK_FALSE(decode_pack_supported(GgmlType::Q5_K, 7, 256));     // no full group of 8 rows
   CHECK_FALSE(decode_pack_supported(GgmlType::Q5_K, 16, 288));    // not whole super-blocks
-  CHECK_FALSE(decode_pack_supported(GgmlType::Q4_0, 16, 256));    // no decode layout
+  CHECK_FALSE(decode_pack_supported(GgmlType::Q4_1, 16, 256));    // no decode layout
   CHECK(decode_pack_supported(GgmlType::Q8_0, 16, 512));
   CHECK_FALSE(decode_pack_supported(GgmlType::Q8_0, 16, 96));     // Q8_0 tiles span 256 too
   CHECK_FALSE(decode_pack_useful(CpuIsa::Scalar, GgmlType::Q5_K, 16, 256));
   CHECK_FALSE(decode_pack_useful(CpuIsa::Avx512, GgmlType::Q5_K, 16, 256));
   CHECK(decode_pack_useful(CpuIsa::Avx2, GgmlType::IQ4_XS, 16, 256));
-  const std::vector<uint8_t> w(ggml_row_size(GgmlType::Q4_0, 256) * 16);
-  CHECK_THROWS_AS(pack_for_decode(GgmlType::Q4_0, w.data(), 16, 256), std::invalid_argument);
+  const std::vector<uint8_t> w(ggml_row_size(GgmlType::Q4_1, 256) * 16);
+  CHECK_THROWS_AS(pack_for_decode(GgmlType::Q4_1, w.data(), 16, 256), std::invalid_argument);
 }
 
 TEST_CASE("matmul on packed weights gives the GGML layout's bits at every level, n and split") {
@@ -141,7 +141,9 @@ TEST_CASE("packed decode kernel: output ranges that cut groups of 8 store only t
     a.packed = true;
     // The per-call terms run_matmul makes before splitting the outputs.
     std::vector<float> fsum(d.size());
+    std::vector<int32_t> corr(d.size());
     if (detail::block_min(t)) a.acts.fsum = fsum.data();
+    if (detail::has_block_correction(t)) a.acts.corr = corr.data();
     detail::prepare_decode_terms(t, a.acts, n);
     detail::matmul_packed_avx2(a, 0, rows);
     a.out = got.data();

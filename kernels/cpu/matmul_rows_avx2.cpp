@@ -531,14 +531,13 @@ inline void q5k_packed_block(const uint8_t* tile, const ActRowPtrs x[R],
     acc[r] = block_epilogue<GgmlType::Q5_K>(acc[r], isum[r], _mm256_setzero_si256(), sc, j, x[r], b);
 }
 
-// Block j of a Q4_K tile for R activation rows: register c's quants are the low nibbles of
-// register c % 4's bytes (c < 4) or their high nibbles. u <= 15, so a vpmaddubsw word is at most
-// 2 * 15 * 127 and all eight of a block add in 16 bits before one vpmaddwd.
-template <int R, int j>
-inline void q4k_packed_block(const uint8_t* tile, const ActRowPtrs x[R], const GroupScales<GgmlType::Q4_K>& sc,
-                             int64_t b, __m256 acc[R]) {
+// sum(u * x) of one 32-element block held as 4 nibble registers at `blk` (register c < 4 the low
+// nibbles of V_c, register 4 + c their high nibbles: Q4_K and Q4_0 tiles), for R activation
+// rows. u <= 15, so a vpmaddubsw word is at most 2 * 15 * 127 and all eight of a block add in 16
+// bits before one vpmaddwd.
+template <int R>
+inline void nibble_block_sums(const uint8_t* blk, const ActRowPtrs x[R], int64_t b, __m256i isum[R]) {
   const __m256i m4 = _mm256_set1_epi8(0x0F);
-  const uint8_t* blk = tile + 128 + 128 * j;
   __m256i w[R];
   for (int c = 0; c < 4; ++c) {
     const __m256i v = load32(blk + 32 * c);
@@ -549,9 +548,17 @@ inline void q4k_packed_block(const uint8_t* tile, const ActRowPtrs x[R], const G
       w[r] = c ? _mm256_add_epi16(w[r], p) : p;
     }
   }
+  for (int r = 0; r < R; ++r) isum[r] = _mm256_madd_epi16(w[r], _mm256_set1_epi16(1));
+}
+
+// Block j of a Q4_K tile for R activation rows.
+template <int R, int j>
+inline void q4k_packed_block(const uint8_t* tile, const ActRowPtrs x[R], const GroupScales<GgmlType::Q4_K>& sc,
+                             int64_t b, __m256 acc[R]) {
+  __m256i isum[R];
+  nibble_block_sums<R>(tile + 128 + 128 * j, x, b, isum);
   for (int r = 0; r < R; ++r)
-    acc[r] = block_epilogue<GgmlType::Q4_K>(acc[r], _mm256_madd_epi16(w[r], _mm256_set1_epi16(1)), _mm256_setzero_si256(),
-                                            sc, j, x[r], b);
+    acc[r] = block_epilogue<GgmlType::Q4_K>(acc[r], isum[r], _mm256_setzero_si256(), sc, j, x[r], b);
 }
 
 // Block j of a Q6_K tile for R activation rows: register c < 4 is the low nibbles of V_c with
@@ -631,27 +638,16 @@ inline void q8_0_packed_block(const uint8_t* tile, const ActRowPtrs x[R], int64_
     acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), _mm256_mul_ps(d, _mm256_set1_ps(x[r].d[b])), acc[r]);
 }
 
-// Block j of a Q4_0 tile for R activation rows: Q4_K's nibble registers with a scale per block
-// (fp16, stored at 16j as Q8_0's). u <= 15, so all eight vpmaddubsw words add in 16 bits; the
-// offset 8 comes off as block_epilogue does it, with the call's 8 * sum(x) of the block.
+// Block j of a Q4_0 tile for R activation rows: its scale per block is stored at 16j as Q8_0's;
+// the offset 8 comes off as block_epilogue does it, with the call's 8 * sum(x) of the block.
 template <int R, int j>
 inline void q4_0_packed_block(const uint8_t* tile, const ActRowPtrs x[R], int64_t b, __m256 acc[R]) {
-  const __m256i m4 = _mm256_set1_epi8(0x0F);
-  const uint8_t* blk = tile + 128 + 128 * j;
-  __m256i w[R];
-  for (int c = 0; c < 4; ++c) {
-    const __m256i v = load32(blk + 32 * c);
-    const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-    for (int r = 0; r < R; ++r) {
-      const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, broadcast4(x[r].q + 32 * b + 4 * c)),
-                                         _mm256_maddubs_epi16(hi, broadcast4(x[r].q + 32 * b + 16 + 4 * c)));
-      w[r] = c ? _mm256_add_epi16(w[r], p) : p;
-    }
-  }
+  __m256i isum[R];
+  nibble_block_sums<R>(tile + 128 + 128 * j, x, b, isum);
   const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + 16 * j)));
   for (int r = 0; r < R; ++r) {
-    const __m256i isum = _mm256_sub_epi32(_mm256_madd_epi16(w[r], _mm256_set1_epi16(1)), _mm256_set1_epi32(x[r].corr[b]));
-    acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(d, _mm256_set1_ps(x[r].d[b])), acc[r]);
+    const __m256i corrected = _mm256_sub_epi32(isum[r], _mm256_set1_epi32(x[r].corr[b]));
+    acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(corrected), _mm256_mul_ps(d, _mm256_set1_ps(x[r].d[b])), acc[r]);
   }
 }
 

@@ -42,6 +42,15 @@ void gather_row(const TileValues& v, int l, uint8_t (&u)[8][32]) {
 
 // ---- GGML blocks <-> values ----
 
+// The nibble order of a 32-element block of IQ4_XS and Q4_0: element i < 16 is the low nibble of
+// qs[i], element 16 + i its high nibble.
+void split_nibbles(const uint8_t* qs, uint8_t (&u)[32]) {
+  for (int i = 0; i < 16; ++i) u[i] = qs[i] & 15, u[16 + i] = qs[i] >> 4;
+}
+void join_nibbles(const uint8_t (&u)[32], uint8_t* qs) {
+  for (int i = 0; i < 16; ++i) qs[i] = static_cast<uint8_t>(u[i] | u[16 + i] << 4);
+}
+
 // Q4_K and Q5_K share the header (d, dmin, 12 bytes of 6-bit scales and mins) and the nibble
 // order of qs (blocks 2p and 2p + 1 in the low and high nibbles of qs[32p..]); Q5_K's fifth bits
 // are in qh (bit j of qh[i]: element i of block j). `qh` is null for Q4_K.
@@ -119,8 +128,7 @@ void iq4xs_from_block(const BlockIQ4_XS& b, int l, TileValues& v) {
   v.d[l] = b.d, v.dmin[l] = 0;
   for (int j = 0; j < 8; ++j) v.field[l][j] = static_cast<uint8_t>(iq4xs_scale(j, b));
   uint8_t u[8][32];
-  for (int j = 0; j < 8; ++j)
-    for (int i = 0; i < 16; ++i) u[j][i] = b.qs[16 * j + i] & 15, u[j][16 + i] = b.qs[16 * j + i] >> 4;
+  for (int j = 0; j < 8; ++j) split_nibbles(b.qs + 16 * j, u[j]);
   scatter_row(u, l, v);
 }
 
@@ -129,11 +137,9 @@ void iq4xs_to_block(const TileValues& v, int l, BlockIQ4_XS& b) {
   b.scales_h = 0;
   for (int j = 0; j < 8; ++j) b.scales_h = static_cast<uint16_t>(b.scales_h | ((v.field[l][j] >> 4) << (2 * j)));
   for (int j = 0; j < 4; ++j) b.scales_l[j] = static_cast<uint8_t>((v.field[l][2 * j] & 15) | ((v.field[l][2 * j + 1] & 15) << 4));
-  std::memset(b.qs, 0, sizeof b.qs);
-  uint8_t u[8][32];
+  uint8_t u[8][32];  // join_nibbles writes every byte of qs
   gather_row(v, l, u);
-  for (int j = 0; j < 8; ++j)
-    for (int i = 0; i < 16; ++i) b.qs[16 * j + i] = static_cast<uint8_t>(u[j][i] | u[j][16 + i] << 4);
+  for (int j = 0; j < 8; ++j) join_nibbles(u[j], b.qs + 16 * j);
 }
 
 // Q8_0: the 8 blocks of one super-block's span of the row.
@@ -155,12 +161,12 @@ void q8_0_to_blocks(const TileValues& v, int l, BlockQ8_0* b) {
   }
 }
 
-// Q4_0: element i < 16 of a block is the low nibble of qs[i], element 16 + i the high one.
+// Q4_0: the 8 blocks of one super-block's span of the row, quants in split_nibbles' order.
 void q4_0_from_blocks(const BlockQ4_0* b, int l, TileValues& v) {
   uint8_t u[8][32];
   for (int j = 0; j < 8; ++j) {
     v.block_d[j][l] = b[j].d;
-    for (int i = 0; i < 16; ++i) u[j][i] = b[j].qs[i] & 15, u[j][16 + i] = b[j].qs[i] >> 4;
+    split_nibbles(b[j].qs, u[j]);
   }
   scatter_row(u, l, v);
 }
@@ -170,7 +176,7 @@ void q4_0_to_blocks(const TileValues& v, int l, BlockQ4_0* b) {
   gather_row(v, l, u);
   for (int j = 0; j < 8; ++j) {
     b[j].d = v.block_d[j][l];
-    for (int i = 0; i < 16; ++i) b[j].qs[i] = static_cast<uint8_t>(u[j][i] | u[j][16 + i] << 4);
+    join_nibbles(u[j], b[j].qs);
   }
 }
 

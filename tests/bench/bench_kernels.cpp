@@ -9,11 +9,12 @@
 //    buffer), the limit for decode; the int8 dot-product peak (register-only), the limit for
 //    prefill.
 // 2. matmul on TinyLlama-1.1B shapes: n = 1 as GB/s of weights streamed (weights rotated over
-//    copies totalling twice the L3) and % of (1); n = 128 and 512 as GOP/s.
+//    copies totalling twice the L3) and % of stream reads timed beside the calls; n = 128 and
+//    512 as GOP/s.
 // 3. The whole TinyLlama matmul stack (22 layers of q,k,v,o,gate,up,down + the output head):
-//    decode tokens/s (n = 1; each run paired with a stream pass just before it, % of stream as
-//    the median of the pairs' ratios), batched decode (n = 4, 16) and prefill tokens/s (n = 128,
-//    512), matmuls only.
+//    decode tokens/s (n = 1; each matmul timed next to a stream read of its size, % of stream
+//    as the median over tokens of the two sums' ratio), batched decode (n = 4, 16) and prefill
+//    tokens/s (n = 128, 512), matmuls only.
 // Every figure is the median of several runs; prefill figures (% of the int8 peak) alternate
 // with the peak probe so both see the same load.
 #include <algorithm>
@@ -22,6 +23,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -117,9 +119,8 @@ struct PairedFigure {
 // stream read of as many bytes (which of the two goes first alternates), so contention that
 // changes within milliseconds falls on both alike (on a shared 2-vCPU host, pairing each whole
 // 70 ms decode run with a stream pass before it gave medians of 74-90% of stream from one
-// process to the next; this gives 75-85%). `bytes(i)` and
-// `call(i)` for i in [0, calls). The figure: the calls' bytes per second and, as the ceiling,
-// the stream reads'.
+// process to the next; this gives 75-85%). `bytes(i)` and `call(i)` for i in [0, calls). The
+// figure: the calls' bytes per second and, as the ceiling, the stream reads'.
 template <class Bytes, class Call>
 PairedFigure interleaved_with_stream(bench::StreamProbe& probe, ThreadPool& pool, size_t calls, Bytes&& bytes,
                                      Call&& call) {
@@ -194,8 +195,9 @@ int main(int argc, char** argv) {
   g_timing.threads = threads;
   ThreadPool pool(threads);
   std::printf("%s, %d threads, weights %s\n", cpu_features_string().c_str(), threads, ggml_type_info(type).name);
-  bench::StreamProbe probe;  // decode figures read next to it (interleaved_with_stream)
-  if (!prefill_only) std::printf("stream read bandwidth: %.1f GB/s\n", bench::stream_read_gbps(pool, g_timing));
+  // Decode figures read next to this probe (interleaved_with_stream); prefill-only runs need none.
+  std::optional<bench::StreamProbe> probe;
+  if (!prefill_only) std::printf("stream read bandwidth: %.1f GB/s\n", probe.emplace().gbps(pool, g_timing));
   std::string peak_what;
   const double peak = bench::int8_peak_gops(pool, g_timing, peak_what);
   std::printf("int8 dot-product peak: %.0f GOPS (%s, registers only)\n", peak, peak_what.c_str());
@@ -223,7 +225,7 @@ int main(int argc, char** argv) {
     if (!prefill_only) {
       const PairedFigure f = median_round(quick ? 3 : 7, [&] {
         return interleaved_with_stream(
-            probe, pool, quick ? 8 : 16, [&](size_t) { return wbytes; },
+            *probe, pool, quick ? 8 : 16, [&](size_t) { return wbytes; },
             [&](size_t) { ws[next++ % copies].matmul(pool, type, s.out, s.in, x.data(), 1, out.data()); });
       });
       std::printf(" n=1   %7.3f ms  %6.1f GB/s (%3.0f%% of stream)", f.seconds / (quick ? 8 : 16) * 1e3, f.rate,
@@ -273,7 +275,7 @@ int main(int argc, char** argv) {
     const int rounds = quick ? 7 : 11;
     const PairedFigure f = median_round(rounds, [&] {
       return interleaved_with_stream(
-          probe, pool, model.size(), [&](size_t i) { return model[i].w.bytes.size(); },
+          *probe, pool, model.size(), [&](size_t i) { return model[i].w.bytes.size(); },
           [&](size_t i) { model[i].w.matmul(pool, type, model[i].out, model[i].in, x.data(), 1, out.data()); });
     });
     std::printf("tinyllama matmuls (%d layers, %.2f GB): decode %.1f tok/s (%.1f GB/s, %.0f%% of stream; "

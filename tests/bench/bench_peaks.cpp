@@ -84,32 +84,29 @@ StreamProbe::StreamProbe() : buf_(kBytes + 64, 1) {
   p_ = buf_.data() + (64 - reinterpret_cast<uintptr_t>(buf_.data()) % 64) % 64;
 }
 
-void StreamProbe::pass(cpu::ThreadPool& pool) {
+void StreamProbe::read(cpu::ThreadPool& pool, const uint8_t* base, size_t bytes, int64_t chunks) {
   sink_.resize(static_cast<size_t>(pool.size()));
-  const int64_t chunks = 1024;
-  pool.parallel_for(chunks, [&](int64_t b, int64_t e, int t) {
-    sink_[static_cast<size_t>(t)] ^= sum_bytes(p_ + b * (kBytes / chunks), static_cast<size_t>(e - b) * (kBytes / chunks));
-  });
-}
-
-void StreamProbe::read_next(cpu::ThreadPool& pool, size_t bytes) {
-  bytes = std::min(bytes / 128 * 128, kBytes);
-  if (next_ + bytes > kBytes) next_ = 0;
-  sink_.resize(static_cast<size_t>(pool.size()));
-  const uint8_t* base = p_ + next_;
-  const int64_t chunks = std::max<int64_t>(1, static_cast<int64_t>(bytes >> 18));  // ~256 KiB each
   const size_t per = bytes / static_cast<size_t>(chunks) / 128 * 128;
   pool.parallel_for(chunks, [&](int64_t b, int64_t e, int t) {
     const size_t len = e == chunks ? bytes - static_cast<size_t>(b) * per : static_cast<size_t>(e - b) * per;
     sink_[static_cast<size_t>(t)] ^= sum_bytes(base + b * per, len);
   });
+}
+
+void StreamProbe::pass(cpu::ThreadPool& pool) { read(pool, p_, kBytes, 1024); }
+
+void StreamProbe::read_next(cpu::ThreadPool& pool, size_t bytes) {
+  bytes = std::min(bytes / 128 * 128, kBytes);
+  if (next_ + bytes > kBytes) next_ = 0;
+  read(pool, p_ + next_, bytes, std::max<int64_t>(1, static_cast<int64_t>(bytes >> 18)));  // ~256 KiB chunks
   next_ += bytes;
 }
 
-double stream_read_gbps(cpu::ThreadPool& pool, const Timing& timing) {
-  StreamProbe probe;
-  return static_cast<double>(StreamProbe::kBytes) / median_seconds(timing, 5, [&] { probe.pass(pool); }) / 1e9;
+double StreamProbe::gbps(cpu::ThreadPool& pool, const Timing& timing) {
+  return static_cast<double>(kBytes) / median_seconds(timing, 5, [&] { pass(pool); }) / 1e9;
 }
+
+double stream_read_gbps(cpu::ThreadPool& pool, const Timing& timing) { return StreamProbe().gbps(pool, timing); }
 
 double int8_peak_gops(cpu::ThreadPool& pool, const Timing& timing, std::string& what) {
 #if defined(__x86_64__)

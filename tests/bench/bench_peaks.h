@@ -59,8 +59,14 @@ class StreamProbe {
   // Reads the next `bytes` of the buffer (wrapping to its start), split over the threads as
   // a pass is: a stream read the size of one matrix, to time next to that matrix's matmul.
   void read_next(cpu::ThreadPool& pool, size_t bytes);
+  // GB/s of a pass (median of 5): what stream_read_gbps measures, on this probe's buffer.
+  double gbps(cpu::ThreadPool& pool, const Timing& timing);
 
  private:
+  // `bytes` from `base` in `chunks` pieces (each a multiple of 128 bytes but the last) over the
+  // pool's threads.
+  void read(cpu::ThreadPool& pool, const uint8_t* base, size_t bytes, int64_t chunks);
+
   std::vector<uint8_t> buf_;
   uint8_t* p_ = nullptr;
   size_t next_ = 0;

@@ -72,7 +72,7 @@ struct MatmulArgs {
   // Quantized activations re-laid for the AVX-512 prefill micro-kernel (n > kFewRowsMax):
   // see pack_activation_panels_avx512.
   const uint8_t* panel = nullptr;
-  // w is in the decode layout of weight_pack.h (Q4_0 / Q4_K / Q5_K / Q6_K / IQ4_XS / Q8_0, AVX2 level, n <= kFewRowsMax).
+  // w is in the decode layout of weight_pack.h (decode_pack_supported types, AVX2 level, n <= kFewRowsMax).
   bool packed = false;
 };
 

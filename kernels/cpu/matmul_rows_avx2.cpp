@@ -598,6 +598,72 @@ inline void q6k_packed_block(const uint8_t* tile, const ActRowPtrs x[R], const G
   for (int r = 0; r < R; ++r) acc[r] = block_epilogue<GgmlType::Q6_K>(acc[r], sum0[r], sum1[r], sc, j, x[r], b);
 }
 
+// Registers c and 4 + c of a block (elements 4c.. and 16 + 4c..).
+struct RegisterPair {
+  __m256i first, second;
+};
+
+// sum(u * x) of the two 16-element halves of one block whose 8 registers (c < 4: the first
+// half, 4 + c: the second) come from unpack(c) as a RegisterPair, u at most 7 (Q2_K,
+// Q3_K tiles): a vpmaddubsw word is at most 2 * 7 * 127, so the four of a half add in 16 bits
+// before one vpmaddwd.
+template <int R, class Unpack>
+inline void small_block_sums(Unpack unpack, const ActRowPtrs x[R], int64_t b, __m256i sum0[R], __m256i sum1[R]) {
+  __m256i w0[R], w1[R];
+  for (int c = 0; c < 4; ++c) {
+    const RegisterPair u = unpack(c);
+    for (int r = 0; r < R; ++r) {
+      const __m256i pa = _mm256_maddubs_epi16(u.first, broadcast4(x[r].q + 32 * b + 4 * c));
+      const __m256i pb = _mm256_maddubs_epi16(u.second, broadcast4(x[r].q + 32 * b + 16 + 4 * c));
+      w0[r] = c ? _mm256_add_epi16(w0[r], pa) : pa;
+      w1[r] = c ? _mm256_add_epi16(w1[r], pb) : pb;
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    sum0[r] = _mm256_madd_epi16(w0[r], _mm256_set1_epi16(1));
+    sum1[r] = _mm256_madd_epi16(w1[r], _mm256_set1_epi16(1));
+  }
+}
+
+// Block j of a Q3_K tile for R activation rows: registers c and 4 + c (c < 3) are the nibbles of
+// R_c masked to 3 bits; registers 3 and 7 those of V, gathered from bits 3 and 7 of R0-R2
+// (weight_pack.cpp). 16-bit shifts: the masks drop what crosses into the next byte.
+template <int R, int j>
+inline void q3k_packed_block(const uint8_t* tile, const ActRowPtrs x[R], const GroupScales<GgmlType::Q3_K>& sc,
+                             int64_t b, __m256 acc[R]) {
+  const __m256i m3 = _mm256_set1_epi8(0x07);
+  const uint8_t* blk = tile + 112 + 96 * j;
+  const __m256i r[3] = {load32(blk), load32(blk + 32), load32(blk + 64)};
+  const __m256i v = _mm256_or_si256(
+      _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(r[0], 3), _mm256_set1_epi8(0x11)),
+                      _mm256_and_si256(_mm256_srli_epi16(r[1], 2), _mm256_set1_epi8(0x22))),
+      _mm256_and_si256(_mm256_srli_epi16(r[2], 1), _mm256_set1_epi8(0x44)));
+  __m256i sum0[R], sum1[R];
+  small_block_sums<R>(
+      [&](int c) {
+        const __m256i n = c < 3 ? r[c] : v;
+        return RegisterPair{_mm256_and_si256(n, m3), _mm256_and_si256(_mm256_srli_epi16(n, 4), m3)};
+      },
+      x, b, sum0, sum1);
+  for (int i = 0; i < R; ++i) acc[i] = block_epilogue<GgmlType::Q3_K>(acc[i], sum0[i], sum1[i], sc, j, x[i], b);
+}
+
+// Block j of a Q2_K tile for R activation rows: register c is bits 2c.. of L0, 4 + c of L1.
+template <int R, int j>
+inline void q2k_packed_block(const uint8_t* tile, const ActRowPtrs x[R], const GroupScales<GgmlType::Q2_K>& sc,
+                             int64_t b, __m256 acc[R]) {
+  const __m256i m2 = _mm256_set1_epi8(0x03);
+  const uint8_t* blk = tile + 160 + 64 * j;
+  const __m256i l0 = load32(blk), l1 = load32(blk + 32);
+  __m256i sum0[R], sum1[R];
+  small_block_sums<R>(
+      [&](int c) {
+        return RegisterPair{_mm256_and_si256(_mm256_srli_epi16(l0, 2 * c), m2), _mm256_and_si256(_mm256_srli_epi16(l1, 2 * c), m2)};
+      },
+      x, b, sum0, sum1);
+  for (int i = 0; i < R; ++i) acc[i] = block_epilogue<GgmlType::Q2_K>(acc[i], sum0[i], sum1[i], sc, j, x[i], b);
+}
+
 // Block j of an IQ4_XS tile for R activation rows: levels q by table lookup, then dot_s8
 // against the broadcast activations (a second, |x| copy of them, to save the |q|, measured no
 // faster). Words reach 2 * 127 * 127, so each goes through vpmaddwd on its own.
@@ -651,8 +717,9 @@ inline void q4_0_packed_block(const uint8_t* tile, const ActRowPtrs x[R], int64_
   }
 }
 
-// The group scales of a tile: its fields are stored 6 bits each in the transposed layout
-// store_fields reads (weight_pack.cpp), its fp16 scales in row order.
+// The group scales of a tile from its fp16 scales in row order and its sub-block fields
+// (weight_pack.cpp): Q4_K / Q5_K / IQ4_XS store theirs 6 bits each in the transposed layout
+// store_fields reads; Q6_K, Q3_K and Q2_K theirs per sub-block, 8 rows after another.
 template <GgmlType T>
 inline void packed_tile_scales(const uint8_t* tile, GroupScales<T>& sc) {
   const __m256i low6 = _mm256_set1_epi8(0x3F), low2 = _mm256_set1_epi8(0x03), low4 = _mm256_set1_epi8(0x0F);
@@ -672,6 +739,32 @@ inline void packed_tile_scales(const uint8_t* tile, GroupScales<T>& sc) {
     for (int s = 0; s < 16; ++s) {
       const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(tile + 16 + 8 * s));
       _mm256_store_ps(s % 2 ? sc.s1[s / 2] : sc.s0[s / 2], _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q))));
+    }
+  } else if constexpr (T == GgmlType::Q3_K) {
+    // The 16 x 8 six-bit fields F[8s + l] (weight_pack.cpp), s's 8 rows as bytes 8(s % 4).. of f[s / 4].
+    const __m256i n0 = load32(tile + 16), n1 = load32(tile + 48), h = load32(tile + 80), top = _mm256_set1_epi8(0x30);
+    const __m256i f[4] = {
+        _mm256_or_si256(_mm256_and_si256(n0, low4), _mm256_and_si256(_mm256_slli_epi16(h, 4), top)),
+        _mm256_or_si256(_mm256_and_si256(n1, low4), _mm256_and_si256(_mm256_slli_epi16(h, 2), top)),
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(n0, 4), low4), _mm256_and_si256(h, top)),
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(n1, 4), low4), _mm256_and_si256(_mm256_srli_epi16(h, 2), top))};
+    for (int m = 0; m < 4; ++m) {
+      const __m256i signed_scales = _mm256_sub_epi8(f[m], _mm256_set1_epi8(32));  // sc - 32, as block_scales
+      const __m128i halves[2] = {_mm256_castsi256_si128(signed_scales), _mm256_extracti128_si256(signed_scales, 1)};
+      for (int i = 0; i < 4; ++i) {
+        const int s = 4 * m + i;
+        const __m128i q = i % 2 ? _mm_srli_si128(halves[i / 2], 8) : halves[i / 2];
+        _mm256_store_ps(s % 2 ? sc.s1[s / 2] : sc.s0[s / 2], _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q))));
+      }
+    }
+  } else if constexpr (T == GgmlType::Q2_K) {
+    // Each sub-block's 8 scale bytes: d times the low nibble, dmin times the high one.
+    const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + 16)));
+    for (int s = 0; s < 16; ++s) {
+      const __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(tile + 32 + 8 * s)));
+      _mm256_store_ps(s % 2 ? sc.s1[s / 2] : sc.s0[s / 2],
+                      _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_and_si256(v, _mm256_set1_epi32(15)))));
+      _mm256_store_ps(s % 2 ? sc.m1[s / 2] : sc.m[s / 2], _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(_mm256_srli_epi32(v, 4))));
     }
   } else {
     const __m256i q0 = load32(tile + 16);
@@ -693,6 +786,8 @@ inline void packed_tile_scales(const uint8_t* tile, GroupScales<T>& sc) {
 
 template <GgmlType T>
 constexpr size_t kTileBytes = 8 * (T == GgmlType::Q4_0     ? 8 * sizeof(BlockQ4_0)
+                                   : T == GgmlType::Q2_K   ? sizeof(BlockQ2_K)
+                                   : T == GgmlType::Q3_K   ? sizeof(BlockQ3_K)
                                    : T == GgmlType::Q4_K   ? sizeof(BlockQ4_K)
                                    : T == GgmlType::Q5_K   ? sizeof(BlockQ5_K)
                                    : T == GgmlType::Q6_K   ? sizeof(BlockQ6_K)
@@ -728,6 +823,8 @@ void packed_rows(const MatmulArgs& a, int64_t o0, int lo, int hi, int64_t i0) {
         if (ahead + 64 * lines <= tiles_end)
           for (int l = 0; l < lines; ++l) _mm_prefetch(reinterpret_cast<const char*>(a.w + ahead + 64 * l), _MM_HINT_T0);
         if constexpr (T == GgmlType::Q4_0) q4_0_packed_block<R, J>(tile, x, 8 * s + J, acc);
+        else if constexpr (T == GgmlType::Q2_K) q2k_packed_block<R, J>(tile, x, sc, 8 * s + J, acc);
+        else if constexpr (T == GgmlType::Q3_K) q3k_packed_block<R, J>(tile, x, sc, 8 * s + J, acc);
         else if constexpr (T == GgmlType::Q4_K) q4k_packed_block<R, J>(tile, x, sc, 8 * s + J, acc);
         else if constexpr (T == GgmlType::Q5_K) q5k_packed_block<R, J>(tile, x, sc, 8 * s + J, acc);
         else if constexpr (T == GgmlType::Q6_K) q6k_packed_block<R, J>(tile, x, sc, 8 * s + J, acc);
@@ -770,6 +867,8 @@ void packed_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
 void matmul_packed_avx2(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
   switch (a.type) {
     case GgmlType::Q4_0: return packed_range<GgmlType::Q4_0>(a, o_begin, o_end);
+    case GgmlType::Q2_K: return packed_range<GgmlType::Q2_K>(a, o_begin, o_end);
+    case GgmlType::Q3_K: return packed_range<GgmlType::Q3_K>(a, o_begin, o_end);
     case GgmlType::Q4_K: return packed_range<GgmlType::Q4_K>(a, o_begin, o_end);
     case GgmlType::Q5_K: return packed_range<GgmlType::Q5_K>(a, o_begin, o_end);
     case GgmlType::Q6_K: return packed_range<GgmlType::Q6_K>(a, o_begin, o_end);

@@ -1,4 +1,4 @@
-// Packing of Q4_0 / Q4_K / Q5_K / Q6_K / IQ4_XS / Q8_0 weight matrices into the decode layout described in weight_pack.h,
+// Packing of Q4_0 / Q2_K / Q3_K / Q4_K / Q5_K / Q6_K / IQ4_XS / Q8_0 weight matrices into the decode layout described in weight_pack.h,
 // and its inverse. Both go through the decoded values of one tile (TileValues): the GGML blocks
 // <-> values <-> the tile, each step written once per direction and checked as exact inverses
 // by tests/unit/kernels/test_weight_pack.cpp.
@@ -20,13 +20,14 @@ namespace {
 constexpr int kRows = 8;
 constexpr int64_t kSuper = 256;
 
-// One super-block of 8 rows (Q4_0 / Q8_0: 8 blocks), decoded: fp16 scales as stored, 6-bit sub-block
-// fields, and each element's quant (Q4_K: 4 bits; Q5_K: 5 bits; Q6_K: 6 bits; IQ4_XS: the 4-bit
-// level index; Q4_0: the nibble; Q8_0: the byte).
+// One super-block of 8 rows (Q4_0 / Q8_0: 8 blocks), decoded: fp16 scales as stored, sub-block
+// fields, and each element's quant (Q2_K: 2 bits; Q3_K: 3 bits; Q4_K: 4 bits; Q5_K: 5 bits; Q6_K:
+// 6 bits; IQ4_XS: the 4-bit level index; Q4_0: the nibble; Q8_0: the byte).
 struct TileValues {
   uint16_t d[kRows], dmin[kRows];
   uint16_t block_d[8][kRows];  // Q4_0 / Q8_0: block j's scale of row l
-  uint8_t field[kRows][16];  // Q4_K / Q5_K: sc[0..7], min[0..7]; Q6_K: the 16 int8 scales; IQ4_XS: ls[0..7]
+  uint8_t field[kRows][16];  // Q4_K / Q5_K: sc[0..7], min[0..7]; Q6_K: the 16 int8 scales; IQ4_XS: ls[0..7];
+                             // Q3_K: the 16 six-bit scales; Q2_K: the 16 scale bytes
   uint8_t q[8][8][32];  // [block j][register c][4l + e]: element 4c + e of block j of row l
 };
 
@@ -140,6 +141,62 @@ void iq4xs_to_block(const TileValues& v, int l, BlockIQ4_XS& b) {
   uint8_t u[8][32];  // join_nibbles writes every byte of qs
   gather_row(v, l, u);
   for (int j = 0; j < 8; ++j) join_nibbles(u[j], b.qs + 16 * j);
+}
+
+// Q2_K and Q3_K share the low-2-bit order of qs: element i of block j is bits 2(j % 4).. of
+// qs[32(j / 4) + i]; Q3_K's third bit is bit j of hmask[i]. `hmask` is null for Q2_K.
+void low2_from_qs(const uint8_t* qs, const uint8_t* hmask, uint8_t (&u)[8][32]) {
+  for (int j = 0; j < 8; ++j)
+    for (int i = 0; i < 32; ++i)
+      u[j][i] = static_cast<uint8_t>(((qs[32 * (j / 4) + i] >> (2 * (j % 4))) & 3) | (hmask ? ((hmask[i] >> j) & 1) << 2 : 0));
+}
+void low2_to_qs(const uint8_t (&u)[8][32], uint8_t* qs, uint8_t* hmask) {
+  std::memset(qs, 0, 64);
+  if (hmask) std::memset(hmask, 0, 32);
+  for (int j = 0; j < 8; ++j)
+    for (int i = 0; i < 32; ++i) {
+      qs[32 * (j / 4) + i] = static_cast<uint8_t>(qs[32 * (j / 4) + i] | (u[j][i] & 3) << (2 * (j % 4)));
+      if (hmask) hmask[i] = static_cast<uint8_t>(hmask[i] | ((u[j][i] >> 2) & 1) << j);
+    }
+}
+
+// Q2_K: the 16 scale bytes (4-bit scale, 4-bit min) as they are.
+void q2k_from_block(const BlockQ2_K& b, int l, TileValues& v) {
+  v.d[l] = b.d, v.dmin[l] = b.dmin;
+  std::memcpy(v.field[l], b.scales, 16);
+  uint8_t u[8][32];
+  low2_from_qs(b.qs, nullptr, u);
+  scatter_row(u, l, v);
+}
+
+void q2k_to_block(const TileValues& v, int l, BlockQ2_K& b) {
+  b.d = v.d[l], b.dmin = v.dmin[l];
+  std::memcpy(b.scales, v.field[l], 16);
+  uint8_t u[8][32];
+  gather_row(v, l, u);
+  low2_to_qs(u, b.qs, nullptr);
+}
+
+// Q3_K: the 16 six-bit scales unpacked (q3k_scale).
+void q3k_from_block(const BlockQ3_K& b, int l, TileValues& v) {
+  v.d[l] = b.d, v.dmin[l] = 0;
+  for (int s = 0; s < 16; ++s) v.field[l][s] = static_cast<uint8_t>(q3k_scale(s, b.scales));
+  uint8_t u[8][32];
+  low2_from_qs(b.qs, b.hmask, u);
+  scatter_row(u, l, v);
+}
+
+void q3k_to_block(const TileValues& v, int l, BlockQ3_K& b) {
+  b.d = v.d[l];
+  std::memset(b.scales, 0, sizeof b.scales);
+  for (int s = 0; s < 16; ++s) {  // the inverse of q3k_scale
+    const int f = v.field[l][s];
+    b.scales[s % 8] = static_cast<uint8_t>(b.scales[s % 8] | (f & 15) << (s < 8 ? 0 : 4));
+    b.scales[8 + s % 4] = static_cast<uint8_t>(b.scales[8 + s % 4] | (f >> 4) << (2 * (s / 4)));
+  }
+  uint8_t u[8][32];
+  gather_row(v, l, u);
+  low2_to_qs(u, b.qs, b.hmask);
 }
 
 // Q8_0: the 8 blocks of one super-block's span of the row.
@@ -318,6 +375,50 @@ void q8_0_move_tile(TileValues& v, uint8_t* tile, bool to_tile) {
   }
 }
 
+// The 16 sub-block fields of the 8 rows as a 128-byte array F[8s + l] (sub-block s of row l),
+// stored 6 bits each in 96 bytes: [0, 64) byte m holds F[m] & 15 in its low nibble and
+// F[64 + m] & 15 in its high one; [64, 96) byte m holds F[32t + m] >> 4 in bits 2t..2t+1.
+void move_six_bit_fields(TileValues& v, uint8_t* p, bool to_tile) {
+  for (int s = 0; s < 16; ++s)
+    for (int l = 0; l < kRows; ++l) {
+      const int f = 8 * s + l;
+      move_bits(v.field[l][s], 0, p[f % 64], 4 * (f / 64), 4, to_tile);
+      move_bits(v.field[l][s], 4, p[64 + f % 32], 2 * (f / 32), 2, to_tile);
+    }
+}
+
+// Q3_K tile (8 x 110 = 880 bytes): [0, 16) d (row order); [16, 112) the 6-bit scales as
+// move_six_bit_fields; [112, 880) per block j 96 bytes: registers R0, R1, R2 of 32 bytes with
+//   R_c = u_c | (bit c of u_3) << 3 | u_{4+c} << 4 | (bit c of u_7) << 7   (c < 3)
+// (u_c: the 3-bit quants of register c), so that registers c and 4 + c are R_c's nibbles
+// (masked to 3 bits) and registers 3 and 7 gather from the spare bits 3 and 7.
+void q3k_move_tile(TileValues& v, uint8_t* tile, bool to_tile) {
+  move_halves(v.d, tile, to_tile);
+  move_six_bit_fields(v, tile + 16, to_tile);
+  for (int j = 0; j < 8; ++j)
+    for (int c = 0; c < 3; ++c)
+      for (int b = 0; b < 32; ++b) {
+        uint8_t& byte = tile[112 + 96 * j + 32 * c + b];
+        move_bits(v.q[j][c][b], 0, byte, 0, 3, to_tile);
+        move_bits(v.q[j][3][b], c, byte, 3, 1, to_tile);
+        move_bits(v.q[j][4 + c][b], 0, byte, 4, 3, to_tile);
+        move_bits(v.q[j][7][b], c, byte, 7, 1, to_tile);
+      }
+}
+
+// Q2_K tile (8 x 84 = 672 bytes): [0, 16) d, [16, 32) dmin (row order); [32, 160) the scale
+// bytes, sub-block s's 8 rows at 32 + 8s; [160, 672) per block j 64 bytes: registers L0 and L1
+// whose byte b holds the 2-bit quants of byte b of register c (L0) or 4 + c (L1) in bits 2c..
+void q2k_move_tile(TileValues& v, uint8_t* tile, bool to_tile) {
+  move_halves(v.d, tile, to_tile);
+  move_halves(v.dmin, tile + 16, to_tile);
+  for (int s = 0; s < 16; ++s)
+    for (int l = 0; l < kRows; ++l) move_bits(v.field[l][s], 0, tile[32 + 8 * s + l], 0, 8, to_tile);
+  for (int j = 0; j < 8; ++j)
+    for (int c = 0; c < 8; ++c)
+      for (int b = 0; b < 32; ++b) move_bits(v.q[j][c][b], 0, tile[160 + 64 * j + 32 * (c / 4) + b], 2 * (c % 4), 2, to_tile);
+}
+
 // Moves every tile of a rows x cols matrix between `ggml` and `packed`, and copies the rows past
 // the last full group as they are.
 void move_matrix(GgmlType t, int64_t rows, int64_t cols, uint8_t* ggml, uint8_t* packed, bool to_tile, ThreadPool* pool) {
@@ -330,6 +431,8 @@ void move_matrix(GgmlType t, int64_t rows, int64_t cols, uint8_t* ggml, uint8_t*
     else if (t == GgmlType::Q5_K) kquant_from_block(*reinterpret_cast<const BlockQ5_K*>(b), reinterpret_cast<const BlockQ5_K*>(b)->qh, l, v);
     else if (t == GgmlType::Q6_K) q6k_from_block(*reinterpret_cast<const BlockQ6_K*>(b), l, v);
     else if (t == GgmlType::IQ4_XS) iq4xs_from_block(*reinterpret_cast<const BlockIQ4_XS*>(b), l, v);
+    else if (t == GgmlType::Q3_K) q3k_from_block(*reinterpret_cast<const BlockQ3_K*>(b), l, v);
+    else if (t == GgmlType::Q2_K) q2k_from_block(*reinterpret_cast<const BlockQ2_K*>(b), l, v);
     else q8_0_from_blocks(reinterpret_cast<const BlockQ8_0*>(b), l, v);
   };
   auto to_blocks = [t](const TileValues& v, int l, uint8_t* b) {
@@ -338,6 +441,8 @@ void move_matrix(GgmlType t, int64_t rows, int64_t cols, uint8_t* ggml, uint8_t*
     else if (t == GgmlType::Q5_K) kquant_to_block(v, l, *reinterpret_cast<BlockQ5_K*>(b), reinterpret_cast<BlockQ5_K*>(b)->qh);
     else if (t == GgmlType::Q6_K) q6k_to_block(v, l, *reinterpret_cast<BlockQ6_K*>(b));
     else if (t == GgmlType::IQ4_XS) iq4xs_to_block(v, l, *reinterpret_cast<BlockIQ4_XS*>(b));
+    else if (t == GgmlType::Q3_K) q3k_to_block(v, l, *reinterpret_cast<BlockQ3_K*>(b));
+    else if (t == GgmlType::Q2_K) q2k_to_block(v, l, *reinterpret_cast<BlockQ2_K*>(b));
     else q8_0_to_blocks(v, l, reinterpret_cast<BlockQ8_0*>(b));
   };
   auto move_tile = [t](TileValues& v, uint8_t* tile, bool to) {
@@ -346,6 +451,8 @@ void move_matrix(GgmlType t, int64_t rows, int64_t cols, uint8_t* ggml, uint8_t*
     else if (t == GgmlType::Q5_K) q5k_move_tile(v, tile, to);
     else if (t == GgmlType::Q6_K) q6k_move_tile(v, tile, to);
     else if (t == GgmlType::IQ4_XS) iq4xs_move_tile(v, tile, to);
+    else if (t == GgmlType::Q3_K) q3k_move_tile(v, tile, to);
+    else if (t == GgmlType::Q2_K) q2k_move_tile(v, tile, to);
     else q8_0_move_tile(v, tile, to);
   };
   auto move_groups = [&](int64_t g_begin, int64_t g_end, int) {
@@ -374,7 +481,8 @@ void move_matrix(GgmlType t, int64_t rows, int64_t cols, uint8_t* ggml, uint8_t*
 }  // namespace
 
 bool decode_pack_supported(GgmlType t, int64_t rows, int64_t cols) {
-  return (t == GgmlType::Q4_0 || t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K || t == GgmlType::IQ4_XS || t == GgmlType::Q8_0) &&
+  return (t == GgmlType::Q4_0 || t == GgmlType::Q2_K || t == GgmlType::Q3_K || t == GgmlType::Q4_K || t == GgmlType::Q5_K ||
+          t == GgmlType::Q6_K || t == GgmlType::IQ4_XS || t == GgmlType::Q8_0) &&
          rows >= kRows && cols > 0 && cols % kSuper == 0;
 }
 

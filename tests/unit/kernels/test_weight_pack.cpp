@@ -20,7 +20,7 @@ using namespace pagoda::cpu;
 
 namespace {
 
-const GgmlType kPackable[] = {GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_XS, GgmlType::Q8_0};
+const GgmlType kPackable[] = {GgmlType::Q4_0, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_XS, GgmlType::Q8_0};
 
 // Quantized random weights: real blocks (valid scales and every bit pattern of the quants).
 std::vector<uint8_t> random_matrix(GgmlType t, int64_t rows, int64_t cols, uint32_t seed) {

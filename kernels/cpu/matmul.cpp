@@ -45,11 +45,17 @@ void prepare_decode_terms(GgmlType wtype, const QuantActs& acts, int64_t n) {
     const int16_t* s = acts.row_s(i);
     if (acts.fsum) {
       float* f = const_cast<float*>(acts.row_fsum(i));
-      for (int64_t b = 0; b < nb; ++b) f[b] = static_cast<float>(s[2 * b] + s[2 * b + 1]);
+      if (acts.fsum_per_block == 2)
+        for (int64_t h = 0; h < 2 * nb; ++h) f[h] = static_cast<float>(s[h]);
+      else
+        for (int64_t b = 0; b < nb; ++b) f[b] = static_cast<float>(s[2 * b] + s[2 * b + 1]);
     }
     if (acts.corr) {
       int32_t* c = const_cast<int32_t*>(acts.row_corr(i));
-      for (int64_t b = 0; b < nb; ++b) c[b] = weight_offset(wtype) * (s[2 * b] + s[2 * b + 1]);
+      if (acts.corr_per_block == 2)
+        for (int64_t h = 0; h < 2 * nb; ++h) c[h] = weight_offset(wtype) * s[h];
+      else
+        for (int64_t b = 0; b < nb; ++b) c[b] = weight_offset(wtype) * (s[2 * b] + s[2 * b + 1]);
     }
   }
 }
@@ -185,9 +191,11 @@ void run_matmul(ThreadPool& pool, CpuIsa isa, GgmlType wtype, const void* w, int
     // The decode kernels' per-call terms (QuantActs): block sums as floats or scaled ints, each in
     // its own array.
     const bool decode = n <= detail::kFewRowsMax && isa != CpuIsa::Scalar;
-    const bool want_fsum = decode && detail::block_min(wtype);
-    const bool want_corr = decode && isa == CpuIsa::Avx2 && detail::has_block_correction(wtype);
-    const size_t fsum_pad = want_fsum ? d_pad : 0, corr_pad = want_corr ? d_pad : 0;  // 4 bytes per block, as d
+    const int fsum_per_block = !decode                   ? 0
+                               : detail::block_min(wtype) ? 1
+                               : isa == CpuIsa::Avx2 && detail::half_mins(wtype) ? 2 : 0;
+    const int corr_per_block = decode && isa == CpuIsa::Avx2 ? detail::corrections_per_block(wtype) : 0;
+    const size_t fsum_pad = fsum_per_block * d_pad, corr_pad = corr_per_block * d_pad;  // 4 bytes per term, as d
     qbuf = aligned_bytes(q_pad + d_pad + s_pad + fsum_pad + corr_pad);
     uint8_t* next = qbuf.get();
     auto carve = [&next](size_t bytes) {
@@ -199,8 +207,14 @@ void run_matmul(ThreadPool& pool, CpuIsa isa, GgmlType wtype, const void* w, int
     a.acts.d = reinterpret_cast<float*>(carve(d_pad));
     a.acts.s = reinterpret_cast<int16_t*>(carve(s_pad));
     a.acts.k = in_features;
-    if (want_fsum) a.acts.fsum = reinterpret_cast<float*>(carve(fsum_pad));
-    if (want_corr) a.acts.corr = reinterpret_cast<int32_t*>(carve(corr_pad));
+    if (fsum_per_block > 0) {
+      a.acts.fsum = reinterpret_cast<float*>(carve(fsum_pad));
+      a.acts.fsum_per_block = fsum_per_block;
+    }
+    if (corr_per_block > 0) {
+      a.acts.corr = reinterpret_cast<int32_t*>(carve(corr_pad));
+      a.acts.corr_per_block = corr_per_block;
+    }
     auto* q = const_cast<int8_t*>(a.acts.q);
     auto* d = const_cast<float*>(a.acts.d);
     auto* s = const_cast<int16_t*>(a.acts.s);

@@ -35,13 +35,19 @@ struct QuantActs {
   int64_t k = 0;  // elements per row
   // Decode-call terms (n <= kFewRowsMax), made once per call before the outputs are split over
   // threads (made per chunk of outputs, they cost up to ~10% of a 2-thread decode matmul):
-  const float* fsum = nullptr;    // [n][k / 32] float(s[2b] + s[2b + 1]): block_min types
-  const int32_t* corr = nullptr;  // [n][k / 32] weight_offset * that sum: has_block_correction types
+  // [n][k / 32 * fsum_per_block] float(s[2b] + s[2b + 1]) (block_min types), or float(s[h]) per
+  // half (half_mins types, AVX2 only):
+  const float* fsum = nullptr;
+  int fsum_per_block = 0;
+  // [n][k / 32 * corr_per_block] weight_offset * that sum (has_block_correction types) or * each
+  // half's sum s (the half-scale types with an offset), see corrections_per_block:
+  const int32_t* corr = nullptr;
+  int corr_per_block = 0;
   const int8_t* row_q(int64_t i) const { return q + i * k; }
   const float* row_d(int64_t i) const { return d + i * (k / 32); }
   const int16_t* row_s(int64_t i) const { return s + i * (k / 16); }
-  const float* row_fsum(int64_t i) const { return fsum ? fsum + i * (k / 32) : nullptr; }
-  const int32_t* row_corr(int64_t i) const { return corr ? corr + i * (k / 32) : nullptr; }
+  const float* row_fsum(int64_t i) const { return fsum ? fsum + i * (k / 32) * fsum_per_block : nullptr; }
+  const int32_t* row_corr(int64_t i) const { return corr ? corr + i * (k / 32) * corr_per_block : nullptr; }
 };
 
 // Quantizes one row of k floats (k a multiple of 32): d = amax / 127, q = nearest(x * (1 / d)).
@@ -168,6 +174,13 @@ static inline constexpr bool half_mins(GgmlType t) { return t == GgmlType::Q2_K;
 // Types whose AVX2 decode epilogue subtracts weight_offset * (block sum of x) as an integer.
 static inline constexpr bool has_block_correction(GgmlType t) {
   return !half_scales(t) && !signed_weights(t) && weight_offset(t) != 0;
+}
+// The integer offset corrections per 32-element block that the AVX2 decode epilogue subtracts
+// (QuantActs::corr): one for has_block_correction types, one per half for the half-scale types
+// with an offset (Q3_K, Q6_K), none for the others.
+static inline constexpr int corrections_per_block(GgmlType t) {
+  if (has_block_correction(t)) return 1;
+  return half_scales(t) && weight_offset(t) != 0 ? 2 : 0;
 }
 // 32-element blocks per GGML block (the unit whose scales decode together).
 static inline constexpr int blocks_per_group(GgmlType t) {

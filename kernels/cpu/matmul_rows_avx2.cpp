@@ -310,9 +310,9 @@ inline __m256i pair_dot(const uint8_t* row, int64_t group, __m256i xa, __m256i x
 }
 
 // The activation rows of one few_rows / packed_rows call: int8 blocks, scales and half sums, and
-// per block what the epilogue of a type without half scales derives from the sums, made once per
-// call by run_matmul (QuantActs): fsum = float(xs0 + xs1) (affine types) and corr = offset *
-// (xs0 + xs1) (types with an offset).
+// per block what the epilogue derives from the sums, made once per call by run_matmul
+// (QuantActs): fsum = float(xs0 + xs1) (affine types) or float(xs_h) per half (Q2_K), and corr =
+// offset * (xs0 + xs1), or offset * xs_h per half for the half-scale types (types with an offset).
 struct ActRowPtrs {
   const int8_t* q;
   const float* d;
@@ -330,19 +330,21 @@ inline ActRowPtrs act_row(const MatmulArgs& a, int64_t i) {
 template <GgmlType T>
 inline __m256 block_epilogue(__m256 acc, __m256i sum0, __m256i sum1, const GroupScales<T>& sc, int j,
                              const ActRowPtrs& x, int64_t b) {
-  const int16_t* xs = x.s + 2 * b;
   const __m256 dx = _mm256_set1_ps(x.d[b]);
   const __m256 s0 = _mm256_load_ps(sc.s0[j]);
   // Signed-weight sums are sum(q * x) already; the others need -offset * sum(x).
   constexpr int off = signed_weights(T) ? 0 : weight_offset(T);
   if constexpr (half_scales(T)) {
-    const __m256i i0s = _mm256_sub_epi32(sum0, _mm256_set1_epi32(off * xs[0]));
-    const __m256i i1s = _mm256_sub_epi32(sum1, _mm256_set1_epi32(off * xs[1]));
+    __m256i i0s = sum0, i1s = sum1;
+    if constexpr (off != 0) {
+      i0s = _mm256_sub_epi32(i0s, _mm256_set1_epi32(x.corr[2 * b]));
+      i1s = _mm256_sub_epi32(i1s, _mm256_set1_epi32(x.corr[2 * b + 1]));
+    }
     acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i0s), _mm256_mul_ps(s0, dx), acc);
     acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i1s), _mm256_mul_ps(_mm256_load_ps(sc.s1[j]), dx), acc);
     if constexpr (half_mins(T)) {
-      acc = _mm256_fnmadd_ps(_mm256_set1_ps(static_cast<float>(xs[0])), _mm256_mul_ps(_mm256_load_ps(sc.m[j]), dx), acc);
-      acc = _mm256_fnmadd_ps(_mm256_set1_ps(static_cast<float>(xs[1])), _mm256_mul_ps(_mm256_load_ps(sc.m1[j]), dx), acc);
+      acc = _mm256_fnmadd_ps(_mm256_set1_ps(x.fsum[2 * b]), _mm256_mul_ps(_mm256_load_ps(sc.m[j]), dx), acc);
+      acc = _mm256_fnmadd_ps(_mm256_set1_ps(x.fsum[2 * b + 1]), _mm256_mul_ps(_mm256_load_ps(sc.m1[j]), dx), acc);
     }
   } else {
     __m256i isum = _mm256_add_epi32(sum0, sum1);

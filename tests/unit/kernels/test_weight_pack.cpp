@@ -140,10 +140,12 @@ TEST_CASE("packed decode kernel: output ranges that cut groups of 8 store only t
     detail::MatmulArgs a{t, p.bytes.get(), ggml_row_size(t, cols), rows, cols, nullptr, {q.data(), d.data(), s.data(), cols}, n, ref.data()};
     a.packed = true;
     // The per-call terms run_matmul makes before splitting the outputs.
-    std::vector<float> fsum(d.size());
-    std::vector<int32_t> corr(d.size());
-    if (detail::block_min(t)) a.acts.fsum = fsum.data();
-    if (detail::has_block_correction(t)) a.acts.corr = corr.data();
+    std::vector<float> fsum(s.size());    // at most one per half
+    std::vector<int32_t> corr(s.size());
+    a.acts.fsum_per_block = detail::block_min(t) ? 1 : detail::half_mins(t) ? 2 : 0;
+    if (a.acts.fsum_per_block > 0) a.acts.fsum = fsum.data();
+    a.acts.corr_per_block = detail::corrections_per_block(t);
+    if (a.acts.corr_per_block > 0) a.acts.corr = corr.data();
     detail::prepare_decode_terms(t, a.acts, n);
     detail::matmul_packed_avx2(a, 0, rows);
     a.out = got.data();

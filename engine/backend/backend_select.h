@@ -12,7 +12,7 @@ struct BackendChoice {
   std::string device = "auto";  // cpu | cuda | auto (CUDA when a usable device is present)
   int threads = 0;              // CPU backend threads; 0 = one per hardware thread
   bool cuda_graphs = false;     // CUDA: replay decode steps as CUDA graphs (CudaBackendOptions)
-  std::string cpu_decode_pack = "auto";  // CPU: decode-layout copies of Q4_0 / Q4_K / Q5_K / Q6_K / IQ4_XS / Q8_0 (DecodePack)
+  std::string cpu_decode_pack = "auto";  // CPU: decode-layout copies of the quantized matrices (DecodePack)
 };
 
 struct BackendSelection {

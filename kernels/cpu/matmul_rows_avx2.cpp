@@ -498,18 +498,16 @@ inline __m256i broadcast4(const int8_t* p) {
   return _mm256_set1_epi32(v);
 }
 
-// Block j of a Q5_K tile (block b of the row) for R activation rows. The 5-bit quants of
-// register i < 4 are the low 5 bits of V_i; register 4 + i takes its bits 2-4 from V_i's top 3
+// sum(u * x) of one 32-element block held as 5-bit registers at `blk` (Q5_K, Q5_0, Q5_1 tiles):
+// register i < 4 is the low 5 bits of V_i; register 4 + i takes its bits 2-4 from V_i's top 3
 // and bits 0-1 from V4 (weight_pack.cpp). u <= 31, so a vpmaddubsw word is at most 2 * 31 * 127
 // and four of them add in 16 bits without overflow before vpmaddwd.
-template <int R, int j>
-inline void q5k_packed_block(const uint8_t* tile, const ActRowPtrs x[R],
-                             const GroupScales<GgmlType::Q5_K>& sc, int64_t b, __m256 acc[R]) {
+template <int R>
+[[gnu::always_inline]] inline void five_bit_block_sums(const uint8_t* blk, const ActRowPtrs x[R], int64_t b, __m256i isum[R]) {
   const __m256i ones = _mm256_set1_epi16(1);
-  const uint8_t* blk = tile + 128 + 160 * j;
   const __m256i v4 = load32(blk + 128);
-  __m256i isum[R], w[R];
-  [&]<int... C>(std::integer_sequence<int, C...>) {
+  __m256i w[R];
+  [&]<int... C>(std::integer_sequence<int, C...>) __attribute__((always_inline)) {
     ([&] {
       constexpr int c = C, i = c % 4;
       const __m256i vi = load32(blk + 32 * i);
@@ -529,6 +527,14 @@ inline void q5k_packed_block(const uint8_t* tile, const ActRowPtrs x[R],
       }
     }(), ...);
   }(std::make_integer_sequence<int, 8>{});
+}
+
+// Block j of a Q5_K tile (block b of the row) for R activation rows.
+template <int R, int j>
+inline void q5k_packed_block(const uint8_t* tile, const ActRowPtrs x[R],
+                             const GroupScales<GgmlType::Q5_K>& sc, int64_t b, __m256 acc[R]) {
+  __m256i isum[R];
+  five_bit_block_sums<R>(tile + 128 + 160 * j, x, b, isum);
   for (int r = 0; r < R; ++r)
     acc[r] = block_epilogue<GgmlType::Q5_K>(acc[r], isum[r], _mm256_setzero_si256(), sc, j, x[r], b);
 }
@@ -538,7 +544,7 @@ inline void q5k_packed_block(const uint8_t* tile, const ActRowPtrs x[R],
 // rows. u <= 15, so a vpmaddubsw word is at most 2 * 15 * 127 and all eight of a block add in 16
 // bits before one vpmaddwd.
 template <int R>
-inline void nibble_block_sums(const uint8_t* blk, const ActRowPtrs x[R], int64_t b, __m256i isum[R]) {
+[[gnu::always_inline]] inline void nibble_block_sums(const uint8_t* blk, const ActRowPtrs x[R], int64_t b, __m256i isum[R]) {
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   __m256i w[R];
   for (int c = 0; c < 4; ++c) {
@@ -574,7 +580,7 @@ inline void q6k_packed_block(const uint8_t* tile, const ActRowPtrs x[R], const G
   const uint8_t* blk = tile + 144 + 192 * j;
   const __m256i h0 = load32(blk + 128), h1 = load32(blk + 160);
   __m256i sum0[R], sum1[R], w0[R], w1[R];
-  [&]<int... C>(std::integer_sequence<int, C...>) {
+  [&]<int... C>(std::integer_sequence<int, C...>) __attribute__((always_inline)) {
     ([&] {
       constexpr int c = C;
       __m256i t0, t1;  // bits 2c.. of H0 / H1 moved to 4-5 (16-bit shifts: the mask drops what crosses a byte)
@@ -610,7 +616,7 @@ struct RegisterPair {
 // Q3_K tiles): a vpmaddubsw word is at most 2 * 7 * 127, so the four of a half add in 16 bits
 // before one vpmaddwd.
 template <int R, class Unpack>
-inline void small_block_sums(Unpack unpack, const ActRowPtrs x[R], int64_t b, __m256i sum0[R], __m256i sum1[R]) {
+[[gnu::always_inline]] inline void small_block_sums(Unpack unpack, const ActRowPtrs x[R], int64_t b, __m256i sum0[R], __m256i sum1[R]) {
   __m256i w0[R], w1[R];
   for (int c = 0; c < 4; ++c) {
     const RegisterPair u = unpack(c);
@@ -666,16 +672,14 @@ inline void q2k_packed_block(const uint8_t* tile, const ActRowPtrs x[R], const G
   for (int i = 0; i < R; ++i) acc[i] = block_epilogue<GgmlType::Q2_K>(acc[i], sum0[i], sum1[i], sc, j, x[i], b);
 }
 
-// Block j of an IQ4_XS tile for R activation rows: levels q by table lookup, then dot_s8
-// against the broadcast activations (a second, |x| copy of them, to save the |q|, measured no
-// faster). Words reach 2 * 127 * 127, so each goes through vpmaddwd on its own.
-template <int R, int j>
-inline void iq4xs_packed_block(const uint8_t* tile, const ActRowPtrs x[R],
-                               const GroupScales<GgmlType::IQ4_XS>& sc, int64_t b, __m256 acc[R]) {
+// sum(q * x) of one 32-element block of IQ4 level indices held as nibble registers at `qs`
+// (IQ4_XS, IQ4_NL tiles): levels q by table lookup, then dot_s8 against the broadcast activations
+// (a second, |x| copy of them, to save the |q|, measured no faster). Words reach 2 * 127 * 127,
+// so each goes through vpmaddwd on its own.
+template <int R>
+[[gnu::always_inline]] inline void iq4_block_sums(const uint8_t* qs, const ActRowPtrs x[R], int64_t b, __m256i isum[R]) {
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   const __m256i levels = _mm256_xor_si256(_mm256_broadcastsi128_si256(unpack_iq4_table()), _mm256_set1_epi8(static_cast<char>(0x80)));
-  const uint8_t* qs = tile + 64 + 128 * j;
-  __m256i isum[R];
   for (int r = 0; r < R; ++r) isum[r] = _mm256_setzero_si256();
   for (int c = 0; c < 4; ++c) {
     const __m256i v = load32(qs + 32 * c);
@@ -685,37 +689,54 @@ inline void iq4xs_packed_block(const uint8_t* tile, const ActRowPtrs x[R],
       isum[r] = _mm256_add_epi32(isum[r], _mm256_add_epi32(dot_s8(lo, broadcast4(x[r].q + 32 * b + 4 * c)),
                                                            dot_s8(hi, broadcast4(x[r].q + 32 * b + 16 + 4 * c))));
   }
+}
+
+// Block j of an IQ4_XS tile for R activation rows.
+template <int R, int j>
+inline void iq4xs_packed_block(const uint8_t* tile, const ActRowPtrs x[R],
+                               const GroupScales<GgmlType::IQ4_XS>& sc, int64_t b, __m256 acc[R]) {
+  __m256i isum[R];
+  iq4_block_sums<R>(tile + 64 + 128 * j, x, b, isum);
   for (int r = 0; r < R; ++r)
     acc[r] = block_epilogue<GgmlType::IQ4_XS>(acc[r], isum[r], _mm256_setzero_si256(), sc, j, x[r], b);
 }
 
-// Block j of a Q8_0 tile for R activation rows: dot_s8 as for IQ4_XS (q can be -128: |q| = 128
-// read unsigned, words at most 2 * 128 * 127), then block_epilogue's float steps with the
-// block's 8 fp16 scales, stored at 16j.
-template <int R, int j>
-inline void q8_0_packed_block(const uint8_t* tile, const ActRowPtrs x[R], int64_t b, __m256 acc[R]) {
-  const uint8_t* qs = tile + 128 + 256 * j;
-  __m256i isum[R];
+// sum(q * x) of one block of a Q8_0 tile held as 8 registers of int8 quants at `qs`: dot_s8 as for
+// IQ4 (q can be -128: |q| = 128 read unsigned, words at most 2 * 128 * 127).
+template <int R>
+[[gnu::always_inline]] inline void int8_block_sums(const uint8_t* qs, const ActRowPtrs x[R], int64_t b, __m256i isum[R]) {
   for (int r = 0; r < R; ++r) isum[r] = _mm256_setzero_si256();
   for (int c = 0; c < 8; ++c) {
     const __m256i q = load32(qs + 32 * c);
     for (int r = 0; r < R; ++r) isum[r] = _mm256_add_epi32(isum[r], dot_s8(q, broadcast4(x[r].q + 32 * b + 4 * c)));
   }
-  const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + 16 * j)));
-  for (int r = 0; r < R; ++r)
-    acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), _mm256_mul_ps(d, _mm256_set1_ps(x[r].d[b])), acc[r]);
 }
 
-// Block j of a Q4_0 tile for R activation rows: its scale per block is stored at 16j as Q8_0's;
-// the offset 8 comes off as block_epilogue does it, with the call's 8 * sum(x) of the block.
-template <int R, int j>
-inline void q4_0_packed_block(const uint8_t* tile, const ActRowPtrs x[R], int64_t b, __m256 acc[R]) {
+// Block j of a tile of a 32-element-block type (weight_pack.cpp: 8 fp16 d per block at 16j, for
+// Q4_1 / Q5_1 their fp16 m at 128 + 16j, then the blocks' quants) for R activation rows: the
+// block sums of its quant form, then block_epilogue's float steps with the block's d (offset
+// types: minus the call's offset * sum(x); affine types: minus sum(x) * m, m = -min as
+// block_scales has it).
+template <GgmlType T, int R, int j>
+inline void small_packed_block(const uint8_t* tile, const ActRowPtrs x[R], int64_t b, __m256 acc[R]) {
+  constexpr bool affine = block_min(T);
+  const uint8_t* quants = tile + (affine ? 256 : 128);
   __m256i isum[R];
-  nibble_block_sums<R>(tile + 128 + 128 * j, x, b, isum);
+  if constexpr (T == GgmlType::Q8_0) int8_block_sums<R>(quants + 256 * j, x, b, isum);
+  else if constexpr (T == GgmlType::IQ4_NL) iq4_block_sums<R>(quants + 128 * j, x, b, isum);
+  else if constexpr (T == GgmlType::Q5_0 || T == GgmlType::Q5_1) five_bit_block_sums<R>(quants + 160 * j, x, b, isum);
+  else nibble_block_sums<R>(quants + 128 * j, x, b, isum);
   const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + 16 * j)));
   for (int r = 0; r < R; ++r) {
-    const __m256i corrected = _mm256_sub_epi32(isum[r], _mm256_set1_epi32(x[r].corr[b]));
-    acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(corrected), _mm256_mul_ps(d, _mm256_set1_ps(x[r].d[b])), acc[r]);
+    __m256i s = isum[r];
+    if constexpr (has_block_correction(T)) s = _mm256_sub_epi32(s, _mm256_set1_epi32(x[r].corr[b]));
+    const __m256 dx = _mm256_set1_ps(x[r].d[b]);
+    acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(d, dx), acc[r]);
+    if constexpr (affine) {
+      const __m256 min = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + 128 + 16 * j)));
+      const __m256 m = _mm256_xor_ps(min, _mm256_set1_ps(-0.f));
+      acc[r] = _mm256_fnmadd_ps(_mm256_set1_ps(x[r].fsum[b]), _mm256_mul_ps(m, dx), acc[r]);
+    }
   }
 }
 
@@ -787,13 +808,17 @@ inline void packed_tile_scales(const uint8_t* tile, GroupScales<T>& sc) {
 // row). Q4_0, Q4_K and Q6_K take 6 (for Q4_K and Q6_K, 4 and 10 measured no better).
 
 template <GgmlType T>
-constexpr size_t kTileBytes = 8 * (T == GgmlType::Q4_0     ? 8 * sizeof(BlockQ4_0)
-                                   : T == GgmlType::Q2_K   ? sizeof(BlockQ2_K)
+constexpr size_t kTileBytes = 8 * (T == GgmlType::Q2_K     ? sizeof(BlockQ2_K)
                                    : T == GgmlType::Q3_K   ? sizeof(BlockQ3_K)
                                    : T == GgmlType::Q4_K   ? sizeof(BlockQ4_K)
                                    : T == GgmlType::Q5_K   ? sizeof(BlockQ5_K)
                                    : T == GgmlType::Q6_K   ? sizeof(BlockQ6_K)
                                    : T == GgmlType::IQ4_XS ? sizeof(BlockIQ4_XS)
+                                   : T == GgmlType::Q4_0   ? 8 * sizeof(BlockQ4_0)
+                                   : T == GgmlType::Q4_1   ? 8 * sizeof(BlockQ4_1)
+                                   : T == GgmlType::Q5_0   ? 8 * sizeof(BlockQ5_0)
+                                   : T == GgmlType::Q5_1   ? 8 * sizeof(BlockQ5_1)
+                                   : T == GgmlType::IQ4_NL ? 8 * sizeof(BlockIQ4_NL)
                                                            : 8 * sizeof(BlockQ8_0));
 template <GgmlType T>
 constexpr int kPrefetchLinesPerBlock = static_cast<int>((kTileBytes<T> + 8 * 64 - 1) / (8 * 64));
@@ -816,7 +841,7 @@ void packed_rows(const MatmulArgs& a, int64_t o0, int lo, int hi, int64_t i0) {
   GroupScales<T> sc;
   for (int64_t s = 0; s < supers; ++s) {
     const uint8_t* tile = tiles + s * kTileBytes<T>;
-    if constexpr (T != GgmlType::Q8_0 && T != GgmlType::Q4_0) packed_tile_scales<T>(tile, sc);
+    if constexpr (kBlocksPerGroup<T> == 8) packed_tile_scales<T>(tile, sc);
     [&]<int... J>(std::integer_sequence<int, J...>) {
       ([&] {
         // Within the packed tiles only (the next group's follow this group's in memory).
@@ -824,14 +849,13 @@ void packed_rows(const MatmulArgs& a, int64_t o0, int lo, int hi, int64_t i0) {
         const size_t ahead = static_cast<size_t>(tile - a.w) + kPrefetchTiles<T> * kTileBytes<T> + 64 * lines * J;
         if (ahead + 64 * lines <= tiles_end)
           for (int l = 0; l < lines; ++l) _mm_prefetch(reinterpret_cast<const char*>(a.w + ahead + 64 * l), _MM_HINT_T0);
-        if constexpr (T == GgmlType::Q4_0) q4_0_packed_block<R, J>(tile, x, 8 * s + J, acc);
+        if constexpr (kBlocksPerGroup<T> == 1) small_packed_block<T, R, J>(tile, x, 8 * s + J, acc);
         else if constexpr (T == GgmlType::Q2_K) q2k_packed_block<R, J>(tile, x, sc, 8 * s + J, acc);
         else if constexpr (T == GgmlType::Q3_K) q3k_packed_block<R, J>(tile, x, sc, 8 * s + J, acc);
         else if constexpr (T == GgmlType::Q4_K) q4k_packed_block<R, J>(tile, x, sc, 8 * s + J, acc);
         else if constexpr (T == GgmlType::Q5_K) q5k_packed_block<R, J>(tile, x, sc, 8 * s + J, acc);
         else if constexpr (T == GgmlType::Q6_K) q6k_packed_block<R, J>(tile, x, sc, 8 * s + J, acc);
-        else if constexpr (T == GgmlType::IQ4_XS) iq4xs_packed_block<R, J>(tile, x, sc, 8 * s + J, acc);
-        else q8_0_packed_block<R, J>(tile, x, 8 * s + J, acc);
+        else iq4xs_packed_block<R, J>(tile, x, sc, 8 * s + J, acc);
       }(), ...);
     }(std::make_integer_sequence<int, 8>{});
   }
@@ -868,14 +892,10 @@ void packed_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
 
 void matmul_packed_avx2(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
   switch (a.type) {
-    case GgmlType::Q4_0: return packed_range<GgmlType::Q4_0>(a, o_begin, o_end);
-    case GgmlType::Q2_K: return packed_range<GgmlType::Q2_K>(a, o_begin, o_end);
-    case GgmlType::Q3_K: return packed_range<GgmlType::Q3_K>(a, o_begin, o_end);
-    case GgmlType::Q4_K: return packed_range<GgmlType::Q4_K>(a, o_begin, o_end);
-    case GgmlType::Q5_K: return packed_range<GgmlType::Q5_K>(a, o_begin, o_end);
-    case GgmlType::Q6_K: return packed_range<GgmlType::Q6_K>(a, o_begin, o_end);
-    case GgmlType::IQ4_XS: return packed_range<GgmlType::IQ4_XS>(a, o_begin, o_end);
-    case GgmlType::Q8_0: return packed_range<GgmlType::Q8_0>(a, o_begin, o_end);
+#define PAGODA_CASE(T) \
+  case GgmlType::T: return packed_range<GgmlType::T>(a, o_begin, o_end);
+    PAGODA_INT8_WEIGHT_TYPES(PAGODA_CASE)
+#undef PAGODA_CASE
     default: return;
   }
 }

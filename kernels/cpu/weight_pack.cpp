@@ -1,5 +1,5 @@
-// Packing of Q4_0 / Q2_K / Q3_K / Q4_K / Q5_K / Q6_K / IQ4_XS / Q8_0 weight matrices into the decode layout described in weight_pack.h,
-// and its inverse. Both go through the decoded values of one tile (TileValues): the GGML blocks
+// Packing of the quantized weight matrices (every type the int8 kernels read) into the decode
+// layout described in weight_pack.h, and its inverse. Both go through the decoded values of one tile (TileValues): the GGML blocks
 // <-> values <-> the tile, each step written once per direction and checked as exact inverses
 // by tests/unit/kernels/test_weight_pack.cpp.
 #include "kernels/cpu/weight_pack.h"
@@ -20,12 +20,13 @@ namespace {
 constexpr int kRows = 8;
 constexpr int64_t kSuper = 256;
 
-// One super-block of 8 rows (Q4_0 / Q8_0: 8 blocks), decoded: fp16 scales as stored, sub-block
+// One super-block of 8 rows (the 32-element-block types: 8 blocks), decoded: fp16 scales as stored, sub-block
 // fields, and each element's quant (Q2_K: 2 bits; Q3_K: 3 bits; Q4_K: 4 bits; Q5_K: 5 bits; Q6_K:
-// 6 bits; IQ4_XS: the 4-bit level index; Q4_0: the nibble; Q8_0: the byte).
+// 6 bits; IQ4_XS / IQ4_NL: the 4-bit level index; Q4_0 / Q4_1: the nibble; Q5_0 / Q5_1: 5 bits;
+// Q8_0: the byte).
 struct TileValues {
   uint16_t d[kRows], dmin[kRows];
-  uint16_t block_d[8][kRows];  // Q4_0 / Q8_0: block j's scale of row l
+  uint16_t block_d[8][kRows], block_m[8][kRows];  // 32-element-block types: block j's d (and m) of row l
   uint8_t field[kRows][16];  // Q4_K / Q5_K: sc[0..7], min[0..7]; Q6_K: the 16 int8 scales; IQ4_XS: ls[0..7];
                              // Q3_K: the 16 six-bit scales; Q2_K: the 16 scale bytes
   uint8_t q[8][8][32];  // [block j][register c][4l + e]: element 4c + e of block j of row l
@@ -49,7 +50,7 @@ void split_nibbles(const uint8_t* qs, uint8_t (&u)[32]) {
   for (int i = 0; i < 16; ++i) u[i] = qs[i] & 15, u[16 + i] = qs[i] >> 4;
 }
 void join_nibbles(const uint8_t (&u)[32], uint8_t* qs) {
-  for (int i = 0; i < 16; ++i) qs[i] = static_cast<uint8_t>(u[i] | u[16 + i] << 4);
+  for (int i = 0; i < 16; ++i) qs[i] = static_cast<uint8_t>((u[i] & 15) | (u[16 + i] & 15) << 4);
 }
 
 // Q4_K and Q5_K share the header (d, dmin, 12 bytes of 6-bit scales and mins) and the nibble
@@ -199,42 +200,49 @@ void q3k_to_block(const TileValues& v, int l, BlockQ3_K& b) {
   low2_to_qs(u, b.qs, b.hmask);
 }
 
-// Q8_0: the 8 blocks of one super-block's span of the row.
-void q8_0_from_blocks(const BlockQ8_0* b, int l, TileValues& v) {
-  uint8_t u[8][32];
-  for (int j = 0; j < 8; ++j) {
-    v.block_d[j][l] = b[j].d;
-    std::memcpy(u[j], b[j].qs, 32);
+// The 32-element-block types (Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q8_0): the 8 blocks of one
+// super-block's span of row l. d (and m) as stored; the quants in element order, Q5_0 / Q5_1's
+// fifth bit (bit i of the little-endian qh: element i) on top of the nibble.
+template <class Block>
+void small_block_from(const Block& b, int j, int l, TileValues& v, uint8_t (&u)[32]) {
+  v.block_d[j][l] = b.d;
+  if constexpr (requires { b.m; }) v.block_m[j][l] = b.m;
+  if constexpr (sizeof(b.qs) == 32) {
+    std::memcpy(u, b.qs, 32);
+  } else {
+    split_nibbles(b.qs, u);
+    if constexpr (requires { b.qh; })
+      for (int i = 0; i < 32; ++i) u[i] = static_cast<uint8_t>(u[i] | ((b.qh[i / 8] >> (i % 8)) & 1) << 4);
   }
+}
+
+template <class Block>
+void small_block_to(const TileValues& v, int j, int l, const uint8_t (&u)[32], Block& b) {
+  b.d = v.block_d[j][l];
+  if constexpr (requires { b.m; }) b.m = v.block_m[j][l];
+  if constexpr (sizeof(b.qs) == 32) {
+    std::memcpy(b.qs, u, 32);
+  } else {
+    join_nibbles(u, b.qs);
+    if constexpr (requires { b.qh; }) {
+      std::memset(b.qh, 0, 4);
+      for (int i = 0; i < 32; ++i) b.qh[i / 8] = static_cast<uint8_t>(b.qh[i / 8] | ((u[i] >> 4) & 1) << (i % 8));
+    }
+  }
+}
+
+template <class Block>
+void small_blocks_from(const uint8_t* row, int l, TileValues& v) {
+  uint8_t u[8][32];
+  for (int j = 0; j < 8; ++j) small_block_from(reinterpret_cast<const Block*>(row)[j], j, l, v, u[j]);
   scatter_row(u, l, v);
 }
 
-void q8_0_to_blocks(const TileValues& v, int l, BlockQ8_0* b) {
+template <class Block>
+void small_blocks_to(const TileValues& v, int l, uint8_t* row) {
   uint8_t u[8][32];
   gather_row(v, l, u);
-  for (int j = 0; j < 8; ++j) {
-    b[j].d = v.block_d[j][l];
-    std::memcpy(b[j].qs, u[j], 32);
-  }
-}
-
-// Q4_0: the 8 blocks of one super-block's span of the row, quants in split_nibbles' order.
-void q4_0_from_blocks(const BlockQ4_0* b, int l, TileValues& v) {
-  uint8_t u[8][32];
-  for (int j = 0; j < 8; ++j) {
-    v.block_d[j][l] = b[j].d;
-    split_nibbles(b[j].qs, u[j]);
-  }
-  scatter_row(u, l, v);
-}
-
-void q4_0_to_blocks(const TileValues& v, int l, BlockQ4_0* b) {
-  uint8_t u[8][32];
-  gather_row(v, l, u);
-  for (int j = 0; j < 8; ++j) {
-    b[j].d = v.block_d[j][l];
-    join_nibbles(u[j], b[j].qs);
-  }
+  for (int j = 0; j < 8; ++j) small_block_to(v, j, l, u[j], reinterpret_cast<Block*>(row)[j]);
 }
 
 // ---- values <-> tile ----
@@ -319,14 +327,13 @@ void q6k_move_tile(TileValues& v, uint8_t* tile, bool to_tile) {
       }
 }
 
-// Q5_K tile (8 x 176 = 1408 bytes): the header, then [128, 1408) per block j 160 bytes:
-// registers V0..V3 and V4 holding the 5-bit quants u_c of the 8 registers c = 0..7 (register c:
-// elements 4c..4c+3 of each row, row l in bytes 4l..4l+3) as
+// The 5-bit quants, per block j `stride` bytes from `base`: registers V0..V3 and V4 holding the
+// quants u_c of the 8 registers c = 0..7 (register c: elements 4c..4c+3 of each row, row l in
+// bytes 4l..4l+3) as
 //   V_i = u_i | (u_{4+i} >> 2) << 5 (i < 4),   V4 = sum_i (u_{4+i} & 3) << 2i.
-void q5k_move_tile(TileValues& v, uint8_t* tile, bool to_tile) {
-  kquant_move_header(v, tile, to_tile);
+void move_five_bit_registers(TileValues& v, uint8_t* base, size_t stride, bool to_tile) {
   for (int j = 0; j < 8; ++j) {
-    uint8_t* blk = tile + 128 + 160 * j;
+    uint8_t* blk = base + stride * j;
     for (int i = 0; i < 4; ++i)
       for (int b = 0; b < 32; ++b) {
         uint8_t& lo = v.q[j][i][b];
@@ -340,6 +347,13 @@ void q5k_move_tile(TileValues& v, uint8_t* tile, bool to_tile) {
         }
       }
   }
+}
+
+// Q5_K tile (8 x 176 = 1408 bytes): the header, then [128, 1408) per block j 160 bytes of 5-bit
+// registers.
+void q5k_move_tile(TileValues& v, uint8_t* tile, bool to_tile) {
+  kquant_move_header(v, tile, to_tile);
+  move_five_bit_registers(v, tile + 128, 160, to_tile);
 }
 
 // IQ4_XS tile: [0, 16) d; [16, 64) the 8 scales ls as Q0 = t0 | (t1 & 3) << 6 (32 bytes) and
@@ -358,20 +372,27 @@ void iq4xs_move_tile(TileValues& v, uint8_t* tile, bool to_tile) {
   move_nibble_registers(v, tile + 64, 128, to_tile);
 }
 
-// Q4_0 tile (8 x 8 x 18 = 1152 bytes): [0, 128) per block j 16 bytes, the 8 rows' fp16 d in row
-// order; [128, 1152) the nibble registers.
-void q4_0_move_tile(TileValues& v, uint8_t* tile, bool to_tile) {
-  for (int j = 0; j < 8; ++j) move_halves(v.block_d[j], tile + 16 * j, to_tile);
-  move_nibble_registers(v, tile + 128, 128, to_tile);
-}
-
-// Q8_0 tile: [0, 128) per block j 16 bytes, the 8 rows' fp16 d in row order; [128, 2176) per
-// block j 256 bytes: 8 registers c of 32 bytes, row l's qs[4c .. 4c + 3] in bytes 4l..4l+3.
-void q8_0_move_tile(TileValues& v, uint8_t* tile, bool to_tile) {
+// Tile of the 32-element-block types (8 blocks of 8 rows): [0, 128) per block j 16 bytes, the 8
+// rows' fp16 d in row order; for Q4_1 / Q5_1 [128, 256) their fp16 m the same way; then per
+// block the quants: Q4_0 / Q4_1 / IQ4_NL as nibble registers (128 bytes), Q5_0 / Q5_1 as 5-bit
+// registers (160 bytes), Q8_0 as 8 registers of the int8 quants (256 bytes; row l's qs[4c ..
+// 4c + 3] in bytes 4l..4l+3 of register c). Sizes: 8 x 8 x the block's (18, 20, 22, 24, 18, 34).
+void small_block_move_tile(GgmlType t, TileValues& v, uint8_t* tile, bool to_tile) {
+  const bool affine = t == GgmlType::Q4_1 || t == GgmlType::Q5_1;
   for (int j = 0; j < 8; ++j) {
     move_halves(v.block_d[j], tile + 16 * j, to_tile);
-    if (to_tile) std::memcpy(tile + 128 + 256 * j, v.q[j], 256);
-    else std::memcpy(v.q[j], tile + 128 + 256 * j, 256);
+    if (affine) move_halves(v.block_m[j], tile + 128 + 16 * j, to_tile);
+  }
+  uint8_t* quants = tile + (affine ? 256 : 128);
+  if (t == GgmlType::Q5_0 || t == GgmlType::Q5_1) {
+    move_five_bit_registers(v, quants, 160, to_tile);
+  } else if (t == GgmlType::Q8_0) {
+    for (int j = 0; j < 8; ++j) {
+      if (to_tile) std::memcpy(quants + 256 * j, v.q[j], 256);
+      else std::memcpy(v.q[j], quants + 256 * j, 256);
+    }
+  } else {
+    move_nibble_registers(v, quants, 128, to_tile);
   }
 }
 
@@ -426,34 +447,47 @@ void move_matrix(GgmlType t, int64_t rows, int64_t cols, uint8_t* ggml, uint8_t*
   const size_t super_bytes = ggml_row_size(t, kSuper);  // one super-block's span of a row
   const int64_t supers = cols / kSuper, groups = rows / kRows;
   auto from_blocks = [t](const uint8_t* b, int l, TileValues& v) {
-    if (t == GgmlType::Q4_0) q4_0_from_blocks(reinterpret_cast<const BlockQ4_0*>(b), l, v);
-    else if (t == GgmlType::Q4_K) kquant_from_block(*reinterpret_cast<const BlockQ4_K*>(b), nullptr, l, v);
-    else if (t == GgmlType::Q5_K) kquant_from_block(*reinterpret_cast<const BlockQ5_K*>(b), reinterpret_cast<const BlockQ5_K*>(b)->qh, l, v);
-    else if (t == GgmlType::Q6_K) q6k_from_block(*reinterpret_cast<const BlockQ6_K*>(b), l, v);
-    else if (t == GgmlType::IQ4_XS) iq4xs_from_block(*reinterpret_cast<const BlockIQ4_XS*>(b), l, v);
-    else if (t == GgmlType::Q3_K) q3k_from_block(*reinterpret_cast<const BlockQ3_K*>(b), l, v);
-    else if (t == GgmlType::Q2_K) q2k_from_block(*reinterpret_cast<const BlockQ2_K*>(b), l, v);
-    else q8_0_from_blocks(reinterpret_cast<const BlockQ8_0*>(b), l, v);
+    switch (t) {
+      case GgmlType::Q4_0: return small_blocks_from<BlockQ4_0>(b, l, v);
+      case GgmlType::Q4_1: return small_blocks_from<BlockQ4_1>(b, l, v);
+      case GgmlType::Q5_0: return small_blocks_from<BlockQ5_0>(b, l, v);
+      case GgmlType::Q5_1: return small_blocks_from<BlockQ5_1>(b, l, v);
+      case GgmlType::IQ4_NL: return small_blocks_from<BlockIQ4_NL>(b, l, v);
+      case GgmlType::Q8_0: return small_blocks_from<BlockQ8_0>(b, l, v);
+      case GgmlType::Q2_K: return q2k_from_block(*reinterpret_cast<const BlockQ2_K*>(b), l, v);
+      case GgmlType::Q3_K: return q3k_from_block(*reinterpret_cast<const BlockQ3_K*>(b), l, v);
+      case GgmlType::Q4_K: return kquant_from_block(*reinterpret_cast<const BlockQ4_K*>(b), nullptr, l, v);
+      case GgmlType::Q5_K: return kquant_from_block(*reinterpret_cast<const BlockQ5_K*>(b), reinterpret_cast<const BlockQ5_K*>(b)->qh, l, v);
+      case GgmlType::Q6_K: return q6k_from_block(*reinterpret_cast<const BlockQ6_K*>(b), l, v);
+      default: return iq4xs_from_block(*reinterpret_cast<const BlockIQ4_XS*>(b), l, v);
+    }
   };
   auto to_blocks = [t](const TileValues& v, int l, uint8_t* b) {
-    if (t == GgmlType::Q4_0) q4_0_to_blocks(v, l, reinterpret_cast<BlockQ4_0*>(b));
-    else if (t == GgmlType::Q4_K) kquant_to_block(v, l, *reinterpret_cast<BlockQ4_K*>(b), nullptr);
-    else if (t == GgmlType::Q5_K) kquant_to_block(v, l, *reinterpret_cast<BlockQ5_K*>(b), reinterpret_cast<BlockQ5_K*>(b)->qh);
-    else if (t == GgmlType::Q6_K) q6k_to_block(v, l, *reinterpret_cast<BlockQ6_K*>(b));
-    else if (t == GgmlType::IQ4_XS) iq4xs_to_block(v, l, *reinterpret_cast<BlockIQ4_XS*>(b));
-    else if (t == GgmlType::Q3_K) q3k_to_block(v, l, *reinterpret_cast<BlockQ3_K*>(b));
-    else if (t == GgmlType::Q2_K) q2k_to_block(v, l, *reinterpret_cast<BlockQ2_K*>(b));
-    else q8_0_to_blocks(v, l, reinterpret_cast<BlockQ8_0*>(b));
+    switch (t) {
+      case GgmlType::Q4_0: return small_blocks_to<BlockQ4_0>(v, l, b);
+      case GgmlType::Q4_1: return small_blocks_to<BlockQ4_1>(v, l, b);
+      case GgmlType::Q5_0: return small_blocks_to<BlockQ5_0>(v, l, b);
+      case GgmlType::Q5_1: return small_blocks_to<BlockQ5_1>(v, l, b);
+      case GgmlType::IQ4_NL: return small_blocks_to<BlockIQ4_NL>(v, l, b);
+      case GgmlType::Q8_0: return small_blocks_to<BlockQ8_0>(v, l, b);
+      case GgmlType::Q2_K: return q2k_to_block(v, l, *reinterpret_cast<BlockQ2_K*>(b));
+      case GgmlType::Q3_K: return q3k_to_block(v, l, *reinterpret_cast<BlockQ3_K*>(b));
+      case GgmlType::Q4_K: return kquant_to_block(v, l, *reinterpret_cast<BlockQ4_K*>(b), nullptr);
+      case GgmlType::Q5_K: return kquant_to_block(v, l, *reinterpret_cast<BlockQ5_K*>(b), reinterpret_cast<BlockQ5_K*>(b)->qh);
+      case GgmlType::Q6_K: return q6k_to_block(v, l, *reinterpret_cast<BlockQ6_K*>(b));
+      default: return iq4xs_to_block(v, l, *reinterpret_cast<BlockIQ4_XS*>(b));
+    }
   };
   auto move_tile = [t](TileValues& v, uint8_t* tile, bool to) {
-    if (t == GgmlType::Q4_0) q4_0_move_tile(v, tile, to);
-    else if (t == GgmlType::Q4_K) q4k_move_tile(v, tile, to);
-    else if (t == GgmlType::Q5_K) q5k_move_tile(v, tile, to);
-    else if (t == GgmlType::Q6_K) q6k_move_tile(v, tile, to);
-    else if (t == GgmlType::IQ4_XS) iq4xs_move_tile(v, tile, to);
-    else if (t == GgmlType::Q3_K) q3k_move_tile(v, tile, to);
-    else if (t == GgmlType::Q2_K) q2k_move_tile(v, tile, to);
-    else q8_0_move_tile(v, tile, to);
+    switch (t) {
+      case GgmlType::Q2_K: return q2k_move_tile(v, tile, to);
+      case GgmlType::Q3_K: return q3k_move_tile(v, tile, to);
+      case GgmlType::Q4_K: return q4k_move_tile(v, tile, to);
+      case GgmlType::Q5_K: return q5k_move_tile(v, tile, to);
+      case GgmlType::Q6_K: return q6k_move_tile(v, tile, to);
+      case GgmlType::IQ4_XS: return iq4xs_move_tile(v, tile, to);
+      default: return small_block_move_tile(t, v, tile, to);
+    }
   };
   auto move_groups = [&](int64_t g_begin, int64_t g_end, int) {
     TileValues v{};
@@ -481,9 +515,12 @@ void move_matrix(GgmlType t, int64_t rows, int64_t cols, uint8_t* ggml, uint8_t*
 }  // namespace
 
 bool decode_pack_supported(GgmlType t, int64_t rows, int64_t cols) {
-  return (t == GgmlType::Q4_0 || t == GgmlType::Q2_K || t == GgmlType::Q3_K || t == GgmlType::Q4_K || t == GgmlType::Q5_K ||
-          t == GgmlType::Q6_K || t == GgmlType::IQ4_XS || t == GgmlType::Q8_0) &&
-         rows >= kRows && cols > 0 && cols % kSuper == 0;
+  switch (t) {
+    case GgmlType::Q4_0: case GgmlType::Q4_1: case GgmlType::Q5_0: case GgmlType::Q5_1: case GgmlType::IQ4_NL:
+    case GgmlType::Q8_0: case GgmlType::Q2_K: case GgmlType::Q3_K: case GgmlType::Q4_K: case GgmlType::Q5_K:
+    case GgmlType::Q6_K: case GgmlType::IQ4_XS: return rows >= kRows && cols > 0 && cols % kSuper == 0;
+    default: return false;
+  }
 }
 
 bool decode_pack_useful(CpuIsa isa, GgmlType t, int64_t rows, int64_t cols) {

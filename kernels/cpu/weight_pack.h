@@ -1,30 +1,34 @@
-// Decode layouts: Q4_0, Q4_K, Q5_K, Q6_K, IQ4_XS and Q8_0 weight matrices re-laid once at load
-// so that the AVX2 decode kernels (matmul_rows_avx2.cpp) read 8 rows' blocks from one place and
-// form 8 rows' block sums in the 8 int32 lanes of a register, without the per-block unpacking of
-// the GGML layout and without a cross-lane reduction per block (on AVX2 hosts those made decode
-// of these types compute-bound at ~50-73% of the memory bandwidth).
+// Decode layouts: quantized weight matrices (every type of PAGODA_INT8_WEIGHT_TYPES) re-laid once
+// at load so that the AVX2 decode kernels (matmul_rows_avx2.cpp) read 8 rows' blocks from one
+// place and form 8 rows' block sums in the 8 int32 lanes of a register, without the per-block
+// unpacking of the GGML layout and without a cross-lane reduction per block (on AVX2 hosts those
+// made decode of these types compute-bound at 9-73% of the memory bandwidth).
 //
 // The packed matrix has exactly the GGML matrix's size: rows in groups of 8, each group stored as
-// one "tile" per 256-element super-block, holding the same bits moved around. In every tile a
-// "register" is 32 bytes whose bytes 4l..4l+3 belong to row l, and register c of a 32-element
-// block holds its elements 4c..4c+3 (a vpmaddubsw against 4 activation bytes broadcast to every
-// lane leaves row l's partial sum in lane l). The bit-level spelling of each tile is written
-// once, in weight_pack.cpp (kquant_move_header, q4_0_move_tile, q4k_move_tile, q5k_move_tile, q6k_move_tile,
-// iq4xs_move_tile, q8_0_move_tile):
+// one "tile" per 256-element super-block (8 blocks for the 32-element-block types), holding the
+// same bits moved around. In every tile a "register" is 32 bytes whose bytes 4l..4l+3 belong to
+// row l, and register c of a 32-element block holds its elements 4c..4c+3 (a vpmaddubsw against 4
+// activation bytes broadcast to every lane leaves row l's partial sum in lane l). The bit-level
+// spelling of each tile is written once, in weight_pack.cpp (*_move_tile):
 //   Q4_K (8 x 144 = 1152 bytes): a 128-byte header (the 8 rows' fp16 d and dmin, then their
 //     6-bit scales and mins pre-transposed for the float epilogue); per block 128 bytes, 4
-//     registers whose low nibbles are registers 0-3 and high nibbles registers 4-7.
-//   Q5_K (8 x 176 = 1408 bytes): the same header; per block 160 bytes, the 5-bit quants whole in
-//     4 registers plus a fifth holding the low 2 bits of registers 4-7.
+//     "nibble registers" whose low nibbles are registers 0-3 and high nibbles registers 4-7.
+//   Q5_K (8 x 176 = 1408 bytes): the same header; per block 160 bytes, "5-bit registers": the
+//     quants whole in 4 registers plus a fifth holding the low 2 bits of registers 4-7.
 //   Q6_K (8 x 210 = 1680 bytes): the 8 rows' fp16 d, then their int8 sub-block scales (144 bytes
-//     in all); per block 192 bytes, Q4_K's nibble registers for the low 4 bits and two registers
+//     in all); per block 192 bytes, nibble registers for the low 4 bits and two registers
 //     holding the top 2 bits of registers 0-3 and 4-7.
+//   Q3_K (8 x 110 = 880 bytes): fp16 d, the 16 six-bit sub-block scales of each row (96 bytes);
+//     per block 96 bytes, 3 registers whose 3-bit nibbles are registers 0-2 and 4-6 and whose
+//     spare bits 3 and 7 hold registers 3 and 7.
+//   Q2_K (8 x 84 = 672 bytes): fp16 d and dmin, the scale bytes per sub-block (160 bytes); per
+//     block 64 bytes, 2 registers holding the 2-bit quants of registers 0-3 and 4-7.
 //   IQ4_XS (8 x 136 = 1088 bytes): a 64-byte header (fp16 d, the 6-bit scales pre-transposed);
-//     per block 128 bytes of level indices as Q4_K's.
-//   Q4_0 (8 x 8 x 18 = 1152 bytes, 8 blocks): the 8 blocks' fp16 d for the 8 rows (128 bytes);
-//     per block Q4_K's nibble registers.
-//   Q8_0 (8 x 8 x 34 = 2176 bytes, 8 blocks): the 8 blocks' fp16 d for the 8 rows (128 bytes);
-//     per block 256 bytes, 8 registers of the int8 quants.
+//     per block 128 bytes of level indices as nibble registers.
+//   Q4_0, Q4_1, IQ4_NL, Q5_0, Q5_1, Q8_0 (8 x 8 x their block: 1152, 1280, 1152, 1408, 1536, 2176
+//     bytes): the 8 blocks' fp16 d for the 8 rows (128 bytes), for Q4_1 / Q5_1 their fp16 m
+//     (128 bytes); per block nibble registers (Q4_0, Q4_1, IQ4_NL), 5-bit registers (Q5_0, Q5_1)
+//     or 8 registers of the int8 quants (Q8_0).
 // Tiles go group by group, super-blocks in order within a group; rows past the last full group
 // of 8 stay in the GGML layout at their usual offsets (o * row bytes).
 //
@@ -56,15 +60,16 @@ struct PackedWeight {
 };
 
 // True when t has a decode layout and the shape allows it (cols a multiple of 256, at least 8 rows;
-// Q8_0's tiles span 256 elements too).
+// the tiles of the 32-element-block types span 256 elements too).
 bool decode_pack_supported(GgmlType t, int64_t rows, int64_t cols);
 
 // True when packing pays at kernel level `isa`: only the AVX2 decode kernels read the packed
 // layout (the AVX-512 ones reach the bandwidth from the GGML layout).
 bool decode_pack_useful(CpuIsa isa, GgmlType t, int64_t rows, int64_t cols);
 
-// Packs `w` (rows x cols of type t, GGML layout), spread over `pool` when given (about 1 GB/s
-// per thread). Throws std::invalid_argument when !decode_pack_supported(t, rows, cols).
+// Packs `w` (rows x cols of type t, GGML layout), spread over `pool` when given (0.2-0.5 GB/s per
+// thread, Q3_K the slowest: pagoda_bench_kernels prints it). Throws std::invalid_argument when
+// !decode_pack_supported(t, rows, cols).
 PackedWeight pack_for_decode(GgmlType t, const void* w, int64_t rows, int64_t cols, ThreadPool* pool = nullptr);
 
 // The GGML layout back from a packed matrix (p.size bytes into out): the exact inverse.

@@ -64,9 +64,8 @@ const char* kUsage =
     "                     K's or V's elements alone, overriding --kv-cache-type\n"
     "  --print-tokens     after the text, one line per generated token on stderr:\n"
     "                     'token ID LOGPROB' (the chosen token's log-probability)\n"
-    "  --cpu-decode-pack M  CPU on AVX2 hosts: decode-layout copies of Q4_0/Q4_K/Q5_K/Q6_K/\n"
-    "                     IQ4_XS/Q8_0 matrices (faster decode, more memory): auto (default),\n"
-    "                     on or off\n";
+    "  --cpu-decode-pack M  CPU on AVX2 hosts: decode-layout copies of the quantized matrices\n"
+    "                     (faster decode, more memory): auto (default), on or off\n";
 
 long parse_int(const std::string& flag, const char* v, long lo, long hi) {
   char* end = nullptr;

@@ -3,7 +3,7 @@
 //   pagoda_bench_kernels [--threads N] [--type q8_0] [--quick] [--cpu-time] [--peaks-only]
 //   (--type: any supported type; --peaks-only: the two ceilings of (1) and stop; --decode-only:
 //   n = 1 figures only; --prefill-only: n = 128 and 512 figures only, one weight copy per shape;
-//   --no-stack: skip (3); --no-pack: Q4_0 / Q4_K / Q5_K / Q6_K / IQ4_XS / Q8_0 from their GGML layout, no decode layout)
+//   --no-stack: skip (3); --no-pack: quantized types from their GGML layout, no decode layout)
 //
 // 1. The ceilings (bench_peaks.h): streaming-read memory bandwidth (N threads summing a 1 GiB
 //    buffer), the limit for decode; the int8 dot-product peak (register-only), the limit for
@@ -96,10 +96,15 @@ struct Weights {
   }
 };
 bool g_decode_pack = true;  // --no-pack clears it
+double g_pack_seconds = 0, g_pack_bytes = 0;  // pack_for_decode on one thread: the load-time cost
 Weights make_weights(GgmlType t, int64_t rows, int64_t cols, uint64_t seed) {
   Weights w{random_weights(t, rows, cols, seed), {}};
-  if (g_decode_pack && decode_pack_useful(default_cpu_isa(), t, rows, cols))
+  if (g_decode_pack && decode_pack_useful(default_cpu_isa(), t, rows, cols)) {
+    const auto t0 = std::chrono::steady_clock::now();
     w.packed = pack_for_decode(t, w.bytes.data(), rows, cols);
+    g_pack_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    g_pack_bytes += static_cast<double>(w.packed.size);
+  }
   return w;
 }
 
@@ -266,6 +271,9 @@ int main(int argc, char** argv) {
     }
   model.push_back({32000, 2048, make_weights(type, 32000, 2048, 7)});
   total += model.back().w.bytes.size();
+  if (g_pack_bytes > 0)
+    std::printf("decode layout: packed %.2f GB in %.2f s (%.2f GB/s on one thread)\n", g_pack_bytes / 1e9, g_pack_seconds,
+                g_pack_bytes / 1e9 / g_pack_seconds);
   const auto x = random_x(512, 5632);
   std::vector<float> out(static_cast<size_t>(512) * 32000);
   auto forward = [&](int64_t n) {

@@ -22,8 +22,8 @@ namespace pagoda {
 
 namespace cpu { class ThreadPool; }
 
-// Whether upload_weight also keeps a decode-layout copy of Q4_0 / Q4_K / Q5_K / Q6_K / IQ4_XS / Q8_0 matrices
-// (kernels/cpu/weight_pack.h; used on AVX2-level hosts, where it speeds up decode 1.2-1.7x):
+// Whether upload_weight also keeps a decode-layout copy of quantized matrices
+// (kernels/cpu/weight_pack.h; used on AVX2-level hosts, where it speeds up decode 1.2-6x):
 // Off, On, or Auto, which packs while the copies stay within a quarter of the memory available
 // when the backend starts (a copy is those matrices' size again).
 enum class DecodePack { Off, On, Auto };

@@ -196,15 +196,15 @@ TEST_CASE("embed dequantizes the rows of the step's tokens", "[cpu_ops]") {
   }
 }
 
-TEST_CASE("matmul on uploaded Q2_K / Q3_K / Q4_0 / Q4_K / Q5_K / Q6_K / IQ4_XS / Q8_0 weights (decode layout on AVX2 hosts) gives the GGML bits", "[cpu_ops]") {
+TEST_CASE("matmul on uploaded quantized weights (decode layout on AVX2 hosts) gives the GGML bits", "[cpu_ops]") {
   // On an AVX2-level host upload_weight keeps a decode-layout copy of these types
   // (weight_pack.h) that matmul reads for up to 16 rows; the GGML bytes serve embed and prefill.
   const DecodePack mode = GENERATE(DecodePack::On, DecodePack::Off, DecodePack::Auto);
   CpuBackend be(2, mode);
   cpu::ThreadPool pool(2);
   const int64_t rows = 75, cols = 512;  // 9 full groups of 8 rows and a partial one
-  for (GgmlType type : {GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,
-                         GgmlType::IQ4_XS, GgmlType::Q8_0}) {
+  for (GgmlType type : {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::IQ4_NL, GgmlType::Q8_0,
+                         GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_XS}) {
     const auto wf = randoms(static_cast<size_t>(rows * cols), 31);
     std::vector<uint8_t> q(ggml_row_size(type, cols) * rows);
     for (int64_t r = 0; r < rows; ++r)

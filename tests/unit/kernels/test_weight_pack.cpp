@@ -20,7 +20,8 @@ using namespace pagoda::cpu;
 
 namespace {
 
-const GgmlType kPackable[] = {GgmlType::Q4_0, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_XS, GgmlType::Q8_0};
+const GgmlType kPackable[] = {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::IQ4_NL, GgmlType::Q8_0,
+                              GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_XS};
 
 // Quantized random weights: real blocks (valid scales and every bit pattern of the quants).
 std::vector<uint8_t> random_matrix(GgmlType t, int64_t rows, int64_t cols, uint32_t seed) {
@@ -87,14 +88,14 @@ TEST_CASE("decode packing: which types and shapes") {
   CHECK(decode_pack_supported(GgmlType::IQ4_XS, 2048, 5632 - 5632 % 256));
   CHECK_FALSE(decode_pack_supported(GgmlType::Q5_K, 7, 256));     // no full group of 8 rows
   CHECK_FALSE(decode_pack_supported(GgmlType::Q5_K, 16, 288));    // not whole super-blocks
-  CHECK_FALSE(decode_pack_supported(GgmlType::Q4_1, 16, 256));    // no decode layout
+  CHECK_FALSE(decode_pack_supported(GgmlType::BF16, 16, 256));    // no decode layout
   CHECK(decode_pack_supported(GgmlType::Q8_0, 16, 512));
   CHECK_FALSE(decode_pack_supported(GgmlType::Q8_0, 16, 96));     // Q8_0 tiles span 256 too
   CHECK_FALSE(decode_pack_useful(CpuIsa::Scalar, GgmlType::Q5_K, 16, 256));
   CHECK_FALSE(decode_pack_useful(CpuIsa::Avx512, GgmlType::Q5_K, 16, 256));
   CHECK(decode_pack_useful(CpuIsa::Avx2, GgmlType::IQ4_XS, 16, 256));
-  const std::vector<uint8_t> w(ggml_row_size(GgmlType::Q4_1, 256) * 16);
-  CHECK_THROWS_AS(pack_for_decode(GgmlType::Q4_1, w.data(), 16, 256), std::invalid_argument);
+  const std::vector<uint8_t> w(ggml_row_size(GgmlType::F16, 256) * 16);
+  CHECK_THROWS_AS(pack_for_decode(GgmlType::F16, w.data(), 16, 256), std::invalid_argument);
 }
 
 TEST_CASE("matmul on packed weights gives the GGML layout's bits at every level, n and split") {

@@ -503,7 +503,8 @@ inline __m256i broadcast4(const int8_t* p) {
 // and bits 0-1 from V4 (weight_pack.cpp). u <= 31, so a vpmaddubsw word is at most 2 * 31 * 127
 // and four of them add in 16 bits without overflow before vpmaddwd.
 template <int R>
-[[gnu::always_inline]] inline void five_bit_block_sums(const uint8_t* blk, const ActRowPtrs x[R], int64_t b, __m256i isum[R]) {
+[[gnu::always_inline]] inline void five_bit_block_sums(const uint8_t* blk, const ActRowPtrs x[R], int64_t b,
+                                                       __m256i isum[R]) {
   const __m256i ones = _mm256_set1_epi16(1);
   const __m256i v4 = load32(blk + 128);
   __m256i w[R];
@@ -544,7 +545,8 @@ inline void q5k_packed_block(const uint8_t* tile, const ActRowPtrs x[R],
 // rows. u <= 15, so a vpmaddubsw word is at most 2 * 15 * 127 and all eight of a block add in 16
 // bits before one vpmaddwd.
 template <int R>
-[[gnu::always_inline]] inline void nibble_block_sums(const uint8_t* blk, const ActRowPtrs x[R], int64_t b, __m256i isum[R]) {
+[[gnu::always_inline]] inline void nibble_block_sums(const uint8_t* blk, const ActRowPtrs x[R], int64_t b,
+                                                     __m256i isum[R]) {
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   __m256i w[R];
   for (int c = 0; c < 4; ++c) {
@@ -616,7 +618,8 @@ struct RegisterPair {
 // Q3_K tiles): a vpmaddubsw word is at most 2 * 7 * 127, so the four of a half add in 16 bits
 // before one vpmaddwd.
 template <int R, class Unpack>
-[[gnu::always_inline]] inline void small_block_sums(Unpack unpack, const ActRowPtrs x[R], int64_t b, __m256i sum0[R], __m256i sum1[R]) {
+[[gnu::always_inline]] inline void small_block_sums(Unpack unpack, const ActRowPtrs x[R], int64_t b, __m256i sum0[R],
+                                                    __m256i sum1[R]) {
   __m256i w0[R], w1[R];
   for (int c = 0; c < 4; ++c) {
     const RegisterPair u = unpack(c);
@@ -666,7 +669,8 @@ inline void q2k_packed_block(const uint8_t* tile, const ActRowPtrs x[R], const G
   __m256i sum0[R], sum1[R];
   small_block_sums<R>(
       [&](int c) {
-        return RegisterPair{_mm256_and_si256(_mm256_srli_epi16(l0, 2 * c), m2), _mm256_and_si256(_mm256_srli_epi16(l1, 2 * c), m2)};
+        return RegisterPair{_mm256_and_si256(_mm256_srli_epi16(l0, 2 * c), m2),
+                            _mm256_and_si256(_mm256_srli_epi16(l1, 2 * c), m2)};
       },
       x, b, sum0, sum1);
   for (int i = 0; i < R; ++i) acc[i] = block_epilogue<GgmlType::Q2_K>(acc[i], sum0[i], sum1[i], sc, j, x[i], b);
@@ -677,7 +681,8 @@ inline void q2k_packed_block(const uint8_t* tile, const ActRowPtrs x[R], const G
 // (a second, |x| copy of them, to save the |q|, measured no faster). Words reach 2 * 127 * 127,
 // so each goes through vpmaddwd on its own.
 template <int R>
-[[gnu::always_inline]] inline void iq4_block_sums(const uint8_t* qs, const ActRowPtrs x[R], int64_t b, __m256i isum[R]) {
+[[gnu::always_inline]] inline void iq4_block_sums(const uint8_t* qs, const ActRowPtrs x[R], int64_t b,
+                                                  __m256i isum[R]) {
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   const __m256i levels = _mm256_xor_si256(_mm256_broadcastsi128_si256(unpack_iq4_table()), _mm256_set1_epi8(static_cast<char>(0x80)));
   for (int r = 0; r < R; ++r) isum[r] = _mm256_setzero_si256();
@@ -704,7 +709,8 @@ inline void iq4xs_packed_block(const uint8_t* tile, const ActRowPtrs x[R],
 // sum(q * x) of one block of a Q8_0 tile held as 8 registers of int8 quants at `qs`: dot_s8 as for
 // IQ4 (q can be -128: |q| = 128 read unsigned, words at most 2 * 128 * 127).
 template <int R>
-[[gnu::always_inline]] inline void int8_block_sums(const uint8_t* qs, const ActRowPtrs x[R], int64_t b, __m256i isum[R]) {
+[[gnu::always_inline]] inline void int8_block_sums(const uint8_t* qs, const ActRowPtrs x[R], int64_t b,
+                                                   __m256i isum[R]) {
   for (int r = 0; r < R; ++r) isum[r] = _mm256_setzero_si256();
   for (int c = 0; c < 8; ++c) {
     const __m256i q = load32(qs + 32 * c);
@@ -805,7 +811,8 @@ inline void packed_tile_scales(const uint8_t* tile, GroupScales<T>& sc) {
 // no prefetch at all was the worst); IQ4_XS 6 tiles as good as 8; Q8_0, whose tiles are twice as
 // large, 15.0 / 25.5 tok/s at 1 / 2 threads with 4 tiles (8.7 KiB) against 13.2 / 20.1 with 6
 // (2 and 3 no better than 6; 2 and 8 again no better than 4 once the activations came from the
-// row). Q4_0, Q4_K and Q6_K take 6 (for Q4_K and Q6_K, 4 and 10 measured no better).
+// row). The other types take 6 (for Q4_K and Q6_K, 4 and 10 measured no better; the types given
+// tiles later were not tuned).
 
 template <GgmlType T>
 constexpr size_t kTileBytes = 8 * (T == GgmlType::Q2_K     ? sizeof(BlockQ2_K)

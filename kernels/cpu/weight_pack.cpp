@@ -98,14 +98,14 @@ void kquant_to_block(const TileValues& v, int l, Block& b, uint8_t* qh) {
 void q6k_from_block(const BlockQ6_K& b, int l, TileValues& v) {
   v.d[l] = b.d, v.dmin[l] = 0;
   for (int s = 0; s < 16; ++s) v.field[l][s] = static_cast<uint8_t>(b.scales[s]);
-  uint8_t u[8][32];
+  uint8_t u[8][32];  // element 128h + 32q + i is u[4h + q][i]
   for (int h = 0; h < 2; ++h)
-    for (int q = 0; q < 4; ++q)
-      for (int i = 0; i < 32; ++i) {
-        const int e = 128 * h + 32 * q + i;
-        u[e / 32][e % 32] = static_cast<uint8_t>(((b.ql[64 * h + 32 * (q % 2) + i] >> (4 * (q / 2))) & 15) |
-                                                 ((b.qh[32 * h + i] >> (2 * q)) & 3) << 4);
-      }
+    for (int q = 0; q < 4; ++q) {
+      const uint8_t* ql = b.ql + 64 * h + 32 * (q % 2);
+      const uint8_t* qh = b.qh + 32 * h;
+      for (int i = 0; i < 32; ++i)
+        u[4 * h + q][i] = static_cast<uint8_t>(((ql[i] >> (4 * (q / 2))) & 15) | ((qh[i] >> (2 * q)) & 3) << 4);
+    }
   scatter_row(u, l, v);
 }
 
@@ -294,20 +294,44 @@ void kquant_move_header(TileValues& v, uint8_t* tile, bool to_tile) {
 // sets each quant to those 4 bits (Q6_K's top two are moved in after).
 void move_nibble_registers(TileValues& v, uint8_t* base, size_t stride, bool to_tile) {
   for (int j = 0; j < 8; ++j)
-    for (int c = 0; c < 4; ++c)
-      for (int b = 0; b < 32; ++b) {
-        uint8_t& byte = base[stride * j + 32 * c + b];
-        uint8_t& lo = v.q[j][c][b];
-        uint8_t& hi = v.q[j][4 + c][b];
-        if (to_tile) byte = static_cast<uint8_t>((lo & 15) | (hi & 15) << 4);
-        else lo = byte & 15, hi = byte >> 4;
-      }
+    for (int c = 0; c < 4; ++c) {
+      uint8_t* reg = base + stride * j + 32 * c;
+      uint8_t* lo = v.q[j][c];
+      uint8_t* hi = v.q[j][4 + c];
+      // The direction outside the byte loop, which the compiler can then vectorize.
+      if (to_tile)
+        for (int b = 0; b < 32; ++b) reg[b] = static_cast<uint8_t>((lo[b] & 15) | (hi[b] & 15) << 4);
+      else
+        for (int b = 0; b < 32; ++b) lo[b] = reg[b] & 15, hi[b] = reg[b] >> 4;
+    }
 }
 
 // Q4_K tile (8 x 144 = 1152 bytes): the header, then [128, 1152) the nibble registers.
 void q4k_move_tile(TileValues& v, uint8_t* tile, bool to_tile) {
   kquant_move_header(v, tile, to_tile);
   move_nibble_registers(v, tile + 128, 128, to_tile);
+}
+
+// Bits value_shift, value_shift + 1 of the quants of block j's registers c (plane 0) and 4 + c
+// (plane 1, 32 bytes after plane 0), c < 4: byte b of a plane holds register c's byte b in bits
+// 2c, 2c + 1. From the tile only those two bits of each quant are set.
+void move_two_bit_planes(TileValues& v, int j, int value_shift, uint8_t* planes, bool to_tile) {
+  for (int half = 0; half < 2; ++half) {
+    uint8_t* plane = planes + 32 * half;
+    if (to_tile) {  // the direction outside the byte loops, which the compiler can then vectorize
+      for (int b = 0; b < 32; ++b) {
+        int byte = 0;
+        for (int c = 0; c < 4; ++c) byte |= ((v.q[j][4 * half + c][b] >> value_shift) & 3) << (2 * c);
+        plane[b] = static_cast<uint8_t>(byte);
+      }
+    } else {
+      for (int c = 0; c < 4; ++c)
+        for (int b = 0; b < 32; ++b) {
+          uint8_t& q = v.q[j][4 * half + c][b];
+          q = static_cast<uint8_t>((q & ~(3 << value_shift)) | ((plane[b] >> (2 * c)) & 3) << value_shift);
+        }
+    }
+  }
 }
 
 // Q6_K tile (8 x 210 = 1680 bytes): [0, 16) d (row order); [16, 144) the int8 scales, sub-block
@@ -319,12 +343,7 @@ void q6k_move_tile(TileValues& v, uint8_t* tile, bool to_tile) {
   for (int s = 0; s < 16; ++s)
     for (int l = 0; l < kRows; ++l) move_bits(v.field[l][s], 0, tile[16 + 8 * s + l], 0, 8, to_tile);
   move_nibble_registers(v, tile + 144, 192, to_tile);
-  for (int j = 0; j < 8; ++j)
-    for (int c = 0; c < 4; ++c)
-      for (int b = 0; b < 32; ++b) {
-        move_bits(v.q[j][c][b], 4, tile[144 + 192 * j + 128 + b], 2 * c, 2, to_tile);
-        move_bits(v.q[j][4 + c][b], 4, tile[144 + 192 * j + 160 + b], 2 * c, 2, to_tile);
-      }
+  for (int j = 0; j < 8; ++j) move_two_bit_planes(v, j, 4, tile + 144 + 192 * j + 128, to_tile);
 }
 
 // The 5-bit quants, per block j `stride` bytes from `base`: registers V0..V3 and V4 holding the
@@ -334,18 +353,20 @@ void q6k_move_tile(TileValues& v, uint8_t* tile, bool to_tile) {
 void move_five_bit_registers(TileValues& v, uint8_t* base, size_t stride, bool to_tile) {
   for (int j = 0; j < 8; ++j) {
     uint8_t* blk = base + stride * j;
-    for (int i = 0; i < 4; ++i)
-      for (int b = 0; b < 32; ++b) {
-        uint8_t& lo = v.q[j][i][b];
-        uint8_t& hi = v.q[j][4 + i][b];
-        if (to_tile) {
-          blk[32 * i + b] = static_cast<uint8_t>(lo | (hi >> 2) << 5);
-          blk[128 + b] = static_cast<uint8_t>(blk[128 + b] | (hi & 3) << (2 * i));
-        } else {
-          lo = blk[32 * i + b] & 31;
-          hi = static_cast<uint8_t>((blk[32 * i + b] >> 5) << 2 | ((blk[128 + b] >> (2 * i)) & 3));
+    for (int i = 0; i < 4; ++i) {
+      uint8_t *lo = v.q[j][i], *hi = v.q[j][4 + i], *reg = blk + 32 * i, *v4 = blk + 128;
+      if (to_tile) {  // the direction outside the byte loops, which the compiler can then vectorize
+        for (int b = 0; b < 32; ++b) {
+          reg[b] = static_cast<uint8_t>(lo[b] | (hi[b] >> 2) << 5);
+          v4[b] = static_cast<uint8_t>(v4[b] | (hi[b] & 3) << (2 * i));
+        }
+      } else {
+        for (int b = 0; b < 32; ++b) {
+          lo[b] = reg[b] & 31;
+          hi[b] = static_cast<uint8_t>((reg[b] >> 5) << 2 | ((v4[b] >> (2 * i)) & 3));
         }
       }
+    }
   }
 }
 
@@ -417,14 +438,20 @@ void q3k_move_tile(TileValues& v, uint8_t* tile, bool to_tile) {
   move_halves(v.d, tile, to_tile);
   move_six_bit_fields(v, tile + 16, to_tile);
   for (int j = 0; j < 8; ++j)
-    for (int c = 0; c < 3; ++c)
-      for (int b = 0; b < 32; ++b) {
-        uint8_t& byte = tile[112 + 96 * j + 32 * c + b];
-        move_bits(v.q[j][c][b], 0, byte, 0, 3, to_tile);
-        move_bits(v.q[j][3][b], c, byte, 3, 1, to_tile);
-        move_bits(v.q[j][4 + c][b], 0, byte, 4, 3, to_tile);
-        move_bits(v.q[j][7][b], c, byte, 7, 1, to_tile);
+    for (int c = 0; c < 3; ++c) {
+      uint8_t* reg = tile + 112 + 96 * j + 32 * c;
+      uint8_t *lo = v.q[j][c], *hi = v.q[j][4 + c], *third = v.q[j][3], *seventh = v.q[j][7];
+      if (to_tile) {  // the direction outside the byte loops, which the compiler can then vectorize
+        for (int b = 0; b < 32; ++b)
+          reg[b] = static_cast<uint8_t>((lo[b] & 7) | ((third[b] >> c) & 1) << 3 | (hi[b] & 7) << 4 | ((seventh[b] >> c) & 1) << 7);
+      } else {
+        for (int b = 0; b < 32; ++b) {
+          lo[b] = reg[b] & 7, hi[b] = (reg[b] >> 4) & 7;
+          third[b] = static_cast<uint8_t>((c ? third[b] : 0) | ((reg[b] >> 3) & 1) << c);
+          seventh[b] = static_cast<uint8_t>((c ? seventh[b] : 0) | ((reg[b] >> 7) & 1) << c);
+        }
       }
+    }
 }
 
 // Q2_K tile (8 x 84 = 672 bytes): [0, 16) d, [16, 32) dmin (row order); [32, 160) the scale
@@ -435,9 +462,7 @@ void q2k_move_tile(TileValues& v, uint8_t* tile, bool to_tile) {
   move_halves(v.dmin, tile + 16, to_tile);
   for (int s = 0; s < 16; ++s)
     for (int l = 0; l < kRows; ++l) move_bits(v.field[l][s], 0, tile[32 + 8 * s + l], 0, 8, to_tile);
-  for (int j = 0; j < 8; ++j)
-    for (int c = 0; c < 8; ++c)
-      for (int b = 0; b < 32; ++b) move_bits(v.q[j][c][b], 0, tile[160 + 64 * j + 32 * (c / 4) + b], 2 * (c % 4), 2, to_tile);
+  for (int j = 0; j < 8; ++j) move_two_bit_planes(v, j, 0, tile + 160 + 64 * j, to_tile);
 }
 
 // Moves every tile of a rows x cols matrix between `ggml` and `packed`, and copies the rows past

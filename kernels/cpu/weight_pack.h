@@ -67,8 +67,8 @@ bool decode_pack_supported(GgmlType t, int64_t rows, int64_t cols);
 // layout (the AVX-512 ones reach the bandwidth from the GGML layout).
 bool decode_pack_useful(CpuIsa isa, GgmlType t, int64_t rows, int64_t cols);
 
-// Packs `w` (rows x cols of type t, GGML layout), spread over `pool` when given (0.2-0.5 GB/s per
-// thread, Q3_K the slowest: pagoda_bench_kernels prints it). Throws std::invalid_argument when
+// Packs `w` (rows x cols of type t, GGML layout), spread over `pool` when given (0.3-0.9 GB/s per
+// thread by type: pagoda_bench_kernels prints it). Throws std::invalid_argument when
 // !decode_pack_supported(t, rows, cols).
 PackedWeight pack_for_decode(GgmlType t, const void* w, int64_t rows, int64_t cols, ThreadPool* pool = nullptr);
 

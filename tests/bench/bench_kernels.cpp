@@ -108,6 +108,12 @@ Weights make_weights(GgmlType t, int64_t rows, int64_t cols, uint64_t seed) {
   return w;
 }
 
+void report_packing() {
+  if (g_pack_bytes > 0)
+    std::printf("decode layout: packed %.2f GB in %.2f s (%.2f GB/s on one thread)\n", g_pack_bytes / 1e9, g_pack_seconds,
+                g_pack_bytes / 1e9 / g_pack_seconds);
+}
+
 double median_of(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
@@ -254,7 +260,10 @@ int main(int argc, char** argv) {
     std::printf("\n");
   }
 
-  if (no_stack) return 0;
+  if (no_stack) {
+    report_packing();
+    return 0;
+  }
   // The whole TinyLlama-1.1B matmul stack.
   struct Mat {
     int64_t out, in;
@@ -271,9 +280,7 @@ int main(int argc, char** argv) {
     }
   model.push_back({32000, 2048, make_weights(type, 32000, 2048, 7)});
   total += model.back().w.bytes.size();
-  if (g_pack_bytes > 0)
-    std::printf("decode layout: packed %.2f GB in %.2f s (%.2f GB/s on one thread)\n", g_pack_bytes / 1e9, g_pack_seconds,
-                g_pack_bytes / 1e9 / g_pack_seconds);
+  report_packing();
   const auto x = random_x(512, 5632);
   std::vector<float> out(static_cast<size_t>(512) * 32000);
   auto forward = [&](int64_t n) {

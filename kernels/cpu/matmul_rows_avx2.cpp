@@ -143,9 +143,11 @@ inline void store_fields(const __m256i t[4], __m256 d, __m256 dmin, GroupScales<
   [&]<int... J>(std::integer_sequence<int, J...>) {
     ([&] {
       constexpr int j = J;
-      if constexpr (T == GgmlType::Q6_K) {
-        _mm256_store_ps(sc.s0[j], _mm256_mul_ps(d, field_ps<2 * j, true>(t)));
-        _mm256_store_ps(sc.s1[j], _mm256_mul_ps(d, field_ps<2 * j + 1, true>(t)));
+      if constexpr (T == GgmlType::Q6_K || T == GgmlType::Q3_K || T == GgmlType::Q2_K) {
+        // 16 sub-block fields (signed: Q6_K's int8 scales, Q3_K's sc - 32).
+        constexpr bool is_signed = T != GgmlType::Q2_K;
+        _mm256_store_ps(sc.s0[j], _mm256_mul_ps(d, field_ps<2 * j, is_signed>(t)));
+        _mm256_store_ps(sc.s1[j], _mm256_mul_ps(d, field_ps<2 * j + 1, is_signed>(t)));
       } else if constexpr (T == GgmlType::IQ4_XS) {
         _mm256_store_ps(sc.s0[j], _mm256_mul_ps(d, _mm256_sub_ps(field_ps<j, false>(t), _mm256_set1_ps(32.f))));
       } else {
@@ -175,9 +177,45 @@ inline void duo_header_scales(const __m256i z[4], GroupScales<T>& sc) {
   store_group_scales<T>(f, d, dmin, sc);
 }
 
+// Q3_K: bytes 2-13 of each lane (the block's 12 scale bytes) -> the 16 six-bit scales
+// (q3k_scale) as bytes 0-15. Low 4 bits: scales[s % 8], its high nibble for s >= 8; top 2 bits:
+// bits 2 (s / 4).. of scales[8 + s % 4], shifted per dword (s / 4 is the dword of byte s).
+inline __m256i q3k_duo_fields(__m256i z) {
+  const __m256i a = _mm256_shuffle_epi8(z, _mm256_broadcastsi128_si256(_mm_setr_epi8(2, 3, 4, 5, 6, 7, 8, 9, 2, 3, 4, 5, 6, 7, 8, 9)));
+  const __m256i lo = _mm256_and_si256(_mm256_blend_epi32(a, _mm256_srli_epi16(a, 4), 0xCC), _mm256_set1_epi8(0x0F));
+  const __m256i h = _mm256_shuffle_epi8(z, _mm256_broadcastsi128_si256(_mm_setr_epi8(10, 11, 12, 13, 10, 11, 12, 13, 10, 11, 12, 13, 10, 11, 12, 13)));
+  const __m256i top = _mm256_and_si256(_mm256_srlv_epi32(h, _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6)), _mm256_set1_epi8(0x03));
+  return _mm256_or_si256(lo, _mm256_slli_epi16(top, 4));
+}
+
 template <GgmlType T>
 void load_scales(const uint8_t* const row[kGroup], int64_t group, GroupScales<T>& sc) {
-  if constexpr (T == GgmlType::Q6_K) {
+  if constexpr (T == GgmlType::Q2_K) {
+    // The 16 scale bytes: sub-block s's scale in the low nibble, its min in the high one.
+    __m256i f[4], lo[4], hi[4], t[4];
+    load_duos(row, group * sizeof(BlockQ2_K) + offsetof(BlockQ2_K, scales), f);
+    for (int k = 0; k < 4; ++k) {
+      lo[k] = _mm256_and_si256(f[k], _mm256_set1_epi8(0x0F));
+      hi[k] = _mm256_and_si256(_mm256_srli_epi16(f[k], 4), _mm256_set1_epi8(0x0F));
+    }
+    const __m256 d = row_halves(row, group * sizeof(BlockQ2_K) + offsetof(BlockQ2_K, d));
+    const __m256 dmin = row_halves(row, group * sizeof(BlockQ2_K) + offsetof(BlockQ2_K, dmin));
+    transpose_fields(lo, t);
+    store_fields<T>(t, d, d, sc);
+    transpose_fields(hi, t);
+    [&]<int... J>(std::integer_sequence<int, J...>) {
+      ((_mm256_store_ps(sc.m[J], _mm256_mul_ps(dmin, field_ps<2 * J, false>(t))),
+        _mm256_store_ps(sc.m1[J], _mm256_mul_ps(dmin, field_ps<2 * J + 1, false>(t)))), ...);
+    }(std::make_integer_sequence<int, 8>{});
+  } else if constexpr (T == GgmlType::Q3_K) {
+    // 16 bytes ending with d: the 12 scale bytes at 2-13 (a load from the scales themselves
+    // would read past the last block of the matrix).
+    __m256i z[4], f[4];
+    load_duos(row, group * sizeof(BlockQ3_K) + offsetof(BlockQ3_K, scales) - 2, z);
+    for (int k = 0; k < 4; ++k) f[k] = _mm256_sub_epi8(q3k_duo_fields(z[k]), _mm256_set1_epi8(32));  // sc - 32
+    const __m256 d = row_halves(row, group * sizeof(BlockQ3_K) + offsetof(BlockQ3_K, d));
+    store_group_scales<T>(f, d, d, sc);
+  } else if constexpr (T == GgmlType::Q6_K) {
     __m256i f[4];
     load_duos(row, group * sizeof(BlockQ6_K) + offsetof(BlockQ6_K, scales), f);
     const __m256 d = row_halves(row, group * sizeof(BlockQ6_K) + offsetof(BlockQ6_K, d));

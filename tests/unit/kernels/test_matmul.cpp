@@ -13,6 +13,7 @@
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/matmul_internal.h"
 #include "kernels/cpu/quants.h"
+#include "tests/support/quant_blocks.h"
 
 using namespace pagoda;
 using namespace pagoda::cpu;
@@ -250,25 +251,7 @@ std::vector<uint8_t> extreme_weights(GgmlType t, int64_t out, int64_t in) {
   const GgmlTypeInfo& info = ggml_type_info(t);
   std::vector<uint8_t> w(ggml_row_size(t, in) * static_cast<size_t>(out), t == GgmlType::Q8_0 ? 0x80 : 0xFF);
   const uint16_t small = fp32_to_fp16(0.01f);
-  for (size_t b = 0; b < w.size() / info.type_size; ++b) {
-    uint8_t* blk = &w[b * info.type_size];
-    auto set = [&](size_t off) { std::memcpy(blk + off, &small, 2); };
-    switch (t) {
-      case GgmlType::Q8_0: set(offsetof(BlockQ8_0, d)); break;
-      case GgmlType::Q4_0: set(offsetof(BlockQ4_0, d)); break;
-      case GgmlType::Q4_1: set(offsetof(BlockQ4_1, d)), set(offsetof(BlockQ4_1, m)); break;
-      case GgmlType::Q5_0: set(offsetof(BlockQ5_0, d)); break;
-      case GgmlType::Q5_1: set(offsetof(BlockQ5_1, d)), set(offsetof(BlockQ5_1, m)); break;
-      case GgmlType::IQ4_NL: set(offsetof(BlockIQ4_NL, d)); break;
-      case GgmlType::IQ4_XS: set(offsetof(BlockIQ4_XS, d)); break;
-      case GgmlType::Q2_K: set(offsetof(BlockQ2_K, d)), set(offsetof(BlockQ2_K, dmin)); break;
-      case GgmlType::Q3_K: set(offsetof(BlockQ3_K, d)); break;
-      case GgmlType::Q4_K: set(offsetof(BlockQ4_K, d)), set(offsetof(BlockQ4_K, dmin)); break;
-      case GgmlType::Q5_K: set(offsetof(BlockQ5_K, d)), set(offsetof(BlockQ5_K, dmin)); break;
-      case GgmlType::Q6_K: set(offsetof(BlockQ6_K, d)); break;
-      default: break;
-    }
-  }
+  for (size_t b = 0; b < w.size() / info.type_size; ++b) test::set_block_halves(t, &w[b * info.type_size], small);
   return w;
 }
 
@@ -290,6 +273,30 @@ TEST_CASE("largest weights times activations of +-127: no 16-bit sum overflows")
       INFO(name(t, isa, out, in, n));
       matmul(pool, isa, t, w.data(), out, in, x.data(), n, got.data());
       CHECK(std::memcmp(got.data(), ref.data(), ref.size() * sizeof(float)) == 0);
+    }
+  }
+}
+
+TEST_CASE("every bit pattern of quants and sub-block scales: the decode kernels give the scalar bits") {
+  // Quantized test matrices hold the scale values a quantizer picks; random bytes hold all of
+  // them (Q3_K's and IQ4_XS's top scale bits, Q2_K's mins of 15, Q8_0's -128 ...).
+  ThreadPool pool(2);
+  const int64_t out = 24, in = 512;
+  for (GgmlType t : kTypes) {
+    if (!quantized(t)) continue;
+    const auto w = test::random_blocks(t, out, in, 11, fp32_to_fp16(0.01f));
+    for (int64_t n : {1, 2, 3, 20}) {
+      std::vector<float> x(static_cast<size_t>(n * in));
+      std::mt19937 rng(static_cast<uint32_t>(n));
+      std::normal_distribution<float> nd(0.f, 1.f);
+      for (auto& v : x) v = nd(rng);
+      std::vector<float> ref(static_cast<size_t>(n * out)), got(ref.size());
+      matmul(pool, CpuIsa::Scalar, t, w.data(), out, in, x.data(), n, ref.data());
+      for (CpuIsa isa : isas()) {
+        INFO(name(t, isa, out, in, n));
+        matmul(pool, isa, t, w.data(), out, in, x.data(), n, got.data());
+        CHECK(std::memcmp(got.data(), ref.data(), ref.size() * sizeof(float)) == 0);
+      }
     }
   }
 }

@@ -14,6 +14,7 @@
 #include "kernels/cpu/matmul_internal.h"
 #include "kernels/cpu/quants.h"
 #include "kernels/cpu/weight_pack.h"
+#include "tests/support/quant_blocks.h"
 
 using namespace pagoda;
 using namespace pagoda::cpu;
@@ -121,6 +122,24 @@ TEST_CASE("matmul on packed weights gives the GGML layout's bits at every level,
             }
         }
       }
+}
+
+TEST_CASE("matmul on packed weights with every bit pattern of quants and sub-block scales") {
+  if (!cpu_supports(CpuIsa::Avx2)) return;
+  ThreadPool pool(2);
+  const int64_t rows = 24, cols = 512;
+  for (GgmlType t : kPackable) {
+    const auto w = test::random_blocks(t, rows, cols, 12, fp32_to_fp16(0.01f));
+    const PackedWeight p = pack_for_decode(t, w.data(), rows, cols);
+    for (int64_t n : {1, 2, 3}) {
+      const auto x = random_x(n, cols, static_cast<uint32_t>(n));
+      std::vector<float> ref(static_cast<size_t>(n * rows)), got(ref.size());
+      matmul(pool, CpuIsa::Scalar, t, w.data(), rows, cols, x.data(), n, ref.data());
+      matmul(pool, CpuIsa::Avx2, p, x.data(), n, got.data());
+      INFO(name(t, rows, cols, n));
+      CHECK(std::memcmp(got.data(), ref.data(), ref.size() * sizeof(float)) == 0);
+    }
+  }
 }
 
 TEST_CASE("packed decode kernel: output ranges that cut groups of 8 store only their part") {

@@ -568,18 +568,8 @@ template <int R>
   }(std::make_integer_sequence<int, 8>{});
 }
 
-// Block j of a Q5_K tile (block b of the row) for R activation rows.
-template <int R, int j>
-inline void q5k_packed_block(const uint8_t* tile, const ActRowPtrs x[R],
-                             const GroupScales<GgmlType::Q5_K>& sc, int64_t b, __m256 acc[R]) {
-  __m256i isum[R];
-  five_bit_block_sums<R>(tile + 128 + 160 * j, x, b, isum);
-  for (int r = 0; r < R; ++r)
-    acc[r] = block_epilogue<GgmlType::Q5_K>(acc[r], isum[r], _mm256_setzero_si256(), sc, j, x[r], b);
-}
-
 // sum(u * x) of one 32-element block held as 4 nibble registers at `blk` (register c < 4 the low
-// nibbles of V_c, register 4 + c their high nibbles: Q4_K and Q4_0 tiles), for R activation
+// nibbles of V_c, register 4 + c their high nibbles: Q4_0, Q4_1, Q4_K tiles), for R activation
 // rows. u <= 15, so a vpmaddubsw word is at most 2 * 15 * 127 and all eight of a block add in 16
 // bits before one vpmaddwd.
 template <int R>
@@ -597,16 +587,6 @@ template <int R>
     }
   }
   for (int r = 0; r < R; ++r) isum[r] = _mm256_madd_epi16(w[r], _mm256_set1_epi16(1));
-}
-
-// Block j of a Q4_K tile for R activation rows.
-template <int R, int j>
-inline void q4k_packed_block(const uint8_t* tile, const ActRowPtrs x[R], const GroupScales<GgmlType::Q4_K>& sc,
-                             int64_t b, __m256 acc[R]) {
-  __m256i isum[R];
-  nibble_block_sums<R>(tile + 128 + 128 * j, x, b, isum);
-  for (int r = 0; r < R; ++r)
-    acc[r] = block_epilogue<GgmlType::Q4_K>(acc[r], isum[r], _mm256_setzero_si256(), sc, j, x[r], b);
 }
 
 // Block j of a Q6_K tile for R activation rows: register c < 4 is the low nibbles of V_c with
@@ -734,14 +714,17 @@ template <int R>
   }
 }
 
-// Block j of an IQ4_XS tile for R activation rows.
-template <int R, int j>
-inline void iq4xs_packed_block(const uint8_t* tile, const ActRowPtrs x[R],
-                               const GroupScales<GgmlType::IQ4_XS>& sc, int64_t b, __m256 acc[R]) {
+// Block j of a Q4_K, Q5_K or IQ4_XS tile (a header, then per block nibble or 5-bit registers,
+// weight_pack.h) for R activation rows: its block sums, then block_epilogue with the tile's
+// group scales.
+template <GgmlType T, int R, int j>
+inline void header_packed_block(const uint8_t* tile, const ActRowPtrs x[R], const GroupScales<T>& sc, int64_t b,
+                                __m256 acc[R]) {
   __m256i isum[R];
-  iq4_block_sums<R>(tile + 64 + 128 * j, x, b, isum);
-  for (int r = 0; r < R; ++r)
-    acc[r] = block_epilogue<GgmlType::IQ4_XS>(acc[r], isum[r], _mm256_setzero_si256(), sc, j, x[r], b);
+  if constexpr (T == GgmlType::Q4_K) nibble_block_sums<R>(tile + 128 + 128 * j, x, b, isum);
+  else if constexpr (T == GgmlType::Q5_K) five_bit_block_sums<R>(tile + 128 + 160 * j, x, b, isum);
+  else iq4_block_sums<R>(tile + 64 + 128 * j, x, b, isum);
+  for (int r = 0; r < R; ++r) acc[r] = block_epilogue<T>(acc[r], isum[r], _mm256_setzero_si256(), sc, j, x[r], b);
 }
 
 // sum(q * x) of one block of a Q8_0 tile held as 8 registers of int8 quants at `qs`: dot_s8 as for
@@ -897,10 +880,8 @@ void packed_rows(const MatmulArgs& a, int64_t o0, int lo, int hi, int64_t i0) {
         if constexpr (kBlocksPerGroup<T> == 1) small_packed_block<T, R, J>(tile, x, 8 * s + J, acc);
         else if constexpr (T == GgmlType::Q2_K) q2k_packed_block<R, J>(tile, x, sc, 8 * s + J, acc);
         else if constexpr (T == GgmlType::Q3_K) q3k_packed_block<R, J>(tile, x, sc, 8 * s + J, acc);
-        else if constexpr (T == GgmlType::Q4_K) q4k_packed_block<R, J>(tile, x, sc, 8 * s + J, acc);
-        else if constexpr (T == GgmlType::Q5_K) q5k_packed_block<R, J>(tile, x, sc, 8 * s + J, acc);
         else if constexpr (T == GgmlType::Q6_K) q6k_packed_block<R, J>(tile, x, sc, 8 * s + J, acc);
-        else iq4xs_packed_block<R, J>(tile, x, sc, 8 * s + J, acc);
+        else header_packed_block<T, R, J>(tile, x, sc, 8 * s + J, acc);
       }(), ...);
     }(std::make_integer_sequence<int, 8>{});
   }

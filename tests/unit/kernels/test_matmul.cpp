@@ -255,6 +255,19 @@ std::vector<uint8_t> extreme_weights(GgmlType t, int64_t out, int64_t in) {
   return w;
 }
 
+// matmul of w (out x in, type t) on x (n rows) at every ISA level this CPU has gives the scalar
+// level's bits.
+void check_isas_match_scalar(ThreadPool& pool, GgmlType t, const std::vector<uint8_t>& w, int64_t out, int64_t in,
+                             const std::vector<float>& x, int64_t n) {
+  std::vector<float> ref(static_cast<size_t>(n * out)), got(ref.size());
+  matmul(pool, CpuIsa::Scalar, t, w.data(), out, in, x.data(), n, ref.data());
+  for (CpuIsa isa : isas()) {
+    INFO(name(t, isa, out, in, n));
+    matmul(pool, isa, t, w.data(), out, in, x.data(), n, got.data());
+    CHECK(std::memcmp(got.data(), ref.data(), ref.size() * sizeof(float)) == 0);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("largest weights times activations of +-127: no 16-bit sum overflows") {
@@ -267,13 +280,7 @@ TEST_CASE("largest weights times activations of +-127: no 16-bit sum overflows")
     const auto w = extreme_weights(t, out, in);
     std::vector<float> x(static_cast<size_t>(n * in), 1.f);
     for (int64_t k = 0; k < in; ++k) x[in + k] = -1.f;
-    std::vector<float> ref(static_cast<size_t>(n * out)), got(ref.size());
-    matmul(pool, CpuIsa::Scalar, t, w.data(), out, in, x.data(), n, ref.data());
-    for (CpuIsa isa : isas()) {
-      INFO(name(t, isa, out, in, n));
-      matmul(pool, isa, t, w.data(), out, in, x.data(), n, got.data());
-      CHECK(std::memcmp(got.data(), ref.data(), ref.size() * sizeof(float)) == 0);
-    }
+    check_isas_match_scalar(pool, t, w, out, in, x, n);
   }
 }
 
@@ -290,13 +297,7 @@ TEST_CASE("every bit pattern of quants and sub-block scales: the decode kernels 
       std::mt19937 rng(static_cast<uint32_t>(n));
       std::normal_distribution<float> nd(0.f, 1.f);
       for (auto& v : x) v = nd(rng);
-      std::vector<float> ref(static_cast<size_t>(n * out)), got(ref.size());
-      matmul(pool, CpuIsa::Scalar, t, w.data(), out, in, x.data(), n, ref.data());
-      for (CpuIsa isa : isas()) {
-        INFO(name(t, isa, out, in, n));
-        matmul(pool, isa, t, w.data(), out, in, x.data(), n, got.data());
-        CHECK(std::memcmp(got.data(), ref.data(), ref.size() * sizeof(float)) == 0);
-      }
+      check_isas_match_scalar(pool, t, w, out, in, x, n);
     }
   }
 }

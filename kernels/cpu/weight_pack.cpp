@@ -1,7 +1,7 @@
 // Packing of the quantized weight matrices (every type the int8 kernels read) into the decode
-// layout described in weight_pack.h, and its inverse. Both go through the decoded values of one tile (TileValues): the GGML blocks
-// <-> values <-> the tile, each step written once per direction and checked as exact inverses
-// by tests/unit/kernels/test_weight_pack.cpp.
+// layout described in weight_pack.h, and its inverse. Both go through the decoded values of one
+// tile (TileValues): the GGML blocks <-> values <-> the tile, each step written once per
+// direction and checked as exact inverses by tests/unit/kernels/test_weight_pack.cpp.
 #include "kernels/cpu/weight_pack.h"
 
 #include <cstring>
@@ -20,15 +20,17 @@ namespace {
 constexpr int kRows = 8;
 constexpr int64_t kSuper = 256;
 
-// One super-block of 8 rows (the 32-element-block types: 8 blocks), decoded: fp16 scales as stored, sub-block
-// fields, and each element's quant (Q2_K: 2 bits; Q3_K: 3 bits; Q4_K: 4 bits; Q5_K: 5 bits; Q6_K:
-// 6 bits; IQ4_XS / IQ4_NL: the 4-bit level index; Q4_0 / Q4_1: the nibble; Q5_0 / Q5_1: 5 bits;
-// Q8_0: the byte).
+// One super-block of 8 rows (the 32-element-block types: 8 blocks), decoded: fp16 scales as
+// stored, sub-block fields, and each element's quant (Q2_K: 2 bits; Q3_K: 3 bits; Q4_K: 4 bits;
+// Q5_K: 5 bits; Q6_K: 6 bits; IQ4_XS / IQ4_NL: the 4-bit level index; Q4_0 / Q4_1: the nibble;
+// Q5_0 / Q5_1: 5 bits; Q8_0: the byte).
 struct TileValues {
   uint16_t d[kRows], dmin[kRows];
-  uint16_t block_d[8][kRows], block_m[8][kRows];  // 32-element-block types: block j's d (and m) of row l
-  uint8_t field[kRows][16];  // Q4_K / Q5_K: sc[0..7], min[0..7]; Q6_K: the 16 int8 scales; IQ4_XS: ls[0..7];
-                             // Q3_K: the 16 six-bit scales; Q2_K: the 16 scale bytes
+  // The 32-element-block types: block j's d (and m) of row l.
+  uint16_t block_d[8][kRows], block_m[8][kRows];
+  // Q4_K / Q5_K: sc[0..7], min[0..7]; Q6_K: the 16 int8 scales; IQ4_XS: ls[0..7]; Q3_K: the 16
+  // six-bit scales; Q2_K: the 16 scale bytes.
+  uint8_t field[kRows][16];
   uint8_t q[8][8][32];  // [block j][register c][4l + e]: element 4c + e of block j of row l
 };
 

@@ -80,7 +80,7 @@ const std::vector<Option>& options() {
       OPT(cuda_graphs, "CUDA: replay decode steps as CUDA graphs (on|off)"),
       alias(OPT(threads, "CPU threads (0 = all cores)"), "-t"),
       OPT(cpu_decode_pack,
-          "CPU (AVX2 hosts): also hold the quantized matrices in a decode layout, 1.2-6x faster decode for "
+          "CPU (AVX2 hosts): also hold the quantized matrices in a decode layout, 1.2-8x faster decode for "
           "a second copy of them in memory; auto: while the copies fit a quarter of the available memory",
           "auto|on|off"),
       alias(OPT(max_seqs, "max sequences per step"), "--max-num-seqs|--parallel|-np"),

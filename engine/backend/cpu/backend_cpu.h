@@ -23,7 +23,7 @@ namespace pagoda {
 namespace cpu { class ThreadPool; }
 
 // Whether upload_weight also keeps a decode-layout copy of quantized matrices
-// (kernels/cpu/weight_pack.h; used on AVX2-level hosts, where it speeds up decode 1.2-6x):
+// (kernels/cpu/weight_pack.h; used on AVX2-level hosts, where it speeds up decode 1.2-8x):
 // Off, On, or Auto, which packs while the copies stay within a quarter of the memory available
 // when the backend starts (a copy is those matrices' size again).
 enum class DecodePack { Off, On, Auto };

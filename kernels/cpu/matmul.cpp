@@ -191,9 +191,7 @@ void run_matmul(ThreadPool& pool, CpuIsa isa, GgmlType wtype, const void* w, int
     // The decode kernels' per-call terms (QuantActs): block sums as floats or scaled ints, each in
     // its own array.
     const bool decode = n <= detail::kFewRowsMax && isa != CpuIsa::Scalar;
-    const int fsum_per_block = !decode                   ? 0
-                               : detail::block_min(wtype) ? 1
-                               : isa == CpuIsa::Avx2 && detail::half_mins(wtype) ? 2 : 0;
+    const int fsum_per_block = decode ? detail::min_sums_per_block(wtype) : 0;
     const int corr_per_block = decode && isa == CpuIsa::Avx2 ? detail::corrections_per_block(wtype) : 0;
     const size_t fsum_pad = fsum_per_block * d_pad, corr_pad = corr_per_block * d_pad;  // 4 bytes per term, as d
     qbuf = aligned_bytes(q_pad + d_pad + s_pad + fsum_pad + corr_pad);

@@ -36,7 +36,7 @@ struct QuantActs {
   // Decode-call terms (n <= kFewRowsMax), made once per call before the outputs are split over
   // threads (made per chunk of outputs, they cost up to ~10% of a 2-thread decode matmul):
   // [n][k / 32 * fsum_per_block] float(s[2b] + s[2b + 1]) (block_min types), or float(s[h]) per
-  // half (half_mins types, AVX2 only):
+  // half (half_mins types), see min_sums_per_block:
   const float* fsum = nullptr;
   int fsum_per_block = 0;
   // [n][k / 32 * corr_per_block] weight_offset * that sum (has_block_correction types) or * each
@@ -182,6 +182,9 @@ static inline constexpr int corrections_per_block(GgmlType t) {
   if (has_block_correction(t)) return 1;
   return half_scales(t) && weight_offset(t) != 0 ? 2 : 0;
 }
+// The float sums of x per 32-element block that the decode kernels' min term multiplies
+// (QuantActs::fsum): one for block_min types, one per half for half_mins (Q2_K), none otherwise.
+static inline constexpr int min_sums_per_block(GgmlType t) { return block_min(t) ? 1 : half_mins(t) ? 2 : 0; }
 // 32-element blocks per GGML block (the unit whose scales decode together).
 static inline constexpr int blocks_per_group(GgmlType t) {
   switch (t) {

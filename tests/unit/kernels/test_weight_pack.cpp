@@ -162,7 +162,7 @@ TEST_CASE("packed decode kernel: output ranges that cut groups of 8 store only t
     // The per-call terms run_matmul makes before splitting the outputs.
     std::vector<float> fsum(s.size());    // at most one per half
     std::vector<int32_t> corr(s.size());
-    a.acts.fsum_per_block = detail::block_min(t) ? 1 : detail::half_mins(t) ? 2 : 0;
+    a.acts.fsum_per_block = detail::min_sums_per_block(t);
     if (a.acts.fsum_per_block > 0) a.acts.fsum = fsum.data();
     a.acts.corr_per_block = detail::corrections_per_block(t);
     if (a.acts.corr_per_block > 0) a.acts.corr = corr.data();

@@ -4,6 +4,7 @@
 // direction and checked as exact inverses by tests/unit/kernels/test_weight_pack.cpp.
 #include "kernels/cpu/weight_pack.h"
 
+#include <array>
 #include <cstring>
 #include <new>
 #include <stdexcept>
@@ -205,6 +206,17 @@ void q3k_to_block(const TileValues& v, int l, BlockQ3_K& b) {
 // The 32-element-block types (Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q8_0): the 8 blocks of one
 // super-block's span of row l. d (and m) as stored; the quants in element order, Q5_0 / Q5_1's
 // fifth bit (bit i of the little-endian qh: element i) on top of the nibble.
+// Byte x's bits spread to bit 4 of 8 bytes (bit i -> byte i of a little-endian word, as GGUF and
+// the x86 hosts this layout serves are): Q5_0 / Q5_1's fifth bits, 8 at a time (one per element,
+// they made packing those types the slowest: 0.30 -> 0.54-0.70 GB/s).
+constexpr auto kFifthBits = [] {
+  std::array<uint64_t, 256> t{};
+  for (int x = 0; x < 256; ++x)
+    for (int i = 0; i < 8; ++i)
+      if ((x >> i) & 1) t[x] |= uint64_t{0x10} << (8 * i);
+  return t;
+}();
+
 template <class Block>
 void small_block_from(const Block& b, int j, int l, TileValues& v, uint8_t (&u)[32]) {
   v.block_d[j][l] = b.d;
@@ -214,7 +226,12 @@ void small_block_from(const Block& b, int j, int l, TileValues& v, uint8_t (&u)[
   } else {
     split_nibbles(b.qs, u);
     if constexpr (requires { b.qh; })
-      for (int i = 0; i < 32; ++i) u[i] = static_cast<uint8_t>(u[i] | ((b.qh[i / 8] >> (i % 8)) & 1) << 4);
+      for (int g = 0; g < 4; ++g) {
+        uint64_t w;
+        std::memcpy(&w, u + 8 * g, 8);
+        w |= kFifthBits[b.qh[g]];
+        std::memcpy(u + 8 * g, &w, 8);
+      }
   }
 }
 

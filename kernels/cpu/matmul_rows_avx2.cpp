@@ -767,6 +767,17 @@ inline void small_packed_block(const uint8_t* tile, const ActRowPtrs x[R], int64
   }
 }
 
+// s0 / s1 of the 16 sub-blocks of a tile: d (the rows' fp16 scales) times their int8 scales,
+// sub-block s's 8 rows at scales + 8s (as Q6_K's tile stores them, and Q3_K's sc - 32 once
+// decoded), as store_fields makes them.
+template <GgmlType T>
+inline void int8_sub_block_scales(const int8_t* scales, __m256 d, GroupScales<T>& sc) {
+  for (int s = 0; s < 16; ++s) {
+    const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales + 8 * s));
+    _mm256_store_ps(s % 2 ? sc.s1[s / 2] : sc.s0[s / 2], _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q))));
+  }
+}
+
 // The group scales of a tile from its fp16 scales in row order and its sub-block fields
 // (weight_pack.cpp): Q4_K / Q5_K / IQ4_XS store theirs 6 bits each in the transposed layout
 // store_fields reads; Q6_K, Q3_K and Q2_K theirs per sub-block, 8 rows after another.
@@ -785,28 +796,20 @@ inline void packed_tile_scales(const uint8_t* tile, GroupScales<T>& sc) {
                            _mm256_and_si256(_mm256_srli_epi16(p2, 2), _mm256_set1_epi8(0x3C)));
     store_fields<T>(t, d, dmin, sc);
   } else if constexpr (T == GgmlType::Q6_K) {
-    // d times each 16-element sub-block's int8 scale, as store_fields makes them.
-    for (int s = 0; s < 16; ++s) {
-      const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(tile + 16 + 8 * s));
-      _mm256_store_ps(s % 2 ? sc.s1[s / 2] : sc.s0[s / 2], _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q))));
-    }
+    int8_sub_block_scales(reinterpret_cast<const int8_t*>(tile + 16), d, sc);
   } else if constexpr (T == GgmlType::Q3_K) {
-    // The 16 x 8 six-bit fields F[8s + l] (weight_pack.cpp), s's 8 rows as bytes 8(s % 4).. of f[s / 4].
+    // The 16 x 8 six-bit fields F[8s + l] (weight_pack.cpp) decoded to sc - 32 (as block_scales)
+    // in Q6_K's order: 32 bytes per 4 sub-blocks.
     const __m256i n0 = load32(tile + 16), n1 = load32(tile + 48), h = load32(tile + 80), top = _mm256_set1_epi8(0x30);
     const __m256i f[4] = {
         _mm256_or_si256(_mm256_and_si256(n0, low4), _mm256_and_si256(_mm256_slli_epi16(h, 4), top)),
         _mm256_or_si256(_mm256_and_si256(n1, low4), _mm256_and_si256(_mm256_slli_epi16(h, 2), top)),
         _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(n0, 4), low4), _mm256_and_si256(h, top)),
         _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(n1, 4), low4), _mm256_and_si256(_mm256_srli_epi16(h, 2), top))};
-    for (int m = 0; m < 4; ++m) {
-      const __m256i signed_scales = _mm256_sub_epi8(f[m], _mm256_set1_epi8(32));  // sc - 32, as block_scales
-      const __m128i halves[2] = {_mm256_castsi256_si128(signed_scales), _mm256_extracti128_si256(signed_scales, 1)};
-      for (int i = 0; i < 4; ++i) {
-        const int s = 4 * m + i;
-        const __m128i q = i % 2 ? _mm_srli_si128(halves[i / 2], 8) : halves[i / 2];
-        _mm256_store_ps(s % 2 ? sc.s1[s / 2] : sc.s0[s / 2], _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q))));
-      }
-    }
+    alignas(32) int8_t scales[128];
+    for (int m = 0; m < 4; ++m)
+      _mm256_store_si256(reinterpret_cast<__m256i*>(scales + 32 * m), _mm256_sub_epi8(f[m], _mm256_set1_epi8(32)));
+    int8_sub_block_scales(scales, d, sc);
   } else if constexpr (T == GgmlType::Q2_K) {
     // Each sub-block's 8 scale bytes: d times the low nibble, dmin times the high one.
     const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + 16)));

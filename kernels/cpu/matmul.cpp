@@ -161,7 +161,8 @@ void matmul(ThreadPool& pool, GgmlType wtype, const void* w, int64_t out_feature
 
 namespace {
 // Both matmul entry points: `packed` says w is in the decode layout (weight_pack.h), which only
-// the AVX2 decode kernels read.
+// the AVX2 kernels read (the decode kernels directly, the prefill tile through
+// unpack_packed_tile_avx2).
 void run_matmul(ThreadPool& pool, CpuIsa isa, GgmlType wtype, const void* w, int64_t out_features,
                 int64_t in_features, const float* x, int64_t n, float* out, bool packed) {
   if (!matmul_supports(wtype))
@@ -271,7 +272,10 @@ void run_matmul(ThreadPool& pool, CpuIsa isa, GgmlType wtype, const void* w, int
     const int64_t o0 = b * unit, o1 = std::min(out_features, e * unit);
     switch (isa) {
       case CpuIsa::Avx512: detail::matmul_range_avx512(a, o0, o1); break;
-      case CpuIsa::Avx2: a.packed ? detail::matmul_packed_avx2(a, o0, o1) : detail::matmul_range_avx2(a, o0, o1); break;
+      case CpuIsa::Avx2:
+        if (a.packed && n <= detail::kFewRowsMax) detail::matmul_packed_avx2(a, o0, o1);
+        else detail::matmul_range_avx2(a, o0, o1);
+        break;
       default: detail::matmul_range_scalar(a, o0, o1); break;
     }
   });
@@ -289,8 +293,15 @@ void matmul(ThreadPool& pool, const PackedWeight& w, const float* x, int64_t n, 
 }
 
 void matmul(ThreadPool& pool, CpuIsa isa, const PackedWeight& w, const float* x, int64_t n, float* out) {
-  const bool use_packed = isa == CpuIsa::Avx2 && n <= detail::kFewRowsMax;
+  const bool use_packed = isa == CpuIsa::Avx2;
   run_matmul(pool, isa, w.type, use_packed ? w.bytes.get() : w.source, w.rows, w.cols, x, n, out, use_packed);
+}
+
+void matmul_decode_layout(ThreadPool& pool, GgmlType wtype, const void* w, int64_t out_features, int64_t in_features,
+                          const float* x, int64_t n, float* out) {
+  if (!cpu_supports(CpuIsa::Avx2))
+    throw std::invalid_argument("matmul_decode_layout: the decode layout needs the AVX2 kernels");
+  run_matmul(pool, CpuIsa::Avx2, wtype, w, out_features, in_features, x, n, out, true);
 }
 
 }  // namespace pagoda::cpu

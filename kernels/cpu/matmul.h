@@ -62,9 +62,16 @@ bool bf16_dot_products();
 void matmul(ThreadPool& pool, CpuIsa isa, GgmlType wtype, const void* w, int64_t out_features,
             int64_t in_features, const float* x, int64_t n, float* out);
 
-// Weights packed for decode (weight_pack.h): the AVX2 decode kernels (n <= 16) read w's packed
-// bytes, every other case reads w.source; the results are bit-identical to matmul on w.source.
+// Weights packed for decode (weight_pack.h): the AVX2 kernels read w's packed bytes at any n
+// (prefill tiles unpack them), the other ISA levels read w.source; the results are
+// bit-identical to matmul on w.source.
 void matmul(ThreadPool& pool, const PackedWeight& w, const float* x, int64_t n, float* out);
 void matmul(ThreadPool& pool, CpuIsa isa, const PackedWeight& w, const float* x, int64_t n, float* out);
+// Weights in the decode layout given by their bytes alone: a PackedWeight's, or rows
+// [8g, 8g + out_features) of them with out_features a multiple of 8 (one expert's slice of
+// stacked experts: a slice of whole groups is a packed matrix itself). Only the AVX2 level reads
+// that layout; throws std::invalid_argument on a CPU without it.
+void matmul_decode_layout(ThreadPool& pool, GgmlType wtype, const void* w, int64_t out_features, int64_t in_features,
+                          const float* x, int64_t n, float* out);
 
 }  // namespace pagoda::cpu

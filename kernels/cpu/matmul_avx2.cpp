@@ -75,6 +75,17 @@ inline void interleave8(const uint8_t* src, size_t stride, uint8_t* dst) {
 
 template <GgmlType T>
 void fill_tile(Tile& tile, const MatmulArgs& a, int64_t o0, int valid, int64_t b0, int nblk) {
+  if (a.packed && valid == kLanes && o0 % kLanes == 0 && o0 + kLanes <= a.out_features / kLanes * kLanes) {
+    // A full group of the decode layout: its tiles (8 blocks each: nblk is 8 or 16, as k is a
+    // multiple of 256 there and b0 of kChunk) start at o0 * row_bytes, already interleaved.
+    static_assert(kChunk % 8 == 0 && kLanes == 8);
+    const size_t tile_bytes = static_cast<size_t>(kLanes) * a.row_bytes / static_cast<size_t>(a.k / 256);
+    const uint8_t* group = a.w + o0 * a.row_bytes;
+    for (int b = 0; b < nblk; b += 8)
+      unpack_packed_tile_avx2(T, group + static_cast<size_t>((b0 + b) / 8) * tile_bytes, &tile.qs[b][0][0][0],
+                              tile.s0[b], tile.s1[b], tile.m[b], tile.m1[b]);
+    return;
+  }
   for (int l = 0; l < kLanes; ++l) {
     if (l < valid) {
       const uint8_t* row = a.w + (o0 + l) * a.row_bytes;

@@ -78,7 +78,9 @@ struct MatmulArgs {
   // Quantized activations re-laid for the AVX-512 prefill micro-kernel (n > kFewRowsMax):
   // see pack_activation_panels_avx512.
   const uint8_t* panel = nullptr;
-  // w is in the decode layout of weight_pack.h (decode_pack_supported types, AVX2 level, n <= kFewRowsMax).
+  // w is in the decode layout of weight_pack.h (decode_pack_supported types, AVX2 level): the
+  // decode kernels read it directly (matmul_packed_avx2), the prefill tile through
+  // unpack_packed_tile_avx2, and the rows past the last group of 8 are GGML rows as usual.
   bool packed = false;
 };
 
@@ -105,6 +107,12 @@ void matmul_few_rows_avx512(const MatmulArgs& a, int64_t o_begin, int64_t o_end)
 void matmul_few_rows_avx2(const MatmulArgs& a, int64_t o_begin, int64_t o_end);
 // The same for weights in the decode layout (a.packed).
 void matmul_packed_avx2(const MatmulArgs& a, int64_t o_begin, int64_t o_end);
+// One tile of the decode layout (8 rows x 256 elements) as the AVX2 prefill tile holds its
+// blocks: u + 256 * b + 32 * c = register c of block b (elements 4c..4c+3 of the 8 rows as u
+// bytes; q + 128 for the signed_weights types), and at [8 * b + l] block b's scales of row l in
+// the arrays its type uses (s0; s1 for half_scales; m for block_min and half_mins; m1 for
+// half_mins), the values of block_scales. The rest are left as they are.
+void unpack_packed_tile_avx2(GgmlType t, const uint8_t* tile, uint8_t* u, float* s0, float* s1, float* m, float* m1);
 
 // BF16 weights with AVX512_BF16 (vdpbf16ps) on bf16-rounded activations; see
 // matmul_bf16_avx512.cpp. Only when cpu_features().avx512_bf16 and the level is Avx512.

@@ -536,28 +536,137 @@ inline __m256i broadcast4(const int8_t* p) {
   return _mm256_set1_epi32(v);
 }
 
-// sum(u * x) of one 32-element block held as 5-bit registers at `blk` (Q5_K, Q5_0, Q5_1 tiles):
-// register i < 4 is the low 5 bits of V_i; register 4 + i takes its bits 2-4 from V_i's top 3
-// and bits 0-1 from V4 (weight_pack.cpp). u <= 31, so a vpmaddubsw word is at most 2 * 31 * 127
-// and four of them add in 16 bits without overflow before vpmaddwd.
+// ---- The registers of a packed block -------------------------------------------------------
+// One reader per register form of weight_pack.h, made from a block's bytes: reg(c) is register c
+// (c = 0..7: elements 4c..4c+3 of each of the 8 rows), u bytes for the unsigned types and the
+// quants q for the signed ones (IQ4, Q8_0). The decode sums below read blocks through these, and
+// so does the prefill tile (unpack_packed_tile_avx2). Callers pass c as a constant once
+// unrolled, so the shifts are immediates; a register pair c / 4 + c shares its loads.
+
+// Q4_0, Q4_1, Q4_K (and the IQ4 level indices): register c < 4 is the low nibbles of V_c, 4 + c
+// its high nibbles.
+struct NibbleRegs {
+  const uint8_t* blk;
+  [[gnu::always_inline]] __m256i reg(int c) const {
+    const __m256i v = load32(blk + 32 * (c % 4));
+    return _mm256_and_si256(c < 4 ? v : _mm256_srli_epi16(v, 4), _mm256_set1_epi8(0x0F));
+  }
+};
+
+// IQ4_XS, IQ4_NL: the signed levels of NibbleRegs' indices.
+struct Iq4Regs {
+  NibbleRegs index;
+  __m256i levels;
+  explicit Iq4Regs(const uint8_t* blk)
+      : index{blk},
+        levels(_mm256_xor_si256(_mm256_broadcastsi128_si256(unpack_iq4_table()), _mm256_set1_epi8(static_cast<char>(0x80)))) {}
+  [[gnu::always_inline]] __m256i reg(int c) const { return _mm256_shuffle_epi8(levels, index.reg(c)); }
+};
+
+// Q5_K, Q5_0, Q5_1: register i < 4 is the low 5 bits of V_i; register 4 + i takes its bits 2-4
+// from V_i's top 3 and bits 0-1 from V4 (weight_pack.cpp).
+struct FiveBitRegs {
+  const uint8_t* blk;
+  __m256i v4;
+  explicit FiveBitRegs(const uint8_t* b) : blk(b), v4(load32(b + 128)) {}
+  [[gnu::always_inline]] __m256i reg(int c) const {
+    const int i = c % 4;
+    const __m256i vi = load32(blk + 32 * i);
+    if (c < 4) return _mm256_and_si256(vi, _mm256_set1_epi8(0x1F));
+    const __m256i top = _mm256_and_si256(_mm256_srli_epi16(vi, 3), _mm256_set1_epi8(0x1C));
+    const __m256i low = _mm256_and_si256(i ? _mm256_srli_epi16(v4, 2 * i) : v4, _mm256_set1_epi8(0x03));
+    return _mm256_or_si256(top, low);
+  }
+};
+
+// Q6_K: register c < 4 is the low nibbles of V_c with bits 4-5 from bits 2c.. of H0, register
+// 4 + c the high nibbles with H1's (16-bit shifts: the mask drops what crosses a byte).
+struct Q6kRegs {
+  const uint8_t* blk;
+  __m256i h0, h1;
+  explicit Q6kRegs(const uint8_t* b) : blk(b), h0(load32(b + 128)), h1(load32(b + 160)) {}
+  [[gnu::always_inline]] __m256i reg(int c) const {
+    const int i = c % 4;
+    const __m256i h = c < 4 ? h0 : h1;
+    const __m256i top = i == 3 ? _mm256_srli_epi16(h, 2) : _mm256_slli_epi16(h, 4 - 2 * i);
+    return _mm256_or_si256(NibbleRegs{blk}.reg(c), _mm256_and_si256(top, _mm256_set1_epi8(0x30)));
+  }
+};
+
+// Q3_K: registers c and 4 + c (c < 3) are the nibbles of R_c masked to 3 bits; registers 3 and 7
+// those of V, gathered from bits 3 and 7 of R0-R2 (16-bit shifts: the masks drop what crosses
+// into the next byte).
+struct Q3kRegs {
+  __m256i r[3], v;
+  explicit Q3kRegs(const uint8_t* blk) : r{load32(blk), load32(blk + 32), load32(blk + 64)} {
+    v = _mm256_or_si256(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(r[0], 3), _mm256_set1_epi8(0x11)),
+                                        _mm256_and_si256(_mm256_srli_epi16(r[1], 2), _mm256_set1_epi8(0x22))),
+                        _mm256_and_si256(_mm256_srli_epi16(r[2], 1), _mm256_set1_epi8(0x44)));
+  }
+  [[gnu::always_inline]] __m256i reg(int c) const {
+    const __m256i n = c % 4 < 3 ? r[c % 4] : v;
+    return _mm256_and_si256(c < 4 ? n : _mm256_srli_epi16(n, 4), _mm256_set1_epi8(0x07));
+  }
+};
+
+// Q2_K: register c is bits 2c.. of L0, 4 + c of L1.
+struct Q2kRegs {
+  __m256i l0, l1;
+  explicit Q2kRegs(const uint8_t* blk) : l0(load32(blk)), l1(load32(blk + 32)) {}
+  [[gnu::always_inline]] __m256i reg(int c) const {
+    return _mm256_and_si256(_mm256_srli_epi16(c < 4 ? l0 : l1, 2 * (c % 4)), _mm256_set1_epi8(0x03));
+  }
+};
+
+// Q8_0: 8 registers of int8 quants.
+struct Int8Regs {
+  const uint8_t* blk;
+  [[gnu::always_inline]] __m256i reg(int c) const { return load32(blk + 32 * c); }
+};
+
+// Where block j's registers start in a tile (after the tile's scales), and their bytes per block.
+template <GgmlType T>
+constexpr size_t kPackedHead = T == GgmlType::Q4_K || T == GgmlType::Q5_K ? 128
+                               : T == GgmlType::IQ4_XS                   ? 64
+                               : T == GgmlType::Q6_K                     ? 144
+                               : T == GgmlType::Q3_K                     ? 112
+                               : T == GgmlType::Q2_K                     ? 160
+                               : block_min(T)                            ? 256  // Q4_1, Q5_1: d and m
+                                                                         : 128;
+template <GgmlType T>
+constexpr size_t kPackedBlockBytes = T == GgmlType::Q5_K || T == GgmlType::Q5_0 || T == GgmlType::Q5_1 ? 160
+                                     : T == GgmlType::Q6_K                                             ? 192
+                                     : T == GgmlType::Q3_K                                             ? 96
+                                     : T == GgmlType::Q2_K                                             ? 64
+                                     : T == GgmlType::Q8_0                                             ? 256
+                                                                                                       : 128;
+
+// The reader of block j of a tile.
+template <GgmlType T>
+[[gnu::always_inline]] inline auto block_regs(const uint8_t* tile, int j) {
+  const uint8_t* blk = tile + kPackedHead<T> + kPackedBlockBytes<T> * j;
+  if constexpr (T == GgmlType::Q4_0 || T == GgmlType::Q4_1 || T == GgmlType::Q4_K) return NibbleRegs{blk};
+  else if constexpr (T == GgmlType::IQ4_XS || T == GgmlType::IQ4_NL) return Iq4Regs(blk);
+  else if constexpr (T == GgmlType::Q5_K || T == GgmlType::Q5_0 || T == GgmlType::Q5_1) return FiveBitRegs(blk);
+  else if constexpr (T == GgmlType::Q6_K) return Q6kRegs(blk);
+  else if constexpr (T == GgmlType::Q3_K) return Q3kRegs(blk);
+  else if constexpr (T == GgmlType::Q2_K) return Q2kRegs(blk);
+  else return Int8Regs{blk};
+}
+
+// ---- Block sums of packed blocks -----------------------------------------------------------
+
+// sum(u * x) of a 5-bit block (FiveBitRegs) for R activation rows. u <= 31, so a vpmaddubsw word
+// is at most 2 * 31 * 127 and four of them add in 16 bits without overflow before vpmaddwd.
 template <int R>
-[[gnu::always_inline]] inline void five_bit_block_sums(const uint8_t* blk, const ActRowPtrs x[R], int64_t b,
+[[gnu::always_inline]] inline void five_bit_block_sums(const FiveBitRegs& regs, const ActRowPtrs x[R], int64_t b,
                                                        __m256i isum[R]) {
   const __m256i ones = _mm256_set1_epi16(1);
-  const __m256i v4 = load32(blk + 128);
   __m256i w[R];
   [&]<int... C>(std::integer_sequence<int, C...>) __attribute__((always_inline)) {
     ([&] {
-      constexpr int c = C, i = c % 4;
-      const __m256i vi = load32(blk + 32 * i);
-      __m256i u;
-      if constexpr (c < 4) {
-        u = _mm256_and_si256(vi, _mm256_set1_epi8(0x1F));
-      } else {
-        const __m256i top = _mm256_and_si256(_mm256_srli_epi16(vi, 3), _mm256_set1_epi8(0x1C));
-        const __m256i low = _mm256_and_si256(i ? _mm256_srli_epi16(v4, 2 * i) : v4, _mm256_set1_epi8(0x03));
-        u = _mm256_or_si256(top, low);
-      }
+      constexpr int c = C;
+      const __m256i u = regs.reg(c);
       for (int r = 0; r < R; ++r) {
         const __m256i p = _mm256_maddubs_epi16(u, broadcast4(x[r].q + 32 * b + 4 * c));
         w[r] = c % 4 ? _mm256_add_epi16(w[r], p) : p;
@@ -568,18 +677,14 @@ template <int R>
   }(std::make_integer_sequence<int, 8>{});
 }
 
-// sum(u * x) of one 32-element block held as 4 nibble registers at `blk` (register c < 4 the low
-// nibbles of V_c, register 4 + c their high nibbles: Q4_0, Q4_1, Q4_K tiles), for R activation
-// rows. u <= 15, so a vpmaddubsw word is at most 2 * 15 * 127 and all eight of a block add in 16
-// bits before one vpmaddwd.
+// sum(u * x) of a nibble block (NibbleRegs) for R activation rows. u <= 15, so a vpmaddubsw word
+// is at most 2 * 15 * 127 and all eight of a block add in 16 bits before one vpmaddwd.
 template <int R>
-[[gnu::always_inline]] inline void nibble_block_sums(const uint8_t* blk, const ActRowPtrs x[R], int64_t b,
+[[gnu::always_inline]] inline void nibble_block_sums(const NibbleRegs& regs, const ActRowPtrs x[R], int64_t b,
                                                      __m256i isum[R]) {
-  const __m256i m4 = _mm256_set1_epi8(0x0F);
   __m256i w[R];
   for (int c = 0; c < 4; ++c) {
-    const __m256i v = load32(blk + 32 * c);
-    const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+    const __m256i lo = regs.reg(c), hi = regs.reg(4 + c);
     for (int r = 0; r < R; ++r) {
       const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, broadcast4(x[r].q + 32 * b + 4 * c)),
                                          _mm256_maddubs_epi16(hi, broadcast4(x[r].q + 32 * b + 16 + 4 * c)));
@@ -589,26 +694,19 @@ template <int R>
   for (int r = 0; r < R; ++r) isum[r] = _mm256_madd_epi16(w[r], _mm256_set1_epi16(1));
 }
 
-// Block j of a Q6_K tile for R activation rows: register c < 4 is the low nibbles of V_c with
-// bits 4-5 from bits 2c.. of H0, register 4 + c the high nibbles with H1's (weight_pack.cpp).
-// u <= 63, so a vpmaddubsw word is at most 2 * 63 * 127 and two add in 16 bits before
-// vpmaddwd. Registers 0-3 are the block's first 16-element sub-block (sum0), 4-7 its second.
+// Block j of a Q6_K tile for R activation rows. u <= 63, so a vpmaddubsw word is at most
+// 2 * 63 * 127 and two add in 16 bits before vpmaddwd. Registers 0-3 are the block's first
+// 16-element sub-block (sum0), 4-7 its second.
 template <int R, int j>
 inline void q6k_packed_block(const uint8_t* tile, const ActRowPtrs x[R], const GroupScales<GgmlType::Q6_K>& sc,
                              int64_t b, __m256 acc[R]) {
-  const __m256i m4 = _mm256_set1_epi8(0x0F), top2 = _mm256_set1_epi8(0x30), ones = _mm256_set1_epi16(1);
-  const uint8_t* blk = tile + 144 + 192 * j;
-  const __m256i h0 = load32(blk + 128), h1 = load32(blk + 160);
+  const __m256i ones = _mm256_set1_epi16(1);
+  const Q6kRegs regs = block_regs<GgmlType::Q6_K>(tile, j);
   __m256i sum0[R], sum1[R], w0[R], w1[R];
   [&]<int... C>(std::integer_sequence<int, C...>) __attribute__((always_inline)) {
     ([&] {
       constexpr int c = C;
-      __m256i t0, t1;  // bits 2c.. of H0 / H1 moved to 4-5 (16-bit shifts: the mask drops what crosses a byte)
-      if constexpr (c == 3) t0 = _mm256_srli_epi16(h0, 2), t1 = _mm256_srli_epi16(h1, 2);
-      else t0 = _mm256_slli_epi16(h0, 4 - 2 * c), t1 = _mm256_slli_epi16(h1, 4 - 2 * c);
-      const __m256i v = load32(blk + 32 * c);
-      const __m256i ua = _mm256_or_si256(_mm256_and_si256(v, m4), _mm256_and_si256(t0, top2));
-      const __m256i ub = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), _mm256_and_si256(t1, top2));
+      const __m256i ua = regs.reg(c), ub = regs.reg(4 + c);
       for (int r = 0; r < R; ++r) {
         const __m256i pa = _mm256_maddubs_epi16(ua, broadcast4(x[r].q + 32 * b + 4 * c));
         const __m256i pb = _mm256_maddubs_epi16(ub, broadcast4(x[r].q + 32 * b + 16 + 4 * c));
@@ -626,24 +724,18 @@ inline void q6k_packed_block(const uint8_t* tile, const ActRowPtrs x[R], const G
   for (int r = 0; r < R; ++r) acc[r] = block_epilogue<GgmlType::Q6_K>(acc[r], sum0[r], sum1[r], sc, j, x[r], b);
 }
 
-// Registers c and 4 + c of a block (elements 4c.. and 16 + 4c..).
-struct RegisterPair {
-  __m256i first, second;
-};
-
-// sum(u * x) of the two 16-element halves of one block whose 8 registers (c < 4: the first
-// half, 4 + c: the second) come from unpack(c) as a RegisterPair, u at most 7 (Q2_K,
-// Q3_K tiles): a vpmaddubsw word is at most 2 * 7 * 127, so the four of a half add in 16 bits
-// before one vpmaddwd.
-template <int R, class Unpack>
-[[gnu::always_inline]] inline void small_block_sums(Unpack unpack, const ActRowPtrs x[R], int64_t b, __m256i sum0[R],
+// sum(u * x) of the two 16-element halves of one block (registers c < 4: the first half, 4 + c:
+// the second), u at most 7 (Q3kRegs, Q2kRegs): a vpmaddubsw word is at most 2 * 7 * 127, so the
+// four of a half add in 16 bits before one vpmaddwd.
+template <int R, class Regs>
+[[gnu::always_inline]] inline void small_block_sums(const Regs& regs, const ActRowPtrs x[R], int64_t b, __m256i sum0[R],
                                                     __m256i sum1[R]) {
   __m256i w0[R], w1[R];
   for (int c = 0; c < 4; ++c) {
-    const RegisterPair u = unpack(c);
+    const __m256i first = regs.reg(c), second = regs.reg(4 + c);
     for (int r = 0; r < R; ++r) {
-      const __m256i pa = _mm256_maddubs_epi16(u.first, broadcast4(x[r].q + 32 * b + 4 * c));
-      const __m256i pb = _mm256_maddubs_epi16(u.second, broadcast4(x[r].q + 32 * b + 16 + 4 * c));
+      const __m256i pa = _mm256_maddubs_epi16(first, broadcast4(x[r].q + 32 * b + 4 * c));
+      const __m256i pb = _mm256_maddubs_epi16(second, broadcast4(x[r].q + 32 * b + 16 + 4 * c));
       w0[r] = c ? _mm256_add_epi16(w0[r], pa) : pa;
       w1[r] = c ? _mm256_add_epi16(w1[r], pb) : pb;
     }
@@ -654,64 +746,40 @@ template <int R, class Unpack>
   }
 }
 
-// Block j of a Q3_K tile for R activation rows: registers c and 4 + c (c < 3) are the nibbles of
-// R_c masked to 3 bits; registers 3 and 7 those of V, gathered from bits 3 and 7 of R0-R2
-// (weight_pack.cpp). 16-bit shifts: the masks drop what crosses into the next byte.
-template <int R, int j>
-inline void q3k_packed_block(const uint8_t* tile, const ActRowPtrs x[R], const GroupScales<GgmlType::Q3_K>& sc,
-                             int64_t b, __m256 acc[R]) {
-  const __m256i m3 = _mm256_set1_epi8(0x07);
-  const uint8_t* blk = tile + 112 + 96 * j;
-  const __m256i r[3] = {load32(blk), load32(blk + 32), load32(blk + 64)};
-  const __m256i v = _mm256_or_si256(
-      _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(r[0], 3), _mm256_set1_epi8(0x11)),
-                      _mm256_and_si256(_mm256_srli_epi16(r[1], 2), _mm256_set1_epi8(0x22))),
-      _mm256_and_si256(_mm256_srli_epi16(r[2], 1), _mm256_set1_epi8(0x44)));
+// Block j of a Q3_K or Q2_K tile for R activation rows.
+template <GgmlType T, int R, int j>
+inline void small_quant_packed_block(const uint8_t* tile, const ActRowPtrs x[R], const GroupScales<T>& sc, int64_t b,
+                                     __m256 acc[R]) {
   __m256i sum0[R], sum1[R];
-  small_block_sums<R>(
-      [&](int c) {
-        const __m256i n = c < 3 ? r[c] : v;
-        return RegisterPair{_mm256_and_si256(n, m3), _mm256_and_si256(_mm256_srli_epi16(n, 4), m3)};
-      },
-      x, b, sum0, sum1);
-  for (int i = 0; i < R; ++i) acc[i] = block_epilogue<GgmlType::Q3_K>(acc[i], sum0[i], sum1[i], sc, j, x[i], b);
+  small_block_sums<R>(block_regs<T>(tile, j), x, b, sum0, sum1);
+  for (int i = 0; i < R; ++i) acc[i] = block_epilogue<T>(acc[i], sum0[i], sum1[i], sc, j, x[i], b);
 }
 
-// Block j of a Q2_K tile for R activation rows: register c is bits 2c.. of L0, 4 + c of L1.
-template <int R, int j>
-inline void q2k_packed_block(const uint8_t* tile, const ActRowPtrs x[R], const GroupScales<GgmlType::Q2_K>& sc,
-                             int64_t b, __m256 acc[R]) {
-  const __m256i m2 = _mm256_set1_epi8(0x03);
-  const uint8_t* blk = tile + 160 + 64 * j;
-  const __m256i l0 = load32(blk), l1 = load32(blk + 32);
-  __m256i sum0[R], sum1[R];
-  small_block_sums<R>(
-      [&](int c) {
-        return RegisterPair{_mm256_and_si256(_mm256_srli_epi16(l0, 2 * c), m2),
-                            _mm256_and_si256(_mm256_srli_epi16(l1, 2 * c), m2)};
-      },
-      x, b, sum0, sum1);
-  for (int i = 0; i < R; ++i) acc[i] = block_epilogue<GgmlType::Q2_K>(acc[i], sum0[i], sum1[i], sc, j, x[i], b);
-}
-
-// sum(q * x) of one 32-element block of IQ4 level indices held as nibble registers at `qs`
-// (IQ4_XS, IQ4_NL tiles): levels q by table lookup, then dot_s8 against the broadcast activations
-// (a second, |x| copy of them, to save the |q|, measured no faster). Words reach 2 * 127 * 127,
-// so each goes through vpmaddwd on its own.
-template <int R>
-[[gnu::always_inline]] inline void iq4_block_sums(const uint8_t* qs, const ActRowPtrs x[R], int64_t b,
-                                                  __m256i isum[R]) {
-  const __m256i m4 = _mm256_set1_epi8(0x0F);
-  const __m256i levels = _mm256_xor_si256(_mm256_broadcastsi128_si256(unpack_iq4_table()), _mm256_set1_epi8(static_cast<char>(0x80)));
+// sum(q * x) of one block of signed quants (Iq4Regs, Int8Regs) for R activation rows: dot_s8
+// against the broadcast activations (a second, |x| copy of them, to save the |q|, measured no
+// faster for IQ4). q can be -128 in Q8_0: |q| = 128 read unsigned, so words reach 2 * 128 * 127
+// and each goes through vpmaddwd on its own.
+template <int R, class Regs>
+[[gnu::always_inline]] inline void signed_block_sums(const Regs& regs, const ActRowPtrs x[R], int64_t b,
+                                                     __m256i isum[R]) {
   for (int r = 0; r < R; ++r) isum[r] = _mm256_setzero_si256();
   for (int c = 0; c < 4; ++c) {
-    const __m256i v = load32(qs + 32 * c);
-    const __m256i lo = _mm256_shuffle_epi8(levels, _mm256_and_si256(v, m4));  // elements 4c..
-    const __m256i hi = _mm256_shuffle_epi8(levels, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));  // 16 + 4c..
+    const __m256i lo = regs.reg(c), hi = regs.reg(4 + c);  // elements 4c.., 16 + 4c..
     for (int r = 0; r < R; ++r)
       isum[r] = _mm256_add_epi32(isum[r], _mm256_add_epi32(dot_s8(lo, broadcast4(x[r].q + 32 * b + 4 * c)),
                                                            dot_s8(hi, broadcast4(x[r].q + 32 * b + 16 + 4 * c))));
   }
+}
+
+// The block sums of block j of a tile whose blocks have one scale (sum0 only): nibble, 5-bit or
+// signed registers.
+template <GgmlType T, int R>
+[[gnu::always_inline]] inline void whole_block_sums(const uint8_t* tile, int j, const ActRowPtrs x[R], int64_t b,
+                                                    __m256i isum[R]) {
+  const auto regs = block_regs<T>(tile, j);
+  if constexpr (signed_weights(T)) signed_block_sums<R>(regs, x, b, isum);
+  else if constexpr (std::is_same_v<std::remove_cv_t<decltype(regs)>, FiveBitRegs>) five_bit_block_sums<R>(regs, x, b, isum);
+  else nibble_block_sums<R>(regs, x, b, isum);
 }
 
 // Block j of a Q4_K, Q5_K or IQ4_XS tile (a header, then per block nibble or 5-bit registers,
@@ -721,49 +789,35 @@ template <GgmlType T, int R, int j>
 inline void header_packed_block(const uint8_t* tile, const ActRowPtrs x[R], const GroupScales<T>& sc, int64_t b,
                                 __m256 acc[R]) {
   __m256i isum[R];
-  if constexpr (T == GgmlType::Q4_K) nibble_block_sums<R>(tile + 128 + 128 * j, x, b, isum);
-  else if constexpr (T == GgmlType::Q5_K) five_bit_block_sums<R>(tile + 128 + 160 * j, x, b, isum);
-  else iq4_block_sums<R>(tile + 64 + 128 * j, x, b, isum);
+  whole_block_sums<T, R>(tile, j, x, b, isum);
   for (int r = 0; r < R; ++r) acc[r] = block_epilogue<T>(acc[r], isum[r], _mm256_setzero_si256(), sc, j, x[r], b);
 }
 
-// sum(q * x) of one block of a Q8_0 tile held as 8 registers of int8 quants at `qs`: dot_s8 as for
-// IQ4 (q can be -128: |q| = 128 read unsigned, words at most 2 * 128 * 127).
-template <int R>
-[[gnu::always_inline]] inline void int8_block_sums(const uint8_t* qs, const ActRowPtrs x[R], int64_t b,
-                                                   __m256i isum[R]) {
-  for (int r = 0; r < R; ++r) isum[r] = _mm256_setzero_si256();
-  for (int c = 0; c < 8; ++c) {
-    const __m256i q = load32(qs + 32 * c);
-    for (int r = 0; r < R; ++r) isum[r] = _mm256_add_epi32(isum[r], dot_s8(q, broadcast4(x[r].q + 32 * b + 4 * c)));
-  }
+// The fp16 d of block j of a 32-element-block type's tile for its 8 rows (weight_pack.cpp: at
+// 16j), and for Q4_1 / Q5_1 m = -min (as block_scales has it) from their fp16 min at 128 + 16j.
+inline __m256 small_tile_d(const uint8_t* tile, int j) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + 16 * j)));
+}
+inline __m256 small_tile_m(const uint8_t* tile, int j) {
+  const __m256 min = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + 128 + 16 * j)));
+  return _mm256_xor_ps(min, _mm256_set1_ps(-0.f));
 }
 
-// Block j of a tile of a 32-element-block type (weight_pack.cpp: 8 fp16 d per block at 16j, for
-// Q4_1 / Q5_1 their fp16 m at 128 + 16j, then the blocks' quants) for R activation rows: the
-// block sums of its quant form, then block_epilogue's float steps with the block's d (offset
-// types: minus the call's offset * sum(x); affine types: minus sum(x) * m, m = -min as
-// block_scales has it).
+// Block j of a tile of a 32-element-block type for R activation rows: the block sums of its
+// quant form, then block_epilogue's float steps with the block's d (offset types: minus the
+// call's offset * sum(x); affine types: minus sum(x) * m).
 template <GgmlType T, int R, int j>
 inline void small_packed_block(const uint8_t* tile, const ActRowPtrs x[R], int64_t b, __m256 acc[R]) {
-  constexpr bool affine = block_min(T);
-  const uint8_t* quants = tile + (affine ? 256 : 128);
   __m256i isum[R];
-  if constexpr (T == GgmlType::Q8_0) int8_block_sums<R>(quants + 256 * j, x, b, isum);
-  else if constexpr (T == GgmlType::IQ4_NL) iq4_block_sums<R>(quants + 128 * j, x, b, isum);
-  else if constexpr (T == GgmlType::Q5_0 || T == GgmlType::Q5_1) five_bit_block_sums<R>(quants + 160 * j, x, b, isum);
-  else nibble_block_sums<R>(quants + 128 * j, x, b, isum);
-  const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + 16 * j)));
+  whole_block_sums<T, R>(tile, j, x, b, isum);
+  const __m256 d = small_tile_d(tile, j);
   for (int r = 0; r < R; ++r) {
     __m256i s = isum[r];
     if constexpr (has_block_correction(T)) s = _mm256_sub_epi32(s, _mm256_set1_epi32(x[r].corr[b]));
     const __m256 dx = _mm256_set1_ps(x[r].d[b]);
     acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(d, dx), acc[r]);
-    if constexpr (affine) {
-      const __m256 min = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + 128 + 16 * j)));
-      const __m256 m = _mm256_xor_ps(min, _mm256_set1_ps(-0.f));
-      acc[r] = _mm256_fnmadd_ps(_mm256_set1_ps(x[r].fsum[b]), _mm256_mul_ps(m, dx), acc[r]);
-    }
+    if constexpr (block_min(T))
+      acc[r] = _mm256_fnmadd_ps(_mm256_set1_ps(x[r].fsum[b]), _mm256_mul_ps(small_tile_m(tile, j), dx), acc[r]);
   }
 }
 
@@ -829,6 +883,38 @@ inline void packed_tile_scales(const uint8_t* tile, GroupScales<T>& sc) {
   }
 }
 
+// One tile as the prefill tile holds it (matmul_internal.h): every register of every block,
+// and the scales that packed_tile_scales / small_tile_d give the decode epilogue, which are
+// those of block_scales.
+template <GgmlType T>
+void unpack_packed_tile(const uint8_t* tile, uint8_t* u, float* s0, float* s1, float* m, float* m1) {
+  [&]<int... J>(std::integer_sequence<int, J...>) {
+    ([&] {
+      const auto regs = block_regs<T>(tile, J);
+      for (int c = 0; c < 8; ++c) {
+        __m256i v = regs.reg(c);
+        if constexpr (signed_weights(T)) v = _mm256_xor_si256(v, _mm256_set1_epi8(static_cast<char>(0x80)));  // u = q + 128
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(u + 256 * J + 32 * c), v);
+      }
+    }(), ...);
+  }(std::make_integer_sequence<int, 8>{});
+  if constexpr (kBlocksPerGroup<T> == 8) {
+    GroupScales<T> sc;
+    packed_tile_scales<T>(tile, sc);
+    for (int j = 0; j < 8; ++j) {
+      _mm256_storeu_ps(s0 + 8 * j, _mm256_load_ps(sc.s0[j]));
+      if constexpr (half_scales(T)) _mm256_storeu_ps(s1 + 8 * j, _mm256_load_ps(sc.s1[j]));
+      if constexpr (block_min(T) || half_mins(T)) _mm256_storeu_ps(m + 8 * j, _mm256_load_ps(sc.m[j]));
+      if constexpr (half_mins(T)) _mm256_storeu_ps(m1 + 8 * j, _mm256_load_ps(sc.m1[j]));
+    }
+  } else {
+    for (int j = 0; j < 8; ++j) {
+      _mm256_storeu_ps(s0 + 8 * j, small_tile_d(tile, j));
+      if constexpr (block_min(T)) _mm256_storeu_ps(m + 8 * j, small_tile_m(tile, j));
+    }
+  }
+}
+
 // The tiles of a thread's outputs are one sequential stream, prefetched kPrefetchTiles tiles
 // ahead, a tile's lines spread over its 8 blocks. Measured on a Zen 3 class host (TinyLlama
 // shapes): Q5_K from ~71% to ~85-95% of the streaming-read bandwidth (4 to 8 tiles ahead alike;
@@ -881,8 +967,7 @@ void packed_rows(const MatmulArgs& a, int64_t o0, int lo, int hi, int64_t i0) {
         if (ahead + 64 * lines <= tiles_end)
           for (int l = 0; l < lines; ++l) _mm_prefetch(reinterpret_cast<const char*>(a.w + ahead + 64 * l), _MM_HINT_T0);
         if constexpr (kBlocksPerGroup<T> == 1) small_packed_block<T, R, J>(tile, x, 8 * s + J, acc);
-        else if constexpr (T == GgmlType::Q2_K) q2k_packed_block<R, J>(tile, x, sc, 8 * s + J, acc);
-        else if constexpr (T == GgmlType::Q3_K) q3k_packed_block<R, J>(tile, x, sc, 8 * s + J, acc);
+        else if constexpr (T == GgmlType::Q2_K || T == GgmlType::Q3_K) small_quant_packed_block<T, R, J>(tile, x, sc, 8 * s + J, acc);
         else if constexpr (T == GgmlType::Q6_K) q6k_packed_block<R, J>(tile, x, sc, 8 * s + J, acc);
         else header_packed_block<T, R, J>(tile, x, sc, 8 * s + J, acc);
       }(), ...);
@@ -923,6 +1008,16 @@ void matmul_packed_avx2(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
   switch (a.type) {
 #define PAGODA_CASE(T) \
   case GgmlType::T: return packed_range<GgmlType::T>(a, o_begin, o_end);
+    PAGODA_INT8_WEIGHT_TYPES(PAGODA_CASE)
+#undef PAGODA_CASE
+    default: return;
+  }
+}
+
+void unpack_packed_tile_avx2(GgmlType t, const uint8_t* tile, uint8_t* u, float* s0, float* s1, float* m, float* m1) {
+  switch (t) {
+#define PAGODA_CASE(T) \
+  case GgmlType::T: return unpack_packed_tile<GgmlType::T>(tile, u, s0, s1, m, m1);
     PAGODA_INT8_WEIGHT_TYPES(PAGODA_CASE)
 #undef PAGODA_CASE
     default: return;

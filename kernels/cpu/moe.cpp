@@ -84,6 +84,15 @@ void moe_combine(const float* y, const int32_t* place, const float* weights, int
   }
 }
 
+namespace {
+// One expert's matrix: its rows of the stacked matrix, GGML or decode layout.
+void expert_matmul(ThreadPool& pool, GgmlType type, bool packed, const uint8_t* w, int64_t rows, int64_t cols,
+                   const float* x, int64_t n, float* out) {
+  if (packed) matmul_decode_layout(pool, type, w, rows, cols, x, n, out);
+  else matmul(pool, type, w, rows, cols, x, n, out);
+}
+}  // namespace
+
 void moe_ffn(ThreadPool& pool, const MoeExperts& w, const float* x, int64_t n, int k,
              const int32_t* ids, const float* weights, const float* shared,
              const float* shared_weights, float* out, MoeScratch& s) {
@@ -111,10 +120,10 @@ void moe_ffn(ThreadPool& pool, const MoeExperts& w, const float* x, int64_t n, i
     const auto* down = static_cast<const uint8_t*>(w.down) + size_t(e) * size_t(dim) * down_row;
     float* gx = s.gate.data() + first * ff;
     float* ux = s.up.data() + first * ff;
-    matmul(pool, w.gate_type, gate, ff, dim, s.xg.data() + first * dim, m, gx);
-    matmul(pool, w.up_type, up, ff, dim, s.xg.data() + first * dim, m, ux);
+    expert_matmul(pool, w.gate_type, w.gate_packed, gate, ff, dim, s.xg.data() + first * dim, m, gx);
+    expert_matmul(pool, w.up_type, w.up_packed, up, ff, dim, s.xg.data() + first * dim, m, ux);
     for (int64_t r = 0; r < m; ++r) silu_mul_row(gx + r * ff, ux + r * ff, gx + r * ff, ff);
-    matmul(pool, w.down_type, down, dim, ff, gx, m, s.y.data() + first * dim);
+    expert_matmul(pool, w.down_type, w.down_packed, down, dim, ff, gx, m, s.y.data() + first * dim);
   }
   moe_combine(s.y.data(), g.place.data(), weights, k, shared, shared_weights, n, dim, out);
 }

@@ -42,6 +42,9 @@ struct MoeExperts {
   const void* up = nullptr;
   const void* down = nullptr;
   GgmlType gate_type = GgmlType::F32, up_type = GgmlType::F32, down_type = GgmlType::F32;
+  // Which of them are in the decode layout (weight_pack.h; AVX2 only): expert e's rows are then
+  // a packed matrix of their own, ff (gate, up) or dim (down) being a multiple of 8.
+  bool gate_packed = false, up_packed = false, down_packed = false;
   int n_experts = 0;
   int64_t dim = 0;
   int64_t ff = 0;

@@ -32,9 +32,10 @@
 // Tiles go group by group, super-blocks in order within a group; rows past the last full group
 // of 8 stay in the GGML layout at their usual offsets (o * row bytes).
 //
-// Only the AVX2 decode kernels read this layout; every other path (prefill, the scalar and
-// AVX-512 levels) reads `source`, the matrix in its GGML layout, so a packed matrix costs its
-// size again in memory (see decode_pack_useful).
+// The AVX2 kernels read this layout at every batch size: the decode kernels directly, the prefill
+// tile by unpacking whole tiles (unpack_packed_tile_avx2); the scalar and AVX-512 levels read
+// `source`, the matrix in its GGML layout (see decode_pack_useful). So on AVX2 hosts the GGML
+// pages of a packed matrix go unused once it is packed (CpuBackend unmaps them).
 #pragma once
 
 #include <cstddef>

@@ -80,8 +80,8 @@ const std::vector<Option>& options() {
       OPT(cuda_graphs, "CUDA: replay decode steps as CUDA graphs (on|off)"),
       alias(OPT(threads, "CPU threads (0 = all cores)"), "-t"),
       OPT(cpu_decode_pack,
-          "CPU (AVX2 hosts): also hold the quantized matrices in a decode layout, 1.2-8x faster decode for "
-          "a second copy of them in memory; auto: while the copies fit a quarter of the available memory",
+          "CPU (AVX2 hosts): hold the quantized matrices in a decode layout, 1.2-8x faster decode; the copy "
+          "replaces the mapped file's pages in memory; auto: while the copies fit half of the available memory",
           "auto|on|off"),
       alias(OPT(max_seqs, "max sequences per step"), "--max-num-seqs|--parallel|-np"),
       alias(OPT(max_batch_tokens, "max tokens per step"), "--max-num-batched-tokens"),

@@ -1,6 +1,7 @@
 #include "engine/backend/cpu/backend_cpu.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -67,6 +68,35 @@ void prefault(const void* p, size_t bytes) {
 #endif
 }
 
+// Unmaps the pages of [p, p + bytes) from this process when the range lies in one read-only
+// private file mapping (the GGUF file): they stay in the page cache and come back on the next
+// touch, so a matrix whose decode-layout copy serves all its matmuls stops taking its size twice
+// in the resident set. Anything else (heap memory, as tests pass; a writable mapping) is left
+// alone, since MADV_DONTNEED would zero it.
+void release_file_pages(const void* p, size_t bytes) {
+#ifdef __linux__
+  const auto begin = reinterpret_cast<uintptr_t>(p), end = begin + bytes;
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  while (std::getline(maps, line)) {
+    unsigned long lo = 0, hi = 0, offset = 0, inode = 0;
+    unsigned major = 0, minor = 0;
+    char perms[5] = {};
+    if (std::sscanf(line.c_str(), "%lx-%lx %4s %lx %x:%x %lu", &lo, &hi, perms, &offset, &major, &minor, &inode) != 7)
+      continue;
+    if (begin < lo || begin >= hi) continue;
+    if (end > hi || perms[1] != '-' || perms[3] != 'p' || inode == 0) return;
+    const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+    const uintptr_t first = (begin + page - 1) / page * page, last = end / page * page;
+    if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+    return;
+  }
+#else
+  (void)p;
+  (void)bytes;
+#endif
+}
+
 // MemAvailable of /proc/meminfo in bytes; 0 when it cannot be read.
 size_t available_memory() {
   std::ifstream in("/proc/meminfo");
@@ -91,7 +121,7 @@ DecodePack parse_decode_pack(const std::string& value, const std::string& flag) 
 }
 
 CpuBackend::CpuBackend(int n_threads, DecodePack decode_pack) : decode_pack_(decode_pack) {
-  if (decode_pack_ == DecodePack::Auto) pack_budget_ = available_memory() / 4;
+  if (decode_pack_ == DecodePack::Auto) pack_budget_ = available_memory() / 2;
   if (n_threads <= 0) n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   pool_ = std::make_unique<cpu::ThreadPool>(n_threads);
   scratch_.resize(static_cast<size_t>(n_threads));
@@ -129,6 +159,10 @@ Tensor CpuBackend::upload_weight(const void* host_data, GgmlType type, int64_t r
   if (allowed && cpu::decode_pack_useful(cpu::default_cpu_isa(), type, rows, cols)) {
     packed_.insert_or_assign(host_data, cpu::pack_for_decode(type, host_data, rows, cols, pool_.get()));
     if (decode_pack_ == DecodePack::Auto) pack_budget_ -= bytes;
+    // Every matmul of this matrix now reads the copy (decode and prefill alike, its experts
+    // too where they are whole groups of 8); only embedding lookups of a tied matrix may still
+    // touch the GGML pages, and fault back the few they read.
+    release_file_pages(host_data, bytes);
   }
   return Tensor{const_cast<void*>(host_data), type, rows, cols};
 }

@@ -24,8 +24,10 @@ namespace cpu { class ThreadPool; }
 
 // Whether upload_weight also keeps a decode-layout copy of quantized matrices
 // (kernels/cpu/weight_pack.h; used on AVX2-level hosts, where it speeds up decode 1.2-8x):
-// Off, On, or Auto, which packs while the copies stay within a quarter of the memory available
-// when the backend starts (a copy is those matrices' size again).
+// Off, On, or Auto, which packs while the copies stay within half of the memory available when
+// the backend starts. Every matmul of a packed matrix reads the copy, and the mapped file's
+// pages of it are unmapped once it is packed (they stay in the page cache), so a copy takes the
+// place of the file's pages in the resident set rather than adding to it.
 enum class DecodePack { Off, On, Auto };
 // "off" | "on" | "auto"; throws std::invalid_argument naming `flag` for anything else.
 DecodePack parse_decode_pack(const std::string& value, const std::string& flag);

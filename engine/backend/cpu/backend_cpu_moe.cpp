@@ -27,6 +27,16 @@ void CpuBackend::moe_ffn(const ExpertWeights& w, const Tensor& x, const int32_t*
   cpu::MoeExperts e;
   e.gate = w.gate.data, e.up = w.up.data, e.down = w.down.data;
   e.gate_type = w.gate.type, e.up_type = w.up.type, e.down_type = w.down.type;
+  // A decode-layout copy serves per expert when each expert's rows are whole groups of 8.
+  auto use_packed = [&](const Tensor& m, int64_t expert_rows, const void*& data, bool& packed) {
+    const auto it = packed_.find(m.data);
+    if (it == packed_.end() || it->second.type != m.type || it->second.rows != m.rows || expert_rows % 8 != 0) return;
+    data = it->second.bytes.get();
+    packed = true;
+  };
+  use_packed(w.gate, ff, e.gate, e.gate_packed);
+  use_packed(w.up, ff, e.up, e.up_packed);
+  use_packed(w.down, x.cols, e.down, e.down_packed);
   e.n_experts = w.n_experts, e.dim = x.cols, e.ff = ff;
   cpu::moe_ffn(*pool_, e, static_cast<const float*>(x.data), n, k, experts, weights,
                shared ? static_cast<const float*>(shared->data) : nullptr, shared_weights,

@@ -109,7 +109,7 @@ TEST_CASE("matmul on packed weights gives the GGML layout's bits at every level,
       for (int64_t cols : {256, 1280}) {
         const auto w = random_matrix(t, rows, cols, static_cast<uint32_t>(rows + cols));
         const PackedWeight p = pack_for_decode(t, w.data(), rows, cols);
-        for (int64_t n : {1, 2, 3, 16, 17}) {
+        for (int64_t n : {1, 2, 3, 16, 17, 40}) {  // 17 and 40: the prefill tile, unpacking the tiles
           const auto x = random_x(n, cols, static_cast<uint32_t>(n));
           std::vector<float> ref(static_cast<size_t>(n * rows)), got(ref.size());
           matmul(pool2, CpuIsa::Scalar, t, w.data(), rows, cols, x.data(), n, ref.data());
@@ -131,7 +131,7 @@ TEST_CASE("matmul on packed weights with every bit pattern of quants and sub-blo
   for (GgmlType t : kPackable) {
     const auto w = test::random_blocks(t, rows, cols, 12, fp32_to_fp16(0.01f));
     const PackedWeight p = pack_for_decode(t, w.data(), rows, cols);
-    for (int64_t n : {1, 2, 3}) {
+    for (int64_t n : {1, 2, 3, 20}) {  // 20: the prefill tile
       const auto x = random_x(n, cols, static_cast<uint32_t>(n));
       std::vector<float> ref(static_cast<size_t>(n * rows)), got(ref.size());
       matmul(pool, CpuIsa::Scalar, t, w.data(), rows, cols, x.data(), n, ref.data());

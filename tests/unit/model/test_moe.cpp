@@ -27,8 +27,8 @@ using test::Part;
 using test::plan_of;
 using test::some_tokens;
 
-std::unique_ptr<Model> load(const gguf::GgufFile& f, int threads = 2) {
-  auto m = std::make_unique<Model>(f, std::make_unique<CpuBackend>(threads), 64);
+std::unique_ptr<Model> load(const gguf::GgufFile& f, int threads = 2, DecodePack pack = DecodePack::Auto) {
+  auto m = std::make_unique<Model>(f, std::make_unique<CpuBackend>(threads, pack), 64);
   m->init_kv_cache(48, kBlock, GgmlType::F32);
   return m;
 }
@@ -132,6 +132,31 @@ TEST_CASE("quantized MoE forward stays close to the reference on the same weight
       const double err = error_vs_reference(tiny(s), 19, s.vocab);
       INFO(ggml_type_info(t).name << " " << arch << ": max relative logit error " << err);
       CHECK(err < 5e-2);
+    }
+  }
+}
+
+TEST_CASE("MoE experts read from their decode-layout copies give the GGML layout's logits, bit for bit", "[moe]") {
+  // On AVX2 hosts each expert's rows of a packed stacked matrix serve as a packed matrix of their
+  // own (ff and dim multiples of 8); elsewhere nothing is packed and the two runs are the same.
+  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q3_K}) {
+    for (const char* arch : {"llama", "qwen2moe"}) {
+      INFO(ggml_type_info(t).name << " " << arch);
+      TinyModelSpec s = moe_spec(arch, 4, 2, 43);
+      s.dim = 256, s.ff = 256, s.type = t;
+      const gguf::GgufFile f = tiny(s);
+      const auto ids = some_tokens(21, s.vocab, 4);
+      // A 17-token prefill (the prefill tile), then 4 one-token steps (the decode kernels).
+      std::vector<float> packed, ggml, step;
+      for (auto [pack, out] : {std::pair{DecodePack::On, &packed}, std::pair{DecodePack::Off, &ggml}}) {
+        auto m = load(f, 2, pack);
+        m->forward(plan_of({Part{&ids, 0, 17, {9, 3, 17, 0, 5, 30, 2, 8}}}), *out);
+        for (int i = 17; i < 21; ++i) {
+          m->forward(plan_of({Part{&ids, i, i + 1, {9, 3, 17, 0, 5, 30, 2, 8}}}), step);
+          out->insert(out->end(), step.begin(), step.end());
+        }
+      }
+      CHECK(packed == ggml);
     }
   }
 }

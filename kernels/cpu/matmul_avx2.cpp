@@ -238,6 +238,7 @@ __attribute__((noinline)) void tile_kernel(const Tile& tile, int nblk, int64_t b
   }
   const __m256i ones = _mm256_set1_epi16(1);
   for (int b = 0; b < nblk; ++b) {
+#pragma GCC unroll 2
     for (int h = 0; h < spans; ++h) {
       __m256i ia[R];
       for (int r = 0; r < R; ++r) ia[r] = _mm256_setzero_si256();
@@ -253,6 +254,7 @@ __attribute__((noinline)) void tile_kernel(const Tile& tile, int nblk, int64_t b
           }
         }
       } else {
+#pragma GCC unroll 4
         for (int g0 = h * span; g0 < (h + 1) * span; g0 += widen) {
           __m256i sum16[R];
 #pragma GCC unroll 8

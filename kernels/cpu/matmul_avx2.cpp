@@ -2,7 +2,8 @@
 // AVX2 flags (see CMakeLists.txt), only called when cpu_supports(CpuIsa::Avx2).
 //
 // Same scheme as matmul_avx512.cpp with 8 lanes: quantized weights are decoded per K chunk into
-// tiles of 8 outputs interleaved by 4-byte groups (one ymm = 4 bytes of 8 outputs), multiplied
+// tiles of 8 outputs interleaved by 4-byte groups (one ymm = 4 bytes of 8 outputs; a matrix in
+// the decode layout of weight_pack.h already holds them so and is unpacked tile by tile), multiplied
 // by broadcast activation dwords with vpmaddubsw (+ vpmaddwd to widen), which yields exact
 // per-lane integer sums (no 16-bit saturation: see "Integer dot products" below), then the float
 // epilogue of accumulate_block. A micro-kernel call takes 4 activation rows over one chunk; rows

@@ -6,7 +6,9 @@
 // activation block give 8 partial int32 sums (4 per 16-element half), and an unpack-and-add
 // tree (reduce_rows8) turns 8 such registers (8 outputs) into per-output sums. The integers are
 // exactly those of accumulate_block, and the float epilogue is the same sequence, so results
-// are bit-identical to the tile path and to the other ISA levels.
+// are bit-identical to the tile path and to the other ISA levels. The decode layout's kernels
+// (weight_pack.h) are here too, with the unpacking of its tiles that the prefill tile of
+// matmul_avx2.cpp reads (unpack_packed_tile_avx2).
 #include <immintrin.h>
 
 #include <algorithm>

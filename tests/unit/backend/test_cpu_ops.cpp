@@ -10,9 +10,16 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <random>
+#include <string>
 #include <vector>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "engine/backend/cpu/backend_cpu.h"
 #include "kernels/cpu/kv_quant.h"
@@ -20,6 +27,7 @@
 #include "kernels/cpu/ops_ext.h"
 #include "kernels/cpu/ops_impl.h"
 #include "kernels/cpu/quants.h"
+#include "kernels/cpu/weight_pack.h"
 
 using namespace pagoda;
 
@@ -198,7 +206,8 @@ TEST_CASE("embed dequantizes the rows of the step's tokens", "[cpu_ops]") {
 
 TEST_CASE("matmul on uploaded quantized weights (decode layout on AVX2 hosts) gives the GGML bits", "[cpu_ops]") {
   // On an AVX2-level host upload_weight keeps a decode-layout copy of these types
-  // (weight_pack.h) that matmul reads for up to 16 rows; the GGML bytes serve embed and prefill.
+  // (weight_pack.h) that every matmul reads (n = 20: the prefill tile unpacks it); heap memory
+  // such as this test's keeps its bytes (want below is computed from them after the upload).
   const DecodePack mode = GENERATE(DecodePack::On, DecodePack::Off, DecodePack::Auto);
   CpuBackend be(2, mode);
   cpu::ThreadPool pool(2);
@@ -222,6 +231,68 @@ TEST_CASE("matmul on uploaded quantized weights (decode layout on AVX2 hosts) gi
       CHECK(std::memcmp(host(be, out, n).data(), want.data(), want.size() * sizeof(float)) == 0);
     }
   }
+}
+
+namespace {
+// Resident bytes of this process's mapping that contains p (/proc/self/smaps), or -1.
+long resident_bytes_of_mapping(const void* p) {
+  const auto at = reinterpret_cast<uintptr_t>(p);
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  bool inside = false;
+  while (std::getline(smaps, line)) {
+    unsigned long lo = 0, hi = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx ", &lo, &hi) == 2 && line.find(':') > line.find(' ')) {
+      inside = at >= lo && at < hi;
+    } else if (inside && line.rfind("Rss:", 0) == 0) {
+      return std::stol(line.substr(4)) * 1024;
+    }
+  }
+  return -1;
+}
+}  // namespace
+
+TEST_CASE("a packed matrix of a mapped file gives its pages back and still computes the same bits", "[cpu_ops]") {
+  // What a GGUF mapping is to CpuBackend: read-only, private, file-backed. Once the decode
+  // layout copy is made (AVX2 hosts), the mapping's pages are unmapped; every matmul reads the
+  // copy, and a later read of the mapping (as a tied embedding's lookup does) faults them back.
+  const int64_t rows = 64, cols = 1024;
+  const GgmlType type = GgmlType::Q4_K;
+  const size_t bytes = ggml_row_size(type, cols) * rows;
+  const auto wf = randoms(static_cast<size_t>(rows * cols), 41);
+  std::vector<uint8_t> q(bytes);
+  for (int64_t r = 0; r < rows; ++r)
+    cpu::quantize_row(type, wf.data() + r * cols, q.data() + r * ggml_row_size(type, cols), cols);
+  const std::string path = "/tmp/pagoda-test-mapped-" + std::to_string(::getpid()) + ".bin";
+  {
+    std::ofstream f(path, std::ios::binary);
+    f.write(reinterpret_cast<const char*>(q.data()), static_cast<std::streamsize>(bytes));
+  }
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  REQUIRE(fd >= 0);
+  void* map = ::mmap(nullptr, bytes, PROT_READ, MAP_PRIVATE, fd, 0);
+  ::close(fd);
+  std::remove(path.c_str());
+  REQUIRE(map != MAP_FAILED);
+  CpuBackend be(2, DecodePack::On);
+  const Tensor w = be.upload_weight(map, type, rows, cols);
+  if (cpu::decode_pack_useful(cpu::default_cpu_isa(), type, rows, cols)) {
+    INFO("resident bytes of the mapping after packing");
+    CHECK(resident_bytes_of_mapping(map) < static_cast<long>(bytes) / 4);
+  }
+  cpu::ThreadPool pool(2);
+  for (int64_t n : {1, 20}) {
+    const auto xv = randoms(static_cast<size_t>(n * cols), 42 + n);
+    Tensor x = filled(be, n, cols, xv);
+    Tensor out = be.alloc(n, rows);
+    be.matmul(w, x, out, n);
+    std::vector<float> want(static_cast<size_t>(n * rows));
+    cpu::matmul(pool, cpu::CpuIsa::Scalar, type, q.data(), rows, cols, xv.data(), n, want.data());
+    INFO("n=" << n);
+    CHECK(std::memcmp(host(be, out, n).data(), want.data(), want.size() * sizeof(float)) == 0);
+  }
+  CHECK(std::memcmp(map, q.data(), bytes) == 0);  // the file's bytes, faulted back in
+  ::munmap(map, bytes);
 }
 
 TEST_CASE("--cpu-decode-pack values", "[cpu_ops]") {

@@ -225,12 +225,12 @@ TEST_CASE("make-model writes MoE files the engine and the reference read alike",
 TEST_CASE("inconsistent expert metadata or tensors fail at load, naming the key or tensor", "[moe]") {
   // A valid MoE model rewritten with keys dropped or set, a tensor dropped, or
   // blk.1.ffn_up_exps.weight given other dimensions.
-  struct Edit {
-    std::vector<std::string> drop_keys;
-    std::string set_key;
+  struct Edit {  // (every member has an initializer: the cases below list only their leading ones)
+    std::vector<std::string> drop_keys = {};
+    std::string set_key = {};
     uint32_t value = 0;
-    std::string drop_tensor;
-    std::vector<int64_t> up_exps_dims;
+    std::string drop_tensor = {};
+    std::vector<int64_t> up_exps_dims = {};
   };
   const auto variant = [](const TinyModelSpec& s, const Edit& e) {
     const gguf::GgufFile src = tiny(s);

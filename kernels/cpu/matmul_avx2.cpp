@@ -74,6 +74,22 @@ inline void interleave8(const uint8_t* src, size_t stride, uint8_t* dst) {
   }
 }
 
+// signed_weights types: the tile keeps |q| in qs and q in sg, made once per tile rather than
+// once per group of rows.
+template <GgmlType T>
+void split_signs(Tile& tile, int nblk) {
+  if constexpr (signed_weights(T)) {
+    for (int b = 0; b < nblk; ++b)
+      for (int g = 0; g < 8; ++g) {
+        auto* p = reinterpret_cast<__m256i*>(&tile.qs[b][g][0][0]);
+        const __m256i q = _mm256_xor_si256(_mm256_load_si256(p), _mm256_set1_epi8(static_cast<char>(0x80)));
+        _mm256_store_si256(reinterpret_cast<__m256i*>(&tile.sg[b][g][0][0]), q);
+        _mm256_store_si256(p, _mm256_abs_epi8(q));
+      }
+  }
+}
+
+// The tile of outputs [o0, o0 + valid) over blocks [b0, b0 + nblk), ready for tile_kernel.
 template <GgmlType T>
 void fill_tile(Tile& tile, const MatmulArgs& a, int64_t o0, int valid, int64_t b0, int nblk) {
   if (a.packed && valid == kLanes && o0 % kLanes == 0 && o0 + kLanes <= a.out_features / kLanes * kLanes) {
@@ -84,7 +100,7 @@ void fill_tile(Tile& tile, const MatmulArgs& a, int64_t o0, int valid, int64_t b
     const uint8_t* group = a.w + o0 * a.row_bytes;
     for (int b = 0; b < nblk; b += 8)
       unpack_packed_tile_avx2(T, group + static_cast<size_t>((b0 + b) / 8) * tile_bytes, &tile.qs[b][0][0][0],
-                              tile.s0[b], tile.s1[b], tile.m[b], tile.m1[b]);
+                              &tile.sg[b][0][0][0], tile.s0[b], tile.s1[b], tile.m[b], tile.m1[b]);
     return;
   }
   for (int l = 0; l < kLanes; ++l) {
@@ -106,6 +122,7 @@ void fill_tile(Tile& tile, const MatmulArgs& a, int64_t o0, int valid, int64_t b
     }
   }
   for (int b = 0; b < nblk; ++b) interleave8(tile.rows[0] + 32 * b, sizeof(tile.rows[0]), &tile.qs[b][0][0][0]);
+  split_signs<T>(tile, nblk);
 }
 
 // ---- Integer dot products without saturation ----------------------------------------------
@@ -184,21 +201,6 @@ void act_terms(const MatmulArgs& a, ActTerms& t) {
         else xm[b] = static_cast<float>(xs[2 * b] + xs[2 * b + 1]);
       }
     }
-  }
-}
-
-// signed_weights types: the tile keeps |q| in qs and q in sg, made once per tile rather than
-// once per group of rows.
-template <GgmlType T>
-void split_signs(Tile& tile, int nblk) {
-  if constexpr (signed_weights(T)) {
-    for (int b = 0; b < nblk; ++b)
-      for (int g = 0; g < 8; ++g) {
-        auto* p = reinterpret_cast<__m256i*>(&tile.qs[b][g][0][0]);
-        const __m256i q = _mm256_xor_si256(_mm256_load_si256(p), _mm256_set1_epi8(static_cast<char>(0x80)));
-        _mm256_store_si256(reinterpret_cast<__m256i*>(&tile.sg[b][g][0][0]), q);
-        _mm256_store_si256(p, _mm256_abs_epi8(q));
-      }
   }
 }
 
@@ -341,7 +343,6 @@ void quant_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
       for (int64_t b0 = 0; b0 < nb; b0 += kChunk) {
         const int nblk = static_cast<int>(std::min<int64_t>(kChunk, nb - b0));
         fill_tile<T>(*tile, a, o0, valid, b0, nblk);
-        split_signs<T>(*tile, nblk);
         for (int64_t i = r0; i < r1; i += kRows)
           tile_rows<T>(*tile, nblk, b0, rr, i, static_cast<int>(std::min<int64_t>(kRows, r1 - i)),
                        acc_rows.data() + (i - r0) * kLanes, b0 == 0);

@@ -889,14 +889,18 @@ inline void packed_tile_scales(const uint8_t* tile, GroupScales<T>& sc) {
 // and the scales that packed_tile_scales / small_tile_d give the decode epilogue, which are
 // those of block_scales.
 template <GgmlType T>
-void unpack_packed_tile(const uint8_t* tile, uint8_t* u, float* s0, float* s1, float* m, float* m1) {
+void unpack_packed_tile(const uint8_t* tile, uint8_t* u, int8_t* sg, float* s0, float* s1, float* m, float* m1) {
   [&]<int... J>(std::integer_sequence<int, J...>) {
     ([&] {
       const auto regs = block_regs<T>(tile, J);
       for (int c = 0; c < 8; ++c) {
-        __m256i v = regs.reg(c);
-        if constexpr (signed_weights(T)) v = _mm256_xor_si256(v, _mm256_set1_epi8(static_cast<char>(0x80)));  // u = q + 128
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(u + 256 * J + 32 * c), v);
+        const __m256i v = regs.reg(c);
+        if constexpr (signed_weights(T)) {
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(sg + 256 * J + 32 * c), v);
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(u + 256 * J + 32 * c), _mm256_abs_epi8(v));
+        } else {
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(u + 256 * J + 32 * c), v);
+        }
       }
     }(), ...);
   }(std::make_integer_sequence<int, 8>{});
@@ -1016,10 +1020,11 @@ void matmul_packed_avx2(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
   }
 }
 
-void unpack_packed_tile_avx2(GgmlType t, const uint8_t* tile, uint8_t* u, float* s0, float* s1, float* m, float* m1) {
+void unpack_packed_tile_avx2(GgmlType t, const uint8_t* tile, uint8_t* u, int8_t* sg, float* s0, float* s1, float* m,
+                             float* m1) {
   switch (t) {
 #define PAGODA_CASE(T) \
-  case GgmlType::T: return unpack_packed_tile<GgmlType::T>(tile, u, s0, s1, m, m1);
+  case GgmlType::T: return unpack_packed_tile<GgmlType::T>(tile, u, sg, s0, s1, m, m1);
     PAGODA_INT8_WEIGHT_TYPES(PAGODA_CASE)
 #undef PAGODA_CASE
     default: return;

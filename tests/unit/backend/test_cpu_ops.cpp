@@ -53,6 +53,28 @@ std::vector<float> host(CpuBackend& be, const Tensor& t, int64_t rows) {
   return v;
 }
 
+// rows x cols random weights quantized to `type`, in the GGML layout.
+std::vector<uint8_t> random_quantized(GgmlType type, int64_t rows, int64_t cols, uint64_t seed) {
+  const auto wf = randoms(static_cast<size_t>(rows * cols), seed);
+  std::vector<uint8_t> q(ggml_row_size(type, cols) * rows);
+  for (int64_t r = 0; r < rows; ++r)
+    cpu::quantize_row(type, wf.data() + r * cols, q.data() + r * ggml_row_size(type, cols), cols);
+  return q;
+}
+
+// be.matmul of w, uploaded from the GGML bytes q, on n random rows: the scalar kernel's bits on q.
+void check_matmul_bits(CpuBackend& be, const Tensor& w, const std::vector<uint8_t>& q, int64_t n, uint64_t seed) {
+  const auto xv = randoms(static_cast<size_t>(n * w.cols), seed);
+  Tensor x = filled(be, n, w.cols, xv);
+  Tensor out = be.alloc(n, w.rows);
+  be.matmul(w, x, out, n);
+  std::vector<float> want(static_cast<size_t>(n * w.rows));
+  cpu::ThreadPool pool(2);
+  cpu::matmul(pool, cpu::CpuIsa::Scalar, w.type, q.data(), w.rows, w.cols, xv.data(), n, want.data());
+  INFO(ggml_type_info(w.type).name << " n=" << n);
+  CHECK(std::memcmp(host(be, out, n).data(), want.data(), want.size() * sizeof(float)) == 0);
+}
+
 // Relative to the largest reference magnitude: the error measure used throughout.
 double max_rel_err(const std::vector<float>& got, const std::vector<double>& want) {
   double mx = 1e-30, err = 0;
@@ -210,26 +232,13 @@ TEST_CASE("matmul on uploaded quantized weights (decode layout on AVX2 hosts) gi
   // such as this test's keeps its bytes (want below is computed from them after the upload).
   const DecodePack mode = GENERATE(DecodePack::On, DecodePack::Off, DecodePack::Auto);
   CpuBackend be(2, mode);
-  cpu::ThreadPool pool(2);
   const int64_t rows = 75, cols = 512;  // 9 full groups of 8 rows and a partial one
   for (GgmlType type : {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::IQ4_NL, GgmlType::Q8_0,
                          GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_XS}) {
-    const auto wf = randoms(static_cast<size_t>(rows * cols), 31);
-    std::vector<uint8_t> q(ggml_row_size(type, cols) * rows);
-    for (int64_t r = 0; r < rows; ++r)
-      cpu::quantize_row(type, wf.data() + r * cols, q.data() + r * ggml_row_size(type, cols), cols);
+    const auto q = random_quantized(type, rows, cols, 31);
     const Tensor w = be.upload_weight(q.data(), type, rows, cols);
     CHECK(w.data == q.data());
-    for (int64_t n : {1, 3, 20}) {
-      const auto xv = randoms(static_cast<size_t>(n * cols), 32 + n);
-      Tensor x = filled(be, n, cols, xv);
-      Tensor out = be.alloc(n, rows);
-      be.matmul(w, x, out, n);
-      std::vector<float> want(static_cast<size_t>(n * rows));
-      cpu::matmul(pool, cpu::CpuIsa::Scalar, type, q.data(), rows, cols, xv.data(), n, want.data());
-      INFO(ggml_type_info(type).name << " n=" << n);
-      CHECK(std::memcmp(host(be, out, n).data(), want.data(), want.size() * sizeof(float)) == 0);
-    }
+    for (int64_t n : {1, 3, 20}) check_matmul_bits(be, w, q, n, static_cast<uint64_t>(32 + n));
   }
 }
 
@@ -258,11 +267,8 @@ TEST_CASE("a packed matrix of a mapped file gives its pages back and still compu
   // copy, and a later read of the mapping (as a tied embedding's lookup does) faults them back.
   const int64_t rows = 64, cols = 1024;
   const GgmlType type = GgmlType::Q4_K;
-  const size_t bytes = ggml_row_size(type, cols) * rows;
-  const auto wf = randoms(static_cast<size_t>(rows * cols), 41);
-  std::vector<uint8_t> q(bytes);
-  for (int64_t r = 0; r < rows; ++r)
-    cpu::quantize_row(type, wf.data() + r * cols, q.data() + r * ggml_row_size(type, cols), cols);
+  const auto q = random_quantized(type, rows, cols, 41);
+  const size_t bytes = q.size();
   const std::string path = "/tmp/pagoda-test-mapped-" + std::to_string(::getpid()) + ".bin";
   {
     std::ofstream f(path, std::ios::binary);
@@ -280,17 +286,7 @@ TEST_CASE("a packed matrix of a mapped file gives its pages back and still compu
     INFO("resident bytes of the mapping after packing");
     CHECK(resident_bytes_of_mapping(map) < static_cast<long>(bytes) / 4);
   }
-  cpu::ThreadPool pool(2);
-  for (int64_t n : {1, 20}) {
-    const auto xv = randoms(static_cast<size_t>(n * cols), 42 + n);
-    Tensor x = filled(be, n, cols, xv);
-    Tensor out = be.alloc(n, rows);
-    be.matmul(w, x, out, n);
-    std::vector<float> want(static_cast<size_t>(n * rows));
-    cpu::matmul(pool, cpu::CpuIsa::Scalar, type, q.data(), rows, cols, xv.data(), n, want.data());
-    INFO("n=" << n);
-    CHECK(std::memcmp(host(be, out, n).data(), want.data(), want.size() * sizeof(float)) == 0);
-  }
+  for (int64_t n : {1, 20}) check_matmul_bits(be, w, q, n, static_cast<uint64_t>(42 + n));
   CHECK(std::memcmp(map, q.data(), bytes) == 0);  // the file's bytes, faulted back in
   ::munmap(map, bytes);
 }

@@ -272,10 +272,7 @@ void run_matmul(ThreadPool& pool, CpuIsa isa, GgmlType wtype, const void* w, int
     const int64_t o0 = b * unit, o1 = std::min(out_features, e * unit);
     switch (isa) {
       case CpuIsa::Avx512: detail::matmul_range_avx512(a, o0, o1); break;
-      case CpuIsa::Avx2:
-        if (a.packed && n <= detail::kFewRowsMax) detail::matmul_packed_avx2(a, o0, o1);
-        else detail::matmul_range_avx2(a, o0, o1);
-        break;
+      case CpuIsa::Avx2: detail::matmul_range_avx2(a, o0, o1); break;
       default: detail::matmul_range_scalar(a, o0, o1); break;
     }
   });

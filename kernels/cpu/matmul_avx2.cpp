@@ -96,11 +96,9 @@ void fill_tile(Tile& tile, const MatmulArgs& a, int64_t o0, int valid, int64_t b
     // A full group of the decode layout: its tiles (8 blocks each: nblk is 8 or 16, as k is a
     // multiple of 256 there and b0 of kChunk) start at o0 * row_bytes, already interleaved.
     static_assert(kChunk % 8 == 0 && kLanes == 8);
-    const size_t tile_bytes = static_cast<size_t>(kLanes) * a.row_bytes / static_cast<size_t>(a.k / 256);
-    const uint8_t* group = a.w + o0 * a.row_bytes;
     for (int b = 0; b < nblk; b += 8)
-      unpack_packed_tile_avx2(T, group + static_cast<size_t>((b0 + b) / 8) * tile_bytes, &tile.qs[b][0][0][0],
-                              &tile.sg[b][0][0][0], tile.s0[b], tile.s1[b], tile.m[b], tile.m1[b]);
+      unpack_packed_tile_avx2(T, a.w + o0 * a.row_bytes, (b0 + b) / 8, &tile.qs[b][0][0][0], &tile.sg[b][0][0][0],
+                              tile.s0[b], tile.s1[b], tile.m[b], tile.m1[b]);
     return;
   }
   for (int l = 0; l < kLanes; ++l) {
@@ -317,7 +315,7 @@ static_assert(kRows == 4, "tile_rows dispatches 1..4 rows");
 template <GgmlType T>
 void quant_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
   // Decode-sized batches skip the tile (see matmul_rows_avx2.cpp); the results are identical.
-  if (a.n <= kFewRowsMax) return matmul_few_rows_avx2(a, o_begin, o_end);
+  if (a.n <= kFewRowsMax) return a.packed ? matmul_packed_avx2(a, o_begin, o_end) : matmul_few_rows_avx2(a, o_begin, o_end);
   std::unique_ptr<Tile, TileDeleter> tile(static_cast<Tile*>(::operator new(sizeof(Tile), std::align_val_t(64))));
   ActTerms terms;
   act_terms<T>(a, terms);

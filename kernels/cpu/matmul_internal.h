@@ -107,14 +107,14 @@ void matmul_few_rows_avx512(const MatmulArgs& a, int64_t o_begin, int64_t o_end)
 void matmul_few_rows_avx2(const MatmulArgs& a, int64_t o_begin, int64_t o_end);
 // The same for weights in the decode layout (a.packed).
 void matmul_packed_avx2(const MatmulArgs& a, int64_t o_begin, int64_t o_end);
-// One tile of the decode layout (8 rows x 256 elements) as the AVX2 prefill tile holds its
-// blocks: u + 256 * b + 32 * c = register c of block b (elements 4c..4c+3 of the 8 rows as u
-// bytes; for the signed_weights types |q| there and q at sg + 256 * b + 32 * c), and at
-// [8 * b + l] block b's scales of row l in the arrays its type uses (s0; s1 for half_scales; m
-// for block_min and half_mins; m1 for half_mins), the values of block_scales. The rest are left
-// as they are.
-void unpack_packed_tile_avx2(GgmlType t, const uint8_t* tile, uint8_t* u, int8_t* sg, float* s0, float* s1, float* m,
-                             float* m1);
+// Tile `super` (8 rows x super-block `super`'s 256 elements) of the decode-layout group whose
+// tiles start at `group`, as the AVX2 prefill tile holds its blocks: u + 256 * b + 32 * c =
+// register c of block b (elements 4c..4c+3 of the 8 rows as u bytes; for the signed_weights
+// types |q| there and q at sg + 256 * b + 32 * c), and at [8 * b + l] block b's scales of row l
+// in the arrays its type uses (s0; s1 for half_scales; m for block_min and half_mins; m1 for
+// half_mins), the values of block_scales. The rest are left as they are.
+void unpack_packed_tile_avx2(GgmlType t, const uint8_t* group, int64_t super, uint8_t* u, int8_t* sg, float* s0, float* s1,
+                             float* m, float* m1);
 
 // BF16 weights with AVX512_BF16 (vdpbf16ps) on bf16-rounded activations; see
 // matmul_bf16_avx512.cpp. Only when cpu_features().avx512_bf16 and the level is Avx512.

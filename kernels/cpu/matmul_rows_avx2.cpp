@@ -1020,11 +1020,11 @@ void matmul_packed_avx2(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
   }
 }
 
-void unpack_packed_tile_avx2(GgmlType t, const uint8_t* tile, uint8_t* u, int8_t* sg, float* s0, float* s1, float* m,
-                             float* m1) {
+void unpack_packed_tile_avx2(GgmlType t, const uint8_t* group, int64_t super, uint8_t* u, int8_t* sg, float* s0, float* s1,
+                             float* m, float* m1) {
   switch (t) {
 #define PAGODA_CASE(T) \
-  case GgmlType::T: return unpack_packed_tile<GgmlType::T>(tile, u, sg, s0, s1, m, m1);
+  case GgmlType::T: return unpack_packed_tile<GgmlType::T>(group + super * kTileBytes<GgmlType::T>, u, sg, s0, s1, m, m1);
     PAGODA_INT8_WEIGHT_TYPES(PAGODA_CASE)
 #undef PAGODA_CASE
     default: return;

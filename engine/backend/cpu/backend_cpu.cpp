@@ -167,6 +167,12 @@ Tensor CpuBackend::upload_weight(const void* host_data, GgmlType type, int64_t r
   return Tensor{const_cast<void*>(host_data), type, rows, cols};
 }
 
+const cpu::PackedWeight* CpuBackend::packed_copy(const Tensor& w) const {
+  const auto it = packed_.find(w.data);
+  const bool same = it != packed_.end() && it->second.type == w.type && it->second.rows == w.rows && it->second.cols == w.cols;
+  return same ? &it->second : nullptr;
+}
+
 Tensor CpuBackend::alloc(int64_t rows, int64_t cols) {
   require(rows > 0 && cols > 0, "alloc: rows and cols must be positive");
   void* p = allocate(static_cast<size_t>(rows * cols) * sizeof(float));
@@ -304,9 +310,8 @@ void CpuBackend::matmul(const Tensor& w, const Tensor& x, Tensor& out, int64_t n
   require(x.cols == w.cols && out.cols == w.rows, "matmul: shapes do not match");
   require_rows(x, n, "matmul: n exceeds the input's rows");
   require_rows(out, n, "matmul: n exceeds the output's rows");
-  if (const auto it = packed_.find(w.data);
-      it != packed_.end() && it->second.type == w.type && it->second.rows == w.rows && it->second.cols == w.cols)
-    cpu::matmul(*pool_, it->second, f32(x), n, f32(out));
+  if (const cpu::PackedWeight* p = packed_copy(w))
+    cpu::matmul(*pool_, *p, f32(x), n, f32(out));
   else
     cpu::matmul(*pool_, w.type, w.data, w.rows, w.cols, f32(x), n, f32(out));
 }

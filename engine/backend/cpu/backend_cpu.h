@@ -100,8 +100,11 @@ class CpuBackend final : public Backend {
   std::unique_ptr<cpu::ThreadPool> pool_;
   std::vector<Buffer> buffers_;  // activations
   // Decode-layout copies of uploaded weights (weight_pack.h), by the uploaded data pointer:
-  // matmul reads them for decode; the Tensor keeps pointing at the GGML bytes for every other use.
+  // every matmul of the weight reads its copy (moe_ffn's per expert); the Tensor keeps pointing
+  // at the GGML bytes for every other use.
   std::unordered_map<const void*, cpu::PackedWeight> packed_;
+  // w's decode-layout copy, or null when it has none.
+  const cpu::PackedWeight* packed_copy(const Tensor& w) const;
   DecodePack decode_pack_;
   size_t pack_budget_ = 0;  // bytes of decode copies still allowed (Auto); unused otherwise
   KvCacheConfig kv_cfg_;

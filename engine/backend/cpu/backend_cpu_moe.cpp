@@ -29,9 +29,9 @@ void CpuBackend::moe_ffn(const ExpertWeights& w, const Tensor& x, const int32_t*
   e.gate_type = w.gate.type, e.up_type = w.up.type, e.down_type = w.down.type;
   // A decode-layout copy serves per expert when each expert's rows are whole groups of 8.
   auto use_packed = [&](const Tensor& m, int64_t expert_rows, const void*& data, bool& packed) {
-    const auto it = packed_.find(m.data);
-    if (it == packed_.end() || it->second.type != m.type || it->second.rows != m.rows || expert_rows % 8 != 0) return;
-    data = it->second.bytes.get();
+    const cpu::PackedWeight* p = packed_copy(m);
+    if (p == nullptr || expert_rows % 8 != 0) return;
+    data = p->bytes.get();
     packed = true;
   };
   use_packed(w.gate, ff, e.gate, e.gate_packed);

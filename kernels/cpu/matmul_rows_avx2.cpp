@@ -20,6 +20,7 @@
 
 #include "kernels/cpu/matmul_internal.h"
 #include "kernels/cpu/matmul_unpack_x86.h"
+#include "kernels/cpu/weight_pack.h"
 
 namespace pagoda::cpu::detail {
 
@@ -626,27 +627,10 @@ struct Int8Regs {
   [[gnu::always_inline]] __m256i reg(int c) const { return load32(blk + 32 * c); }
 };
 
-// Where block j's registers start in a tile (after the tile's scales), and their bytes per block.
-template <GgmlType T>
-constexpr size_t kPackedHead = T == GgmlType::Q4_K || T == GgmlType::Q5_K ? 128
-                               : T == GgmlType::IQ4_XS                   ? 64
-                               : T == GgmlType::Q6_K                     ? 144
-                               : T == GgmlType::Q3_K                     ? 112
-                               : T == GgmlType::Q2_K                     ? 160
-                               : block_min(T)                            ? 256  // Q4_1, Q5_1: d and m
-                                                                         : 128;
-template <GgmlType T>
-constexpr size_t kPackedBlockBytes = T == GgmlType::Q5_K || T == GgmlType::Q5_0 || T == GgmlType::Q5_1 ? 160
-                                     : T == GgmlType::Q6_K                                             ? 192
-                                     : T == GgmlType::Q3_K                                             ? 96
-                                     : T == GgmlType::Q2_K                                             ? 64
-                                     : T == GgmlType::Q8_0                                             ? 256
-                                                                                                       : 128;
-
 // The reader of block j of a tile.
 template <GgmlType T>
 [[gnu::always_inline]] inline auto block_regs(const uint8_t* tile, int j) {
-  const uint8_t* blk = tile + kPackedHead<T> + kPackedBlockBytes<T> * j;
+  const uint8_t* blk = tile + packed_head_bytes(T) + packed_block_bytes(T) * j;
   if constexpr (T == GgmlType::Q4_0 || T == GgmlType::Q4_1 || T == GgmlType::Q4_K) return NibbleRegs{blk};
   else if constexpr (T == GgmlType::IQ4_XS || T == GgmlType::IQ4_NL) return Iq4Regs(blk);
   else if constexpr (T == GgmlType::Q5_K || T == GgmlType::Q5_0 || T == GgmlType::Q5_1) return FiveBitRegs(blk);
@@ -931,20 +915,7 @@ void unpack_packed_tile(const uint8_t* tile, uint8_t* u, int8_t* sg, float* s0, 
 // tiles later were not tuned).
 
 template <GgmlType T>
-constexpr size_t kTileBytes = 8 * (T == GgmlType::Q2_K     ? sizeof(BlockQ2_K)
-                                   : T == GgmlType::Q3_K   ? sizeof(BlockQ3_K)
-                                   : T == GgmlType::Q4_K   ? sizeof(BlockQ4_K)
-                                   : T == GgmlType::Q5_K   ? sizeof(BlockQ5_K)
-                                   : T == GgmlType::Q6_K   ? sizeof(BlockQ6_K)
-                                   : T == GgmlType::IQ4_XS ? sizeof(BlockIQ4_XS)
-                                   : T == GgmlType::Q4_0   ? 8 * sizeof(BlockQ4_0)
-                                   : T == GgmlType::Q4_1   ? 8 * sizeof(BlockQ4_1)
-                                   : T == GgmlType::Q5_0   ? 8 * sizeof(BlockQ5_0)
-                                   : T == GgmlType::Q5_1   ? 8 * sizeof(BlockQ5_1)
-                                   : T == GgmlType::IQ4_NL ? 8 * sizeof(BlockIQ4_NL)
-                                                           : 8 * sizeof(BlockQ8_0));
-template <GgmlType T>
-constexpr int kPrefetchLinesPerBlock = static_cast<int>((kTileBytes<T> + 8 * 64 - 1) / (8 * 64));
+constexpr int kPrefetchLinesPerBlock = static_cast<int>((packed_tile_bytes(T) + 8 * 64 - 1) / (8 * 64));
 template <GgmlType T>
 constexpr size_t kPrefetchTiles = T == GgmlType::Q8_0 ? 4 : 6;
 
@@ -963,13 +934,13 @@ void packed_rows(const MatmulArgs& a, int64_t o0, int lo, int hi, int64_t i0) {
   for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
   GroupScales<T> sc;
   for (int64_t s = 0; s < supers; ++s) {
-    const uint8_t* tile = tiles + s * kTileBytes<T>;
+    const uint8_t* tile = tiles + s * packed_tile_bytes(T);
     if constexpr (kBlocksPerGroup<T> == 8) packed_tile_scales<T>(tile, sc);
     [&]<int... J>(std::integer_sequence<int, J...>) {
       ([&] {
         // Within the packed tiles only (the next group's follow this group's in memory).
         constexpr int lines = kPrefetchLinesPerBlock<T>;
-        const size_t ahead = static_cast<size_t>(tile - a.w) + kPrefetchTiles<T> * kTileBytes<T> + 64 * lines * J;
+        const size_t ahead = static_cast<size_t>(tile - a.w) + kPrefetchTiles<T> * packed_tile_bytes(T) + 64 * lines * J;
         if (ahead + 64 * lines <= tiles_end)
           for (int l = 0; l < lines; ++l) _mm_prefetch(reinterpret_cast<const char*>(a.w + ahead + 64 * l), _MM_HINT_T0);
         if constexpr (kBlocksPerGroup<T> == 1) small_packed_block<T, R, J>(tile, x, 8 * s + J, acc);
@@ -1024,7 +995,7 @@ void unpack_packed_tile_avx2(GgmlType t, const uint8_t* group, int64_t super, ui
                              float* m, float* m1) {
   switch (t) {
 #define PAGODA_CASE(T) \
-  case GgmlType::T: return unpack_packed_tile<GgmlType::T>(group + super * kTileBytes<GgmlType::T>, u, sg, s0, s1, m, m1);
+  case GgmlType::T: return unpack_packed_tile<GgmlType::T>(group + super * packed_tile_bytes(GgmlType::T), u, sg, s0, s1, m, m1);
     PAGODA_INT8_WEIGHT_TYPES(PAGODA_CASE)
 #undef PAGODA_CASE
     default: return;

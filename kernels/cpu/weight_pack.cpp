@@ -21,6 +21,21 @@ namespace {
 constexpr int kRows = 8;
 constexpr int64_t kSuper = 256;
 
+// Every tile holds exactly 8 rows' GGML bytes of one super-block (weight_pack.h), so the packed
+// matrix keeps the GGML matrix's size and row offsets.
+static_assert(packed_tile_bytes(GgmlType::Q2_K) == kRows * sizeof(BlockQ2_K));
+static_assert(packed_tile_bytes(GgmlType::Q3_K) == kRows * sizeof(BlockQ3_K));
+static_assert(packed_tile_bytes(GgmlType::Q4_K) == kRows * sizeof(BlockQ4_K));
+static_assert(packed_tile_bytes(GgmlType::Q5_K) == kRows * sizeof(BlockQ5_K));
+static_assert(packed_tile_bytes(GgmlType::Q6_K) == kRows * sizeof(BlockQ6_K));
+static_assert(packed_tile_bytes(GgmlType::IQ4_XS) == kRows * sizeof(BlockIQ4_XS));
+static_assert(packed_tile_bytes(GgmlType::Q4_0) == kRows * 8 * sizeof(BlockQ4_0));
+static_assert(packed_tile_bytes(GgmlType::Q4_1) == kRows * 8 * sizeof(BlockQ4_1));
+static_assert(packed_tile_bytes(GgmlType::Q5_0) == kRows * 8 * sizeof(BlockQ5_0));
+static_assert(packed_tile_bytes(GgmlType::Q5_1) == kRows * 8 * sizeof(BlockQ5_1));
+static_assert(packed_tile_bytes(GgmlType::IQ4_NL) == kRows * 8 * sizeof(BlockIQ4_NL));
+static_assert(packed_tile_bytes(GgmlType::Q8_0) == kRows * 8 * sizeof(BlockQ8_0));
+
 // One super-block of 8 rows (the 32-element-block types: 8 blocks), decoded: fp16 scales as
 // stored, sub-block fields, and each element's quant (Q2_K: 2 bits; Q3_K: 3 bits; Q4_K: 4 bits;
 // Q5_K: 5 bits; Q6_K: 6 bits; IQ4_XS / IQ4_NL: the 4-bit level index; Q4_0 / Q4_1: the nibble;
@@ -308,13 +323,16 @@ void kquant_move_header(TileValues& v, uint8_t* tile, bool to_tile) {
   }
 }
 
-// The low 4 bits of the quants, per block j `stride` bytes from `base`: 4 registers c of 32
+// Block j's quants in a tile of type t (weight_pack.h's geometry).
+uint8_t* block_quants(GgmlType t, uint8_t* tile, int j) { return tile + packed_head_bytes(t) + packed_block_bytes(t) * j; }
+
+// The low 4 bits of the quants, at the start of each block's quants: 4 registers c of 32
 // bytes whose low nibbles are register c's and high nibbles register 4 + c's. From the tile it
 // sets each quant to those 4 bits (Q6_K's top two are moved in after).
-void move_nibble_registers(TileValues& v, uint8_t* base, size_t stride, bool to_tile) {
+void move_nibble_registers(GgmlType t, TileValues& v, uint8_t* tile, bool to_tile) {
   for (int j = 0; j < 8; ++j)
     for (int c = 0; c < 4; ++c) {
-      uint8_t* reg = base + stride * j + 32 * c;
+      uint8_t* reg = block_quants(t, tile, j) + 32 * c;
       uint8_t* lo = v.q[j][c];
       uint8_t* hi = v.q[j][4 + c];
       // The direction outside the byte loop, which the compiler can then vectorize.
@@ -328,7 +346,7 @@ void move_nibble_registers(TileValues& v, uint8_t* base, size_t stride, bool to_
 // Q4_K tile (8 x 144 = 1152 bytes): the header, then [128, 1152) the nibble registers.
 void q4k_move_tile(TileValues& v, uint8_t* tile, bool to_tile) {
   kquant_move_header(v, tile, to_tile);
-  move_nibble_registers(v, tile + 128, 128, to_tile);
+  move_nibble_registers(GgmlType::Q4_K, v, tile, to_tile);
 }
 
 // Bits value_shift, value_shift + 1 of the quants of block j's registers c (plane 0) and 4 + c
@@ -361,17 +379,17 @@ void q6k_move_tile(TileValues& v, uint8_t* tile, bool to_tile) {
   move_halves(v.d, tile, to_tile);
   for (int s = 0; s < 16; ++s)
     for (int l = 0; l < kRows; ++l) move_bits(v.field[l][s], 0, tile[16 + 8 * s + l], 0, 8, to_tile);
-  move_nibble_registers(v, tile + 144, 192, to_tile);
-  for (int j = 0; j < 8; ++j) move_two_bit_planes(v, j, 4, tile + 144 + 192 * j + 128, to_tile);
+  move_nibble_registers(GgmlType::Q6_K, v, tile, to_tile);
+  for (int j = 0; j < 8; ++j) move_two_bit_planes(v, j, 4, block_quants(GgmlType::Q6_K, tile, j) + 128, to_tile);
 }
 
-// The 5-bit quants, per block j `stride` bytes from `base`: registers V0..V3 and V4 holding the
+// The 5-bit quants of each block: registers V0..V3 and V4 holding the
 // quants u_c of the 8 registers c = 0..7 (register c: elements 4c..4c+3 of each row, row l in
 // bytes 4l..4l+3) as
 //   V_i = u_i | (u_{4+i} >> 2) << 5 (i < 4),   V4 = sum_i (u_{4+i} & 3) << 2i.
-void move_five_bit_registers(TileValues& v, uint8_t* base, size_t stride, bool to_tile) {
+void move_five_bit_registers(GgmlType t, TileValues& v, uint8_t* tile, bool to_tile) {
   for (int j = 0; j < 8; ++j) {
-    uint8_t* blk = base + stride * j;
+    uint8_t* blk = block_quants(t, tile, j);
     for (int i = 0; i < 4; ++i) {
       uint8_t *lo = v.q[j][i], *hi = v.q[j][4 + i], *reg = blk + 32 * i, *v4 = blk + 128;
       if (to_tile) {  // the direction outside the byte loops, which the compiler can then vectorize
@@ -393,7 +411,7 @@ void move_five_bit_registers(TileValues& v, uint8_t* base, size_t stride, bool t
 // registers.
 void q5k_move_tile(TileValues& v, uint8_t* tile, bool to_tile) {
   kquant_move_header(v, tile, to_tile);
-  move_five_bit_registers(v, tile + 128, 160, to_tile);
+  move_five_bit_registers(GgmlType::Q5_K, v, tile, to_tile);
 }
 
 // IQ4_XS tile: [0, 16) d; [16, 64) the 8 scales ls as Q0 = t0 | (t1 & 3) << 6 (32 bytes) and
@@ -409,7 +427,7 @@ void iq4xs_move_tile(TileValues& v, uint8_t* tile, bool to_tile) {
     move_bits(v.field[l][t_field(1, b)], 0, p[b], 6, 2, to_tile);
     move_bits(v.field[l][t_field(1, b)], 2, p[32 + b % 16], 4 * (b / 16), 4, to_tile);
   }
-  move_nibble_registers(v, tile + 64, 128, to_tile);
+  move_nibble_registers(GgmlType::IQ4_XS, v, tile, to_tile);
 }
 
 // Tile of the 32-element-block types (8 blocks of 8 rows): [0, 128) per block j 16 bytes, the 8
@@ -423,16 +441,15 @@ void small_block_move_tile(GgmlType t, TileValues& v, uint8_t* tile, bool to_til
     move_halves(v.block_d[j], tile + 16 * j, to_tile);
     if (affine) move_halves(v.block_m[j], tile + 128 + 16 * j, to_tile);
   }
-  uint8_t* quants = tile + (affine ? 256 : 128);
   if (t == GgmlType::Q5_0 || t == GgmlType::Q5_1) {
-    move_five_bit_registers(v, quants, 160, to_tile);
+    move_five_bit_registers(t, v, tile, to_tile);
   } else if (t == GgmlType::Q8_0) {
     for (int j = 0; j < 8; ++j) {
-      if (to_tile) std::memcpy(quants + 256 * j, v.q[j], 256);
-      else std::memcpy(v.q[j], quants + 256 * j, 256);
+      if (to_tile) std::memcpy(block_quants(t, tile, j), v.q[j], 256);
+      else std::memcpy(v.q[j], block_quants(t, tile, j), 256);
     }
   } else {
-    move_nibble_registers(v, quants, 128, to_tile);
+    move_nibble_registers(t, v, tile, to_tile);
   }
 }
 
@@ -458,7 +475,7 @@ void q3k_move_tile(TileValues& v, uint8_t* tile, bool to_tile) {
   move_six_bit_fields(v, tile + 16, to_tile);
   for (int j = 0; j < 8; ++j)
     for (int c = 0; c < 3; ++c) {
-      uint8_t* reg = tile + 112 + 96 * j + 32 * c;
+      uint8_t* reg = block_quants(GgmlType::Q3_K, tile, j) + 32 * c;
       uint8_t *lo = v.q[j][c], *hi = v.q[j][4 + c], *third = v.q[j][3], *seventh = v.q[j][7];
       if (to_tile) {  // the direction outside the byte loops, which the compiler can then vectorize
         for (int b = 0; b < 32; ++b)
@@ -481,7 +498,7 @@ void q2k_move_tile(TileValues& v, uint8_t* tile, bool to_tile) {
   move_halves(v.dmin, tile + 16, to_tile);
   for (int s = 0; s < 16; ++s)
     for (int l = 0; l < kRows; ++l) move_bits(v.field[l][s], 0, tile[32 + 8 * s + l], 0, 8, to_tile);
-  for (int j = 0; j < 8; ++j) move_two_bit_planes(v, j, 0, tile + 160 + 64 * j, to_tile);
+  for (int j = 0; j < 8; ++j) move_two_bit_planes(v, j, 0, block_quants(GgmlType::Q2_K, tile, j), to_tile);
 }
 
 // Moves every tile of a rows x cols matrix between `ggml` and `packed`, and copies the rows past

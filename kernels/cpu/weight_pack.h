@@ -48,6 +48,33 @@
 
 namespace pagoda::cpu {
 
+// The tile geometry of the layout above, which the packing code (weight_pack.cpp) and the kernels
+// that read it (matmul_rows_avx2.cpp) both take from here: a tile is a header of
+// packed_head_bytes(t) (the scales), then its 8 blocks' quants, packed_block_bytes(t) each.
+// weight_pack.cpp checks that every tile spans exactly 8 rows' GGML bytes of 256 elements.
+constexpr size_t packed_head_bytes(GgmlType t) {
+  switch (t) {
+    case GgmlType::Q4_K: case GgmlType::Q5_K: return 128;
+    case GgmlType::IQ4_XS: return 64;
+    case GgmlType::Q6_K: return 144;
+    case GgmlType::Q3_K: return 112;
+    case GgmlType::Q2_K: return 160;
+    case GgmlType::Q4_1: case GgmlType::Q5_1: return 256;  // d and m of the 8 blocks
+    default: return 128;                                    // d of the 8 blocks
+  }
+}
+constexpr size_t packed_block_bytes(GgmlType t) {
+  switch (t) {
+    case GgmlType::Q5_K: case GgmlType::Q5_0: case GgmlType::Q5_1: return 160;  // 5-bit registers
+    case GgmlType::Q6_K: return 192;
+    case GgmlType::Q3_K: return 96;
+    case GgmlType::Q2_K: return 64;
+    case GgmlType::Q8_0: return 256;
+    default: return 128;  // nibble registers
+  }
+}
+constexpr size_t packed_tile_bytes(GgmlType t) { return packed_head_bytes(t) + 8 * packed_block_bytes(t); }
+
 struct PackedBytesFree {
   void operator()(uint8_t* p) const;
 };

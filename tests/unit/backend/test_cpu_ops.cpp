@@ -469,6 +469,47 @@ TEST_CASE("attention results do not depend on the thread count or batch mates", 
   CHECK(results[0] == results[1]);
 }
 
+TEST_CASE("backend memory comes 64-byte aligned and zeroed, also where the heap reuses freed blocks", "[cpu_ops]") {
+  // Buffers of many sizes (small ones come from the heap, large ones from fresh pages), filled
+  // with garbage and freed with their backend; a second backend's buffers of the same sizes
+  // and its KV pools, initialised twice, must read all zeros.
+  const std::vector<int64_t> cols = {1, 7, 64, 1000, 4096, 70000, 300000};
+  {
+    CpuBackend be(1);
+    for (int64_t c : cols) {
+      Tensor t = be.alloc(3, c);
+      std::memset(t.data, 0xA5, sizeof(float) * 3 * c);
+    }
+    be.init_kv_cache(KvCacheConfig{2, 40, 16, 2, 64, GgmlType::F16});
+    const std::vector<float> k(16 * 2 * 64, 3.0f);
+    for (int b = 0; b < 40; ++b) be.write_kv_block(1, b, k.data(), k.data());
+  }
+  CpuBackend be(1);
+  for (int64_t c : cols) {
+    Tensor t = be.alloc(3, c);
+    INFO("cols " << c);
+    CHECK(reinterpret_cast<uintptr_t>(t.data) % 64 == 0);
+    const auto v = host(be, t, 3);
+    CHECK(std::all_of(v.begin(), v.end(), [](float x) { return x == 0.0f; }));
+    std::memset(t.data, 0x5A, sizeof(float) * 3 * c);
+  }
+  for (int round = 0; round < 2; ++round) {
+    be.init_kv_cache(KvCacheConfig{2, 40, 16, 2, 64, GgmlType::F16});
+    std::vector<float> k(16 * 2 * 64, 1.0f), v(k.size(), 1.0f);
+    bool zero = true;
+    for (int l = 0; l < 2; ++l)
+      for (int b = 0; b < 40; ++b) {
+        be.read_kv_block(l, b, k.data(), v.data());
+        zero = zero && std::all_of(k.begin(), k.end(), [](float x) { return x == 0.0f; }) &&
+               std::all_of(v.begin(), v.end(), [](float x) { return x == 0.0f; });
+        const std::vector<float> garbage(k.size(), 7.0f);
+        be.write_kv_block(l, b, garbage.data(), garbage.data());
+      }
+    INFO("KV round " << round);
+    CHECK(zero);
+  }
+}
+
 TEST_CASE("K-shift re-ropes K by delta, leaves V alone; block copy copies K and V", "[cpu_ops]") {
   const int bs = 5, n_kv = 3, head_dim = 16;
   const int row = n_kv * head_dim;

@@ -140,17 +140,23 @@ bool HttpServer::drain_and_stop(double grace_s, double abort_wait_s,
     loop_->close_listener();
     answered = all_answered(kListenerCloseWaitSeconds, pause);
   }
+  // The loop's count for the log; "not counted yet" when a second signal cut the wait before
+  // the loop's first count (unanswered() is -1 then).
+  auto unanswered_field = [this]() -> nlohmann::ordered_json {
+    const int n = loop_->unanswered();
+    return n < 0 ? nlohmann::ordered_json("not counted yet") : nlohmann::ordered_json(n);
+  };
   if (!answered) {
     std::shared_ptr<ApiService> h = service();
     log_warn("cancelling requests still in flight",
-             {{"unanswered", loop_->unanswered()}, {"in_flight", h ? h->inflight_seqs() : 0}});
+             {{"unanswered", unanswered_field()}, {"in_flight", h ? h->inflight_seqs() : 0}});
     if (h) h->abort_all();
     std::function<bool(double)> sleep = [](double s) {
       std::this_thread::sleep_for(std::chrono::duration<double>(s));
       return false;
     };
     answered = all_answered(abort_wait_s, sleep);
-    if (!answered) log_warn("stopping with requests unanswered", {{"unanswered", loop_->unanswered()}});
+    if (!answered) log_warn("stopping with requests unanswered", {{"unanswered", unanswered_field()}});
   }
   stop();
   return answered;

@@ -65,7 +65,8 @@ const char* kUsage =
     "  --print-tokens     after the text, one line per generated token on stderr:\n"
     "                     'token ID LOGPROB' (the chosen token's log-probability)\n"
     "  --cpu-decode-pack M  CPU on AVX2 hosts: decode-layout copies of the quantized matrices\n"
-    "                     (faster decode, more memory): auto (default), on or off\n";
+    "                     (faster decode; they replace the mapped file's pages in memory):\n"
+    "                     auto (default: while they fit half the available memory), on or off\n";
 
 long parse_int(const std::string& flag, const char* v, long lo, long hi) {
   char* end = nullptr;

@@ -60,7 +60,8 @@ struct Model::Impl {
                float* host_logits);
 };
 
-Model::Model(const gguf::GgufFile& file, std::unique_ptr<Backend> backend, int max_batch_tokens)
+Model::Model(const gguf::GgufFile& file, std::unique_ptr<Backend> backend, int max_batch_tokens,
+             const LoadProgress& on_layer)
     : impl_(std::make_unique<Impl>()) {
   if (!backend) throw std::invalid_argument("Model: no backend");
   if (max_batch_tokens <= 0) throw std::invalid_argument("Model: max_batch_tokens must be positive");
@@ -68,7 +69,7 @@ Model::Model(const gguf::GgufFile& file, std::unique_ptr<Backend> backend, int m
   m.cfg = ModelConfig::from_gguf(file);
   m.be = std::move(backend);
   m.max_tokens = max_batch_tokens;
-  m.w = ModelWeights::load(file, m.cfg, *m.be);
+  m.w = ModelWeights::load(file, m.cfg, *m.be, on_layer);
   m.rope = RopeConfig{m.cfg.n_rot, m.cfg.rope_freq_base, m.cfg.rope_freq_scale, m.cfg.rope_neox,
                       m.w.rope_freqs};
   // gemma3's local layers: their own base, and no linear scaling (that is the global layers').

@@ -9,6 +9,7 @@
 
 #include "engine/backend/backend.h"
 #include "engine/model/model_config.h"
+#include "engine/model/model_weights.h"  // LoadProgress
 #include "engine/backend/step_plan.h"
 
 namespace pagoda::gguf { class GgufFile; }
@@ -46,8 +47,10 @@ class Model {
  public:
   // Uploads the weights of `file` (which must outlive the model) to `backend`. Throws with a
   // clear message for unsupported architectures or tensor types. `max_batch_tokens` sizes the
-  // activation buffers: a StepPlan may carry at most that many tokens.
-  Model(const gguf::GgufFile& file, std::unique_ptr<Backend> backend, int max_batch_tokens);
+  // activation buffers: a StepPlan may carry at most that many tokens. `on_layer` hears the
+  // upload's progress (model_weights.h).
+  Model(const gguf::GgufFile& file, std::unique_ptr<Backend> backend, int max_batch_tokens,
+        const LoadProgress& on_layer = {});
   ~Model();
 
   const ModelConfig& config() const;

@@ -68,7 +68,8 @@ class Loader {
 
 }  // namespace
 
-ModelWeights ModelWeights::load(const gguf::GgufFile& file, const ModelConfig& cfg, Backend& backend) {
+ModelWeights ModelWeights::load(const gguf::GgufFile& file, const ModelConfig& cfg, Backend& backend,
+                                const LoadProgress& on_layer) {
   ModelWeights w;
   Loader ld(file, backend, w);
   const int64_t dim = cfg.dim, ff = cfg.ff_dim, vocab = cfg.vocab_size;
@@ -88,6 +89,7 @@ ModelWeights ModelWeights::load(const gguf::GgufFile& file, const ModelConfig& c
   }
 
   for (int l = 0; l < cfg.n_layers; ++l) {
+    if (on_layer) on_layer(l, cfg.n_layers);
     const std::string p = "blk." + std::to_string(l) + ".";
     LayerWeights& L = w.layers.emplace_back();
     L.attn_norm = ld.vector(p + "attn_norm.weight", dim);
@@ -130,6 +132,7 @@ ModelWeights ModelWeights::load(const gguf::GgufFile& file, const ModelConfig& c
     }
     L.w_down = ld.matrix(p + "ffn_down.weight", dim, ff);
   }
+  if (on_layer) on_layer(cfg.n_layers, cfg.n_layers);
   return w;
 }
 

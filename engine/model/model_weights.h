@@ -1,6 +1,7 @@
 // The transformer's weights as backend Tensors, looked up by their GGUF names.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,11 @@
 namespace pagoda::gguf { class GgufFile; }
 
 namespace pagoda {
+
+// Called with (0, n_layers) once the embeddings and output matrix are uploaded, then with
+// (l + 1, n_layers) as layer l's are: uploading a large model (packing it on CPU, copying it to
+// a GPU) takes seconds to minutes, and the caller shows progress.
+using LoadProgress = std::function<void(int layers_done, int n_layers)>;
 
 struct LayerWeights {
   Tensor attn_norm;            // blk.N.attn_norm.weight   [1 x dim], f32
@@ -37,8 +43,9 @@ struct ModelWeights {
   // Looks every tensor up in `file` and uploads it. Matrices keep their GGUF type; norm weights
   // and biases (1-D) are converted to F32 on the host first (the ops take F32 vectors), which is
   // why this object owns `host_f32`. Throws ModelConfigError naming a missing tensor or one with
-  // the wrong shape.
-  static ModelWeights load(const gguf::GgufFile& file, const ModelConfig& cfg, Backend& backend);
+  // the wrong shape. `on_layer`, when given, hears the progress (LoadProgress).
+  static ModelWeights load(const gguf::GgufFile& file, const ModelConfig& cfg, Backend& backend,
+                           const LoadProgress& on_layer = {});
 
   std::vector<std::vector<float>> host_f32;  // storage behind the converted 1-D tensors (CPU views)
 };

@@ -145,13 +145,16 @@ struct LoadedModel {
   server::ReasoningFormat reasoning_format = server::ReasoningFormat::None;  // from --reasoning-parser
 };
 
+// Models smaller than this load in well under a second: no progress lines for them.
+constexpr size_t kProgressMinBytes = size_t{256} << 20;
+
 // Reads a large model file through once, logging a percentage, so that the page cache holds
-// it before the weights are mapped or uploaded: loading is mostly this I/O, and the model
-// constructor offers no progress of its own. Small files are skipped. The buffer is 1 MiB and
-// page-aligned: on the 2-vCPU AMD VM the kernel copied a file already in the page cache into a
-// 16-byte-aligned buffer at 1.5-2 GB/s, into a page-aligned one at 7.7-8.3 GB/s.
+// it before the weights are mapped or uploaded: loading is mostly this I/O. Small files are
+// skipped. The buffer is 1 MiB and page-aligned: on the 2-vCPU AMD VM the kernel copied a file
+// already in the page cache into a 16-byte-aligned buffer at 1.5-2 GB/s, into a page-aligned
+// one at 7.7-8.3 GB/s.
 void warm_page_cache(const std::string& path, int start_pct, int end_pct) {
-  constexpr size_t kMin = 256u << 20, kChunk = 1u << 20, kPage = 4096;
+  constexpr size_t kMin = kProgressMinBytes, kChunk = 1u << 20, kPage = 4096;
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return;
   struct stat st{};
@@ -221,8 +224,18 @@ std::unique_ptr<LoadedModel> load(const server::ServerConfig& cfg) {
   for (const auto& t : lm->file.tensors()) bytes += t.nbytes;
   warm_page_cache(cfg.model, 20, 60);
   progress(60, "weights to the backend (" + std::to_string(bytes >> 20) + " MiB)");
-  lm->model = std::make_unique<Model>(lm->file, make_backend(cfg, &lm->backend_name),
-                                      cfg.max_batch_tokens);
+  // Uploading (and on CPU packing) a large model takes a while: a line per tenth of its layers,
+  // as warm_page_cache does for the reading (small models load at once and say nothing more).
+  int last_tenth = 0;
+  auto on_layer = [&](int done, int n_layers) {
+    const int tenth = n_layers > 0 ? done * 10 / n_layers : 10;
+    if (bytes < kProgressMinBytes || tenth == last_tenth || tenth >= 10) return;  // 80% comes next
+    last_tenth = tenth;
+    progress(60 + 2 * tenth, "weights to the backend, " + std::to_string(done) + " of " + std::to_string(n_layers) +
+                                 " layers");
+  };
+  lm->model = std::make_unique<Model>(lm->file, make_backend(cfg, &lm->backend_name), cfg.max_batch_tokens,
+                                      on_layer);
   progress(80, "KV cache and engine");
   EngineConfig ec;
   ec.block_size = cfg.block_size;

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "engine/backend/cpu/backend_cpu.h"
@@ -208,4 +209,19 @@ TEST_CASE("the model refuses bad input with clear errors", "[model]") {
   w.set("general.architecture", gguf::Value::from_string("gpt2"));
   gguf::GgufFile g = gguf::GgufFile::from_bytes(w.to_bytes());
   CHECK_THROWS(Model(g, std::make_unique<CpuBackend>(1), 8));
+}
+
+TEST_CASE("loading reports its progress once the embeddings are in, then per layer", "[model]") {
+  for (const char* arch : {"llama", "qwen3moe"}) {
+    TinyModelSpec s;
+    s.arch = arch;
+    s.layers = 5;
+    if (s.arch == "qwen3moe") s.experts = 4;
+    const gguf::GgufFile file = gguf::GgufFile::from_bytes(test::make_tiny_model(s));
+    std::vector<std::pair<int, int>> calls;
+    Model m(file, std::make_unique<CpuBackend>(1), 16, [&](int done, int n) { calls.emplace_back(done, n); });
+    INFO(arch);
+    REQUIRE(calls.size() == 6);
+    for (int i = 0; i <= 5; ++i) CHECK(calls[static_cast<size_t>(i)] == std::make_pair(i, 5));
+  }
 }

@@ -506,6 +506,7 @@ void q2k_move_tile(TileValues& v, uint8_t* tile, bool to_tile) {
 void move_matrix(GgmlType t, int64_t rows, int64_t cols, uint8_t* ggml, uint8_t* packed, bool to_tile, ThreadPool* pool) {
   const size_t row_bytes = ggml_row_size(t, cols);
   const size_t super_bytes = ggml_row_size(t, kSuper);  // one super-block's span of a row
+  const size_t tile_bytes = packed_tile_bytes(t);       // = kRows * super_bytes (static_asserts above)
   const int64_t supers = cols / kSuper, groups = rows / kRows;
   auto from_blocks = [t](const uint8_t* b, int l, TileValues& v) {
     switch (t) {
@@ -554,12 +555,12 @@ void move_matrix(GgmlType t, int64_t rows, int64_t cols, uint8_t* ggml, uint8_t*
     TileValues v{};
     for (int64_t g = g_begin; g < g_end; ++g)
       for (int64_t s = 0; s < supers; ++s) {
-        uint8_t* tile = packed + static_cast<size_t>(g * kRows) * row_bytes + s * kRows * super_bytes;
+        uint8_t* tile = packed + static_cast<size_t>(g * kRows) * row_bytes + s * tile_bytes;
         uint8_t* blk[kRows];
         for (int l = 0; l < kRows; ++l) blk[l] = ggml + static_cast<size_t>(g * kRows + l) * row_bytes + s * super_bytes;
         if (to_tile) {
           for (int l = 0; l < kRows; ++l) from_blocks(blk[l], l, v);
-          std::memset(tile, 0, kRows * super_bytes);
+          std::memset(tile, 0, tile_bytes);
         }
         move_tile(v, tile, to_tile);
         if (!to_tile)

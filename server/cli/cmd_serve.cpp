@@ -159,11 +159,12 @@ void warm_page_cache(const std::string& path, int start_pct, int end_pct) {
   if (fd < 0) return;
   struct stat st{};
   const size_t total = ::fstat(fd, &st) == 0 ? static_cast<size_t>(st.st_size) : 0;
-  std::unique_ptr<char, decltype(&std::free)> buf(static_cast<char*>(std::aligned_alloc(kPage, kChunk)), &std::free);
+  std::unique_ptr<char, decltype(&std::free)> buf(
+      total >= kMin ? static_cast<char*>(std::aligned_alloc(kPage, kChunk)) : nullptr, &std::free);
   size_t done = 0;
   int last_decile = -1;
   auto t0 = Clock::now();
-  while (total >= kMin && buf && done < total) {
+  while (buf && done < total) {
     const ssize_t n = ::read(fd, buf.get(), kChunk);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;

@@ -13,7 +13,8 @@
 //    512 as GOP/s.
 // 3. The whole TinyLlama matmul stack (22 layers of q,k,v,o,gate,up,down + the output head):
 //    decode tokens/s (n = 1; each matmul timed next to a stream read of its size, % of stream
-//    as the median over tokens of the two sums' ratio), batched decode (n = 4, 16) and prefill
+//    as the median over tokens of the two sums' ratio), the decode kernel with its weights in
+//    L3 (its compute ceiling, against the stream), batched decode (n = 4, 16) and prefill
 //    tokens/s (n = 128, 512), matmuls only.
 // Every figure is the median of several runs; prefill figures (% of the int8 peak) alternate
 // with the peak probe so both see the same load.
@@ -171,6 +172,36 @@ PairedFigure prefill_vs_peak(ThreadPool& pool, int reps, double ops, F&& run) {
   });
 }
 
+// The decode kernel's own ceiling: n = 1 over and over on one matrix that fits in half this
+// host's L3 (4 MiB a thread at most), so its weights come from cache and the kernel's
+// instructions bound it, each call timed next to a stream read of as many bytes from memory
+// (interleaved_with_stream). (A matrix the size of L2 measured less than the stream here: the
+// per-call work, activation quantization and waking the threads, was then a tenth of a call.)
+// Where this is not well above the stream, the decode matmuls cannot reach the stream however
+// the memory system behaves: that type is compute-bound on this core at this thread count.
+struct CacheCeiling {
+  int64_t rows = 0;
+  double bytes_per_thread = 0;
+  PairedFigure f;
+};
+CacheCeiling decode_in_cache(bench::StreamProbe& probe, ThreadPool& pool, GgmlType type, int threads, bool quick) {
+  const int64_t cols = 2048;
+  const size_t row_bytes = ggml_row_size(type, cols);
+  const size_t bytes_wanted = std::min<size_t>(cpu_caches().l3 / 2, (size_t(4) << 20) * threads);
+  const int64_t rows = std::max<int64_t>(8, static_cast<int64_t>(bytes_wanted / row_bytes) / 8 * 8);
+  const Weights w = make_weights(type, rows, cols, 3);
+  const auto x = random_x(1, cols);
+  std::vector<float> out(static_cast<size_t>(rows));
+  const size_t bytes = row_bytes * static_cast<size_t>(rows);
+  w.matmul(pool, type, rows, cols, x.data(), 1, out.data());  // into the cache
+  const PairedFigure f = median_round(quick ? 7 : 15, [&] {
+    return interleaved_with_stream(
+        probe, pool, 16, [&](size_t) { return bytes; },
+        [&](size_t) { w.matmul(pool, type, rows, cols, x.data(), 1, out.data()); });
+  });
+  return {rows, static_cast<double>(bytes) / threads, f};
+}
+
 struct Shape {
   const char* name;
   int64_t out, in;
@@ -296,6 +327,10 @@ int main(int argc, char** argv) {
     std::printf("tinyllama matmuls (%d layers, %.2f GB): decode %.1f tok/s (%.1f GB/s, %.0f%% of stream; "
                 "medians of %d tokens, each matmul timed next to a stream read of its size: %.1f GB/s)\n",
                 layers, total / 1e9, 1.0 / f.seconds, f.rate, f.pct_of_ceiling, rounds, f.ceiling);
+    const CacheCeiling c = decode_in_cache(*probe, pool, type, threads, quick);
+    std::printf("decode kernel, weights in L3 (%ldx2048, %.0f KiB a thread): %.1f GB/s, %.0f%% of stream (timed next "
+                "to a stream read of its size: %.1f GB/s; the kernel's own limit: under 100%%, compute-bound here)\n",
+                static_cast<long>(c.rows), c.bytes_per_thread / 1024.0, c.f.rate, c.f.pct_of_ceiling, c.f.ceiling);
   }
   for (int64_t n : {4, 16}) {  // batched decode of n sequences (issue 4's engine benchmark)
     if (decode_only || prefill_only) break;

@@ -156,6 +156,12 @@ void set_arch_traits(ModelConfig& c) {
 // rope_freqs.weight, read by read_rope_freqs).
 bool read_hparams(const Reader& r, ModelConfig& c) {
   c.n_layers = r.arch_int("block_count");
+  // Every layer has several tensors, so more layers than the file has tensors is a corrupt
+  // count: refused before anything is sized by it (a block_count of 2^31 - 1 sized per-layer
+  // tables of gigabytes first and ran the host out of memory).
+  if (static_cast<size_t>(c.n_layers) > r.file().tensors().size())
+    r.fail("metadata key '" + std::string(arch_name(c.arch)) + ".block_count' is " + std::to_string(c.n_layers) +
+           ", more layers than the file has tensors (" + std::to_string(r.file().tensors().size()) + ")");
   c.dim = r.arch_int("embedding_length");
   c.ff_dim = r.arch_int("feed_forward_length");
   c.n_heads = r.arch_int("attention.head_count");

@@ -207,6 +207,12 @@ TEST_CASE("missing or bad metadata is named") {
   d.erase_key("llama.block_count");
   CHECK_THAT(error_of(d), Catch::Contains("missing metadata key 'llama.block_count'"));
 
+  // A corrupt layer count is refused before anything is sized by it (2^31 - 1 used to size
+  // per-layer tables of gigabytes before the first missing layer tensor was noticed).
+  d = Draft();
+  d.set("llama.block_count", Value::from_u32(0x7fffffff));
+  CHECK_THAT(error_of(d), Catch::Contains("'llama.block_count' is 2147483647, more layers than the file has tensors"));
+
   d = Draft();
   d.set("llama.embedding_length", Value::from_string("64"));
   CHECK_THAT(error_of(d), Catch::Contains("llama.embedding_length") && Catch::Contains("string"));

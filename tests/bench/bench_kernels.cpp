@@ -187,7 +187,8 @@ struct CacheCeiling {
 CacheCeiling decode_in_cache(bench::StreamProbe& probe, ThreadPool& pool, GgmlType type, int threads, bool quick) {
   const int64_t cols = 2048;
   const size_t row_bytes = ggml_row_size(type, cols);
-  const size_t bytes_wanted = std::min<size_t>(cpu_caches().l3 / 2, (size_t(4) << 20) * threads);
+  const size_t l3 = cpu_caches().l3, per_threads = (size_t(4) << 20) * threads;  // l3: 0 when unknown
+  const size_t bytes_wanted = l3 > 0 ? std::min(l3 / 2, per_threads) : per_threads;
   const int64_t rows = std::max<int64_t>(8, static_cast<int64_t>(bytes_wanted / row_bytes) / 8 * 8);
   const Weights w = make_weights(type, rows, cols, 3);
   const auto x = random_x(1, cols);

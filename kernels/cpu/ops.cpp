@@ -153,6 +153,7 @@ void add_row(float* x, const float* y, int64_t n) {
 
 void silu_mul_row(const float* gate, const float* up, float* out, int64_t n) {
   if (use_avx512()) return detail::silu_mul_row_avx512(gate, up, out, n);
+  if (use_avx2()) return detail::silu_mul_row_avx2(gate, up, out, n);
   detail::silu_mul_row_portable(gate, up, out, n);
 }
 

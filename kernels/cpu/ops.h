@@ -6,8 +6,9 @@
 // the same fixed order, so results never depend on how many rows run together or on which
 // thread (batch invariance).
 // The wide SIMD versions (kernels/cpu/ops_avx512.cpp) are picked at run time when the CPU has
-// AVX-512, and attention_group takes the AVX2 kernel (kernels/cpu/ops_avx2.cpp) on CPUs with
-// AVX2 + FMA + F16C but not AVX-512; they keep the same per-row order on a given machine.
+// AVX-512, and attention_group and silu_mul_row take the AVX2 kernels (kernels/cpu/ops_avx2.cpp)
+// on CPUs with AVX2 + FMA + F16C but not AVX-512; they keep the same per-row order on a given
+// machine.
 #pragma once
 
 #include <climits>

@@ -1,6 +1,6 @@
-// AVX2 + FMA + F16C paged attention (compiled with the AVX2 flags, called only where the CPU
-// has them): the plain kernel of ops.h and the windowed / soft-capped one of ops_ext.h in one
-// tile loop. Keys go in tiles of 8, converted once to F32 (F16 / F32 / Q8_0 pools, K and V each
+// AVX2 + FMA + F16C kernels (compiled with the AVX2 flags, called only where the CPU has them):
+// the gated activations and logit soft-capping of ops.h / ops_ext.h, and paged attention: the
+// plain kernel of ops.h and the windowed / soft-capped one of ops_ext.h in one tile loop. Keys go in tiles of 8, converted once to F32 (F16 / F32 / Q8_0 pools, K and V each
 // by its own pool's type) and shared by every row and head of the group; per head and tile, 8
 // dot products finish together (reduce8). Every key sits in tile lane i % 8 whatever rows
 // run together, each row's softmax and V sum run over its own keys in index order: a row's
@@ -96,6 +96,26 @@ void softmax_row_avx2(float* x, int n) {
   const __m256 inv = _mm256_set1_ps(1.0f / hsum256(sum));
   for (i = 0; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), inv));
   for (; i < n; ++i) x[i] *= _mm256_cvtss_f32(inv);
+}
+
+// g * sigmoid(t) * u for 8 lanes, as g / (1 + e^-t) * u: silu (t = g) and tanh-GELU (t = 2
+// sqrt(2/pi) (g + 0.044715 g^3), since 0.5 (1 + tanh(a)) = 1 / (1 + e^-2a), with no cancellation
+// near 0). exp256's clamp keeps e^-t finite: the result goes to g * u or to ~0 at the limits.
+inline __m256 gated(__m256 g, __m256 t, __m256 u) {
+  const __m256 e = exp256(_mm256_sub_ps(_mm256_setzero_ps(), t));
+  return _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(_mm256_set1_ps(1.0f), e)), u);
+}
+
+// out[i] = f(gate[i], up[i]) over n elements, 8 at a time, the last 1-7 through masked loads
+// (every element takes the same vector arithmetic wherever it sits). out may alias gate or up.
+template <class F>
+inline void map_gated(const float* gate, const float* up, float* out, int64_t n, F f) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, f(_mm256_loadu_ps(gate + i), _mm256_loadu_ps(up + i)));
+  if (i < n) {
+    const __m256i mk = lane_mask(static_cast<int>(n - i));
+    _mm256_maskstore_ps(out + i, mk, f(_mm256_maskload_ps(gate + i, mk), _mm256_maskload_ps(up + i, mk)));
+  }
 }
 
 // A Q8_0 head row of groups of G (8, 16 or 32; head_dim a multiple of G, so every chunk of 8 is
@@ -262,6 +282,27 @@ void attention_tiles(const AttnRows& r, int g, int head_dim, float scale, Window
 }
 
 }  // namespace
+
+void silu_mul_row_avx2(const float* gate, const float* up, float* out, int64_t n) {
+  map_gated(gate, up, out, n, [](__m256 g, __m256 u) { return gated(g, g, u); });
+}
+
+void gelu_mul_row_avx2(const float* gate, const float* up, float* out, int64_t n) {
+  map_gated(gate, up, out, n, [](__m256 g, __m256 u) {
+    const __m256 g3 = _mm256_mul_ps(_mm256_mul_ps(g, g), g);
+    const __m256 a = _mm256_mul_ps(_mm256_set1_ps(0.7978845608028654f), _mm256_fmadd_ps(_mm256_set1_ps(0.044715f), g3, g));
+    return gated(g, _mm256_add_ps(a, a), u);
+  });
+}
+
+void softcap_row_avx2(float* x, float cap, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, softcap256(_mm256_loadu_ps(x + i), cap));
+  if (i < n) {
+    const __m256i mk = lane_mask(static_cast<int>(n - i));
+    _mm256_maskstore_ps(x + i, mk, softcap256(_mm256_maskload_ps(x + i, mk), cap));
+  }
+}
 
 void attention_group_avx2(const AttnRows& r, int g, int head_dim, float scale, int window, float softcap,
                           const KvPool& k, const KvPool& v, int kv_head, const int32_t* block_table, float* scratch) {

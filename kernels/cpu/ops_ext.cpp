@@ -1,5 +1,6 @@
-// Scalar implementations of kernels/cpu/ops_ext.h, and the dispatch of attention_group_ext to
-// the AVX2 kernel (kernels/cpu/ops_avx2.cpp, also used on AVX-512 hosts).
+// Scalar implementations of kernels/cpu/ops_ext.h, and the dispatch of gelu_mul_row,
+// softcap_row and attention_group_ext to the AVX2 kernels (kernels/cpu/ops_avx2.cpp, also used
+// on AVX-512 hosts).
 #include "kernels/cpu/ops_ext.h"
 
 #include <algorithm>
@@ -9,7 +10,24 @@
 #include "kernels/cpu/ops_impl.h"
 
 namespace pagoda::cpu {
+namespace {
+bool use_avx2() {
+  static const bool yes = detail::ops_have_avx2();
+  return yes;
+}
+}  // namespace
+
 void gelu_mul_row(const float* gate, const float* up, float* out, int64_t n) {
+  if (use_avx2()) return detail::gelu_mul_row_avx2(gate, up, out, n);
+  detail::gelu_mul_row_portable(gate, up, out, n);
+}
+
+void softcap_row(float* x, float cap, int64_t n) {
+  if (use_avx2()) return detail::softcap_row_avx2(x, cap, n);
+  detail::softcap_row_portable(x, cap, n);
+}
+
+void detail::gelu_mul_row_portable(const float* gate, const float* up, float* out, int64_t n) {
   constexpr float kSqrt2OverPi = 0.7978845608028654f;
   for (int64_t i = 0; i < n; ++i) {
     const float g = gate[i];
@@ -21,7 +39,7 @@ void scale_row(float* x, float s, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] *= s;
 }
 
-void softcap_row(float* x, float cap, int64_t n) {
+void detail::softcap_row_portable(float* x, float cap, int64_t n) {
   const float inv = 1.0f / cap;
   for (int64_t i = 0; i < n; ++i) x[i] = cap * std::tanh(x[i] * inv);
 }
@@ -77,8 +95,7 @@ void detail::attention_group_ext_portable(const AttnRows& r, int g, int head_dim
 void attention_group_ext(const AttnRows& r, int g, int head_dim, float scale, int window, float softcap,
                          const KvPool& k, const KvPool& v, int kv_head, const int32_t* block_table,
                          float* scratch) {
-  static const bool avx2 = detail::ops_have_avx2();
-  if (avx2 && head_dim <= 256)
+  if (use_avx2() && head_dim <= 256)
     return detail::attention_group_avx2(r, g, head_dim, scale, window, softcap, k, v, kv_head, block_table, scratch);
   detail::attention_group_ext_portable(r, g, head_dim, scale, window, softcap, k, v, kv_head, block_table, scratch);
 }

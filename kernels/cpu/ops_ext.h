@@ -1,9 +1,9 @@
 // CPU kernels of the gemma/phi3 forward beyond llama's: the tanh-GELU gate, scaling, logit
 // soft-capping, and paged attention with a sliding window and/or soft-capped scores. Scalar
 // code with fixed-order reductions (each row's result never depends on its batch mates); it is
-// also the reference the CUDA versions are tested against. The attention runs the AVX2 kernel
-// (kernels/cpu/ops_avx2.cpp) where the CPU has AVX2 + FMA + F16C, with the same batch
-// invariance (the scalar one stays as detail::attention_group_ext_portable).
+// also the reference the CUDA versions are tested against. The GELU gate, the soft-capping and
+// the attention run the AVX2 kernels (kernels/cpu/ops_avx2.cpp) where the CPU has AVX2 + FMA +
+// F16C, with the same batch invariance (the scalar ones stay as detail::*_portable).
 #pragma once
 
 #include <cstdint>

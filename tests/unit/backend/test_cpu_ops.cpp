@@ -763,6 +763,49 @@ TEST_CASE("AVX-512 attention agrees with the scalar kernel", "[cpu_ops]") {
   check_attention_kernel(avx512_plain, false);
 }
 
+TEST_CASE("AVX2 silu / GELU gates and soft-capping against double-precision references", "[cpu_ops]") {
+  if (!cpu::detail::ops_have_avx2()) {
+    WARN("no AVX2 + FMA + F16C on this CPU: its element-wise kernels are not run");
+    return;
+  }
+  const std::vector<float> extremes = {-200.f, -90.f, -20.f, -5.f, -1e-3f, 0.f, 1e-3f, 5.f, 20.f, 90.f, 200.f};
+  for (int64_t n : {1, 7, 8, 9, 37, 2048}) {
+    auto g = randoms(size_t(n), 10 + n, -30, 30);
+    const auto u = randoms(size_t(n), 20 + n, -2, 2);
+    for (size_t i = 0; i < g.size() && i < extremes.size(); ++i) g[i] = extremes[i];
+    std::vector<float> out(static_cast<size_t>(n));
+    // |error| <= tol * max(1, |want|), or <= tol where `absolute`.
+    auto check = [&](const char* what, double tol, bool absolute, auto want_of) {
+      for (int64_t i = 0; i < n; ++i) {
+        INFO(what << " n=" << n << " i=" << i << " g=" << g[i]);
+        const double want = want_of(double(g[i]), double(u[i]));
+        CHECK(std::fabs(out[i] - want) <= tol * (absolute ? 1.0 : std::max(1.0, std::fabs(want))));
+      }
+    };
+    cpu::detail::silu_mul_row_avx2(g.data(), u.data(), out.data(), n);
+    check("silu", 1e-6, false, [](double x, double y) { return x / (1.0 + std::exp(-x)) * y; });
+    cpu::detail::gelu_mul_row_avx2(g.data(), u.data(), out.data(), n);
+    check("gelu", 1e-6, false, [](double x, double y) {
+      return 0.5 * x * (1.0 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))) * y;
+    });
+    // cap (1 - 2 / (e^(2x/cap) + 1)): a few ulp of cap near 0, so the bound is in units of cap.
+    for (float cap : {30.f, 50.f}) {
+      out = g;
+      cpu::detail::softcap_row_avx2(out.data(), cap, n);
+      check("softcap", 4e-7 * cap, true, [cap](double x, double) { return cap * std::tanh(x / cap); });
+    }
+    // The tails (n % 8) take the same arithmetic as full vectors: element i's result does not
+    // depend on n.
+    std::vector<float> whole(g.size());
+    cpu::detail::gelu_mul_row_avx2(g.data(), u.data(), whole.data(), n);
+    for (int64_t m = 1; m <= std::min<int64_t>(n, 9); ++m) {
+      std::vector<float> part(static_cast<size_t>(m));
+      cpu::detail::gelu_mul_row_avx2(g.data(), u.data(), part.data(), m);
+      for (int64_t i = 0; i < m; ++i) CHECK(part[i] == whole[i]);
+    }
+  }
+}
+
 TEST_CASE("AVX2 attention (plain, windowed, soft-capped) agrees with the scalar kernels", "[cpu_ops]") {
   if (!cpu::detail::ops_have_avx2()) {
     WARN("no AVX2 + FMA + F16C on this CPU: its attention kernel is not run");

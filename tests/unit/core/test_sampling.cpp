@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
+#include <random>
 #include <set>
 #include <vector>
 
@@ -121,6 +123,42 @@ TEST_CASE("seeded sampling is reproducible and matches the distribution") {
   for (int i = 0; i < N; ++i) ++counts[sample_token(l.data(), 4, plain, {}, {}, r).token];
   CHECK(counts[2] / double(N) == Approx(0.05).margin(0.01));
   CHECK(counts[1] / double(N) == Approx(0.6).margin(0.01));
+}
+
+TEST_CASE("unfiltered draws take the same token as the scan over truncated_distribution") {
+  // sample_token draws an unfiltered distribution without building it; the token must be the
+  // one the cumulative scan over truncated_distribution's candidates picks with the same u.
+  std::mt19937 gen(5);
+  std::normal_distribution<float> nd(0.0f, 4.0f);
+  int draws = 0;
+  for (int vocab : {1, 2, 5, 1000, 32000}) {
+    std::vector<float> l(static_cast<size_t>(vocab));
+    for (auto& v : l) v = nd(gen);
+    if (vocab > 2) l[1] = -std::numeric_limits<float>::infinity();  // a token a bias removed
+    for (float temperature : {0.3f, 1.0f, 2.5f}) {
+      SamplingParams sp;
+      sp.temperature = temperature;
+      if (vocab == 1000) sp.top_k = 1000;  // a top_k of the whole vocabulary filters nothing
+      Rng a(static_cast<uint64_t>(vocab) * 31 + static_cast<uint64_t>(temperature * 10)), b = a;
+      const std::vector<Candidate> dist = truncated_distribution(l.data(), vocab, sp);
+      for (int i = 0; i < 300; ++i, ++draws) {
+        const double u = b.uniform();
+        int32_t want = dist.front().token;
+        double cum = 0;
+        for (const Candidate& c : dist) {
+          if (c.p > 0) want = c.token;
+          cum += c.p;
+          if (u < cum) {
+            want = c.token;
+            break;
+          }
+        }
+        INFO("vocab " << vocab << " temperature " << temperature << " draw " << i);
+        REQUIRE(sample_token(l.data(), vocab, sp, {}, {}, a).token == want);
+      }
+    }
+  }
+  CHECK(draws == 5 * 3 * 300);
 }
 
 TEST_CASE("logprobs: log-softmax of the processed logits, with the top alternatives") {

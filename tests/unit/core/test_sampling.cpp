@@ -161,6 +161,72 @@ TEST_CASE("unfiltered draws take the same token as the scan over truncated_distr
   CHECK(draws == 5 * 3 * 300);
 }
 
+namespace {
+
+// truncated_distribution written plainly: the whole vocabulary sorted, every filter on it.
+std::vector<Candidate> full_sort_distribution(const float* logits, int vocab, const SamplingParams& sp) {
+  std::vector<std::pair<float, int32_t>> c(static_cast<size_t>(vocab));
+  for (int i = 0; i < vocab; ++i) c[static_cast<size_t>(i)] = {logits[i] / sp.temperature, i};
+  std::sort(c.begin(), c.end(), [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); });
+  if (sp.top_k > 0 && sp.top_k < vocab) c.resize(static_cast<size_t>(sp.top_k));
+  std::vector<double> p(c.size());
+  double sum = 0;
+  for (size_t i = 0; i < c.size(); ++i) sum += (p[i] = std::isinf(c[i].first) ? 0.0 : std::exp(double(c[i].first) - c[0].first));
+  size_t keep = c.size();
+  if (sp.top_p < 1.0f) {
+    double cum = 0;
+    for (keep = 0; keep < c.size();)
+      if ((cum += p[keep++] / sum) >= sp.top_p) break;
+  }
+  if (sp.min_p > 0.0f) {
+    size_t n = 0;
+    while (n < keep && p[n] >= sp.min_p * p[0]) ++n;
+    keep = std::max<size_t>(n, 1);
+  }
+  if (sp.top_p < 1.0f || sp.min_p > 0.0f)
+    while (keep > 1 && p[keep - 1] <= 0.0) --keep;
+  double kept = 0;
+  for (size_t i = 0; i < keep; ++i) kept += p[i];
+  std::vector<Candidate> out(keep);
+  for (size_t i = 0; i < keep; ++i) out[i] = {c[i].second, static_cast<float>(p[i] / kept)};
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("top-p / min-p / top-k keep what a full sort of the vocabulary keeps") {
+  // truncated_distribution sorts only as far as the filters read; the kept tokens, their order
+  // and their probabilities must be those of the plain full-sort definition.
+  std::mt19937 gen(11);
+  int cases = 0;
+  for (int vocab : {3, 100, 5000}) {
+    for (float spread : {0.5f, 3.0f, 12.0f}) {  // flat to peaked
+      std::normal_distribution<float> nd(0.0f, spread);
+      std::vector<float> l(static_cast<size_t>(vocab));
+      for (auto& v : l) v = std::round(nd(gen) * 8) / 8;  // ties on purpose
+      l[0] = -std::numeric_limits<float>::infinity();
+      for (float top_p : {0.1f, 0.5f, 0.95f, 0.999f, 1.0f})
+        for (float min_p : {0.0f, 0.02f, 0.3f})
+          for (int top_k : {0, 7, 200}) {
+            if (top_p >= 1.0f && min_p <= 0.0f && !(top_k > 0 && top_k < vocab)) continue;  // token-id order
+            SamplingParams sp;
+            sp.temperature = 0.8f;
+            sp.top_p = top_p, sp.min_p = min_p, sp.top_k = top_k;
+            const auto got = truncated_distribution(l.data(), vocab, sp);
+            const auto want = full_sort_distribution(l.data(), vocab, sp);
+            INFO("vocab " << vocab << " spread " << spread << " top_p " << top_p << " min_p " << min_p << " top_k " << top_k);
+            REQUIRE(got.size() == want.size());
+            for (size_t i = 0; i < got.size(); ++i) {
+              REQUIRE(got[i].token == want[i].token);
+              REQUIRE(got[i].p == Approx(want[i].p).epsilon(1e-6));
+            }
+            ++cases;
+          }
+    }
+  }
+  CHECK(cases == 3 * (42 + 43 + 44));  // 45 combinations, less those that filter nothing
+}
+
 TEST_CASE("logprobs: log-softmax of the processed logits, with the top alternatives") {
   const auto l = from_probs({0.1, 0.6, 0.05, 0.25});
   SamplingParams sp;

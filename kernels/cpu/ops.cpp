@@ -30,11 +30,6 @@ bool use_avx512() {
   return yes;
 }
 
-bool use_avx2() {
-  static const bool yes = detail::ops_have_avx2();
-  return yes;
-}
-
 float dot(const float* a, const float* b, int64_t n) {
   float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   int64_t i = 0;
@@ -153,7 +148,7 @@ void add_row(float* x, const float* y, int64_t n) {
 
 void silu_mul_row(const float* gate, const float* up, float* out, int64_t n) {
   if (use_avx512()) return detail::silu_mul_row_avx512(gate, up, out, n);
-  if (use_avx2()) return detail::silu_mul_row_avx2(gate, up, out, n);
+  if (detail::ops_have_avx2()) return detail::silu_mul_row_avx2(gate, up, out, n);
   detail::silu_mul_row_portable(gate, up, out, n);
 }
 
@@ -204,7 +199,7 @@ void attention_group(const AttnRows& r, int g, int head_dim, float scale, const 
                      const KvPool& v, int kv_head, const int32_t* block_table, float* scratch) {
   if (use_avx512() && head_dim <= 256)
     return detail::attention_group_avx512(r, g, head_dim, scale, k, v, kv_head, block_table, scratch);
-  if (use_avx2() && head_dim <= 256)
+  if (detail::ops_have_avx2() && head_dim <= 256)
     return detail::attention_group_avx2(r, g, head_dim, scale, 0, 0.0f, k, v, kv_head, block_table, scratch);
   detail::attention_group_portable(r, g, head_dim, scale, k, v, kv_head, block_table, scratch);
 }

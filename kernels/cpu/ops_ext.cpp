@@ -10,20 +10,13 @@
 #include "kernels/cpu/ops_impl.h"
 
 namespace pagoda::cpu {
-namespace {
-bool use_avx2() {
-  static const bool yes = detail::ops_have_avx2();
-  return yes;
-}
-}  // namespace
-
 void gelu_mul_row(const float* gate, const float* up, float* out, int64_t n) {
-  if (use_avx2()) return detail::gelu_mul_row_avx2(gate, up, out, n);
+  if (detail::ops_have_avx2()) return detail::gelu_mul_row_avx2(gate, up, out, n);
   detail::gelu_mul_row_portable(gate, up, out, n);
 }
 
 void softcap_row(float* x, float cap, int64_t n) {
-  if (use_avx2()) return detail::softcap_row_avx2(x, cap, n);
+  if (detail::ops_have_avx2()) return detail::softcap_row_avx2(x, cap, n);
   detail::softcap_row_portable(x, cap, n);
 }
 
@@ -95,7 +88,7 @@ void detail::attention_group_ext_portable(const AttnRows& r, int g, int head_dim
 void attention_group_ext(const AttnRows& r, int g, int head_dim, float scale, int window, float softcap,
                          const KvPool& k, const KvPool& v, int kv_head, const int32_t* block_table,
                          float* scratch) {
-  if (use_avx2() && head_dim <= 256)
+  if (detail::ops_have_avx2() && head_dim <= 256)
     return detail::attention_group_avx2(r, g, head_dim, scale, window, softcap, k, v, kv_head, block_table, scratch);
   detail::attention_group_ext_portable(r, g, head_dim, scale, window, softcap, k, v, kv_head, block_table, scratch);
 }

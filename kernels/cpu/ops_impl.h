@@ -11,7 +11,8 @@ namespace pagoda::cpu::detail {
 
 // True when the CPU supports the AVX-512 F/BW/VL/DQ subset the wide ops use.
 bool ops_have_avx512();
-// True when the CPU supports AVX2 + FMA + F16C (ops_avx2.cpp).
+// True when the CPU supports AVX2 + FMA + F16C (ops_avx2.cpp). A read of the level
+// best_cpu_isa() detected once, so the dispatchers call it per row.
 bool ops_have_avx2();
 
 // Dot product with 8 lane accumulators combined in a fixed order (the portable kernels' own).

@@ -81,6 +81,27 @@ int32_t argmax(const float* logits, int vocab) {
   return best;
 }
 
+// A token's weight before normalisation: e^(c - max_l) for its scaled logit c, 0 for a -inf
+// logit (a bias or a mask removed it).
+double token_weight(float c, float max_l) {
+  return std::isinf(c) && c < 0 ? 0.0 : std::exp(static_cast<double>(c - max_l));
+}
+
+// The draw's cumulative scan over n candidates, at(i) = {token, p} in order: the first whose
+// running sum passes u, or the last one with p > 0 when rounding leaves u past the total.
+template <class At>
+int32_t scan_draw(size_t n, double u, At&& at) {
+  int32_t token = at(0).token;
+  double cum = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const Candidate cand = at(i);
+    if (cand.p > 0) token = cand.token;
+    cum += cand.p;
+    if (u < cum) return cand.token;
+  }
+  return token;
+}
+
 // True when no top_k / top_p / min_p filter applies: truncated_distribution then keeps the
 // whole vocabulary in token-id order.
 bool unfiltered(const SamplingParams& params, int vocab) {
@@ -99,22 +120,12 @@ int32_t draw_unfiltered(const float* logits, int vocab, float inv_t, double u) {
   float max_l = -std::numeric_limits<float>::infinity();
   for (int i = 0; i < vocab; ++i) max_l = std::max(max_l, logits[i] * inv_t);
   double sum = 0;
-  for (int i = 0; i < vocab; ++i) {
-    const float c = logits[i] * inv_t;
-    p[i] = std::isinf(c) && c < 0 ? 0.0 : std::exp(static_cast<double>(c - max_l));
-    sum += p[i];
-  }
+  for (int i = 0; i < vocab; ++i) sum += (p[i] = token_weight(logits[i] * inv_t, max_l));
   double kept_sum = 0;
   for (int i = 0; i < vocab; ++i) kept_sum += (p[i] /= sum);
-  int32_t token = 0;
-  double cum = 0;
-  for (int i = 0; i < vocab; ++i) {
-    const auto pi = static_cast<float>(p[i] / kept_sum);
-    if (pi > 0) token = i;  // the last possible one guards against rounding
-    cum += pi;
-    if (u < cum) return i;
-  }
-  return token;
+  return scan_draw(p.size(), u, [&](size_t i) {
+    return Candidate{static_cast<int32_t>(i), static_cast<float>(p[i] / kept_sum)};
+  });
 }
 
 }  // namespace
@@ -145,9 +156,7 @@ std::vector<Candidate> truncated_distribution(const float* logits, int vocab, co
 
   float max_l = -std::numeric_limits<float>::infinity();
   for (const auto& e : c) max_l = std::max(max_l, e.first);
-  auto weight = [&](size_t i) {
-    return std::isinf(c[i].first) && c[i].first < 0 ? 0.0 : std::exp(static_cast<double>(c[i].first - max_l));
-  };
+  auto weight = [&](size_t i) { return token_weight(c[i].first, max_l); };
   double sum = 0;
   for (size_t i = 0; i < c.size(); ++i) sum += weight(i);
   auto prob = [&](size_t i) { return weight(i) / sum; };
@@ -227,17 +236,7 @@ SampleResult sample_token(const float* raw_logits, int vocab, const SamplingPara
     r.token = draw_unfiltered(logits.data(), vocab, 1.0f / params.temperature, rng.uniform());
   } else {
     const std::vector<Candidate> dist = truncated_distribution(logits.data(), vocab, params);
-    const double u = rng.uniform();
-    double cum = 0;
-    r.token = dist.front().token;
-    for (const auto& cand : dist) {
-      if (cand.p > 0) r.token = cand.token;  // the last possible one guards against rounding
-      cum += cand.p;
-      if (u < cum) {
-        r.token = cand.token;
-        break;
-      }
-    }
+    r.token = scan_draw(dist.size(), rng.uniform(), [&](size_t i) { return dist[i]; });
   }
 
   if (params.logprobs >= 0) {

@@ -1,6 +1,6 @@
 // AVX2 + FMA + F16C kernels (compiled with the AVX2 flags, called only where the CPU has them):
-// the gated activations and logit soft-capping of ops.h / ops_ext.h, and paged attention: the
-// plain kernel of ops.h and the windowed / soft-capped one of ops_ext.h in one tile loop. Keys
+// the gated activations and logit soft-capping of ops.h / ops_window_softcap.h, and paged attention: the
+// plain kernel of ops.h and the windowed / soft-capped one of ops_window_softcap.h in one tile loop. Keys
 // go in tiles of 8, converted once to F32 (F16 / F32 / Q8_0 pools, K and V each by its own
 // pool's type) and shared by every row and head of the group; per head and tile, 8
 // dot products finish together (reduce8). Every key sits in tile lane i % 8 whatever rows

@@ -1,5 +1,5 @@
 // Internal to kernels/cpu/ops*.cpp (and their tests): the portable, AVX2 and AVX-512 variants of
-// the ops declared in ops.h / ops_ext.h, and the run-time checks that pick between them. Not a
+// the ops declared in ops.h / ops_window_softcap.h, and the run-time checks that pick between them. Not a
 // contract.
 #pragma once
 
@@ -33,20 +33,20 @@ void softmax_row_avx512(float* x, int64_t n);
 void attention_group_avx512(const AttnRows& r, int g, int head_dim, float scale, const KvPool& k,
                             const KvPool& v, int kv_head, const int32_t* block_table, float* scratch);
 
-// The scalar gelu_mul_row and softcap_row (ops_ext.h), the references of the vector ones.
+// The scalar gelu_mul_row and softcap_row (ops_window_softcap.h), the references of the vector ones.
 void gelu_mul_row_portable(const float* gate, const float* up, float* out, int64_t n);
 void softcap_row_portable(float* x, float cap, int64_t n);
 // silu_mul_row, gelu_mul_row and softcap_row with AVX2 + FMA (exp256: about 1 ulp of expf); on
-// AVX2 hosts, and on AVX-512 ones for the two of ops_ext.h.
+// AVX2 hosts, and on AVX-512 ones for the two of ops_window_softcap.h.
 void silu_mul_row_avx2(const float* gate, const float* up, float* out, int64_t n);
 void gelu_mul_row_avx2(const float* gate, const float* up, float* out, int64_t n);
 void softcap_row_avx2(float* x, float cap, int64_t n);
 
-// The scalar attention_group_ext (ops_ext.h), the reference of the vector one.
+// The scalar attention_group_ext (ops_window_softcap.h), the reference of the vector one.
 void attention_group_ext_portable(const AttnRows& r, int g, int head_dim, float scale, int window, float softcap,
                                   const KvPool& k, const KvPool& v, int kv_head, const int32_t* block_table,
                                   float* scratch);
-// attention_group_ext (ops_ext.h; window 0 and softcap 0: attention_group) with AVX2 + FMA +
+// attention_group_ext (ops_window_softcap.h; window 0 and softcap 0: attention_group) with AVX2 + FMA +
 // F16C; head_dim <= 256. Scratch: attention_scratch_floats or attention_ext_scratch_floats.
 void attention_group_avx2(const AttnRows& r, int g, int head_dim, float scale, int window, float softcap,
                           const KvPool& k, const KvPool& v, int kv_head, const int32_t* block_table, float* scratch);

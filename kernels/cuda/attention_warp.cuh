@@ -1,5 +1,5 @@
 // Device pieces shared by the one-warp-per-row paged-attention kernels (attention_decode.cu,
-// attention_ext.cu): where a row's logical key lives (its block table, or for a token-tree row
+// attention_window_softcap.cu): where a row's logical key lives (its block table, or for a token-tree row
 // its ancestors' slot list, the one place tree rows differ), the query row held in registers,
 // and one warp's online-softmax step over a key. Lanes hold head dims lane, lane + 32, ...
 // (head_dim <= kMaxHeadDim). Include after kernels/cuda/common.cuh, kv_elem.cuh and ops.h.

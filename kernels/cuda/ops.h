@@ -187,7 +187,7 @@ void attention_prefill(const float* q, float* out, int n_heads, float scale, con
 
 // attention_decode's semantics for every token t < n_tokens, with token t attending only to
 // logical max(0, positions[t] + 1 - window) .. positions[t] when window > 0, and each scaled
-// score s replaced by softcap * tanh(s / softcap) when softcap > 0 (attention_ext.cu).
+// score s replaced by softcap * tanh(s / softcap) when softcap > 0 (attention_window_softcap.cu).
 void attention_ext(const float* q, float* out, int n_heads, float scale, int window, float softcap,
                    const PagedKv& kv, const AttnIndex& idx, int64_t n_tokens, void* stream);
 

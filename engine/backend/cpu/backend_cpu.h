@@ -52,7 +52,7 @@ class CpuBackend final : public Backend {
   // tables long enough for every position); throws std::invalid_argument naming the fault.
   void begin_step(const StepPlan& plan) override;
   void apply_cache_edits(const RopeConfig& rope) override;
-  void apply_cache_edits_per_layer(const std::vector<RopeConfig>& rope_of_layer) override;  // _ext.cpp
+  void apply_cache_edits_per_layer(const std::vector<RopeConfig>& rope_of_layer) override;  // backend_cpu_window_softcap.cpp
 
   void embed(const Tensor& table, Tensor& out) override;
   void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out, int64_t n) override;
@@ -65,7 +65,7 @@ class CpuBackend final : public Backend {
   void attention(int layer, const Tensor& q, Tensor& out, int n_heads, int n_kv_heads,
                  int head_dim, float scale) override;
   void gather_logit_rows(const Tensor& x, Tensor& out) override;
-  // The gemma/phi3 ops (backend_cpu_ext.cpp).
+  // The gemma/phi3 ops (backend_cpu_window_softcap.cpp).
   void attention_ext(int layer, const Tensor& q, Tensor& out, int n_heads, int n_kv_heads, int head_dim,
                      float scale, const AttentionExtras& extras) override;
   void scale(Tensor& x, float s, int64_t n) override;

@@ -92,7 +92,7 @@ class CudaBackend final : public Backend {
   void attention(int layer, const Tensor& q, Tensor& out, int n_heads, int n_kv_heads,
                  int head_dim, float scale) override;
   void gather_logit_rows(const Tensor& x, Tensor& out) override;
-  // The gemma/phi3 ops (backend_cuda_ext.cpp).
+  // The gemma/phi3 ops (backend_cuda_window_softcap.cpp).
   void apply_cache_edits_per_layer(const std::vector<RopeConfig>& rope_of_layer) override;
   void attention_ext(int layer, const Tensor& q, Tensor& out, int n_heads, int n_kv_heads, int head_dim,
                      float scale, const AttentionExtras& extras) override;

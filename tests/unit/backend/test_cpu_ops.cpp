@@ -24,7 +24,7 @@
 #include "engine/backend/cpu/backend_cpu.h"
 #include "kernels/cpu/kv_quant.h"
 #include "kernels/cpu/matmul.h"
-#include "kernels/cpu/ops_ext.h"
+#include "kernels/cpu/ops_window_softcap.h"
 #include "kernels/cpu/ops_impl.h"
 #include "kernels/cpu/quants.h"
 #include "kernels/cpu/weight_pack.h"

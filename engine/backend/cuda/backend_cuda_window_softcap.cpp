@@ -1,5 +1,5 @@
 // CudaBackend's ops of the gemma/phi3 forward: attention with a sliding window and/or
-// soft-capped scores (kernels/cuda/attention_ext.cu: one warp per token and head, exact but not
+// soft-capped scores (kernels/cuda/attention_window_softcap.cu: one warp per token and head, exact but not
 // tiled), scaling, the tanh-GELU gate and logit soft-capping.
 #include "engine/backend/cuda/backend_cuda_impl.h"
 

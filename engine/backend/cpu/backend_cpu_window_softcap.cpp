@@ -1,11 +1,11 @@
 // CpuBackend's ops of the gemma/phi3 forward: attention with a sliding window and/or
-// soft-capped scores, scaling, the tanh-GELU gate and logit soft-capping (kernels/cpu/ops_ext.h).
+// soft-capped scores, scaling, the tanh-GELU gate and logit soft-capping (kernels/cpu/ops_window_softcap.h).
 #include <algorithm>
 #include <stdexcept>
 #include <string>
 
 #include "engine/backend/cpu/backend_cpu.h"
-#include "kernels/cpu/ops_ext.h"
+#include "kernels/cpu/ops_window_softcap.h"
 #include "kernels/cpu/thread_pool.h"
 
 namespace pagoda {

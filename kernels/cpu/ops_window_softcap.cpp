@@ -1,7 +1,7 @@
-// Scalar implementations of kernels/cpu/ops_ext.h, and the dispatch of gelu_mul_row,
+// Scalar implementations of kernels/cpu/ops_window_softcap.h, and the dispatch of gelu_mul_row,
 // softcap_row and attention_group_ext to the AVX2 kernels (kernels/cpu/ops_avx2.cpp, also used
 // on AVX-512 hosts).
-#include "kernels/cpu/ops_ext.h"
+#include "kernels/cpu/ops_window_softcap.h"
 
 #include <algorithm>
 #include <cmath>

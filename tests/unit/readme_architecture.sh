@@ -1,21 +1,24 @@
 #!/usr/bin/env bash
-# Keeps the README's "Architecture" section true to the tree: every folder it names (in
+# Keeps the architecture map (docs/architecture.md) true to the tree: every folder it names (in
 # backticks, with a trailing slash) exists, and every folder of engine/, kernels/, server/,
 # tests/, configs/ and scripts/ is named. `tests/unit/<folder>/` names the unit-test folders
 # whose name is the last part of a named folder (tests/unit/core/ for engine/core/).
-# Run from the project root (CTest does).
+# To follow a change of the tree, edit the map's table, not this script; a folder that is named
+# before it lands goes in `arriving` below. Run from the project root (CTest does).
 set -euo pipefail
 
-# Named here, not yet in this tree: lands with another branch. Remove the entry once it has.
+map=docs/architecture.md
+roots=(engine kernels server tests configs scripts)
+
+# Named in the map, not yet in this tree: lands with another branch. Remove the entry once it has.
 arriving=()
 
-section=$(awk '/^## /{inside = ($0 == "## Architecture")} inside' README.md)
-if [ -z "$section" ]; then
-  echo "README.md has no '## Architecture' section"
+if [ ! -s "$map" ]; then
+  echo "$map is missing or empty"
   exit 1
 fi
 
-named=$(grep -o '`[A-Za-z0-9_./<>-]*/`' <<< "$section" | tr -d '`' | sed 's|/$||' | sort -u)
+named=$(grep -o '`[A-Za-z0-9_./<>-]*/`' "$map" | tr -d '`' | sed 's|/$||' | sort -u)
 errors=0
 
 for dir in $named; do
@@ -24,11 +27,11 @@ for dir in $named; do
     *\<*|..*) continue ;;
   esac
   if [ ! -d "$dir" ]; then
-    if [[ " ${arriving[*]} " == *" $dir "* ]]; then
+    if [[ " ${arriving[*]-} " == *" $dir "* ]]; then
       echo "note: $dir/ is named but not in this tree yet (listed as arriving)"
       continue
     fi
-    echo "README Architecture names $dir/, which does not exist"
+    echo "$map names $dir/, which does not exist"
     errors=$((errors + 1))
   fi
 done
@@ -41,12 +44,12 @@ while read -r dir; do
      grep -qxF "${dir#tests/unit/}" <<< "$last_parts"; then
     continue
   fi
-  echo "README Architecture does not name $dir/"
+  echo "$map does not name $dir/"
   errors=$((errors + 1))
-done < <(find engine kernels server tests configs scripts -name node_modules -prune -o -type d -print | sort)
+done < <(find "${roots[@]}" -name node_modules -prune -o -type d -print | sort)
 
 if [ "$errors" -ne 0 ]; then
-  echo "$errors mismatch(es) between README.md's Architecture section and the tree"
+  echo "$errors mismatch(es) between $map and the tree"
   exit 1
 fi
-echo "README Architecture matches the tree ($(wc -w <<< "$named") folders named)"
+echo "$map matches the tree ($(wc -w <<< "$named") folders named)"

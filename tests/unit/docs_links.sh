@@ -79,6 +79,7 @@ anchors_of() {
     }' "$1"
 }
 
+declare -A anchors  # a file's heading anchors, read once
 errors=0
 checked=0
 for file in "${files[@]}"; do
@@ -110,7 +111,7 @@ for file in "${files[@]}"; do
       if [[ "$dest" != *.md ]] || [ ! -f "$dest" ]; then
         echo "$file:$line: link to $target: an anchor into something that is not a Markdown file"
         errors=$((errors + 1))
-      elif ! anchors_of "$dest" | grep -qxF -- "$anchor"; then
+      elif ! grep -qxF -- "$anchor" <<< "${anchors[$dest]:=$(anchors_of "$dest")}"; then
         echo "$file:$line: link to $target: no heading of $dest has the anchor #$anchor"
         errors=$((errors + 1))
       fi

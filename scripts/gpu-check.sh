@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# GPU verification for a machine with an NVIDIA GPU (written on a machine without one: nothing
-# here has been run on a GPU yet). Steps, each selectable so they fit in separate runs:
+# GPU verification for a machine with an NVIDIA GPU (written on a machine without one; `pack`
+# then `lease` ran on an H100 on 2026-11-26: docs/cuda.md). Steps, each selectable so they fit
+# in separate runs:
 #   build  configure with PAGODA_CUDA=ON (sm_80;90) and build pagoda, the GPU tests, the bench
 #   test   ctest -L gpu (PAGODA_GPU_HEAVY=1 adds the TinyLlama-shape model comparison)
 #   bench  decode benchmark on a llama3-8b-shape bf16 random model (made once with make-model):

@@ -1,8 +1,9 @@
 // StepPlan: everything one forward pass does, as plain data. The scheduler emits it; the
 // model/backends consume it. No pointers into engine structures cross this boundary.
 //
-// KV-cache invariant (README, "Architecture"): the token at logical index i of a sequence lives in
-// block_table[i / block_size] at offset i % block_size and its K was roped at position i.
+// KV-cache invariant (docs/architecture.md, "The KV cache"): the token at logical index i of a
+// sequence lives in block_table[i / block_size] at offset i % block_size and its K was roped at
+// position i.
 // Hence a token's position is also its logical index, and a token at position p attends to the
 // logical indices 0..p of its own sequence.
 #pragma once

@@ -1,4 +1,4 @@
-// BlockPool: the physical KV blocks of the unified paged cache (README, "Architecture").
+// BlockPool: the physical KV blocks of the unified paged cache (docs/architecture.md).
 //
 // Every block has a reference count (the sequences whose block table holds it). Blocks with no
 // reference sit on one intrusive doubly-linked free list, which is also the LRU order of

@@ -1,4 +1,4 @@
-// LlmEngine: the engine thread (README, "Architecture"). It owns the model, the KV cache and the
+// LlmEngine: the engine thread (docs/architecture.md). It owns the model, the KV cache and the
 // scheduler; other threads only submit requests, read their streams and abort them.
 //
 // Each step: take new requests and aborts from the inbox -> scheduler.schedule() -> StepPlan ->

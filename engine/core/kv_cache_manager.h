@@ -1,4 +1,4 @@
-// KvCacheManager: per-sequence block tables over one BlockPool (README, "Architecture").
+// KvCacheManager: per-sequence block tables over one BlockPool (docs/architecture.md).
 //
 // It owns the bookkeeping only; the cache contents live in the backend. Whatever has to happen
 // to the contents (block copies for copy-on-write, K re-roping for context shift) is queued as

@@ -1,4 +1,4 @@
-// Scheduler: token-budget continuous batching over the paged KV cache (README, "Architecture").
+// Scheduler: token-budget continuous batching over the paged KV cache (docs/architecture.md).
 //
 // Each step, within `max_batch_tokens` tokens and `max_seqs` running sequences:
 //   1. one decode token for every running sequence (oldest admitted first),

@@ -1,6 +1,6 @@
 // StepCostModel: how long a forward pass takes, learnt online from timed steps, so the
-// scheduler can size prefill chunks to a step-time target (stall-free prefill, README "The
-// scheduler").
+// scheduler can size prefill chunks to a step-time target (stall-free prefill;
+// docs/architecture.md, "The scheduler").
 //
 // A step's time is modelled as linear in four features of its StepPlan:
 //   fixed (weights streamed once per step, launch overhead) + per token (every row goes through

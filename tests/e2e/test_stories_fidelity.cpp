@@ -8,7 +8,7 @@
 //   that follows), q8_0's greedy choice equals f16's at >= 56 of 64 steps per prompt, and every
 //   step where it differs is a near-tie of the f16 run (top-2 gap below twice the largest
 //   logprob change q8_0 causes on that text); free-running agreement and the logprob change
-//   are printed (the README quotes them);
+//   are printed (docs/performance.md quotes them);
 // - f16 K with q8_0 V (--kv-cache-type-v q8_0): free-running, every prompt keeps >= 56 of the
 //   f16 run's 64 greedy ids (8-bit K is what moves near-ties; 8-bit V barely does); the ids kept
 //   and the logprob change along the f16 text are printed.

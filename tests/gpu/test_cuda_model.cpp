@@ -7,7 +7,7 @@
 // weights and 6% for q8_0 (the GPU rounds activations to bf16 before each GEMM and dequantizes
 // weights to bf16; the CPU's quantized GEMM quantizes activations to 8 bits). These bounds were
 // set from a CPU emulation of the GPU's roundings (bf16 weights, bf16 GEMM inputs), which gave
-// 1.2% (f16) and 2.8% (q8_0) with 5-16 near-ties in 64 steps (README, "CUDA status").
+// 1.2% (f16) and 2.8% (q8_0) with 5-16 near-ties in 64 steps (docs/cuda.md).
 // PAGODA_GPU_HEAVY=1 adds the TinyLlama-1.1B shape (f16 and q8_0). The qwen3/gemma/phi3 case
 // checks the new ops (Q/K norms, windows, soft-caps, GeGLU, fused weights) the same way; phi3's
 // decode steps run with holes where blocks behind its window were released; the top-k MoE case

@@ -25,7 +25,7 @@
 //   decode attention's splits depend only on the row's own context), but cuBLAS may choose a
 //   different GEMM algorithm for a different number of rows, so logits can differ in the last
 //   bits between batch sizes. Not yet addressed.
-// What has been verified where is the README's to say ("Architecture").
+// What has been verified where is docs/cuda.md's to say.
 #pragma once
 
 #include <cstddef>

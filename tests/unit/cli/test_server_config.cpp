@@ -1,6 +1,7 @@
 // `pagoda serve` settings: config file + flags (flags win), validation, the shipped configs.
 #include <catch2/catch.hpp>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -157,6 +158,43 @@ TEST_CASE("the README's configuration table has every flag --help lists, with it
     }
   }
   CHECK(flags > 25);
+}
+
+TEST_CASE("every flag the README's configuration table names is one --help lists", "[config]") {
+  std::ifstream in(std::string(PAGODA_SOURCE_DIR) + "/README.md");
+  REQUIRE(in.good());
+  // Every flag and alias --help names: "--x" first on a line, and the names after "also: ".
+  std::set<std::string> known;
+  std::istringstream help(server_usage());
+  for (std::string line; std::getline(help, line);) {
+    std::istringstream words(line);
+    std::string first;
+    words >> first;
+    if (first.rfind("--", 0) == 0) known.insert(first);
+    if (first != "also:") continue;
+    std::string names = line.substr(line.find("also: ") + 6);
+    std::istringstream list(names.substr(0, names.find(';')));
+    for (std::string alias; std::getline(list, alias, ',');) known.insert(alias.substr(alias.find_first_not_of(' ')));
+  }
+  // The table's rows: the `-...` names in each row's first cell.
+  bool in_table = false;
+  int named = 0;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("| flag | default | meaning |", 0) == 0) in_table = true;
+    if (!in_table) continue;
+    if (line.empty()) break;
+    const size_t end = line.find('|', 1);
+    const std::string cell = line.substr(1, end == std::string::npos ? std::string::npos : end - 1);
+    for (size_t at = cell.find("`-"); at != std::string::npos; at = cell.find("`-", at + 1)) {
+      const size_t close = cell.find('`', at + 1);
+      const std::string flag = cell.substr(at + 1, close - at - 1);
+      INFO(flag);
+      CHECK(known.count(flag) == 1);
+      ++named;
+      at = close;
+    }
+  }
+  CHECK(named > 25);
 }
 
 TEST_CASE("the shipped examples have the formats the README describes", "[config]") {

@@ -3,7 +3,8 @@
 # ([text](path), [text](path#anchor), [text](#anchor)) names a file or folder that exists, and
 # every #anchor into a Markdown file matches one of its headings, slugged as GitHub does
 # (lowercase; letters, digits, spaces, '-' and '_' kept, other punctuation dropped; spaces become
-# '-'; a repeated heading gets -1, -2, ...). Links with a scheme (https:, mailto:) are not
+# '-'; a repeated heading gets -1, -2, ...; non-ASCII letters, which GitHub keeps, are dropped
+# here: keep headings ASCII). Links with a scheme (https:, mailto:) are not
 # followed; links inside code (fenced blocks, `spans`) are not links.
 # Usage: docs_links.sh [FILE.md ...] (default: README.md docs/*.md), or docs_links.sh --self-test
 # (checks that broken links of each kind are caught and good ones pass). Run from the project root.

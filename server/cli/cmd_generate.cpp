@@ -1,6 +1,6 @@
 // `pagoda generate`: runs one prompt through LlmEngine (n = 1, or --parallel copies) and prints
 // the text as it comes, then prefill and decode speeds on stderr, so its figures measure the
-// engine the server runs. Greedy unless --temp is given (engine/core/sampling.h).
+// engine the server runs. Greedy unless --temp is given (engine/sampling/sampling.h).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -16,8 +16,8 @@
 #include <spdlog/spdlog.h>
 
 #include "engine/backend/backend_select.h"
-#include "engine/core/block_math.h"
-#include "engine/core/engine.h"
+#include "engine/kv/block_math.h"
+#include "engine/loop/engine.h"
 #include "engine/gguf/gguf.h"
 #include "engine/model/model.h"
 #include "engine/tokenizer/tokenizer.h"

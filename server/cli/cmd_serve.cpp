@@ -28,9 +28,9 @@
 
 #include "engine/backend/backend_select.h"
 #include "engine/chat_template/chat_template.h"
-#include "engine/core/engine.h"
-#include "engine/core/heap_trim.h"
-#include "engine/core/speculative.h"
+#include "engine/loop/engine.h"
+#include "engine/loop/heap_trim.h"
+#include "engine/speculative/speculative.h"
 #include "engine/gguf/gguf.h"
 #include "engine/gguf/gguf_identity.h"
 #include "engine/model/model.h"

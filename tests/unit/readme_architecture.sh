@@ -2,7 +2,7 @@
 # Keeps the README's "Architecture" section true to the tree: every folder it names (in
 # backticks, with a trailing slash) exists, and every folder of engine/, kernels/, server/,
 # tests/, configs/ and scripts/ is named. `tests/unit/<folder>/` names the unit-test folders
-# whose name is the last part of a named folder (tests/unit/core/ for engine/core/).
+# whose name is the last part of a named folder (tests/unit/kv/ for engine/kv/).
 # Run from the project root (CTest does).
 set -euo pipefail
 

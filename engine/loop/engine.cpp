@@ -184,10 +184,11 @@ std::shared_ptr<RequestStream> LlmEngine::submit(GenerationRequest req, SubmitEr
                     std::to_string(ctx_limit_) + " tokens, and at least one must remain for the completion",
                 "context_length_exceeded");
   // No limit asked for: up to the context (a shifting context would otherwise never end).
-  if (req.stop.max_tokens <= 0) req.stop.max_tokens = ctx_limit_ - static_cast<int>(req.prompt.size());
+  if (req.stop.max_tokens <= 0)
+    req.stop.max_tokens = max_tokens_rule().resolve(std::nullopt, 0, static_cast<int>(req.prompt.size()));
   // The one admission bound, in sequences: those in flight (submitted, some choice not yet
   // finished) stay within max_seqs running plus max_queue waiting.
-  const int max_inflight = cfg_.max_seqs + cfg_.max_queue;
+  const int max_inflight = admission_limit();
   if (req.n > max_inflight)
     return fail("the request asks for " + std::to_string(req.n) + " sequences; this engine runs at most " +
                     std::to_string(max_inflight) + " at a time",
@@ -229,6 +230,11 @@ std::shared_ptr<RequestStream> LlmEngine::submit(GenerationRequest req, SubmitEr
   }
   inbox_->cv.notify_all();
   return a->stream;
+}
+
+int LlmEngine::inflight_seqs() const {
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  return inflight_seqs_;
 }
 
 EngineStats LlmEngine::stats() const {
@@ -407,7 +413,8 @@ bool LlmEngine::take_inbox() {
 void LlmEngine::step() {
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
-  StepPlan plan = scheduler_->schedule();
+  const ScheduledStep step = scheduler_->next_step();
+  const StepPlan& plan = step.plan;
   {
     // Admission changed the queue: publish it before any output can prompt a new submit.
     std::lock_guard<std::mutex> lock(stats_mu_);
@@ -418,7 +425,7 @@ void LlmEngine::step() {
     for (const SeqInStep& s : plan.seqs)  // a request's first step ends its time in the queue
       if (auto it = by_seq_.find(s.seq_id); it != by_seq_.end() && it->second->admitted == clock::time_point{})
         it->second->admitted = t0;
-    const auto& targets = scheduler_->sample_targets();
+    const std::vector<SampleTarget>& targets = step.targets;
     // Targets sampled on the device become draws; draw_of[j] is target j's draw or -1.
     draws_.clear();
     std::vector<int> draw_of(targets.size(), -1);
@@ -443,11 +450,11 @@ void LlmEngine::step() {
       return;
     }
     // Prompt logprobs come from logit rows no draw reads.
-    for (const PromptLogprobRows& r : scheduler_->prompt_logprob_rows())
+    for (const PromptLogprobRows& r : step.prompt_rows)
       if (auto it = by_seq_.find(r.seq->id); it != by_seq_.end())
         append_prompt_logprobs(r, logits_, it->second->prompt_logprobs);
     // Embedding requests pool the hidden rows of their prompt positions.
-    for (const HiddenRows& r : scheduler_->hidden_rows())
+    for (const HiddenRows& r : step.hidden_rows)
       if (auto it = by_seq_.find(r.seq->id); it != by_seq_.end())
         for (int k = 0; k < r.n; ++k) it->second->pool.add(logits_.hidden_row(r.first_row + k));
     std::vector<std::vector<int32_t>> sampled(targets.size());
@@ -478,28 +485,18 @@ void LlmEngine::step() {
       }
       sampled[j] = {result.token};
     }
-    // update() returns the sequences that got tokens (once per token, consecutively), a
-    // subsequence of the targets in their order: walk both to pair each with its result.
-    std::vector<const Sequence*> target_seqs(targets.size());  // update() clears the targets
-    for (size_t j = 0; j < targets.size(); ++j) target_seqs[j] = targets[j].seq.get();
-    const auto updated = scheduler_->update_emitted(sampled);
+    // Each target's sequence took the first taken[j] of its tokens (the results of the same
+    // index): one output per token taken, in target order.
+    const std::vector<int> taken = scheduler_->take_emitted(sampled);
+    std::vector<std::shared_ptr<Sequence>> updated;
     std::vector<SampleResult> ordered;
-    ordered.reserve(updated.size());
-    size_t j = 0, k = 0;  // the target, and the token within its results
-    for (size_t u = 0; u < updated.size(); ++u) {
-      const auto& seq = updated[u];
-      if (u > 0 && updated[u - 1] == seq) {
-        ++k;
-      } else {
-        if (u > 0) ++j;
-        k = 0;
-        while (j < target_seqs.size() && target_seqs[j] != seq.get()) ++j;
+    for (size_t j = 0; j < targets.size(); ++j)
+      for (int k = 0; k < taken[j]; ++k) {
+        const std::shared_ptr<Sequence>& seq = targets[j].seq;
+        if (seq->grammar) advance_grammar(seq, grammar_dead[j] != 0);
+        updated.push_back(seq);
+        ordered.push_back(std::move(results[j][static_cast<size_t>(k)]));
       }
-      if (j == target_seqs.size() || k >= results[j].size())
-        throw std::logic_error("engine: update() returned a sequence out of target order");
-      if (seq->grammar) advance_grammar(seq, grammar_dead[j] != 0);
-      ordered.push_back(std::move(results[j][k]));
-    }
     emit_outputs(updated, ordered);
   }
   report_finished();

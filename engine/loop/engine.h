@@ -83,6 +83,8 @@ struct EngineConfig {
   // The admission bound, in sequences (a request counts its n choices): submit() answers
   // queue_full while max_seqs + max_queue sequences are in flight (submitted, not finished).
   int max_queue = 1024;
+  // The largest max_tokens a request may ask for (MaxTokensRule); 0: the context size.
+  int max_tokens_limit = 0;
   int ctx_size = 0;            // tokens per sequence; 0: the model's training context
   bool context_shift = true;
   int n_keep = -1;             // default tokens kept on a shift; -1: the system prompt's length
@@ -133,6 +135,11 @@ class LlmEngine final : public EngineApi {
   std::shared_ptr<RequestStream> submit(GenerationRequest req, SubmitError* err) override;
   EngineStats stats() const override;
   int context_size() const override { return ctx_limit_; }
+  int admission_limit() const override { return cfg_.max_seqs + cfg_.max_queue; }
+  int inflight_seqs() const override;
+  MaxTokensRule max_tokens_rule() const override {
+    return MaxTokensRule{ctx_limit_, cfg_.max_tokens_limit, cfg_.context_shift};
+  }
   // The vocabulary is the tokenizer's (engine_vocabulary.cpp); without one, nothing tokenizes.
   std::vector<int32_t> tokenize(std::string_view text, bool add_special,
                                 bool parse_special) const override;

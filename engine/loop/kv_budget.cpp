@@ -41,4 +41,8 @@ KvBudget kv_budget(const EngineConfig& cfg, const MemoryInfo& mem, size_t block_
   return b;
 }
 
+size_t kv_bytes_for_sequences(int n_seqs, int tokens, int block_size, size_t block_bytes) {
+  return static_cast<size_t>(n_seqs) * static_cast<size_t>(ceil_div(tokens, block_size) + 1) * block_bytes;
+}
+
 }  // namespace pagoda

@@ -30,4 +30,9 @@ struct KvBudget {
 // Throws std::invalid_argument for a device fraction outside (0, 1].
 KvBudget kv_budget(const EngineConfig& cfg, const MemoryInfo& mem, size_t block_bytes, int ctx_tokens);
 
+// The bytes of a cache that holds `n_seqs` sequences of up to `tokens` tokens each at once, a
+// block more each (a partly filled block, the step's new token): what a caller that knows its
+// whole load (`pagoda generate`) sets EngineConfig::kv_cache_memory to.
+size_t kv_bytes_for_sequences(int n_seqs, int tokens, int block_size, size_t block_bytes);
+
 }  // namespace pagoda

@@ -267,6 +267,15 @@ bool Scheduler::try_admit(StepPlan& plan, int& budget) {
   return true;
 }
 
+ScheduledStep Scheduler::next_step() {
+  ScheduledStep step;
+  step.plan = schedule();
+  step.targets = targets_;
+  step.prompt_rows = prompt_rows_;
+  step.hidden_rows = hidden_rows_;
+  return step;
+}
+
 StepPlan Scheduler::schedule() {
   StepPlan plan;
   scheduled_.clear();
@@ -357,8 +366,6 @@ FinishReason Scheduler::stop_reason(const Sequence& seq, int32_t token) const {
   if (std::find(stop.stop_token_ids.begin(), stop.stop_token_ids.end(), token) != stop.stop_token_ids.end())
     return FinishReason::Stop;
   if (stop.max_tokens > 0 && static_cast<int>(seq.output.size()) >= stop.max_tokens) return FinishReason::Length;
-  // No max_tokens: at most a context's worth, so that generation ends with context shift on too.
-  if (stop.max_tokens <= 0 && static_cast<int>(seq.output.size()) >= cfg_.ctx_limit) return FinishReason::Length;
   // The new token would need a cache slot past the limit.
   if (!cfg_.context_shift && seq.num_computed >= cfg_.ctx_limit) return FinishReason::Length;
   return FinishReason::None;
@@ -384,6 +391,14 @@ bool Scheduler::take_token(const std::shared_ptr<Sequence>& seq, int32_t token) 
 }
 
 std::vector<std::shared_ptr<Sequence>> Scheduler::update_emitted(const std::vector<std::vector<int32_t>>& emitted) {
+  const std::vector<SampleTarget> targets = targets_;  // take_emitted clears them
+  const std::vector<int> taken = take_emitted(emitted);
+  std::vector<std::shared_ptr<Sequence>> out;
+  for (size_t j = 0; j < targets.size(); ++j) out.insert(out.end(), static_cast<size_t>(taken[j]), targets[j].seq);
+  return out;
+}
+
+std::vector<int> Scheduler::take_emitted(const std::vector<std::vector<int32_t>>& emitted) {
   if (emitted.size() != targets_.size())
     throw std::invalid_argument("scheduler: one sampled token per sample target expected");
   for (size_t j = 0; j < emitted.size(); ++j)
@@ -417,23 +432,23 @@ std::vector<std::shared_ptr<Sequence>> Scheduler::update_emitted(const std::vect
   for (const auto& t : targets_)
     if (!t.fork_from) t.seq->siblings.clear();
 
-  std::vector<std::shared_ptr<Sequence>> out;
+  std::vector<int> taken(targets_.size(), 0);
   for (size_t j = 0; j < targets_.size(); ++j) {
     const auto& seq = targets_[j].seq;
     if (seq->status != SeqStatus::Running) continue;
     if (targets_[j].tree) {
-      take_tree_tokens(targets_[j], emitted[j], out);
+      taken[j] = take_tree_tokens(targets_[j], emitted[j]);
       continue;
     }
     seq->tokens.push_back(emitted[j][0]);
     take_token(seq, emitted[j][0]);
-    out.push_back(seq);
+    taken[j] = 1;
   }
   scheduled_.clear();
   targets_.clear();
   prompt_rows_.clear();
   hidden_rows_.clear();
-  return out;
+  return taken;
 }
 
 void Scheduler::finish(const std::shared_ptr<Sequence>& seq, FinishReason reason, const std::string& error) {

@@ -97,6 +97,16 @@ struct HiddenRows {
   int n = 0;
 };
 
+// One step as the scheduler formed it, a plain value: the plan for the backend and, each with
+// its rows, what to sample after the forward pass (in order), the prompt-logprob rows and the
+// hidden rows. Scheduler::take_emitted consumes its targets' tokens.
+struct ScheduledStep {
+  StepPlan plan;
+  std::vector<SampleTarget> targets;
+  std::vector<PromptLogprobRows> prompt_rows;
+  std::vector<HiddenRows> hidden_rows;
+};
+
 struct SchedulerCounters {
   uint64_t preemptions = 0;
   uint64_t prompt_tokens = 0;           // prompt tokens of admitted requests (first admission)
@@ -120,7 +130,9 @@ class Scheduler {
   // status PendingFork). Validation (length, capacity) is the caller's.
   void add(std::shared_ptr<Sequence> seq);
 
-  // Forms the next step. Empty when there is nothing to run.
+  // Forms the next step (its plan empty when there is nothing to run).
+  ScheduledStep next_step();
+  // next_step()'s plan alone, the rest read through the three accessors below.
   StepPlan schedule();
   // What to sample after the forward pass of the last schedule(), in order.
   const std::vector<SampleTarget>& sample_targets() const { return targets_; }
@@ -139,6 +151,9 @@ class Scheduler {
   // its accepted drafts then the token drawn after them (speculative.h). A sequence is in the
   // result once per token it took (consecutively); tokens after one that ended it are dropped.
   std::vector<std::shared_ptr<Sequence>> update_emitted(const std::vector<std::vector<int32_t>>& emitted);
+  // The same, answering per target (same order) how many of its emitted tokens its sequence
+  // took: 0 when it was no longer running, fewer than emitted when a token ended it.
+  std::vector<int> take_emitted(const std::vector<std::vector<int32_t>>& emitted);
 
   // Ends a sequence in any state (abort, stop string, error) and frees its blocks now. On an
   // already finished sequence only the reason changes. Pending siblings end with it.
@@ -182,9 +197,9 @@ class Scheduler {
   // The cost gate's limit on `seq`'s drafts (room when there is no gate this step).
   int drafts_worth(const Sequence& seq, int room);
   void emit_tree(StepPlan& plan, const std::shared_ptr<Sequence>& seq, std::shared_ptr<const DraftTree> tree);
-  // After the forward pass: keeps the accepted path of a verified tree and takes its tokens.
-  void take_tree_tokens(const SampleTarget& t, const std::vector<int32_t>& emitted,
-                        std::vector<std::shared_ptr<Sequence>>& out);
+  // After the forward pass: keeps the accepted path of a verified tree and takes its tokens;
+  // returns how many it took.
+  int take_tree_tokens(const SampleTarget& t, const std::vector<int32_t>& emitted);
   // Appends one generated token and applies the token stops; false when it ended the sequence.
   bool take_token(const std::shared_ptr<Sequence>& seq, int32_t token);
   // After a step: drops the blocks behind the sliding window (KvCacheManager::set_window).

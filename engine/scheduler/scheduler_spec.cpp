@@ -91,8 +91,7 @@ void Scheduler::emit_tree(StepPlan& plan, const std::shared_ptr<Sequence>& seq,
   scheduled_.push_back({seq, T, false, true});
 }
 
-void Scheduler::take_tree_tokens(const SampleTarget& t, const std::vector<int32_t>& emitted,
-                                 std::vector<std::shared_ptr<Sequence>>& out) {
+int Scheduler::take_tree_tokens(const SampleTarget& t, const std::vector<int32_t>& emitted) {
   const std::shared_ptr<Sequence>& seq = t.seq;
   const DraftTree& tree = *t.tree;
   const std::vector<int> path = accepted_nodes(tree, emitted);
@@ -118,10 +117,10 @@ void Scheduler::take_tree_tokens(const SampleTarget& t, const std::vector<int32_
   for (size_t i = 0; i < emitted.size(); ++i) {
     seq->num_computed = n_past + 1 + static_cast<int>(i);
     if (i + 1 == emitted.size()) seq->tokens.push_back(emitted[i]);
-    out.push_back(seq);
-    if (!take_token(seq, emitted[i])) return;
+    if (!take_token(seq, emitted[i])) return static_cast<int>(i) + 1;
   }
   seq->num_computed = final_computed;
+  return static_cast<int>(emitted.size());
 }
 
 }  // namespace pagoda

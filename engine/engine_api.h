@@ -3,6 +3,7 @@
 // Implemented by LlmEngine (engine/engine.*) and by test doubles.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -173,6 +174,27 @@ struct ConstraintError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// How many tokens a request generates at most: the one rule, owned by the engine (its context,
+// --max-tokens-limit and context shift) and read by every caller through EngineApi.
+struct MaxTokensRule {
+  int context = 0;            // tokens per sequence
+  int limit = 0;              // the largest max_tokens a request may ask for; 0: the context
+  bool context_shift = true;  // off: generation also ends at the context
+
+  // The largest max_tokens a request may ask for (a larger one is the client's error); with
+  // context shift on, it is what bounds a generation that asked.
+  int64_t cap() const { return limit > 0 ? limit : context; }
+  // The max_tokens a request of `prompt_len` tokens runs with: `asked` when given (at most
+  // cap()), else `unset_default` (<= 0: up to the context). Never past the context when context
+  // shift is off or the request did not ask; at least 1 (a prompt-only answer drops that token).
+  int resolve(std::optional<int64_t> asked, int unset_default, int prompt_len) const {
+    const int room = context - prompt_len;
+    int64_t n = asked ? *asked : unset_default > 0 ? unset_default : room;
+    if (!context_shift || !asked) n = std::min<int64_t>(n, room);
+    return static_cast<int>(std::max<int64_t>(1, n));
+  }
+};
+
 struct SubmitError {
   std::string message;
   std::string code;  // e.g. "context_length_exceeded", "queue_full"
@@ -186,6 +208,14 @@ class EngineApi {
   virtual std::shared_ptr<RequestStream> submit(GenerationRequest req, SubmitError* err) = 0;
   virtual EngineStats stats() const = 0;
   virtual int context_size() const = 0;
+  // The admission bound, in sequences (a request counts its n choices): submit answers
+  // queue_full while this many are in flight. 0: no bound.
+  virtual int admission_limit() const = 0;
+  // Sequences submitted and not yet finished (shutdown waits for them; the HTTP layer compares
+  // them with admission_limit to answer 429 before a request waits for a worker).
+  virtual int inflight_seqs() const = 0;
+  // The max_tokens rule requests are submitted under.
+  virtual MaxTokensRule max_tokens_rule() const = 0;
 
   // ---- the model's vocabulary: what the server needs to make prompts of text and text of
   // tokens (it never sees the tokenizer itself) ----

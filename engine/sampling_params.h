@@ -30,8 +30,9 @@ struct SamplingParams {
 };
 
 struct StopParams {
-  // New tokens at most; <= 0: up to the context (the engine's default, applied at submit).
-  // With context shift off the context also ends generation (finish "length").
+  // New tokens at most; <= 0: up to the context. The engine's submit resolves it by its
+  // MaxTokensRule (engine_api.h), so the scheduler always sees a positive bound. With context
+  // shift off the context also ends generation (finish "length").
   int max_tokens = 16;
   std::vector<std::string> stop;        // stop strings (not included in the output)
   std::vector<int32_t> stop_token_ids;  // extra stop tokens

@@ -118,7 +118,7 @@ class Backend {
   virtual std::string name() const = 0;
 
   // Where this backend's tensors live and how much of it is free now (the engine sizes its KV
-  // cache from it: engine/core/kv_budget.h). The default is host memory (Linux MemAvailable
+  // cache from it: engine/loop/kv_budget.h). The default is host memory (Linux MemAvailable
   // and MemTotal; zeros when unknown).
   virtual MemoryInfo memory_info() const;
 

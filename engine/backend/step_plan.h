@@ -27,7 +27,7 @@ struct KShift {
 };
 
 // Copy one slot (K and V, all layers) to another: a verified token tree's accepted node moved to
-// the logical index its depth gives it (engine/core/speculative.h).
+// the logical index its depth gives it (engine/speculative/speculative.h).
 struct SlotCopy {
   int32_t src = 0;  // block * block_size + offset
   int32_t dst = 0;

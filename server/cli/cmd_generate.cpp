@@ -1,6 +1,6 @@
 // `pagoda generate`: runs one prompt through LlmEngine (n = 1, or --parallel copies) and prints
 // the text as it comes, then prefill and decode speeds on stderr, so its figures measure the
-// engine the server runs. Greedy unless --temp is given (engine/core/sampling.h).
+// engine the server runs. Greedy unless --temp is given (engine/sampling/sampling.h).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -15,14 +15,11 @@
 
 #include <spdlog/spdlog.h>
 
-#include "engine/backend/backend_select.h"
-#include "engine/core/block_math.h"
-#include "engine/core/engine.h"
-#include "engine/gguf/gguf.h"
-#include "engine/model/model.h"
-#include "engine/tokenizer/tokenizer.h"
+#include "engine/loop/engine.h"
+#include "engine/loop/kv_budget.h"
 #include "kernels/kv_layout.h"
 #include "server/cli/commands.h"
+#include "server/cli/engine_factory.h"
 
 namespace pagoda::cli {
 namespace {
@@ -129,7 +126,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 // --parallel N: N copies of the prompt through LlmEngine. Prints each completion, then the
 // aggregate decode speed: tokens generated after every sequence had its first token, over the
 // time since then (prefill excluded, as llama-batched-bench's S_TG).
-int generate_parallel(const GenerateArgs& a, Model& model, const Tokenizer& tok,
+int generate_parallel(const GenerateArgs& a, LoadedEngine& loaded, const ModelLoad& load,
                       const std::vector<int32_t>& prompt) {
   const int n = a.parallel;
   const int per_seq = static_cast<int>(prompt.size()) + a.n_predict;
@@ -138,9 +135,10 @@ int generate_parallel(const GenerateArgs& a, Model& model, const Tokenizer& tok,
   cfg.max_batch_tokens = a.batch;
   cfg.ctx_size = a.ctx;
   cfg.kv_types = a.kv_types;
-  cfg.kv_cache_memory = static_cast<size_t>(n) * ((per_seq + cfg.block_size - 1) / cfg.block_size + 1) *
-                        model.kv_block_bytes(cfg.block_size, cfg.kv_types);
-  LlmEngine engine(model, &tok, cfg);
+  cfg.kv_cache_memory = kv_bytes_for_sequences(n, per_seq, cfg.block_size,
+                                               loaded.model->kv_block_bytes(cfg.block_size, cfg.kv_types));
+  start_engine(loaded, cfg, load, "");
+  LlmEngine& engine = *loaded.engine;
 
   GenerationRequest req;
   req.prompt = prompt;
@@ -206,7 +204,8 @@ int generate_parallel(const GenerateArgs& a, Model& model, const Tokenizer& tok,
 // One sequence through LlmEngine. Prefill: from submit to the first token; decode: the
 // forward passes after it (one per further token) over the time from the first token to the
 // last, as the engine-less loop this replaced counted them.
-int generate_one(const GenerateArgs& a, Model& model, const Tokenizer& tok, const std::vector<int32_t>& prompt) {
+int generate_one(const GenerateArgs& a, LoadedEngine& loaded, const ModelLoad& load,
+                 const std::vector<int32_t>& prompt) {
   const int total = static_cast<int>(prompt.size()) + a.n_predict;
   if (total > a.ctx)
     throw std::invalid_argument("prompt (" + std::to_string(prompt.size()) + " tokens) + -n " +
@@ -218,13 +217,14 @@ int generate_one(const GenerateArgs& a, Model& model, const Tokenizer& tok, cons
   // context longer than the prompt and than one block; the cache holds exactly the context.
   cfg.ctx_size = std::max({a.ctx, total + 1, 2 * cfg.block_size + 1});
   cfg.kv_types = a.kv_types;
-  cfg.kv_cache_memory =
-      static_cast<size_t>(ceil_div(cfg.ctx_size, cfg.block_size)) * model.kv_block_bytes(cfg.block_size, cfg.kv_types);
+  cfg.kv_cache_memory = kv_bytes_for_sequences(1, cfg.ctx_size, cfg.block_size,
+                                               loaded.model->kv_block_bytes(cfg.block_size, cfg.kv_types));
   // The engine's start-up line would land on stdout, among the generated text.
   const spdlog::level::level_enum log_level = spdlog::get_level();
   spdlog::set_level(spdlog::level::warn);
-  LlmEngine engine(model, &tok, cfg);
+  start_engine(loaded, cfg, load, "");
   spdlog::set_level(log_level);
+  LlmEngine& engine = *loaded.engine;
 
   GenerationRequest req;
   req.prompt = prompt;
@@ -285,18 +285,19 @@ int generate(int argc, char** argv) {
     std::fputs(kUsage, stdout);
     return 0;
   }
-  const gguf::GgufFile file = gguf::GgufFile::open(a.model);
-  const auto tok = Tokenizer::from_gguf(file);
-  BackendSelection backend = select_backend(BackendChoice{a.device, a.threads, false, a.cpu_decode_pack});
-  if (!backend.fallback_reason.empty())
-    std::fprintf(stderr, "no usable CUDA device (%s), using the CPU\n", backend.fallback_reason.c_str());
-  std::fprintf(stderr, "backend: %s\n", backend.description.c_str());
-  Model model(file, std::move(backend.backend), a.batch);
+  ModelLoad load;
+  load.path = a.model;
+  load.backend = BackendChoice{a.device, a.threads, false, a.cpu_decode_pack};
+  load.max_batch_tokens = a.batch;
+  const std::unique_ptr<LoadedEngine> loaded = load_model(load);
+  if (!loaded->fallback_reason.empty())
+    std::fprintf(stderr, "no usable CUDA device (%s), using the CPU\n", loaded->fallback_reason.c_str());
+  std::fprintf(stderr, "backend: %s\n", loaded->backend_name.c_str());
 
-  const std::vector<int32_t> prompt = tok->encode(a.prompt, true, false);
+  const std::vector<int32_t> prompt = loaded->tokenizer->encode(a.prompt, true, false);
   if (prompt.empty()) throw std::invalid_argument("the prompt has no tokens");
-  if (a.parallel > 0) return generate_parallel(a, model, *tok, prompt);
-  return generate_one(a, model, *tok, prompt);
+  if (a.parallel > 0) return generate_parallel(a, *loaded, load, prompt);
+  return generate_one(a, *loaded, load, prompt);
 }
 
 }  // namespace pagoda::cli

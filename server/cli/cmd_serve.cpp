@@ -28,9 +28,9 @@
 
 #include "engine/backend/backend_select.h"
 #include "engine/chat_template/chat_template.h"
-#include "engine/core/engine.h"
-#include "engine/core/heap_trim.h"
-#include "engine/core/speculative.h"
+#include "engine/loop/engine.h"
+#include "engine/loop/heap_trim.h"
+#include "engine/speculative/speculative.h"
 #include "engine/gguf/gguf.h"
 #include "engine/gguf/gguf_identity.h"
 #include "engine/model/model.h"
@@ -38,6 +38,7 @@
 #include "kernels/kv_layout.h"
 #include "server/http/access_log.h"
 #include "server/cli/commands.h"
+#include "server/cli/engine_factory.h"
 #include "server/openai/handlers.h"
 #include "server/http/http_server.h"
 #include "server/http/metrics.h"
@@ -133,14 +134,8 @@ class SignalWatcher {
 
 // Everything that exists once the model is loaded, torn down in reverse order.
 struct LoadedModel {
-  gguf::GgufFile file;
-  std::unique_ptr<Tokenizer> tokenizer;
+  std::unique_ptr<LoadedEngine> engine;  // the file, tokenizer, model(s) and engine (engine_factory.h)
   std::unique_ptr<ChatTemplate> chat_template;
-  std::unique_ptr<Model> model;
-  std::optional<gguf::GgufFile> draft_file;  // --draft-model (outlives the engine)
-  std::unique_ptr<Model> draft_model;
-  std::unique_ptr<LlmEngine> engine;
-  std::string backend_name;
   server::ToolCallFormat tool_call_format = server::ToolCallFormat::None;  // from --tool-call-parser
   server::ReasoningFormat reasoning_format = server::ReasoningFormat::None;  // from --reasoning-parser
 };
@@ -182,62 +177,49 @@ void warm_page_cache(const std::string& path, int start_pct, int end_pct) {
   ::close(fd);
 }
 
-std::unique_ptr<Backend> make_backend(const server::ServerConfig& cfg, std::string* name) {
-  BackendSelection s = select_backend(BackendChoice{cfg.device, cfg.threads, cfg.cuda_graphs, cfg.cpu_decode_pack});
-  if (!s.fallback_reason.empty()) log_info("no usable CUDA device, using the CPU", {{"why", s.fallback_reason}});
-  *name = s.description;
-  return std::move(s.backend);
-}
-
-// A draft model must speak the model's vocabulary: the same token strings, id for id.
-void check_same_vocabulary(const gguf::GgufFile& model, const gguf::GgufFile& draft, const std::string& draft_path) {
-  const auto* a = model.get_string_array("tokenizer.ggml.tokens");
-  const auto* b = draft.get_string_array("tokenizer.ggml.tokens");
-  if (!a || !b || *a != *b)
-    throw std::runtime_error("--draft-model " + draft_path +
-                             ": its vocabulary (tokenizer.ggml.tokens) differs from the model's");
-}
-
 std::unique_ptr<LoadedModel> load(const server::ServerConfig& cfg) {
   auto t0 = Clock::now();
   auto progress = [&](int pct, const std::string& what) {
     double s = std::chrono::duration<double>(Clock::now() - t0).count();
     log_info("loading " + std::to_string(pct) + "%: " + what, {{"elapsed_s", std::round(s * 10) / 10}});
   };
-  progress(0, "opening " + cfg.model);
-  auto lm = std::unique_ptr<LoadedModel>(new LoadedModel{gguf::GgufFile::open(cfg.model), {}, {}, {}, {}, {}, {}, {}});
-  progress(10, "tokenizer");
-  lm->tokenizer = Tokenizer::from_gguf(lm->file);
-  for (const std::string& w : lm->tokenizer->warnings()) log_warn("tokenizer: " + w);
-  std::string tmpl;
-  if (!cfg.chat_template.empty()) {
-    tmpl = read_text(cfg.chat_template, "chat template");
-  } else if (auto t = lm->file.get_string("tokenizer.chat_template")) {
-    tmpl = *t;
-  } else {
-    log_warn("the model has no chat template; using ChatML");
-    tmpl = ChatTemplate::chatml_source();
-  }
-  lm->chat_template = std::make_unique<ChatTemplate>(tmpl);
-  lm->tool_call_format = server::resolve_tool_call_format(cfg.tool_call_parser, tmpl);
-  lm->reasoning_format = server::resolve_reasoning_format(cfg.reasoning_parser, tmpl);
+  auto lm = std::make_unique<LoadedModel>();
+  ModelLoad ml;
+  ml.path = cfg.model;
+  ml.backend = BackendChoice{cfg.device, cfg.threads, cfg.cuda_graphs, cfg.cpu_decode_pack};
+  ml.max_batch_tokens = cfg.max_batch_tokens;
+  ml.progress = progress;
   size_t bytes = 0;
-  for (const auto& t : lm->file.tensors()) bytes += t.nbytes;
-  warm_page_cache(cfg.model, 20, 60);
-  progress(60, "weights to the backend (" + std::to_string(bytes >> 20) + " MiB)");
+  ml.before_weights = [&](const LoadedEngine& le) {
+    for (const std::string& w : le.tokenizer->warnings()) log_warn("tokenizer: " + w);
+    std::string tmpl;
+    if (!cfg.chat_template.empty()) {
+      tmpl = read_text(cfg.chat_template, "chat template");
+    } else if (auto t = le.file.get_string("tokenizer.chat_template")) {
+      tmpl = *t;
+    } else {
+      log_warn("the model has no chat template; using ChatML");
+      tmpl = ChatTemplate::chatml_source();
+    }
+    lm->chat_template = std::make_unique<ChatTemplate>(tmpl);
+    lm->tool_call_format = server::resolve_tool_call_format(cfg.tool_call_parser, tmpl);
+    lm->reasoning_format = server::resolve_reasoning_format(cfg.reasoning_parser, tmpl);
+    bytes = le.weight_bytes;
+    warm_page_cache(cfg.model, 20, 60);
+  };
   // Uploading (and on CPU packing) a large model takes a while: a line per tenth of its layers,
   // as warm_page_cache does for the reading (small models load at once and say nothing more).
   int last_tenth = 0;
-  auto on_layer = [&](int done, int n_layers) {
+  ml.on_layer = [&](int done, int n_layers) {
     const int tenth = n_layers > 0 ? done * 10 / n_layers : 10;
     if (bytes < kProgressMinBytes || tenth == last_tenth || tenth >= 10) return;  // 80% comes next
     last_tenth = tenth;
     progress(60 + 2 * tenth, "weights to the backend, " + std::to_string(done) + " of " + std::to_string(n_layers) +
                                  " layers");
   };
-  lm->model = std::make_unique<Model>(lm->file, make_backend(cfg, &lm->backend_name), cfg.max_batch_tokens,
-                                      on_layer);
-  progress(80, "KV cache and engine");
+  lm->engine = load_model(ml);
+  LoadedEngine& le = *lm->engine;
+  if (!le.fallback_reason.empty()) log_info("no usable CUDA device, using the CPU", {{"why", le.fallback_reason}});
   EngineConfig ec;
   ec.block_size = cfg.block_size;
   ec.kv_cache_memory = (size_t)cfg.kv_cache_bytes();
@@ -249,37 +231,31 @@ std::unique_ptr<LoadedModel> load(const server::ServerConfig& cfg) {
   ec.max_step_ms = cfg.step_ms_target();
   ec.max_seqs = cfg.max_seqs;
   ec.max_queue = cfg.max_queue;  // the engine's admission bound: max_seqs + max_queue sequences
+  ec.max_tokens_limit = cfg.max_tokens_limit;
   ec.ctx_size = cfg.ctx_size;
-  if (cfg.ctx_size > lm->model->config().ctx_train && lm->model->config().ctx_train > 0)
+  if (cfg.ctx_size > le.model->config().ctx_train && le.model->config().ctx_train > 0)
     log_warn("ctx_size exceeds the context the model was trained on; quality past it is not assured",
-             {{"ctx_size", cfg.ctx_size}, {"model_context", lm->model->config().ctx_train}});
+             {{"ctx_size", cfg.ctx_size}, {"model_context", le.model->config().ctx_train}});
   ec.context_shift = cfg.context_shift;
   ec.kv_cache_dir = cfg.kv_cache_dir;
   ec.kv_cache_dir_max_bytes = (uint64_t)cfg.kv_cache_dir_bytes();
   const int64_t host_tier = cfg.kv_host_bytes();
   ec.kv_host_memory_auto = host_tier < 0;
   ec.kv_host_memory = host_tier > 0 ? (size_t)host_tier : 0;
-  if (!ec.kv_cache_dir.empty()) ec.model_identity = gguf::file_identity(lm->file);
+  if (!ec.kv_cache_dir.empty()) ec.model_identity = gguf::file_identity(le.file);
   if (!cfg.system_prompt_file.empty())
-    ec.system_prompt = lm->tokenizer->encode(read_text(cfg.system_prompt_file, "system prompt"),
-                                             /*add_special=*/true, /*parse_special=*/true);
+    ec.system_prompt = le.tokenizer->encode(read_text(cfg.system_prompt_file, "system prompt"),
+                                            /*add_special=*/true, /*parse_special=*/true);
   if (!parse_speculative_mode(cfg.speculative, ec.speculative))
     throw std::runtime_error("--speculative: expected none, ngram or draft");
   ec.spec_tokens = cfg.spec_tokens;
   ec.spec_tree = cfg.spec_tree;
   ec.spec_cost_gate = cfg.spec_cost_gate;
-  if (ec.speculative == SpeculativeMode::Draft) {
-    progress(70, "draft model " + cfg.draft_model);
-    lm->draft_file.emplace(gguf::GgufFile::open(cfg.draft_model));
-    check_same_vocabulary(lm->file, *lm->draft_file, cfg.draft_model);
-    std::string draft_backend;
-    lm->draft_model = std::make_unique<Model>(*lm->draft_file, make_backend(cfg, &draft_backend), cfg.max_batch_tokens);
-    ec.draft_model = lm->draft_model.get();
-  }
-  lm->engine = std::make_unique<LlmEngine>(*lm->model, lm->tokenizer.get(), ec);
-  if (!ec.system_prompt.empty()) {
-    progress(90, "prefilling the system prompt (" + std::to_string(ec.system_prompt.size()) + " tokens)");
-    if (!lm->engine->wait_system_prompt()) throw std::runtime_error("system prompt prefill failed");
+  const size_t system_prompt_tokens = ec.system_prompt.size();
+  start_engine(le, std::move(ec), ml, cfg.draft_model);
+  if (system_prompt_tokens > 0) {
+    progress(90, "prefilling the system prompt (" + std::to_string(system_prompt_tokens) + " tokens)");
+    if (!le.engine->wait_system_prompt()) throw std::runtime_error("system prompt prefill failed");
   }
   progress(100, "ready");
   return lm;
@@ -308,7 +284,6 @@ int serve(int argc, char** argv) {
   ho.cors_origins = split_list(cfg.cors_origins);
   ho.max_body_bytes = (size_t)cfg.max_body_bytes;
   ho.worker_threads = cfg.http_threads > 0 ? cfg.http_threads : cfg.max_seqs + cfg.max_queue + 8;
-  ho.admission_limit = cfg.max_seqs + cfg.max_queue;  // the engine's bound (EngineConfig below)
   ho.max_connections = cfg.max_connections;
   ho.header_timeout_s = cfg.header_timeout;
   ho.body_min_rate = cfg.body_min_rate;
@@ -324,7 +299,7 @@ int serve(int argc, char** argv) {
   try {
     lm = load(cfg);
     std::mutex tmpl_mu;  // rendering is cheap; one at a time keeps the interpreter simple to trust
-    const Tokenizer& tok = *lm->tokenizer;
+    const Tokenizer& tok = *lm->engine->tokenizer;
     ChatTemplate& tmpl = *lm->chat_template;
     std::string bos = tok.bos_id() >= 0 ? tok.token_text(tok.bos_id()) : "";
     std::string eos = tok.eos_id() >= 0 ? tok.token_text(tok.eos_id()) : "";
@@ -349,25 +324,24 @@ int serve(int argc, char** argv) {
     opts.pooling = cfg.pooling == "cls" ? Pooling::Cls : cfg.pooling == "last" ? Pooling::Last : Pooling::Mean;
     opts.timeout_s = cfg.timeout;
     opts.health_stall_s = cfg.health_stall;
-    opts.context_shift = cfg.context_shift;
-    opts.max_tokens_limit = cfg.max_tokens_limit;
     opts.chat_special_tokens = cfg.chat_special_tokens;
     opts.tool_call_format = lm->tool_call_format;
     opts.reasoning_format = lm->reasoning_format;
     opts.responses_store_count = (size_t)std::max(0, cfg.responses_store);
     opts.responses_store_bytes = (size_t)std::max<int64_t>(0, cfg.responses_store_bytes);
-    handlers = std::make_shared<server::Handlers>(*lm->engine, render, metrics, opts);
+    handlers = std::make_shared<server::Handlers>(*lm->engine->engine, render, metrics, opts);
     http.set_service(handlers);
     signals.set_loaded();
-    int kv_tokens = lm->engine->num_kv_blocks() * lm->engine->block_size();
+    const LlmEngine& engine = *lm->engine->engine;
+    int kv_tokens = engine.num_kv_blocks() * engine.block_size();
     log_info("pagoda serving",
              {{"address", "http://" + cfg.host + ":" + std::to_string(port)},
               {"model", cfg.model},
               {"name", opts.model_name},
-              {"backend", lm->backend_name},
+              {"backend", lm->engine->backend_name},
               {"kv_capacity_tokens", kv_tokens},
-              {"kv_blocks", lm->engine->num_kv_blocks()},
-              {"context", lm->engine->context_size()},
+              {"kv_blocks", engine.num_kv_blocks()},
+              {"context", engine.context_size()},
               {"max_seqs", cfg.max_seqs},
               {"tool_call_parser", server::tool_call_format_name(opts.tool_call_format)},
               {"reasoning_parser", server::reasoning_format_name(opts.reasoning_format)},

@@ -14,7 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/core/output_constraint.h"
+#include "engine/sampling/output_constraint.h"
 #include "engine/gguf/gguf.h"
 #include "engine/structured/structured.h"
 #include "engine/tokenizer/tokenizer.h"

@@ -22,9 +22,11 @@ class ApiService {
   virtual void health(const httplib::Request& req, httplib::Response& res) = 0;
   // The engine's gauges and counters, for /metrics.
   virtual EngineStats engine_stats() const = 0;
-  // Sequences submitted to the engine and not finished: HttpServer compares it with the
-  // engine's admission bound to refuse (429) requests that would otherwise wait for a worker.
+  // Sequences submitted to the engine and not finished, and the engine's admission bound (0:
+  // none): HttpServer compares them to refuse (429) requests that would otherwise wait for a
+  // worker.
   virtual int inflight_seqs() const { return 0; }
+  virtual int admission_limit() const { return 0; }
   // Ends the work in flight, and any submitted from now on, at once: a drain's grace is over,
   // and each request is answered with what it has.
   virtual void abort_all() {}

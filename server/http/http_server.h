@@ -30,9 +30,6 @@ class HttpServer {
     std::vector<std::string> cors_origins;  // "*" allows any; empty: no CORS headers
     size_t max_body_bytes = 8 << 20;
     int worker_threads = 64;
-    // Sequences the engine admits (--max-seqs + --max-queue); once the service has this many in
-    // flight, a request that finds no idle worker gets 429 at once. 0: no such check.
-    int admission_limit = 0;
     int max_connections = 4096;
     double header_timeout_s = 10;
     double body_min_rate = 1024;       // bytes/s

@@ -212,10 +212,13 @@ std::string HttpServer::refusal_response(const Refusal& r) {
   return out;
 }
 
+// Once the engine has as many sequences in flight as it admits, a request that finds no idle
+// worker gets 429 at once instead of waiting for one.
 bool HttpServer::at_capacity() const {
-  if (opts_.admission_limit <= 0) return false;
   std::shared_ptr<ApiService> h = service();
-  return h && h->inflight_seqs() >= opts_.admission_limit;
+  if (!h) return false;
+  const int limit = h->admission_limit();
+  return limit > 0 && h->inflight_seqs() >= limit;
 }
 
 }  // namespace pagoda::server

@@ -124,7 +124,7 @@ void Handlers::embeddings(const httplib::Request& req, httplib::Response& res,
     ~Untrack() {
       for (auto& s : *streams) {
         if (!s->done()) s->abort();
-        h->untrack(s, 1);
+        h->untrack(s);
       }
     }
   } untrack_all{this, &streams};
@@ -146,7 +146,7 @@ void Handlers::embeddings(const httplib::Request& req, httplib::Response& res,
         send_error(res, submit_error(err, "input"));
         return;
       }
-      track(st, 1);
+      track(st);
       streams.push_back(std::move(st));
       last_submit_unix_s_ = unix_now();
     }

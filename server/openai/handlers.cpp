@@ -120,17 +120,15 @@ void Handlers::read_reasoning(GenSpec& spec, const std::string& prompt_text) con
     c.reasoning_start = "<think>";
 }
 
-void Handlers::track(const std::shared_ptr<RequestStream>& s, int n) {
+void Handlers::track(const std::shared_ptr<RequestStream>& s) {
   std::lock_guard<std::mutex> lk(mu_);
   active_.insert(s);
-  inflight_seqs_ += n;
   if (aborting_) s->abort();
 }
 
-void Handlers::untrack(const std::shared_ptr<RequestStream>& s, int n) {
+void Handlers::untrack(const std::shared_ptr<RequestStream>& s) {
   std::lock_guard<std::mutex> lk(mu_);
   active_.erase(s);
-  inflight_seqs_ -= n;
 }
 
 void Handlers::abort_all() {
@@ -387,7 +385,7 @@ void Handlers::generate(const httplib::Request& req, httplib::Response& res,
                                 " is outside the vocabulary.",
                        "invalid_request_error", "logit_bias." + std::to_string(id));
     check_token_ids(spec.common.stop.stop_token_ids, "stop_token_ids");
-    const int64_t max_tokens_cap = opts_.max_tokens_limit > 0 ? opts_.max_tokens_limit : ctx;
+    const int64_t max_tokens_cap = engine_.max_tokens_rule().cap();
     if (spec.common.max_tokens && *spec.common.max_tokens > max_tokens_cap)
       throw ApiError(400, "Invalid value for '" + spec.common.max_tokens_param + "': must be at most " +
                               std::to_string(max_tokens_cap) + ".",
@@ -419,11 +417,10 @@ void Handlers::generate(const httplib::Request& req, httplib::Response& res,
     gr.prompt = prompt;
     gr.sampling = spec.common.sampling;
     gr.stop = spec.common.stop;
-    int room = ctx - (int)gr.prompt.size();
-    // Capped above (max_tokens_limit), so it fits an int.
-    int max_tokens = (int)spec.common.max_tokens.value_or(spec.chat ? room : kCompletionDefaultMaxTokens);
-    if (!opts_.context_shift || !spec.common.max_tokens) max_tokens = std::min(max_tokens, room);
-    gr.stop.max_tokens = std::max(1, max_tokens);  // echo_only: the one token is dropped
+    // Checked against the cap above. Chat's default is the rest of the context, a completion's
+    // OpenAI's 16; echo_only runs with one token, which is dropped.
+    gr.stop.max_tokens = engine_.max_tokens_rule().resolve(
+        spec.common.max_tokens, spec.chat ? 0 : kCompletionDefaultMaxTokens, (int)gr.prompt.size());
     if (spec.prompt_logprobs) gr.prompt_logprobs = spec.common.sampling.logprobs;
     gr.n = spec.common.n;
     gr.n_keep = spec.common.n_keep;
@@ -431,15 +428,14 @@ void Handlers::generate(const httplib::Request& req, httplib::Response& res,
     requests.push_back(std::move(gr));
   }
   const bool stream = spec.common.stream;
-  const int n = spec.common.n;
   Generation::Context gctx{metrics_,
                            [this](int32_t id) { return token_text(id); },
                            [this] { return new_tool_call_id(); },
                            opts_.timeout_s,
                            record,
                            // However the request ended: its streams are no longer in flight.
-                           [this, n](const std::vector<std::shared_ptr<RequestStream>>& streams) {
-                             for (auto& st : streams) untrack(st, n);
+                           [this](const std::vector<std::shared_ptr<RequestStream>>& streams) {
+                             for (auto& st : streams) untrack(st);
                            }};
   auto g = std::make_shared<Generation>(std::move(spec), std::move(meta), std::move(gctx), req);
   for (GenerationRequest& gr : requests) {
@@ -449,7 +445,7 @@ void Handlers::generate(const httplib::Request& req, httplib::Response& res,
       send_error(res, submit_error(err, prompt_param));
       return;  // ~Generation aborts the prompts already submitted
     }
-    track(st, n);
+    track(st);
     g->add_stream(std::move(st));
   }
   last_submit_unix_s_ = unix_now();

@@ -54,10 +54,6 @@ class Handlers : public ApiService {
     Pooling pooling = Pooling::Mean;  // embeddings of a model whose GGUF names no pooling
     double timeout_s = 600;       // per request; 0 = none
     double health_stall_s = 60;   // a step with work pending older than this: /health 503
-    bool context_shift = true;    // when off, max_tokens is capped by the free context
-    // The largest max_tokens a request may ask for (400 "must be at most N" beyond it); 0: the
-    // context size. It also bounds generation with context shift on.
-    int max_tokens_limit = 0;
     // Control-token text in chat messages becomes control tokens (the old behaviour); off:
     // the client's text is tokenized as text (chat_literals.h).
     bool chat_special_tokens = false;
@@ -98,8 +94,9 @@ class Handlers : public ApiService {
   void save_cache(const httplib::Request& req, httplib::Response& res);
   void detokenize(const httplib::Request& req, httplib::Response& res);
 
-  // Sequences submitted to the engine and not yet finished (shutdown waits for them).
-  int inflight_seqs() const override { return inflight_seqs_.load(); }
+  // The engine's admission bound and its sequences in flight (EngineApi), for the HTTP layer.
+  int admission_limit() const override { return engine_.admission_limit(); }
+  int inflight_seqs() const override { return engine_.inflight_seqs(); }
   // Aborts every request in flight, and those submitted from now on (shutdown after the grace
   // period: a handler past the drain check may still be about to submit).
   void abort_all() override;
@@ -130,9 +127,9 @@ class Handlers : public ApiService {
   GenSpec chat_spec(ChatRequest& cr) const;
   // A stored response, or ApiError(404) naming `param` (empty: the path's id).
   StoredResponse stored_response(const std::string& id, const std::string& param);
-  // Streams in flight, each with its `n` sequences, so that abort_all reaches them.
-  void track(const std::shared_ptr<RequestStream>& s, int n);
-  void untrack(const std::shared_ptr<RequestStream>& s, int n);
+  // Streams in flight, so that abort_all reaches them.
+  void track(const std::shared_ptr<RequestStream>& s);
+  void untrack(const std::shared_ptr<RequestStream>& s);
   std::string new_id(const char* prefix);
   // A tool call's id: "call_" + 24 alphanumerics, or 9 alphanumerics for Mistral models (their
   // template refuses any other id when the call comes back in the conversation).
@@ -156,7 +153,6 @@ class Handlers : public ApiService {
   int64_t created_;  // unix time the handlers were made (the model's "created")
   std::atomic<double> last_submit_unix_s_;  // with the engine's last step: /health's progress
 
-  std::atomic<int> inflight_seqs_{0};
   std::mutex mu_;
   bool aborting_ = false;  // guarded by mu_: abort_all() was called
   std::mt19937_64 rng_;

@@ -182,7 +182,7 @@ CommonRequest parse_common(const RequestJson& body, bool chat, bool zero_max_tok
     if (*mt == 0 && !zero_max_tokens && !chat)
       bad(mt_key, "must be at least 1 (0 is accepted only with echo, to score the prompt).");
     if (*mt < (zero_max_tokens ? 0 : 1)) bad(mt_key, "must be at least 1.");
-    r.max_tokens = *mt;  // the upper bound is the server's (Handlers::Options::max_tokens_limit)
+    r.max_tokens = *mt;  // the upper bound is the server's (the engine's MaxTokensRule)
     r.max_tokens_param = mt_key;
   }
   SamplingParams& s = r.sampling;

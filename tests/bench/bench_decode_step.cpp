@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "engine/backend/cpu/backend_cpu.h"
-#include "engine/core/engine.h"
+#include "engine/loop/engine.h"
 #include "engine/gguf/gguf.h"
 #include "engine/model/model.h"
 #include "kernels/cpu/thread_pool.h"

@@ -18,11 +18,11 @@
 
 #include "engine/backend/cpu/backend_cpu.h"
 #include "engine/backend/cuda/backend_cuda.h"
-#include "engine/core/engine.h"
+#include "engine/loop/engine.h"
 #include "engine/gguf/gguf.h"
 #include "engine/model/model.h"
 #include "engine/model/model_writer.h"
-#include "engine/core/request_stream.h"
+#include "engine/loop/request_stream.h"
 #include "tests/gpu/cuda_test_util.h"
 
 using namespace pagoda;

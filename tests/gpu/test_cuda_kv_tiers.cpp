@@ -9,7 +9,7 @@
 
 #include "engine/backend/cpu/backend_cpu.h"
 #include "engine/backend/cuda/backend_cuda.h"
-#include "engine/core/engine.h"
+#include "engine/loop/engine.h"
 #include "engine/model/model.h"
 #include "tests/gpu/cuda_test_util.h"
 

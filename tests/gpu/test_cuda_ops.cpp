@@ -8,8 +8,8 @@
 
 #include "engine/backend/cpu/backend_cpu.h"
 #include "engine/backend/cuda/backend_cuda.h"
-#include "engine/core/engine.h"
-#include "engine/core/kv_budget.h"
+#include "engine/loop/engine.h"
+#include "engine/loop/kv_budget.h"
 #include "tests/gpu/cuda_test_util.h"
 
 using namespace pagoda;
@@ -67,7 +67,7 @@ TEST_CASE("cuda: backend availability is reported", "[gpu]") {
   CHECK(m.device);
   CHECK(m.total_bytes > 0);
   CHECK(m.free_bytes <= m.total_bytes);
-  // The KV budget's device rule (engine/core/kv_budget.h), in bytes (blocks of one byte).
+  // The KV budget's device rule (engine/loop/kv_budget.h), in bytes (blocks of one byte).
   EngineConfig cfg;
   cfg.device_memory_fraction = 0.9;
   CHECK(kv_budget(cfg, m, 1, 4096).blocks <= m.total_bytes);

@@ -42,6 +42,7 @@ struct FakeApiServer {
   FakeApiServer() : FakeApiServer(Config{}) {}
   static FakeEngine::Options bounded(FakeEngine::Options o, int max_seqs) {
     o.max_seqs = max_seqs;
+    o.max_tokens_limit = 1 << 20;  // long generations beyond the fake's 256-token context
     return o;
   }
 
@@ -49,7 +50,6 @@ struct FakeApiServer {
     server::Handlers::Options ho;
     ho.model_name = "fake-model";
     ho.model_aliases = {"fake-alias"};
-    ho.max_tokens_limit = 1 << 20;  // long generations beyond the fake's 256-token context
     ho.timeout_s = c.timeout_s;
     ho.health_stall_s = c.stall_s;
     auto render = [](const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,

@@ -73,6 +73,10 @@ class FakeEngine : public EngineApi {
     // Running + waiting sequences beyond which submit refuses ("queue_full"), as the engine
     // does; 0: no bound.
     int max_seqs = 0;
+    // The max_tokens rule (MaxTokensRule): the largest max_tokens a request may ask for (0: the
+    // context) and whether generation may run past the context.
+    int max_tokens_limit = 0;
+    bool context_shift = true;
   };
 
   // One scripted token: its id and the text it detokenizes to (may be empty: a control token).
@@ -160,6 +164,14 @@ class FakeEngine : public EngineApi {
     return st;
   }
   int context_size() const override { return opts_.context; }
+  int admission_limit() const override { return opts_.max_seqs; }
+  int inflight_seqs() const override {
+    std::lock_guard<std::mutex> lk(mu_);
+    return sequences_in_flight();
+  }
+  MaxTokensRule max_tokens_rule() const override {
+    return MaxTokensRule{opts_.context, opts_.max_tokens_limit, opts_.context_shift};
+  }
   std::vector<int32_t> tokenize(std::string_view text, bool add_special,
                                 bool parse_special) const override {
     return vocab_.encode(text, add_special, parse_special);

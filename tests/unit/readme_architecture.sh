@@ -2,7 +2,7 @@
 # Keeps the architecture map (docs/architecture.md) true to the tree: every folder it names (in
 # backticks, with a trailing slash) exists, and every folder of engine/, kernels/, server/,
 # tests/, configs/ and scripts/ is named. `tests/unit/<folder>/` names the unit-test folders
-# whose name is the last part of a named folder (tests/unit/core/ for engine/core/).
+# whose name is the last part of a named folder (tests/unit/kv/ for engine/kv/).
 # To follow a change of the tree, edit the map's table, not this script; a folder that is named
 # before it lands goes in `arriving` below. Run from the project root (CTest does).
 set -euo pipefail

@@ -337,8 +337,7 @@ TEST_CASE("open connections are bounded: idle ones make room, else a fast 503", 
 TEST_CASE("a keep-alive pool flood beyond the admission bound gets 429 at once", "[reliability]") {
   constexpr int kClients = 40, kPerClient = 8;
   FakeApiServer::Config c;
-  c.max_inflight = 12;  // --max-seqs 4 --max-queue 8
-  c.http.admission_limit = 12;
+  c.max_inflight = 12;  // --max-seqs 4 --max-queue 8: the engine's bound, which HttpServer reads
   c.http.worker_threads = 20;  // the default for those: max-seqs + max-queue + 8
   c.engine.max_running = 4;
   c.engine.step_time = milliseconds(5);

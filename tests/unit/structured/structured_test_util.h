@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/output_constraint.h"
+#include "engine/sampling/output_constraint.h"
 #include "engine/gguf/gguf.h"
 #include "engine/structured/structured.h"
 #include "engine/tokenizer/tokenizer.h"
@@ -29,7 +29,7 @@ inline bool prefix_match(const std::string& gbnf, const std::string& text) {
   return m.accept_bytes(text);
 }
 
-// Token bytes of a GGUF vocabulary as the server sees them (engine/core/output_constraint.h).
+// Token bytes of a GGUF vocabulary as the server sees them (engine/sampling/output_constraint.h).
 inline std::shared_ptr<const TokenVocabulary> load_vocabulary(const std::string& path) {
   pagoda::gguf::GgufFile file = pagoda::gguf::GgufFile::open(path);
   return pagoda::token_vocabulary(*pagoda::Tokenizer::from_gguf(file));

@@ -19,7 +19,7 @@
 #include <iostream>
 #include <map>
 
-#include "engine/core/output_constraint.h"
+#include "engine/sampling/output_constraint.h"
 #include "engine/gguf/gguf.h"
 #include "engine/structured/json_schema.h"
 #include "engine/structured/structured.h"

@@ -1,0 +1,55 @@
+// The one way the CLI makes an engine, for `serve` and `generate` alike: open the GGUF file,
+// read its tokenizer, pick the backend, put the weights on it, then (once the caller has made
+// its EngineConfig, which may need the tokenizer) load the draft model when the engine drafts
+// with one and start LlmEngine.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "engine/backend/backend_select.h"
+#include "engine/gguf/gguf.h"
+#include "engine/loop/engine.h"
+#include "engine/model/model.h"
+#include "engine/tokenizer/tokenizer.h"
+
+namespace pagoda::cli {
+
+// What the engine runs on, members in the order they are made: torn down in reverse (the
+// engine first, the file it maps last).
+struct LoadedEngine {
+  gguf::GgufFile file;
+  std::unique_ptr<Tokenizer> tokenizer;
+  size_t weight_bytes = 0;      // the tensors' bytes in the file
+  std::string backend_name;     // BackendSelection::description
+  std::string fallback_reason;  // "auto" chose the CPU: why CUDA was not usable; empty: it did not
+  std::unique_ptr<Model> model;
+  std::optional<gguf::GgufFile> draft_file;  // --draft-model (outlives the engine)
+  std::unique_ptr<Model> draft_model;
+  std::unique_ptr<LlmEngine> engine;  // empty until start_engine
+};
+
+struct ModelLoad {
+  std::string path;
+  BackendChoice backend;
+  int max_batch_tokens = 512;
+  // Each optional. `progress`: a percentage (0-80) and what is being done; `before_weights`:
+  // runs once the tokenizer is read, before the weights go to the backend; `on_layer`: the
+  // weights' upload, layer by layer (Model's callback).
+  std::function<void(int pct, const std::string& what)> progress;
+  std::function<void(const LoadedEngine&)> before_weights;
+  std::function<void(int done, int n_layers)> on_layer;
+};
+
+// Opens the model file, its tokenizer and the backend, and loads the weights; no engine yet.
+std::unique_ptr<LoadedEngine> load_model(const ModelLoad& load);
+
+// Starts the engine on `loaded` with `cfg`. With cfg.speculative == Draft, first loads
+// `draft_path` (it must have the model's vocabulary, token for token) on a backend of the same
+// choice and sets cfg.draft_model to it. Throws std::runtime_error.
+void start_engine(LoadedEngine& loaded, EngineConfig cfg, const ModelLoad& load, const std::string& draft_path);
+
+}  // namespace pagoda::cli

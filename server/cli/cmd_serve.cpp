@@ -183,7 +183,7 @@ void warm_page_cache(const std::string& path, int start_pct, int end_pct) {
 }
 
 std::unique_ptr<Backend> make_backend(const server::ServerConfig& cfg, std::string* name) {
-  BackendSelection s = select_backend(BackendChoice{cfg.device, cfg.threads, cfg.cuda_graphs, cfg.cpu_decode_pack});
+  BackendSelection s = select_backend(BackendChoice{cfg.device, cfg.threads, cfg.cuda_graphs, cfg.cpu_decode_pack, cfg.cuda_weights});
   if (!s.fallback_reason.empty()) log_info("no usable CUDA device, using the CPU", {{"why", s.fallback_reason}});
   *name = s.description;
   return std::move(s.backend);

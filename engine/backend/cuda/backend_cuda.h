@@ -27,9 +27,10 @@
 // - Errors become exceptions: CUDA/cuBLAS failures throw pagoda::cuda::CudaError naming the call
 //   with file:line; bad arguments throw std::invalid_argument.
 // - Batch invariance: every custom kernel computes a row the same way whatever the batch (the
-//   decode attention's splits depend only on the row's own context), but cuBLAS may choose a
-//   different GEMM algorithm for a different number of rows, so logits can differ in the last
-//   bits between batch sizes. Not yet addressed.
+//   decode attention's splits depend only on the row's own context; gemv_quant gives a row the
+//   same bits at any n <= kQuantGemvMaxRows), but the GEMVs hand over to cuBLAS above their row
+//   limits and cuBLAS may choose a different GEMM algorithm for a different number of rows, so
+//   logits can differ in the last bits between batch sizes. Not yet addressed.
 // What has been verified where is the README's to say ("Architecture").
 #pragma once
 

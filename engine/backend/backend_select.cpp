@@ -17,8 +17,10 @@ BackendSelection select_backend(const BackendChoice& choice) {
     s.fallback_reason.clear();
     CudaBackendOptions opts;
     opts.cuda_graphs = choice.cuda_graphs;
+    opts.weights = parse_cuda_weights(choice.cuda_weights, "--cuda-weights");
     s.backend = make_cuda_backend(opts);  // throws when built without CUDA or no device
-    s.description = s.backend->name() + (choice.cuda_graphs ? " (CUDA graphs)" : "");
+    s.description = s.backend->name() + (choice.cuda_graphs ? " (CUDA graphs)" : "") +
+                    (opts.weights == CudaWeights::Bf16 ? " (bf16 weights)" : "");
     return s;
   }
   auto cpu = std::make_unique<CpuBackend>(choice.threads, parse_decode_pack(choice.cpu_decode_pack, "--cpu-decode-pack"));

@@ -13,6 +13,7 @@ struct BackendChoice {
   int threads = 0;              // CPU backend threads; 0 = one per hardware thread
   bool cuda_graphs = false;     // CUDA: replay decode steps as CUDA graphs (CudaBackendOptions)
   std::string cpu_decode_pack = "auto";  // CPU: decode-layout copies of the quantized matrices (DecodePack)
+  std::string cuda_weights = "quantized";  // CUDA: quantized | bf16 (CudaBackendOptions::weights)
 };
 
 struct BackendSelection {

@@ -34,7 +34,8 @@ void memory_info(size_t* free_bytes, size_t* total_bytes);
 
 // ---- element-wise and row ops ----
 
-// out[t, :] = table[tokens[t], :] as F32, for t < n. `table_type` is F32, F16 or BF16.
+// out[t, :] = table[tokens[t], :] as F32, for t < n. `table_type` is F32, F16, BF16 or a device
+// quant type (is_device_quant_type; values as dequantize_to_bf16 decodes them, not rounded).
 // Tokens outside [0, vocab) give a zero row (the caller validates tokens beforehand).
 void embed(const void* table, GgmlType table_type, int64_t vocab, int64_t dim,
            const int32_t* tokens, int64_t n, float* out, void* stream);
@@ -86,12 +87,24 @@ constexpr int kGemvMaxRows = 4;
 bool gemv_bf16(const void* w, const void* x, float* out, int64_t n, int64_t rows, int64_t cols,
                int64_t ld_out, void* stream);
 
+// Activation rows up to which gemv_quant serves a matmul of quantized weights.
+constexpr int kQuantGemvMaxRows = 8;
+// Whether `type` is a GGML block type the kernels read directly (quantized weights kept in
+// their GGUF bits): Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS.
+bool is_device_quant_type(GgmlType type);
+// out[i * ld_out + r] = sum_k x[i * ld_x + k] W[r, k] for i < n, r < rows: W [rows, cols] in the
+// GGUF blocks of `type`, x and out F32 (kernels/cuda/gemv_quant.cu). Returns false, launching
+// nothing, unless 1 <= n <= kQuantGemvMaxRows, `type` is a device quant type, cols is a
+// multiple of its block, x is 16-byte aligned with ld_x % 4 == 0 and W 2-byte aligned.
+bool gemv_quant(const void* w, GgmlType type, const float* x, float* out, int64_t n, int64_t rows,
+                int64_t cols, int64_t ld_x, int64_t ld_out, void* stream);
+
 // ---- conversions for weights ----
 
 // n elements of F32 or F16 at src to bf16 at dst (round to nearest even).
 void convert_to_bf16(const void* src, GgmlType src_type, int64_t n, void* dst, void* stream);
-// n elements (a multiple of the block size) of Q8_0, Q4_0, Q4_K or Q6_K to bf16, following the
-// GGML block layouts (kernels/cpu/quants.h is the reference).
+// n elements (a multiple of the block size) of a device quant type (is_device_quant_type) to
+// bf16, following the GGML block layouts (kernels/cpu/quants*.cpp is the reference).
 void dequantize_to_bf16(const void* src, GgmlType src_type, int64_t n, void* dst, void* stream);
 // n elements of F32, F16 or BF16 to F32 (1-D weights: norms, biases).
 void convert_to_f32(const void* src, GgmlType src_type, int64_t n, float* dst, void* stream);

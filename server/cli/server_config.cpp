@@ -78,6 +78,10 @@ const std::vector<Option>& options() {
           "model name(s) in the API, comma-separated aliases; others get 404 (empty: the file stem)"),
       OPT(device, "compute device", "cpu|cuda|auto"),
       OPT(cuda_graphs, "CUDA: replay decode steps as CUDA graphs (on|off)"),
+      OPT(cuda_weights,
+          "CUDA: quantized weight matrices stay in their GGUF blocks on the device (quantized) or are "
+          "dequantized to bf16 at load (bf16: about 2-4x the memory; for comparison)",
+          "quantized|bf16"),
       alias(OPT(threads, "CPU threads (0 = all cores)"), "-t"),
       OPT(cpu_decode_pack,
           "CPU (AVX2 hosts): hold the quantized matrices in a decode layout, 1.2-8x faster decode; the copy "

@@ -21,6 +21,7 @@ struct ServerConfig {
                                      // empty: the model file's stem
   std::string device = "auto";       // cpu | cuda | auto
   std::string cpu_decode_pack = "auto";  // auto | on | off (CpuBackend's DecodePack)
+  std::string cuda_weights = "quantized";  // CUDA: quantized matrices kept quantized | bf16
   bool cuda_graphs = false;          // CUDA: replay decode steps as CUDA graphs (unverified on
                                      // hardware, hence off by default)
   int threads = 0;                   // CPU threads; 0 = all cores

@@ -5,7 +5,6 @@
 
 #include <vector>
 
-#include "kernels/cpu/quants.h"
 
 namespace pagoda {
 
@@ -27,6 +26,7 @@ CudaBackend::CudaBackend(const CudaBackendOptions& opts) : impl_(std::make_uniqu
     throw cuda::CudaError("CUDA device " + std::to_string(opts.device) + " does not exist (" +
                           std::to_string(n_devices) + " found)");
   impl_->device = opts.device;
+  impl_->weights = opts.weights;
   CUDA_CHECK(cudaSetDevice(opts.device));
   CUDA_CHECK(cudaStreamCreateWithFlags(&impl_->stream, cudaStreamNonBlocking));
   CUBLAS_CHECK(cublasCreate(&impl_->cublas));
@@ -52,7 +52,7 @@ CudaBackend::~CudaBackend() {
   if (m.cublas) cublasDestroy(m.cublas);  // before its workspace (in `owned`) is freed
   m.cublas = nullptr;
   for (void* p : m.owned) cudaFree(p);
-  for (DeviceScratch* d : {&m.index_buf, &m.bf16_x, &m.attn_ws, &m.sample_io})
+  for (DeviceScratch* d : {&m.index_buf, &m.bf16_x, &m.attn_ws, &m.sample_io, &m.wq_scratch})
     if (d->ptr) cudaFree(d->ptr);
   if (m.k_pool) cudaFree(m.k_pool);
   if (m.v_pool) cudaFree(m.v_pool);
@@ -82,6 +82,8 @@ Tensor CudaBackend::upload_weight(const void* host_data, GgmlType type, int64_t 
     }
     return upload_weight_f32(static_cast<const float*>(host_data), rows, cols);
   }
+  if (impl_->weights == CudaWeights::Quantized && rows > 1 && cuda::is_device_quant_type(type))
+    return upload_quantized(host_data, type, rows, cols);
   return upload_converted(host_data, type, rows, cols);
 }
 
@@ -94,24 +96,7 @@ Tensor CudaBackend::upload_converted(const void* host_data, GgmlType type, int64
   require(cols % info->block_size == 0, "upload_weight: row length not a multiple of the block");
   const int64_t n = rows * cols;
   const size_t raw_bytes = ggml_row_size(type, cols) * static_cast<size_t>(rows);
-  const bool quantized = info->block_size > 1;
-  // kernels/cuda dequantizes Q8_0, Q4_0, Q4_K and Q6_K; the other quantized types (Q4_1, Q5_0,
-  // Q5_1, Q2_K, Q3_K, Q5_K, IQ4_NL, IQ4_XS) are dequantized here on the host by the CPU reference
-  // (kernels/cpu/quants) and uploaded as F32, which then takes the float path below.
-  const bool device_dequant = type == GgmlType::Q8_0 || type == GgmlType::Q4_0 || type == GgmlType::Q4_K ||
-                              type == GgmlType::Q6_K;
-  if (quantized && !device_dequant) {
-    if (!m.logged_dequant.count(type)) {
-      m.logged_dequant.insert(type);
-      spdlog::info("CUDA backend: {} weights are dequantized on the host at load", info->name);
-    }
-    std::vector<float> host(static_cast<size_t>(n));
-    const auto* src = static_cast<const uint8_t*>(host_data);
-    for (int64_t r = 0; r < rows; ++r)
-      cpu::dequantize_row(type, src + static_cast<size_t>(r) * ggml_row_size(type, cols),
-                          host.data() + r * cols, cols);
-    return upload_converted(host.data(), GgmlType::F32, rows, cols);
-  }
+  const bool quantized = info->block_size > 1;  // kernels/cuda dequantizes every block type
 
   // Raw bytes to the device, then one conversion kernel into the final buffer.
   void* raw = nullptr;
@@ -144,6 +129,7 @@ Tensor CudaBackend::upload_converted(const void* host_data, GgmlType type, int64
         cuda::convert_to_bf16(raw, type, n, out.data, m.s());
     }
     CUDA_CHECK(cudaStreamSynchronize(m.stream));
+    m.weight_bytes += static_cast<size_t>(n) * (out.type == GgmlType::F32 ? 4 : 2);
   } catch (...) {
     cudaFree(raw);
     throw;
@@ -194,6 +180,12 @@ void CudaBackend::init_kv_cache(const KvCacheConfig& cfg) {
   CUDA_CHECK(cudaMalloc(&m.v_pool, v_bytes));
   CUDA_CHECK(cudaMemsetAsync(m.k_pool, 0, k_bytes, m.stream));
   CUDA_CHECK(cudaMemsetAsync(m.v_pool, 0, v_bytes, m.stream));
+  spdlog::info("CUDA backend: the weights take {:.1f} MiB on the device ({} mode{})",
+               static_cast<double>(m.weight_bytes) / (1024.0 * 1024.0),
+               m.weights == CudaWeights::Quantized ? "quantized" : "bf16",
+               m.wq_scratch.bytes ? fmt::format(", plus a {:.1f} MiB bf16 scratch for one matrix",
+                                                static_cast<double>(m.wq_scratch.bytes) / (1024.0 * 1024.0))
+                                  : std::string());
   spdlog::info("CUDA backend: KV cache of {} blocks x {} tokens, {}, {:.1f} MiB", cfg.num_blocks,
                cfg.block_size, kv_types_name(cfg.types),
                static_cast<double>(k_bytes + v_bytes) / (1024.0 * 1024.0));
@@ -368,7 +360,7 @@ void CudaBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, Ten
 
 void CudaBackend::matmul(const Tensor& w, const Tensor& x, Tensor& out, int64_t n) {
   Impl& m = *impl_;
-  require(w.type == GgmlType::BF16 || w.type == GgmlType::F32,
+  require(w.type == GgmlType::BF16 || w.type == GgmlType::F32 || cuda::is_device_quant_type(w.type),
           "matmul: weights must come from upload_weight or upload_weight_f32");
   require(x.cols == w.cols && out.cols == w.rows && n <= x.rows && n <= out.rows,
           "matmul: shape mismatch");
@@ -377,18 +369,26 @@ void CudaBackend::matmul(const Tensor& w, const Tensor& x, Tensor& out, int64_t 
     matmul_f32(w, x, out, n);
     return;
   }
+  if (w.type != GgmlType::BF16) {  // kept in its GGUF blocks (quantized mode)
+    matmul_quant(w, x, out, n);
+    return;
+  }
   void* xb = m.bf16_x.get(static_cast<size_t>(n * x.cols) * 2, m.stream);
   cuda::convert_to_bf16(x.data, GgmlType::F32, n * x.cols, xb, m.s());
   // A few rows (decode of a few sequences): one streaming pass over W, faster than cuBLAS there.
   if (cuda::gemv_bf16(w.data, xb, f32(out), n, w.rows, w.cols, out.cols, m.s())) return;
+  gemm_bf16(w.data, w.rows, w.cols, xb, out, n);
+}
+
+void CudaBackend::gemm_bf16(const void* w, int64_t rows, int64_t cols, const void* xb, Tensor& out, int64_t n) {
   // Row-major out[n, rows] = x[n, cols] W^T is, column-major, out^T = W^T(op T of the
   // column-major [cols, rows] view of W) * x^T.
   const float alpha = 1.0f, beta = 0.0f;
-  CUBLAS_CHECK(cublasGemmEx(m.cublas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(w.rows),
-                            static_cast<int>(n), static_cast<int>(w.cols), &alpha, w.data,
-                            CUDA_R_16BF, static_cast<int>(w.cols), xb, CUDA_R_16BF,
-                            static_cast<int>(x.cols), &beta, out.data, CUDA_R_32F,
-                            static_cast<int>(out.cols), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  CUBLAS_CHECK(cublasGemmEx(impl_->cublas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(rows),
+                            static_cast<int>(n), static_cast<int>(cols), &alpha, w, CUDA_R_16BF,
+                            static_cast<int>(cols), xb, CUDA_R_16BF, static_cast<int>(cols), &beta,
+                            out.data, CUDA_R_32F, static_cast<int>(out.cols), CUBLAS_COMPUTE_32F,
+                            CUBLAS_GEMM_DEFAULT));
 }
 
 void CudaBackend::add_bias(Tensor& x, const Tensor& bias, int64_t n) {

@@ -1,12 +1,17 @@
 // CudaBackend: the Backend over kernels/cuda (NVIDIA GPUs, sm_80 / sm_90).
 //
-// - Weights: matrices are converted to bf16 on upload (F16 converted, BF16 copied, Q8_0 /
-//   Q4_0 / Q4_K / Q6_K dequantized on the device, other quantized types on the host; logged once
-//   per type); F32 matrices stay F32 (exact products as on the CPU, for twice bf16's memory: F32
-//   files are small models and tests); 1-D weights (norms, biases: rows == 1) become F32. bf16
-//   GEMMs run through cuBLAS (bf16 inputs, fp32 accumulate, fp32 output) or, for up to
-//   kGemvMaxRows activation rows, kernels/cuda/gemv.cu; activations are converted to bf16 just
-//   before each. F32 GEMMs run through cuBLAS in F32.
+// - Weights (CudaBackendOptions::weights): quantized matrices (every GGML block type pagoda
+//   reads) stay on the device in their GGUF bits by default (CudaWeights::Quantized,
+//   backend_cuda_quant.cpp): up to kQuantGemvMaxRows activation rows multiply them directly
+//   (kernels/cuda/gemv_quant.cu, f32 activations); more rows dequantize the matrix into one
+//   bf16 scratch sized at load for the largest matrix and run the bf16 cuBLAS GEMM from it.
+//   CudaWeights::Bf16 (and F16 / BF16 matrices always) convert to bf16 on upload, dequantizing
+//   on the device. F32 matrices stay F32 (exact products as on the CPU, for twice bf16's
+//   memory: F32 files are small models and tests); 1-D weights (norms, biases: rows == 1)
+//   become F32. bf16 GEMMs run through cuBLAS (bf16 inputs, fp32 accumulate, fp32 output) or,
+//   for up to kGemvMaxRows activation rows, kernels/cuda/gemv.cu; activations are converted to
+//   bf16 just before each. F32 GEMMs run through cuBLAS in F32. init_kv_cache logs the bytes
+//   the weights take on the device.
 // - KV cache: F16, F32 or Q8_0 (KvCacheConfig::type; the CPU backend's byte layout,
 //   kernels/kv_layout.h), one contiguous K pool and one V pool covering all layers.
 // - One stream; ops only enqueue. The host waits in read() (and in finish_sampling()), at weight
@@ -22,9 +27,10 @@
 // - Errors become exceptions: CUDA/cuBLAS failures throw pagoda::cuda::CudaError naming the call
 //   with file:line; bad arguments throw std::invalid_argument.
 // - Batch invariance: every custom kernel computes a row the same way whatever the batch (the
-//   decode attention's splits depend only on the row's own context), but cuBLAS may choose a
-//   different GEMM algorithm for a different number of rows, so logits can differ in the last
-//   bits between batch sizes. Not yet addressed.
+//   decode attention's splits depend only on the row's own context; gemv_quant gives a row the
+//   same bits at any n <= kQuantGemvMaxRows), but the GEMVs hand over to cuBLAS above their row
+//   limits and cuBLAS may choose a different GEMM algorithm for a different number of rows, so
+//   logits can differ in the last bits between batch sizes. Not yet addressed.
 // What has been verified where is docs/cuda.md's to say.
 #pragma once
 
@@ -41,8 +47,21 @@
 
 namespace pagoda {
 
+// How quantized weight matrices are held on the device: in their GGUF blocks, read by the
+// quantized kernels (about 0.5-1 byte a value), or dequantized to bf16 at load (2 bytes a
+// value; the path before the quantized kernels, kept for comparison).
+enum class CudaWeights { Quantized, Bf16 };
+
+// "quantized" or "bf16" (the --cuda-weights flag); throws std::invalid_argument naming `flag`.
+inline CudaWeights parse_cuda_weights(const std::string& s, const char* flag) {
+  if (s == "quantized") return CudaWeights::Quantized;
+  if (s == "bf16") return CudaWeights::Bf16;
+  throw std::invalid_argument(std::string(flag) + " must be quantized or bf16, got '" + s + "'");
+}
+
 struct CudaBackendOptions {
   int device = 0;  // CUDA device ordinal
+  CudaWeights weights = CudaWeights::Quantized;
   // Record decode-only steps as CUDA graphs and replay them (cuda_graphs.h). Off by default.
   // (cuBLAS always gets a fixed 32 MiB workspace, as capture requires, so both settings run
   // the same GEMMs.)
@@ -100,7 +119,8 @@ class CudaBackend final : public Backend {
   void gelu_mul(const Tensor& gate, const Tensor& up, Tensor& out, int64_t n) override;
   void softcap(Tensor& x, float cap, int64_t n) override;
   // Groups the tokens by expert on the host (cpu::moe_group), uploads the indices, gathers the
-  // rows, runs one cuBLAS GEMM per active expert and matrix, combines (moe_combine.cu).
+  // rows, runs one matmul per active expert and matrix (quantized experts: the quantized
+  // kernels, as matmul), combines (moe_combine.cu).
   void moe_ffn(const ExpertWeights& w, const Tensor& x, const int32_t* experts, const float* weights,
                int k, const Tensor* shared, const float* shared_weights, Tensor& out, int64_t n) override;
 
@@ -129,6 +149,11 @@ class CudaBackend final : public Backend {
 
  private:
   void matmul_f32(const Tensor& w, const Tensor& x, Tensor& out, int64_t n);  // F32 weights
+  // Quantized weights kept in their GGUF bits (backend_cuda_quant.cpp).
+  Tensor upload_quantized(const void* host_data, GgmlType type, int64_t rows, int64_t cols);
+  void matmul_quant(const Tensor& w, const Tensor& x, Tensor& out, int64_t n);
+  // out[n, rows] = x[n, cols] W^T through cuBLAS: W bf16 [rows, cols] at w, xb bf16 [n, cols].
+  void gemm_bf16(const void* w, int64_t rows, int64_t cols, const void* xb, Tensor& out, int64_t n);
   // upload_weight of everything but F32 matrices: a bf16 matrix, or an F32 vector.
   Tensor upload_converted(const void* host_data, GgmlType type, int64_t rows, int64_t cols);
   struct Impl;

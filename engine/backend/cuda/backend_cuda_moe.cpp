@@ -1,8 +1,11 @@
 // CudaBackend's mixture-of-experts pieces: F32 router weights and their GEMM, and moe_ffn, the
 // routed experts of a step. The routing arrives from the host
 // (engine/model/moe_ffn.cpp), so the grouping by expert is done on the host too and uploaded in
-// one copy; then a gather, one cuBLAS GEMM per active expert and matrix over its gathered rows,
-// one SiLU-multiply over all rows, and the weighted combine kernel.
+// one copy; then a gather, one matmul per active expert and matrix over its gathered rows (the
+// expert's rows of the stacked matrix: in quantized mode the quantized kernels, gemv_quant for
+// up to kQuantGemvMaxRows tokens of the expert, else the expert's slice dequantized into the
+// scratch for cuBLAS; in bf16 mode the bf16 GEMV or cuBLAS), one SiLU-multiply over all rows,
+// and the weighted combine kernel.
 #include <cstring>
 
 #include "engine/backend/cuda/backend_cuda_impl.h"
@@ -27,6 +30,7 @@ Tensor CudaBackend::upload_weight_f32(const float* host_data, int64_t rows, int6
   CUDA_CHECK(cudaSetDevice(m.device));
   const size_t bytes = static_cast<size_t>(rows * cols) * sizeof(float);
   Tensor t{m.device_alloc(bytes), GgmlType::F32, rows, cols};
+  m.weight_bytes += bytes;
   CUDA_CHECK(cudaMemcpyAsync(t.data, host_data, bytes, cudaMemcpyHostToDevice, m.stream));
   CUDA_CHECK(cudaStreamSynchronize(m.stream));  // the host copy may go away after loading
   return t;

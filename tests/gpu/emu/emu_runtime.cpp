@@ -65,6 +65,7 @@ cudaError_t cudaFreeHost(void* p) { EMU_NOT_WHILE_CAPTURING(); std::free(p); ret
 cudaError_t cudaMemcpy(void* d, const void* s, size_t n, cudaMemcpyKind) { EMU_NOT_WHILE_CAPTURING(); std::memcpy(d, s, n); return cudaSuccess; }
 cudaError_t cudaMemcpyAsync(void* d, const void* s, size_t n, cudaMemcpyKind, cudaStream_t) { return emu::enqueue([=] { std::memcpy(d, s, n); }); }
 cudaError_t cudaMemsetAsync(void* d, int v, size_t n, cudaStream_t) { return emu::enqueue([=] { std::memset(d, v, n); }); }
+cudaError_t cudaMemset(void* d, int v, size_t n) { EMU_NOT_WHILE_CAPTURING(); std::memset(d, v, n); return cudaSuccess; }
 cudaError_t cudaGetLastError() { return cudaSuccess; }
 cudaError_t cudaStreamBeginCapture(cudaStream_t, cudaStreamCaptureMode) {
   if (emu::t_capture) return cudaErrorIllegalState;

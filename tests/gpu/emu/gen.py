@@ -1,5 +1,5 @@
 """Rewrites kernels/cuda for the CPU emulation (see emu.h): each .cu becomes a .cpp that includes
-emu.h, `kernel<<<cfg>>>(args)` (also `kernel<T><<<`, also in .cuh files) becomes `emu::launch(kernel, emu::cfg(cfg), args)`, dynamic
+emu.h, `kernel<<<cfg>>>(args)` (also `kernel<T><<<`, `kernel<T, N><<<`, also in .cuh files) becomes `emu::launch(kernel, emu::cfg(cfg), args)`, dynamic
 shared memory comes from the emulator, and common.cuh exposes its device helpers to g++.
 
 usage: gen.py <repo root> <output dir>   (writes <output dir>/kernels/cuda/*)
@@ -16,7 +16,7 @@ for path in glob.glob(os.path.join(root, "kernels", "cuda", "*")):
     text = open(path).read()
     name = os.path.basename(path)
     if name.endswith(".cu") or (name.endswith(".cuh") and "<<<" in text):
-        text = re.sub(r"(\w+(?:<\w+>)?)<<<", r"emu::launch(\1, emu::cfg(", text)
+        text = re.sub(r"(\w+(?:<[\w, ]+>)?)<<<", r"emu::launch(\1, emu::cfg(", text)
         text = text.replace(">>>(", "), ")
         text = text.replace("extern __shared__ float smem[];", "float* smem = emu::dynamic_smem();")
     if name.endswith(".cu"):

@@ -1,0 +1,56 @@
+// CudaBackend's quantized weights (CudaWeights::Quantized): upload keeps a matrix in its GGUF
+// blocks on the device (the same bytes as the file), and matmul multiplies from them:
+// - n <= kQuantGemvMaxRows activation rows (decode of a few sequences): gemv_quant reads each
+//   weight block once for all rows, f32 activations, no conversion of x;
+// - more rows (prefill, large decode batches): the matrix is dequantized into wq_scratch, one
+//   bf16 buffer reused by every such GEMM and sized at upload for the largest matrix (so it is
+//   allocated before the KV cache is planned, never during a graph capture), then the bf16
+//   cuBLAS GEMM runs as in bf16 mode. No full-model bf16 copy exists at any time; the cost is
+//   one extra write and read of the matrix in bf16 per GEMM, small beside the GEMM's work at
+//   these sizes (not yet measured on a GPU; tiles dequantized into shared memory feeding MMA
+//   would avoid it).
+#include "engine/backend/cuda/backend_cuda_impl.h"
+
+namespace pagoda {
+
+Tensor CudaBackend::upload_quantized(const void* host_data, GgmlType type, int64_t rows, int64_t cols) {
+  Impl& m = *impl_;
+  require(rows > 0 && cols > 0, "upload_weight: rows and cols must be positive");
+  const GgmlTypeInfo& info = ggml_type_info(type);
+  require(cols % info.block_size == 0, "upload_weight: row length not a multiple of the block");
+  CUDA_CHECK(cudaSetDevice(m.device));
+  const size_t bytes = ggml_row_size(type, cols) * static_cast<size_t>(rows);
+  Tensor out{m.device_alloc(bytes), type, rows, cols};
+  CUDA_CHECK(cudaMemcpyAsync(out.data, host_data, bytes, cudaMemcpyHostToDevice, m.stream));
+  m.weight_bytes += bytes;
+  // The scratch a larger-batch GEMM dequantizes this matrix into: grown to exactly the largest
+  // matrix, here at load where allocating is allowed.
+  const size_t scratch = static_cast<size_t>(rows * cols) * 2;
+  if (scratch > m.wq_scratch.bytes) {
+    CUDA_CHECK(cudaStreamSynchronize(m.stream));
+    if (m.wq_scratch.ptr) CUDA_CHECK(cudaFree(m.wq_scratch.ptr));
+    m.wq_scratch.ptr = nullptr;
+    m.wq_scratch.bytes = 0;
+    CUDA_CHECK(cudaMalloc(&m.wq_scratch.ptr, scratch));
+    m.wq_scratch.bytes = scratch;
+  }
+  CUDA_CHECK(cudaStreamSynchronize(m.stream));  // the host copy may go away after loading
+  if (!m.logged_dequant.count(type)) {
+    m.logged_dequant.insert(type);
+    spdlog::info("CUDA backend: {} weight matrices stay in their GGUF blocks on the device", info.name);
+  }
+  return out;
+}
+
+void CudaBackend::matmul_quant(const Tensor& w, const Tensor& x, Tensor& out, int64_t n) {
+  Impl& m = *impl_;
+  if (cuda::gemv_quant(w.data, w.type, f32(x), f32(out), n, w.rows, w.cols, x.cols, out.cols, m.s())) return;
+  const size_t need = static_cast<size_t>(w.rows * w.cols) * 2;
+  require(need <= m.wq_scratch.bytes, "matmul: quantized matrix larger than any uploaded one");
+  cuda::dequantize_to_bf16(w.data, w.type, w.rows * w.cols, m.wq_scratch.ptr, m.s());
+  void* xb = m.bf16_x.get(static_cast<size_t>(n * x.cols) * 2, m.stream);
+  cuda::convert_to_bf16(x.data, GgmlType::F32, n * x.cols, xb, m.s());
+  gemm_bf16(m.wq_scratch.ptr, w.rows, w.cols, xb, out, n);
+}
+
+}  // namespace pagoda

@@ -1,0 +1,292 @@
+// Quantized weights on the GPU, every GGML block type pagoda reads: the device decoders
+// (kernels/cuda/quant_decode.cuh) through dequantize_to_bf16 and embed against the CPU
+// reference's values (kernels/cpu/quants*.cpp), the decode GEMV (gemv_quant.cu) at 1-8 rows
+// against an exact reference and its batch invariance, and CudaBackend's matmul and moe_ffn in
+// both weight modes (quantized, bf16) against the CpuBackend on the same bits at 1-8, 16, 64
+// and 512 rows and odd shapes. Weights are random bytes with finite fp16 scales
+// (tests/support/quant_blocks.h), so every bit pattern of the quants and sub-block scales
+// occurs. Skips (passes with a warning) without a CUDA device.
+#include <catch2/catch.hpp>
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "engine/backend/cpu/backend_cpu.h"
+#include "engine/backend/cuda/backend_cuda.h"
+#include "kernels/cpu/quants.h"
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/ops.h"
+#include "tests/gpu/cuda_test_util.h"
+#include "tests/support/quant_blocks.h"
+
+using namespace pagoda;
+using namespace pagoda::gputest;
+
+namespace {
+
+const GgmlType kTypes[] = {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0,
+                           GgmlType::Q5_1, GgmlType::IQ4_NL, GgmlType::Q2_K, GgmlType::Q3_K,
+                           GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_XS};
+
+const uint16_t kScale = cpu::fp32_to_fp16(0.0173f);  // every block's fp16 scale fields
+
+struct DeviceBuf {
+  void* p = nullptr;
+  explicit DeviceBuf(size_t bytes) { CUDA_CHECK(cudaMalloc(&p, bytes)); }
+  ~DeviceBuf() { cudaFree(p); }
+  DeviceBuf(const DeviceBuf&) = delete;
+  DeviceBuf& operator=(const DeviceBuf&) = delete;
+  template <class T>
+  T* as() const { return static_cast<T*>(p); }
+};
+
+template <class T>
+std::unique_ptr<DeviceBuf> on_device(const std::vector<T>& h) {
+  auto d = std::make_unique<DeviceBuf>(std::max<size_t>(h.size() * sizeof(T), 1));
+  CUDA_CHECK(cudaMemcpy(d->p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
+  return d;
+}
+
+template <class T>
+std::vector<T> from_device(const DeviceBuf& d, size_t n) {
+  CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<T> h(n);
+  CUDA_CHECK(cudaMemcpy(h.data(), d.p, n * sizeof(T), cudaMemcpyDeviceToHost));
+  return h;
+}
+
+int block_elems(GgmlType t) { return ggml_type_info(t).block_size; }
+
+// The CPU reference's values of rows x cols weights of type t.
+std::vector<float> cpu_values(GgmlType t, const std::vector<uint8_t>& bits, int64_t rows, int64_t cols) {
+  std::vector<float> v(static_cast<size_t>(rows * cols));
+  for (int64_t r = 0; r < rows; ++r)
+    cpu::dequantize_row(t, bits.data() + ggml_row_size(t, cols) * static_cast<size_t>(r), v.data() + r * cols, cols);
+  return v;
+}
+
+// out[i * rows + r] = sum_k x[i, k] w[r, k] in double, and the same sums of |products| (the
+// scale a rounding error is measured against).
+void reference(const std::vector<float>& w, const std::vector<float>& x, int64_t n, int64_t rows, int64_t cols,
+               std::vector<float>& out, std::vector<float>& mag) {
+  out.assign(static_cast<size_t>(n * rows), 0.0f);
+  mag.assign(out.size(), 0.0f);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t r = 0; r < rows; ++r) {
+      double s = 0, a = 0;
+      for (int64_t k = 0; k < cols; ++k) {
+        const double p = static_cast<double>(w[r * cols + k]) * x[i * cols + k];
+        s += p;
+        a += std::fabs(p);
+      }
+      out[i * rows + r] = static_cast<float>(s);
+      mag[i * rows + r] = static_cast<float>(a);
+    }
+}
+
+// |got - want| <= rel * mag + 1e-6 element-wise.
+void require_within(const std::vector<float>& got, const std::vector<float>& want, const std::vector<float>& mag,
+                    float rel, const std::string& what) {
+  REQUIRE(got.size() == want.size());
+  int bad = 0;
+  for (size_t i = 0; i < got.size(); ++i)
+    if (!(std::fabs(got[i] - want[i]) <= rel * mag[i] + 1e-6f)) {
+      if (bad < 5) UNSCOPED_INFO(what << ": [" << i << "] gpu " << got[i] << " reference " << want[i]);
+      ++bad;
+    }
+  INFO(what << ": " << bad << " of " << got.size() << " outside tolerance");
+  CHECK(bad == 0);
+}
+
+KvCacheConfig small_cache() {
+  KvCacheConfig c;
+  c.n_layers = 1;
+  c.num_blocks = 40;  // 640 tokens of 16
+  c.block_size = 16;
+  c.n_kv_heads = 1;
+  c.head_dim = 32;
+  return c;
+}
+
+// One sequence of n new tokens, blocks 0.. in order.
+StepPlan linear_plan(int n) {
+  TestSeq s;
+  s.n_new = n;
+  for (int b = 0; b * 16 < n; ++b) s.blocks.push_back(b);
+  return make_plan({s}, 16);
+}
+
+}  // namespace
+
+TEST_CASE("cuda: every block type dequantizes to the CPU reference's values", "[gpu]") {
+  PAGODA_SKIP_WITHOUT_CUDA();
+  for (GgmlType t : kTypes) {
+    INFO(ggml_type_info(t).name);
+    const int64_t rows = 3, cols = block_elems(t) * 3;
+    const auto bits = test::random_blocks(t, rows, cols, 7 + static_cast<uint32_t>(t), kScale);
+    const auto want = cpu_values(t, bits, rows, cols);
+    auto d_bits = on_device(bits);
+
+    DeviceBuf d_bf16(static_cast<size_t>(rows * cols) * 2);
+    cuda::dequantize_to_bf16(d_bits->p, t, rows * cols, d_bf16.p, nullptr);
+    const auto got_bits = from_device<uint16_t>(d_bf16, static_cast<size_t>(rows * cols));
+    std::vector<float> got(got_bits.size()), want_bf16(want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      got[i] = cpu::bf16_to_fp32(got_bits[i]);
+      want_bf16[i] = cpu::bf16_to_fp32(cpu::fp32_to_bf16(want[i]));
+    }
+    require_close(got, want_bf16, 0.0f, 0.0f, "dequantize_to_bf16");
+
+    // embed: rows 2, 0, an out-of-range token (a zero row), 1; F32 values as the CPU decodes them.
+    const std::vector<int32_t> tokens = {2, 0, 3, 1};
+    auto d_tok = on_device(tokens);
+    DeviceBuf d_out(tokens.size() * static_cast<size_t>(cols) * 4);
+    cuda::embed(d_bits->p, t, rows, cols, d_tok->as<int32_t>(), 4, d_out.as<float>(), nullptr);
+    const auto emb = from_device<float>(d_out, tokens.size() * static_cast<size_t>(cols));
+    std::vector<float> want_emb;
+    for (int32_t tok : tokens)
+      for (int64_t c = 0; c < cols; ++c) want_emb.push_back(tok < rows ? want[tok * cols + c] : 0.0f);
+    require_close(emb, want_emb, 0.0f, 0.0f, "embed");
+  }
+}
+
+TEST_CASE("cuda: gemv_quant matches the reference at 1-8 rows, whatever the batch", "[gpu]") {
+  PAGODA_SKIP_WITHOUT_CUDA();
+  for (GgmlType t : kTypes) {
+    // 37 rows (not a multiple of the 4 warps of a CUDA block) of 3 blocks (fewer pieces than
+    // lanes), and 9 rows of 1,280 values (40 pieces: lanes take two).
+    for (const auto& [rows, cols] : {std::pair<int64_t, int64_t>{37, 3 * block_elems(t)}, {9, 1280}}) {
+      INFO(ggml_type_info(t).name << " " << rows << "x" << cols);
+      const auto bits = test::random_blocks(t, rows, cols, 11 + static_cast<uint32_t>(t) + static_cast<uint32_t>(cols), kScale);
+      const auto w = cpu_values(t, bits, rows, cols);
+      auto d_w = on_device(bits);
+      const auto x = bf16_values(static_cast<size_t>(8 * cols), 5 + static_cast<uint32_t>(cols));
+      auto d_x = on_device(x);
+      DeviceBuf d_out(static_cast<size_t>(8 * rows) * 4);
+      // Each activation row alone (n = 1): the batch results below must match these bits.
+      std::vector<float> single(static_cast<size_t>(8 * rows));
+      for (int64_t i = 0; i < 8; ++i) {
+        REQUIRE(cuda::gemv_quant(d_w->p, t, d_x->as<float>() + i * cols, d_out.as<float>() + i * rows, 1, rows,
+                                 cols, cols, rows, nullptr));
+      }
+      single = from_device<float>(d_out, single.size());
+      for (int n = 1; n <= cuda::kQuantGemvMaxRows; ++n) {
+        INFO("n " << n);
+        CUDA_CHECK(cudaMemset(d_out.p, 0xff, static_cast<size_t>(8 * rows) * 4));
+        REQUIRE(cuda::gemv_quant(d_w->p, t, d_x->as<float>(), d_out.as<float>(), n, rows, cols, cols, rows, nullptr));
+        const auto got = from_device<float>(d_out, static_cast<size_t>(n * rows));
+        std::vector<float> want, mag;
+        reference(w, x, n, rows, cols, want, mag);
+        require_within(got, want, mag, 1e-5f, "gemv_quant");
+        const std::vector<float> alone(single.begin(), single.begin() + n * rows);
+        require_close(got, alone, 0.0f, 0.0f, "batch invariance");
+      }
+      CHECK_FALSE(cuda::gemv_quant(d_w->p, t, d_x->as<float>(), d_out.as<float>(), 9, rows, cols, cols, rows, nullptr));
+    }
+  }
+}
+
+TEST_CASE("cuda: matmul of quantized weights matches the CPU backend in both weight modes", "[gpu]") {
+  PAGODA_SKIP_WITHOUT_CUDA();
+  for (CudaWeights mode : {CudaWeights::Quantized, CudaWeights::Bf16}) {
+    const bool quantized = mode == CudaWeights::Quantized;
+    INFO((quantized ? "quantized" : "bf16") << " mode");
+    CpuBackend cpu{2};
+    CudaBackendOptions opts;
+    opts.weights = mode;
+    CudaBackend gpu(opts);
+    Backend* both[2] = {&cpu, &gpu};
+    for (Backend* b : both) b->init_kv_cache(small_cache());
+    for (GgmlType t : kTypes) {
+      struct Shape {
+        int64_t rows, cols;
+        std::vector<int> ns;
+      };
+      const Shape shapes[] = {{37, 2 * block_elems(t), {1, 2, 3, 4, 5, 6, 7, 8, 16, 64, 512}},
+                              {6, 3 * block_elems(t), {1, 5, 9}}};
+      for (const Shape& s : shapes) {
+        const auto bits = test::random_blocks(t, s.rows, s.cols, 3 + static_cast<uint32_t>(t) + static_cast<uint32_t>(s.cols), kScale);
+        const auto wv = cpu_values(t, bits, s.rows, s.cols);
+        Tensor w[2];
+        for (int b = 0; b < 2; ++b) w[b] = both[b]->upload_weight(bits.data(), t, s.rows, s.cols);
+        CHECK(w[1].type == (quantized ? t : GgmlType::BF16));
+        for (int n : s.ns) {
+          INFO(ggml_type_info(t).name << " " << s.rows << "x" << s.cols << " n " << n);
+          const auto xv = bf16_values(static_cast<size_t>(n * s.cols), 17 + static_cast<uint32_t>(n));
+          std::vector<float> res[2];
+          for (int b = 0; b < 2; ++b) {
+            both[b]->begin_step(linear_plan(n));
+            Tensor x = activation_from(*both[b], xv, n, s.cols);
+            Tensor out = both[b]->alloc(n, s.rows);
+            both[b]->matmul(w[b], x, out, n);
+            res[b] = read_all(*both[b], out, n);
+          }
+          // Against the CPU backend as test_cuda_ops compares quantized GEMMs (the CPU may
+          // quantize x): a few percent of the output scale.
+          float scale = 0;
+          for (float v : res[0]) scale = std::max(scale, std::fabs(v));
+          require_close(res[1], res[0], 0.03f * scale, 0.0f, "vs CPU backend");
+          // Against the exact products: f32 FMA at up to kQuantGemvMaxRows rows in quantized
+          // mode; otherwise bf16 weights and activations (2^-8 relative each).
+          std::vector<float> want, mag;
+          reference(wv, xv, n, s.rows, s.cols, want, mag);
+          const bool fma_path = quantized && n <= cuda::kQuantGemvMaxRows;
+          require_within(res[1], want, mag, fma_path ? 1e-5f : 8e-3f, "vs exact");
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("cuda: moe_ffn runs quantized experts as the CPU backend does", "[gpu]") {
+  PAGODA_SKIP_WITHOUT_CUDA();
+  const int ne = 4, k = 2;
+  const int64_t dim = 256, ff = 256;
+  for (CudaWeights mode : {CudaWeights::Quantized, CudaWeights::Bf16}) {
+    for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q8_0, GgmlType::IQ4_XS}) {
+      CpuBackend cpu{2};
+      CudaBackendOptions opts;
+      opts.weights = mode;
+      CudaBackend gpu(opts);
+      Backend* both[2] = {&cpu, &gpu};
+      const auto gate = test::random_blocks(t, ne * ff, dim, 41, kScale);
+      const auto up = test::random_blocks(t, ne * ff, dim, 42, kScale);
+      const auto down = test::random_blocks(t, ne * dim, ff, 43, kScale);
+      // 6 tokens: every expert gets at most 6 rows (the GEMV); 24 tokens: expert 0 gets all 24
+      // (the dequantized path) beside experts with a few.
+      for (int n : {6, 24}) {
+        INFO(ggml_type_info(t).name << " n " << n << (mode == CudaWeights::Quantized ? " quantized" : " bf16"));
+        std::vector<int32_t> experts;
+        std::vector<float> weights;
+        for (int i = 0; i < n; ++i) {
+          experts.push_back(n > 8 ? 0 : i % ne);
+          experts.push_back(1 + (i * 7) % (ne - 1));
+          weights.push_back(0.75f);
+          weights.push_back(0.25f);
+        }
+        const auto xv = bf16_values(static_cast<size_t>(n * dim), 51 + static_cast<uint32_t>(n), 0.5f);
+        std::vector<float> res[2];
+        for (int b = 0; b < 2; ++b) {
+          Backend& be = *both[b];
+          be.init_kv_cache(small_cache());
+          ExpertWeights ew;
+          ew.gate = be.upload_weight(gate.data(), t, ne * ff, dim);
+          ew.up = be.upload_weight(up.data(), t, ne * ff, dim);
+          ew.down = be.upload_weight(down.data(), t, ne * dim, ff);
+          ew.n_experts = ne;
+          be.begin_step(linear_plan(n));
+          Tensor x = activation_from(be, xv, n, dim);
+          Tensor out = be.alloc(n, dim);
+          be.moe_ffn(ew, x, experts.data(), weights.data(), k, nullptr, nullptr, out, n);
+          res[b] = read_all(be, out, n);
+        }
+        float scale = 0;
+        for (float v : res[0]) scale = std::max(scale, std::fabs(v));
+        require_close(res[1], res[0], 0.03f * scale, 0.0f, "moe_ffn vs CPU backend");
+      }
+    }
+  }
+}

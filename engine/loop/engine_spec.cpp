@@ -21,7 +21,9 @@ std::function<DraftTree(const Sequence&, int)> LlmEngine::make_drafter() {
   draft_ = std::make_unique<DraftModelDrafter>(*cfg_.draft_model, cfg_.block_size, cfg_.max_seqs, ctx_limit_,
                                                cfg_.spec_tree);
   spdlog::info("engine: draft model with {} KV blocks of its own", draft_->num_blocks());
-  return [d = draft_.get()](const Sequence& seq, int max_draft) { return d->draft(seq.id, seq.tokens, seq.n_shifts, max_draft); };
+  return [d = draft_.get()](const Sequence& seq, int max_draft) {
+    return d->draft(seq.id, seq.tokens, seq.n_shifts, max_draft);
+  };
 }
 
 std::vector<SampleResult> LlmEngine::verify_tree(const SampleTarget& target) {

@@ -58,3 +58,13 @@ TEST_CASE("context_shift_cut keeps whole blocks and drops half the rest, in whol
   CHECK(ceil_div(32, 16) == 2);
   CHECK(ceil_div(0, 16) == 0);
 }
+
+TEST_CASE("kv_bytes_for_sequences: whole blocks per sequence plus one, times the sequences") {
+  CHECK(kv_bytes_for_sequences(1, 32, 16, kMiB) == 3 * kMiB);  // 2 blocks + 1
+  CHECK(kv_bytes_for_sequences(1, 33, 16, kMiB) == 4 * kMiB);  // 3 blocks + 1
+  CHECK(kv_bytes_for_sequences(4, 1, 16, 100) == 4 * 2 * 100);
+  // The engine's explicit-bytes budget gives back exactly those blocks.
+  EngineConfig cfg;
+  cfg.kv_cache_memory = kv_bytes_for_sequences(3, 100, cfg.block_size, kMiB);
+  CHECK(kv_budget(cfg, MemoryInfo{kMiB, kMiB, false}, kMiB, 100).blocks == 3 * (7 + 1));
+}

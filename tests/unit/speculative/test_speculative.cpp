@@ -228,3 +228,39 @@ TEST_CASE("low acceptance pauses a sequence's speculation, with a growing back-o
   for (int i = 0; i < 20; ++i) good.observe(4, 3);
   CHECK(good.paused_steps == 0);
 }
+
+TEST_CASE("scheduler: next_step carries each target with its rows; take_emitted counts the tokens each took") {
+  KvCacheManager kv(32, 4);
+  SchedulerConfig c;
+  c.max_batch_tokens = 64;
+  c.max_seqs = 4;
+  c.ctx_limit = 100;
+  c.spec_tokens = 8;
+  c.draft = [&](const Sequence& seq, int) { return fixed_tree(seq.tokens.back()); };
+  Scheduler s(c, kv);
+  auto seq = make_seq(1, {1, 2, 3, 4, 5, 6}, 3);  // ends after 3 tokens: its second drafted one
+  auto plain = make_seq(2, {1, 2, 3}, 20);
+  plain->speculate = false;
+  s.add(seq);
+  s.add(plain);
+  ScheduledStep first = s.next_step();  // prefills: one plain row each
+  REQUIRE(first.targets.size() == 2);
+  CHECK(first.targets[0].seq == seq);
+  CHECK(first.targets[1].seq == plain);
+  CHECK(first.targets[0].logit_row != first.targets[1].logit_row);
+  CHECK(first.plan.logit_rows.size() == 2);
+  CHECK(s.take_emitted({{40}, {41}}) == std::vector<int>{1, 1});
+
+  ScheduledStep step = s.next_step();
+  REQUIRE(step.targets.size() == 2);
+  REQUIRE(step.targets[0].tree);
+  CHECK(step.targets[0].seq == seq);
+  CHECK(!step.targets[1].tree);
+  CHECK(step.targets[1].logit_row == step.targets[0].tree->size());  // after the tree's rows
+  // The tree target emits three tokens, but max_tokens = 3 (one already drawn) ends it after two.
+  CHECK(s.take_emitted({{10, 30, 99}, {42}}) == std::vector<int>{2, 1});
+  CHECK(seq->finished());
+  CHECK(seq->output == std::vector<int32_t>{40, 10, 30});
+  s.finish(plain, FinishReason::Abort);
+  CHECK(kv.pool().stats().used == 0);
+}

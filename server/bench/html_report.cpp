@@ -246,9 +246,9 @@ std::string metadata_table(const BenchReport& r) {
 const char* kStyle =
     "body{font-family:sans-serif;margin:24px;color:#222;max-width:1240px}"
     "h1{font-size:22px}h2{font-size:18px;margin-top:28px;border-bottom:1px solid #ddd}"
-    "table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}"
+    "table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #ccc;padding:3px 6px;text-align:right;white-space:nowrap;font-size:13px}th{white-space:normal}"
     "th{background:#f2f2f2}tr.ratio td{color:#555;font-style:italic;background:#fafafa}"
-    "table.meta th,table.meta td{text-align:left;vertical-align:top}table.meta code{white-space:pre-wrap;"
+    "table.meta th,table.meta td{text-align:left;vertical-align:top;white-space:normal}table.meta th{white-space:nowrap}table.meta code{white-space:pre-wrap;"
     "word-break:break-all}td.tag{font-weight:bold;text-align:center}"
     ".charts{display:flex;flex-wrap:wrap;gap:8px}figure{margin:4px}figcaption{font-weight:bold;font-size:13px;"
     "margin-bottom:2px}.note{font-size:12px;color:#555}.nodata{color:#888;width:540px}"
@@ -272,7 +272,7 @@ std::string render_html(const BenchReport& r) {
         << html_escape(r.targets[t].model) << ")" << (t + 1 < r.targets.size() ? "; " : "");
     o << ". The load points ran alternately on A and B, with the same requests.</p>";
   }
-  o << "<h2>Summary</h2>" << summary_table(r);
+  o << "<h2 id='summary'>Summary</h2>" << summary_table(r);
   if (!r.slo.empty()) {
     o << "<h2>Goodput</h2><p>Objectives: ";
     for (size_t i = 0; i < r.slo.size(); ++i) o << (i ? ", " : "") << html_escape(describe(r.slo[i]));
@@ -287,7 +287,7 @@ std::string render_html(const BenchReport& r) {
     if (r.targets[0].points.size() > 1) o << "<div class='charts'>" << goodput_chart(r) << "</div>";
   }
   if (r.targets[0].points.size() > 1)
-    o << "<h2>Sweep</h2><div class='charts'>" << sweep_chart(r, "TTFT", &Summary::ttft_s)
+    o << "<h2 id='sweep'>Sweep</h2><div class='charts'>" << sweep_chart(r, "TTFT", &Summary::ttft_s)
       << sweep_chart(r, "TPOT", &Summary::tpot_s) << sweep_chart(r, "ITL", &Summary::itl_s)
       << sweep_chart(r, "end-to-end latency", &Summary::e2e_s) << "</div>";
   for (size_t i = 0; i < r.targets[0].points.size(); ++i) {
@@ -296,7 +296,7 @@ std::string render_html(const BenchReport& r) {
     for (const auto& m : kMetrics) o << cdf_chart(r, i, m) << histogram_chart(r, i, m);
     o << "</div>";
   }
-  o << "<h2>Run</h2>" << metadata_table(r) << "<details><summary>The full report as JSON</summary><pre>"
+  o << "<h2 id='run'>Run</h2>" << metadata_table(r) << "<details><summary>The full report as JSON</summary><pre>"
     << html_escape(report_to_json(r).dump(2)) << "</pre></details></body></html>\n";
   return o.str();
 }

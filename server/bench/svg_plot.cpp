@@ -116,7 +116,25 @@ std::string SvgPlot::render() const {
   const double x0 = xt.front(), x1 = xt.back(), y0 = yt.front(), y1 = yt.back();
   const double xstep = xt.size() > 1 ? xt[1] - xt[0] : 1, ystep = yt.size() > 1 ? yt[1] - yt[0] : 1;
 
-  const int L = 70, R = 18, T = 12, B = 50;
+  // Legend entries flow left to right above the plot, wrapping into rows (text ~6.5 px a char).
+  struct Entry {
+    const PlotSeries* series;
+    int row;
+  };
+  std::vector<std::pair<Entry, double>> legend;
+  {
+    double x = 70;
+    int row = 0;
+    for (const auto& s : series_) {
+      if (s.name.empty()) continue;
+      const double w = 28 + 6.5 * s.name.size();
+      if (x + w > width_ - 10 && x > 70) x = 70, ++row;
+      legend.push_back({{&s, row}, x});
+      x += w;
+    }
+  }
+  const int rows = legend.empty() ? 0 : legend.back().first.row + 1;
+  const int L = 70, R = 18, T = 12 + 16 * rows, B = 50;
   const double pw = width_ - L - R, ph = height_ - T - B;
   auto px = [&](double x) { return L + pw * (x - x0) / (x1 - x0); };
   auto py = [&](double y) { return T + ph - ph * (y - y0) / (y1 - y0); };
@@ -174,14 +192,19 @@ std::string SvgPlot::render() const {
     }
   }
   o << "</g>";
-  // Legend, top left inside the plot.
-  int row = 0;
-  for (const auto& s : series_) {
-    if (s.name.empty()) continue;
-    const double y = T + 14 + 16 * row++;
-    o << "<rect x='" << L + 8 << "' y='" << num(y - 9) << "' width='14' height='10' fill='" << s.color
-      << "'/><text x='" << L + 27 << "' y='" << num(y) << "' font-size='11' fill='#222' "
-      << "stroke='#fff' stroke-width='3' paint-order='stroke'>" << html_escape(s.name) << "</text>";
+  // Legend, in rows above the plot: a swatch drawn like the series (bar, line, dashed line).
+  for (const auto& [e, row_x] : legend) {
+    const PlotSeries& s = *e.series;
+    const double y = 14 + 16 * e.row;
+    if (s.kind == PlotSeries::Kind::Bars)
+      o << "<rect x='" << num(row_x) << "' y='" << num(y - 9) << "' width='16' height='10' fill='" << s.color
+        << "' fill-opacity='0.6'/>";
+    else
+      o << "<line x1='" << num(row_x) << "' y1='" << num(y - 4) << "' x2='" << num(row_x + 16) << "' y2='"
+        << num(y - 4) << "' stroke='" << s.color << "' stroke-width='2'" << (s.dashed ? " stroke-dasharray='4 3'" : "")
+        << "/>";
+    o << "<text x='" << num(row_x + 20) << "' y='" << num(y) << "' font-size='11' fill='#222'>" << html_escape(s.name)
+      << "</text>";
   }
   o << "</svg></figure>";
   return o.str();

@@ -65,7 +65,7 @@ nlohmann::json run_metadata(const BenchOptions& opt, int argc, char** argv) {
   nlohmann::json m = nlohmann::json::object();
   m["date"] = utc_now();
   m["command line"] = command_line(argc, argv);
-  for (const auto& [k, v] : describe_client_host().items()) m[k] = v;
+  m.update(describe_client_host());
   m["endpoint"] = opt.endpoint == Endpoint::Chat ? "/v1/chat/completions" : "/v1/completions";
   if (!opt.prompts_file.empty()) {
     m["workload"] = "prompts from " + opt.prompts_file;

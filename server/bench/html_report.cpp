@@ -56,8 +56,9 @@ const MetricInfo kMetrics[] = {{"ttft", "Time to first token"},
                                {"e2e", "End-to-end latency"}};
 
 std::string cdf_chart(const BenchReport& r, size_t point, const MetricInfo& m) {
-  SvgPlot plot(std::string(m.name) + " - CDF", std::string(m.name) + " (ms)", "requests at or below (%)");
-  if (std::string(m.key) == "itl") plot = SvgPlot(std::string(m.name) + " - CDF", "gap between tokens (ms)", "gaps at or below (%)");
+  const bool itl = std::string(m.key) == "itl";
+  SvgPlot plot(std::string(m.name) + " - CDF", itl ? "gap between tokens (ms)" : std::string(m.name) + " (ms)",
+               itl ? "gaps at or below (%)" : "requests at or below (%)");
   plot.x_from_zero(false);
   plot.y_range(0, 100);
   for (size_t t = 0; t < r.targets.size(); ++t) {

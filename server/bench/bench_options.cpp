@@ -43,6 +43,9 @@ workload:
   --no-ignore-eos         let the model stop early (default: ignore_eos=true)
   --prompts FILE.jsonl    prompts from a file: {"prompt": ...} or {"messages": [...]}; other
                           fields of a line (max_tokens, response_format, ...) go into its request
+  --sharegpt FILE.json    prompts from a ShareGPT-format file: each conversation's first
+                          human turn, with max_tokens from the length of its reply
+                          (characters / 4)
   --seed N                workload seed (default 1)
 output:
   --json FILE             machine-readable report ("-" for stdout)
@@ -110,6 +113,7 @@ bool parse_bench_options(int argc, char** argv, BenchOptions& o) {
     else if (a == "--system-prompt-len") o.system_prompt_len = to_int(a, value());
     else if (a == "--no-ignore-eos") o.ignore_eos = false;
     else if (a == "--prompts") o.prompts_file = value();
+    else if (a == "--sharegpt") o.sharegpt_file = value();
     else if (a == "--seed") o.seed = static_cast<uint64_t>(to_double(a, value()));
     else if (a == "--json") o.json_path = value();
     else if (a == "--html") o.html_path = value();
@@ -137,6 +141,8 @@ bool parse_bench_options(int argc, char** argv, BenchOptions& o) {
   if (o.requests < 0 || o.duration_s < 0) throw std::invalid_argument("--requests/--duration must be positive");
   if (o.input_len < 1 || o.output_len < 1) throw std::invalid_argument("--input-len/--output-len must be at least 1");
   if (o.len_spread < 0 || o.len_spread >= 1) throw std::invalid_argument("--len-spread must be in [0, 1)");
+  if (!o.prompts_file.empty() && !o.sharegpt_file.empty())
+    throw std::invalid_argument("--prompts and --sharegpt are two sources of prompts: pass one");
   if (o.warmup < 0) throw std::invalid_argument("--warmup must be 0 or more");
   if (!o.compare_url.empty() && o.compare_url == o.url)
     throw std::invalid_argument("--compare names the same server as --url");

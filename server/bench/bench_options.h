@@ -33,6 +33,7 @@ struct BenchOptions {
   int system_prompt_len = 0;     // words of a system prompt shared by every request
   bool ignore_eos = true;        // ask for exactly max_tokens (an extension most servers accept)
   std::string prompts_file;      // JSONL: {"prompt": "..."} or {"messages": [...]}, opt. "max_tokens"
+  std::string sharegpt_file;     // ShareGPT JSON: first human turns, reply lengths as max_tokens
   uint64_t seed = 1;
   int warmup = 0;                // requests sent to each server before measuring, not counted
 

@@ -69,6 +69,8 @@ nlohmann::json run_metadata(const BenchOptions& opt, int argc, char** argv) {
   m["endpoint"] = opt.endpoint == Endpoint::Chat ? "/v1/chat/completions" : "/v1/completions";
   if (!opt.prompts_file.empty()) {
     m["workload"] = "prompts from " + opt.prompts_file;
+  } else if (!opt.sharegpt_file.empty()) {
+    m["workload"] = "ShareGPT conversations from " + opt.sharegpt_file;
   } else {
     char buf[256];
     std::snprintf(buf, sizeof buf, "synthetic: %d prompt words, %d output tokens, spread %g, system prompt %d words",

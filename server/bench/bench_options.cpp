@@ -1,5 +1,7 @@
 #include "server/bench/bench_options.h"
 
+#include "server/bench/slo.h"
+
 #include <cstdio>
 #include <stdexcept>
 #include <string>
@@ -12,6 +14,8 @@ Load-tests an OpenAI-compatible server (pagoda, vLLM, llama.cpp server) over str
 
 target:
   --url URL               server base URL (default http://127.0.0.1:8080)
+  --compare URL           a second server (B) run with the same workload; the load points
+                          alternate A, B, A, B and the report shows both with B/A ratios
   --api-key KEY           Bearer key
   --model NAME            model name (default: first of GET /v1/models)
   --endpoint chat|completions   (default chat)
@@ -24,6 +28,13 @@ load (closed loop unless --rate):
   --duration S            stop issuing new requests after S seconds
   --timeout S             per-request timeout (default 600)
   --sweep KEY=V1,V2,...   one run per value; KEY is users or rate
+  --warmup N              N requests to each server first, not counted (default 0)
+goodput:
+  --slo LIST              objectives METRIC[:pNN]=LIMIT, comma-separated; METRIC is ttft, itl,
+                          tpot or e2e, pNN the percentile (default p90), LIMIT a time with a
+                          unit (us, ms, s), e.g. --slo ttft=500ms,itl:p99=50ms. Reports the
+                          share of requests and the output tokens/s within every limit, per
+                          point, and the highest load whose percentiles all met them
 workload:
   --input-len N           prompt words (default 128)
   --output-len N          max_tokens (default 128)
@@ -32,6 +43,9 @@ workload:
   --no-ignore-eos         let the model stop early (default: ignore_eos=true)
   --prompts FILE.jsonl    prompts from a file: {"prompt": ...} or {"messages": [...]}; other
                           fields of a line (max_tokens, response_format, ...) go into its request
+  --sharegpt FILE.json    prompts from a ShareGPT-format file: each conversation's first
+                          human turn, with max_tokens from the length of its reply
+                          (characters / 4)
   --seed N                workload seed (default 1)
 output:
   --json FILE             machine-readable report ("-" for stdout)
@@ -73,6 +87,14 @@ bool parse_bench_options(int argc, char** argv, BenchOptions& o) {
       while (!o.url.empty() && o.url.back() == '/') o.url.pop_back();
     } else if (a == "--api-key") o.api_key = value();
     else if (a == "--model") o.model = value();
+    else if (a == "--compare") {
+      o.compare_url = value();
+      while (!o.compare_url.empty() && o.compare_url.back() == '/') o.compare_url.pop_back();
+    } else if (a == "--warmup") o.warmup = to_int(a, value());
+    else if (a == "--slo") {
+      o.slo_spec = value();
+      parse_slo(o.slo_spec);  // throws with the reason
+    }
     else if (a == "--endpoint") {
       const std::string v = value();
       if (v == "chat") o.endpoint = Endpoint::Chat;
@@ -91,6 +113,7 @@ bool parse_bench_options(int argc, char** argv, BenchOptions& o) {
     else if (a == "--system-prompt-len") o.system_prompt_len = to_int(a, value());
     else if (a == "--no-ignore-eos") o.ignore_eos = false;
     else if (a == "--prompts") o.prompts_file = value();
+    else if (a == "--sharegpt") o.sharegpt_file = value();
     else if (a == "--seed") o.seed = static_cast<uint64_t>(to_double(a, value()));
     else if (a == "--json") o.json_path = value();
     else if (a == "--html") o.html_path = value();
@@ -118,6 +141,11 @@ bool parse_bench_options(int argc, char** argv, BenchOptions& o) {
   if (o.requests < 0 || o.duration_s < 0) throw std::invalid_argument("--requests/--duration must be positive");
   if (o.input_len < 1 || o.output_len < 1) throw std::invalid_argument("--input-len/--output-len must be at least 1");
   if (o.len_spread < 0 || o.len_spread >= 1) throw std::invalid_argument("--len-spread must be in [0, 1)");
+  if (!o.prompts_file.empty() && !o.sharegpt_file.empty())
+    throw std::invalid_argument("--prompts and --sharegpt are two sources of prompts: pass one");
+  if (o.warmup < 0) throw std::invalid_argument("--warmup must be 0 or more");
+  if (!o.compare_url.empty() && o.compare_url == o.url)
+    throw std::invalid_argument("--compare names the same server as --url");
   if (o.max_concurrency < 1) throw std::invalid_argument("--max-concurrency must be at least 1");
   for (double v : o.sweep_values)
     if (v <= 0) throw std::invalid_argument("--sweep values must be positive");

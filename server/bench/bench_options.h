@@ -12,7 +12,8 @@ enum class Endpoint { Chat, Completions };
 struct BenchOptions {
   std::string url = "http://127.0.0.1:8080";  // scheme://host:port of the server
   std::string api_key;
-  std::string model;             // empty: the first id GET /v1/models returns
+  std::string model;             // empty: the first id GET /v1/models returns (per server)
+  std::string compare_url;       // a second server: same workload, load points alternate
   Endpoint endpoint = Endpoint::Chat;
 
   // Load shape: closed loop with `users` (each waits for its reply, then thinks) unless
@@ -32,7 +33,12 @@ struct BenchOptions {
   int system_prompt_len = 0;     // words of a system prompt shared by every request
   bool ignore_eos = true;        // ask for exactly max_tokens (an extension most servers accept)
   std::string prompts_file;      // JSONL: {"prompt": "..."} or {"messages": [...]}, opt. "max_tokens"
+  std::string sharegpt_file;     // ShareGPT JSON: first human turns, reply lengths as max_tokens
   uint64_t seed = 1;
+  int warmup = 0;                // requests sent to each server before measuring, not counted
+
+  // Goodput: METRIC[:pNN]=LIMIT,... (slo.h), checked when parsed.
+  std::string slo_spec;
 
   // Output.
   std::string json_path;         // "-" for stdout

@@ -5,7 +5,29 @@
 #include <cstdio>
 #include <sstream>
 
+#include "server/bench/svg_plot.h"
+
 namespace pagoda::bench {
+
+double percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const double pos = std::clamp(q, 0.0, 1.0) * (v.size() - 1);
+  const size_t lo = static_cast<size_t>(std::floor(pos));
+  const size_t hi = std::min(lo + 1, v.size() - 1);
+  const double frac = pos - lo;
+  if (frac <= 0 || std::isinf(v[hi])) return frac <= 0 ? v[lo] : v[hi];
+  return v[lo] + (v[hi] - v[lo]) * frac;
+}
+
+RequestFigures figures_of(const RequestResult& r) {
+  RequestFigures f;
+  f.ttft_s = r.ttft_s;
+  f.e2e_s = r.e2e_s;
+  for (size_t i = 1; i < r.chunk_times_s.size(); ++i) f.itl_s.push_back(r.chunk_times_s[i] - r.chunk_times_s[i - 1]);
+  if (r.completion_tokens > 1 && r.ttft_s >= 0) f.tpot_s = (r.e2e_s - r.ttft_s) / (r.completion_tokens - 1);
+  return f;
+}
 
 Distribution distribution_of(std::vector<double> v) {
   Distribution d;
@@ -15,17 +37,43 @@ Distribution distribution_of(std::vector<double> v) {
   double sum = 0;
   for (double x : v) sum += x;
   d.mean = sum / v.size();
-  auto pct = [&](double p) {
-    const double pos = p * (v.size() - 1);
-    const size_t lo = static_cast<size_t>(std::floor(pos));
-    const size_t hi = std::min(lo + 1, v.size() - 1);
-    return v[lo] + (v[hi] - v[lo]) * (pos - lo);
-  };
-  d.p50 = pct(0.50);
-  d.p90 = pct(0.90);
-  d.p99 = pct(0.99);
+  d.p50 = percentile(v, 0.50);
+  d.p90 = percentile(v, 0.90);
+  d.p99 = percentile(v, 0.99);
   d.max = v.back();
   return d;
+}
+
+TimeSeries time_series(const RunResult& run) {
+  TimeSeries ts;
+  double end = run.wall_s;
+  for (const auto& r : run.requests) end = std::max(end, r.start_s + r.e2e_s);
+  if (!(end > 0)) return ts;
+  ts.bin_s = nice_step(end, 40);
+  const size_t n = std::max<size_t>(1, static_cast<size_t>(std::ceil(end / ts.bin_s - 1e-9)));
+  ts.tokens_per_s.assign(n, 0);
+  ts.in_flight.assign(n, 0);
+  auto bin_of = [&](double t) { return std::min(n - 1, static_cast<size_t>(std::max(0.0, t / ts.bin_s))); };
+  for (const auto& r : run.requests) {
+    // In flight from its start to its end (failed requests too: they held a slot).
+    const double a = r.start_s, b = r.start_s + r.e2e_s;
+    for (size_t i = bin_of(a); i < n && i * ts.bin_s < b; ++i) {
+      const double lo = std::max(a, i * ts.bin_s), hi = std::min(b, (i + 1) * ts.bin_s);
+      if (hi > lo) ts.in_flight[i] += hi - lo;
+    }
+    if (r.error != ErrorKind::None || r.chunk_times_s.empty()) continue;
+    // The request's tokens spread over its chunk arrivals (a chunk may carry several).
+    const double per_chunk = double(r.completion_tokens) / r.chunk_times_s.size();
+    for (double t : r.chunk_times_s) ts.tokens_per_s[bin_of(r.start_s + t)] += per_chunk;
+  }
+  // Per second of each bin; the last one may be cut short by the run's end.
+  for (size_t i = 0; i < n; ++i) {
+    const double width = std::min(ts.bin_s, end - i * ts.bin_s);
+    if (width <= 0) continue;
+    ts.tokens_per_s[i] /= width;
+    ts.in_flight[i] /= width;
+  }
+  return ts;
 }
 
 Summary summarize(const RunResult& run) {
@@ -44,12 +92,11 @@ Summary summarize(const RunResult& run) {
     ++s.succeeded;
     s.prompt_tokens += r.prompt_tokens;
     s.completion_tokens += r.completion_tokens;
-    e2e.push_back(r.e2e_s);
-    if (r.ttft_s >= 0) ttft.push_back(r.ttft_s);
-    for (size_t i = 1; i < r.chunk_times_s.size(); ++i)
-      itl.push_back(r.chunk_times_s[i] - r.chunk_times_s[i - 1]);
-    if (r.completion_tokens > 1 && r.ttft_s >= 0)
-      tpot.push_back((r.e2e_s - r.ttft_s) / (r.completion_tokens - 1));
+    const RequestFigures f = figures_of(r);
+    e2e.push_back(f.e2e_s);
+    if (f.ttft_s >= 0) ttft.push_back(f.ttft_s);
+    itl.insert(itl.end(), f.itl_s.begin(), f.itl_s.end());
+    if (f.tpot_s >= 0) tpot.push_back(f.tpot_s);
   }
   if (s.wall_s > 0) {
     s.request_throughput = s.succeeded / s.wall_s;
@@ -64,10 +111,6 @@ Summary summarize(const RunResult& run) {
 
 namespace {
 
-nlohmann::json dist_json(const Distribution& d) {
-  return {{"count", d.count}, {"mean", d.mean}, {"p50", d.p50}, {"p90", d.p90}, {"p99", d.p99}, {"max", d.max}};
-}
-
 std::string fmt(const char* f, double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, f, v);
@@ -76,112 +119,49 @@ std::string fmt(const char* f, double v) {
 
 std::string ms(double s) { return fmt("%.1f", s * 1000.0); }
 
-std::string html_escape(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    switch (c) {
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '&': o += "&amp;"; break;
-      case '"': o += "&quot;"; break;
-      default: o += c;
-    }
-  }
-  return o;
+nlohmann::json dist_json(const Distribution& d) {
+  return {{"count", d.count}, {"mean", d.mean}, {"p50", d.p50}, {"p90", d.p90}, {"p99", d.p99}, {"max", d.max}};
 }
 
-// A histogram of `values` (seconds, shown in ms) as an inline SVG.
-std::string svg_histogram(const std::vector<double>& values, const std::string& title) {
-  const int W = 460, H = 220, L = 50, B = 30, bins = 30;
-  std::ostringstream o;
-  o << "<figure><figcaption>" << html_escape(title) << "</figcaption><svg width='" << W
-    << "' height='" << H << "' viewBox='0 0 " << W << ' ' << H << "'>";
-  if (values.empty()) {
-    o << "<text x='20' y='40'>no data</text></svg></figure>";
-    return o.str();
-  }
-  const double lo = *std::min_element(values.begin(), values.end());
-  double hi = *std::max_element(values.begin(), values.end());
-  if (hi <= lo) hi = lo + 1e-6;
-  std::vector<int> counts(bins, 0);
-  for (double v : values) counts[std::min(bins - 1, static_cast<int>((v - lo) / (hi - lo) * bins))]++;
-  const int cmax = *std::max_element(counts.begin(), counts.end());
-  const double bw = double(W - L - 10) / bins;
-  for (int i = 0; i < bins; ++i) {
-    const double h = double(H - B - 10) * counts[i] / cmax;
-    o << "<rect x='" << L + i * bw << "' y='" << H - B - h << "' width='" << bw - 1 << "' height='" << h
-      << "' fill='#3b7dd8'><title>" << counts[i] << "</title></rect>";
-  }
-  o << "<line x1='" << L << "' y1='" << H - B << "' x2='" << W - 10 << "' y2='" << H - B << "' stroke='#333'/>"
-    << "<text x='" << L << "' y='" << H - 10 << "' font-size='11'>" << ms(lo) << " ms</text>"
-    << "<text x='" << W - 10 << "' y='" << H - 10 << "' font-size='11' text-anchor='end'>" << ms(hi)
-    << " ms</text><text x='4' y='16' font-size='11'>" << cmax << "</text></svg></figure>";
-  return o.str();
+nlohmann::json goodput_json(const std::vector<SloObjective>& slo, const Goodput& g) {
+  nlohmann::json obs = nlohmann::json::array();
+  for (size_t i = 0; i < slo.size() && i < g.observed_s.size(); ++i)
+    obs.push_back({{"objective", describe(slo[i])}, {"observed_s", g.observed_s[i]}});
+  return {{"requests_met", g.requests_met}, {"share", g.share}, {"tokens_per_s", g.tokens_per_s},
+          {"point_met", g.point_met}, {"objectives", obs}};
 }
 
-// Output tokens per second over the run, in one-second buckets, as a polyline.
-std::string svg_throughput(const RunResult& run) {
-  const int W = 460, H = 220, L = 50, B = 30;
-  const int secs = std::max(1, static_cast<int>(std::ceil(run.wall_s)));
-  std::vector<double> tok(secs, 0);
-  for (const auto& r : run.requests) {
-    if (r.error != ErrorKind::None) continue;
-    // Spread the request's tokens over its chunk arrivals.
-    const double per_chunk = r.chunk_times_s.empty() ? 0 : double(r.completion_tokens) / r.chunk_times_s.size();
-    for (double t : r.chunk_times_s) {
-      const int b = std::min(secs - 1, static_cast<int>(r.start_s + t));
-      tok[b] += per_chunk;
-    }
+nlohmann::json target_json(const BenchReport& r, const TargetReport& t) {
+  nlohmann::json j = {{"url", t.url}, {"model", t.model}, {"server", t.server}, {"points", nlohmann::json::array()}};
+  for (size_t i = 0; i < t.points.size(); ++i) {
+    nlohmann::json p = summary_to_json(t.points[i]);
+    if (i < t.goodput.size()) p["goodput"] = goodput_json(r.slo, t.goodput[i]);
+    j["points"].push_back(p);
   }
-  const double ymax = std::max(1.0, *std::max_element(tok.begin(), tok.end()));
-  std::ostringstream o;
-  o << "<figure><figcaption>output tokens/s over time</figcaption><svg width='" << W << "' height='" << H
-    << "' viewBox='0 0 " << W << ' ' << H << "'><polyline fill='none' stroke='#d83b3b' stroke-width='2' points='";
-  for (int i = 0; i < secs; ++i)
-    o << L + (W - L - 10) * (secs == 1 ? 0.5 : double(i) / (secs - 1)) << ',' << H - B - (H - B - 10) * tok[i] / ymax << ' ';
-  o << "'/><line x1='" << L << "' y1='" << H - B << "' x2='" << W - 10 << "' y2='" << H - B
-    << "' stroke='#333'/><text x='4' y='16' font-size='11'>" << fmt("%.0f", ymax)
-    << "</text><text x='" << W - 10 << "' y='" << H - 10 << "' font-size='11' text-anchor='end'>" << secs
-    << " s</text></svg></figure>";
-  return o.str();
-}
-
-// Sweep: output throughput (x) against p50 TPOT and p50 TTFT (y), one point per run.
-std::string svg_sweep(const std::vector<Summary>& pts) {
-  const int W = 460, H = 220, L = 50, B = 30;
-  double xmax = 1, ymax = 1e-3;
-  for (const auto& p : pts) {
-    xmax = std::max(xmax, p.output_throughput);
-    ymax = std::max({ymax, p.ttft_s.p50, p.tpot_s.p50});
+  if (!r.slo.empty()) {
+    const int best = highest_load_meeting_slo(t);
+    j["highest_load_meeting_slo"] = best < 0 ? nlohmann::json(nullptr) : nlohmann::json(load_label(t.points[best]));
   }
-  std::ostringstream o;
-  o << "<figure><figcaption>throughput vs latency (blue: TTFT p50, red: TPOT p50)</figcaption><svg width='" << W
-    << "' height='" << H << "' viewBox='0 0 " << W << ' ' << H << "'>";
-  auto px = [&](const Summary& p) { return L + (W - L - 20) * p.output_throughput / xmax; };
-  auto py = [&](double v) { return H - B - (H - B - 10) * v / ymax; };
-  // Lines join the points in sweep order; each TTFT point is labelled with its load.
-  for (auto [color, field] : {std::pair{"#3b7dd8", &Summary::ttft_s}, std::pair{"#d83b3b", &Summary::tpot_s}}) {
-    o << "<polyline fill='none' stroke='" << color << "' stroke-opacity='0.5' points='";
-    for (const auto& p : pts) o << px(p) << ',' << py((p.*field).p50) << ' ';
-    o << "'/>";
-    for (const auto& p : pts)
-      o << "<circle cx='" << px(p) << "' cy='" << py((p.*field).p50) << "' r='4' fill='" << color << "'/>";
-  }
-  for (const auto& p : pts) {
-    const bool right_half = px(p) > W / 2;  // keep labels inside the plot
-    o << "<text x='" << px(p) + (right_half ? -6 : 6) << "' y='" << std::max(12.0, py(p.ttft_s.p50) - 6)
-      << "' font-size='11' text-anchor='" << (right_half ? "end" : "start") << "'>"
-      << (p.rate > 0 ? fmt("%.2g/s", p.rate) : std::to_string(p.users) + (p.users == 1 ? " user" : " users"))
-      << "</text>";
-  }
-  o << "<line x1='" << L << "' y1='" << H - B << "' x2='" << W - 10 << "' y2='" << H - B << "' stroke='#333'/>"
-    << "<text x='4' y='16' font-size='11'>" << ms(ymax) << " ms</text><text x='4' y='" << H - B
-    << "' font-size='11'>0</text><text x='" << W - 10 << "' y='" << H - 10
-    << "' font-size='11' text-anchor='end'>" << fmt("%.0f", xmax) << " output tok/s</text></svg></figure>";
-  return o.str();
+  return j;
 }
 
 }  // namespace
+
+std::string load_label(const Summary& s) {
+  if (s.rate > 0) return fmt("%g req/s", s.rate);
+  return std::to_string(s.users) + (s.users == 1 ? " user" : " users");
+}
+
+int highest_load_meeting_slo(const TargetReport& t) {
+  int best = -1;
+  for (size_t i = 0; i < t.goodput.size() && i < t.points.size(); ++i) {
+    if (!t.goodput[i].point_met) continue;
+    const double load = t.points[i].rate > 0 ? t.points[i].rate : t.points[i].users;
+    const double best_load = best < 0 ? -1 : (t.points[best].rate > 0 ? t.points[best].rate : t.points[best].users);
+    if (load > best_load) best = static_cast<int>(i);
+  }
+  return best;
+}
 
 nlohmann::json summary_to_json(const Summary& s) {
   nlohmann::json errors = nlohmann::json::object();
@@ -203,64 +183,63 @@ nlohmann::json summary_to_json(const Summary& s) {
           {"e2e_s", dist_json(s.e2e_s)}};
 }
 
-std::string format_table(const std::vector<Summary>& pts, const std::string& sweep_key) {
-  std::ostringstream o;
-  char line[512];
-  std::snprintf(line, sizeof line, "%-8s %6s %6s %8s %9s %9s %9s %9s %9s %9s %9s\n",
-                sweep_key.empty() ? "load" : sweep_key.c_str(), "ok", "fail", "req/s", "out tok/s",
-                "TTFT p50", "TTFT p99", "ITL p50", "ITL p99", "TPOT p50", "E2E p50");
-  o << line;
-  for (const auto& s : pts) {
-    const std::string load = s.rate > 0 ? fmt("%.2f/s", s.rate) : std::to_string(s.users) + "u";
-    std::snprintf(line, sizeof line, "%-8s %6d %6d %8.2f %9.1f %9s %9s %9s %9s %9s %9s\n", load.c_str(),
-                  s.succeeded, s.failed, s.request_throughput, s.output_throughput, ms(s.ttft_s.p50).c_str(),
-                  ms(s.ttft_s.p99).c_str(), ms(s.itl_s.p50).c_str(), ms(s.itl_s.p99).c_str(),
-                  ms(s.tpot_s.p50).c_str(), ms(s.e2e_s.p50).c_str());
-    o << line;
-  }
-  o << "(latencies in ms)\n";
-  for (const auto& s : pts)
-    for (const auto& [k, v] : s.errors_by_kind) o << "errors " << k << ": " << v << "\n";
-  return o.str();
+nlohmann::json report_to_json(const BenchReport& r) {
+  // The first target's fields stay at the top level, as a single-server report has them.
+  nlohmann::json j = target_json(r, r.targets.at(0));
+  j["meta"] = r.meta;
+  nlohmann::json slo = nlohmann::json::array();
+  for (const auto& o : r.slo) slo.push_back(describe(o));
+  j["slo"] = slo;
+  j["targets"] = nlohmann::json::array();
+  for (const auto& t : r.targets) j["targets"].push_back(target_json(r, t));
+  return j;
 }
 
-std::string render_html(const std::vector<Summary>& pts, const std::vector<RunResult>& runs,
-                        const std::string& title) {
+std::string format_table(const BenchReport& r) {
   std::ostringstream o;
-  o << "<!DOCTYPE html><html><head><meta charset='utf-8'><title>" << html_escape(title)
-    << "</title><style>body{font-family:sans-serif;margin:24px;color:#222}table{border-collapse:collapse}"
-       "td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}figure{display:inline-block;margin:8px}"
-       "figcaption{font-weight:bold;font-size:13px}pre{background:#f4f4f4;padding:8px}</style></head><body><h1>"
-    << html_escape(title) << "</h1><table><tr><th>load</th><th>ok</th><th>failed</th><th>req/s</th><th>out tok/s</th>"
-    << "<th>TTFT p50 ms</th><th>TTFT p99 ms</th><th>ITL p50 ms</th><th>ITL p99 ms</th><th>TPOT p50 ms</th>"
-    << "<th>E2E p50 ms</th><th>E2E p99 ms</th></tr>";
-  for (const auto& s : pts) {
-    o << "<tr><td>" << (s.rate > 0 ? fmt("%.2f req/s", s.rate) : std::to_string(s.users) + " users") << "</td><td>"
-      << s.succeeded << "</td><td>" << s.failed << "</td><td>" << fmt("%.2f", s.request_throughput) << "</td><td>"
-      << fmt("%.1f", s.output_throughput) << "</td><td>" << ms(s.ttft_s.p50) << "</td><td>" << ms(s.ttft_s.p99)
-      << "</td><td>" << ms(s.itl_s.p50) << "</td><td>" << ms(s.itl_s.p99) << "</td><td>" << ms(s.tpot_s.p50)
-      << "</td><td>" << ms(s.e2e_s.p50) << "</td><td>" << ms(s.e2e_s.p99) << "</td></tr>";
-  }
-  o << "</table>";
-  if (pts.size() > 1) o << "<h2>Sweep</h2>" << svg_sweep(pts);
-  for (size_t i = 0; i < runs.size(); ++i) {
-    const auto& run = runs[i];
-    std::vector<double> ttft, itl, e2e;
-    for (const auto& r : run.requests) {
-      if (r.error != ErrorKind::None) continue;
-      if (r.ttft_s >= 0) ttft.push_back(r.ttft_s);
-      e2e.push_back(r.e2e_s);
-      for (size_t k = 1; k < r.chunk_times_s.size(); ++k) itl.push_back(r.chunk_times_s[k] - r.chunk_times_s[k - 1]);
+  char line[512];
+  const bool slo = !r.slo.empty();
+  for (size_t ti = 0; ti < r.targets.size(); ++ti) {
+    const TargetReport& t = r.targets[ti];
+    if (r.targets.size() > 1) o << (ti == 0 ? "A: " : "B: ") << t.url << " (" << t.model << ")\n";
+    std::snprintf(line, sizeof line, "%-10s %6s %6s %8s %9s %9s %9s %9s %9s %9s %9s%s\n", "load", "ok", "fail",
+                  "req/s", "out tok/s", "TTFT p50", "TTFT p99", "ITL p50", "ITL p99", "TPOT p50", "E2E p50",
+                  slo ? "  SLO met  goodput tok/s" : "");
+    o << line;
+    for (size_t i = 0; i < t.points.size(); ++i) {
+      const Summary& s = t.points[i];
+      std::string tail;
+      if (slo && i < t.goodput.size())
+        tail = fmt("  %5.1f%% ", 100 * t.goodput[i].share) + (t.goodput[i].point_met ? "yes" : "no ") +
+               fmt("  %9.1f", t.goodput[i].tokens_per_s);
+      std::snprintf(line, sizeof line, "%-10s %6d %6d %8.2f %9.1f %9s %9s %9s %9s %9s %9s%s\n",
+                    load_label(s).c_str(), s.succeeded, s.failed, s.request_throughput, s.output_throughput,
+                    ms(s.ttft_s.p50).c_str(), ms(s.ttft_s.p99).c_str(), ms(s.itl_s.p50).c_str(),
+                    ms(s.itl_s.p99).c_str(), ms(s.tpot_s.p50).c_str(), ms(s.e2e_s.p50).c_str(), tail.c_str());
+      o << line;
+      if (ti > 0 && i < r.targets[0].points.size()) {
+        const Summary& a = r.targets[0].points[i];
+        auto ratio = [](double b, double a) { return a > 0 ? fmt("%.2fx", b / a) : std::string("-"); };
+        std::snprintf(line, sizeof line, "%-10s %6s %6s %8s %9s %9s %9s %9s %9s %9s %9s\n", "  B/A", "", "",
+                      ratio(s.request_throughput, a.request_throughput).c_str(),
+                      ratio(s.output_throughput, a.output_throughput).c_str(), ratio(s.ttft_s.p50, a.ttft_s.p50).c_str(),
+                      ratio(s.ttft_s.p99, a.ttft_s.p99).c_str(), ratio(s.itl_s.p50, a.itl_s.p50).c_str(),
+                      ratio(s.itl_s.p99, a.itl_s.p99).c_str(), ratio(s.tpot_s.p50, a.tpot_s.p50).c_str(),
+                      ratio(s.e2e_s.p50, a.e2e_s.p50).c_str());
+        o << line;
+      }
     }
-    const auto& s = pts[i];
-    o << "<h2>" << (s.rate > 0 ? fmt("%.2f req/s", s.rate) : std::to_string(s.users) + " users") << "</h2>"
-      << svg_histogram(ttft, "time to first token") << svg_histogram(itl, "inter-token latency")
-      << svg_histogram(e2e, "end-to-end latency") << svg_throughput(run);
+    o << "(latencies in ms)\n";
+    if (slo) {
+      std::string objectives;
+      for (const auto& ob : r.slo) objectives += (objectives.empty() ? "" : ", ") + describe(ob);
+      const int best = highest_load_meeting_slo(t);
+      o << "SLO " << objectives << ": highest load meeting it: "
+        << (best < 0 ? std::string("none") : load_label(t.points[best])) << "\n";
+    }
+    for (const auto& s : t.points)
+      for (const auto& [k, v] : s.errors_by_kind) o << "errors " << k << " at " << load_label(s) << ": " << v << "\n";
   }
-  o << "<h2>Raw summary</h2><pre>";
-  nlohmann::json all = nlohmann::json::array();
-  for (const auto& s : pts) all.push_back(summary_to_json(s));
-  o << html_escape(all.dump(2)) << "</pre></body></html>\n";
   return o.str();
 }
 

@@ -201,4 +201,13 @@ std::string first_model_id(const ClientTarget& target, std::string* error) {
   return j["data"][0]["id"].get<std::string>();
 }
 
+nlohmann::json get_json(const ClientTarget& target, const std::string& path) {
+  httplib::Client cli(target.url);
+  configure(cli, target);
+  auto res = cli.Get(path, auth_headers(target));
+  if (!res || res->status != 200) return nullptr;
+  auto j = nlohmann::json::parse(res->body, nullptr, false);
+  return j.is_discarded() ? nlohmann::json(nullptr) : j;
+}
+
 }  // namespace pagoda::bench

@@ -40,4 +40,7 @@ RequestResult run_streaming_request(const ClientTarget& target, const std::strin
 // answer, answers 401/403 ("401: pass --api-key"), or answers something else.
 std::string first_model_id(const ClientTarget& target, std::string* error);
 
+// GET `path`: its JSON body when it answers 200 with JSON, else null.
+nlohmann::json get_json(const ClientTarget& target, const std::string& path);
+
 }  // namespace pagoda::bench

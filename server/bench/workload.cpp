@@ -1,5 +1,7 @@
 #include "server/bench/workload.h"
 
+#include "server/bench/sharegpt.h"
+
 #include <algorithm>
 #include <fstream>
 #include <random>
@@ -74,6 +76,10 @@ std::vector<BenchPrompt> read_prompts_file(const BenchOptions& opt) {
 Workload::Workload(const BenchOptions& opt) {
   if (!opt.prompts_file.empty()) {
     prompts_ = read_prompts_file(opt);
+    return;
+  }
+  if (!opt.sharegpt_file.empty()) {
+    prompts_ = read_sharegpt(opt.sharegpt_file);
     return;
   }
   std::mt19937_64 rng(opt.seed);

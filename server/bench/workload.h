@@ -1,6 +1,7 @@
 // The requests a benchmark sends: synthetic prompts with a chosen length spread and an optional
-// shared system prompt, or prompts read from a JSONL file (whose lines may carry any other request
-// fields, e.g. response_format). Seeded, so a workload repeats.
+// shared system prompt, prompts from a ShareGPT file (sharegpt.h), or prompts read from a JSONL
+// file (whose lines may carry any other request fields, e.g. response_format). Seeded, so a
+// workload repeats.
 #pragma once
 
 #include <string>

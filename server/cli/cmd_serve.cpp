@@ -261,6 +261,19 @@ std::unique_ptr<LoadedModel> load(const server::ServerConfig& cfg) {
   return lm;
 }
 
+// What GET /version answers: name, version and the flags it was started with (a key's value
+// left out), so a benchmark report can say what it measured.
+std::string version_json(int argc, char** argv) {
+  std::string flags;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (std::string(argv[i - 1]) == "--api-key") a = "***";
+    else if (a.rfind("--api-key=", 0) == 0) a = "--api-key=***";
+    flags += (flags.empty() ? "" : " ") + a;
+  }
+  return nlohmann::json{{"name", "pagoda"}, {"version", PAGODA_VERSION}, {"flags", flags}}.dump();
+}
+
 }  // namespace
 
 int serve(int argc, char** argv) {
@@ -289,6 +302,7 @@ int serve(int argc, char** argv) {
   ho.body_min_rate = cfg.body_min_rate;
   ho.keep_alive_timeout_s = cfg.keep_alive_timeout;
   ho.max_buffered_body_bytes = (size_t)cfg.max_buffered_body_bytes;
+  ho.version_json = version_json(argc, argv);
   server::HttpServer http(ho, metrics, server::Handlers::routes());
   int port = http.bind(cfg.host, cfg.port);
   std::thread http_thread([&] { http.run(); });

@@ -177,6 +177,10 @@ void HttpServer::install_routes(const std::vector<ApiRoute>& routes) {
     res.set_content(metrics_.render(h ? h->engine_stats() : EngineStats{}, &conn),
                     "text/plain; version=0.0.4; charset=utf-8");
   });
+  if (!opts_.version_json.empty())
+    svr_.Get("/version", [this](const httplib::Request&, httplib::Response& res) {
+      res.set_content(opts_.version_json, "application/json");
+    });
   // The API's routes answer 503 until the model is loaded.
   for (const ApiRoute& r : routes) {
     auto serve = [this, handle = r.handle](const httplib::Request& req, httplib::Response& res) {

@@ -2,7 +2,7 @@
 // request in full; a worker then runs it through cpp-httplib's routing (process_request over a
 // BufferedStream) to the API's routes (api_service.h). Here: API-key auth, CORS, OpenAI-shaped
 // error bodies for everything refused before a handler (404, 413, 429, ...), the access log,
-// /health and /metrics, and draining on shutdown.
+// /health, /metrics and /version, and draining on shutdown.
 #pragma once
 
 #include <atomic>
@@ -36,6 +36,8 @@ class HttpServer {
     double keep_alive_timeout_s = 60;
     double write_timeout_s = 30;
     size_t max_buffered_body_bytes = 0;  // 0: four times max_body_bytes
+    // GET /version answers this JSON text (the server's name, version and flags) when not empty.
+    std::string version_json;
   };
 
   // `routes`: the API's endpoints, besides the server's own /health and /metrics.

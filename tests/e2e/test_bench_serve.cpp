@@ -74,3 +74,82 @@ TEST_CASE("bench closed and open loop against pagoda serve", "[bench][e2e]") {
     CHECK(p["rate"] == 20.0);
   }
 }
+
+namespace {
+
+size_t count_of(const std::string& s, const std::string& what) {
+  size_t n = 0;
+  for (size_t p = s.find(what); p != std::string::npos; p = s.find(what, p + 1)) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("bench --compare sweeps two servers alternately, with goodput and metadata", "[bench][e2e]") {
+  auto a = start_server();
+  auto b = start_server({"--max-seqs", "2"});
+  const std::string dir = e2e_dir();
+  const std::string cmd = std::string("timeout 300 ") + PAGODA_BINARY + " bench --url http://127.0.0.1:" +
+                          std::to_string(a->port()) + " --compare http://127.0.0.1:" + std::to_string(b->port()) +
+                          " --sweep users=1,4 --requests 8 --warmup 2 --input-len 16 --output-len 8 --seed 5" +
+                          " --slo ttft=30s,itl:p99=30s --no-progress --json " + dir + "/cmp.json --html " + dir +
+                          "/cmp.html > " + dir + "/cmp.out 2>&1";
+  const int rc = std::system(cmd.c_str());
+  const std::string out = read_file(dir + "/cmp.out");
+  INFO(out);
+  REQUIRE(WIFEXITED(rc));
+  REQUIRE(WEXITSTATUS(rc) == 0);
+  CHECK(out.find("B/A") != std::string::npos);
+  CHECK(out.find("highest load meeting it: 4 users") != std::string::npos);
+
+  const json r = json::parse(read_file(dir + "/cmp.json"));
+  REQUIRE(r["targets"].size() == 2);
+  for (const auto& t : r["targets"]) {
+    REQUIRE(t["points"].size() == 2);
+    CHECK(t["points"][0]["users"] == 1);
+    CHECK(t["points"][1]["users"] == 4);
+    // Warm-up requests are not counted.
+    for (const auto& p : t["points"]) {
+      CHECK(p["requests"] == 8);
+      CHECK(p["goodput"]["share"].get<double>() == 1.0);  // limits of 30 s: every request meets them
+      CHECK(p["goodput"]["point_met"] == true);
+    }
+    CHECK(t["highest_load_meeting_slo"] == "4 users");
+    CHECK(t["server"]["server name"] == "pagoda");
+    CHECK(t["server"]["/v1/models entry"]["id"] == t["model"]);
+  }
+  CHECK(r["targets"][1]["server"]["server flags"].get<std::string>().find("--max-seqs 2") != std::string::npos);
+  CHECK(r["meta"]["workload seed"] == 5);
+  CHECK(r["meta"]["warm-up requests (not counted)"] == 2);
+  CHECK(r["meta"]["command line"].get<std::string>().find("--compare") != std::string::npos);
+  CHECK(!r["meta"]["date"].get<std::string>().empty());
+
+  const std::string html = read_file(dir + "/cmp.html");
+  for (const char* external : {"src=", "href=", "<link", "<script", "url(", "@import"})
+    CHECK(html.find(external) == std::string::npos);
+  // Every chart has both axis titles and tick labels.
+  const size_t charts = count_of(html, "<svg ");
+  CHECK(charts >= 4 + 2 * 10);  // 4 sweep curves + goodput, then 10 charts per load point
+  CHECK(count_of(html, "class='xlabel'") == charts);
+  CHECK(count_of(html, "class='ylabel'") == charts);
+  CHECK(count_of(html, "class='tick'") >= 4 * charts);
+  CHECK(html.find("1 users") == std::string::npos);
+  CHECK(html.find("1 user") != std::string::npos);
+  CHECK(html.find("B/A") != std::string::npos);
+  CHECK(html.find("<details>") != std::string::npos);
+
+  // Rendered by a browser when one is installed (Debian's chromium): the page loads offline and
+  // gives a screenshot of some substance.
+  if (std::system("command -v chromium > /dev/null 2>&1") != 0) {
+    WARN("chromium not installed: the HTML was checked as text only");
+    return;
+  }
+  const std::string shot = dir + "/cmp.png";
+  const std::string browse = "timeout 120 chromium --headless --no-sandbox --disable-gpu --screenshot=" + shot +
+                             " --window-size=1280,2400 file://" + dir + "/cmp.html > " + dir +
+                             "/chromium.out 2>&1";
+  CHECK(std::system(browse.c_str()) == 0);
+  INFO(read_file(dir + "/chromium.out"));
+  CHECK(read_file(dir + "/chromium.out").find("Uncaught") == std::string::npos);
+  CHECK(read_file(shot).size() > 50000);
+}

@@ -83,10 +83,10 @@ double measured_copy_tbps(size_t bytes) {
     cudaFree(a);
     return 0;
   }
-  cudaMemset(a, 1, bytes);
+  cudaMemsetAsync(a, 1, bytes, nullptr);
   cudaEvent_t e0, e1;
-  cudaEventCreate(&e0);
-  cudaEventCreate(&e1);
+  cudaEventCreateWithFlags(&e0, cudaEventDefault);
+  cudaEventCreateWithFlags(&e1, cudaEventDefault);
   std::vector<float> ms;
   for (int i = 0; i < 23; ++i) {
     cudaEventRecord(e0);
@@ -209,7 +209,7 @@ int run(int argc, char** argv) {
     const bool experts = t.dims.size() == 3 && cfg.n_experts > 0;
     bytes_per_token += experts ? b * cfg.n_experts_used / cfg.n_experts : b;
   }
-  std::printf("model %s: weights %s%s: %.2f GB on the GPU (the load took %.2f GB of device memory), %.2f GB read "
+  std::printf("model %s: weights %s%s: %.4g GB on the GPU (the load took %.4g GB of device memory), %.4g GB read "
               "per token; KV %s/%s; sampling on the %s, CUDA graphs %s; device copy %.3f TB/s (read + write)\n",
               model_path.c_str(), quantized ? "quantized" : "bf16",
               quantized_asked && !quantized ? " (quantized asked for: this build's backend has no such option)" : "",

@@ -79,8 +79,7 @@ do_emu() {
   rm -f "$emu/libpagoda_cuda_emu.a" && ar rcs "$emu/libpagoda_cuda_emu.a" "${objs[@]}"
   local status=0
   for t in ${EMU_TESTS:-test_cuda_kernels test_cuda_ops test_cuda_attention test_cuda_archs test_cuda_model test_cuda_engine test_cuda_graphs test_cuda_kv_tiers}; do
-    g++ -std=c++20 -O1 -I. -I"$inc" -DPAGODA_HAVE_CUDA=1 -DPAGODA_TESTDATA_DIR="\"$PWD/../shared/testdata\"" \
-      "tests/gpu/$t.cpp" tests/catch_main.cpp \
+    g++ -std=c++20 -O1 -I. -I"$inc" -DPAGODA_HAVE_CUDA=1 "tests/gpu/$t.cpp" tests/catch_main.cpp \
       -o "$emu/$t" -Wl,--start-group "$build/libpagoda_engine.a" "$build/libpagoda_model.a" \
       "$build/libpagoda_backend_select.a" "$build/libpagoda_backend.a" "$build/libpagoda_backend_cuda.a" "$build/libpagoda_backend_cpu.a" \
       "$build/libpagoda_tokenizer.a" "$build/libpagoda_gguf.a" "$build/libpagoda_structured.a" "$emu/libpagoda_cuda_emu.a" \

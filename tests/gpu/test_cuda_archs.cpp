@@ -33,6 +33,11 @@
 #include "engine/model/model_quantize.h"
 #include "engine/model/model_writer.h"
 #include "tests/gpu/cuda_test_util.h"
+// Built by CMake, the testdata directory is compiled in; built by `scripts/gpu-check.sh emu`,
+// which runs from the repository root, it is ../shared/testdata from there.
+#ifndef PAGODA_TESTDATA_DIR
+#define PAGODA_TESTDATA_DIR "../shared/testdata"
+#endif
 #include "tests/support/testdata.h"
 
 using namespace pagoda;

@@ -4,19 +4,24 @@
 # in separate runs:
 #   build  configure with PAGODA_CUDA=ON (sm_80;90) and build pagoda, the GPU tests, the bench
 #   test   ctest -L gpu (PAGODA_GPU_HEAVY=1 adds the TinyLlama-shape model comparison)
-#   bench  decode benchmark on a llama3-8b-shape bf16 random model (made once with make-model):
-#          tokens/s at batch 1 (with the HBM-bandwidth fraction), 64 and 256, sampling on the
-#          GPU, without and with CUDA graphs
+#   bench  decode and prefill benchmark on a llama3-8b-shape q4_k_m random model (made once with
+#          make-model): decode tokens/s at batch 1, 4, 16, 64 and 256 with the rate the weights
+#          are read at (over the nominal HBM rate and the measured device copy rate), prefill
+#          tokens/s at 512 and 2048 tokens, sampling on the GPU, CUDA graphs on; quantized
+#          weights, then the bf16 path (--cuda-weights bf16) for comparison
 #   all    the three in order (default)
 #   pack   (on a machine without a GPU) build as `build` does, then copy pagoda, the GPU tests and
 #          the bench, stripped, into .gpubin/ (ignored by git) with the libraries of
 #          scripts/gpu-deps.sh and the stories260K model: the device tool's machine then runs
 #          them with `carry: [".gpubin"]`, spending no device time on compiling
 #   lease  (on the GPU machine, after pack) what pack carried: every GPU test binary (each under
-#          a time limit), stories260K's greedy ids on CUDA against llama.cpp's (scripts/
-#          stories-check.py), and decode benchmarks of a llama3-8b, a Qwen3-8B and a
-#          Qwen3-30B-A3B shape (random weights, made there while the tests run). Logs go to
-#          $OUT (or LEASE_OUT); it prints a summary last.
+#          a time limit; PAGODA_TESTDATA points them at the carried stories260K), stories260K's
+#          greedy ids on CUDA against llama.cpp's (scripts/stories-check.py), and benchmarks of
+#          Llama-3-8B and Qwen3-8B shapes in q4_k_m, q8_0 and iq4_xs and a Llama-3-70B shape in
+#          q4_k_m (random weights, made there by make-model while the tests run; 16 cores make
+#          the 42 GB 70B file in about a minute of CPU, longer if the disk is slow), plus the
+#          bf16 path on the llama3-8b q4_k_m file. Logs go to $OUT (or LEASE_OUT); it prints a
+#          summary last.
 #   emu    no GPU needed: the GPU tests run on the CPU against an emulation of the CUDA execution
 #          model (tests/gpu/emu: kernels rewritten by gen.py, a fake CUDA runtime and cuBLAS).
 #          Checks kernel logic and the backend, not speed. Every CUDA thread is a fiber on one OS
@@ -26,7 +31,7 @@
 #          test_cuda_archs. Extra arguments go to every test binary, e.g.
 #          `scripts/gpu-check.sh emu "cuda: prefill*"`. EMU_TESTS picks the binaries.
 # Environment: PAGODA_BUILD_DIR (default build-gpu), JOBS (default nproc), BENCH_MODEL (default
-# /tmp/pagoda-llama3-8b-bf16.gguf), BENCH_BATCHES (default 1,64,256), HBM_TBPS (default 4.8).
+# /tmp/pagoda-llama3-8b-q4_k_m.gguf), BENCH_BATCHES (default 1,4,16,64,256), HBM_TBPS (default 4.8).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${PAGODA_BUILD_DIR:-build-gpu}
@@ -45,14 +50,15 @@ do_test() {
 }
 
 do_bench() {
-  local model=${BENCH_MODEL:-/tmp/pagoda-llama3-8b-bf16.gguf}
+  local model=${BENCH_MODEL:-/tmp/pagoda-llama3-8b-q4_k_m.gguf}
   if [ ! -f "$model" ]; then
-    echo "gpu-check: writing $model (llama3-8b shape, bf16, random weights)"
-    "$build/pagoda" make-model --preset llama3-8b --type bf16 --output "$model"
+    echo "gpu-check: writing $model (llama3-8b shape, q4_k_m, random weights)"
+    "$build/pagoda" make-model --preset llama3-8b --type q4_k_m --output "$model"
   fi
-  for graphs in off on; do
-    "$build/tests/bench_cuda_decode" --model "$model" --batches "${BENCH_BATCHES:-1,64,256}" \
-      --prompt 128 --new 128 --hbm-tbps "${HBM_TBPS:-4.8}" --cuda-graphs "$graphs"
+  for weights in quantized bf16; do
+    "$build/tests/bench_cuda_decode" --model "$model" --batches "${BENCH_BATCHES:-1,4,16,64,256}" \
+      --prefill 512,2048 --prompt 128 --new 128 --hbm-tbps "${HBM_TBPS:-4.8}" --cuda-graphs on \
+      --cuda-weights "$weights"
   done
 }
 
@@ -101,11 +107,19 @@ do_pack() {
   du -sh .gpubin
 }
 
-# Model shapes of the lease benchmarks: name, make-model flags, bench flags.
+# Model shapes of the lease benchmarks, in the order they are made and run: name, make-model
+# flags, bench flags. The 8B shapes run the issue's whole table; the 70B one skips batch 256
+# (a 32k-token prefill of 70B would take most of the lease). The MoE shape runs only when
+# LEASE_BENCH names it.
 lease_models=(
-  "llama3-8b-bf16|--preset llama3-8b --type bf16|--batches 1,4,64,256"
-  "qwen3-8b-bf16|--arch qwen3 --layers 36 --dim 4096 --ff 12288 --heads 32 --kv-heads 8 --vocab-size 151936 --ctx 4096 --type bf16|--batches 1,64"
-  "qwen3-30b-a3b-q4_0|--arch qwen3moe --layers 48 --dim 2048 --ff 6144 --heads 32 --kv-heads 4 --head-dim 128 --experts 128 --experts-used 8 --expert-ff 768 --vocab-size 151936 --ctx 4096 --type q4_0|--batches 1,16"
+  "llama3-8b-q4_k_m|--preset llama3-8b --type q4_k_m|--batches 1,4,16,64,256 --prefill 512,2048"
+  "llama3-70b-q4_k_m|--preset llama3-70b --type q4_k_m|--batches 1,4,16,64 --prefill 512,2048"
+  "qwen3-8b-q4_k_m|--preset qwen3-8b --type q4_k_m|--batches 1,4,16,64,256 --prefill 512,2048"
+  "llama3-8b-q8_0|--preset llama3-8b --type q8_0|--batches 1,4,16,64,256 --prefill 512,2048"
+  "qwen3-8b-q8_0|--preset qwen3-8b --type q8_0|--batches 1,4,16,64,256 --prefill 512,2048"
+  "llama3-8b-iq4_xs|--preset llama3-8b --type iq4_xs|--batches 1,4,16,64,256 --prefill 512,2048"
+  "qwen3-8b-iq4_xs|--preset qwen3-8b --type iq4_xs|--batches 1,4,16,64,256 --prefill 512,2048"
+  "qwen3-30b-a3b-q4_0|--arch qwen3moe --layers 48 --dim 2048 --ff 6144 --heads 32 --kv-heads 4 --head-dim 128 --experts 128 --experts-used 8 --expert-ff 768 --vocab-size 151936 --ctx 4096 --type q4_0|--batches 1,16 --prefill 512"
 )
 
 do_lease() {
@@ -114,9 +128,10 @@ do_lease() {
   # with its logs inside the device tool's limit. Five files come back: summary.txt (read it
   # first), tests.log (each test's last 300 lines), stories.log, bench.log, make-model.log, and
   # with LEASE_PROFILE=1 profile.txt (per-kernel GPU times of a few llama3-8b decode steps).
+  # LEASE_KV=1 adds the f16 / q8_0 KV-cache benches at 2048-token prompts on llama3-8b.
   local out=${LEASE_OUT:-${OUT:-/tmp/lease-out}} bin=.gpubin/bin models=${LEASE_MODELS_DIR:-/tmp/lease-models}
   local steps=${LEASE_STEPS:-tests stories bench} deadline=${LEASE_DEADLINE:-480}
-  local benches=${LEASE_BENCH:-llama3-8b-bf16 qwen3-8b-bf16 qwen3-30b-a3b-q4_0}
+  local benches=${LEASE_BENCH:-llama3-8b-q4_k_m llama3-70b-q4_k_m qwen3-8b-q4_k_m llama3-8b-q8_0 qwen3-8b-q8_0 llama3-8b-iq4_xs qwen3-8b-iq4_xs}
   mkdir -p "$out" "$models"
   source .gpubin/deps/env.sh
   local cublas
@@ -124,13 +139,22 @@ do_lease() {
   [ -n "$cublas" ] && export LD_LIBRARY_PATH=$(dirname "$cublas"):$LD_LIBRARY_PATH
   nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv >"$out/summary.txt" 2>&1 || true
   late() { [ "$SECONDS" -ge "$deadline" ] && echo "skipped (deadline $deadline s): $1" | tee -a "$out/summary.txt"; }
-  # Models are written in the background while the tests run (CPU work beside GPU work).
+  # Models are written in the background while the tests run (CPU work beside GPU work), each
+  # once the disk has room for it (the benches delete theirs): all of them together (about 80 GB
+  # with the 70B one) would not fit a 64 GB disk.
   if [[ " $steps " == *" bench "* ]]; then
     (
       for m in "${lease_models[@]}"; do
         IFS='|' read -r name flags _ <<<"$m"
         [[ " $benches " == *" $name "* ]] || continue
-        $bin/pagoda make-model $flags --quiet --output "$models/$name.gguf.part" && mv "$models/$name.gguf.part" "$models/$name.gguf"
+        local need_gb=12
+        [[ "$name" == *70b* ]] && need_gb=46
+        while [ "$(df -BG --output=avail "$models" | tail -1 | tr -dc 0-9)" -lt "$need_gb" ] && [ "$SECONDS" -lt "$deadline" ]; do
+          sleep 1
+        done
+        local t0=$SECONDS
+        $bin/pagoda make-model $flags --quiet --output "$models/$name.gguf.part" && mv "$models/$name.gguf.part" "$models/$name.gguf" &&
+          echo "made $name ($(du -h "$models/$name.gguf" | cut -f1)) in $((SECONDS - t0)) s"
         touch "$models/$name.done"
       done
     ) >"$out/make-model.log" 2>&1 &
@@ -140,7 +164,7 @@ do_lease() {
     for t in ${LEASE_TESTS:-$gpu_tests}; do
       late "$t" && { status=1; continue; }
       local rc=0 t0=$SECONDS
-      timeout "${LEASE_TEST_TIMEOUT:-120}" $bin/$t >"/tmp/$t.log" 2>&1 || rc=$?
+      PAGODA_TESTDATA=$PWD/.gpubin timeout "${LEASE_TEST_TIMEOUT:-120}" $bin/$t >"/tmp/$t.log" 2>&1 || rc=$?
       { echo "==== $t: exit $rc"; tail -n 300 "/tmp/$t.log"; } >>"$out/tests.log"
       echo "test $t: exit $rc in $((SECONDS - t0)) s: $(tail -n 2 "/tmp/$t.log" | tr '\n' ' ' | cut -c1-200)" | tee -a "$out/summary.txt"
       [ $rc -eq 0 ] || status=1
@@ -168,22 +192,24 @@ do_lease() {
       while [ ! -f "$models/$name.done" ] && [ "$SECONDS" -lt "$deadline" ]; do sleep 2; done
       late "bench $name" && continue
       if [ ! -f "$models/$name.gguf" ]; then echo "bench $name: no model (see make-model.log)" | tee -a "$out/summary.txt"; status=1; continue; fi
-      # llama3-8b runs without and with CUDA graphs, Qwen3-8B with them, the MoE model without
-      # (its router waits for the host each layer, which a graph cannot hold).
-      local graphs_list="off on"
-      [[ "$name" == qwen3-8b* ]] && graphs_list=on
-      [[ "$name" == *a3b* ]] && graphs_list=off
-      for graphs in $graphs_list; do
-        late "bench $name graphs $graphs" || run_bench --model "$models/$name.gguf" $bflags --prompt 128 --new 64 \
-          --hbm-tbps "${HBM_TBPS:-3.35}" --cuda-graphs $graphs
-      done
-      if [ "$name" = llama3-8b-bf16 ]; then
-        for kv in f16 q8_0; do
-          late "bench $kv KV" || run_bench --model "$models/$name.gguf" --batches 1,64 --prompt 2048 --new 32 \
-            --max-batch-tokens 4096 --hbm-tbps "${HBM_TBPS:-3.35}" --cuda-graphs on --kv-cache-type $kv
-        done
+      # Dense models decode with CUDA graphs, the MoE model without (its router waits for the
+      # host each layer, which a graph cannot hold).
+      local graphs=on
+      [[ "$name" == *a3b* ]] && graphs=off
+      late "bench $name" || run_bench --model "$models/$name.gguf" $bflags --prompt 128 --new 64 \
+        --hbm-tbps "${HBM_TBPS:-4.8}" --cuda-graphs $graphs --cuda-weights quantized
+      if [ "$name" = llama3-8b-q4_k_m ]; then
+        # The bf16 path (weights dequantized at load) on the same file, for comparison.
+        late "bench $name bf16 weights" || run_bench --model "$models/$name.gguf" --batches 1,4,64 \
+          --prefill 512,2048 --prompt 128 --new 64 --hbm-tbps "${HBM_TBPS:-4.8}" --cuda-graphs on --cuda-weights bf16
+        if [ -n "${LEASE_KV:-}" ]; then
+          for kv in f16 q8_0; do
+            late "bench $kv KV" || run_bench --model "$models/$name.gguf" --batches 1,64 --prefill "" --prompt 2048 \
+              --new 32 --max-batch-tokens 4096 --hbm-tbps "${HBM_TBPS:-4.8}" --cuda-graphs on --kv-cache-type $kv
+          done
+        fi
       fi
-      if [ "$name" = llama3-8b-bf16 ] && [ -n "${LEASE_PROFILE:-}" ] && ! late profile; then
+      if [ "$name" = llama3-8b-q4_k_m ] && [ -n "${LEASE_PROFILE:-}" ] && ! late profile; then
         # Per-kernel GPU time of one-token steps (LEASE_PROFILE=1): Nsight Compute, one metric,
         # skipping the weight conversions of the load.
         local ncu
@@ -191,12 +217,13 @@ do_lease() {
         if [ -n "$ncu" ]; then
           timeout 150 "$ncu" --metrics gpu__time_duration.sum --launch-skip 300 --launch-count 1900 \
             --print-summary per-kernel $bin/bench_cuda_decode --model "$models/$name.gguf" --batches 1 \
-            --prompt 1 --new 2 --cuda-graphs off >"$out/profile.txt" 2>&1 || echo "profile failed" >>"$out/summary.txt"
+            --prefill "" --prompt 1 --new 2 --cuda-graphs off >"$out/profile.txt" 2>&1 || echo "profile failed" >>"$out/summary.txt"
         fi
       fi
       rm -f "$models/$name.gguf"
     done
-    { grep -E "^(==|model|batch)|failed|rror" "$out/bench.log" || true; } | cut -c1-300 >>"$out/summary.txt"
+    { grep -E "^(==|model|batch|prefill)|failed|rror" "$out/bench.log" || true; } | cut -c1-300 >>"$out/summary.txt"
+    { grep -E "^made" "$out/make-model.log" || true; } >>"$out/summary.txt"
   fi
   echo "---- summary ($SECONDS s)"; cat "$out/summary.txt"
   return "$status"

@@ -117,15 +117,18 @@ class GgufWriter {
   std::vector<uint8_t> to_bytes() const;  // small files / tests
   void write(const std::string& path) const;  // throws GgufError on I/O failure
 
- private:
-  uint32_t alignment_;
-  std::vector<std::pair<std::string, Value>> kv_;
   struct PendingTensor {
     std::string name;
     std::vector<int64_t> dims;
     GgmlType type;
     Filler fill;
   };
+  // The tensors added so far, in order (their shapes and types can be checked before writing).
+  const std::vector<PendingTensor>& tensors() const { return tensors_; }
+
+ private:
+  uint32_t alignment_;
+  std::vector<std::pair<std::string, Value>> kv_;
   std::vector<PendingTensor> tensors_;
 };
 

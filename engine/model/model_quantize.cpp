@@ -15,20 +15,6 @@ namespace pagoda {
 using gguf::GgufFile;
 using gguf::GgufWriter;
 
-GgmlType quantize_fallback_type(GgmlType wanted, int64_t cols) {
-  auto fits = [&](GgmlType t) { return cols % ggml_type_info(t).block_size == 0; };
-  if (fits(wanted)) return wanted;
-  GgmlType next = GgmlType::F16;
-  switch (wanted) {
-    case GgmlType::Q2_K: case GgmlType::Q3_K: case GgmlType::IQ4_XS: next = GgmlType::IQ4_NL; break;
-    case GgmlType::Q4_K: next = GgmlType::Q5_0; break;
-    case GgmlType::Q5_K: next = GgmlType::Q5_1; break;
-    case GgmlType::Q6_K: next = GgmlType::Q8_0; break;
-    default: break;
-  }
-  return fits(next) ? next : GgmlType::F16;
-}
-
 namespace {
 
 // Re-encodes rows [r0, r1) of a tensor from `from` to `to`.
@@ -41,7 +27,22 @@ void convert_rows(const uint8_t* src, GgmlType from, uint8_t* dst, GgmlType to, 
   }
 }
 
-TensorPlan plan_tensor(const gguf::TensorInfo& t, GgmlType wanted) {
+// The mix's view of the source model, from its metadata (any architecture: what a key lacks
+// stays 0).
+WeightMixModel mix_model(const GgufFile& src) {
+  WeightMixModel m;
+  m.arch = src.get_string("general.architecture").value_or("");
+  const auto key = [&](const char* k) { return static_cast<int>(src.get_int(m.arch + "." + k).value_or(0)); };
+  m.n_layers = key("block_count");
+  m.n_heads = key("attention.head_count");
+  m.n_kv_heads = key("attention.head_count_kv");
+  if (m.n_kv_heads == 0) m.n_kv_heads = m.n_heads;
+  m.n_experts = key("expert_count");
+  m.has_output = src.find_tensor("output.weight") != nullptr;
+  return m;
+}
+
+TensorPlan plan_tensor(const gguf::TensorInfo& t, const WeightChoice& choice, const WeightMixModel& model) {
   TensorPlan p{t.name, t.type, t.type, {}};
   const GgmlTypeInfo& from = ggml_type_info(t.type);
   if (t.dims.size() < 2) return p;  // norms, biases, rope factors: kept
@@ -52,10 +53,13 @@ TensorPlan plan_tensor(const gguf::TensorInfo& t, GgmlType wanted) {
     p.note = std::string("kept as ") + from.name + " (pagoda cannot read that type)";
     return p;
   }
+  const GgmlType wanted = weight_type_wanted(choice, t.name, t.dims[0], model);
   p.to = quantize_fallback_type(wanted, t.dims[0]);
   if (p.to != wanted)
     p.note = "rows of " + std::to_string(t.dims[0]) + " do not fit " + ggml_type_info(wanted).name + "'s block of " +
              std::to_string(ggml_type_info(wanted).block_size) + ": " + ggml_type_info(p.to).name + " instead";
+  else if (wanted != choice.type)
+    p.note = std::string(ggml_type_info(wanted).name) + " (the " + weight_mix_name(choice.mix) + " mix)";
   return p;
 }
 
@@ -73,8 +77,10 @@ void quantize_model(const std::string& in, const std::string& out, const Quantiz
 
   uint64_t total = 0;
   std::vector<TensorPlan> plans;
+  const WeightChoice choice{opt.type, opt.mix};
+  const WeightMixModel model = mix_model(*src);
   for (const auto& t : src->tensors()) {
-    plans.push_back(plan_tensor(t, opt.type));
+    plans.push_back(plan_tensor(t, choice, model));
     int64_t rows = 1;
     for (size_t d = 1; d < t.dims.size(); ++d) rows *= t.dims[d];
     total += ggml_row_size(plans.back().to, t.dims[0]) * static_cast<uint64_t>(rows);

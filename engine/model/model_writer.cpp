@@ -166,7 +166,19 @@ std::vector<Preset> presets() {
   ModelSpec l31 = l3;  // Llama 3.1 8B: same shape, 128k context through "llama3" rope scaling
   l31.name = "llama3.1-8b-random";
   l31.ctx = 131072, l31.rope_freqs = RopeFreqs::Llama3;
-  return {{"demo", demo}, {"tinyllama-1.1b", tiny}, {"llama3-8b", l3}, {"llama3.1-8b", l31}};
+
+  ModelSpec l70 = l31;  // Llama 3.1 70B: about 42 GB in the q4_k_m mix
+  l70.name = "llama3-70b-random";
+  l70.n_layers = 80, l70.dim = 8192, l70.ff_dim = 28672, l70.n_heads = 64, l70.n_kv_heads = 8;
+  l70.type = GgmlType::Q4_K, l70.mix = WeightMix::Q4_K_M;
+
+  ModelSpec q3;  // Qwen3-8B: 36 layers, 32 heads of 128 over dim 4096, 8 KV heads
+  q3.name = "qwen3-8b-random";
+  q3.arch = Arch::Qwen3;
+  q3.n_layers = 36, q3.dim = 4096, q3.ff_dim = 12288, q3.n_heads = 32, q3.n_kv_heads = 8;
+  q3.ctx = 40960, q3.vocab_size = 151936, q3.rope_freq_base = 1000000.0f, q3.type = GgmlType::Q8_0;
+  return {{"demo", demo}, {"tinyllama-1.1b", tiny}, {"llama3-8b", l3}, {"llama3.1-8b", l31},
+          {"llama3-70b", l70}, {"qwen3-8b", q3}};
 }
 
 bool is_qwen(Arch a) { return a == Arch::Qwen2 || a == Arch::Qwen2Moe; }
@@ -254,7 +266,7 @@ void add_hparams(GgufWriter& w, const ModelSpec& s, int vocab_size) {
   w.set("general.architecture", Value::from_string(a));
   w.set("general.name", Value::from_string(s.name));
   w.set("general.alignment", Value::from_u32(32));
-  w.set("general.file_type", Value::from_u32(gguf_file_type(s.type)));
+  w.set("general.file_type", Value::from_u32(gguf_file_type(s.type)));  // Q4_K: Q4_K_M
   w.set("general.quantization_version", Value::from_u32(2));
   w.set(a + ".vocab_size", Value::from_u32(uint32_t(vocab_size)));
   w.set(a + ".context_length", Value::from_u32(uint32_t(s.ctx)));
@@ -399,6 +411,17 @@ GgmlType parse_weight_type(const std::string& name) {
   throw ModelSpecError("unknown weight type '" + name + "' (" + weight_type_names() + ")");
 }
 
+WeightChoice parse_weight_choice(const std::string& name) {
+  if (name == weight_mix_name(WeightMix::Q4_K_M)) return {GgmlType::Q4_K, WeightMix::Q4_K_M};
+  try {
+    return {parse_weight_type(name), WeightMix::None};
+  } catch (const ModelSpecError&) {
+    throw ModelSpecError("unknown weight type '" + name + "' (" + weight_choice_names() + ")");
+  }
+}
+
+std::string weight_choice_names() { return weight_type_names() + ", " + weight_mix_name(WeightMix::Q4_K_M); }
+
 int builtin_vocab_size() { return 256 + int(std::size(kSpecialTokens)); }
 
 void add_builtin_vocab(GgufWriter& w, int vocab_size) {
@@ -490,15 +513,26 @@ GgufWriter build_model(const ModelSpec& asked, ProgressFn progress, int threads)
     int64_t experts = 0;  // > 0: a 3-D stack {cols, rows / experts, experts}
   };
   std::vector<Planned> plan;
+  // Each matrix's type: spec.type, or the mix's choice for it.
+  WeightMixModel mix_model;
+  mix_model.arch = arch_name(spec.arch);
+  mix_model.n_layers = spec.n_layers, mix_model.n_heads = spec.n_heads, mix_model.n_kv_heads = spec.n_kv_heads;
+  mix_model.n_experts = spec.n_experts;
+  mix_model.has_output = !is_gemma(spec.arch);
+  const auto type_of = [&](const std::string& name, int64_t in) {
+    return weight_type_for({spec.type, spec.mix}, name, in, mix_model);
+  };
   auto matrix = [&](std::string name, int64_t in, int64_t out, float gain = 1.0f) {
-    plan.push_back({std::move(name), in, out, spec.type, {0.0f, gain / std::sqrt(float(in))}});
+    const GgmlType t = type_of(name, in);
+    plan.push_back({std::move(name), in, out, t, {0.0f, gain / std::sqrt(float(in))}});
   };
   auto norm = [&](std::string name, int64_t n) {
     plan.push_back({std::move(name), n, 1, GgmlType::F32, {1.0f, 0.02f}});
   };
   // n_experts [out x in] matrices stacked as one 3-D tensor (each expert scaled as a matrix).
   auto experts = [&](std::string name, int64_t in, int64_t out) {
-    plan.push_back({std::move(name), in, out * spec.n_experts, spec.type, {0.0f, 1.0f / std::sqrt(float(in))},
+    const GgmlType t = type_of(name, in);
+    plan.push_back({std::move(name), in, out * spec.n_experts, t, {0.0f, 1.0f / std::sqrt(float(in))},
                     spec.n_experts});
   };
   auto bias = [&](std::string name, int64_t n) {

@@ -12,6 +12,7 @@
 
 #include "engine/gguf/gguf.h"
 #include "engine/model/model_config.h"
+#include "engine/model/weight_mix.h"
 #include "kernels/ggml_type.h"
 
 namespace pagoda {
@@ -38,6 +39,7 @@ struct ModelSpec {
   RopeFreqs rope_freqs = RopeFreqs::None;
   float rms_eps = 0;         // 0: the architecture's default (llama 1e-5, qwen2 1e-6)
   GgmlType type = GgmlType::F16;  // matrices and the embedding table; norms/biases stay F32
+  WeightMix mix = WeightMix::None;  // a mix over `type` (weight_mix.h): per-matrix types
   uint64_t seed = 0;
   std::string vocab_from;    // GGUF path whose tokenizer.* keys are copied; empty: own vocabulary
   int pooling_type = 0;      // > 0: written as <arch>.pooling_type (1 mean, 2 CLS, 3 last)
@@ -64,7 +66,8 @@ struct ModelSpecError : std::runtime_error {
 };
 
 // The spec of a named preset ("demo", "tinyllama-1.1b", "llama3-8b", "llama3.1-8b" = the
-// llama3-8b shape with Llama 3.1's rope_freqs and 128k context); throws ModelSpecError.
+// llama3-8b shape with Llama 3.1's rope_freqs and 128k context, "llama3-70b" = Llama 3.1 70B's
+// shape, "qwen3-8b"); throws ModelSpecError.
 ModelSpec model_preset(const std::string& name);
 std::vector<std::string> model_preset_names();
 
@@ -94,6 +97,12 @@ std::vector<float> llama3_rope_freq_factors(int n_rot, float freq_base, double f
 GgmlType parse_weight_type(const std::string& name);
 // Those names, comma-separated, in GGML id order.
 std::string weight_type_names();
+
+// Parses a --type value: a weight type name, or a mix name ("q4_k_m": Q4_K with Q6_K where
+// llama.cpp's Q4_K_M puts it, see weight_mix.h); throws ModelSpecError.
+WeightChoice parse_weight_choice(const std::string& name);
+// The type names, then the mix names, comma-separated.
+std::string weight_choice_names();
 
 // llama.cpp's general.file_type number for a model whose matrices are mostly `t`.
 uint32_t gguf_file_type(GgmlType t);

@@ -23,7 +23,8 @@ const char* const kUsage =
     "Writes a GGUF model with seeded random weights (same flags -> identical bytes).\n"
     "\n"
     "  --output FILE         where to write the model (required)\n"
-    "  --preset NAME         demo (default) | tinyllama-1.1b | llama3-8b | llama3.1-8b;\n"
+    "  --preset NAME         demo (default) | tinyllama-1.1b | llama3-8b | llama3.1-8b |\n"
+    "                        llama3-70b (Llama 3.1 70B's shape, q4_k_m: about 42 GB) | qwen3-8b;\n"
     "                        flags below override it\n"
     "  --arch A              llama | qwen2 | qwen3 | gemma2 | gemma3 | phi3 | qwen2moe |\n"
     "                        qwen3moe (qwen2moe: experts and a shared expert; qwen3moe:\n"
@@ -37,7 +38,9 @@ const char* const kUsage =
     "  --head-dim N          attention head width (default dim / heads)\n"
     "  --vocab-size N        pads the built-in vocabulary with pseudo-word tokens\n"
     "  --type T              f32 | f16 | bf16 | q8_0 | q4_0 | q4_1 | q5_0 | q5_1 | q2_k | q3_k |\n"
-    "                        q4_k | q5_k | q6_k | iq4_nl | iq4_xs (norms and biases stay f32)\n"
+    "                        q4_k | q5_k | q6_k | iq4_nl | iq4_xs (norms and biases stay f32) |\n"
+    "                        q4_k_m (llama.cpp's mix: q4_k, with q6_k for the output matrix and\n"
+    "                        the V and FFN-down matrices of some layers)\n"
     "  --rope-base F         RoPE frequency base\n"
     "  --rope-freqs F        none | llama3: write rope_freqs.weight with Llama 3.1's factors\n"
     "                        (factor 8, low/high frequency factors 1/4, original context 8192)\n"
@@ -117,7 +120,10 @@ int make_model(int argc, char** argv) {
       else if (flag == "--vocab-size") {
         spec.vocab_size = parse_size(flag, v);
         vocab_size_given = true;
-      } else if (flag == "--type") spec.type = parse_weight_type(v);
+      } else if (flag == "--type") {
+        const WeightChoice c = parse_weight_choice(v);
+        spec.type = c.type, spec.mix = c.mix;
+      }
       else if (flag == "--rope-base") {
         char* end = nullptr;
         spec.rope_freq_base = std::strtof(v, &end);
@@ -167,8 +173,9 @@ int make_model(int argc, char** argv) {
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!quiet)
-    std::fprintf(stderr, "wrote %s (%s, %d layers, dim %d, %s) in %.1f s\n", output.c_str(),
-                 arch_name(spec.arch), spec.n_layers, spec.dim, ggml_type_info(spec.type).name, secs);
+    std::fprintf(stderr, "wrote %s (%s, %d layers, dim %d, %s) in %.1f s\n", output.c_str(), arch_name(spec.arch),
+                 spec.n_layers, spec.dim,
+                 spec.mix != WeightMix::None ? weight_mix_name(spec.mix) : ggml_type_info(spec.type).name, secs);
   return 0;
 }
 

@@ -26,7 +26,9 @@ const char* const kUsage =
     "nearest type that fits (as llama.cpp does), and the tool says so.\n"
     "\n"
     "  --type T       f32 | f16 | bf16 | q8_0 | q4_0 | q4_1 | q5_0 | q5_1 | q2_k | q3_k | q4_k |\n"
-    "                 q5_k | q6_k | iq4_nl | iq4_xs (required)\n"
+    "                 q5_k | q6_k | iq4_nl | iq4_xs | q4_k_m (required; q4_k_m: llama.cpp's mix, q4_k\n"
+    "                 with q6_k for the output matrix and the V and FFN-down matrices of some\n"
+    "                 layers, each such tensor listed)\n"
     "  --threads N    converter threads (default: all cores; never changes the bytes)\n"
     "  --quiet        no per-tensor notes or progress\n";
 
@@ -71,7 +73,8 @@ int quantize(int argc, char** argv) {
   if (type_name.empty()) return usage_error("--type T is required");
   if (paths[0] == paths[1]) return usage_error("OUT.gguf must differ from IN.gguf");
   try {
-    opt.type = parse_weight_type(type_name);
+    const WeightChoice c = parse_weight_choice(type_name);
+    opt.type = c.type, opt.mix = c.mix;
   } catch (const ModelSpecError& e) {
     return usage_error(std::string("--type: ") + e.what());
   }
@@ -79,10 +82,10 @@ int quantize(int argc, char** argv) {
   const auto t0 = std::chrono::steady_clock::now();
   const bool tty = isatty(fileno(stderr)) != 0;
   int last_percent = -1;
-  size_t fallbacks = 0;
+  size_t others = 0;  // tensors not of opt.type: fallbacks, the mix's choices, kept ones
   auto on_tensor = [&](const TensorPlan& p) {
     if (p.note.empty()) return;
-    ++fallbacks;
+    ++others;
     if (!quiet) std::fprintf(stderr, "%s: %s\n", p.name.c_str(), p.note.c_str());
   };
   ProgressFn progress = [&](uint64_t done, uint64_t total) {
@@ -107,11 +110,11 @@ int quantize(int argc, char** argv) {
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!quiet) {
     const char* name = ggml_type_info(opt.type).name;
-    if (fallbacks == 0)
+    if (others == 0)
       std::fprintf(stderr, "wrote %s (every weight matrix %s) in %.1f s\n", paths[1].c_str(), name, secs);
     else
       std::fprintf(stderr, "wrote %s (%s; %zu tensor(s) listed above are not) in %.1f s\n", paths[1].c_str(), name,
-                   fallbacks, secs);
+                   others, secs);
   }
   return 0;
 }

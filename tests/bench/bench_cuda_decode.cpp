@@ -1,17 +1,25 @@
-// Decode benchmark of the Model on the CudaBackend (not a test; built with the GPU tests).
+// Decode and prefill benchmark of the Model on the CudaBackend (not a test; built with the GPU
+// tests).
 //
-//   bench_cuda_decode --model M.gguf [--batches 1,64,256] [--prompt 128] [--new 128]
-//                     [--max-batch-tokens 2048] [--hbm-tbps 4.8] [--sampling device|host]
+//   bench_cuda_decode --model M.gguf [--batches 1,4,16,64,256] [--prefill 512,2048] [--prompt 128]
+//                     [--new 128] [--max-batch-tokens 2048] [--hbm-tbps 4.8]
+//                     [--cuda-weights quantized|bf16] [--copy-mib 1024] [--sampling device|host]
 //                     [--cuda-graphs on|off] [--kv-cache-type T] [--kv-cache-type-k T]
 //                     [--kv-cache-type-v T]
 //
+// First it measures the device-to-device copy rate (cudaMemcpy of --copy-mib MiB timed with
+// events, median of 20; read + write bytes) and the weight bytes read per token: every matrix
+// as the backend holds it (--cuda-weights quantized: its GGUF bits; bf16: 2 bytes a value, as
+// F16 / BF16 matrices always are; F32 matrices 4), f32 vectors, without the embedding table (a
+// token reads one row) and of stacked experts only the used share. It also prints the device
+// memory the load took (weights plus load-time scratch), which shows what the backend really
+// holds.
 // For each batch size B: B sequences of `prompt` tokens are prefilled (chunked into steps of at
 // most max-batch-tokens), then `new` decode steps run with all B sequences in every step. It
-// prints decode tokens/s (B * new / decode time) and, for B = 1, the fraction of HBM bandwidth
-// that reading the weights once per token implies: bytes read per token (bf16 matrices and f32
-// vectors as held on the GPU, without the embedding table, of which a token reads one row, and
-// of stacked experts only the used share) x tok/s, over --hbm-tbps (nominal) and over the
-// bandwidth of a device-to-device copy it measures first (bytes read plus bytes written).
+// prints decode tokens/s (B * new / decode time) and the rate at which the weights are read
+// (bytes per token x steps/s, since a step reads them once for all B rows), over --hbm-tbps
+// (nominal) and over the measured copy rate. For each --prefill length P: one sequence of P
+// tokens in one step (after a warm-up of the same shape), tokens/s of the faster of two runs.
 // Each decode step samples on the GPU as the engine does for plain requests (--sampling device,
 // the default: Model::forward with one greedy draw per sequence, only ids come back); with
 // --sampling host it copies B rows of logits to the host instead (the path of requests with
@@ -66,20 +74,19 @@ void add_tokens(StepPlan& plan, const Seq& seq, int begin, int end, int vocab) {
   plan.logit_rows.push_back(plan.n_tokens() - 1);
 }
 
-// Device-to-device copy bandwidth in TB/s (read + write bytes), median of 20 copies of 1 GiB
-// timed with events; 0 when a CUDA call fails.
-double measured_copy_tbps() {
-  const size_t bytes = size_t(1) << 30;
+// Device-to-device copy rate in TB/s (read + write bytes), median of 20 copies of `bytes` timed
+// with events; 0 when a CUDA call fails.
+double measured_copy_tbps(size_t bytes) {
   void *a = nullptr, *b = nullptr;
   if (cudaMalloc(&a, bytes) != cudaSuccess) return 0;
   if (cudaMalloc(&b, bytes) != cudaSuccess) {
     cudaFree(a);
     return 0;
   }
-  cudaMemset(a, 1, bytes);
+  cudaMemsetAsync(a, 1, bytes, nullptr);
   cudaEvent_t e0, e1;
-  cudaEventCreate(&e0);
-  cudaEventCreate(&e1);
+  cudaEventCreateWithFlags(&e0, cudaEventDefault);
+  cudaEventCreateWithFlags(&e1, cudaEventDefault);
   std::vector<float> ms;
   for (int i = 0; i < 23; ++i) {
     cudaEventRecord(e0);
@@ -97,7 +104,45 @@ double measured_copy_tbps() {
   cudaFree(b);
   if (!ok) return 0;
   std::nth_element(ms.begin(), ms.begin() + ms.size() / 2, ms.end());
-  return 2.0 * double(bytes) / (double(ms[ms.size() / 2]) * 1e-3) / 1e12;
+  const double s = double(ms[ms.size() / 2]) * 1e-3;
+  return s > 0 ? 2.0 * double(bytes) / s / 1e12 : 0;
+}
+
+// The one place --cuda-weights meets the backend: CudaBackendOptions::weights (CudaWeights)
+// where this build's backend has it; without it every matrix is held as bf16 whatever is asked.
+// Returns whether the quantized mode is in effect.
+template <class Opts>
+bool set_cuda_weights(Opts& opts, bool quantized) {
+  if constexpr (requires { opts.weights = decltype(opts.weights)::Quantized; }) {
+    using W = decltype(opts.weights);
+    opts.weights = quantized ? W::Quantized : W::Bf16;
+    return quantized;
+  } else {
+    return false;
+  }
+}
+
+// Bytes the backend holds for tensor `t` (see the file comment).
+double device_bytes(const gguf::TensorInfo& t, bool quantized_weights) {
+  const double n = static_cast<double>(t.n_elements());
+  if (t.dims.size() < 2 || t.type == GgmlType::F32) return 4.0 * n;
+  if (!quantized_weights || t.type == GgmlType::F16 || t.type == GgmlType::BF16) return 2.0 * n;
+  int64_t rows = 1;
+  for (size_t d = 1; d < t.dims.size(); ++d) rows *= t.dims[d];
+  return static_cast<double>(ggml_row_size(t.type, t.dims[0])) * static_cast<double>(rows);
+}
+
+size_t device_free_bytes() {
+  size_t free_b = 0, total = 0;
+  return cudaMemGetInfo(&free_b, &total) == cudaSuccess ? free_b : 0;
+}
+
+std::vector<int> int_list(const std::string& v) {
+  std::vector<int> out;
+  std::stringstream ss(v);
+  for (std::string b; std::getline(ss, b, ',');)
+    if (!b.empty()) out.push_back(std::stoi(b));
+  return out;
 }
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -106,10 +151,10 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 int run(int argc, char** argv) {
   std::string model_path;
-  std::vector<int> batches = {1, 64, 256};
-  int prompt = 128, n_new = 128, max_tokens = 2048;
+  std::vector<int> batches = {1, 4, 16, 64, 256}, prefills = {512, 2048};
+  int prompt = 128, n_new = 128, max_tokens = 2048, copy_mib = 1024;
   double hbm_tbps = 4.8;
-  bool device_sampling = true;
+  bool device_sampling = true, quantized_asked = true;
   CudaBackendOptions opts;
   KvTypes kv_types;
   auto kv_type = [](const std::string& flag, const std::string& v) {
@@ -129,11 +174,11 @@ int run(int argc, char** argv) {
     else if (flag == "--kv-cache-type") kv_types = KvTypes(kv_type(flag, v));
     else if (flag == "--kv-cache-type-k") kv_types.k = kv_type(flag, v);
     else if (flag == "--kv-cache-type-v") kv_types.v = kv_type(flag, v);
-    else if (flag == "--batches") {
-      batches.clear();
-      std::stringstream ss(v);
-      for (std::string b; std::getline(ss, b, ',');) batches.push_back(std::stoi(b));
-    } else {
+    else if (flag == "--batches") batches = int_list(v);
+    else if (flag == "--prefill") prefills = int_list(v);
+    else if (flag == "--copy-mib") copy_mib = std::stoi(v);
+    else if (flag == "--cuda-weights" && (v == "quantized" || v == "bf16")) quantized_asked = v == "quantized";
+    else {
       std::fprintf(stderr, "unknown flag %s\n", flag.c_str());
       return 2;
     }
@@ -147,25 +192,31 @@ int run(int argc, char** argv) {
     std::fprintf(stderr, "bench_cuda_decode: %s\n", why.c_str());
     return 1;
   }
-  const double copy_tbps = measured_copy_tbps();
+  const double copy_tbps = measured_copy_tbps(size_t(std::max(1, copy_mib)) << 20);
+  const bool quantized = set_cuda_weights(opts, quantized_asked);
   const auto file = gguf::GgufFile::open(model_path);
+  for (int p : prefills) max_tokens = std::max(max_tokens, p);
+  const size_t free_before = device_free_bytes();
   Model model(file, make_cuda_backend(opts), max_tokens);
+  const size_t free_after = device_free_bytes();
   const ModelConfig& cfg = model.config();
   const int vocab = cfg.vocab_size;
-  // As held on the GPU: bf16 matrices, f32 vectors. Per token: see the file comment.
   double weight_bytes = 0, bytes_per_token = 0;
   for (const auto& t : file.tensors()) {
-    const double b = static_cast<double>(t.n_elements()) * (t.dims.size() >= 2 ? 2.0 : 4.0);
+    const double b = device_bytes(t, quantized);
     weight_bytes += b;
     if (t.name == "token_embd.weight" && !cfg.tied_embeddings) continue;
     const bool experts = t.dims.size() == 3 && cfg.n_experts > 0;
     bytes_per_token += experts ? b * cfg.n_experts_used / cfg.n_experts : b;
   }
-  std::printf("model %s: %.2f GB of weights on the GPU (bf16), %.2f GB read per token; KV %s/%s; "
-              "sampling on the %s, CUDA graphs %s; device copy %.2f TB/s (read + write)\n",
-              model_path.c_str(), weight_bytes / 1e9, bytes_per_token / 1e9, ggml_type_info(kv_types.k).name,
-              ggml_type_info(kv_types.v).name, device_sampling ? "device" : "host (logits copied back)",
-              opts.cuda_graphs ? "on" : "off", copy_tbps);
+  std::printf("model %s: weights %s%s: %.4g GB on the GPU (the load took %.4g GB of device memory), %.4g GB read "
+              "per token; KV %s/%s; sampling on the %s, CUDA graphs %s; device copy %.3f TB/s (read + write)\n",
+              model_path.c_str(), quantized ? "quantized" : "bf16",
+              quantized_asked && !quantized ? " (quantized asked for: this build's backend has no such option)" : "",
+              weight_bytes / 1e9, free_before > free_after ? double(free_before - free_after) / 1e9 : 0.0,
+              bytes_per_token / 1e9, ggml_type_info(kv_types.k).name, ggml_type_info(kv_types.v).name,
+              device_sampling ? "device" : "host (logits copied back)", opts.cuda_graphs ? "on" : "off", copy_tbps);
+  std::fflush(stdout);
 
   for (int B : batches) {
     const int blocks_per_seq = (prompt + n_new + kBlock - 1) / kBlock;
@@ -204,12 +255,30 @@ int run(int argc, char** argv) {
     const double tps = static_cast<double>(B) * n_new / decode_s;
     std::printf("batch %4d: prefill %.0f tok/s (%.2f s), decode %.1f tok/s aggregate, %.2f ms/step",
                 B, static_cast<double>(B) * prompt / prefill_s, prefill_s, tps, 1e3 * decode_s / n_new);
-    if (B == 1) {
-      const double used = bytes_per_token * tps / 1e12;  // TB/s of weight reads
-      std::printf(", weights read at %.2f TB/s = %.0f%% of %.2f nominal", used, 100.0 * used / hbm_tbps, hbm_tbps);
-      if (copy_tbps > 0) std::printf(", %.0f%% of the measured copy", 100.0 * used / copy_tbps);
-    }
+    // The weights are read once per step for all B rows.
+    const double used = bytes_per_token * (n_new / decode_s) / 1e12;  // TB/s of weight reads
+    std::printf(", weights read at %.3f TB/s = %.0f%% of %.2f nominal", used, 100.0 * used / hbm_tbps, hbm_tbps);
+    if (copy_tbps > 0) std::printf(", %.0f%% of the measured copy", 100.0 * used / copy_tbps);
     std::printf("\n");
+    std::fflush(stdout);
+  }
+
+  for (int P : prefills) {
+    const int blocks = (P + kBlock - 1) / kBlock;
+    model.init_kv_cache(blocks, kBlock, kv_types);
+    Seq seq;
+    for (int b = 0; b < blocks; ++b) seq.table.push_back(b);
+    std::vector<float> logits;
+    double best = 0;
+    for (int run = 0; run < 3; ++run) {  // run 0 warms up (scratch, GEMM choices)
+      const auto t0 = std::chrono::steady_clock::now();
+      StepPlan plan;
+      add_tokens(plan, seq, 0, P, vocab);
+      model.forward(plan, logits);
+      const double s = seconds_since(t0);
+      if (run > 0 && (best == 0 || s < best)) best = s;
+    }
+    std::printf("prefill %5d tokens: %.0f tok/s (%.3f s, one sequence, one step)\n", P, P / best, best);
     std::fflush(stdout);
   }
   return 0;

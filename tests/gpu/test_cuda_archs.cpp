@@ -5,19 +5,24 @@
 // windows of 8 on gemma2/gemma3/phi3 so the local layers slide within the prompts. Three
 // sequences of different prompt lengths run in one batch: prefills in chunks of 8 (the batches
 // mix prefill chunks and decodes), then greedy decode steps, over scattered block tables; KV
-// caches f16, f32 and q8_0; weights f16, bf16, q8_0 and q4_0 (device dequantization) and q5_0
-// (dequantized on the host). Both models are fed the CPU's greedy token (teacher forcing, as in
-// test_cuda_model.cpp) and must agree on the argmax wherever the CPU's top-2 margin is not a
+// caches f16, f32 and q8_0; weights f16, bf16, q4_0 and q5_0; every architecture also with
+// q8_0, and with q4_k, q6_k and iq4_xs (256-value blocks: dim, heads x head width and ff 256;
+// MoE with every expert used, see all_experts) and the q4_k_m mix; stories260K (testdata)
+// re-encoded to q8_0 by `pagoda quantize`. Both models are fed the CPU's greedy token (teacher
+// forcing, as in test_cuda_model.cpp) and must agree on the argmax wherever the CPU's top-2 margin is not a
 // near-tie, with logits within a relative L2 error of 3% (f16/bf16 weights) or 6% (quantized):
-// the GPU rounds activations to bf16 before each GEMM and weights to bf16 at load (bounds, q8_0
-// caches and routed MoE: see check()).
+// the GPU rounds activations to bf16 before each GEMM (bounds, q8_0 caches and routed MoE: see
+// check()).
 // PAGODA_EMU_STEPS sets the decode steps (default 64). Skips (passes with a warning) without a
 // CUDA device.
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -25,8 +30,15 @@
 #include "engine/backend/cuda/backend_cuda.h"
 #include "engine/gguf/gguf.h"
 #include "engine/model/model.h"
+#include "engine/model/model_quantize.h"
 #include "engine/model/model_writer.h"
 #include "tests/gpu/cuda_test_util.h"
+// Built by CMake, the testdata directory is compiled in; built by `scripts/gpu-check.sh emu`,
+// which runs from the repository root, it is ../shared/testdata from there.
+#ifndef PAGODA_TESTDATA_DIR
+#define PAGODA_TESTDATA_DIR "../shared/testdata"
+#endif
+#include "tests/support/testdata.h"
 
 using namespace pagoda;
 using namespace pagoda::gputest;
@@ -48,6 +60,34 @@ ModelSpec tiny_llama_moe(GgmlType type, int used = 2) {
   s.n_experts = 4;
   s.n_experts_used = used;
   s.expert_ff_dim = 64;
+  return s;
+}
+
+// The weight-type checks of MoE models route every token to every expert: a top-k router
+// whose choice is a near-tie may pick another expert on the GPU (see check()), which at 8
+// emulated steps leaves too few rows for the routed allowance; the routing itself is checked
+// with f16 weights and q8_0 (the llama MoE), the experts' weights here.
+ModelSpec all_experts(ModelSpec s) {
+  if (s.n_experts > 0) s.n_experts_used = s.n_experts;
+  return s;
+}
+
+// tiny_arch_spec widened so that every matrix row holds whole 256-value blocks (Q4_K, Q6_K,
+// IQ4_XS): dim 256, 4 heads (2 KV heads) of 64, ff and expert ff 256; MoE: every expert used.
+ModelSpec tiny_256_spec(Arch arch, GgmlType type, WeightMix mix = WeightMix::None) {
+  ModelSpec s = all_experts(tiny_arch_spec(arch, type));
+  s.dim = 256;
+  s.ff_dim = 256;
+  if (s.n_experts > 0) s.expert_ff_dim = 256;
+  s.mix = mix;
+  return s;
+}
+
+ModelSpec tiny_256_llama_moe(GgmlType type) {
+  ModelSpec s = tiny_llama_moe(type, 4);
+  s.dim = 256;
+  s.ff_dim = 256;
+  s.expert_ff_dim = 256;
   return s;
 }
 
@@ -97,8 +137,7 @@ struct Outcome {
 };
 
 // Runs the three sequences to prompt + `steps` tokens on both models, comparing every logit row.
-Outcome compare(const ModelSpec& spec, GgmlType kv_type, int steps, float tie_frac) {
-  const auto file = gguf::GgufFile::from_bytes(build_model(spec).to_bytes(), spec.name);
+Outcome compare(const gguf::GgufFile& file, GgmlType kv_type, int steps, float tie_frac) {
   const int max_tokens = 3 * kChunk;
   Model cpu(file, std::make_unique<CpuBackend>(1), max_tokens);
   Model gpu(file, make_cuda_backend(), max_tokens);
@@ -159,21 +198,18 @@ Outcome compare(const ModelSpec& spec, GgmlType kv_type, int steps, float tie_fr
 // the tolerance on every row. There the median must hold, at most a quarter of the rows may
 // exceed the tolerance and at most 2% of the greedy rows may disagree on the argmax (still
 // enough to catch a wrong gather or combine, which spoils nearly every row).
-void check(const ModelSpec& spec, GgmlType kv_type, int steps) {
-  const bool exact_weights = spec.type == GgmlType::F16 || spec.type == GgmlType::BF16;
+// `what` names the model in the message; `routed`: a top-k MoE (see above).
+void check_file(const gguf::GgufFile& file, const std::string& what, bool exact_weights, bool routed, GgmlType kv_type,
+                int steps) {
   const double tol = (exact_weights ? 0.03 : 0.06) * (kv_type == GgmlType::Q8_0 ? 1.5 : 1.0);
   // Near-ties scale with the tolerance (2% of the top logit + 1 at 3%).
-  const Outcome o = compare(spec, kv_type, steps, static_cast<float>(0.02 * tol / 0.03));
-  const bool routed = (spec.n_experts > 0 || spec.arch == Arch::Qwen2Moe) &&
-                      spec.n_experts_used != spec.n_experts;
+  const Outcome o = compare(file, kv_type, steps, static_cast<float>(0.02 * tol / 0.03));
   const int rows = static_cast<int>(o.errors.size());
   const int over = static_cast<int>(std::count_if(o.errors.begin(), o.errors.end(), [&](double e) { return e >= tol; }));
   std::vector<double> sorted = o.errors;
   std::sort(sorted.begin(), sorted.end());
   const double median = sorted[sorted.size() / 2], worst = sorted.back();
-  const std::string what = spec.name + " weights " + ggml_type_info(spec.type).name + " kv " +
-                           ggml_type_info(kv_type).name;
-  WARN(what << ": logits rel. L2 error median " << median << " worst " << worst << ", " << over << " of "
+  WARN(what << " kv " << ggml_type_info(kv_type).name << ": logits rel. L2 error median " << median << " worst " << worst << ", " << over << " of "
             << rows << " rows over " << tol << "; " << o.near_ties << " near-ties, "
             << o.disagreements << " argmax disagreements in " << o.compared << " greedy rows");
   CHECK(median < tol / 2);
@@ -182,6 +218,17 @@ void check(const ModelSpec& spec, GgmlType kv_type, int steps) {
   CHECK(o.compared == 3 * steps + 3);
   CHECK(o.near_ties * 2 <= o.compared);  // otherwise the model is too flat to mean much
 }
+
+void check(const ModelSpec& spec, GgmlType kv_type, int steps) {
+  const auto file = gguf::GgufFile::from_bytes(build_model(spec).to_bytes(), spec.name);
+  const bool exact_weights = spec.type == GgmlType::F16 || spec.type == GgmlType::BF16;
+  const bool routed = (spec.n_experts > 0 || spec.arch == Arch::Qwen2Moe) && spec.n_experts_used != spec.n_experts;
+  const char* weights = spec.mix != WeightMix::None ? weight_mix_name(spec.mix) : ggml_type_info(spec.type).name;
+  check_file(file, spec.name + " weights " + weights, exact_weights, routed, kv_type, steps);
+}
+
+constexpr Arch kAllArchs[] = {Arch::Llama, Arch::Qwen2, Arch::Qwen3, Arch::Gemma2, Arch::Gemma3, Arch::Phi3,
+                              Arch::Qwen2Moe, Arch::Qwen3Moe};
 
 }  // namespace
 
@@ -209,9 +256,61 @@ TEST_CASE("cuda archs: f32 and q8_0 KV caches match the CPU's", "[gpu][emu]") {
 TEST_CASE("cuda archs: bf16 and quantized weights match the CPU's", "[gpu][emu]") {
   PAGODA_SKIP_WITHOUT_CUDA();
   const int steps = decode_steps();
-  for (GgmlType type : {GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q5_0}) {
+  for (GgmlType type : {GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q5_0}) {  // q8_0: below
     check(tiny_arch_spec(Arch::Gemma2, type), GgmlType::F16, steps);
     check(tiny_llama_moe(type), GgmlType::F16, steps);
     check(tiny_llama_moe(type, 4), GgmlType::F16, steps);
   }
+}
+
+TEST_CASE("cuda archs: q8_0 weights on every architecture match the CPU's", "[gpu][emu]") {
+  PAGODA_SKIP_WITHOUT_CUDA();
+  const int steps = decode_steps();
+  for (Arch arch : kAllArchs) check(all_experts(tiny_arch_spec(arch, GgmlType::Q8_0)), GgmlType::F16, steps);
+  check(tiny_llama_moe(GgmlType::Q8_0), GgmlType::F16, steps);
+  check(tiny_llama_moe(GgmlType::Q8_0, 4), GgmlType::F16, steps);
+}
+
+// Types of 256-value blocks, on the widened shapes; the q4_k_m mix puts Q6_K beside Q4_K (and
+// Q5_K for phi3's fused QKV). One case per type, so that a filter can pick one.
+void check_256_types(GgmlType type) {
+  const int steps = decode_steps();
+  for (Arch arch : kAllArchs) check(tiny_256_spec(arch, type), GgmlType::F16, steps);
+  check(tiny_256_llama_moe(type), GgmlType::F16, steps);
+}
+
+TEST_CASE("cuda archs: q4_k weights and the q4_k_m mix on every architecture match the CPU's", "[gpu][emu]") {
+  PAGODA_SKIP_WITHOUT_CUDA();
+  check_256_types(GgmlType::Q4_K);
+  for (Arch arch : {Arch::Llama, Arch::Phi3})
+    check(tiny_256_spec(arch, GgmlType::Q4_K, WeightMix::Q4_K_M), GgmlType::F16, decode_steps());
+}
+
+TEST_CASE("cuda archs: q6_k weights on every architecture match the CPU's", "[gpu][emu]") {
+  PAGODA_SKIP_WITHOUT_CUDA();
+  check_256_types(GgmlType::Q6_K);
+}
+
+TEST_CASE("cuda archs: iq4_xs weights on every architecture match the CPU's", "[gpu][emu]") {
+  PAGODA_SKIP_WITHOUT_CUDA();
+  check_256_types(GgmlType::IQ4_XS);
+}
+
+// The real stories260K (5 layers, dim 64, 8 heads of 8, FFN 172) re-encoded by quantize: Q8_0
+// wherever a row holds whole blocks, F16 for the FFN-down rows of 172 (quantize's fallback).
+TEST_CASE("cuda archs: stories260K re-encoded to q8_0 by quantize matches the CPU", "[gpu][emu][testdata]") {
+  PAGODA_SKIP_WITHOUT_CUDA();
+  if (!testing::testdata_available("models/stories260K.gguf")) return;
+  const auto out = std::filesystem::temp_directory_path() /
+                   ("pagoda_test_cuda_stories_q8_0_" + std::to_string(::getpid()) + ".gguf");
+  quantize_model(testing::testdata_path("models/stories260K.gguf").string(), out.string(),
+                 QuantizeOptions{GgmlType::Q8_0, 2});
+  {
+    const auto file = gguf::GgufFile::open(out.string());
+    int q8 = 0;
+    for (const auto& t : file.tensors()) q8 += t.type == GgmlType::Q8_0;
+    CHECK(q8 >= 5 * 6);  // Q, K, V, O, gate, up of every layer at least
+    check_file(file, "stories260K weights q8_0", false, false, GgmlType::F16, decode_steps());
+  }
+  std::filesystem::remove(out);
 }

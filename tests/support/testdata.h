@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <initializer_list>
 #include <string>
@@ -44,9 +45,14 @@ inline std::filesystem::path first_missing(const std::vector<std::filesystem::pa
 }
 
 #ifdef PAGODA_TESTDATA_DIR
-// `relative` inside ../shared/testdata, as an absolute path without "..".
+// `relative` inside ../shared/testdata, as an absolute path without "..". The environment
+// variable PAGODA_TESTDATA, when set, replaces the directory compiled in: binaries built on one
+// machine and run on another (scripts/gpu-check.sh lease) find their data there.
 inline std::filesystem::path testdata_path(const std::string& relative = "") {
-  return (std::filesystem::path(PAGODA_TESTDATA_DIR) / relative).lexically_normal();
+  const char* dir = std::getenv("PAGODA_TESTDATA");
+  const std::filesystem::path root = dir != nullptr && *dir != '\0' ? std::filesystem::path(dir)
+                                                                     : std::filesystem::path(PAGODA_TESTDATA_DIR);
+  return (std::filesystem::absolute(root) / relative).lexically_normal();
 }
 
 // True when `relative` exists in the testdata; otherwise records and prints the skip of the

@@ -7,6 +7,7 @@
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -53,10 +54,24 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned) { *s = reinterp
 cudaError_t cudaStreamDestroy(cudaStream_t s) { delete reinterpret_cast<int*>(s); return cudaSuccess; }
 cudaError_t cudaStreamSynchronize(cudaStream_t) { EMU_NOT_WHILE_CAPTURING(); return cudaSuccess; }
 cudaError_t cudaDeviceSynchronize() { EMU_NOT_WHILE_CAPTURING(); return cudaSuccess; }
-cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned) { *e = reinterpret_cast<cudaEvent_t>(new int(2)); return cudaSuccess; }
-cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t) { return cudaSuccess; }
+// An event is the host time at which the work queued before it finished (work runs
+// synchronously, so that is when cudaEventRecord's turn comes), in milliseconds.
+static double host_ms() {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned) { *e = reinterpret_cast<cudaEvent_t>(new double(0)); return cudaSuccess; }
+cudaError_t cudaEventCreate(cudaEvent_t* e) { return cudaEventCreateWithFlags(e, 0); }
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t) {
+  double* t = reinterpret_cast<double*>(e);
+  return emu::enqueue([t] { *t = host_ms(); });
+}
 cudaError_t cudaEventSynchronize(cudaEvent_t) { EMU_NOT_WHILE_CAPTURING(); return cudaSuccess; }
-cudaError_t cudaEventDestroy(cudaEvent_t e) { delete reinterpret_cast<int*>(e); return cudaSuccess; }
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+  EMU_NOT_WHILE_CAPTURING();
+  *ms = static_cast<float>(*reinterpret_cast<double*>(end) - *reinterpret_cast<double*>(start));
+  return cudaSuccess;
+}
+cudaError_t cudaEventDestroy(cudaEvent_t e) { delete reinterpret_cast<double*>(e); return cudaSuccess; }
 cudaError_t cudaMalloc(void** p, size_t n) { EMU_NOT_WHILE_CAPTURING(); *p = std::aligned_alloc(256, (n + 255) / 256 * 256); std::memset(*p, 0xAB, n); return cudaSuccess; }
 cudaError_t cudaFree(void* p) { EMU_NOT_WHILE_CAPTURING(); std::free(p); return cudaSuccess; }
 cudaError_t cudaMallocHost(void** p, size_t n) { return cudaMalloc(p, n); }

@@ -58,7 +58,8 @@ test('anthropic SDK: streamed events, and the stream folds into the gathered mes
   assert.deepEqual(types, ['message_start', 'content_block_start', 'content_block_delta', 'content_block_stop',
     'message_delta', 'message_stop']);  // the SDK drops ping
   assert.equal(text, 'Streamed words.');
-  const final = await client.messages.stream(req).finalMessage();
+  // parsed_output and stop_details are the SDK's own additions to a streamed message.
+  const { parsed_output: _p, stop_details: _s, ...final } = await client.messages.stream(req).finalMessage();
   assert.deepEqual({ ...final, id: '' }, { ...gathered, id: '' });
 });
 

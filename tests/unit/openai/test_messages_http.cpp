@@ -85,18 +85,6 @@ json fold_stream(const std::vector<TypedEvent>& events) {
   return msg;
 }
 
-// A POST written onto the socket with `headers` ("Name: value\r\n" lines) as they are, so that a
-// header may be repeated; the status and the body of the answer.
-HttpResult post_raw(int port, const std::string& path, const std::string& headers, const std::string& body) {
-  const std::string req = "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n" + headers +
-                          "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
-                          "\r\n\r\n" + body;
-  const std::string got = raw_exchange(port, req, 1 << 20, std::chrono::seconds(10));
-  const size_t head_end = got.find("\r\n\r\n");
-  if (got.rfind("HTTP/1.1 ", 0) != 0 || head_end == std::string::npos) return {0, got, {}};
-  return {std::stoi(got.substr(9, 3)), got.substr(head_end + 4), {}};
-}
-
 void check_anthropic_error(const HttpResult& r, int status, const std::string& type) {
   INFO(r.body);
   CHECK(r.status == status);
@@ -334,15 +322,15 @@ TEST_CASE("messages: x-api-key is accepted beside Bearer", "[messages][server]")
   s.script("ok");
   const std::string body = request({}).dump();
   const int port = s.port;
-  auto post = [&](const std::string& headers) { return post_raw(port, "/v1/messages", headers, body); };
+  auto post = [&](const std::string& headers) { return http_post_raw(port, "/v1/messages", headers, body); };
   CHECK(post("x-api-key: sekret\r\nanthropic-version: 2023-06-01\r\n").status == 200);
   CHECK(post("Authorization: Bearer sekret\r\n").status == 200);
   check_anthropic_error(post(""), 401, "authentication_error");
   check_anthropic_error(post("x-api-key: wrong\r\n"), 401, "authentication_error");
   check_anthropic_error(post("x-api-key: sekret\r\nx-api-key: sekret\r\n"), 401, "authentication_error");
   // Any route takes either header; OpenAI's routes answer in OpenAI's shape.
-  CHECK(post_raw(port, "/v1/embeddings", "x-api-key: sekret\r\n", R"({"input": "x"})").status != 401);
-  auto openai = post_raw(port, "/v1/embeddings", "", R"({"input": "x"})");
+  CHECK(http_post_raw(port, "/v1/embeddings", "x-api-key: sekret\r\n", R"({"input": "x"})").status != 401);
+  auto openai = http_post_raw(port, "/v1/embeddings", "", R"({"input": "x"})");
   CHECK(openai.status == 401);
   CHECK(openai.j()["error"]["type"] == "authentication_error");
 }

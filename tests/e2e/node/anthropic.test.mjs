@@ -1,13 +1,15 @@
 // Anthropic's Messages API (POST /v1/messages, /v1/messages/count_tokens) with Anthropic's own
 // SDK from npm (`@anthropic-ai/sdk`): messages.create gathered and streamed (the raw events,
 // and messages.stream's finalMessage == the gathered message), a tool round trip with
-// tool_result, tool_choice any / tool, stop_sequences, countTokens, its typed errors, and the
-// key sent as x-api-key. Drives `fake_tool_server`, whose "model" says what the last user
-// message says (fake_server.mjs), so every answer is known. Needs PAGODA_FAKE_TOOL_SERVER (set
-// by CTest); run `npm ci` here first.
+// tool_result, tool_choice any / tool, stop_sequences, countTokens, its typed errors, the key
+// sent as x-api-key, and every byte split of an event stream parsed by the SDK's own parser.
+// Drives `fake_tool_server`, whose "model" says what the last user message says
+// (fake_server.mjs), so every answer is known. Needs PAGODA_FAKE_TOOL_SERVER (set by CTest);
+// run `npm ci` here first.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import Anthropic from '@anthropic-ai/sdk';
+import { Stream } from '@anthropic-ai/sdk/streaming';
 import { startFakeServer, stopFakeServers } from './fake_server.mjs';
 
 const KEY = 'sekret-key';
@@ -129,4 +131,27 @@ test('anthropic SDK: typed errors', async () => {
   await assert.rejects(
     wrong.messages.create({ model: 'fake-tools', max_tokens: 10, messages: [{ role: 'user', content: 'x' }] }),
     (e) => e instanceof Anthropic.AuthenticationError && e.error.error.type === 'authentication_error');
+});
+
+test('anthropic SDK: every byte split of the event stream parses the same with the SDK parser', async () => {
+  const res = await fetch(address + '/v1/messages', {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-api-key': KEY, 'anthropic-version': '2023-06-01' },
+    body: JSON.stringify({ model: 'fake-tools', max_tokens: 200, tools, stream: true,
+      messages: [{ role: 'user', content: 'Ünïcode ✓ ' + callText }] }),
+  });
+  assert.equal(res.status, 200);
+  const bytes = new Uint8Array(await res.arrayBuffer());
+  const parse = async (chunks) => {
+    const body = new ReadableStream({ start(c) { for (const chunk of chunks) c.enqueue(chunk); c.close(); } });
+    const events = [];
+    for await (const e of Stream.fromSSEResponse(new Response(body), new AbortController())) events.push(e);
+    return events;
+  };
+  const whole = await parse([bytes]);
+  assert.equal(whole[0].type, 'message_start');
+  assert.equal(whole.at(-1).type, 'message_stop');
+  assert.ok(whole.some((e) => e.delta?.type === 'input_json_delta'));
+  for (let k = 1; k < bytes.length; ++k)
+    assert.deepEqual(await parse([bytes.subarray(0, k), bytes.subarray(k)]), whole, `split at byte ${k}`);
 });

@@ -72,6 +72,9 @@ struct Delta {
   std::vector<float> embedding;
   FinishReason finish = FinishReason::None;
   std::string error;             // set when finish == Error
+  // On a "stop" finish delta: the stop string (StopParams::stop) that ended the choice; ""
+  // when an end-of-generation token, a stop token or a completed grammar ended it.
+  std::string stop_string;
 };
 
 struct Usage {

@@ -24,6 +24,8 @@ std::string ChoiceText::push(int32_t token, bool stop_token) {
 
 bool ChoiceText::stopped() const { return stop_ && stop_->matched(); }
 
+std::string ChoiceText::stop_string() const { return stop_ ? stop_->matched_stop() : std::string(); }
+
 std::string ChoiceText::finish() {
   if (!detok_ || stopped()) return "";
   std::string tail = detok_->flush();

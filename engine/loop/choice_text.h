@@ -29,6 +29,8 @@ class ChoiceText {
   std::string push(int32_t token, bool stop_token);
   // True once a stop string matched: the sequence ends with "stop", and no more text follows.
   bool stopped() const;
+  // The stop string that matched ("" when none did).
+  std::string stop_string() const;
   // The sequence has ended: whatever is still held back (the detokenizer's incomplete tail,
   // text that no stop string completed), unless a stop string matched before. A stop string
   // completed by the tail cuts it there (then stopped() turns true).

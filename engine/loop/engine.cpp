@@ -590,7 +590,10 @@ void LlmEngine::emit_outputs(const std::vector<std::shared_ptr<Sequence>>& updat
     if (c.text->stopped()) scheduler_->finish(seq, FinishReason::Stop);
     if (ends_here || c.text->stopped()) {
       text += c.text->finish();
-      if (c.text->stopped()) seq->finish = FinishReason::Stop;
+      if (c.text->stopped()) {
+        seq->finish = FinishReason::Stop;
+        d.stop_string = c.text->stop_string();
+      }
       d.finish = seq->finish;
       d.error = seq->error;
       c.reported = true;

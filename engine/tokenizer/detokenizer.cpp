@@ -47,7 +47,13 @@ std::string StopStringMatcher::feed(const std::string& text) {
   held_ += text;
   // The earliest complete stop string wins (the held text had none before this call).
   size_t best = std::string::npos;
-  for (const auto& s : stops_) best = std::min(best, held_.find(s));
+  for (const auto& s : stops_) {
+    const size_t at = held_.find(s);
+    if (at < best) {
+      best = at;
+      matched_stop_ = s;
+    }
+  }
   if (best != std::string::npos) {
     matched_ = true;
     std::string out = held_.substr(0, best);

@@ -39,11 +39,15 @@ class StopStringMatcher {
   // At the end of generation: whatever is still held back (no stop matched).
   std::string flush();
   bool matched() const { return matched_; }
+  // The stop string that matched ("" before a match): the earliest in the text, the first
+  // listed when two begin at the same place.
+  const std::string& matched_stop() const { return matched_stop_; }
 
  private:
   std::vector<std::string> stops_;
   std::string held_;
   bool matched_ = false;
+  std::string matched_stop_;
 };
 
 }  // namespace pagoda

@@ -98,7 +98,8 @@ std::shared_ptr<AccessRecord> HttpServer::close_record(const httplib::Request& r
 bool HttpServer::authorized(const httplib::Request& req) const {
   if (opts_.api_key.empty()) return true;
   // The raw header values (serve() puts them back: the library percent-decodes them). Exactly
-  // one Authorization header, whose whole value is "Bearer KEY": no trailing bytes, no NUL.
+  // one Authorization header, whose whole value is "Bearer KEY": no trailing bytes, no NUL; or,
+  // as Anthropic's clients send it, exactly one x-api-key header whose whole value is KEY.
   auto [first, last] = req.headers.equal_range("Authorization");
   const bool one = first != last && std::next(first) == last;
   const std::string auth = one ? first->second : std::string();
@@ -106,7 +107,10 @@ bool HttpServer::authorized(const httplib::Request& req) const {
   bool scheme_ok = auth.size() >= kPrefix && strncasecmp(auth.c_str(), "Bearer ", kPrefix) == 0;
   // The key is compared even when the scheme is wrong, so timing tells nothing either way.
   bool key_ok = constant_time_equal(scheme_ok ? auth.substr(kPrefix) : std::string(), opts_.api_key);
-  return one && scheme_ok && key_ok;
+  auto [xfirst, xlast] = req.headers.equal_range("x-api-key");
+  const bool one_x = xfirst != xlast && std::next(xfirst) == xlast;
+  bool x_ok = constant_time_equal(one_x ? xfirst->second : std::string(), opts_.api_key);
+  return (one && scheme_ok && key_ok) || (one_x && x_ok);
 }
 
 void HttpServer::add_cors(const httplib::Request& req, httplib::Response& res) const {
@@ -140,20 +144,23 @@ void HttpServer::install_routes(const std::vector<ApiRoute>& routes) {
       res.set_header("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
       res.set_header("Access-Control-Allow-Headers",
                      "Authorization, Content-Type, OpenAI-Organization, OpenAI-Project, "
-                     "X-Stainless-*, *");
+                     "X-Api-Key, Anthropic-Version, Anthropic-Beta, X-Stainless-*, *");
       res.set_header("Access-Control-Max-Age", "600");
       return httplib::Server::HandlerResponse::Handled;
     }
     if (req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
     if (!authorized(req)) {
-      send_error(res, ApiError(401, "Incorrect or missing API key. Send 'Authorization: Bearer <key>'.",
-                               "authentication_error", "", "invalid_api_key"));
+      send_error(res,
+                 ApiError(401, "Incorrect or missing API key. Send 'Authorization: Bearer <key>' or 'x-api-key: <key>'.",
+                          "authentication_error", "", "invalid_api_key"),
+                 error_shape_for_path(req.path));
       res.set_header("WWW-Authenticate", "Bearer");
       return httplib::Server::HandlerResponse::Handled;
     }
     if (draining_) {
       send_error(res, ApiError(503, "The server is shutting down.", "service_unavailable_error", "",
-                               "shutting_down"));
+                               "shutting_down"),
+                 error_shape_for_path(req.path));
       return httplib::Server::HandlerResponse::Handled;
     }
     return httplib::Server::HandlerResponse::Unhandled;
@@ -187,7 +194,8 @@ void HttpServer::install_routes(const std::vector<ApiRoute>& routes) {
       std::shared_ptr<ApiService> h = service();
       if (!h) {
         send_error(res, ApiError(503, "The model is still loading.", "service_unavailable_error", "",
-                                 "model_loading"));
+                                 "model_loading"),
+                   error_shape_for_path(req.path));
         res.set_header("Retry-After", "1");
         return;
       }
@@ -220,11 +228,12 @@ void HttpServer::install_routes(const std::vector<ApiRoute>& routes) {
       default: msg = "HTTP error " + std::to_string(res.status) + ".";
     }
     send_error(res, ApiError(res.status, msg, error_type_for_status(res.status), "",
-                             res.status == 404 ? "not_found" : ""));
+                             res.status == 404 ? "not_found" : ""),
+               error_shape_for_path(req.path));
     return httplib::Server::HandlerResponse::Handled;
   }));
   svr_.set_exception_handler(
-      [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+      [](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
         std::string msg = "Internal server error.";
         try {
           if (ep) std::rethrow_exception(ep);
@@ -232,7 +241,7 @@ void HttpServer::install_routes(const std::vector<ApiRoute>& routes) {
           msg = std::string("Internal server error: ") + e.what();
         } catch (...) {
         }
-        send_error(res, ApiError(500, msg, "server_error"));
+        send_error(res, ApiError(500, msg, "server_error"), error_shape_for_path(req.path));
       });
   // Before the response is written: one that began before a drain and ends during it says
   // "Connection: close" (serve() closes the connection then), so that a kept-alive client does

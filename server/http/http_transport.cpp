@@ -177,9 +177,11 @@ bool HttpServer::serve(ServedRequest& r) {
   bool ok = svr_.process_request(strm, close, closed, [&head, fd](httplib::Request& req) {
     // httplib percent-decodes header values and reads them up to a NUL; auth needs them as
     // sent. "100 Continue" was already answered by the loop, which has the body.
-    req.headers.erase("Authorization");
-    for (const auto& [name, value] : head.headers)
-      if (strcasecmp(name.c_str(), "Authorization") == 0) req.headers.emplace("Authorization", value);
+    for (const char* auth : {"Authorization", "x-api-key"}) {
+      req.headers.erase(auth);
+      for (const auto& [name, value] : head.headers)
+        if (strcasecmp(name.c_str(), auth) == 0) req.headers.emplace(auth, value);
+    }
     req.headers.erase("Expect");
     req.headers.erase(kSocketHeader);  // only the server says which socket is the request's
     req.headers.emplace(kSocketHeader, std::to_string(fd));
@@ -196,7 +198,8 @@ std::string HttpServer::refusal_response(const Refusal& r) {
   }
   httplib::Response res;
   add_cors(req, res);
-  send_error(res, ApiError(r.status, r.message, error_type_for_status(r.status), "", r.code));
+  send_error(res, ApiError(r.status, r.message, error_type_for_status(r.status), "", r.code),
+             error_shape_for_path(req.path));
   if (r.status == 503) res.set_header("Retry-After", "1");
   metrics_.record_status(r.status);
   if (r.head) {

@@ -146,6 +146,7 @@ void Generation::handle(int p, const Delta& raw, const std::function<void(int, c
   on(idx, d);
   if (d.finish != FinishReason::None) {
     c.finish = d.finish;
+    c.stop_string = d.stop_string;
     --unfinished_;
   }
 }
@@ -256,7 +257,7 @@ void Generation::answer(httplib::Response& res) {
     abort();
     ctx_.metrics.record_aborted();
     account(log_status);
-    send_error(res, e);
+    send_error(res, e, spec_.format ? spec_.format->error_shape() : ErrorShape::OpenAI);
   };
   auto gathered = [this](int idx, const Delta&) {
     if (spec_.format) format_output(nullptr, idx);

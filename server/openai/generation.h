@@ -28,12 +28,19 @@ class ConnectionProbe;
 class SseWriter;
 class Metrics;
 
-// An answer shape other than chat / completions' (the Responses API): it gets what each delta
-// released (reasoning, content, finished tool calls), gathered or streamed through the same
-// calls, so the two answers cannot differ. One choice (n = 1) per request.
+// An answer shape other than chat / completions' (the Responses API, Anthropic's Messages API):
+// it gets what each delta released (reasoning, content, finished tool calls), gathered or
+// streamed through the same calls, so the two answers cannot differ. One choice (n = 1) per
+// request.
 class AnswerFormat {
  public:
   virtual ~AnswerFormat() = default;
+  // The prefix of the answer's id ("resp_", "msg_").
+  virtual const char* id_prefix() const = 0;
+  // The shape of the errors answered before the stream begins, and the request field that holds
+  // the prompt (what a refusal of the prompt names).
+  virtual ErrorShape error_shape() const = 0;
+  virtual const char* prompt_param() const = 0;
   // The request's id, model and time, before anything else.
   virtual void begin(const ResponseMeta& meta) = 0;
   // Streaming: the events before any output; false when the client left.

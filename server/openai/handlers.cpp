@@ -81,6 +81,8 @@ std::vector<ApiRoute> Handlers::routes() {
           member_route("POST", "/v1/responses", &Handlers::responses),
           member_route("GET", "/v1/responses/([^/]+)", &Handlers::get_response),
           member_route("DELETE", "/v1/responses/([^/]+)", &Handlers::delete_response),
+          member_route("POST", "/v1/messages", &Handlers::messages),
+          member_route("POST", "/v1/messages/count_tokens", &Handlers::count_message_tokens),
           member_route("POST", "/v1/cache/save", &Handlers::save_cache),
           member_route("POST", "/tokenize", &Handlers::tokenize),
           member_route("POST", "/detokenize", &Handlers::detokenize)};
@@ -365,7 +367,8 @@ void Handlers::delete_response(const httplib::Request& req, httplib::Response& r
 void Handlers::generate(const httplib::Request& req, httplib::Response& res,
                         const std::shared_ptr<AccessRecord>& record, GenSpec spec) {
   const int ctx = engine_.context_size();
-  const char* prompt_param = spec.format ? "input" : spec.chat ? "messages" : "prompt";
+  const char* prompt_param = spec.format ? spec.format->prompt_param() : spec.chat ? "messages" : "prompt";
+  const ErrorShape shape = spec.format ? spec.format->error_shape() : ErrorShape::OpenAI;
   try {
     for (size_t p = 0; p < spec.prompts.size(); ++p) {
       int len = (int)spec.prompts[p].size();
@@ -401,12 +404,12 @@ void Handlers::generate(const httplib::Request& req, httplib::Response& res,
       }
     }
   } catch (const ApiError& e) {
-    send_error(res, e);
+    send_error(res, e, shape);
     return;
   }
 
   ResponseMeta meta;
-  meta.id = new_id(spec.format ? "resp_" : spec.chat ? "chatcmpl-" : "cmpl-");
+  meta.id = new_id(spec.format ? spec.format->id_prefix() : spec.chat ? "chatcmpl-" : "cmpl-");
   meta.model = spec.common.model.empty() ? opts_.model_name : spec.common.model;
   meta.created = (int64_t)unix_now();
   record->request_id = meta.id;
@@ -442,7 +445,7 @@ void Handlers::generate(const httplib::Request& req, httplib::Response& res,
     SubmitError err;
     std::shared_ptr<RequestStream> st = engine_.submit(std::move(gr), &err);
     if (!st) {
-      send_error(res, submit_error(err, prompt_param));
+      send_error(res, submit_error(err, prompt_param), shape);
       return;  // ~Generation aborts the prompts already submitted
     }
     track(st);

@@ -1,4 +1,5 @@
-// The OpenAI API service: one function per endpoint, parse -> validate -> template -> tokenize
+// The API service (OpenAI's endpoints, and Anthropic's Messages API on the same machinery): one
+// function per endpoint, parse -> validate -> template -> tokenize
 // -> submit -> answer (gathered or streamed as SSE), and the route table that maps the API's
 // paths onto them for the HTTP layer. Talks to the engine only through EngineApi (tokenizing
 // included), so tests can run it against a test double.
@@ -88,6 +89,10 @@ class Handlers : public ApiService {
   void responses(const httplib::Request& req, httplib::Response& res,
                  const std::shared_ptr<AccessRecord>& record);
   void get_response(const httplib::Request& req, httplib::Response& res);
+  // POST /v1/messages and /v1/messages/count_tokens (Anthropic's Messages API; messages.cpp).
+  void messages(const httplib::Request& req, httplib::Response& res,
+                const std::shared_ptr<AccessRecord>& record);
+  void count_message_tokens(const httplib::Request& req, httplib::Response& res);
   void delete_response(const httplib::Request& req, httplib::Response& res);
   void tokenize(const httplib::Request& req, httplib::Response& res);
   // POST /v1/cache/save (cache_admin.cpp): the prefix cache to the --kv-cache-dir file, now.

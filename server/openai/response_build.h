@@ -32,6 +32,7 @@ struct ChoiceResult {
   std::vector<int32_t> tokens;
   std::vector<TokenLogprob> logprobs;
   FinishReason finish = FinishReason::None;
+  std::string stop_string;  // the stop string that ended the choice ("" when none did)
 };
 
 // Renders a token id as the text the client sees in logprobs.

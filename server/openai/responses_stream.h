@@ -36,6 +36,9 @@ class ResponsesAnswer : public AnswerFormat {
 
   explicit ResponsesAnswer(Setup setup) : setup_(std::move(setup)) {}
 
+  const char* id_prefix() const override { return "resp_"; }
+  ErrorShape error_shape() const override { return ErrorShape::OpenAI; }
+  const char* prompt_param() const override { return "input"; }
   void begin(const ResponseMeta& meta) override { meta_ = meta; }
   bool open(httplib::DataSink& sink) override;
   bool output(httplib::DataSink* sink, const std::string& reasoning, const std::string& content,

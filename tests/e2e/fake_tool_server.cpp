@@ -4,7 +4,7 @@
 // "Tool said: " and the results, so a client can check they came back. Used to test function
 // calling (chat and Responses) end to end with real SDKs, which a random-weight model cannot do.
 //
-// usage: fake_tool_server [--tool-call-parser hermes|llama3|mistral|none]
+// usage: fake_tool_server [--tool-call-parser hermes|llama3|mistral|none] [--api-key KEY]
 // Prints {"msg": "pagoda serving", "address": "http://127.0.0.1:PORT"} when ready; stops when
 // its stdin closes (the test that started it ends).
 #include <cstdio>
@@ -44,7 +44,12 @@ class EchoEngine : public testing::FakeEngine {
 
 int main(int argc, char** argv) {
   server::ToolCallFormat format = server::ToolCallFormat::Hermes;
+  std::string api_key;
   for (int i = 1; i + 1 < argc; i += 2) {
+    if (std::string(argv[i]) == "--api-key") {
+      api_key = argv[i + 1];
+      continue;
+    }
     if (std::string(argv[i]) != "--tool-call-parser") {
       std::fprintf(stderr, "unknown argument %s\n", argv[i]);
       return 2;
@@ -73,6 +78,7 @@ int main(int argc, char** argv) {
   auto handlers = std::make_shared<server::Handlers>(engine, render, metrics, ho);
   server::HttpServer::Options so;
   so.worker_threads = 8;
+  so.api_key = api_key;
   server::HttpServer http(so, metrics, server::Handlers::routes());
   http.set_service(handlers);
   int port = http.bind("127.0.0.1", 0);

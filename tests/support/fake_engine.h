@@ -287,6 +287,13 @@ class FakeEngine : public EngineApi {
         d.tokens = {t};
         d.text = s.script.empty() ? std::string(1, (char)t) : s.script[pos].text;
         if (!s.script.empty() && pos + 1 == s.script.size()) d.finish = FinishReason::Stop;
+        // Stop strings, matched within one token's text only: the text before it, then "stop".
+        for (const std::string& stop : s.req.stop.stop)
+          if (size_t at = d.text.find(stop); at != std::string::npos && d.finish == FinishReason::None) {
+            d.text.resize(at);
+            d.finish = FinishReason::Stop;
+            d.stop_string = stop;
+          }
         if (s.req.sampling.logprobs >= 0) {
           TokenLogprob lp{t, -0.25f, {}};
           for (int k = 0; k < s.req.sampling.logprobs; ++k)

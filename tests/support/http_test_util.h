@@ -304,4 +304,17 @@ inline std::string raw_exchange(int port, const std::string& data, size_t min_by
   return got;
 }
 
+// A POST written onto the socket with `headers` ("Name: value\r\n" lines) as they are, so that a
+// header may be repeated; the status and the body of the answer (not chunked: no streams).
+inline HttpResult http_post_raw(int port, const std::string& path, const std::string& headers,
+                                const std::string& body) {
+  const std::string req = "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n" + headers +
+                          "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+                          "\r\n\r\n" + body;
+  const std::string got = raw_exchange(port, req, 1 << 20, std::chrono::seconds(30));
+  const size_t head_end = got.find("\r\n\r\n");
+  if (got.rfind("HTTP/1.1 ", 0) != 0 || head_end == std::string::npos) return {0, got, {}};
+  return {std::stoi(got.substr(9, 3)), got.substr(head_end + 4), {}};
+}
+
 }  // namespace pagoda::testing

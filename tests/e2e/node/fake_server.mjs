@@ -7,11 +7,12 @@ import { spawn } from 'node:child_process';
 export const fakeServerBinary = process.env.PAGODA_FAKE_TOOL_SERVER;
 const running = [];
 
-// Starts one with the given tool-call parser; resolves to its base address (http://127.0.0.1:PORT).
-export function startFakeServer(parser = 'hermes') {
+// Starts one with the given tool-call parser (and `extra` flags, such as ['--api-key', KEY]);
+// resolves to its base address (http://127.0.0.1:PORT).
+export function startFakeServer(parser = 'hermes', extra = []) {
   assert.ok(fakeServerBinary, 'PAGODA_FAKE_TOOL_SERVER must be set');
   return new Promise((resolve, reject) => {
-    const proc = spawn(fakeServerBinary, ['--tool-call-parser', parser], { stdio: ['pipe', 'pipe', 'pipe'] });
+    const proc = spawn(fakeServerBinary, ['--tool-call-parser', parser, ...extra], { stdio: ['pipe', 'pipe', 'pipe'] });
     let out = '';
     const timer = setTimeout(() => reject(new Error('server did not start:\n' + out)), 30000);
     proc.stdout.on('data', (chunk) => {

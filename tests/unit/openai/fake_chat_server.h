@@ -23,8 +23,10 @@ struct FakeChatServer {
   std::unique_ptr<InProcHttpServer> http;  // declared after what it serves: stops first
   int port = 0;
 
-  // `render`: a chat template of the test's own instead (a real model's).
-  explicit FakeChatServer(server::Handlers::Options ho, server::Handlers::ChatRenderer render = nullptr) {
+  // `render`: a chat template of the test's own instead (a real model's). `api_key`: the key
+  // the server asks for (--api-key), none when empty.
+  explicit FakeChatServer(server::Handlers::Options ho, server::Handlers::ChatRenderer render = nullptr,
+                          const std::string& api_key = "") {
     ho.model_name = "fake-model";
     if (!render) render = [](const nlohmann::ordered_json& messages, const nlohmann::ordered_json&, bool,
                      const nlohmann::ordered_json& vars) {
@@ -43,6 +45,7 @@ struct FakeChatServer {
     handlers = std::make_shared<server::Handlers>(engine, render, metrics, std::move(ho));
     server::HttpServer::Options so;
     so.worker_threads = 8;
+    so.api_key = api_key;
     http = std::make_unique<InProcHttpServer>(so, metrics, handlers);
     port = http->port();
   }

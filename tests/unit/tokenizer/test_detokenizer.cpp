@@ -120,8 +120,10 @@ TEST_CASE("stop strings across piece boundaries", "[stop]") {
     CHECK(m.feed("abc S") == "abc ");
     CHECK(m.feed("TO") == "");
     CHECK_FALSE(m.matched());
+    CHECK(m.matched_stop() == "");
     CHECK(m.feed("P and more") == "");
     CHECK(m.matched());
+    CHECK(m.matched_stop() == "STOP");
     CHECK(m.feed("ignored") == "");
     CHECK(m.flush() == "");
   }
@@ -137,6 +139,7 @@ TEST_CASE("stop strings across piece boundaries", "[stop]") {
     StopStringMatcher m({"world", "lo w"});
     CHECK(m.feed("hello world") == "hel");
     CHECK(m.matched());
+    CHECK(m.matched_stop() == "lo w");
   }
   SECTION("overlapping prefixes") {
     StopStringMatcher m({"aab"});
@@ -148,6 +151,7 @@ TEST_CASE("stop strings across piece boundaries", "[stop]") {
     StopStringMatcher m({"\n\n", "</s>"});
     CHECK(m.feed("one\ntwo</s>three") == "one\ntwo");
     CHECK(m.matched());
+    CHECK(m.matched_stop() == "</s>");
   }
   SECTION("multi-byte stop strings") {
     StopStringMatcher m({"\xE3\x80\x82"});  // "。"

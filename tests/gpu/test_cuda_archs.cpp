@@ -11,7 +11,7 @@
 // near-tie, with logits within a relative L2 error of 3% (f16/bf16 weights) or 6% (quantized):
 // the GPU rounds activations to bf16 before each GEMM and weights to bf16 at load (bounds, q8_0
 // caches and routed MoE: see check()).
-// PAGODA_EMU_STEPS sets the decode steps (default 64). Skips (passes with a warning) without a
+// PAGODA_EMU_STEPS sets the decode steps (default 64). Skips (CTest: Skipped) without a
 // CUDA device.
 #include <catch2/catch.hpp>
 
@@ -185,7 +185,7 @@ void check(const ModelSpec& spec, GgmlType kv_type, int steps) {
 
 }  // namespace
 
-TEST_CASE("cuda archs: every architecture matches the CPU over a batch of 3 (f16 weights, f16 KV)", "[gpu][emu]") {
+TEST_CASE("cuda archs: every architecture matches the CPU over a batch of 3 (f16 weights, f16 KV)", "[gpu][emu][cuda_device]") {
   PAGODA_SKIP_WITHOUT_CUDA();
   const int steps = decode_steps();
   for (Arch arch : {Arch::Llama, Arch::Qwen2, Arch::Qwen3, Arch::Gemma2, Arch::Gemma3, Arch::Phi3, Arch::Qwen2Moe,
@@ -195,7 +195,7 @@ TEST_CASE("cuda archs: every architecture matches the CPU over a batch of 3 (f16
   check(tiny_llama_moe(GgmlType::F16, 4), GgmlType::F16, steps);
 }
 
-TEST_CASE("cuda archs: f32 and q8_0 KV caches match the CPU's", "[gpu][emu]") {
+TEST_CASE("cuda archs: f32 and q8_0 KV caches match the CPU's", "[gpu][emu][cuda_device]") {
   PAGODA_SKIP_WITHOUT_CUDA();
   const int steps = decode_steps();
   for (GgmlType kv : {GgmlType::F32, GgmlType::Q8_0}) {
@@ -206,7 +206,7 @@ TEST_CASE("cuda archs: f32 and q8_0 KV caches match the CPU's", "[gpu][emu]") {
   }
 }
 
-TEST_CASE("cuda archs: bf16 and quantized weights match the CPU's", "[gpu][emu]") {
+TEST_CASE("cuda archs: bf16 and quantized weights match the CPU's", "[gpu][emu][cuda_device]") {
   PAGODA_SKIP_WITHOUT_CUDA();
   const int steps = decode_steps();
   for (GgmlType type : {GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q5_0}) {

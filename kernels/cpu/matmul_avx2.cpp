@@ -7,7 +7,9 @@
 // by broadcast activation dwords with vpmaddubsw (+ vpmaddwd to widen), which yields exact
 // per-lane integer sums (no 16-bit saturation: see "Integer dot products" below), then the float
 // epilogue of accumulate_block. A micro-kernel call takes 4 activation rows over one chunk; rows
-// go in L2-sized blocks and keep their accumulators in a small buffer across the chunks.
+// go in L2-sized blocks and keep their accumulators in a small buffer across the chunks. Float
+// weights use matmul_float_simd.h's kernel at 8 lanes. The quantized kernel differs in
+// algorithm from the AVX-512 one (matmul_avx512.cpp says how), so the two stay apart.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -19,6 +21,8 @@
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/matmul_internal.h"
 #include "kernels/cpu/matmul_unpack_x86.h"
+#include "kernels/cpu/simd_avx2.h"
+#include "kernels/cpu/matmul_float_simd.h"
 
 namespace pagoda::cpu::detail {
 
@@ -351,82 +355,6 @@ void quant_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
   }
 }
 
-// ---- Float weights: one ymm accumulator per (row, output) pair -----------------------------
-
-template <GgmlType T>
-inline __m256 load_w8(const uint8_t* p) {
-  if constexpr (T == GgmlType::F32) {
-    return _mm256_loadu_ps(reinterpret_cast<const float*>(p));
-  } else {
-    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-    if constexpr (T == GgmlType::F16) return _mm256_cvtph_ps(h);
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-  }
-}
-
-// Fixed-order horizontal sum of 8 floats.
-inline float hsum8(__m256 v) {
-  const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
-}
-
-template <GgmlType T, int R, int C>
-void float_kernel(const MatmulArgs& a, int64_t i0, int64_t o0) {
-  constexpr size_t esz = T == GgmlType::F32 ? 4 : 2;
-  __m256 acc[R][C];
-  for (int r = 0; r < R; ++r)
-    for (int c = 0; c < C; ++c) acc[r][c] = _mm256_setzero_ps();
-  const uint8_t* w[C];
-  for (int c = 0; c < C; ++c) w[c] = a.w + (o0 + c) * a.row_bytes;
-  const float* x[R];
-  for (int r = 0; r < R; ++r) x[r] = a.x + (i0 + r) * a.k;
-  int64_t k = 0;
-  for (; k + 8 <= a.k; k += 8) {
-    __m256 wv[C];
-    for (int c = 0; c < C; ++c) wv[c] = load_w8<T>(w[c] + k * esz);
-    for (int r = 0; r < R; ++r) {
-      const __m256 xv = _mm256_loadu_ps(x[r] + k);
-      for (int c = 0; c < C; ++c) acc[r][c] = _mm256_fmadd_ps(wv[c], xv, acc[r][c]);
-    }
-  }
-  if (k < a.k) {  // partial last chunk: zero-padded copies, one more fma per pair
-    const size_t rem = static_cast<size_t>(a.k - k);
-    __m256 wv[C];
-    for (int c = 0; c < C; ++c) {
-      alignas(32) uint8_t buf[32] = {};
-      std::memcpy(buf, w[c] + k * esz, rem * esz);
-      wv[c] = load_w8<T>(buf);
-    }
-    for (int r = 0; r < R; ++r) {
-      alignas(32) float xb[8] = {};
-      std::memcpy(xb, x[r] + k, rem * 4);
-      const __m256 xv = _mm256_load_ps(xb);
-      for (int c = 0; c < C; ++c) acc[r][c] = _mm256_fmadd_ps(wv[c], xv, acc[r][c]);
-    }
-  }
-  for (int r = 0; r < R; ++r)
-    for (int c = 0; c < C; ++c) a.out[(i0 + r) * a.out_features + o0 + c] = hsum8(acc[r][c]);
-}
-
-template <GgmlType T, int C>
-void float_rows(const MatmulArgs& a, int64_t i0, int64_t i1, int64_t o0) {
-  int64_t i = i0;
-  for (; i + 2 <= i1; i += 2) float_kernel<T, 2, C>(a, i, o0);
-  if (i < i1) float_kernel<T, 1, C>(a, i, o0);
-}
-
-template <GgmlType T>
-void float_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
-  const int64_t chunk = std::max<int64_t>(4, (512 * 1024 / (a.k * 4)) / 4 * 4);  // rows whose x fits in L2
-  for (int64_t i0 = 0; i0 < a.n; i0 += chunk) {
-    const int64_t i1 = std::min(a.n, i0 + chunk);
-    int64_t o = o_begin;
-    for (; o + 4 <= o_end; o += 4) float_rows<T, 4>(a, i0, i1, o);
-    for (; o < o_end; ++o) float_rows<T, 1>(a, i0, i1, o);
-  }
-}
-
 }  // namespace
 
 // quantize_activation_row with AVX2, bit-identical: the max is exact in any order, and
@@ -470,9 +398,9 @@ void matmul_range_avx2(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
   case GgmlType::T: return quant_range<GgmlType::T>(a, o_begin, o_end);
     PAGODA_INT8_WEIGHT_TYPES(PAGODA_CASE)
 #undef PAGODA_CASE
-    case GgmlType::F32: return float_range<GgmlType::F32>(a, o_begin, o_end);
-    case GgmlType::F16: return float_range<GgmlType::F16>(a, o_begin, o_end);
-    case GgmlType::BF16: return float_range<GgmlType::BF16>(a, o_begin, o_end);
+    case GgmlType::F32: return float_range<F32x8, GgmlType::F32>(a, o_begin, o_end);
+    case GgmlType::F16: return float_range<F32x8, GgmlType::F16>(a, o_begin, o_end);
+    case GgmlType::BF16: return float_range<F32x8, GgmlType::BF16>(a, o_begin, o_end);
     default: return;
   }
 }

@@ -12,9 +12,17 @@
 // instead of memory-bound; rows go in blocks sized from the L2 read at run time. Batches of at most kFewRowsMax rows
 // (decode) go to matmul_rows_avx512.cpp instead, which streams the GGML blocks directly.
 //
-// Float weights (F32/F16/BF16) use a plain fused multiply-add kernel (float_kernel below), except
-// BF16 on CPUs with AVX512_BF16 (matmul_bf16_avx512.cpp); this file also holds the AVX-512
-// activation quantizer.
+// Float weights (F32/F16/BF16) use matmul_float_simd.h's kernel at 16 lanes, except BF16 on CPUs
+// with AVX512_BF16 (matmul_bf16_avx512.cpp); this file also holds the AVX-512 activation
+// quantizer.
+//
+// The quantized path stays apart from matmul_avx2.cpp's because the two differ in algorithm,
+// not only in width: here vpdpbusd (VNNI) multiplies unsigned weights (q + 128 for the signed
+// types) by signed activations into exact int32 sums, with the offset taken off through a seed
+// of -offset * sum(x), and activations come from panels packed once per call; AVX2 has no such
+// instruction, so its kernel sums vpmaddubsw pairs in 16 bits (several groups before widening,
+// as far as the type's range allows), multiplies the signed types as |q| times x with q's sign,
+// and reads the decode layout of weight_pack.h, which this one does not.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -26,6 +34,8 @@
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/matmul_internal.h"
 #include "kernels/cpu/matmul_unpack_x86.h"
+#include "kernels/cpu/simd_avx512.h"
+#include "kernels/cpu/matmul_float_simd.h"
 
 // GCC 12's AVX-512 intrinsic headers trip -Wuninitialized on their own _mm512_undefined_*()
 // placeholders when inlined here; the warnings are about the headers, not this code.
@@ -317,84 +327,6 @@ void quant_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
   }
 }
 
-// ---- Float weights ----------------------------------------------------------------------
-// One zmm accumulator per (row, output) pair: acc = fma(w[k..k+15], x[k..k+15], acc) over k
-// (the last partial chunk with masked, zero-filled loads), then a fixed horizontal sum.
-
-// 16 weights from k on as floats; `mask` selects how many (the rest read as zero).
-template <GgmlType T, bool kMasked>
-inline __m512 load_w16(const uint8_t* row, int64_t k, __mmask16 mask) {
-  if constexpr (T == GgmlType::F32) {
-    const float* p = reinterpret_cast<const float*>(row) + k;
-    return kMasked ? _mm512_maskz_loadu_ps(mask, p) : _mm512_loadu_ps(p);
-  } else {
-    const uint16_t* p = reinterpret_cast<const uint16_t*>(row) + k;
-    const __m256i h = kMasked ? _mm256_maskz_loadu_epi16(mask, p) : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-    if constexpr (T == GgmlType::F16) return _mm512_cvtph_ps(h);
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));  // bf16 -> f32 is a shift
-  }
-}
-
-// R rows x C outputs. The main loop and the masked tail are written out separately (rather
-// than through a shared helper) because that is the shape in which GCC keeps the accumulators
-// in registers instead of storing them back every iteration.
-template <GgmlType T, int R, int C>
-void float_kernel(const MatmulArgs& a, int64_t i0, int64_t o0) {
-  __m512 acc[R][C];
-  for (int r = 0; r < R; ++r)
-    for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
-  const uint8_t* w[C];
-  for (int c = 0; c < C; ++c) w[c] = a.w + (o0 + c) * a.row_bytes;
-  const float* x[R];
-  for (int r = 0; r < R; ++r) x[r] = a.x + (i0 + r) * a.k;
-  const int64_t K = a.k;
-  int64_t k = 0;
-  for (; k + 16 <= K; k += 16) {
-    __m512 wv[C];
-    for (int c = 0; c < C; ++c) wv[c] = load_w16<T, false>(w[c], k, 0);
-    for (int r = 0; r < R; ++r) {
-      const __m512 xv = _mm512_loadu_ps(x[r] + k);
-      for (int c = 0; c < C; ++c) acc[r][c] = _mm512_fmadd_ps(wv[c], xv, acc[r][c]);
-    }
-  }
-  if (k < K) {
-    const __mmask16 mask = lane_mask(static_cast<int>(K - k));
-    __m512 wv[C];
-    for (int c = 0; c < C; ++c) wv[c] = load_w16<T, true>(w[c], k, mask);
-    for (int r = 0; r < R; ++r) {
-      const __m512 xv = _mm512_maskz_loadu_ps(mask, x[r] + k);
-      for (int c = 0; c < C; ++c) acc[r][c] = _mm512_fmadd_ps(wv[c], xv, acc[r][c]);
-    }
-  }
-  for (int r = 0; r < R; ++r)
-    for (int c = 0; c < C; ++c) a.out[(i0 + r) * a.out_features + o0 + c] = _mm512_reduce_add_ps(acc[r][c]);
-}
-
-template <GgmlType T, int C>
-void float_rows(const MatmulArgs& a, int64_t i0, int64_t i1, int64_t o0) {
-  int64_t i = i0;
-  for (; i + 4 <= i1; i += 4) float_kernel<T, 4, C>(a, i, o0);
-  switch (i1 - i) {
-    case 3: float_kernel<T, 3, C>(a, i, o0); break;
-    case 2: float_kernel<T, 2, C>(a, i, o0); break;
-    case 1: float_kernel<T, 1, C>(a, i, o0); break;
-    default: break;
-  }
-}
-
-template <GgmlType T>
-void float_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
-  // Rows in chunks whose activations fit in about 512 KiB of L2, so each weight row is read
-  // from memory once per chunk rather than once per 4 rows.
-  const int64_t chunk = std::max<int64_t>(4, (512 * 1024 / (a.k * 4)) / 4 * 4);
-  for (int64_t i0 = 0; i0 < a.n; i0 += chunk) {
-    const int64_t i1 = std::min(a.n, i0 + chunk);
-    int64_t o = o_begin;
-    for (; o + 4 <= o_end; o += 4) float_rows<T, 4>(a, i0, i1, o);
-    for (; o < o_end; ++o) float_rows<T, 1>(a, i0, i1, o);
-  }
-}
-
 }  // namespace
 
 void pack_activation_panels_avx512(GgmlType t, const QuantActs& acts, int64_t n, int64_t g_begin, int64_t g_end,
@@ -450,11 +382,11 @@ void matmul_range_avx512(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
   case GgmlType::T: return quant_range<GgmlType::T>(a, o_begin, o_end);
     PAGODA_INT8_WEIGHT_TYPES(PAGODA_CASE)
 #undef PAGODA_CASE
-    case GgmlType::F32: return float_range<GgmlType::F32>(a, o_begin, o_end);
-    case GgmlType::F16: return float_range<GgmlType::F16>(a, o_begin, o_end);
+    case GgmlType::F32: return float_range<F32x16, GgmlType::F32>(a, o_begin, o_end);
+    case GgmlType::F16: return float_range<F32x16, GgmlType::F16>(a, o_begin, o_end);
     case GgmlType::BF16:
       if (a.xb) return matmul_bf16_dot_avx512(a, o_begin, o_end);
-      return float_range<GgmlType::BF16>(a, o_begin, o_end);
+      return float_range<F32x16, GgmlType::BF16>(a, o_begin, o_end);
     default: return;
   }
 }

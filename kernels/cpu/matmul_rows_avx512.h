@@ -1,6 +1,5 @@
-// Building blocks of the AVX-512 few-rows kernels (matmul_rows_avx512.cpp and
-// matmul_rows_kquants_avx512.cpp; included by AVX-512 translation units only, everything static
-// inline for the reason matmul_internal.h gives).
+// Building blocks of the AVX-512 few-rows kernels (matmul_rows_avx512.cpp; included by AVX-512
+// translation units only, everything static inline for the reason matmul_internal.h gives).
 //
 // The "row quad" layout: a zmm whose 128-bit lane c holds 16 bytes of weight row 4c + k (k = 0..3
 // picks one of four registers). Four such registers cover 16 output rows; after vpdpbusd against

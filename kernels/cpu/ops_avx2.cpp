@@ -1,11 +1,13 @@
 // AVX2 + FMA + F16C kernels (compiled with the AVX2 flags, called only where the CPU has them):
-// the gated activations and logit soft-capping of ops.h / ops_window_softcap.h, and paged attention: the
-// plain kernel of ops.h and the windowed / soft-capped one of ops_window_softcap.h in one tile loop. Keys
-// go in tiles of 8, converted once to F32 (F16 / F32 / Q8_0 pools, K and V each by its own
-// pool's type) and shared by every row and head of the group; per head and tile, 8
-// dot products finish together (reduce8). Every key sits in tile lane i % 8 whatever rows
-// run together, each row's softmax and V sum run over its own keys in index order: a row's
-// arithmetic never depends on its batch mates.
+// the gated activations and logit soft-capping of ops.h / ops_window_softcap.h (the row kernels
+// of simd_ops.h, written once for both widths, at 8 lanes), and paged attention: the plain
+// kernel of ops.h and the windowed / soft-capped one of ops_window_softcap.h in one tile loop.
+// Keys go in tiles of 8, converted once to F32 (F16 / F32 / Q8_0 pools, K and V each by its own
+// pool's type) and shared by every row and head of the group; per head and tile, 8 dot products
+// finish together (reduce8). Every key sits in tile lane i % 8 whatever rows run together, each
+// row's softmax and V sum run over its own keys in index order: a row's arithmetic never depends
+// on its batch mates. The attention kernel differs in algorithm from ops_avx512.cpp's (which says
+// how), so the two stay apart.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -14,51 +16,11 @@
 
 #include "kernels/cpu/kv_quant.h"
 #include "kernels/cpu/ops_impl.h"
+#include "kernels/cpu/simd_avx2.h"
+#include "kernels/cpu/simd_ops.h"
 
 namespace pagoda::cpu::detail {
 namespace {
-
-// e^x for 8 lanes: 2^n * p(r), x = n ln2 + r, |r| <= ln2/2, p the degree-7 Taylor polynomial
-// (about 1 ulp of expf). x is clamped to [-87, 88]: below, the result stays at ~1.6e-38
-// instead of a denormal or 0 (invisible next to a softmax's max term of 1).
-inline __m256 exp256(__m256 x) {
-  x = _mm256_max_ps(_mm256_min_ps(x, _mm256_set1_ps(88.0f)), _mm256_set1_ps(-87.0f));
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-  __m256 p = _mm256_set1_ps(1.0f / 5040.0f);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-  // n is in [-126, 127]: 2^n is a normal float built from its exponent bits.
-  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-  return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
-}
-
-// cap * tanh(x / cap) for 8 lanes, as cap * (1 - 2 / (e^(2x/cap) + 1)) (exact at the limits;
-// absolute error a few ulp of cap near 0).
-inline __m256 softcap256(__m256 x, float cap) {
-  const __m256 e = exp256(_mm256_mul_ps(x, _mm256_set1_ps(2.0f / cap)));
-  const __m256 t = _mm256_sub_ps(_mm256_set1_ps(1.0f), _mm256_div_ps(_mm256_set1_ps(2.0f), _mm256_add_ps(e, _mm256_set1_ps(1.0f))));
-  return _mm256_mul_ps(t, _mm256_set1_ps(cap));
-}
-
-inline float hsum256(__m256 v) {
-  const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
-}
-
-inline float hmax256(__m256 v) {
-  const __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  const __m128 t = _mm_max_ps(s, _mm_movehl_ps(s, s));
-  return _mm_cvtss_f32(_mm_max_ss(t, _mm_movehdup_ps(t)));
-}
 
 // Lane k of the result = the sum of the 8 lanes of a[k] (8 dot products finished at once), each
 // key's lanes added in the same tree ((0+1)+(2+3)) + ((4+5)+(6+7)) whatever its lane.
@@ -67,56 +29,6 @@ inline __m256 reduce8(const __m256* a) {
   const __m256 h2 = _mm256_hadd_ps(a[4], a[5]), h3 = _mm256_hadd_ps(a[6], a[7]);
   const __m256 i0 = _mm256_hadd_ps(h0, h1), i1 = _mm256_hadd_ps(h2, h3);  // [k0..3 low | k0..3 high], k4..7
   return _mm256_add_ps(_mm256_permute2f128_ps(i0, i1, 0x20), _mm256_permute2f128_ps(i0, i1, 0x31));
-}
-
-// Lanes [0, n) set (n in 1..8), for maskload / maskstore.
-inline __m256i lane_mask(int n) {
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
-
-// In-place softmax of n scores: max-subtracted exp, 8 lane sums folded in a fixed order.
-void softmax_row_avx2(float* x, int n) {
-  __m256 mx = _mm256_set1_ps(-INFINITY);
-  int i = 0;
-  for (; i + 8 <= n; i += 8) mx = _mm256_max_ps(mx, _mm256_loadu_ps(x + i));
-  float m = hmax256(mx);
-  for (int t = i; t < n; ++t) m = std::fmax(m, x[t]);
-  const __m256 vmax = _mm256_set1_ps(m);
-  __m256 sum = _mm256_setzero_ps();
-  for (i = 0; i + 8 <= n; i += 8) {
-    const __m256 e = exp256(_mm256_sub_ps(_mm256_loadu_ps(x + i), vmax));
-    sum = _mm256_add_ps(sum, e);
-    _mm256_storeu_ps(x + i, e);
-  }
-  if (i < n) {
-    const __m256i mk = lane_mask(n - i);
-    const __m256 e = _mm256_and_ps(exp256(_mm256_sub_ps(_mm256_maskload_ps(x + i, mk), vmax)), _mm256_castsi256_ps(mk));
-    sum = _mm256_add_ps(sum, e);
-    _mm256_maskstore_ps(x + i, mk, e);
-  }
-  const __m256 inv = _mm256_set1_ps(1.0f / hsum256(sum));
-  for (i = 0; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), inv));
-  for (; i < n; ++i) x[i] *= _mm256_cvtss_f32(inv);
-}
-
-// g * sigmoid(t) * u for 8 lanes, as g / (1 + e^-t) * u: silu (t = g) and tanh-GELU (t = 2
-// sqrt(2/pi) (g + 0.044715 g^3), since 0.5 (1 + tanh(a)) = 1 / (1 + e^-2a), with no cancellation
-// near 0). exp256's clamp keeps e^-t finite: the result goes to g * u or to ~0 at the limits.
-inline __m256 gated(__m256 g, __m256 t, __m256 u) {
-  const __m256 e = exp256(_mm256_sub_ps(_mm256_setzero_ps(), t));
-  return _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(_mm256_set1_ps(1.0f), e)), u);
-}
-
-// out[i] = f(gate[i], up[i]) over n elements, 8 at a time, the last 1-7 through masked loads
-// (every element takes the same vector arithmetic wherever it sits). out may alias gate or up.
-template <class F>
-inline void map_gated(const float* gate, const float* up, float* out, int64_t n, F f) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, f(_mm256_loadu_ps(gate + i), _mm256_loadu_ps(up + i)));
-  if (i < n) {
-    const __m256i mk = lane_mask(static_cast<int>(n - i));
-    _mm256_maskstore_ps(out + i, mk, f(_mm256_maskload_ps(gate + i, mk), _mm256_maskload_ps(up + i, mk)));
-  }
 }
 
 // A Q8_0 head row of groups of G (8, 16 or 32; head_dim a multiple of G, so every chunk of 8 is
@@ -162,7 +74,7 @@ inline void load_head(GgmlType type, int head_dim, const uint8_t* src, float* ds
     const auto* f = reinterpret_cast<const float*>(src);
 #pragma GCC unroll 32
     for (int c = 0; c < NC; ++c)
-      _mm256_storeu_ps(dst + c * 8, c < full ? _mm256_loadu_ps(f + c * 8) : _mm256_maskload_ps(f + c * 8, lane_mask(head_dim - c * 8)));
+      _mm256_storeu_ps(dst + c * 8, c < full ? _mm256_loadu_ps(f + c * 8) : _mm256_maskload_ps(f + c * 8, F32x8::tail(head_dim - c * 8)));
   } else if (kv_q8_group(head_dim) == 32) {
     load_q8_head<NC, 32>(src, dst);
   } else if (kv_q8_group(head_dim) == 16) {
@@ -208,7 +120,7 @@ void attention_tiles(const AttnRows& r, int g, int head_dim, float scale, Window
   float* scores = scratch;                             // [n_q][g][<= last_ctx], key i at i - first
   float* tile = scratch + r.n_q * row_scores;          // [8][NC * 8]
   const int full = head_dim / 8;
-  const __m256i qmask = lane_mask(head_dim - full * 8 > 0 ? head_dim - full * 8 : 8);
+  const __m256i qmask = F32x8::tail(head_dim - full * 8 > 0 ? head_dim - full * 8 : 8);
   const __m256 vscale = _mm256_set1_ps(scale);
   const int t0 = lo / 8 * 8;  // tiles start at multiples of 8: key i is always lane i % 8
   // Scores: each tile of 8 keys is converted once for every row and head that sees it.
@@ -229,7 +141,7 @@ void attention_tiles(const AttnRows& r, int g, int head_dim, float scale, Window
           for (int kk = 0; kk < 8; ++kk) acc[kk] = _mm256_fmadd_ps(qc, _mm256_loadu_ps(tile + (kk * NC + c) * 8), acc[kk]);
         }
         __m256 s = _mm256_mul_ps(reduce8(acc), vscale);
-        if (softcap > 0) s = softcap256(s, softcap);
+        if (softcap > 0) s = simd_softcap<F32x8>(s, softcap);
         float* srow = scores + qi * row_scores + static_cast<int64_t>(j) * last_ctx;  // key i at srow[i - first]
         if (i0 >= first && i0 + 8 <= ctx) {
           _mm256_storeu_ps(srow + (i0 - first), s);
@@ -243,7 +155,7 @@ void attention_tiles(const AttnRows& r, int g, int head_dim, float scale, Window
   }
   for (int qi = 0; qi < r.n_q; ++qi) {
     const int ctx = r.n_ctx + qi, first = win.first(ctx);
-    for (int j = 0; j < g; ++j) softmax_row_avx2(scores + qi * row_scores + static_cast<int64_t>(j) * last_ctx, ctx - first);
+    for (int j = 0; j < g; ++j) simd_softmax_row<F32x8>(scores + qi * row_scores + static_cast<int64_t>(j) * last_ctx, ctx - first);
     std::memset(r.out + qi * r.out_stride, 0, sizeof(float) * static_cast<size_t>(g) * head_dim);
   }
   // Outputs: weighted V rows, accumulated in index order per row and head, in blocks of up to
@@ -285,25 +197,14 @@ void attention_tiles(const AttnRows& r, int g, int head_dim, float scale, Window
 }  // namespace
 
 void silu_mul_row_avx2(const float* gate, const float* up, float* out, int64_t n) {
-  map_gated(gate, up, out, n, [](__m256 g, __m256 u) { return gated(g, g, u); });
+  simd_silu_mul_row<F32x8>(gate, up, out, n);
 }
 
 void gelu_mul_row_avx2(const float* gate, const float* up, float* out, int64_t n) {
-  map_gated(gate, up, out, n, [](__m256 g, __m256 u) {
-    const __m256 g3 = _mm256_mul_ps(_mm256_mul_ps(g, g), g);
-    const __m256 a = _mm256_mul_ps(_mm256_set1_ps(0.7978845608028654f), _mm256_fmadd_ps(_mm256_set1_ps(0.044715f), g3, g));
-    return gated(g, _mm256_add_ps(a, a), u);
-  });
+  simd_gelu_mul_row<F32x8>(gate, up, out, n);
 }
 
-void softcap_row_avx2(float* x, float cap, int64_t n) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, softcap256(_mm256_loadu_ps(x + i), cap));
-  if (i < n) {
-    const __m256i mk = lane_mask(static_cast<int>(n - i));
-    _mm256_maskstore_ps(x + i, mk, softcap256(_mm256_maskload_ps(x + i, mk), cap));
-  }
-}
+void softcap_row_avx2(float* x, float cap, int64_t n) { simd_softcap_row<F32x8>(x, cap, n); }
 
 void attention_group_avx2(const AttnRows& r, int g, int head_dim, float scale, int window, float softcap,
                           const KvPool& k, const KvPool& v, int kv_head, const int32_t* block_table, float* scratch) {

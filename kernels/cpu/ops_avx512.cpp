@@ -1,6 +1,12 @@
 // AVX-512 variants of the non-matmul ops (compiled with AVX-512 flags, called only after
-// detail::ops_have_avx512()). Each row is reduced with 16-lane accumulators folded by
-// _mm512_reduce_add_ps: a fixed order, independent of the batch.
+// detail::ops_have_avx512()): the f16 conversions, the row kernels of simd_ops.h (RMSNorm, the
+// silu gate, softmax; written once for both widths) at 16 lanes, and paged attention.
+//
+// The attention kernel stays apart from ops_avx2.cpp's because the two differ in algorithm, not
+// only in width: this one is the plain kernel only (no window, no soft-capping), takes keys in
+// tiles of 16 with masked loads for partial heads and walks the block table without a division
+// per key, and finishes 16 dot products at once with reduce16's cross-lane folding; the AVX2
+// one covers windowed and soft-capped attention too, in tiles of 8 folded by reduce8.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -9,6 +15,8 @@
 
 #include "kernels/cpu/kv_quant.h"
 #include "kernels/cpu/ops_impl.h"
+#include "kernels/cpu/simd_avx512.h"
+#include "kernels/cpu/simd_ops.h"
 
 namespace pagoda::cpu::detail {
 namespace {
@@ -16,25 +24,6 @@ namespace {
 inline __mmask16 tail_mask(int64_t remaining) {
   return remaining >= 16 ? static_cast<__mmask16>(0xFFFF)
                          : static_cast<__mmask16>((1u << remaining) - 1u);
-}
-
-// e^x for 16 lanes: 2^n * p(r), x = n ln2 + r, |r| <= ln2/2, p the degree-7 Taylor polynomial
-// (truncation error below 1e-8 relative, i.e. within about 1 ulp of expf).
-inline __m512 exp512(__m512 x) {
-  x = _mm512_max_ps(_mm512_min_ps(x, _mm512_set1_ps(88.7f)), _mm512_set1_ps(-104.0f));
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  return _mm512_scalef_ps(p, n);
 }
 
 }  // namespace
@@ -54,50 +43,14 @@ void f16_to_f32_avx512(const uint16_t* x, float* y, int64_t n) {
 }
 
 void rms_norm_row_avx512(const float* x, const float* w, float eps, float* y, int64_t n) {
-  __m512 acc = _mm512_setzero_ps();
-  for (int64_t i = 0; i < n; i += 16) {
-    const __m512 v = _mm512_maskz_loadu_ps(tail_mask(n - i), x + i);
-    acc = _mm512_fmadd_ps(v, v, acc);
-  }
-  const float scale = 1.0f / std::sqrt(_mm512_reduce_add_ps(acc) / static_cast<float>(n) + eps);
-  const __m512 s = _mm512_set1_ps(scale);
-  for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 m = tail_mask(n - i);
-    const __m512 v = _mm512_mul_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), s),
-                                   _mm512_maskz_loadu_ps(m, w + i));
-    _mm512_mask_storeu_ps(y + i, m, v);
-  }
+  simd_rms_norm_row<F32x16>(x, w, eps, y, n);
 }
 
 void silu_mul_row_avx512(const float* gate, const float* up, float* out, int64_t n) {
-  const __m512 one = _mm512_set1_ps(1.0f);
-  for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 m = tail_mask(n - i);
-    const __m512 g = _mm512_maskz_loadu_ps(m, gate + i);
-    const __m512 e = exp512(_mm512_sub_ps(_mm512_setzero_ps(), g));
-    const __m512 s = _mm512_div_ps(g, _mm512_add_ps(one, e));
-    _mm512_mask_storeu_ps(out + i, m, _mm512_mul_ps(s, _mm512_maskz_loadu_ps(m, up + i)));
-  }
+  simd_silu_mul_row<F32x16>(gate, up, out, n);
 }
 
-void softmax_row_avx512(float* x, int64_t n) {
-  __m512 mx = _mm512_set1_ps(-INFINITY);
-  for (int64_t i = 0; i < n; i += 16)
-    mx = _mm512_max_ps(mx, _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), tail_mask(n - i), x + i));
-  const __m512 vmax = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
-  __m512 sum = _mm512_setzero_ps();
-  for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 m = tail_mask(n - i);
-    const __m512 e = exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), vmax));
-    sum = _mm512_add_ps(sum, _mm512_maskz_mov_ps(m, e));
-    _mm512_mask_storeu_ps(x + i, m, e);
-  }
-  const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum));
-  for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 m = tail_mask(n - i);
-    _mm512_mask_storeu_ps(x + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), inv));
-  }
-}
+void softmax_row_avx512(float* x, int64_t n) { simd_softmax_row<F32x16>(x, n); }
 
 namespace {
 

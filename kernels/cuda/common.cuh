@@ -1,7 +1,7 @@
 // Shared helpers for the CUDA kernels and the CUDA backend: error checking that reports the
 // failing expression with file and line (as an exception, never exit()), stream casts, and a
-// few device-side reductions. Host-only parts compile with a plain C++ compiler too, so
-// engine/backend_cuda.cpp can include this header.
+// few device-side reductions. Host-only parts compile with a plain C++ compiler too, so the
+// CUDA backend's host files (engine/backend/cuda) can include this header.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -31,6 +31,7 @@
 #include <thread>
 
 #include "tests/e2e/e2e_fixture.h"
+#include "tests/support/skip.h"
 
 using namespace pagoda::testing;
 using json = nlohmann::json;
@@ -55,11 +56,11 @@ const std::string& validator_missing() {
   return missing;
 }
 
-#define SKIP_WITHOUT_VALIDATOR()                                                         \
-  if (!validator_missing().empty()) {                                                    \
-    WARN("skipped: structured output validation needs " << validator_missing());         \
-    return;                                                                              \
-  }
+// Starts every case tagged [jsonschema]: without the validator it skips (tests/support/skip.h).
+#define SKIP_WITHOUT_VALIDATOR()                                                                  \
+  if (!pagoda::testing::requirement_met(validator_missing().empty(),                              \
+                                        "structured output validation needs " + validator_missing())) \
+    return;
 
 struct Verdict {
   bool valid = false;
@@ -371,7 +372,7 @@ size_t require_valid(const std::vector<Outcome>& runs, const std::string& what) 
 
 // ---- the tests ----------------------------------------------------------------------------
 
-TEST_CASE("structured e2e: the validator rejects what it should", "[e2e][structured]") {
+TEST_CASE("structured e2e: the validator rejects what it should", "[e2e][structured][jsonschema]") {
   SKIP_WITHOUT_VALIDATOR();
   // Without this, a validator that accepts everything would make every test below pass.
   std::vector<std::pair<ojson, std::string>> items = {
@@ -409,7 +410,7 @@ TEST_CASE("structured e2e: the validator rejects what it should", "[e2e][structu
       "additionalProperties":false}},"additionalProperties":false})")));
 }
 
-TEST_CASE("structured e2e: response_format json_schema, 50+ schemas, streaming and not", "[e2e][structured]") {
+TEST_CASE("structured e2e: response_format json_schema, 50+ schemas, streaming and not", "[e2e][structured][jsonschema]") {
   SKIP_WITHOUT_VALIDATOR();
   const std::vector<ojson> schemas = load_schemas();
   REQUIRE(schemas.size() >= 50);
@@ -457,7 +458,7 @@ TEST_CASE("structured e2e: response_format json_schema, 50+ schemas, streaming a
   CHECK(stop * 10 >= runs.size() * 9);  // most finish: outputs are kept short by the schemas
 }
 
-TEST_CASE("structured e2e: json_object and the completions endpoint", "[e2e][structured]") {
+TEST_CASE("structured e2e: json_object and the completions endpoint", "[e2e][structured][jsonschema]") {
   SKIP_WITHOUT_VALIDATOR();
   const int port = server().port();
   const std::vector<ojson> schemas = load_schemas();
@@ -518,7 +519,7 @@ TEST_CASE("structured e2e: json_object and the completions endpoint", "[e2e][str
   CHECK(require_valid(runs, "json_object/completions") == stop);
 }
 
-TEST_CASE("structured e2e: vLLM and llama.cpp extensions", "[e2e][structured]") {
+TEST_CASE("structured e2e: vLLM and llama.cpp extensions", "[e2e][structured][jsonschema]") {
   SKIP_WITHOUT_VALIDATOR();
   const int port = server().port();
   const std::string gbnf = "root ::= answer \" \" num\nanswer ::= \"yes\" | \"no\"\nnum ::= [0-9] [0-9]?\n";
@@ -783,12 +784,12 @@ void check_forced_tool_calls(int port, const std::string& parser) {
 
 }  // namespace
 
-TEST_CASE("structured e2e: tool_choice required and named force a valid call (auto -> hermes)", "[e2e][structured]") {
+TEST_CASE("structured e2e: tool_choice required and named force a valid call (auto -> hermes)", "[e2e][structured][jsonschema]") {
   SKIP_WITHOUT_VALIDATOR();
   check_forced_tool_calls(server().port(), "default");
 }
 
-TEST_CASE("structured e2e: forced tool calls in the llama3 and mistral formats", "[e2e][structured]") {
+TEST_CASE("structured e2e: forced tool calls in the llama3 and mistral formats", "[e2e][structured][jsonschema]") {
   SKIP_WITHOUT_VALIDATOR();
   for (const char* parser : {"llama3", "mistral"}) {
     auto s = start_server({"--max-seqs", "16", "--tool-call-parser", parser});
@@ -796,7 +797,7 @@ TEST_CASE("structured e2e: forced tool calls in the llama3 and mistral formats",
   }
 }
 
-TEST_CASE("structured e2e: 16 concurrent requests with different schemas do not leak", "[e2e][structured]") {
+TEST_CASE("structured e2e: 16 concurrent requests with different schemas do not leak", "[e2e][structured][jsonschema]") {
   SKIP_WITHOUT_VALIDATOR();
   const int port = server().port();
   // 16 different schemas from the file (no $ref: they are nested below), each wrapped so that
@@ -854,7 +855,7 @@ TEST_CASE("structured e2e: 16 concurrent requests with different schemas do not 
   CHECK(stop >= 14);
 }
 
-TEST_CASE("structured e2e: constrained requests survive preemption and recompute", "[e2e][structured]") {
+TEST_CASE("structured e2e: constrained requests survive preemption and recompute", "[e2e][structured][jsonschema]") {
   SKIP_WITHOUT_VALIDATOR();
   // 64 KV blocks (1024 tokens) for 16 requests of ~150 tokens each: the scheduler preempts
   // and recomputes; the grammar state must follow (issue 11: "preemption + recompute keep
@@ -890,7 +891,7 @@ TEST_CASE("structured e2e: constrained requests survive preemption and recompute
   }
 }
 
-TEST_CASE("structured e2e: n = 2, logprobs, seeded reproducibility", "[e2e][structured]") {
+TEST_CASE("structured e2e: n = 2, logprobs, seeded reproducibility", "[e2e][structured][jsonschema]") {
   SKIP_WITHOUT_VALIDATOR();
   const int port = server().port();
   const ojson schema = {{"type", "object"},

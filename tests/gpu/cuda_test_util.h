@@ -18,14 +18,14 @@
 #include "engine/backend/step_plan.h"
 #include "kernels/cpu/quants.h"
 #include "kernels/cuda/ops.h"
+#include "tests/support/skip.h"
 
-// Every GPU test starts with this: without a device it passes with a warning.
-#define PAGODA_SKIP_WITHOUT_CUDA()                  \
-  do {                                              \
-    if (pagoda::cuda::device_count() == 0) {        \
-      WARN("no CUDA device: skipped");              \
-      return;                                       \
-    }                                               \
+// Every GPU test that needs a device starts with this and carries the tag [cuda_device]: without
+// a device it skips (tests/support/skip.h), so CTest counts it as skipped, not passed.
+#define PAGODA_SKIP_WITHOUT_CUDA()                                                          \
+  do {                                                                                      \
+    if (!pagoda::testing::requirement_met(pagoda::cuda::device_count() > 0, "no CUDA device")) \
+      return;                                                                               \
   } while (0)
 
 namespace pagoda::gputest {

@@ -13,7 +13,7 @@
 // near-tie, with logits within a relative L2 error of 3% (f16/bf16 weights) or 6% (quantized):
 // the GPU rounds activations to bf16 before each GEMM (bounds, q8_0 caches and routed MoE: see
 // check()).
-// PAGODA_EMU_STEPS sets the decode steps (default 64). Skips (passes with a warning) without a
+// PAGODA_EMU_STEPS sets the decode steps (default 64). Skips (CTest: Skipped) without a
 // CUDA device.
 #include <catch2/catch.hpp>
 
@@ -232,7 +232,7 @@ constexpr Arch kAllArchs[] = {Arch::Llama, Arch::Qwen2, Arch::Qwen3, Arch::Gemma
 
 }  // namespace
 
-TEST_CASE("cuda archs: every architecture matches the CPU over a batch of 3 (f16 weights, f16 KV)", "[gpu][emu]") {
+TEST_CASE("cuda archs: every architecture matches the CPU over a batch of 3 (f16 weights, f16 KV)", "[gpu][emu][cuda_device]") {
   PAGODA_SKIP_WITHOUT_CUDA();
   const int steps = decode_steps();
   for (Arch arch : {Arch::Llama, Arch::Qwen2, Arch::Qwen3, Arch::Gemma2, Arch::Gemma3, Arch::Phi3, Arch::Qwen2Moe,
@@ -242,7 +242,7 @@ TEST_CASE("cuda archs: every architecture matches the CPU over a batch of 3 (f16
   check(tiny_llama_moe(GgmlType::F16, 4), GgmlType::F16, steps);
 }
 
-TEST_CASE("cuda archs: f32 and q8_0 KV caches match the CPU's", "[gpu][emu]") {
+TEST_CASE("cuda archs: f32 and q8_0 KV caches match the CPU's", "[gpu][emu][cuda_device]") {
   PAGODA_SKIP_WITHOUT_CUDA();
   const int steps = decode_steps();
   for (GgmlType kv : {GgmlType::F32, GgmlType::Q8_0}) {
@@ -253,7 +253,7 @@ TEST_CASE("cuda archs: f32 and q8_0 KV caches match the CPU's", "[gpu][emu]") {
   }
 }
 
-TEST_CASE("cuda archs: bf16 and quantized weights match the CPU's", "[gpu][emu]") {
+TEST_CASE("cuda archs: bf16 and quantized weights match the CPU's", "[gpu][emu][cuda_device]") {
   PAGODA_SKIP_WITHOUT_CUDA();
   const int steps = decode_steps();
   for (GgmlType type : {GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q5_0}) {  // q8_0: below
@@ -263,7 +263,7 @@ TEST_CASE("cuda archs: bf16 and quantized weights match the CPU's", "[gpu][emu]"
   }
 }
 
-TEST_CASE("cuda archs: q8_0 weights on every architecture match the CPU's", "[gpu][emu]") {
+TEST_CASE("cuda archs: q8_0 weights on every architecture match the CPU's", "[gpu][emu][cuda_device]") {
   PAGODA_SKIP_WITHOUT_CUDA();
   const int steps = decode_steps();
   for (Arch arch : kAllArchs) check(all_experts(tiny_arch_spec(arch, GgmlType::Q8_0)), GgmlType::F16, steps);
@@ -279,26 +279,26 @@ void check_256_types(GgmlType type) {
   check(tiny_256_llama_moe(type), GgmlType::F16, steps);
 }
 
-TEST_CASE("cuda archs: q4_k weights and the q4_k_m mix on every architecture match the CPU's", "[gpu][emu]") {
+TEST_CASE("cuda archs: q4_k weights and the q4_k_m mix on every architecture match the CPU's", "[gpu][emu][cuda_device]") {
   PAGODA_SKIP_WITHOUT_CUDA();
   check_256_types(GgmlType::Q4_K);
   for (Arch arch : {Arch::Llama, Arch::Phi3})
     check(tiny_256_spec(arch, GgmlType::Q4_K, WeightMix::Q4_K_M), GgmlType::F16, decode_steps());
 }
 
-TEST_CASE("cuda archs: q6_k weights on every architecture match the CPU's", "[gpu][emu]") {
+TEST_CASE("cuda archs: q6_k weights on every architecture match the CPU's", "[gpu][emu][cuda_device]") {
   PAGODA_SKIP_WITHOUT_CUDA();
   check_256_types(GgmlType::Q6_K);
 }
 
-TEST_CASE("cuda archs: iq4_xs weights on every architecture match the CPU's", "[gpu][emu]") {
+TEST_CASE("cuda archs: iq4_xs weights on every architecture match the CPU's", "[gpu][emu][cuda_device]") {
   PAGODA_SKIP_WITHOUT_CUDA();
   check_256_types(GgmlType::IQ4_XS);
 }
 
 // The real stories260K (5 layers, dim 64, 8 heads of 8, FFN 172) re-encoded by quantize: Q8_0
 // wherever a row holds whole blocks, F16 for the FFN-down rows of 172 (quantize's fallback).
-TEST_CASE("cuda archs: stories260K re-encoded to q8_0 by quantize matches the CPU", "[gpu][emu][testdata]") {
+TEST_CASE("cuda archs: stories260K re-encoded to q8_0 by quantize matches the CPU", "[gpu][emu][testdata][cuda_device]") {
   PAGODA_SKIP_WITHOUT_CUDA();
   if (!testing::testdata_available("models/stories260K.gguf")) return;
   const auto out = std::filesystem::temp_directory_path() /

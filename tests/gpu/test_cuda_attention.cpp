@@ -2,7 +2,7 @@
 // CudaBackend against the CpuBackend: a grid of head sizes, GQA ratios, block sizes, scattered
 // block tables, contexts across split and tile boundaries, and mixed decode/prefill batches;
 // each with an F16 and a Q8_0 cache (the same quantized bytes on both backends).
-// Skips (passes with a warning) without a CUDA device.
+// Skips (CTest: Skipped) without a CUDA device.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -124,7 +124,7 @@ std::function<void(StepPlan&)> tree_edit(const std::vector<int>& parent, int n_p
 
 }  // namespace
 
-TEST_CASE("cuda: decode attention matches the CPU across split boundaries and GQA", "[gpu]") {
+TEST_CASE("cuda: decode attention matches the CPU across split boundaries and GQA", "[gpu][cuda_device]") {
   PAGODA_SKIP_WITHOUT_CUDA();
   struct Heads {
     int n_heads, n_kv, hd;
@@ -150,7 +150,7 @@ TEST_CASE("cuda: decode attention matches the CPU across split boundaries and GQ
   }
 }
 
-TEST_CASE("cuda: prefill attention matches the CPU across tile and chunk boundaries", "[gpu]") {
+TEST_CASE("cuda: prefill attention matches the CPU across tile and chunk boundaries", "[gpu][cuda_device]") {
   PAGODA_SKIP_WITHOUT_CUDA();
   struct Heads {
     int n_heads, n_kv, hd;
@@ -172,7 +172,7 @@ TEST_CASE("cuda: prefill attention matches the CPU across tile and chunk boundar
   }
 }
 
-TEST_CASE("cuda: windowed and soft-capped attention matches the CPU", "[gpu]") {
+TEST_CASE("cuda: windowed and soft-capped attention matches the CPU", "[gpu][cuda_device]") {
   PAGODA_SKIP_WITHOUT_CUDA();
   // Windows shorter and longer than the contexts, a cap that bites (scores of a few units) and
   // none; decode rows and prefill chunks that start before and after the window's edge.
@@ -186,7 +186,7 @@ TEST_CASE("cuda: windowed and soft-capped attention matches the CPU", "[gpu]") {
   }
 }
 
-TEST_CASE("cuda: a decode row's attention does not depend on its batch", "[gpu]") {
+TEST_CASE("cuda: a decode row's attention does not depend on its batch", "[gpu][cuda_device]") {
   PAGODA_SKIP_WITHOUT_CUDA();
   // Sequence X (context 300, one split) alone, then next to Y (context 3000, six splits, so
   // the launch has six splits for every row): X's output must be bit-identical.
@@ -226,7 +226,7 @@ TEST_CASE("cuda: a decode row's attention does not depend on its batch", "[gpu]"
   CHECK(out_x[0] == out_x[1]);
 }
 
-TEST_CASE("cuda: token-tree rows attend to the prefix and their ancestors as on the CPU", "[gpu]") {
+TEST_CASE("cuda: token-tree rows attend to the prefix and their ancestors as on the CPU", "[gpu][cuda_device]") {
   PAGODA_SKIP_WITHOUT_CUDA();
   // Sequence 0: a 7-node tree after 600 tokens; parents -1, 0, 1, 0, 3, 1, 5. Sequence 1: a
   // plain decode beside it.
@@ -239,7 +239,7 @@ TEST_CASE("cuda: token-tree rows attend to the prefix and their ancestors as on 
   }
 }
 
-TEST_CASE("cuda: token-tree rows in windowed, soft-capped attention match the CPU", "[gpu]") {
+TEST_CASE("cuda: token-tree rows in windowed, soft-capped attention match the CPU", "[gpu][cuda_device]") {
   PAGODA_SKIP_WITHOUT_CUDA();
   // A 7-node tree (depths 0..3) after 45 committed tokens, next to a decode row and a prefill
   // chunk. Window 2 cuts into a deep node's own ancestors, window 20 into the committed prefix
@@ -259,7 +259,7 @@ TEST_CASE("cuda: token-tree rows in windowed, soft-capped attention match the CP
   }
 }
 
-TEST_CASE("cuda: slot copies move single slots exactly, before block copies", "[gpu]") {
+TEST_CASE("cuda: slot copies move single slots exactly, before block copies", "[gpu][cuda_device]") {
   PAGODA_SKIP_WITHOUT_CUDA();
   // Mixed types too: K's and V's slots then differ in size (f32 K rows, q8_0 V rows).
   const KvTypes kv_type = GENERATE(KvTypes(GgmlType::F16), KvTypes(GgmlType::F32, GgmlType::Q8_0));
@@ -286,7 +286,7 @@ TEST_CASE("cuda: slot copies move single slots exactly, before block copies", "[
     }
 }
 
-TEST_CASE("cuda: block copies then K-shifts match the CPU; V is untouched", "[gpu]") {
+TEST_CASE("cuda: block copies then K-shifts match the CPU; V is untouched", "[gpu][cuda_device]") {
   PAGODA_SKIP_WITHOUT_CUDA();
   const KvTypes kv_type =
       GENERATE(KvTypes(GgmlType::F16), KvTypes(GgmlType::Q8_0), KvTypes(GgmlType::F16, GgmlType::Q8_0));
@@ -353,7 +353,7 @@ TEST_CASE("cuda: block copies then K-shifts match the CPU; V is untouched", "[gp
   }
 }
 
-TEST_CASE("cuda: per-layer K-shifts (gemma3's local layers) match the CPU", "[gpu]") {
+TEST_CASE("cuda: per-layer K-shifts (gemma3's local layers) match the CPU", "[gpu][cuda_device]") {
   PAGODA_SKIP_WITHOUT_CUDA();
   KvCacheConfig c;
   c.n_layers = 3;

@@ -7,7 +7,7 @@
 //   test_cuda_model.cpp: under 2% of the top logit + 1), and nothing after it is compared.
 // - seeded sampled requests are reproducible (the same request twice) and independent of their
 //   batch mates (alone vs. with a greedy and a seeded n = 2 request), and the n choices differ.
-// Skips (passes with a warning) without a CUDA device. Kept tiny for the CPU emulation
+// Skips (CTest: Skipped) without a CUDA device. Kept tiny for the CPU emulation
 // (scripts/gpu-check.sh emu), where every CUDA thread is an OS thread.
 #include <catch2/catch.hpp>
 
@@ -151,14 +151,14 @@ void check_batched_greedy(const gguf::GgufFile& file, const std::vector<int>& le
 
 }  // namespace
 
-TEST_CASE("cuda engine: batched greedy requests sampled on the GPU give the CPU engine's tokens", "[gpu]") {
+TEST_CASE("cuda engine: batched greedy requests sampled on the GPU give the CPU engine's tokens", "[gpu][cuda_device]") {
   PAGODA_SKIP_WITHOUT_CUDA();
   check_batched_greedy(gputest::tiny_bf16_model(), {12, 20, 7}, 8, 64);
 }
 
 // The scheduler's chunked prefills (a 16-token budget splits the 20- and 30-token prompts) and
 // the GPU's sampling over the windowed, soft-capped, fused-weight and MoE architectures.
-TEST_CASE("cuda engine: gemma2, gemma3, phi3, qwen3 and MoE greedy batches give the CPU engine's tokens", "[gpu]") {
+TEST_CASE("cuda engine: gemma2, gemma3, phi3, qwen3 and MoE greedy batches give the CPU engine's tokens", "[gpu][cuda_device]") {
   PAGODA_SKIP_WITHOUT_CUDA();
   for (Arch arch : {Arch::Gemma2, Arch::Gemma3, Arch::Phi3, Arch::Qwen3, Arch::Qwen2Moe}) {
     const ModelSpec spec = gputest::tiny_arch_spec(arch, GgmlType::BF16);
@@ -168,7 +168,7 @@ TEST_CASE("cuda engine: gemma2, gemma3, phi3, qwen3 and MoE greedy batches give 
   }
 }
 
-TEST_CASE("cuda engine: seeded GPU sampling is reproducible and independent of batch mates", "[gpu]") {
+TEST_CASE("cuda engine: seeded GPU sampling is reproducible and independent of batch mates", "[gpu][cuda_device]") {
   PAGODA_SKIP_WITHOUT_CUDA();
   auto gpu = make_model(true);
   const int vocab = gpu->config().vocab_size;

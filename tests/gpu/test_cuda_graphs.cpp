@@ -6,7 +6,7 @@
 // a row twice. Every step's sampled ids must be bit-identical, graphs must actually replay,
 // and at the end the logits of all sequences (computed eagerly over KV caches that replayed
 // steps wrote) must be bit-identical too.
-// Skips (passes with a warning) without a CUDA device.
+// Skips (CTest: Skipped) without a CUDA device.
 #include <catch2/catch.hpp>
 
 #include <cstring>
@@ -65,7 +65,7 @@ SampleRequest draw_for(int seq, int row, uint64_t counter) {
 
 }  // namespace
 
-TEST_CASE("cuda graphs: replayed decode steps give the eager steps' ids and KV, bit for bit", "[gpu]") {
+TEST_CASE("cuda graphs: replayed decode steps give the eager steps' ids and KV, bit for bit", "[gpu][cuda_device]") {
   PAGODA_SKIP_WITHOUT_CUDA();
   CudaBackendOptions on;
   on.cuda_graphs = true;
@@ -156,7 +156,7 @@ TEST_CASE("cuda graphs: replayed decode steps give the eager steps' ids and KV, 
 // each time (a scratch buffer that forgot to double did exactly that). Three sequences decode
 // from 3 to 51 tokens in one shape, crossing three block boundaries: one capture, plus at most
 // one re-capture while the buffer doubles past the prefill steps' size.
-TEST_CASE("cuda graphs: block tables growing during decode do not force re-captures", "[gpu]") {
+TEST_CASE("cuda graphs: block tables growing during decode do not force re-captures", "[gpu][cuda_device]") {
   PAGODA_SKIP_WITHOUT_CUDA();
   CudaBackendOptions on;
   on.cuda_graphs = true;

@@ -88,7 +88,7 @@ TEST_CASE("philox4x32-10 matches the Random123 known answers", "[gpu]") {
   CHECK(u < 1.0f);
 }
 
-TEST_CASE("cuda: dequantization and conversion to bf16 match the CPU reference", "[gpu]") {
+TEST_CASE("cuda: dequantization and conversion to bf16 match the CPU reference", "[gpu][cuda_device]") {
   PAGODA_SKIP_WITHOUT_CUDA();
   for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K,
                      GgmlType::F16, GgmlType::F32}) {
@@ -122,7 +122,7 @@ TEST_CASE("cuda: dequantization and conversion to bf16 match the CPU reference",
   }
 }
 
-TEST_CASE("cuda: embedding lookup from F32, F16 and BF16 tables", "[gpu]") {
+TEST_CASE("cuda: embedding lookup from F32, F16 and BF16 tables", "[gpu][cuda_device]") {
   PAGODA_SKIP_WITHOUT_CUDA();
   const int vocab = 37, dim = 300;
   const auto table = bf16_values(static_cast<size_t>(vocab * dim), 77, 4.0f);  // exact in all three
@@ -145,7 +145,7 @@ TEST_CASE("cuda: embedding lookup from F32, F16 and BF16 tables", "[gpu]") {
   }
 }
 
-TEST_CASE("cuda: greedy sampling is the argmax, lowest index on ties", "[gpu]") {
+TEST_CASE("cuda: greedy sampling is the argmax, lowest index on ties", "[gpu][cuda_device]") {
   PAGODA_SKIP_WITHOUT_CUDA();
   for (int vocab : {1, 7, 1000, 151936}) {
     const int rows = 5;
@@ -172,7 +172,7 @@ TEST_CASE("cuda: greedy sampling is the argmax, lowest index on ties", "[gpu]") 
   }
 }
 
-TEST_CASE("cuda: temperature/top-k/top-p/min-p sampling follows the host rule", "[gpu]") {
+TEST_CASE("cuda: temperature/top-k/top-p/min-p sampling follows the host rule", "[gpu][cuda_device]") {
   PAGODA_SKIP_WITHOUT_CUDA();
   const int vocab = 1000;
   std::vector<float> logits;
@@ -219,7 +219,7 @@ TEST_CASE("cuda: temperature/top-k/top-p/min-p sampling follows the host rule", 
   CHECK(ambiguous_rows * 10 < rows);
 }
 
-TEST_CASE("cuda: sampled frequencies follow the filtered distribution", "[gpu]") {
+TEST_CASE("cuda: sampled frequencies follow the filtered distribution", "[gpu][cuda_device]") {
   PAGODA_SKIP_WITHOUT_CUDA();
   const std::vector<float> probs = {0.5f, 0.3f, 0.15f, 0.05f};
   struct Case {
@@ -308,7 +308,7 @@ std::vector<float> gpu_rope(const std::vector<float>& x, const std::vector<int32
 
 }  // namespace
 
-TEST_CASE("cuda: rope with rope_freqs matches the CPU kernels", "[gpu][rope_freqs]") {
+TEST_CASE("cuda: rope with rope_freqs matches the CPU kernels", "[gpu][rope_freqs][cuda_device]") {
   PAGODA_SKIP_WITHOUT_CUDA();
   const int head_dim = 128, n_heads = 3;
   const std::vector<int32_t> positions = {0, 1, 7, 3000, 8191, 131000};
@@ -331,7 +331,7 @@ TEST_CASE("cuda: rope with rope_freqs matches the CPU kernels", "[gpu][rope_freq
   }
 }
 
-TEST_CASE("cuda: k_shift with rope_freqs matches the CPU and roping at the new position", "[gpu][rope_freqs]") {
+TEST_CASE("cuda: k_shift with rope_freqs matches the CPU and roping at the new position", "[gpu][rope_freqs][cuda_device]") {
   PAGODA_SKIP_WITHOUT_CUDA();
   const int n_layers = 2, num_blocks = 4, bs = 16, n_kv = 2, head_dim = 128;
   const int64_t row = n_kv * head_dim, block_elems = bs * row, layer_elems = num_blocks * block_elems;
@@ -415,7 +415,7 @@ TEST_CASE("cuda: k_shift with rope_freqs matches the CPU and roping at the new p
 }
 
 TEST_CASE("cuda: CudaBackend rope and K-shift use RopeConfig::freq_factors as the CPU backend does",
-          "[gpu][rope_freqs]") {
+          "[gpu][rope_freqs][cuda_device]") {
   PAGODA_SKIP_WITHOUT_CUDA();
   const int bs = 16, n_kv = 2, head_dim = 128, row = n_kv * head_dim;
   const std::vector<float> ff = llama3_rope_freq_factors(head_dim, 500000.0f);

@@ -2,7 +2,7 @@
 // cache"): raw KV blocks read and written back bit for bit, with the CPU backend's bytes for
 // the same F16 contents (so a file saved on one loads on the other); and the host-memory tier
 // on a CUDA engine: a prompt whose blocks were evicted comes back by copy (hit counts) with the
-// tokens of its first run. Skips (passes with a warning) without a CUDA device.
+// tokens of its first run. Skips (CTest: Skipped) without a CUDA device.
 #include <catch2/catch.hpp>
 
 #include <memory>
@@ -41,7 +41,7 @@ std::vector<int32_t> greedy_tokens(LlmEngine& engine, const std::vector<int32_t>
 
 }  // namespace
 
-TEST_CASE("cuda: raw KV blocks round-trip bit for bit and match the CPU backend's bytes", "[gpu]") {
+TEST_CASE("cuda: raw KV blocks round-trip bit for bit and match the CPU backend's bytes", "[gpu][cuda_device]") {
   PAGODA_SKIP_WITHOUT_CUDA();
   // One type for K and V, and K and V apart (their parts of a raw block then differ in size).
   const KvTypes types = GENERATE(KvTypes(GgmlType::F16), KvTypes(GgmlType::F16, GgmlType::Q8_0),
@@ -73,7 +73,7 @@ TEST_CASE("cuda: raw KV blocks round-trip bit for bit and match the CPU backend'
   }
 }
 
-TEST_CASE("cuda engine: the host tier brings evicted prefix blocks back by copy", "[gpu]") {
+TEST_CASE("cuda engine: the host tier brings evicted prefix blocks back by copy", "[gpu][cuda_device]") {
   PAGODA_SKIP_WITHOUT_CUDA();
   // An explicit size, and the automatic one (the server's default: on CUDA half the device KV
   // cache, here 6 blocks' bytes, enough for the first prompt's 3 full blocks).

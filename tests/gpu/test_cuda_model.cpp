@@ -12,7 +12,7 @@
 // checks the new ops (Q/K norms, windows, soft-caps, GeGLU, fused weights) the same way; phi3's
 // decode steps run with holes where blocks behind its window were released; the top-k MoE case
 // allows router near-tie steps (see compare_models).
-// Skips (passes with a warning) without a CUDA device.
+// Skips (CTest: Skipped) without a CUDA device.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -122,7 +122,7 @@ void compare_models(const ModelSpec& spec, int prompt_len, int steps) {
 
 }  // namespace
 
-TEST_CASE("cuda: small llama and qwen2 models match the CPU for 64 greedy steps", "[gpu]") {
+TEST_CASE("cuda: small llama and qwen2 models match the CPU for 64 greedy steps", "[gpu][cuda_device]") {
   PAGODA_SKIP_WITHOUT_CUDA();
   for (GgmlType type : {GgmlType::F16, GgmlType::Q8_0}) {
     ModelSpec s;  // 2 layers, dim 256, 4 heads, 2 KV heads (head_dim 64)
@@ -139,7 +139,7 @@ TEST_CASE("cuda: small llama and qwen2 models match the CPU for 64 greedy steps"
   }
 }
 
-TEST_CASE("cuda: qwen3, gemma2, gemma3 and phi3 models match the CPU for 64 greedy steps", "[gpu]") {
+TEST_CASE("cuda: qwen3, gemma2, gemma3 and phi3 models match the CPU for 64 greedy steps", "[gpu][cuda_device]") {
   PAGODA_SKIP_WITHOUT_CUDA();
   // Windows of 16 so that the prompts and the 64 steps run past them on the local layers.
   for (Arch arch : {Arch::Qwen3, Arch::Gemma2, Arch::Gemma3, Arch::Phi3}) {
@@ -154,7 +154,7 @@ TEST_CASE("cuda: qwen3, gemma2, gemma3 and phi3 models match the CPU for 64 gree
   }
 }
 
-TEST_CASE("cuda: TinyLlama-1.1B shape matches the CPU (PAGODA_GPU_HEAVY=1)", "[gpu][heavy]") {
+TEST_CASE("cuda: TinyLlama-1.1B shape matches the CPU (PAGODA_GPU_HEAVY=1)", "[gpu][heavy][cuda_device]") {
   PAGODA_SKIP_WITHOUT_CUDA();
   const char* heavy = std::getenv("PAGODA_GPU_HEAVY");
   if (!heavy || std::string(heavy) != "1") {
@@ -168,7 +168,7 @@ TEST_CASE("cuda: TinyLlama-1.1B shape matches the CPU (PAGODA_GPU_HEAVY=1)", "[g
   }
 }
 
-TEST_CASE("cuda: MoE models (Mixtral-style llama, qwen2moe) match the CPU for 64 greedy steps", "[gpu][moe]") {
+TEST_CASE("cuda: MoE models (Mixtral-style llama, qwen2moe) match the CPU for 64 greedy steps", "[gpu][moe][cuda_device]") {
   PAGODA_SKIP_WITHOUT_CUDA();
   for (GgmlType type : {GgmlType::F16, GgmlType::Q8_0}) {
     ModelSpec s;  // 2 layers, dim 256: 4 experts of ff 256, 2 used per token

@@ -1,7 +1,7 @@
 // CudaBackend ops against the CpuBackend (the oracle) through the Backend interface, over odd
 // shapes: element-wise ops, RMSNorm, RoPE (both conventions), GEMMs per weight type, the
 // logits gather, and store_kv. Inputs are bf16-exact so both backends start from identical
-// values. Skips (passes with a warning) without a CUDA device.
+// values. Skips (CTest: Skipped) without a CUDA device.
 #include <catch2/catch.hpp>
 
 #include <memory>
@@ -75,7 +75,7 @@ TEST_CASE("cuda: backend availability is reported", "[gpu]") {
   CHECK_THROWS(kv_budget(cfg, m, 1, 4096));
 }
 
-TEST_CASE("cuda: element-wise ops (also the gemma ones), RMSNorm and logits gather match the CPU", "[gpu]") {
+TEST_CASE("cuda: element-wise ops (also the gemma ones), RMSNorm and logits gather match the CPU", "[gpu][cuda_device]") {
   PAGODA_SKIP_WITHOUT_CUDA();
   Pair p(small_cache());
   for (int n : {1, 3, 17}) {
@@ -123,7 +123,7 @@ TEST_CASE("cuda: element-wise ops (also the gemma ones), RMSNorm and logits gath
   }
 }
 
-TEST_CASE("cuda: RoPE matches the CPU for both conventions", "[gpu]") {
+TEST_CASE("cuda: RoPE matches the CPU for both conventions", "[gpu][cuda_device]") {
   PAGODA_SKIP_WITHOUT_CUDA();
   Pair p(small_cache(2, 64, 256));
   for (bool neox : {false, true}) {
@@ -153,7 +153,7 @@ TEST_CASE("cuda: RoPE matches the CPU for both conventions", "[gpu]") {
   }
 }
 
-TEST_CASE("cuda: GEMM matches the CPU for every weight type", "[gpu]") {
+TEST_CASE("cuda: GEMM matches the CPU for every weight type", "[gpu][cuda_device]") {
   PAGODA_SKIP_WITHOUT_CUDA();
   Pair p(small_cache());
   struct Case {
@@ -205,7 +205,7 @@ TEST_CASE("cuda: GEMM matches the CPU for every weight type", "[gpu]") {
   }
 }
 
-TEST_CASE("cuda: store_kv writes the same F16, F32 and Q8_0 cache as the CPU", "[gpu]") {
+TEST_CASE("cuda: store_kv writes the same F16, F32 and Q8_0 cache as the CPU", "[gpu][cuda_device]") {
   PAGODA_SKIP_WITHOUT_CUDA();
   const KvTypes kv_type = GENERATE(KvTypes(GgmlType::F16), KvTypes(GgmlType::F32), KvTypes(GgmlType::Q8_0),
                                    KvTypes(GgmlType::F16, GgmlType::Q8_0), KvTypes(GgmlType::Q8_0, GgmlType::F32));

@@ -121,7 +121,7 @@ StepPlan linear_plan(int n) {
 
 }  // namespace
 
-TEST_CASE("cuda: every block type dequantizes to the CPU reference's values", "[gpu]") {
+TEST_CASE("cuda: every block type dequantizes to the CPU reference's values", "[gpu][cuda_device]") {
   PAGODA_SKIP_WITHOUT_CUDA();
   for (GgmlType t : kTypes) {
     INFO(ggml_type_info(t).name);
@@ -153,7 +153,7 @@ TEST_CASE("cuda: every block type dequantizes to the CPU reference's values", "[
   }
 }
 
-TEST_CASE("cuda: gemv_quant matches the reference at 1-8 rows, whatever the batch", "[gpu]") {
+TEST_CASE("cuda: gemv_quant matches the reference at 1-8 rows, whatever the batch", "[gpu][cuda_device]") {
   PAGODA_SKIP_WITHOUT_CUDA();
   for (GgmlType t : kTypes) {
     // 37 rows (not a multiple of the 4 warps of a CUDA block) of 3 blocks (fewer pieces than
@@ -189,7 +189,7 @@ TEST_CASE("cuda: gemv_quant matches the reference at 1-8 rows, whatever the batc
   }
 }
 
-TEST_CASE("cuda: matmul of quantized weights matches the CPU backend in both weight modes", "[gpu]") {
+TEST_CASE("cuda: matmul of quantized weights matches the CPU backend in both weight modes", "[gpu][cuda_device]") {
   PAGODA_SKIP_WITHOUT_CUDA();
   for (CudaWeights mode : {CudaWeights::Quantized, CudaWeights::Bf16}) {
     const bool quantized = mode == CudaWeights::Quantized;
@@ -241,7 +241,7 @@ TEST_CASE("cuda: matmul of quantized weights matches the CPU backend in both wei
   }
 }
 
-TEST_CASE("cuda: moe_ffn runs quantized experts as the CPU backend does", "[gpu]") {
+TEST_CASE("cuda: moe_ffn runs quantized experts as the CPU backend does", "[gpu][cuda_device]") {
   PAGODA_SKIP_WITHOUT_CUDA();
   const int ne = 4, k = 2;
   const int64_t dim = 256, ff = 256;

@@ -1,6 +1,7 @@
 // Skipping tests whose data is missing: ../shared/testdata lives beside the repo, not in it, so a
-// clone alone lacks it. Such tests skip (CTest's "Skipped", exit code 77 from tests/catch_main.cpp)
-// with a message naming the missing path, instead of failing or passing silently.
+// clone alone lacks it. Such tests skip (tests/support/skip.h: CTest's "Skipped", exit code 77
+// from tests/catch_main.cpp) with a message naming the missing path, instead of failing or passing
+// silently.
 //
 // Two forms:
 // - a test case that needs data starts with `if (!testdata_available("vocab/x.gguf")) return;`
@@ -17,15 +18,9 @@
 #include <string>
 #include <vector>
 
-#include <catch2/catch.hpp>
+#include "tests/support/skip.h"
 
 namespace pagoda::testing {
-
-// Why each skip happened, in order; tests/catch_main.cpp turns a non-empty list into exit code 77.
-inline std::vector<std::string>& testdata_skips() {
-  static std::vector<std::string> skips;
-  return skips;
-}
 
 // Data files the whole binary needs (RequiredTestdata); checked by the main before any case runs.
 inline std::vector<std::filesystem::path>& required_testdata() {
@@ -59,12 +54,7 @@ inline std::filesystem::path testdata_path(const std::string& relative = "") {
 // current test case, which should then return at once.
 inline bool testdata_available(const std::string& relative = "") {
   const auto path = testdata_path(relative);
-  if (std::filesystem::exists(path)) return true;
-  std::string why = "skipped: \"" + Catch::getResultCapture().getCurrentTestName() + "\": " +
-                    testdata_missing_message(path);
-  std::printf("%s\n", why.c_str());
-  testdata_skips().push_back(std::move(why));
-  return false;
+  return requirement_met(std::filesystem::exists(path), testdata_missing_message(path));
 }
 
 // Declared at namespace scope by a test file whose every case needs these testdata files.

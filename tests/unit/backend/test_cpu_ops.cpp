@@ -28,6 +28,7 @@
 #include "kernels/cpu/ops_impl.h"
 #include "kernels/cpu/quants.h"
 #include "kernels/cpu/weight_pack.h"
+#include "tests/support/isa.h"
 
 using namespace pagoda;
 
@@ -641,11 +642,8 @@ TEST_CASE("gather_logit_rows picks the plan's rows in order", "[cpu_ops]") {
     for (int c = 0; c < 9; ++c) CHECK(got[j * 9 + c] == xv[p.logit_rows[j] * 9 + c]);
 }
 
-TEST_CASE("portable and AVX-512 variants agree", "[cpu_ops]") {
-  if (!cpu::detail::ops_have_avx512()) {
-    WARN("no AVX-512 on this CPU: only the portable variants run (and are tested above)");
-    return;
-  }
+TEST_CASE("portable and AVX-512 variants agree", "[cpu_ops][avx512]") {
+  if (!testing::isa_available(cpu::CpuIsa::Avx512, cpu::detail::ops_have_avx512(), "AVX-512 F/BW/VL/DQ")) return;
   for (int64_t n : {1, 15, 16, 33, 2048}) {
     const auto x = randoms(size_t(n), 1, -30, 30), w = randoms(size_t(n), 2), u = randoms(size_t(n), 3);
     std::vector<float> a(static_cast<size_t>(n)), b(static_cast<size_t>(n));
@@ -755,19 +753,13 @@ void check_attention_kernel(AttnKernel vec, bool ext) {
 
 }  // namespace
 
-TEST_CASE("AVX-512 attention agrees with the scalar kernel", "[cpu_ops]") {
-  if (!cpu::detail::ops_have_avx512()) {
-    WARN("no AVX-512 on this CPU: its attention kernel is not run");
-    return;
-  }
+TEST_CASE("AVX-512 attention agrees with the scalar kernel", "[cpu_ops][avx512]") {
+  if (!testing::isa_available(cpu::CpuIsa::Avx512, cpu::detail::ops_have_avx512(), "AVX-512 F/BW/VL/DQ")) return;
   check_attention_kernel(avx512_plain, false);
 }
 
-TEST_CASE("AVX2 silu / GELU gates and soft-capping against double-precision references", "[cpu_ops]") {
-  if (!cpu::detail::ops_have_avx2()) {
-    WARN("no AVX2 + FMA + F16C on this CPU: its element-wise kernels are not run");
-    return;
-  }
+TEST_CASE("AVX2 silu / GELU gates and soft-capping against double-precision references", "[cpu_ops][avx2]") {
+  if (!testing::isa_available(cpu::CpuIsa::Avx2, cpu::detail::ops_have_avx2(), "AVX2 + FMA + F16C")) return;
   const std::vector<float> extremes = {-200.f, -90.f, -20.f, -5.f, -1e-3f, 0.f, 1e-3f, 5.f, 20.f, 90.f, 200.f};
   for (int64_t n : {1, 7, 8, 9, 37, 2048}) {
     auto g = randoms(size_t(n), 10 + n, -30, 30);
@@ -806,11 +798,8 @@ TEST_CASE("AVX2 silu / GELU gates and soft-capping against double-precision refe
   }
 }
 
-TEST_CASE("AVX2 attention (plain, windowed, soft-capped) agrees with the scalar kernels", "[cpu_ops]") {
-  if (!cpu::detail::ops_have_avx2()) {
-    WARN("no AVX2 + FMA + F16C on this CPU: its attention kernel is not run");
-    return;
-  }
+TEST_CASE("AVX2 attention (plain, windowed, soft-capped) agrees with the scalar kernels", "[cpu_ops][avx2]") {
+  if (!testing::isa_available(cpu::CpuIsa::Avx2, cpu::detail::ops_have_avx2(), "AVX2 + FMA + F16C")) return;
   check_attention_kernel(cpu::detail::attention_group_avx2, false);
   check_attention_kernel(cpu::detail::attention_group_avx2, true);
 }

@@ -14,6 +14,7 @@
 #include "kernels/cpu/matmul_internal.h"
 #include "kernels/cpu/quants.h"
 #include "tests/support/quant_blocks.h"
+#include "tests/support/isa.h"
 
 using namespace pagoda;
 using namespace pagoda::cpu;
@@ -126,8 +127,10 @@ TEST_CASE("matmul matches the reference for every type, ISA level and odd shapes
   }
 }
 
-TEST_CASE("BF16 weights on the vdpbf16ps path: exact products of bf16-rounded activations") {
-  if (!cpu_supports(CpuIsa::Avx512) || !cpu_features().avx512_bf16) return;  // no vdpbf16ps here
+TEST_CASE("BF16 weights on the vdpbf16ps path: exact products of bf16-rounded activations", "[avx512]") {
+  if (!pagoda::testing::isa_available(CpuIsa::Avx512, cpu_supports(CpuIsa::Avx512) && cpu_features().avx512_bf16,
+                                      "AVX-512 with VNNI and BF16 (vdpbf16ps)"))
+    return;
   const bool was_on = bf16_dot_products();
   set_bf16_dot_products(true);
   struct Restore {
@@ -221,14 +224,15 @@ TEST_CASE("prefill rows split into L2-sized blocks give the decode path's bits")
   }
 }
 
-TEST_CASE("AVX2 prefill tiles: every row tail, L2 row blocks and 16-bit partial sums match the scalar bits") {
+TEST_CASE("AVX2 prefill tiles: every row tail, L2 row blocks and 16-bit partial sums match the scalar bits",
+          "[avx2]") {
   // The AVX2 tile kernel takes rows 4 at a time in blocks sized from the L2 (64 rows at in =
   // 8192 on L2s up to 1 MiB; a whole batch of these sizes at in = 512), adds several groups'
   // 16-bit products before widening for the small-u types (8 groups for 4-bit, 4 for 5-bit, 2
   // for Q6_K, per half for Q3_K/Q2_K) and forms Q8_0 / IQ4 products from |q| and x with q's
   // sign. n = 18..21 end with 2, 3, 0 and 1 rows; n = 131 at in = 8192 crosses block
   // boundaries and ends a block with 3.
-  if (!cpu_supports(CpuIsa::Avx2)) return;
+  if (!pagoda::testing::isa_available(CpuIsa::Avx2, cpu_supports(CpuIsa::Avx2), "AVX2 + FMA + F16C")) return;
   ThreadPool pool(2);
   for (GgmlType t : kTypes) {
     if (!quantized(t)) continue;

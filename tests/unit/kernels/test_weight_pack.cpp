@@ -14,6 +14,7 @@
 #include "kernels/cpu/matmul_internal.h"
 #include "kernels/cpu/quants.h"
 #include "kernels/cpu/weight_pack.h"
+#include "tests/support/isa.h"
 #include "tests/support/quant_blocks.h"
 
 using namespace pagoda;
@@ -124,8 +125,8 @@ TEST_CASE("matmul on packed weights gives the GGML layout's bits at every level,
       }
 }
 
-TEST_CASE("matmul on packed weights with every bit pattern of quants and sub-block scales") {
-  if (!cpu_supports(CpuIsa::Avx2)) return;
+TEST_CASE("matmul on packed weights with every bit pattern of quants and sub-block scales", "[avx2]") {
+  if (!pagoda::testing::isa_available(CpuIsa::Avx2, cpu_supports(CpuIsa::Avx2), "AVX2 + FMA + F16C")) return;
   ThreadPool pool(2);
   const int64_t rows = 24, cols = 512;
   for (GgmlType t : kPackable) {
@@ -142,9 +143,9 @@ TEST_CASE("matmul on packed weights with every bit pattern of quants and sub-blo
   }
 }
 
-TEST_CASE("packed decode kernel: output ranges that cut groups of 8 store only their part") {
+TEST_CASE("packed decode kernel: output ranges that cut groups of 8 store only their part", "[avx2]") {
   // The dispatcher splits outputs by 8 today; a range inside a group must still be right.
-  if (!cpu_supports(CpuIsa::Avx2)) return;
+  if (!pagoda::testing::isa_available(CpuIsa::Avx2, cpu_supports(CpuIsa::Avx2), "AVX2 + FMA + F16C")) return;
   for (GgmlType t : kPackable) {
     const int64_t rows = 29, cols = 512, n = 3;
     const auto w = random_matrix(t, rows, cols, 5);

@@ -2,7 +2,7 @@
 // each step, from the core's token mask over a byte vocabulary) validate against their schema
 // with Debian's python3-jsonschema (the draft's format checker: date, email, ipv4, uri, uuid
 // here; time, date-time and hostname need Python modules Debian does not install). Covers realistic schemas and every
-// json-schema-test-suite draft 7 schema the converter accepts. Skips (WARN) when
+// json-schema-test-suite draft 7 schema the converter accepts. Skips (CTest: Skipped) when
 // /usr/bin/python3 or its jsonschema module is missing.
 #include <catch2/catch.hpp>
 
@@ -14,6 +14,7 @@
 
 #include "engine/structured/json_schema.h"
 #include "engine/structured/structured.h"
+#include "tests/support/skip.h"
 
 using namespace pagoda::structured;
 using Json = nlohmann::ordered_json;
@@ -71,6 +72,9 @@ const char* const kRealisticSchemas[] = {
     R"({"type":"object","properties":{"q\"uote":{"const":"a\\b\"c\n"},"emoji":{"type":"string","minLength":2,"maxLength":2}},"required":["q\"uote","emoji"]})",
 };
 
+constexpr const char* kValidatorMissing =
+    "/usr/bin/python3 with the jsonschema module not found (apt-get install python3-jsonschema)";
+
 bool python_jsonschema_available() {
   return std::system("/usr/bin/python3 -c 'import jsonschema' >/dev/null 2>&1") == 0;
 }
@@ -112,11 +116,8 @@ sys.exit(1 if bad else 0)
 
 }  // namespace
 
-TEST_CASE("random outputs of converted schemas validate with python3-jsonschema") {
-  if (!python_jsonschema_available()) {
-    WARN("skipped: /usr/bin/python3 with the jsonschema module not found (apt-get install python3-jsonschema)");
-    return;
-  }
+TEST_CASE("random outputs of converted schemas validate with python3-jsonschema", "[jsonschema]") {
+  if (!pagoda::testing::requirement_met(python_jsonschema_available(), kValidatorMissing)) return;
   struct Case {
     Json schema;
     std::string draft;  // "2020-12" or "7"
@@ -244,11 +245,8 @@ Json random_schema(std::mt19937& rng, int depth) {
 
 }  // namespace
 
-TEST_CASE("random well-formed schemas: generated outputs validate with python3-jsonschema") {
-  if (!python_jsonschema_available()) {
-    WARN("skipped: /usr/bin/python3 with the jsonschema module not found (apt-get install python3-jsonschema)");
-    return;
-  }
+TEST_CASE("random well-formed schemas: generated outputs validate with python3-jsonschema", "[jsonschema]") {
+  if (!pagoda::testing::requirement_met(python_jsonschema_available(), kValidatorMissing)) return;
   auto vocab = byte_vocabulary();
   const char* seed_env = std::getenv("PAGODA_SCHEMA_GEN_SEED");
   const char* count_env = std::getenv("PAGODA_SCHEMA_GEN_SCHEMAS");

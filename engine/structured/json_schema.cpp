@@ -26,7 +26,8 @@ const std::set<std::string>& supported_keywords() {
       "type", "enum", "const", "properties", "required", "additionalProperties", "items",
       "prefixItems", "additionalItems", "minItems", "maxItems", "uniqueItems", "anyOf", "oneOf",
       "allOf", "$ref", "minLength", "maxLength", "pattern", "format", "minimum", "maximum",
-      "exclusiveMinimum", "exclusiveMaximum", "minProperties", "maxProperties"};
+      "exclusiveMinimum", "exclusiveMaximum", "minProperties", "maxProperties",
+      "patternProperties", "propertyNames"};
   return words;
 }
 
@@ -35,7 +36,7 @@ const std::set<std::string>& supported_keywords() {
 const std::set<std::string>& refused_keywords() {
   static const std::set<std::string> words = {
       "not", "if", "then", "else", "contains", "minContains", "maxContains", "multipleOf",
-      "patternProperties", "propertyNames", "dependencies", "dependentRequired",
+      "dependencies", "dependentRequired",
       "dependentSchemas", "unevaluatedProperties", "unevaluatedItems", "$anchor",
       "$dynamicRef", "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor", "$vocabulary",
       "contentMediaType", "contentEncoding", "contentSchema", "nullable", "discriminator",

@@ -309,10 +309,8 @@ Expr SchemaConverter::build_string(const Json& schema, const std::string& path) 
               simple = false;
             }
           }
-          if (!simple || !rep)
-            throw SchemaError(path + "/pattern",
-                              "pattern together with minLength/maxLength is only supported when the "
-                              "pattern is anchored (^...$) and has a single repeated character class");
+          // Otherwise the exact intersection, as an automaton.
+          if (!simple || !rep) return pattern_string(schema, min_len, max_len, path);
           uint64_t new_min = rep->min, new_max = rep->max ? *rep->max : UINT64_MAX;
           if (min_len && *min_len > fixed) new_min = std::max<uint64_t>(new_min, *min_len - fixed);
           if (max_len) new_max = std::min<uint64_t>(new_max, *max_len >= fixed ? *max_len - fixed : 0);
@@ -327,6 +325,9 @@ Expr SchemaConverter::build_string(const Json& schema, const std::string& path) 
                             branch.anchored_end ? "" : any}));
       }
     } catch (const RegexError& e) {
+      // Anchors inside the pattern: the automaton treats them as assertions.
+      if (std::string(e.what()).find("anchor") != std::string::npos)
+        return pattern_string(schema, min_len, max_len, path);
       throw SchemaError(path + "/pattern", std::string("pattern: ") + e.what() + " (at byte " +
                                                std::to_string(e.offset) + ")");
     }

@@ -485,3 +485,37 @@ TEST_CASE("long and ambiguous outputs stay within the matcher's limits") {
   auto alike = grammar_of(Json{{"anyOf", branches}}.dump());
   CHECK(alike.accepts("{\"k\":\"" + std::string(40, 'x') + "17\",\"extra\":[1,2,3]}"));
 }
+
+TEST_CASE("patternProperties with properties and additionalProperties; propertyNames") {
+  auto g = grammar_of(R"({"type":"object","properties":{"x-a":{"type":"string"}},
+    "patternProperties":{"^x-":{"maxLength":2},"n$":{"type":"integer"}},"additionalProperties":false})");
+  CHECK(g.accepts(R"({"x-a":"ab"})"));
+  CHECK_FALSE(g.accepts(R"({"x-a":"abc"})"));       // the listed name also matches ^x-
+  CHECK_FALSE(g.accepts(R"({"x-a":1})"));
+  CHECK(g.accepts(R"({"x-b":"q","n":3})"));
+  CHECK_FALSE(g.accepts(R"({"x-n":"q"})"));         // matches both: a string is no integer
+  CHECK(g.accepts(R"({"x-n":7})"));
+  CHECK_FALSE(g.accepts(R"({"other":1})"));         // additionalProperties false
+  auto names = grammar_of(R"({"propertyNames":{"pattern":"^[a-c]+$","maxLength":2},"additionalProperties":{"type":"null"}})");
+  CHECK(names.accepts(R"({"ab":null,"c":null})"));
+  CHECK_FALSE(names.accepts(R"({"abc":null})"));
+  CHECK_FALSE(names.accepts(R"({"d":null})"));
+  CHECK_FALSE(names.accepts(R"({"a":1})"));
+}
+
+TEST_CASE("pattern with length bounds it does not imply, and anchors inside the pattern") {
+  auto g = grammar_of(R"({"type":"string","pattern":"^(ab|c)+$","minLength":3,"maxLength":5})");
+  CHECK(g.accepts(R"("abc")"));
+  CHECK(g.accepts(R"("ccccc")"));
+  CHECK_FALSE(g.accepts(R"("ab")"));
+  CHECK_FALSE(g.accepts(R"("cccccc")"));
+  CHECK_FALSE(g.accepts(R"("abd")"));
+  auto inner = grammar_of(R"j({"type":"string","pattern":"(^a|b$)"})j");
+  CHECK(inner.accepts(R"("ax")"));
+  CHECK(inner.accepts(R"("xb")"));
+  CHECK_FALSE(inner.accepts(R"("xa")"));
+  CHECK_FALSE(inner.accepts(R"("bx")"));
+  auto never = grammar_of(R"({"type":["string","null"],"pattern":"a^b"})");
+  CHECK(never.accepts("null"));
+  CHECK_FALSE(never.accepts(R"("a^b")"));
+}

@@ -27,7 +27,7 @@ const std::set<std::string>& supported_keywords() {
       "prefixItems", "additionalItems", "minItems", "maxItems", "uniqueItems", "anyOf", "oneOf",
       "allOf", "$ref", "minLength", "maxLength", "pattern", "format", "minimum", "maximum",
       "exclusiveMinimum", "exclusiveMaximum", "minProperties", "maxProperties",
-      "patternProperties", "propertyNames"};
+      "patternProperties", "propertyNames", "not"};
   return words;
 }
 
@@ -35,7 +35,7 @@ const std::set<std::string>& supported_keywords() {
 // here: refused. Words that are no keyword at all are annotations by the spec and ignored.
 const std::set<std::string>& refused_keywords() {
   static const std::set<std::string> words = {
-      "not", "if", "then", "else", "contains", "minContains", "maxContains", "multipleOf",
+      "if", "then", "else", "contains", "minContains", "maxContains", "multipleOf",
       "dependencies", "dependentRequired",
       "dependentSchemas", "unevaluatedProperties", "unevaluatedItems", "$anchor",
       "$dynamicRef", "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor", "$vocabulary",
@@ -348,6 +348,7 @@ Expr SchemaConverter::visit(const Json& schema, const std::string& path) {
   if (!schema.is_object()) throw SchemaError(path, "a schema must be an object or a boolean");
   if (schema.contains("$ref")) return visit_ref(schema, path);
   check_keywords(schema, path);
+  if (schema.contains("not")) return visit_not(schema, path);
 
   if (schema.contains("allOf")) {
     const Json& all = schema["allOf"];

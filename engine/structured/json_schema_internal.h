@@ -62,6 +62,9 @@ struct KeyRules {
   static Json all_of(const std::vector<Json>& parts);
 };
 
+// Internal keyword the `not` rewrite adds: strings (a JSON array) the string must not be.
+inline constexpr const char* kExcludedStrings = "$pagoda-excluded-strings";
+
 class SchemaConverter {
  public:
   SchemaConverter(const Json& root, const SchemaOptions& options);
@@ -97,7 +100,8 @@ class SchemaConverter {
   CharDfa checked(const std::function<CharDfa()>& build, const std::string& path);
   // The automaton's strings as JSON string content (no quotes): a start rule, or nullopt.
   Expr dfa_rules(const CharDfa& dfa, const std::string& hint);
-  // A string (quotes included) matching schema["pattern"] with these length bounds.
+  // A string (quotes included) matching schema["pattern"] (if any) with these length bounds and
+  // none of the kExcludedStrings.
   Expr pattern_string(const Json& schema, std::optional<uint64_t> min_len, std::optional<uint64_t> max_len,
                       const std::string& path);
 
@@ -112,6 +116,7 @@ class SchemaConverter {
 
  private:
   Expr visit_ref(const Json& schema, const std::string& path);
+  Expr visit_not(const Json& schema, const std::string& path);  // json_schema_not.cpp
   Expr visit_enum(const Json& schema, const std::string& path);
   Expr visit_branches(const Json& schema, const std::string& key, const std::string& path);
   std::string literal(const Json& value);

@@ -59,7 +59,13 @@ Expr SchemaConverter::dfa_rules(const CharDfa& dfa_in, const std::string& hint) 
 
 Expr SchemaConverter::pattern_string(const Json& schema, std::optional<uint64_t> min_len,
                                      std::optional<uint64_t> max_len, const std::string& path) {
-  CharDfa dfa = pattern_dfa(schema["pattern"], path + "/pattern");
+  CharDfa dfa = schema.contains("pattern") ? pattern_dfa(schema["pattern"], path + "/pattern")
+                                            : dfa_complement(dfa_from_strings({}));
+  if (schema.contains(kExcludedStrings)) {
+    std::vector<std::string> excluded;
+    for (const auto& s : schema[kExcludedStrings]) excluded.push_back(s.get<std::string>());
+    dfa = checked([&] { return dfa_intersect(dfa, dfa_complement(dfa_from_strings(excluded))); }, path + "/not");
+  }
   if (min_len || max_len)
     dfa = checked([&] { return dfa_with_length(dfa, min_len.value_or(0), max_len); }, path + "/maxLength");
   Expr body = dfa_rules(dfa, path + "-pattern");

@@ -261,6 +261,11 @@ Expr SchemaConverter::build_string(const Json& schema, const std::string& path) 
   auto lengths_implied = [&](uint64_t lo, std::optional<uint64_t> hi) {
     return (!min_len || *min_len <= lo) && (!max_len || (hi && *hi <= *max_len));
   };
+  if (schema.contains(kExcludedStrings)) {
+    if (schema.contains("format"))
+      throw SchemaError(path + "/format", "format together with not: {enum/const} is not supported");
+    return pattern_string(schema, min_len, max_len, path);
+  }
   if (schema.contains("format") && schema.contains("pattern"))
     throw SchemaError(path + "/format", "format together with pattern is not supported");
   if (schema.contains("format")) {

@@ -519,3 +519,32 @@ TEST_CASE("pattern with length bounds it does not imply, and anchors inside the 
   CHECK(never.accepts("null"));
   CHECK_FALSE(never.accepts(R"("a^b")"));
 }
+
+TEST_CASE("not over type, enum/const and required") {
+  auto types = grammar_of(R"({"type":["string","null","boolean"],"not":{"type":"null"}})");
+  CHECK(types.accepts(R"("a")"));
+  CHECK(types.accepts("true"));
+  CHECK_FALSE(types.accepts("null"));
+  auto values = grammar_of(R"({"type":["string","boolean","null"],"not":{"enum":["a","",true,null]}})");
+  CHECK(values.accepts(R"("b")"));
+  CHECK(values.accepts(R"("aa")"));
+  CHECK(values.accepts("false"));
+  CHECK_FALSE(values.accepts(R"("a")"));
+  CHECK_FALSE(values.accepts(R"("")"));
+  CHECK_FALSE(values.accepts("true"));
+  CHECK_FALSE(values.accepts("null"));
+  auto from_enum = grammar_of(R"({"enum":["x","y",3],"not":{"const":"y"}})");
+  CHECK(from_enum.accepts(R"("x")"));
+  CHECK(from_enum.accepts("3"));
+  CHECK_FALSE(from_enum.accepts(R"("y")"));
+  auto required = grammar_of(R"({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"integer"}},
+    "not":{"required":["a","b"]}})");
+  CHECK(required.accepts(R"({"a":1})"));
+  CHECK(required.accepts(R"({"b":1})"));
+  CHECK(required.accepts("{}"));
+  CHECK_FALSE(required.accepts(R"({"a":1,"b":2})"));
+  auto one = grammar_of(R"({"type":"object","not":{"required":["x"]}})");
+  CHECK(one.accepts(R"({"y":1})"));
+  CHECK_FALSE(one.accepts(R"({"x":1})"));
+  CHECK_THROWS_WITH(grammar_of(R"({"type":"string","not":{"type":"string"}})"), Catch::Contains("accepts no value"));
+}

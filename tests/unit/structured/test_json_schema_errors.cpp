@@ -37,7 +37,10 @@ TEST_CASE("unsupported keywords are refused at their path, by name") {
     const char* word;
   };
   const Case cases[] = {
-      {R"j({"properties":{"a":{"not":{"type":"null"}}}})j", "/properties/a/not", "'not'"},
+      {R"j({"properties":{"a":{"not":{"minimum":3}}}})j", "/properties/a/not/minimum", "not: 'minimum'"},
+      {R"j({"not":{"type":"integer"}})j", "/not", "non-integer"},
+      {R"j({"type":"integer","not":{"const":3}})j", "/not/const", "integer value"},
+      {R"j({"not":{"type":"string","maxLength":2}})j", "/not", "more than one keyword"},
       {R"j({"type":"integer","multipleOf":3})j", "/multipleOf", "'multipleOf'"},
       {R"j({"if":{},"then":{}})j", "/if", "'if'"},
       {R"j({"type":"object","patternProperties":{"a":{},"b":{},"c":{},"d":{},"e":{}}})j", "/patternProperties", "more than 4"},
@@ -48,7 +51,7 @@ TEST_CASE("unsupported keywords are refused at their path, by name") {
       {R"j({"dependentRequired":{"a":["b"]}})j", "/dependentRequired", "'dependentRequired'"},
       {R"j({"unevaluatedProperties":false})j", "/unevaluatedProperties", "'unevaluatedProperties'"},
       {R"j({"type":"string","nullable":true})j", "/nullable", "'nullable'"},
-      {R"j({"$defs":{"a/b":{"not":{}}},"$ref":"#/$defs/a~1b"})j", "/$defs/a~1b/not", "'not'"},
+      {R"j({"$defs":{"a/b":{"if":{}}},"$ref":"#/$defs/a~1b"})j", "/$defs/a~1b/if", "'if'"},
       {R"j({"type":"array","uniqueItems":true})j", "/uniqueItems", "uniqueItems"},
       {R"j({"type":"string","format":"ipv6"})j", "/format", "format 'ipv6'"},
       {R"j({"type":"string","format":"date","pattern":"x"})j", "/format", "pattern"},

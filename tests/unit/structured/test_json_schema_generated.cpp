@@ -249,6 +249,15 @@ Json random_schema(std::mt19937& rng, int depth) {
       default: s["propertyNames"] = {{"enum", {"p", "q", "zz"}}};
     }
   }
+  if (chance(12)) {
+    switch (small(0, 4)) {
+      case 0: s["not"] = {{"type", types[small(0, 6)]}}; break;
+      case 1: s["not"] = {{"enum", Json::array({random_value(rng, 2), "a", true, nullptr})}}; break;
+      case 2: s["not"] = {{"const", random_value(rng, 2)}}; break;
+      case 3: s["not"] = {{"required", Json::array({"p", "q"})}}; break;
+      default: s["not"] = {{"required", Json::array({std::string(1, char('p' + small(0, 3)))})}};
+    }
+  }
   static const char* const inner_anchors[] = {"a^b|^c$", "(^a|b$)c?", "(^|x)y($|z)"};
   if (chance(6)) s["pattern"] = inner_anchors[small(0, 2)];
   for (const char* combinator : {"anyOf", "oneOf", "allOf"})

@@ -110,8 +110,14 @@ Expr SchemaConverter::visit_not(const Json& schema, const std::string& path) {
           throw SchemaError(at, std::string("not: excluding strings beside '") + k + "' is not supported");
       base[kExcludedStrings] = strings;
     }
-    if (true_left != false_left && types.count("boolean"))
+    if (true_left != false_left && types.count("boolean")) {
+      // The boolean left is written as a bare const: only exact when nothing else in the
+      // schema constrains booleans.
+      for (const char* k : {"allOf", "anyOf", "oneOf", "$ref"})
+        if (rest.contains(k))
+          throw SchemaError(at, std::string("not: excluding one boolean beside '") + k + "' is not supported");
       return visit(Json{{"anyOf", Json::array({base, Json{{"const", true_left}}})}}, path);
+    }
     return visit(base, path);
   }
   throw SchemaError(at + "/" + pointer_escape(key),

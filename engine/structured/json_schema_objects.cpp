@@ -168,6 +168,21 @@ Expr SchemaConverter::build_object(const Json& schema, const std::string& path) 
       }
     }
   }
+  // Names restricted to a few strings: each becomes an optional listed member, so no name
+  // can appear twice (a repeated extra name would count once against minProperties).
+  bool names_listed = false;
+  if (keys.names) {
+    if (auto finite = dfa_finite_strings(*keys.names, 64)) {
+      names_listed = true;
+      std::set<std::string> seen(known_names.begin(), known_names.end());
+      for (const auto& name : *finite) {
+        if (!seen.insert(name).second) continue;
+        Json value_schema = keys.matching(name).empty() ? extra_schema : keys.with_patterns(name, true);
+        members.push_back({name, visit(value_schema, path + "/propertyNames"), false});
+        known_names.push_back(name);
+      }
+    }
+  }
   std::vector<Member> usable;
   for (auto& m : members) {
     if (m.value) usable.push_back(m);
@@ -178,7 +193,7 @@ Expr SchemaConverter::build_object(const Json& schema, const std::string& path) 
   uint64_t lo = min_props.value_or(0);
   const size_t n = usable.size();
 
-  std::string extra_member = extra_members(keys, known_names, extra_schema, path);
+  std::string extra_member = names_listed ? "" : extra_members(keys, known_names, extra_schema, path);
   std::vector<std::string> member_text;
   for (const auto& m : usable)
     member_text.push_back(seq({gbnf_literal(Json(m.name).dump()), ws(), "\":\"", ws(), *m.value}));

@@ -186,4 +186,37 @@ CharDfa dfa_trimmed(const CharDfa& a) {
   return out;
 }
 
+std::optional<std::vector<std::string>> dfa_finite_strings(const CharDfa& a, size_t max_strings) {
+  CharDfa t = dfa_trimmed(a);
+  std::vector<std::string> out;
+  // Depth-first over paths; a path longer than the state count has a cycle: infinite.
+  struct Frame {
+    int state;
+    std::string text;
+    size_t length;
+  };
+  std::vector<Frame> todo = {{0, "", 0}};
+  if (t.empty()) return out;
+  while (!todo.empty()) {
+    Frame f = std::move(todo.back());
+    todo.pop_back();
+    if (f.length > t.states.size()) return std::nullopt;
+    const CharDfa::State& s = t.states[size_t(f.state)];
+    if (s.accepting) {
+      out.push_back(f.text);
+      if (out.size() > max_strings) return std::nullopt;
+    }
+    for (const auto& e : s.edges) {
+      if (e.chars.count() > max_strings) return std::nullopt;
+      for (const auto& [lo, hi] : e.chars.ranges())
+        for (uint32_t cp = lo; cp <= hi; ++cp) {
+          todo.push_back({e.target, f.text + utf8_encode(cp), f.length + 1});
+          if (todo.size() > 4 * max_strings + t.states.size()) return std::nullopt;
+        }
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 }  // namespace pagoda::structured

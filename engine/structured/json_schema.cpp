@@ -27,7 +27,7 @@ const std::set<std::string>& supported_keywords() {
       "prefixItems", "additionalItems", "minItems", "maxItems", "uniqueItems", "anyOf", "oneOf",
       "allOf", "$ref", "minLength", "maxLength", "pattern", "format", "minimum", "maximum",
       "exclusiveMinimum", "exclusiveMaximum", "minProperties", "maxProperties",
-      "patternProperties", "propertyNames", "not"};
+      "patternProperties", "propertyNames", "not", "multipleOf"};
   return words;
 }
 
@@ -35,7 +35,7 @@ const std::set<std::string>& supported_keywords() {
 // here: refused. Words that are no keyword at all are annotations by the spec and ignored.
 const std::set<std::string>& refused_keywords() {
   static const std::set<std::string> words = {
-      "if", "then", "else", "contains", "minContains", "maxContains", "multipleOf",
+      "if", "then", "else", "contains", "minContains", "maxContains",
       "dependencies", "dependentRequired",
       "dependentSchemas", "unevaluatedProperties", "unevaluatedItems", "$anchor",
       "$dynamicRef", "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor", "$vocabulary",

@@ -9,7 +9,7 @@
 // $comment, deprecated, readOnly, writeOnly) and words that are no keyword of any draft
 // (vendor extensions such as "x-foo"; the spec treats unknown keywords as annotations) are
 // ignored; keywords of some draft that are not enforced here (if/then/else, contains,
-// multipleOf, dependencies, unevaluated*, nullable, ...) are refused.
+// dependencies, unevaluated*, nullable, ...) are refused.
 //
 // Supported: type (incl. unions, "integer" vs "number"), properties, required,
 // additionalProperties (true / false / schema; absent = true as the spec says), items,
@@ -24,7 +24,8 @@
 // they match; not merged under allOf with properties/additionalProperties), propertyNames
 // (boolean, or type/pattern/minLength/maxLength/enum/const; a finite name set becomes optional
 // listed members), not (of a boolean, type, enum/const over null/boolean/string values, or
-// required; others refused). Patterns with anchors inside, or with length bounds they do not
+// required; others refused), multipleOf (a positive integer up to 1000 without numeric
+// bounds; only integers are written). Patterns with anchors inside, or with length bounds they do not
 // imply, and names excluded by `not` go through a code point automaton (regex_dfa.h, at most
 // 4000 states: bounds such as maxLength 32767 beside a pattern are refused).
 //

@@ -348,7 +348,38 @@ Expr SchemaConverter::build_string(const Json& schema, const std::string& path) 
   return add_rule(path + "-string", seq({quote, primitive("json-char") + count, quote}));
 }
 
+// Integers that are multiples of k, as decimal digits tracked by their remainder mod k: one
+// rule per remainder (state r, digit d -> (10 r + d) mod k), the end allowed at remainder 0.
+Expr SchemaConverter::multiple_of(const Json& schema, const std::string& path) {
+  const Json& m = schema["multipleOf"];
+  const std::string at = path + "/multipleOf";
+  bool whole = (m.is_number_integer() && m.get<long long>() > 0) ||
+               (m.is_number_float() && m.get<double>() > 0 && m.get<double>() == double(int64_t(m.get<double>())));
+  if (!whole) throw SchemaError(at, "multipleOf is only supported as a positive integer (integers are written)");
+  uint64_t k = m.is_number_float() ? uint64_t(m.get<double>()) : m.get<uint64_t>();
+  if (k > 1000) throw SchemaError(at, "multipleOf above 1000 is not supported");
+  for (const char* bound : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})
+    if (schema.contains(bound))
+      throw SchemaError(at, std::string("multipleOf together with ") + bound + " is not supported");
+  if (k == 1) return primitive("json-integer");
+  std::vector<std::string> names;
+  for (uint64_t r = 0; r < k; ++r) names.push_back(fresh_name(path + "-mod" + std::to_string(k) + "-r" + std::to_string(r)));
+  for (uint64_t r = 0; r < k; ++r) {
+    std::vector<std::string> alts;
+    if (r == 0) alts.push_back("");
+    for (int d = 0; d <= 9; ++d) alts.push_back(seq({"\"" + std::to_string(d) + "\"", names[(10 * r + uint64_t(d)) % k]}));
+    std::string body = *alternatives(alts);
+    rules_.emplace_back(names[r], body);
+    grammar_bytes_ += names[r].size() + body.size() + 6;
+  }
+  std::vector<std::string> first;
+  for (int d = 1; d <= 9; ++d) first.push_back(seq({"\"" + std::to_string(d) + "\"", names[uint64_t(d) % k]}));
+  return add_rule(path + "-multiple", seq({"\"-\"?", "(", "\"0\"", "|", *alternatives(first), ")"}));
+}
+
 Expr SchemaConverter::build_number(const Json& schema, const std::string& path, bool integer_only) {
+  // Only integers are written for a multipleOf (a subset of the numbers it allows).
+  if (schema.contains("multipleOf")) return multiple_of(schema, path);
   std::optional<Bound> lower, upper;
   auto tighten = [&](const char* key, bool is_lower, bool exclusive) {
     if (!schema.contains(key)) return;

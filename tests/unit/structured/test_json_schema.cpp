@@ -548,3 +548,16 @@ TEST_CASE("not over type, enum/const and required") {
   CHECK_FALSE(one.accepts(R"({"x":1})"));
   CHECK_THROWS_WITH(grammar_of(R"({"type":"string","not":{"type":"string"}})"), Catch::Contains("accepts no value"));
 }
+
+TEST_CASE("multipleOf: integers by remainder") {
+  auto g = grammar_of(R"({"type":"integer","multipleOf":7})");
+  for (int v = -30; v <= 200; ++v) {
+    CAPTURE(v);
+    CHECK(g.accepts(std::to_string(v)) == (v % 7 == 0));
+  }
+  CHECK(g.accepts("700000000000000000007"));
+  CHECK_FALSE(g.accepts("07"));
+  auto numbers = grammar_of(R"({"type":"number","multipleOf":2})");
+  CHECK(numbers.accepts("-4"));
+  CHECK_FALSE(numbers.accepts("4.0"));  // integers are written
+}

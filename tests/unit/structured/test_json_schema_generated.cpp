@@ -258,6 +258,7 @@ Json random_schema(std::mt19937& rng, int depth) {
       default: s["not"] = {{"required", Json::array({std::string(1, char('p' + small(0, 3)))})}};
     }
   }
+  if (chance(8)) s["multipleOf"] = small(1, 12);
   static const char* const inner_anchors[] = {"a^b|^c$", "(^a|b$)c?", "(^|x)y($|z)"};
   if (chance(6)) s["pattern"] = inner_anchors[small(0, 2)];
   for (const char* combinator : {"anyOf", "oneOf", "allOf"})

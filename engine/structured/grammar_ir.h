@@ -57,6 +57,10 @@ std::shared_ptr<const CompiledGrammar> compile_grammar(const Grammar& grammar,
                                                        std::shared_ptr<const TokenVocabulary> vocab,
                                                        const GrammarLimits& limits = {});
 
+// Rewrites every unbounded repetition whose body can match "" into one whose body cannot (the
+// same language), so lowering's no-progress check accepts (a|b*)* and ((x)*)*.
+void rewrite_nullable_repeats(Grammar& grammar);
+
 // "line L, column C: " prefix of error messages.
 std::string source_location(uint32_t line, uint32_t column);
 

@@ -26,7 +26,8 @@ const std::set<std::string>& supported_keywords() {
       "type", "enum", "const", "properties", "required", "additionalProperties", "items",
       "prefixItems", "additionalItems", "minItems", "maxItems", "uniqueItems", "anyOf", "oneOf",
       "allOf", "$ref", "minLength", "maxLength", "pattern", "format", "minimum", "maximum",
-      "exclusiveMinimum", "exclusiveMaximum", "minProperties", "maxProperties"};
+      "exclusiveMinimum", "exclusiveMaximum", "minProperties", "maxProperties",
+      "patternProperties", "propertyNames", "not", "multipleOf"};
   return words;
 }
 
@@ -34,8 +35,8 @@ const std::set<std::string>& supported_keywords() {
 // here: refused. Words that are no keyword at all are annotations by the spec and ignored.
 const std::set<std::string>& refused_keywords() {
   static const std::set<std::string> words = {
-      "not", "if", "then", "else", "contains", "minContains", "maxContains", "multipleOf",
-      "patternProperties", "propertyNames", "dependencies", "dependentRequired",
+      "if", "then", "else", "contains", "minContains", "maxContains",
+      "dependencies", "dependentRequired",
       "dependentSchemas", "unevaluatedProperties", "unevaluatedItems", "$anchor",
       "$dynamicRef", "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor", "$vocabulary",
       "contentMediaType", "contentEncoding", "contentSchema", "nullable", "discriminator",
@@ -347,6 +348,7 @@ Expr SchemaConverter::visit(const Json& schema, const std::string& path) {
   if (!schema.is_object()) throw SchemaError(path, "a schema must be an object or a boolean");
   if (schema.contains("$ref")) return visit_ref(schema, path);
   check_keywords(schema, path);
+  if (schema.contains("not")) return visit_not(schema, path);
 
   if (schema.contains("allOf")) {
     const Json& all = schema["allOf"];

@@ -8,9 +8,8 @@
 // rejected by a validator. Annotations (title, description, examples, default, $schema, $id,
 // $comment, deprecated, readOnly, writeOnly) and words that are no keyword of any draft
 // (vendor extensions such as "x-foo"; the spec treats unknown keywords as annotations) are
-// ignored; keywords of some draft that are not enforced here (not, if/then/else, contains,
-// multipleOf, patternProperties, propertyNames, dependencies, unevaluated*, nullable, ...)
-// are refused.
+// ignored; keywords of some draft that are not enforced here (if/then/else, contains,
+// dependencies, unevaluated*, nullable, ...) are refused.
 //
 // Supported: type (incl. unions, "integer" vs "number"), properties, required,
 // additionalProperties (true / false / schema; absent = true as the spec says), items,
@@ -19,12 +18,20 @@
 // disjoint), allOf (merged), $ref to local JSON pointers (#, #/$defs/..,
 // #/definitions/.., recursive too), minLength, maxLength, pattern, format (date, time,
 // date-time, email, hostname, ipv4, uuid, uri), minimum / maximum / exclusiveMinimum /
-// exclusiveMaximum, minProperties, maxProperties.
+// exclusiveMaximum, minProperties, maxProperties, patternProperties (at most 4 patterns; names
+// outside `properties` split by the patterns they match, each valued by all of their schemas,
+// the rest by additionalProperties; listed properties also get the schemas of the patterns
+// they match; not merged under allOf with properties/additionalProperties), propertyNames
+// (boolean, or type/pattern/minLength/maxLength/enum/const; a finite name set becomes optional
+// listed members), not (of a boolean, type, enum/const over null/boolean/string values, or
+// required; others refused), multipleOf (a positive integer up to 1000 without numeric
+// bounds; only integers are written). Patterns with anchors inside, or with length bounds they do not
+// imply, and names excluded by `not` go through a code point automaton (regex_dfa.h, at most
+// 4000 states: bounds such as maxLength 32767 beside a pattern are refused).
 //
 // Narrower than the spec, by design (still never invalid): integers are written without a
 // fraction or exponent (1, not 1.0); bounded numbers without an exponent; enum/const combine
-// only with `type`; pattern combines with minLength/maxLength only when anchored with one
-// repeated class (^[a-z]{1,}$); format with neither; formats generate a strict subset (no
+// only with `type`; format combines with neither pattern nor minLength/maxLength; formats generate a strict subset (no
 // leap seconds, no quoted e-mail local parts, URIs with scheme://host).
 //
 // Server use: SchemaError -> 400 naming e.path (e.g. param "response_format.json_schema.schema"

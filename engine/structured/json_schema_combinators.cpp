@@ -237,6 +237,10 @@ Json SchemaConverter::merge(const Json& a_in, const Json& b_in, const std::strin
     if (!prefix.empty()) out["prefixItems"] = prefix;
     if (rest != Json(true)) out["items"] = rest;
   }
+  if (objects_touched && (a.contains("patternProperties") || b.contains("patternProperties")))
+    // Which keys are "additional" differs between the sides: not merged.
+    throw SchemaError(path + "/patternProperties",
+                      "allOf of patternProperties with properties/additionalProperties on another branch is not supported");
   if (objects_touched) {
     Json props = merge_properties(a, b, path, depth);
     if (!props.empty()) out["properties"] = props;

@@ -4,6 +4,7 @@
 // json_schema_formats.cpp (string formats).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "engine/structured/json_schema.h"
+#include "engine/structured/regex_dfa.h"
 
 namespace pagoda::structured::schema_detail {
 
@@ -41,6 +43,28 @@ std::set<std::string> declared_types(const Json& schema, const std::string& path
 // Whether two type sets share a value ("integer" lies inside "number").
 bool types_overlap(const std::set<std::string>& a, const std::set<std::string>& b);
 
+// What an object's keywords say about its property names: `patternProperties` (each pattern's
+// automaton and value schema) and `propertyNames` (the names allowed at all).
+struct KeyRules {
+  struct Pattern {
+    Json schema;
+    CharDfa dfa;
+  };
+  std::vector<Pattern> patterns;
+  std::optional<CharDfa> names;  // nullopt: any name
+
+  bool any() const { return !patterns.empty() || names.has_value(); }
+  bool allowed(const std::string& name) const;
+  std::vector<size_t> matching(const std::string& name) const;
+  // `base` together with the schemas of the patterns `name` matches.
+  Json with_patterns(const std::string& name, const Json& base) const;
+  // A schema requiring all of `parts` (true when empty, false when one is false).
+  static Json all_of(const std::vector<Json>& parts);
+};
+
+// Internal keyword the `not` rewrite adds: strings (a JSON array) the string must not be.
+inline constexpr const char* kExcludedStrings = "$pagoda-excluded-strings";
+
 class SchemaConverter {
  public:
   SchemaConverter(const Json& root, const SchemaOptions& options);
@@ -60,10 +84,27 @@ class SchemaConverter {
   // ---- json_schema_objects.cpp ----
   Expr build_object(const Json& schema, const std::string& path);
   Expr build_array(const Json& schema, const std::string& path);
+  // Members whose names are none of `known`: "" when none may appear.
+  std::string extra_members(const KeyRules& keys, const std::vector<std::string>& known,
+                            const Json& extra_schema, const std::string& path);
 
   // ---- json_schema_scalars.cpp ----
   Expr build_string(const Json& schema, const std::string& path);
   Expr build_number(const Json& schema, const std::string& path, bool integer_only);
+  Expr multiple_of(const Json& schema, const std::string& path);  // integer multipleOf
+
+  // ---- json_schema_patterns.cpp ----
+  KeyRules key_rules(const Json& object_schema, const std::string& path);
+  // The strings a `pattern` matches anywhere (JSON Schema semantics); SchemaError at `path`.
+  CharDfa pattern_dfa(const Json& pattern, const std::string& path);
+  // Runs an automaton construction, its size errors as SchemaError at `path`.
+  CharDfa checked(const std::function<CharDfa()>& build, const std::string& path);
+  // The automaton's strings as JSON string content (no quotes): a start rule, or nullopt.
+  Expr dfa_rules(const CharDfa& dfa, const std::string& hint);
+  // A string (quotes included) matching schema["pattern"] (if any) with these length bounds and
+  // none of the kExcludedStrings.
+  Expr pattern_string(const Json& schema, std::optional<uint64_t> min_len, std::optional<uint64_t> max_len,
+                      const std::string& path);
 
   // ---- json_schema_formats.cpp ----
   struct FormatRule {
@@ -76,6 +117,7 @@ class SchemaConverter {
 
  private:
   Expr visit_ref(const Json& schema, const std::string& path);
+  Expr visit_not(const Json& schema, const std::string& path);  // json_schema_not.cpp
   Expr visit_enum(const Json& schema, const std::string& path);
   Expr visit_branches(const Json& schema, const std::string& key, const std::string& path);
   std::string literal(const Json& value);

@@ -84,6 +84,44 @@ static std::string key_not_in(SchemaConverter& conv, const std::vector<std::stri
   return seq({"\"\\\"\"", builder.build(root, 0)});
 }
 
+// Without pattern or name rules, one key rule excludes the known names; with them, the names
+// left are split by which patterns they match (each region valued by those patterns' schemas,
+// the region matching none by additionalProperties), so every key is valued exactly.
+std::string SchemaConverter::extra_members(const KeyRules& keys, const std::vector<std::string>& known,
+                                           const Json& extra_schema, const std::string& path) {
+  auto member = [&](const std::string& key, const std::string& value) {
+    return seq({key, ws(), "\":\"", ws(), value});
+  };
+  if (!keys.any()) {
+    Expr v = visit(extra_schema, path + "/additionalProperties");
+    return v ? member(key_not_in(*this, known, path), *v) : "";
+  }
+  const size_t k = keys.patterns.size();
+  if (k > 4) throw SchemaError(path + "/patternProperties", "more than 4 patterns are not supported");
+  const std::string at = path + "/patternProperties";
+  CharDfa base = dfa_complement(dfa_from_strings(known));
+  if (keys.names) base = checked([&] { return dfa_intersect(base, *keys.names); }, path + "/propertyNames");
+  std::vector<std::string> alts;
+  for (size_t mask = 0; mask < (size_t(1) << k); ++mask) {
+    CharDfa region = base;
+    std::vector<Json> parts;
+    for (size_t i = 0; i < k; ++i) {
+      bool in = (mask >> i) & 1;
+      const CharDfa& p = keys.patterns[i].dfa;
+      region = checked([&] { return dfa_intersect(region, in ? p : dfa_complement(p)); }, at);
+      if (in) parts.push_back(keys.patterns[i].schema);
+    }
+    if (dfa_trimmed(region).empty()) continue;
+    Expr value = mask ? visit(KeyRules::all_of(parts), at) : visit(extra_schema, path + "/additionalProperties");
+    if (!value) continue;
+    Expr key = dfa_rules(region, path + "-key");
+    if (key) alts.push_back(member(seq({"\"\\\"\"", *key, "\"\\\"\""}), *value));
+  }
+  Expr all = alternatives(alts);
+  if (!all) return "";
+  return alts.size() > 1 ? add_rule(path + "-extra", *all) : *all;
+}
+
 Expr SchemaConverter::build_object(const Json& schema, const std::string& path) {
   SetSwap consumed(refs_in_progress_);
   struct Member {
@@ -102,27 +140,46 @@ Expr SchemaConverter::build_object(const Json& schema, const std::string& path) 
       required.insert(n.get<std::string>());
     }
   }
+  KeyRules keys = key_rules(schema, path);
   if (schema.contains("properties")) {
     const Json& props = schema["properties"];
     if (!props.is_object()) throw SchemaError(path + "/properties", "properties must be an object");
     for (const auto& [name, sub] : props.items()) {
-      Expr value = visit(sub, path + "/properties/" + pointer_escape(name));
+      std::string sub_path = path + "/properties/" + pointer_escape(name);
+      Expr value = keys.allowed(name) ? visit(keys.with_patterns(name, sub), sub_path) : std::nullopt;
       known_names.push_back(name);
       members.push_back({name, value, required.count(name) > 0});
     }
   }
-  Expr extra_value = value_rule();
-  if (schema.contains("additionalProperties"))
-    extra_value = visit(schema["additionalProperties"], path + "/additionalProperties");
+  Json extra_schema = schema.contains("additionalProperties") ? schema["additionalProperties"] : Json(true);
   // Required names that `properties` does not list: they appear after the listed ones, valued
-  // by additionalProperties.
+  // by the patterns they match, else by additionalProperties.
   if (schema.contains("required")) {
     std::set<std::string> seen(known_names.begin(), known_names.end());
     for (const auto& n : schema["required"]) {
       std::string name = n.get<std::string>();
       if (seen.insert(name).second) {
+        Expr value;
+        if (keys.allowed(name))
+          value = keys.matching(name).empty() ? visit(extra_schema, path + "/additionalProperties")
+                                              : visit(keys.with_patterns(name, true), path + "/patternProperties");
         known_names.push_back(name);
-        members.push_back({name, extra_value, true});
+        members.push_back({name, value, true});
+      }
+    }
+  }
+  // Names restricted to a few strings: each becomes an optional listed member, so no name
+  // can appear twice (a repeated extra name would count once against minProperties).
+  bool names_listed = false;
+  if (keys.names) {
+    if (auto finite = dfa_finite_strings(*keys.names, 64)) {
+      names_listed = true;
+      std::set<std::string> seen(known_names.begin(), known_names.end());
+      for (const auto& name : *finite) {
+        if (!seen.insert(name).second) continue;
+        Json value_schema = keys.matching(name).empty() ? extra_schema : keys.with_patterns(name, true);
+        members.push_back({name, visit(value_schema, path + "/propertyNames"), false});
+        known_names.push_back(name);
       }
     }
   }
@@ -136,9 +193,7 @@ Expr SchemaConverter::build_object(const Json& schema, const std::string& path) 
   uint64_t lo = min_props.value_or(0);
   const size_t n = usable.size();
 
-  std::string extra_member;
-  if (extra_value)
-    extra_member = seq({key_not_in(*this, known_names, path), ws(), "\":\"", ws(), *extra_value});
+  std::string extra_member = names_listed ? "" : extra_members(keys, known_names, extra_schema, path);
   std::vector<std::string> member_text;
   for (const auto& m : usable)
     member_text.push_back(seq({gbnf_literal(Json(m.name).dump()), ws(), "\":\"", ws(), *m.value}));
@@ -159,7 +214,7 @@ Expr SchemaConverter::build_object(const Json& schema, const std::string& path) 
       uint64_t need = (c >= lo) ? 0 : lo - c;
       std::optional<uint64_t> room;
       if (max_props) room = *max_props >= c ? *max_props - c : 0;
-      if (!extra_value || (room && *room == 0)) {
+      if (extra_member.empty() || (room && *room == 0)) {
         result = need == 0 ? Expr("") : std::nullopt;
       } else if (room && need > *room) {
         result = std::nullopt;

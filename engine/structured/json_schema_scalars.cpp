@@ -261,6 +261,11 @@ Expr SchemaConverter::build_string(const Json& schema, const std::string& path) 
   auto lengths_implied = [&](uint64_t lo, std::optional<uint64_t> hi) {
     return (!min_len || *min_len <= lo) && (!max_len || (hi && *hi <= *max_len));
   };
+  if (schema.contains(kExcludedStrings)) {
+    if (schema.contains("format"))
+      throw SchemaError(path + "/format", "format together with not: {enum/const} is not supported");
+    return pattern_string(schema, min_len, max_len, path);
+  }
   if (schema.contains("format") && schema.contains("pattern"))
     throw SchemaError(path + "/format", "format together with pattern is not supported");
   if (schema.contains("format")) {
@@ -309,10 +314,8 @@ Expr SchemaConverter::build_string(const Json& schema, const std::string& path) 
               simple = false;
             }
           }
-          if (!simple || !rep)
-            throw SchemaError(path + "/pattern",
-                              "pattern together with minLength/maxLength is only supported when the "
-                              "pattern is anchored (^...$) and has a single repeated character class");
+          // Otherwise the exact intersection, as an automaton.
+          if (!simple || !rep) return pattern_string(schema, min_len, max_len, path);
           uint64_t new_min = rep->min, new_max = rep->max ? *rep->max : UINT64_MAX;
           if (min_len && *min_len > fixed) new_min = std::max<uint64_t>(new_min, *min_len - fixed);
           if (max_len) new_max = std::min<uint64_t>(new_max, *max_len >= fixed ? *max_len - fixed : 0);
@@ -327,6 +330,9 @@ Expr SchemaConverter::build_string(const Json& schema, const std::string& path) 
                             branch.anchored_end ? "" : any}));
       }
     } catch (const RegexError& e) {
+      // Anchors inside the pattern: the automaton treats them as assertions.
+      if (std::string(e.what()).find("anchor") != std::string::npos)
+        return pattern_string(schema, min_len, max_len, path);
       throw SchemaError(path + "/pattern", std::string("pattern: ") + e.what() + " (at byte " +
                                                std::to_string(e.offset) + ")");
     }
@@ -342,7 +348,38 @@ Expr SchemaConverter::build_string(const Json& schema, const std::string& path) 
   return add_rule(path + "-string", seq({quote, primitive("json-char") + count, quote}));
 }
 
+// Integers that are multiples of k, as decimal digits tracked by their remainder mod k: one
+// rule per remainder (state r, digit d -> (10 r + d) mod k), the end allowed at remainder 0.
+Expr SchemaConverter::multiple_of(const Json& schema, const std::string& path) {
+  const Json& m = schema["multipleOf"];
+  const std::string at = path + "/multipleOf";
+  bool whole = (m.is_number_integer() && m.get<long long>() > 0) ||
+               (m.is_number_float() && m.get<double>() > 0 && m.get<double>() == double(int64_t(m.get<double>())));
+  if (!whole) throw SchemaError(at, "multipleOf is only supported as a positive integer (integers are written)");
+  uint64_t k = m.is_number_float() ? uint64_t(m.get<double>()) : m.get<uint64_t>();
+  if (k > 1000) throw SchemaError(at, "multipleOf above 1000 is not supported");
+  for (const char* bound : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})
+    if (schema.contains(bound))
+      throw SchemaError(at, std::string("multipleOf together with ") + bound + " is not supported");
+  if (k == 1) return primitive("json-integer");
+  std::vector<std::string> names;
+  for (uint64_t r = 0; r < k; ++r) names.push_back(fresh_name(path + "-mod" + std::to_string(k) + "-r" + std::to_string(r)));
+  for (uint64_t r = 0; r < k; ++r) {
+    std::vector<std::string> alts;
+    if (r == 0) alts.push_back("");
+    for (int d = 0; d <= 9; ++d) alts.push_back(seq({"\"" + std::to_string(d) + "\"", names[(10 * r + uint64_t(d)) % k]}));
+    std::string body = *alternatives(alts);
+    rules_.emplace_back(names[r], body);
+    grammar_bytes_ += names[r].size() + body.size() + 6;
+  }
+  std::vector<std::string> first;
+  for (int d = 1; d <= 9; ++d) first.push_back(seq({"\"" + std::to_string(d) + "\"", names[uint64_t(d) % k]}));
+  return add_rule(path + "-multiple", seq({"\"-\"?", "(", "\"0\"", "|", *alternatives(first), ")"}));
+}
+
 Expr SchemaConverter::build_number(const Json& schema, const std::string& path, bool integer_only) {
+  // Only integers are written for a multipleOf (a subset of the numbers it allows).
+  if (schema.contains("multipleOf")) return multiple_of(schema, path);
   std::optional<Bound> lower, upper;
   auto tighten = [&](const char* key, bool is_lower, bool exclusive) {
     if (!schema.contains(key)) return;

@@ -207,7 +207,11 @@ std::shared_ptr<const CompiledGrammar> compile_grammar(const Grammar& grammar,
     throw GrammarError("grammar too large: more than " + std::to_string(limits.max_rules) + " rules");
   for (const GrammarRule& r : grammar.rules)
     if (!r.defined) throw GrammarError("undefined rule '" + r.name + "'");
-  std::unique_ptr<CompiledGrammar::Impl> impl = lower_grammar(grammar, limits);
+  Grammar rewritten = grammar;
+  rewrite_nullable_repeats(rewritten);
+  if (rewritten.rules.size() > limits.max_rules)
+    throw GrammarError("grammar too large: more than " + std::to_string(limits.max_rules) + " rules");
+  std::unique_ptr<CompiledGrammar::Impl> impl = lower_grammar(rewritten, limits);
   impl->vocab = std::move(vocab);
   return std::make_shared<const CompiledGrammar>(std::move(impl));
 }

@@ -485,3 +485,79 @@ TEST_CASE("long and ambiguous outputs stay within the matcher's limits") {
   auto alike = grammar_of(Json{{"anyOf", branches}}.dump());
   CHECK(alike.accepts("{\"k\":\"" + std::string(40, 'x') + "17\",\"extra\":[1,2,3]}"));
 }
+
+TEST_CASE("patternProperties with properties and additionalProperties; propertyNames") {
+  auto g = grammar_of(R"({"type":"object","properties":{"x-a":{"type":"string"}},
+    "patternProperties":{"^x-":{"maxLength":2},"n$":{"type":"integer"}},"additionalProperties":false})");
+  CHECK(g.accepts(R"({"x-a":"ab"})"));
+  CHECK_FALSE(g.accepts(R"({"x-a":"abc"})"));       // the listed name also matches ^x-
+  CHECK_FALSE(g.accepts(R"({"x-a":1})"));
+  CHECK(g.accepts(R"({"x-b":"q","n":3})"));
+  CHECK_FALSE(g.accepts(R"({"x-n":"q"})"));         // matches both: a string is no integer
+  CHECK(g.accepts(R"({"x-n":7})"));
+  CHECK_FALSE(g.accepts(R"({"other":1})"));         // additionalProperties false
+  auto names = grammar_of(R"({"propertyNames":{"pattern":"^[a-c]+$","maxLength":2},"additionalProperties":{"type":"null"}})");
+  CHECK(names.accepts(R"({"ab":null,"c":null})"));
+  CHECK_FALSE(names.accepts(R"({"abc":null})"));
+  CHECK_FALSE(names.accepts(R"({"d":null})"));
+  CHECK_FALSE(names.accepts(R"({"a":1})"));
+}
+
+TEST_CASE("pattern with length bounds it does not imply, and anchors inside the pattern") {
+  auto g = grammar_of(R"({"type":"string","pattern":"^(ab|c)+$","minLength":3,"maxLength":5})");
+  CHECK(g.accepts(R"("abc")"));
+  CHECK(g.accepts(R"("ccccc")"));
+  CHECK_FALSE(g.accepts(R"("ab")"));
+  CHECK_FALSE(g.accepts(R"("cccccc")"));
+  CHECK_FALSE(g.accepts(R"("abd")"));
+  auto inner = grammar_of(R"j({"type":"string","pattern":"(^a|b$)"})j");
+  CHECK(inner.accepts(R"("ax")"));
+  CHECK(inner.accepts(R"("xb")"));
+  CHECK_FALSE(inner.accepts(R"("xa")"));
+  CHECK_FALSE(inner.accepts(R"("bx")"));
+  auto never = grammar_of(R"({"type":["string","null"],"pattern":"a^b"})");
+  CHECK(never.accepts("null"));
+  CHECK_FALSE(never.accepts(R"("a^b")"));
+}
+
+TEST_CASE("not over type, enum/const and required") {
+  auto types = grammar_of(R"({"type":["string","null","boolean"],"not":{"type":"null"}})");
+  CHECK(types.accepts(R"("a")"));
+  CHECK(types.accepts("true"));
+  CHECK_FALSE(types.accepts("null"));
+  auto values = grammar_of(R"({"type":["string","boolean","null"],"not":{"enum":["a","",true,null]}})");
+  CHECK(values.accepts(R"("b")"));
+  CHECK(values.accepts(R"("aa")"));
+  CHECK(values.accepts("false"));
+  CHECK_FALSE(values.accepts(R"("a")"));
+  CHECK_FALSE(values.accepts(R"("")"));
+  CHECK_FALSE(values.accepts("true"));
+  CHECK_FALSE(values.accepts("null"));
+  auto from_enum = grammar_of(R"({"enum":["x","y",3],"not":{"const":"y"}})");
+  CHECK(from_enum.accepts(R"("x")"));
+  CHECK(from_enum.accepts("3"));
+  CHECK_FALSE(from_enum.accepts(R"("y")"));
+  auto required = grammar_of(R"({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"integer"}},
+    "not":{"required":["a","b"]}})");
+  CHECK(required.accepts(R"({"a":1})"));
+  CHECK(required.accepts(R"({"b":1})"));
+  CHECK(required.accepts("{}"));
+  CHECK_FALSE(required.accepts(R"({"a":1,"b":2})"));
+  auto one = grammar_of(R"({"type":"object","not":{"required":["x"]}})");
+  CHECK(one.accepts(R"({"y":1})"));
+  CHECK_FALSE(one.accepts(R"({"x":1})"));
+  CHECK_THROWS_WITH(grammar_of(R"({"type":"string","not":{"type":"string"}})"), Catch::Contains("accepts no value"));
+}
+
+TEST_CASE("multipleOf: integers by remainder") {
+  auto g = grammar_of(R"({"type":"integer","multipleOf":7})");
+  for (int v = -30; v <= 200; ++v) {
+    CAPTURE(v);
+    CHECK(g.accepts(std::to_string(v)) == (v % 7 == 0));
+  }
+  CHECK(g.accepts("700000000000000000007"));
+  CHECK_FALSE(g.accepts("07"));
+  auto numbers = grammar_of(R"({"type":"number","multipleOf":2})");
+  CHECK(numbers.accepts("-4"));
+  CHECK_FALSE(numbers.accepts("4.0"));  // integers are written
+}

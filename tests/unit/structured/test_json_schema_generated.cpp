@@ -69,6 +69,11 @@ const char* const kRealisticSchemas[] = {
     R"({"type":"object","minProperties":2,"maxProperties":3,"additionalProperties":{"type":"boolean"}})",
     R"({"type":"array","prefixItems":[{"type":"string","format":"date"},{"type":"number","minimum":-1.5,"exclusiveMaximum":2.25}],"items":{"type":"null"},"maxItems":4})",
     R"({"anyOf":[{"type":"integer","minimum":100,"maximum":999},{"type":"string","enum":["low","high"]},{"type":"null"}]})",
+    R"({"type":"object","properties":{"id":{"type":"integer"},"x-a":{"type":"string"}},"patternProperties":{"^x-":{"type":"string","maxLength":3},"_n$":{"type":"number","minimum":0}},"additionalProperties":false,"minProperties":2})",
+    R"({"type":"object","propertyNames":{"pattern":"^[a-z_]{1,8}$"},"additionalProperties":{"type":"integer"},"maxProperties":4})",
+    R"({"type":"object","propertyNames":{"enum":["red","green","blue"]},"patternProperties":{"e":{"const":1}},"additionalProperties":{"type":"boolean"}})",
+    R"({"type":"array","items":{"type":"string","pattern":"^[A-Z]+(-[0-9]+)?$","minLength":3,"maxLength":9},"maxItems":3})",
+    R"({"type":"object","properties":{"a":{"type":"string","pattern":"(^ab|cd$)z*"},"b":{"type":"string","pattern":"x^|^y$|z","maxLength":4}},"required":["a","b"]})",
     R"({"type":"object","properties":{"q\"uote":{"const":"a\\b\"c\n"},"emoji":{"type":"string","minLength":2,"maxLength":2}},"required":["q\"uote","emoji"]})",
 };
 
@@ -232,6 +237,31 @@ Json random_schema(std::mt19937& rng, int depth) {
   static const char* const bounds[] = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"};
   for (const char* b : bounds)
     if (chance(12)) s[b] = chance(50) ? Json(small(-20, 20)) : Json(small(-200, 200) / 10.0);
+  static const char* const key_patterns[] = {"^p", "q", "^[a-c]+$", "x$|^y", "^.{2}$", "(^|_)n"};
+  if (chance(15)) {
+    Json pp = Json::object();
+    for (int i = small(1, 2); i > 0; --i) pp[key_patterns[small(0, 5)]] = random_schema(rng, depth + 1);
+    s["patternProperties"] = pp;
+  }
+  if (chance(8)) {
+    switch (small(0, 2)) {
+      case 0: s["propertyNames"] = {{"pattern", key_patterns[small(0, 5)]}}; break;
+      case 1: s["propertyNames"] = {{"maxLength", small(1, 2)}}; break;
+      default: s["propertyNames"] = {{"enum", {"p", "q", "zz"}}};
+    }
+  }
+  if (chance(12)) {
+    switch (small(0, 4)) {
+      case 0: s["not"] = {{"type", types[small(0, 6)]}}; break;
+      case 1: s["not"] = {{"enum", Json::array({random_value(rng, 2), "a", true, nullptr})}}; break;
+      case 2: s["not"] = {{"const", random_value(rng, 2)}}; break;
+      case 3: s["not"] = {{"required", Json::array({"p", "q"})}}; break;
+      default: s["not"] = {{"required", Json::array({std::string(1, char('p' + small(0, 3)))})}};
+    }
+  }
+  if (chance(8)) s["multipleOf"] = small(1, 12);
+  static const char* const inner_anchors[] = {"a^b|^c$", "(^a|b$)c?", "(^|x)y($|z)"};
+  if (chance(6)) s["pattern"] = inner_anchors[small(0, 2)];
   for (const char* combinator : {"anyOf", "oneOf", "allOf"})
     if (chance(10)) s[combinator] = Json::array({random_schema(rng, depth + 1), random_schema(rng, depth + 1)});
   if (depth == 0 && chance(30)) {

@@ -182,3 +182,21 @@ TEST_CASE("random regexes agree with std::regex (whole match and JSON pattern se
   }
   CHECK(checked == 150 * int(strings.size()));
 }
+
+TEST_CASE("regex_to_gbnf: starred groups that can match nothing, against std::regex") {
+  const char* const patterns[] = {"(a|b*)*", "((a)*)*", "(a?)+b", "(a*b*)*c", "((a|)*)+", "(|a)*b?", "(a?b?)*"};
+  std::vector<std::string> strings = {""};
+  for (size_t i = 0; i < strings.size(); ++i)
+    if (strings[i].size() < 5)
+      for (char c : std::string("abc")) strings.push_back(strings[i] + c);
+  for (const char* pattern : patterns) {
+    CAPTURE(pattern);
+    auto grammar = compile_gbnf(regex_to_gbnf(pattern), nullptr);
+    std::regex re(pattern, std::regex::ECMAScript);
+    for (const auto& s : strings) {
+      CAPTURE(s);
+      GrammarMatcher m(grammar);
+      CHECK((m.accept_bytes(s) && m.can_end()) == std::regex_match(s, re));
+    }
+  }
+}

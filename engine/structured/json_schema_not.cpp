@@ -1,0 +1,127 @@
+// JSON Schema `not`, where its complement is decidable: rewritten into an equivalent schema
+// without it. `not` of a boolean; of `type` (types removed); of `enum` / `const` (values
+// removed: from a sibling enum, or by type for null and booleans, or from the string language
+// by automaton); of `required` (objects with some listed name left out: the name forbidden,
+// one branch per name). Any other `not` is refused at its path.
+#include "engine/structured/json_schema_internal.h"
+
+namespace pagoda::structured::schema_detail {
+
+namespace {
+
+// The keywords of `not`'s schema besides annotations.
+std::vector<std::string> assertion_keys(const Json& schema) {
+  std::vector<std::string> out;
+  for (const auto& [key, value] : schema.items())
+    if (!is_annotation(key)) out.push_back(key);
+  return out;
+}
+
+Json without_types(const Json& schema, const std::set<std::string>& removed, const std::string& path) {
+  std::set<std::string> types = declared_types(schema, path);
+  if (types.count("number") && removed.count("integer") && !removed.count("number"))
+    throw SchemaError(path + "/not", "not: {type: integer} beside numbers (non-integer numbers) is not supported");
+  Json left = Json::array();
+  for (const auto& t : types) {
+    bool gone = removed.count(t) || (t == "integer" && removed.count("number"));
+    if (!gone) left.push_back(t);
+  }
+  Json out = schema;
+  if (left.empty()) return false;
+  out["type"] = left.size() == 1 ? left[0] : left;
+  return out;
+}
+
+}  // namespace
+
+Expr SchemaConverter::visit_not(const Json& schema, const std::string& path) {
+  const Json& n = schema["not"];
+  const std::string at = path + "/not";
+  Json rest = schema;
+  rest.erase("not");
+  if (n.is_boolean()) return n.get<bool>() ? std::nullopt : visit(rest, path);
+  if (!n.is_object()) throw SchemaError(at, "not must be a schema");
+  std::vector<std::string> keys = assertion_keys(n);
+  if (keys.empty()) return std::nullopt;  // not {} rejects everything
+  if (keys.size() > 1)
+    throw SchemaError(at, "not with more than one keyword is not supported (only type, enum, const or required)");
+  const std::string& key = keys[0];
+  if (key == "type") {
+    std::set<std::string> removed = declared_types(n, at);
+    return visit(without_types(rest, removed, path), path);
+  }
+  if (key == "required") {
+    const Json& names = n["required"];
+    if (!names.is_array()) throw SchemaError(at + "/required", "required must be an array of strings");
+    // `required` holds for every non-object, so its complement is objects only, with at least
+    // one listed name absent: one branch per name, that name forbidden.
+    if (names.empty()) return std::nullopt;
+    Json objects = without_types(rest, {"null", "boolean", "array", "number", "string"}, path);
+    if (objects.is_boolean()) return std::nullopt;
+    Json branches = Json::array();
+    for (const auto& name : names) {
+      if (!name.is_string()) throw SchemaError(at + "/required", "required must be an array of strings");
+      Json branch = objects;
+      if (!branch.contains("properties")) branch["properties"] = Json::object();
+      if (!branch["properties"].is_object()) throw SchemaError(path + "/properties", "properties must be an object");
+      branch["properties"][name.get<std::string>()] = false;
+      branches.push_back(branch);
+    }
+    return branches.size() == 1 ? visit(branches[0], path) : visit(Json{{"anyOf", branches}}, path);
+  }
+  if (key == "enum" || key == "const") {
+    Json excluded = key == "const" ? Json::array({n["const"]}) : n["enum"];
+    if (!excluded.is_array()) throw SchemaError(at + "/enum", "enum must be an array");
+    auto is_excluded = [&](const Json& v) {
+      for (const auto& e : excluded)
+        if (e == v) return true;
+      return false;
+    };
+    if (rest.contains("enum") || rest.contains("const")) {
+      Json values = rest.contains("enum") ? rest["enum"] : Json::array({rest["const"]});
+      if (rest.contains("enum") && rest.contains("const")) values = Json::array({rest["const"]});
+      Json kept = Json::array();
+      if (values.is_array())
+        for (const auto& v : values)
+          if (!is_excluded(v)) kept.push_back(v);
+      rest.erase("const");
+      rest["enum"] = kept;
+      return visit(rest, path);
+    }
+    std::set<std::string> types = declared_types(rest, path);
+    std::set<std::string> removed;
+    std::vector<std::string> strings;
+    bool true_left = true, false_left = true;
+    for (const auto& v : excluded) {
+      std::string t = type_of_value(v);
+      bool applies = types.count(t) || (t == "integer" && types.count("number"));
+      if (!applies) continue;
+      if (t == "null") removed.insert("null");
+      else if (t == "boolean") (v.get<bool>() ? true_left : false_left) = false;
+      else if (t == "string") strings.push_back(v.get<std::string>());
+      else throw SchemaError(at + "/" + key, "not: excluding a " + t + " value is not supported");
+    }
+    if (!true_left || !false_left) removed.insert("boolean");
+    Json base = removed.empty() ? rest : without_types(rest, removed, path);
+    if (!strings.empty() && !base.is_boolean()) {
+      // The exclusion is read by the string builder: keep it away from merges and branches.
+      for (const char* k : {"allOf", "anyOf", "oneOf", "$ref"})
+        if (base.contains(k))
+          throw SchemaError(at, std::string("not: excluding strings beside '") + k + "' is not supported");
+      base[kExcludedStrings] = strings;
+    }
+    if (true_left != false_left && types.count("boolean")) {
+      // The boolean left is written as a bare const: only exact when nothing else in the
+      // schema constrains booleans.
+      for (const char* k : {"allOf", "anyOf", "oneOf", "$ref"})
+        if (rest.contains(k))
+          throw SchemaError(at, std::string("not: excluding one boolean beside '") + k + "' is not supported");
+      return visit(Json{{"anyOf", Json::array({base, Json{{"const", true_left}}})}}, path);
+    }
+    return visit(base, path);
+  }
+  throw SchemaError(at + "/" + pointer_escape(key),
+                    "not: '" + key + "' is not supported (only type, enum, const or required)");
+}
+
+}  // namespace pagoda::structured::schema_detail

@@ -112,6 +112,7 @@ struct EngineStats {
   int kv_blocks_total = 0;
   int kv_blocks_used = 0;
   int kv_blocks_cached = 0;       // free but holding reusable prefix data
+  int kv_block_size = 0;          // tokens per KV block
   uint64_t preemptions = 0;
   uint64_t prompt_tokens = 0;     // total prompt tokens processed (computed + cached)
   uint64_t prompt_tokens_cached = 0;
@@ -138,6 +139,11 @@ struct EngineStats {
   uint64_t spec_cost_skips = 0;     // speculating decodes the step-cost gate kept from drafting
   const char* speculative = "none"; // the drafter (--speculative): none, ngram or draft
   int spec_draft_blocks_used = 0;   // --speculative draft: blocks of the draft model's own KV cache held
+  // LoRA adapters: how many one batch may hold, those loaded and serving, and those requested by
+  // waiting sequences but not loaded. The engine serves no adapters yet: 0 and empty.
+  int max_loras = 0;
+  std::vector<std::string> running_lora_adapters;
+  std::vector<std::string> waiting_lora_adapters;
 };
 
 // What POST /v1/cache/save reports (EngineApi::save_prefix_cache).

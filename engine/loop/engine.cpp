@@ -149,6 +149,7 @@ LlmEngine::LlmEngine(Model& model, const Tokenizer* tokenizer, EngineConfig cfg)
     std::lock_guard<std::mutex> lock(stats_mu_);
     stats_.alive = true;
     stats_.kv_blocks_total = num_blocks_;
+    stats_.kv_block_size = B;
   }
   thread_ = std::thread([this] { loop(); });
 }

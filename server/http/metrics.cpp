@@ -2,6 +2,7 @@
 
 #include "server/http/connection_loop.h"
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 
@@ -50,6 +51,40 @@ std::vector<double> token_bounds() {
 // Bounds of the per-request phase histograms, seconds.
 std::vector<double> phase_bounds() {
   return {0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40, 50, 60, 120, 240, 480, 960, 1920, 7680};
+}
+
+// Adapter names as one label value: comma-separated, as vLLM writes them.
+std::string joined(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ",") + n;
+  return label_value(out);
+}
+
+// The model-server protocol of the Kubernetes Gateway API Inference Extension, under vLLM's
+// names so its endpoint picker reads pagoda with no per-server mapping: queue length, running
+// count and KV use (gauges, the same values as pagoda's own series above), the cache layout
+// (an info gauge of value 1) and the LoRA adapters (an info gauge whose value is the time of the
+// update, seconds since the epoch, so a reader can pick the newest).
+void gateway_protocol(std::string& out, const EngineStats& s, double waiting, double kv_usage,
+                      const std::string& labels) {
+  metric(out, "vllm:num_requests_waiting", "gauge", "Requests waiting to be scheduled (as pagoda_requests_waiting).",
+         labels, waiting);
+  metric(out, "vllm:num_requests_running", "gauge", "Requests being processed (as pagoda_requests_running).",
+         labels, s.running);
+  metric(out, "vllm:kv_cache_usage_perc", "gauge", "KV cache usage, 0 to 1 (as pagoda_kv_cache_usage_ratio).",
+         labels, kv_usage);
+  metric(out, "vllm:gpu_cache_usage_perc", "gauge", "KV cache usage, 0 to 1 (the older name).", labels, kv_usage);
+  metric(out, "vllm:cache_config_info", "gauge", "The KV cache's layout, in labels.",
+         labels + ",block_size=\"" + std::to_string(s.kv_block_size) + "\",num_gpu_blocks=\"" +
+             std::to_string(s.kv_blocks_total) + "\"",
+         1);
+  const double now =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  metric(out, "vllm:lora_requests_info", "gauge", "LoRA adapters, in labels; the value is the update time.",
+         labels + ",max_lora=\"" + std::to_string(s.max_loras) + "\",running_lora_adapters=\"" +
+             joined(s.running_lora_adapters) + "\",waiting_lora_adapters=\"" + joined(s.waiting_lora_adapters) +
+             "\"",
+         now);
 }
 
 }  // namespace
@@ -135,16 +170,17 @@ std::string Metrics::render(const EngineStats& s, const ConnectionStats* conn) c
   lk.unlock();
   metric(out, "pagoda_requests_running", "gauge", "Sequences being processed by the engine.", labels,
          s.running);
+  const double waiting = s.waiting + (conn ? conn->waiting : 0);
+  const double kv_usage = s.kv_blocks_total ? (double)s.kv_blocks_used / s.kv_blocks_total : 0.0;
   metric(out, "pagoda_requests_waiting", "gauge",
          "Sequences waiting to be scheduled, plus requests received and waiting for an HTTP worker.", labels,
-         s.waiting + (conn ? conn->waiting : 0));
+         waiting);
   metric(out, "pagoda_kv_blocks_capacity", "gauge", "KV cache blocks in the pool.", labels, s.kv_blocks_total);
   metric(out, "pagoda_kv_blocks_used", "gauge", "KV cache blocks held by sequences.", labels,
          s.kv_blocks_used);
   metric(out, "pagoda_kv_blocks_cached", "gauge",
          "Free KV cache blocks still holding reusable prefix data.", labels, s.kv_blocks_cached);
-  metric(out, "pagoda_kv_cache_usage_ratio", "gauge", "Fraction of KV blocks in use.", labels,
-         s.kv_blocks_total ? (double)s.kv_blocks_used / s.kv_blocks_total : 0.0);
+  metric(out, "pagoda_kv_cache_usage_ratio", "gauge", "Fraction of KV blocks in use.", labels, kv_usage);
   metric(out, "pagoda_prompt_tokens_total", "counter", "Prompt tokens processed (computed + cached).", labels,
          (double)s.prompt_tokens);
   metric(out, "pagoda_prefix_cache_hit_tokens_total", "counter",
@@ -187,6 +223,7 @@ std::string Metrics::render(const EngineStats& s, const ConnectionStats* conn) c
          "Speculative decoding: blocks of the draft model's own KV cache held by sequences.", labels,
          s.spec_draft_blocks_used);
   metric(out, "pagoda_engine_alive", "gauge", "1 while the engine thread runs.", labels, s.alive ? 1 : 0);
+  gateway_protocol(out, s, waiting, kv_usage, labels);
 
   lk.lock();
   out += "# HELP pagoda_request_success_total Requests answered in full, by finished_reason.\n"

@@ -1,7 +1,9 @@
 // Prometheus text exposition (format 0.0.4) of the engine's counters and the HTTP layer's own:
 // status counts and latency histograms. Every series carries `model_name` (vLLM's dashboards
-// select on it); `promtool check metrics` accepts the output (a ctest runs it). Thread-safe:
-// HTTP workers record, /metrics renders.
+// select on it); `promtool check metrics` accepts the output (a ctest runs it). Beside them, the
+// gauges the Kubernetes Gateway API Inference Extension's endpoint picker reads, under vLLM's
+// names (vllm:num_requests_waiting, ...), from the same values. Thread-safe: HTTP workers
+// record, /metrics renders.
 #pragma once
 
 #include <array>

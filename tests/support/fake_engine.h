@@ -156,6 +156,7 @@ class FakeEngine : public EngineApi {
     st.running = (int)running_.size();
     st.waiting = (int)waiting_.size();
     st.kv_blocks_total = opts_.blocks_total;
+    st.kv_block_size = opts_.block_size;
     for (auto& s : running_) st.kv_blocks_used += s->blocks(opts_.block_size);
     st.steps = steps_;
     st.last_step_unix_s = last_step_;

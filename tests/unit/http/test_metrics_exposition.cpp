@@ -1,10 +1,12 @@
 // The /metrics exposition: every series labelled with the model's name (escaped), the success
 // counter by finished_reason, the per-request histograms vLLM's dashboards read (queue, prefill,
-// decode time; prompt and generation tokens), and `promtool check metrics` accepting the text
-// (that case skips, as CTest's "Skipped", where Debian's `prometheus` package is not installed).
+// decode time; prompt and generation tokens), the gateway protocol's gauges under vLLM's names,
+// and `promtool check metrics` accepting the text (that case skips, as CTest's "Skipped", where
+// Debian's `prometheus` package is not installed).
 #include <catch2/catch.hpp>
 
 #include <cstdio>
+#include <ctime>
 #include <fstream>
 #include <sstream>
 #include <unistd.h>
@@ -41,6 +43,9 @@ std::string sample_exposition() {
   s.alive = true;
   s.kv_blocks_total = 10;
   s.kv_blocks_used = 3;
+  s.kv_block_size = 16;
+  s.running = 2;
+  s.waiting = 5;
   s.speculative = "ngram";
   s.spec_drafted = 40;
   s.spec_accepted = 25;
@@ -86,6 +91,41 @@ TEST_CASE("every series carries model_name; success by finished_reason; request 
   CHECK(text.find("pagoda_request_prompt_tokens_bucket{" + label + ",le=\"10\"} 0\n") != std::string::npos);
 }
 
+TEST_CASE("the gateway protocol's gauges under vLLM's names, from the engine's stats") {
+  const std::string text = sample_exposition();
+  const std::string label = "model_name=\"org/model \\\"q8\\\"\"";
+  for (const char* g : {"vllm:num_requests_waiting", "vllm:num_requests_running", "vllm:kv_cache_usage_perc",
+                        "vllm:gpu_cache_usage_perc", "vllm:cache_config_info", "vllm:lora_requests_info"}) {
+    INFO(g);
+    CHECK(text.find(std::string("# TYPE ") + g + " gauge\n") != std::string::npos);
+  }
+  CHECK(text.find("vllm:num_requests_waiting{" + label + "} 5\n") != std::string::npos);
+  CHECK(text.find("vllm:num_requests_running{" + label + "} 2\n") != std::string::npos);
+  CHECK(text.find("vllm:kv_cache_usage_perc{" + label + "} 0.3\n") != std::string::npos);
+  CHECK(text.find("vllm:gpu_cache_usage_perc{" + label + "} 0.3\n") != std::string::npos);
+  CHECK(text.find("vllm:cache_config_info{" + label + ",block_size=\"16\",num_gpu_blocks=\"10\"} 1\n") !=
+        std::string::npos);
+  const std::string lora =
+      "vllm:lora_requests_info{" + label + ",max_lora=\"0\",running_lora_adapters=\"\",waiting_lora_adapters=\"\"} ";
+  const size_t at = text.find(lora);
+  REQUIRE(at != std::string::npos);
+  const double stamp = std::stod(text.substr(at + lora.size()));
+  const double now = (double)std::time(nullptr);
+  CHECK(stamp > now - 60);
+  CHECK(stamp < now + 60);
+}
+
+TEST_CASE("vllm:lora_requests_info lists adapters comma-separated, escaped") {
+  Metrics m;
+  EngineStats s;
+  s.max_loras = 4;
+  s.running_lora_adapters = {"sql", "chat\"v2"};
+  s.waiting_lora_adapters = {"math"};
+  const std::string text = m.render(s);
+  CHECK(text.find(",max_lora=\"4\",running_lora_adapters=\"sql,chat\\\"v2\",waiting_lora_adapters=\"math\"} ") !=
+        std::string::npos);
+}
+
 TEST_CASE("promtool check metrics accepts the exposition", "[testdata]") {
   if (pagoda::testing::run_command("command -v promtool").status != 0) {
     pagoda::testing::testdata_skips().push_back("promtool missing (Debian: apt-get install prometheus)");
@@ -96,5 +136,18 @@ TEST_CASE("promtool check metrics accepts the exposition", "[testdata]") {
   const auto r = pagoda::testing::run_command("promtool check metrics < " + path + " 2>&1");
   std::remove(path.c_str());
   INFO(r.out);
-  CHECK(r.status == 0);
+  // promtool exits 1 on a parse error and 3 on lint findings. Its linter reserves ':' for
+  // recording rules, so vLLM's own names (which the gateway's endpoint picker reads) draw that
+  // one finding each, and nothing else may: pagoda's series lint clean.
+  CHECK((r.status == 0 || r.status == 3));
+  std::istringstream lines(r.out);
+  std::string line;
+  int colon_findings = 0;
+  while (std::getline(lines, line)) {
+    INFO(line);
+    CHECK(line.rfind("vllm:", 0) == 0);
+    CHECK(line.find(" metric names should not contain ':'") != std::string::npos);
+    ++colon_findings;
+  }
+  CHECK(colon_findings == 6);
 }

@@ -244,6 +244,9 @@ class EngineApi {
   virtual int32_t vocab_size() const = 0;
   // The BOS id that tokenize(add_special = true) puts first; -1 when the model wants none.
   virtual int32_t prompt_bos_id() const = 0;
+  // The pooling the model's GGUF names (`<arch>.pooling_type`): set for embedding models,
+  // which the server scores by their embeddings; unset for generative ones (the default).
+  virtual std::optional<Pooling> model_pooling() const { return std::nullopt; }
 
   // Writes the prefix cache's blocks to the --kv-cache-dir file now (atomically), waiting for
   // it. An engine without one says so (the default).

@@ -135,6 +135,7 @@ class LlmEngine final : public EngineApi {
   std::shared_ptr<RequestStream> submit(GenerationRequest req, SubmitError* err) override;
   EngineStats stats() const override;
   int context_size() const override { return ctx_limit_; }
+  std::optional<Pooling> model_pooling() const override { return model_pooling_; }
   int admission_limit() const override { return cfg_.max_seqs + cfg_.max_queue; }
   int inflight_seqs() const override;
   MaxTokensRule max_tokens_rule() const override {

@@ -3,23 +3,16 @@
 // by the engine's scheduler) and answers in OpenAI's shape.
 #include "server/openai/embeddings.h"
 
-#include <chrono>
 #include <cmath>
 #include <cstring>
 
-#include "server/http/connection_probe.h"
-#include "server/http/metrics.h"
 #include "server/openai/handlers.h"
 
 namespace pagoda::server {
 
 EmbeddingRequest parse_embedding_request(const RequestJson& body) {
   EmbeddingRequest r;
-  if (auto m = body.find("model"); m != body.end() && !m->is_null()) {
-    if (!m->is_string())
-      throw ApiError(400, "Invalid value for 'model': expected a string.", "invalid_request_error", "model");
-    r.model = m->get<std::string>();
-  }
+  r.model = parse_model_field(body);
   r.inputs = parse_prompt_inputs(body, "input");
   if (r.inputs.size() > kMaxEmbeddingInputs)
     throw ApiError(400, "Invalid value for 'input': at most " + std::to_string(kMaxEmbeddingInputs) +
@@ -100,11 +93,7 @@ void Handlers::embeddings(const httplib::Request& req, httplib::Response& res,
       check_token_ids(ids, param);
       if (ids.empty())
         throw ApiError(400, "Invalid value for '" + param + "': it has no tokens.", "invalid_request_error", param);
-      if (static_cast<int>(ids.size()) > ctx)
-        throw ApiError(400,
-                       "This model's maximum context length is " + std::to_string(ctx) + " tokens. However, " +
-                           param + " has " + std::to_string(ids.size()) + " tokens. Please reduce its length.",
-                       "invalid_request_error", param, "context_length_exceeded");
+      if (static_cast<int>(ids.size()) > ctx) throw context_exceeded(ctx, param, ids.size());
       prompts.push_back(std::move(ids));
     }
   } catch (const ApiError& e) {
@@ -114,76 +103,32 @@ void Handlers::embeddings(const httplib::Request& req, httplib::Response& res,
   record->request_id = new_id("embd-");
   res.set_header("X-Request-Id", record->request_id);
 
-  // Inputs are submitted before any is awaited, so they share the engine's batches; when the
-  // engine's admission bound is reached, the rest wait for this request's earlier inputs to
-  // finish (a client's batch of thousands never needs the whole queue at once).
-  std::vector<std::shared_ptr<RequestStream>> streams;
-  struct Untrack {
-    Handlers* h;
-    std::vector<std::shared_ptr<RequestStream>>* streams;
-    ~Untrack() {
-      for (auto& s : *streams) {
-        if (!s->done()) s->abort();
-        h->untrack(s);
-      }
-    }
-  } untrack_all{this, &streams};
-  const ConnectionProbe probe(req);
-  const auto start = std::chrono::steady_clock::now();
+  std::vector<GenerationRequest> reqs(prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    reqs[i].prompt = std::move(prompts[i]);
+    reqs[i].embed = true;
+    reqs[i].pooling = opts_.pooling;
+  }
   json data = json::array();
   int prompt_tokens = 0;
-  for (size_t done = 0; done < prompts.size(); ++done) {
-    while (streams.size() < prompts.size()) {
-      GenerationRequest gr;
-      gr.prompt = prompts[streams.size()];  // a copy: a refused submit is retried
-      gr.embed = true;
-      gr.pooling = opts_.pooling;
-      SubmitError err;
-      std::shared_ptr<RequestStream> st = engine_.submit(std::move(gr), &err);
-      if (!st && err.code == "queue_full" && streams.size() > done)
-        break;  // retried once an earlier input of this request has finished
-      if (!st) {
-        send_error(res, submit_error(err, "input"));
-        return;
-      }
-      track(st);
-      streams.push_back(std::move(st));
-      last_submit_unix_s_ = unix_now();
+  try {
+    std::vector<PrefillResult> done = run_prefill_batch(req, std::move(reqs), "input");
+    for (size_t i = 0; i < done.size(); ++i) {
+      std::vector<float>& e = done[i].last.embedding;
+      if (e.empty())
+        throw ApiError(500, "The embedding could not be computed.", "server_error", "", "embedding_failed");
+      if (er.dimensions && *er.dimensions > static_cast<int>(e.size()))
+        throw ApiError(400, "Invalid value for 'dimensions': this model's embeddings have " +
+                                std::to_string(e.size()) + " dimensions.", "invalid_request_error", "dimensions");
+      std::vector<float> v = truncate_embedding(std::move(e), er.dimensions);
+      json item = {{"object", "embedding"}, {"index", i}};
+      item["embedding"] = er.base64 ? json(embedding_base64(v)) : json(v);
+      data.push_back(std::move(item));
+      prompt_tokens += done[i].usage.prompt_tokens;
     }
-    std::optional<Delta> last;
-    while (!last || last->finish == FinishReason::None) {
-      if (opts_.timeout_s > 0 &&
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > opts_.timeout_s) {
-        metrics_.record_aborted();
-        send_error(res, ApiError(408, "The request timed out.", "timeout_error", "", "timeout"));
-        return;
-      }
-      if (probe.closed()) {  // nobody will read the answer; ~Untrack aborts the rest
-        metrics_.record_aborted();
-        send_error(res, ApiError(499, "Client closed the connection."));
-        return;
-      }
-      if (auto d = streams[done]->next(std::chrono::milliseconds(100))) last = std::move(d);
-    }
-    if (last->finish != FinishReason::Stop || last->embedding.empty()) {
-      send_error(res, ApiError(500, "The embedding could not be computed" +
-                                        (last->error.empty() ? std::string(".") : ": " + last->error),
-                               "server_error", "", "embedding_failed"));
-      return;
-    }
-    if (er.dimensions && *er.dimensions > static_cast<int>(last->embedding.size())) {
-      send_error(res, ApiError(400, "Invalid value for 'dimensions': this model's embeddings have " +
-                                        std::to_string(last->embedding.size()) + " dimensions.",
-                               "invalid_request_error", "dimensions"));
-      return;
-    }
-    std::vector<float> v = truncate_embedding(std::move(last->embedding), er.dimensions);
-    json item = {{"object", "embedding"}, {"index", done}};
-    item["embedding"] = er.base64 ? json(embedding_base64(v)) : json(v);
-    data.push_back(std::move(item));
-    const Usage u = streams[done]->usage();
-    prompt_tokens += u.prompt_tokens;
-    metrics_.record_finished(u);
+  } catch (const ApiError& e) {
+    send_error(res, e);
+    return;
   }
   record->prompt_tokens = prompt_tokens;
   send_json(res, {{"object", "list"},

@@ -34,6 +34,7 @@ namespace pagoda::server {
 class Metrics;
 struct GenSpec;
 struct ChatRequest;
+struct ScorePairs;
 
 class Handlers : public ApiService {
  public:
@@ -93,6 +94,9 @@ class Handlers : public ApiService {
   void messages(const httplib::Request& req, httplib::Response& res,
                 const std::shared_ptr<AccessRecord>& record);
   void count_message_tokens(const httplib::Request& req, httplib::Response& res);
+  // POST /v1/rerank (/rerank, /v2/rerank) and vLLM's POST /v1/score (rerank.cpp).
+  void rerank(const httplib::Request& req, httplib::Response& res, const std::shared_ptr<AccessRecord>& record);
+  void score(const httplib::Request& req, httplib::Response& res, const std::shared_ptr<AccessRecord>& record);
   void delete_response(const httplib::Request& req, httplib::Response& res);
   void tokenize(const httplib::Request& req, httplib::Response& res);
   // POST /v1/cache/save (cache_admin.cpp): the prefix cache to the --kv-cache-dir file, now.
@@ -116,6 +120,8 @@ class Handlers : public ApiService {
   // `param`).
   static ApiError submit_error(const SubmitError& err, const std::string& param);
   static void send_json(httplib::Response& res, const nlohmann::json& j, int status = 200);
+  // 400 context_length_exceeded: `param` has `tokens` tokens, more than the context takes.
+  static ApiError context_exceeded(int context, const std::string& param, size_t tokens);
   static double unix_now();
   // A chat request's prompt: the rendered template (text) and its tokens, the client's text
   // kept as text unless chat_special_tokens; ApiError(400) when the template rejects it.
@@ -146,6 +152,24 @@ class Handlers : public ApiService {
   // template left it out, never twice.
   void ensure_bos(std::vector<int32_t>& ids) const;
   void check_token_ids(const std::vector<int32_t>& ids, const std::string& param) const;
+
+  // A request of run_prefill_batch, finished: every delta's logprobs, the finish delta (its
+  // embedding), its usage.
+  struct PrefillResult {
+    std::vector<TokenLogprob> logprobs;
+    Delta last;
+    Usage usage;
+  };
+  // Submits requests that end after their prompt (embeddings; rerank's one token) together so
+  // the engine batches them, waits for each in order and records it in the metrics. Throws
+  // ApiError: a refused submit (naming `param`), the timeout, a closed connection (499), a
+  // request aborted or failed (500). What is left is aborted on the way out (prefill_batch.cpp).
+  std::vector<PrefillResult> run_prefill_batch(const httplib::Request& req, std::vector<GenerationRequest> reqs,
+                                               const std::string& param);
+  // The scores of text pairs (rerank.h's ScorePairs), by the model's kind: an embedding model's
+  // cosine similarity, else a generative reranker's yes/no probability. Adds the prompt tokens
+  // to `tokens`. Throws ApiError.
+  std::vector<double> score_pairs(const httplib::Request& req, const ScorePairs& pairs, int* tokens);
 
   // Shared by completions and chat: submit every prompt x n and answer.
   void generate(const httplib::Request& req, httplib::Response& res,

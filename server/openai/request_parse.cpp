@@ -355,6 +355,14 @@ RequestJson parse_messages(const RequestJson& body) {
 
 }  // namespace
 
+std::string parse_model_field(const RequestJson& body) {
+  auto m = body.find("model");
+  if (m == body.end() || m->is_null()) return "";
+  if (!m->is_string())
+    throw ApiError(400, "Invalid value for 'model': expected a string.", "invalid_request_error", "model");
+  return m->get<std::string>();
+}
+
 std::vector<PromptInput> parse_prompt_inputs(const RequestJson& body, const std::string& key) {
   auto it = body.find(key);
   if (it == body.end() || it->is_null())

@@ -88,6 +88,9 @@ CompletionRequest parse_completion_request(const RequestJson& body);
 std::vector<PromptInput> parse_prompt_inputs(const RequestJson& body, const std::string& key);
 ChatRequest parse_chat_request(const RequestJson& body);
 
+// The optional `model` field of any request: "" when absent or null, 400 when not a string.
+std::string parse_model_field(const RequestJson& body);
+
 // chat_template_kwargs and reasoning_effort of a chat or Responses request (`effort_param`: where
 // reasoning_effort sits, "reasoning_effort" or "reasoning.effort"), as template variables.
 RequestJson parse_template_variables(const RequestJson& body, const RequestJson* effort,

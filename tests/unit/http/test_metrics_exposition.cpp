@@ -127,10 +127,9 @@ TEST_CASE("vllm:lora_requests_info lists adapters comma-separated, escaped") {
 }
 
 TEST_CASE("promtool check metrics accepts the exposition", "[testdata]") {
-  if (pagoda::testing::run_command("command -v promtool").status != 0) {
-    pagoda::testing::testdata_skips().push_back("promtool missing (Debian: apt-get install prometheus)");
+  if (!pagoda::testing::requirement_met(pagoda::testing::run_command("command -v promtool").status == 0,
+                                        "promtool missing (Debian: apt-get install prometheus)"))
     return;
-  }
   const std::string path = "/tmp/pagoda_metrics_" + std::to_string(getpid()) + ".txt";
   std::ofstream(path) << sample_exposition();
   const auto r = pagoda::testing::run_command("promtool check metrics < " + path + " 2>&1");

@@ -48,7 +48,8 @@ workload:
                           (characters / 4)
   --seed N                workload seed (default 1)
 output:
-  --json FILE             machine-readable report ("-" for stdout)
+  --json FILE             machine-readable report with every request's timings ("-" for
+                          stdout); `pagoda bench report A.json B.json` draws two side by side
   --html FILE             self-contained HTML report with plots
   --no-progress           no live progress line
 )";

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "server/bench/report_json.h"
 #include "server/bench/svg_plot.h"
 
 namespace pagoda::bench {
@@ -136,6 +137,7 @@ nlohmann::json target_json(const BenchReport& r, const TargetReport& t) {
   for (size_t i = 0; i < t.points.size(); ++i) {
     nlohmann::json p = summary_to_json(t.points[i]);
     if (i < t.goodput.size()) p["goodput"] = goodput_json(r.slo, t.goodput[i]);
+    if (i < t.runs.size()) p["run"] = run_to_json(t.runs[i]);  // raw timings: `bench report` redraws from them
     j["points"].push_back(p);
   }
   if (!r.slo.empty()) {
@@ -190,6 +192,8 @@ nlohmann::json report_to_json(const BenchReport& r) {
   nlohmann::json slo = nlohmann::json::array();
   for (const auto& o : r.slo) slo.push_back(describe(o));
   j["slo"] = slo;
+  j["slo_objectives"] = slo_objectives_json(r.slo);
+  j["sweep"] = r.sweep_key;
   j["targets"] = nlohmann::json::array();
   for (const auto& t : r.targets) j["targets"].push_back(target_json(r, t));
   return j;

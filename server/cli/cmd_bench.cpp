@@ -1,5 +1,6 @@
 // `pagoda bench`: runs one load point or a sweep against one server, or against two alternately
-// (--compare), and reports it (table, JSON, HTML).
+// (--compare), and reports it (table, JSON, HTML); `pagoda bench report A.json [B.json]` redraws
+// saved reports, two side by side.
 #include <cstdio>
 #include <fstream>
 #include <stdexcept>
@@ -8,6 +9,7 @@
 #include "server/bench/html_report.h"
 #include "server/bench/load_runner.h"
 #include "server/bench/report.h"
+#include "server/bench/report_json.h"
 #include "server/bench/server_info.h"
 #include "server/bench/slo.h"
 #include "server/bench/workload.h"
@@ -83,9 +85,88 @@ nlohmann::json run_metadata(const BenchOptions& opt, int argc, char** argv) {
   return m;
 }
 
+// The table on stdout, and the JSON and HTML files when asked; false when a file cannot be written.
+bool write_outputs(const BenchReport& report, const std::string& json_path, const std::string& html_path) {
+  std::fputs(format_table(report).c_str(), stdout);
+  if (!json_path.empty()) {
+    const std::string text = report_to_json(report).dump(2);
+    if (json_path == "-") {
+      std::puts(text.c_str());
+    } else if (!(std::ofstream(json_path) << text << "\n")) {
+      std::fprintf(stderr, "pagoda bench: cannot write %s\n", json_path.c_str());
+      return false;
+    }
+  }
+  if (!html_path.empty() && !(std::ofstream(html_path) << render_html(report))) {
+    std::fprintf(stderr, "pagoda bench: cannot write %s\n", html_path.c_str());
+    return false;
+  }
+  return true;
+}
+
+const char* kReportHelp = R"(usage: pagoda bench report A.json [B.json] [options]
+Redraws reports that `pagoda bench --json` saved: one as it was, or two side by side (A's server
+first, B's second, with B/A ratios), as --compare draws one run. Each file must hold one server.
+  --slo LIST      recompute goodput under these objectives (syntax of pagoda bench --slo)
+  --html FILE     self-contained HTML report
+  --json FILE     the merged report as JSON ("-" for stdout)
+)";
+
+int bench_report(int argc, char** argv) {
+  std::vector<std::string> files;
+  std::string html_path, json_path;
+  std::vector<SloObjective> slo;
+  bool have_slo = false;
+  try {
+    for (int i = 1; i < argc; ++i) {
+      const std::string a = argv[i];
+      auto value = [&]() -> std::string {
+        if (i + 1 >= argc) throw std::invalid_argument(a + " needs a value");
+        return argv[++i];
+      };
+      if (a == "--help" || a == "-h") {
+        std::fputs(kReportHelp, stdout);
+        return 0;
+      } else if (a == "--html") html_path = value();
+      else if (a == "--json") json_path = value();
+      else if (a == "--slo") {
+        slo = parse_slo(value());
+        have_slo = true;
+      } else if (!a.empty() && a[0] == '-') throw std::invalid_argument("unknown option " + a);
+      else files.push_back(a);
+    }
+    if (files.empty() || files.size() > 2) throw std::invalid_argument("give one or two JSON reports");
+    std::vector<BenchReport> reports;
+    for (const auto& f : files) {
+      std::ifstream in(f);
+      if (!in) throw std::invalid_argument("cannot read " + f);
+      nlohmann::json j;
+      try {
+        j = nlohmann::json::parse(in);
+      } catch (const nlohmann::json::exception& e) {
+        throw std::invalid_argument(f + " is not JSON: " + e.what());
+      }
+      try {
+        reports.push_back(report_from_json(j, have_slo ? &slo : nullptr));
+      } catch (const std::invalid_argument& e) {
+        throw std::invalid_argument(f + ": " + e.what());
+      }
+    }
+    const BenchReport report =
+        reports.size() == 1 ? reports[0] : merge_reports(reports[0], files[0], reports[1], files[1]);
+    if (report.meta.contains("warning"))
+      std::fprintf(stderr, "pagoda bench report: %s\n", report.meta["warning"].get<std::string>().c_str());
+    return write_outputs(report, json_path, html_path) ? 0 : 1;
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "pagoda bench report: %s\n", e.what());
+    return 2;
+  }
+}
+
 }  // namespace
 
 int bench(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "report") return bench_report(argc - 1, argv + 1);
   BenchOptions opt;
   std::vector<SloObjective> slo;
   try {
@@ -141,23 +222,7 @@ int bench(int argc, char** argv) {
     }
   }
 
-  std::fputs(format_table(report).c_str(), stdout);
-  const nlohmann::json json = report_to_json(report);
-  if (!opt.json_path.empty()) {
-    if (opt.json_path == "-") {
-      std::puts(json.dump(2).c_str());
-    } else {
-      std::ofstream(opt.json_path) << json.dump(2) << "\n";
-    }
-  }
-  if (!opt.html_path.empty()) {
-    std::ofstream out(opt.html_path);
-    if (!out) {
-      std::fprintf(stderr, "pagoda bench: cannot write %s\n", opt.html_path.c_str());
-      return 1;
-    }
-    out << render_html(report);
-  }
+  if (!write_outputs(report, opt.json_path, opt.html_path)) return 1;
   int failed = 0;
   for (const auto& t : report.targets)
     for (const auto& s : t.points) failed += s.failed;

@@ -1,11 +1,11 @@
 // Skipping a test case whose requirement this machine lacks (the shared testdata, a CUDA device,
-// an instruction set, the JSON-schema validator): the case records why and returns at once, and
+// an instruction set, the JSON-schema validator, a browser): the case records why and returns at once, and
 // tests/catch_main.cpp then exits with code 77, CTest's "Skipped" (SKIP_RETURN_CODE in
 // tests/CMakeLists.txt), after printing each reason on a "skipped: " line that scripts/test.sh
 // lists after CTest's summary. A skipped case never counts as passed.
 //
-// A case that may skip carries its requirement's tag: [testdata], [cuda_device], [avx2], [avx512]
-// or [jsonschema] (one each). tests/CMakeLists.txt runs a file's tagged cases as their own CTest
+// A case that may skip carries its requirement's tag: [testdata], [cuda_device], [avx2], [avx512],
+// [jsonschema] or [browser] (one each). tests/CMakeLists.txt runs a file's tagged cases as their own CTest
 // entry <binary>_<tag>, so a skip never hides the passes of the file's other cases.
 #pragma once
 

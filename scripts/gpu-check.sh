@@ -8,7 +8,8 @@
 #          make-model): decode tokens/s at batch 1, 4, 16, 64 and 256 with the rate the weights
 #          are read at (over the nominal HBM rate and the measured device copy rate), prefill
 #          tokens/s at 512 and 2048 tokens, sampling on the GPU, CUDA graphs on; quantized
-#          weights, then the bf16 path (--cuda-weights bf16) for comparison
+#          weights (int8 activations), then f32 activations (--cuda-weights quantized-f32) and the
+#          bf16 path (--cuda-weights bf16) for comparison
 #   all    the three in order (default)
 #   pack   (on a machine without a GPU) build as `build` does, then copy pagoda, the GPU tests and
 #          the bench, stripped, into .gpubin/ (ignored by git) with the libraries of
@@ -199,6 +200,9 @@ do_lease() {
       late "bench $name" || run_bench --model "$models/$name.gguf" $bflags --prompt 128 --new 64 \
         --hbm-tbps "${HBM_TBPS:-4.8}" --cuda-graphs $graphs --cuda-weights quantized
       if [ "$name" = llama3-8b-q4_k_m ]; then
+        # The f32-activation GEMV (FMA) against the default int8 one (dp4a) at 1-8 rows.
+        late "bench $name quantized-f32" || run_bench --model "$models/$name.gguf" --batches 1,4,8 \
+          --prefill "" --prompt 128 --new 64 --hbm-tbps "${HBM_TBPS:-4.8}" --cuda-graphs on --cuda-weights quantized-f32
         # The bf16 path (weights dequantized at load) on the same file, for comparison.
         late "bench $name bf16 weights" || run_bench --model "$models/$name.gguf" --batches 1,4,64 \
           --prefill 512,2048 --prompt 128 --new 64 --hbm-tbps "${HBM_TBPS:-4.8}" --cuda-graphs on --cuda-weights bf16

@@ -98,6 +98,18 @@ bool is_device_quant_type(GgmlType type);
 // multiple of its block, x is 16-byte aligned with ld_x % 4 == 0 and W 2-byte aligned.
 bool gemv_quant(const void* w, GgmlType type, const float* x, float* out, int64_t n, int64_t rows,
                 int64_t cols, int64_t ld_x, int64_t ld_out, void* stream);
+// The int8 form of the same product (kernels/cuda/gemv_dp4a.cu): quantize_acts_q8 turns x F32
+// [n, cols] (cols % 32 == 0) into int8 blocks of 32 with a scale and half-block sums, as the
+// CPU's int8 kernels quantize activations, laid out in one buffer of q8_acts_layout(n,
+// cols).bytes (16-byte aligned); gemv_quant_dp4a multiplies W by them with dp4a. Same return
+// rule as gemv_quant (the buffer 16-byte aligned instead of x).
+struct Q8ActsLayout {
+  size_t q_offset = 0, d_offset = 0, sum_offset = 0, bytes = 0;  // int8 [n*cols], f32 [n*cols/32], i32 [n*cols/16]
+};
+Q8ActsLayout q8_acts_layout(int64_t n, int64_t cols);
+void quantize_acts_q8(const float* x, int64_t n, int64_t cols, int64_t ld_x, void* acts, void* stream);
+bool gemv_quant_dp4a(const void* w, GgmlType type, const void* acts, float* out, int64_t n, int64_t rows,
+                     int64_t cols, int64_t ld_out, void* stream);
 
 // ---- conversions for weights ----
 

@@ -27,10 +27,11 @@ __device__ __forceinline__ float half_at(const uint8_t* p) {
 
 // The 16 IQ4_NL levels (kernels/cpu/quants.h kIq4nlValues) as int8 bytes of two words, so no
 // table in device memory is needed: -127 -104 -83 -65 -49 -35 -22 -10 | 1 13 25 38 53 69 89 113.
-__device__ __forceinline__ float iq4nl_level(int q) {
+__device__ __forceinline__ int iq4nl_int(int q) {
   const unsigned long long lo = 0xF6EADDCFBFAD9881ull, hi = 0x7159453526190D01ull;
-  return (float)(int8_t)(((q < 8 ? lo : hi) >> (8 * (q & 7))) & 0xFF);
+  return (int)(int8_t)(((q < 8 ? lo : hi) >> (8 * (q & 7))) & 0xFF);
 }
+__device__ __forceinline__ float iq4nl_level(int q) { return (float)iq4nl_int(q); }
 
 // Value i (0..31) of a 32-value block's 4-bit indices (qs: 16 bytes; low nibbles 0..15).
 __device__ __forceinline__ int nibble32(const uint8_t* qs, int i) {

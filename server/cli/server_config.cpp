@@ -79,9 +79,10 @@ const std::vector<Option>& options() {
       OPT(device, "compute device", "cpu|cuda|auto"),
       OPT(cuda_graphs, "CUDA: replay decode steps as CUDA graphs (on|off)"),
       OPT(cuda_weights,
-          "CUDA: quantized weight matrices stay in their GGUF blocks on the device (quantized) or are "
-          "dequantized to bf16 at load (bf16: about 2-4x the memory; for comparison)",
-          "quantized|bf16"),
+          "CUDA: quantized weight matrices stay in their GGUF blocks on the device, decode matmuls on int8 "
+          "activations (quantized) or f32 ones (quantized-f32), or are dequantized to bf16 at load (bf16: "
+          "about 2-4x the memory); the last two for comparison",
+          "quantized|quantized-f32|bf16"),
       alias(OPT(threads, "CPU threads (0 = all cores)"), "-t"),
       OPT(cpu_decode_pack,
           "CPU (AVX2 hosts): hold the quantized matrices in a decode layout, 1.2-8x faster decode; the copy "

@@ -3,13 +3,14 @@
 //
 //   bench_cuda_decode --model M.gguf [--batches 1,4,16,64,256] [--prefill 512,2048] [--prompt 128]
 //                     [--new 128] [--max-batch-tokens 2048] [--hbm-tbps 4.8]
-//                     [--cuda-weights quantized|bf16] [--copy-mib 1024] [--sampling device|host]
+//                     [--cuda-weights quantized|quantized-f32|bf16] [--copy-mib 1024] [--sampling device|host]
 //                     [--cuda-graphs on|off] [--kv-cache-type T] [--kv-cache-type-k T]
 //                     [--kv-cache-type-v T]
 //
 // First it measures the device-to-device copy rate (cudaMemcpy of --copy-mib MiB timed with
 // events, median of 20; read + write bytes) and the weight bytes read per token: every matrix
-// as the backend holds it (--cuda-weights quantized: its GGUF bits; bf16: 2 bytes a value, as
+// as the backend holds it (--cuda-weights quantized or quantized-f32: its GGUF bits, decoded with
+// int8 or f32 activations; bf16: 2 bytes a value, as
 // F16 / BF16 matrices always are; F32 matrices 4), f32 vectors, without the embedding table (a
 // token reads one row) and of stacked experts only the used share. It also prints the device
 // memory the load took (weights plus load-time scratch), which shows what the backend really
@@ -108,20 +109,6 @@ double measured_copy_tbps(size_t bytes) {
   return s > 0 ? 2.0 * double(bytes) / s / 1e12 : 0;
 }
 
-// The one place --cuda-weights meets the backend: CudaBackendOptions::weights (CudaWeights)
-// where this build's backend has it; without it every matrix is held as bf16 whatever is asked.
-// Returns whether the quantized mode is in effect.
-template <class Opts>
-bool set_cuda_weights(Opts& opts, bool quantized) {
-  if constexpr (requires { opts.weights = decltype(opts.weights)::Quantized; }) {
-    using W = decltype(opts.weights);
-    opts.weights = quantized ? W::Quantized : W::Bf16;
-    return quantized;
-  } else {
-    return false;
-  }
-}
-
 // Bytes the backend holds for tensor `t` (see the file comment).
 double device_bytes(const gguf::TensorInfo& t, bool quantized_weights) {
   const double n = static_cast<double>(t.n_elements());
@@ -154,7 +141,7 @@ int run(int argc, char** argv) {
   std::vector<int> batches = {1, 4, 16, 64, 256}, prefills = {512, 2048};
   int prompt = 128, n_new = 128, max_tokens = 2048, copy_mib = 1024;
   double hbm_tbps = 4.8;
-  bool device_sampling = true, quantized_asked = true;
+  bool device_sampling = true;
   CudaBackendOptions opts;
   KvTypes kv_types;
   auto kv_type = [](const std::string& flag, const std::string& v) {
@@ -177,7 +164,7 @@ int run(int argc, char** argv) {
     else if (flag == "--batches") batches = int_list(v);
     else if (flag == "--prefill") prefills = int_list(v);
     else if (flag == "--copy-mib") copy_mib = std::stoi(v);
-    else if (flag == "--cuda-weights" && (v == "quantized" || v == "bf16")) quantized_asked = v == "quantized";
+    else if (flag == "--cuda-weights") opts.weights = parse_cuda_weights(v, "--cuda-weights");
     else {
       std::fprintf(stderr, "unknown flag %s\n", flag.c_str());
       return 2;
@@ -193,7 +180,7 @@ int run(int argc, char** argv) {
     return 1;
   }
   const double copy_tbps = measured_copy_tbps(size_t(std::max(1, copy_mib)) << 20);
-  const bool quantized = set_cuda_weights(opts, quantized_asked);
+  const bool quantized = opts.weights != CudaWeights::Bf16;
   const auto file = gguf::GgufFile::open(model_path);
   for (int p : prefills) max_tokens = std::max(max_tokens, p);
   const size_t free_before = device_free_bytes();
@@ -209,10 +196,9 @@ int run(int argc, char** argv) {
     const bool experts = t.dims.size() == 3 && cfg.n_experts > 0;
     bytes_per_token += experts ? b * cfg.n_experts_used / cfg.n_experts : b;
   }
-  std::printf("model %s: weights %s%s: %.4g GB on the GPU (the load took %.4g GB of device memory), %.4g GB read "
+  std::printf("model %s: weights %s: %.4g GB on the GPU (the load took %.4g GB of device memory), %.4g GB read "
               "per token; KV %s/%s; sampling on the %s, CUDA graphs %s; device copy %.3f TB/s (read + write)\n",
-              model_path.c_str(), quantized ? "quantized" : "bf16",
-              quantized_asked && !quantized ? " (quantized asked for: this build's backend has no such option)" : "",
+              model_path.c_str(), cuda_weights_name(opts.weights),
               weight_bytes / 1e9, free_before > free_after ? double(free_before - free_after) / 1e9 : 0.0,
               bytes_per_token / 1e9, ggml_type_info(kv_types.k).name, ggml_type_info(kv_types.v).name,
               device_sampling ? "device" : "host (logits copied back)", opts.cuda_graphs ? "on" : "off", copy_tbps);

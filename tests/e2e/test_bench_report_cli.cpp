@@ -60,25 +60,35 @@ size_t count(const std::string& text, const std::string& what) {
 }
 
 // What headless chromium saw of `page`: every console message it logged (uncaught exceptions
-// among them) and the DOM after load.
+// among them), and the DOM after load or a screenshot of the page.
 struct BrowserView {
   bool ran = false;
-  std::string console, dom;
+  std::string console, output;
 };
 
-BrowserView open_in_chromium(const fs::path& page, const fs::path& dir) {
-  const fs::path dom = dir / "dom.html", log = dir / "chromium.log";
-  const auto r = run_command("timeout 90 chromium --headless --no-sandbox --disable-gpu --no-first-run "
-                             "--user-data-dir='" + (dir / "profile").string() + "' --enable-logging=stderr --v=0 "
-                             "--dump-dom 'file://" + page.string() + "' > '" + dom.string() + "' 2> '" +
-                             log.string() + "'");
+BrowserView open_in_chromium(const fs::path& page, const fs::path& dir, bool screenshot) {
+  const fs::path out = dir / (screenshot ? "shot.png" : "dom.html"), log = dir / "chromium.log";
+  fs::remove(out);
+  const std::string what = screenshot ? "--window-size=1280,4000 --screenshot='" + out.string() + "'" : "--dump-dom";
+  const auto r = run_command("cd '" + dir.string() + "' && timeout 90 chromium --headless --no-sandbox --disable-gpu "
+                             "--no-first-run --user-data-dir='" + (dir / "profile").string() +
+                             "' --enable-logging=stderr --v=0 " + what + " 'file://" + page.string() + "' " +
+                             (screenshot ? "> /dev/null" : "> '" + out.string() + "'") + " 2> '" + log.string() + "'");
   BrowserView v;
   v.ran = r.status == 0;
-  v.dom = read_file(dom.string());
+  v.output = read_file(out.string());
   std::ifstream in(log);
   for (std::string line; std::getline(in, line);)
     if (line.find(":CONSOLE") != std::string::npos) v.console += line + "\n";
   return v;
+}
+
+// The text of the first <text class="KIND"> in `svg`, as the browser serialised it ("" if none).
+std::string svg_text(const std::string& svg, const std::string& kind) {
+  const size_t at = svg.find("class=\"" + kind + "\"");
+  if (at == std::string::npos) return "";
+  const size_t open = svg.find('>', at), close = svg.find("</text>", at);
+  return open < close && close != std::string::npos ? svg.substr(open + 1, close - open - 1) : "";
 }
 
 }  // namespace
@@ -136,16 +146,32 @@ TEST_CASE("the HTML report opens in a browser without a script or console error"
   // The check itself: a page with a deliberate script error must be caught.
   const fs::path broken = d.path / "broken.html";
   std::ofstream(broken) << "<html><body><svg></svg><script>no_such_function_here();</script></body></html>";
-  const BrowserView bad = open_in_chromium(broken, d.path);
+  const BrowserView bad = open_in_chromium(broken, d.path, false);
   REQUIRE(bad.ran);
   CHECK(bad.console.find("no_such_function_here") != std::string::npos);
 
-  const BrowserView v = open_in_chromium(html, d.path);
+  const BrowserView v = open_in_chromium(html, d.path, false);
   REQUIRE(v.ran);
   CHECK(v.console.empty());
-  // Every chart of the page made it into the rendered document.
+  // Every chart of the page made it into the rendered document, each with both axis labels and
+  // tick labels on its axes.
   const std::string page = read_file(html.string());
-  CHECK(count(v.dom, "<svg") == count(page, "<svg"));
-  CHECK(count(v.dom, "<svg") >= 4);
-  CHECK(v.dom.find("http://127.0.0.1:2") != std::string::npos);
+  const std::string& dom = v.output;
+  CHECK(count(dom, "<svg") == count(page, "<svg"));
+  CHECK(count(dom, "<svg") >= 4);
+  CHECK(dom.find("http://127.0.0.1:2") != std::string::npos);
+  for (size_t at = dom.find("<svg"); at != std::string::npos; at = dom.find("<svg", at + 1)) {
+    const std::string svg = dom.substr(at, dom.find("</svg>", at) - at);
+    INFO(svg.substr(0, 300));
+    CHECK_FALSE(svg_text(svg, "xlabel").empty());
+    CHECK_FALSE(svg_text(svg, "ylabel").empty());
+    CHECK(count(svg, "class=\"tick\"") >= 4);
+  }
+
+  // And it paints: a screenshot of the whole report, a PNG of real size.
+  const BrowserView shot = open_in_chromium(html, d.path, true);
+  REQUIRE(shot.ran);
+  CHECK(shot.console.empty());
+  CHECK(shot.output.rfind("\x89PNG", 0) == 0);
+  CHECK(shot.output.size() > 50000);
 }

@@ -1,9 +1,10 @@
 // Quantized weights on the GPU, every GGML block type pagoda reads: the device decoders
 // (kernels/cuda/quant_decode.cuh) through dequantize_to_bf16 and embed against the CPU
-// reference's values (kernels/cpu/quants*.cpp), the decode GEMV (gemv_quant.cu) at 1-8 rows
-// against an exact reference and its batch invariance, and CudaBackend's matmul and moe_ffn in
-// both weight modes (quantized, bf16) against the CpuBackend on the same bits at 1-8, 16, 64
-// and 512 rows and odd shapes. Weights are random bytes with finite fp16 scales
+// reference's values (kernels/cpu/quants*.cpp), the decode GEMVs at 1-8 rows (gemv_quant.cu
+// with f32 activations against an exact reference; gemv_dp4a.cu with int8 activations against
+// the CPU's int8 matmul, its activation quantization bit for bit) and their batch invariance,
+// and CudaBackend's matmul and moe_ffn in every weight mode (quantized, quantized-f32, bf16)
+// against the CpuBackend on the same bits at 1-8, 16, 64 and 512 rows and odd shapes. Weights are random bytes with finite fp16 scales
 // (tests/support/quant_blocks.h), so every bit pattern of the quants and sub-block scales
 // occurs. Skips (passes with a warning) without a CUDA device.
 #include <catch2/catch.hpp>
@@ -11,12 +12,16 @@
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <vector>
 
 #include "engine/backend/cpu/backend_cpu.h"
 #include "engine/backend/cuda/backend_cuda.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/matmul_internal.h"
 #include "kernels/cpu/quants.h"
+#include "kernels/cpu/thread_pool.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/ops.h"
 #include "tests/gpu/cuda_test_util.h"
@@ -189,11 +194,74 @@ TEST_CASE("cuda: gemv_quant matches the reference at 1-8 rows, whatever the batc
   }
 }
 
-TEST_CASE("cuda: matmul of quantized weights matches the CPU backend in both weight modes", "[gpu][cuda_device]") {
+TEST_CASE("cuda: gemv_quant_dp4a sums what the CPU's int8 matmul sums, whatever the batch", "[gpu][cuda_device]") {
   PAGODA_SKIP_WITHOUT_CUDA();
-  for (CudaWeights mode : {CudaWeights::Quantized, CudaWeights::Bf16}) {
-    const bool quantized = mode == CudaWeights::Quantized;
-    INFO((quantized ? "quantized" : "bf16") << " mode");
+  cpu::ThreadPool pool(1);
+  for (GgmlType t : kTypes) {
+    for (const auto& [rows, cols] : {std::pair<int64_t, int64_t>{37, 3 * block_elems(t)}, {9, 1280}}) {
+      INFO(ggml_type_info(t).name << " " << rows << "x" << cols);
+      const auto bits = test::random_blocks(t, rows, cols, 13 + static_cast<uint32_t>(t) + static_cast<uint32_t>(cols), kScale);
+      const auto w = cpu_values(t, bits, rows, cols);
+      auto d_w = on_device(bits);
+      auto x = bf16_values(static_cast<size_t>(8 * cols), 9 + static_cast<uint32_t>(cols));
+      for (int64_t k = 0; k < 32; ++k) x[static_cast<size_t>(k)] = 0.0f;  // an all-zero block: scale 0
+      auto d_x = on_device(x);
+
+      // The activations: the CPU's quantization, bit for bit.
+      const cuda::Q8ActsLayout L = cuda::q8_acts_layout(8, cols);
+      DeviceBuf d_acts(L.bytes);
+      cuda::quantize_acts_q8(d_x->as<float>(), 8, cols, cols, d_acts.p, nullptr);
+      const auto acts = from_device<uint8_t>(d_acts, L.bytes);
+      for (int64_t i = 0; i < 8; ++i) {
+        std::vector<int8_t> q(static_cast<size_t>(cols));
+        std::vector<float> d(static_cast<size_t>(cols / 32));
+        std::vector<int16_t> sums(static_cast<size_t>(cols / 16));
+        cpu::detail::quantize_activation_row(x.data() + i * cols, cols, q.data(), d.data(), sums.data());
+        CHECK(std::memcmp(acts.data() + L.q_offset + i * cols, q.data(), q.size()) == 0);
+        CHECK(std::memcmp(acts.data() + L.d_offset + i * (cols / 32) * 4, d.data(), d.size() * 4) == 0);
+        const int32_t* gs = reinterpret_cast<const int32_t*>(acts.data() + L.sum_offset) + i * (cols / 16);
+        for (int64_t h = 0; h < cols / 16; ++h) CHECK(gs[h] == sums[static_cast<size_t>(h)]);
+      }
+
+      DeviceBuf d_out(static_cast<size_t>(8 * rows) * 4);
+      // Each row alone (n = 1) first: the batches below must give these bits.
+      std::vector<float> single;
+      for (int64_t i = 0; i < 8; ++i) {
+        const cuda::Q8ActsLayout L1 = cuda::q8_acts_layout(1, cols);
+        DeviceBuf one(L1.bytes);
+        cuda::quantize_acts_q8(d_x->as<float>() + i * cols, 1, cols, cols, one.p, nullptr);
+        REQUIRE(cuda::gemv_quant_dp4a(d_w->p, t, one.p, d_out.as<float>(), 1, rows, cols, rows, nullptr));
+        const auto r = from_device<float>(d_out, static_cast<size_t>(rows));
+        single.insert(single.end(), r.begin(), r.end());
+      }
+      for (int n = 1; n <= cuda::kQuantGemvMaxRows; ++n) {
+        INFO("n " << n);
+        const cuda::Q8ActsLayout Ln = cuda::q8_acts_layout(n, cols);
+        DeviceBuf acts_n(Ln.bytes);
+        cuda::quantize_acts_q8(d_x->as<float>(), n, cols, cols, acts_n.p, nullptr);
+        CUDA_CHECK(cudaMemset(d_out.p, 0xff, static_cast<size_t>(8 * rows) * 4));
+        REQUIRE(cuda::gemv_quant_dp4a(d_w->p, t, acts_n.p, d_out.as<float>(), n, rows, cols, rows, nullptr));
+        const auto got = from_device<float>(d_out, static_cast<size_t>(n * rows));
+        std::vector<float> want, mag, cpu_int8(static_cast<size_t>(n * rows));
+        reference(w, x, n, rows, cols, want, mag);
+        cpu::matmul(pool, t, bits.data(), rows, cols, x.data(), n, cpu_int8.data());
+        // The same integer sums as the CPU: only the per-piece float terms round differently.
+        require_within(got, cpu_int8, mag, 2e-5f, "vs the CPU's int8 matmul");
+        // int8 activations: at most half a step (amax / 254) off per value.
+        require_within(got, want, mag, 1e-2f, "vs exact");
+        const std::vector<float> alone(single.begin(), single.begin() + n * rows);
+        require_close(got, alone, 0.0f, 0.0f, "batch invariance");
+      }
+      CHECK_FALSE(cuda::gemv_quant_dp4a(d_w->p, t, d_acts.p, d_out.as<float>(), 9, rows, cols, rows, nullptr));
+    }
+  }
+}
+
+TEST_CASE("cuda: matmul of quantized weights matches the CPU backend in every weight mode", "[gpu][cuda_device]") {
+  PAGODA_SKIP_WITHOUT_CUDA();
+  for (CudaWeights mode : {CudaWeights::Quantized, CudaWeights::QuantizedF32, CudaWeights::Bf16}) {
+    const bool quantized = mode != CudaWeights::Bf16;
+    INFO(cuda_weights_name(mode) << " mode");
     CpuBackend cpu{2};
     CudaBackendOptions opts;
     opts.weights = mode;
@@ -229,12 +297,14 @@ TEST_CASE("cuda: matmul of quantized weights matches the CPU backend in both wei
           float scale = 0;
           for (float v : res[0]) scale = std::max(scale, std::fabs(v));
           require_close(res[1], res[0], 0.03f * scale, 0.0f, "vs CPU backend");
-          // Against the exact products: f32 FMA at up to kQuantGemvMaxRows rows in quantized
-          // mode; otherwise bf16 weights and activations (2^-8 relative each).
+          // Against the exact products: up to kQuantGemvMaxRows rows, int8 activations with the
+          // CPU's integer sums (quantized) or f32 FMA (quantized-f32); otherwise bf16 weights and
+          // activations (2^-8 relative each).
           std::vector<float> want, mag;
           reference(wv, xv, n, s.rows, s.cols, want, mag);
-          const bool fma_path = quantized && n <= cuda::kQuantGemvMaxRows;
-          require_within(res[1], want, mag, fma_path ? 1e-5f : 8e-3f, "vs exact");
+          const bool gemv = quantized && n <= cuda::kQuantGemvMaxRows;
+          if (gemv && mode == CudaWeights::Quantized) require_within(res[1], res[0], mag, 2e-5f, "vs CPU int8 sums");
+          require_within(res[1], want, mag, !gemv ? 8e-3f : mode == CudaWeights::Quantized ? 1e-2f : 1e-5f, "vs exact");
         }
       }
     }
@@ -245,7 +315,7 @@ TEST_CASE("cuda: moe_ffn runs quantized experts as the CPU backend does", "[gpu]
   PAGODA_SKIP_WITHOUT_CUDA();
   const int ne = 4, k = 2;
   const int64_t dim = 256, ff = 256;
-  for (CudaWeights mode : {CudaWeights::Quantized, CudaWeights::Bf16}) {
+  for (CudaWeights mode : {CudaWeights::Quantized, CudaWeights::QuantizedF32, CudaWeights::Bf16}) {
     for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q8_0, GgmlType::IQ4_XS}) {
       CpuBackend cpu{2};
       CudaBackendOptions opts;
@@ -258,7 +328,7 @@ TEST_CASE("cuda: moe_ffn runs quantized experts as the CPU backend does", "[gpu]
       // 6 tokens: every expert gets at most 6 rows (the GEMV); 24 tokens: expert 0 gets all 24
       // (the dequantized path) beside experts with a few.
       for (int n : {6, 24}) {
-        INFO(ggml_type_info(t).name << " n " << n << (mode == CudaWeights::Quantized ? " quantized" : " bf16"));
+        INFO(ggml_type_info(t).name << " n " << n << " " << cuda_weights_name(mode));
         std::vector<int32_t> experts;
         std::vector<float> weights;
         for (int i = 0; i < n; ++i) {

@@ -52,7 +52,7 @@ CudaBackend::~CudaBackend() {
   if (m.cublas) cublasDestroy(m.cublas);  // before its workspace (in `owned`) is freed
   m.cublas = nullptr;
   for (void* p : m.owned) cudaFree(p);
-  for (DeviceScratch* d : {&m.index_buf, &m.bf16_x, &m.attn_ws, &m.sample_io, &m.wq_scratch})
+  for (DeviceScratch* d : {&m.index_buf, &m.bf16_x, &m.q8_x, &m.attn_ws, &m.sample_io, &m.wq_scratch})
     if (d->ptr) cudaFree(d->ptr);
   if (m.k_pool) cudaFree(m.k_pool);
   if (m.v_pool) cudaFree(m.v_pool);
@@ -82,7 +82,7 @@ Tensor CudaBackend::upload_weight(const void* host_data, GgmlType type, int64_t 
     }
     return upload_weight_f32(static_cast<const float*>(host_data), rows, cols);
   }
-  if (impl_->weights == CudaWeights::Quantized && rows > 1 && cuda::is_device_quant_type(type))
+  if (impl_->weights != CudaWeights::Bf16 && rows > 1 && cuda::is_device_quant_type(type))
     return upload_quantized(host_data, type, rows, cols);
   return upload_converted(host_data, type, rows, cols);
 }
@@ -182,7 +182,7 @@ void CudaBackend::init_kv_cache(const KvCacheConfig& cfg) {
   CUDA_CHECK(cudaMemsetAsync(m.v_pool, 0, v_bytes, m.stream));
   spdlog::info("CUDA backend: the weights take {:.1f} MiB on the device ({} mode{})",
                static_cast<double>(m.weight_bytes) / (1024.0 * 1024.0),
-               m.weights == CudaWeights::Quantized ? "quantized" : "bf16",
+               cuda_weights_name(m.weights),
                m.wq_scratch.bytes ? fmt::format(", plus a {:.1f} MiB bf16 scratch for one matrix",
                                                 static_cast<double>(m.wq_scratch.bytes) / (1024.0 * 1024.0))
                                   : std::string());

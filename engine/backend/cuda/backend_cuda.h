@@ -2,8 +2,10 @@
 //
 // - Weights (CudaBackendOptions::weights): quantized matrices (every GGML block type pagoda
 //   reads) stay on the device in their GGUF bits by default (CudaWeights::Quantized,
-//   backend_cuda_quant.cpp): up to kQuantGemvMaxRows activation rows multiply them directly
-//   (kernels/cuda/gemv_quant.cu, f32 activations); more rows dequantize the matrix into one
+//   backend_cuda_quant.cpp): up to kQuantGemvMaxRows activation rows multiply them directly,
+//   with activations quantized to int8 once per matmul and dp4a (kernels/cuda/gemv_dp4a.cu,
+//   the CPU's int8 scheme) or, with CudaWeights::QuantizedF32, f32 activations and FMA
+//   (kernels/cuda/gemv_quant.cu, exact products); more rows dequantize the matrix into one
 //   bf16 scratch sized at load for the largest matrix and run the bf16 cuBLAS GEMM from it.
 //   CudaWeights::Bf16 (and F16 / BF16 matrices always) convert to bf16 on upload, dequantizing
 //   on the device. F32 matrices stay F32 (exact products as on the CPU, for twice bf16's
@@ -49,14 +51,21 @@ namespace pagoda {
 
 // How quantized weight matrices are held on the device: in their GGUF blocks, read by the
 // quantized kernels (about 0.5-1 byte a value), or dequantized to bf16 at load (2 bytes a
-// value; the path before the quantized kernels, kept for comparison).
-enum class CudaWeights { Quantized, Bf16 };
+// value; the path before the quantized kernels, kept for comparison). Quantized decodes with
+// int8 activations (dp4a); QuantizedF32 keeps the same weights but decodes with f32 activations
+// and FMA, for comparison.
+enum class CudaWeights { Quantized, QuantizedF32, Bf16 };
 
-// "quantized" or "bf16" (the --cuda-weights flag); throws std::invalid_argument naming `flag`.
+// "quantized", "quantized-f32" or "bf16" (the --cuda-weights flag); throws
+// std::invalid_argument naming `flag`.
 inline CudaWeights parse_cuda_weights(const std::string& s, const char* flag) {
   if (s == "quantized") return CudaWeights::Quantized;
+  if (s == "quantized-f32") return CudaWeights::QuantizedF32;
   if (s == "bf16") return CudaWeights::Bf16;
-  throw std::invalid_argument(std::string(flag) + " must be quantized or bf16, got '" + s + "'");
+  throw std::invalid_argument(std::string(flag) + " must be quantized, quantized-f32 or bf16, got '" + s + "'");
+}
+inline const char* cuda_weights_name(CudaWeights w) {
+  return w == CudaWeights::Quantized ? "quantized" : w == CudaWeights::QuantizedF32 ? "quantized-f32" : "bf16";
 }
 
 struct CudaBackendOptions {

@@ -132,6 +132,7 @@ struct CudaBackend::Impl {
   std::unique_ptr<CudaGraphCache> graphs;  // null: CUDA graphs off
 
   DeviceScratch bf16_x;     // activations converted for the GEMM
+  DeviceScratch q8_x;       // activations quantized to int8 for gemv_quant_dp4a
   DeviceScratch attn_ws;    // split-KV decode workspace
   DeviceScratch sample_io;  // sampling: [params][rows][ids], each part 256-byte aligned
   PinnedStaging sample_staging;  // the step's draw params and rows, on their way up

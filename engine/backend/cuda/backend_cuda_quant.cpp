@@ -1,7 +1,10 @@
-// CudaBackend's quantized weights (CudaWeights::Quantized): upload keeps a matrix in its GGUF
-// blocks on the device (the same bytes as the file), and matmul multiplies from them:
-// - n <= kQuantGemvMaxRows activation rows (decode of a few sequences): gemv_quant reads each
-//   weight block once for all rows, f32 activations, no conversion of x;
+// CudaBackend's quantized weights (CudaWeights::Quantized, QuantizedF32): upload keeps a matrix
+// in its GGUF blocks on the device (the same bytes as the file), and matmul multiplies from them:
+// - n <= kQuantGemvMaxRows activation rows (decode of a few sequences): one kernel reads each
+//   weight block once for all rows: gemv_quant_dp4a on x quantized to int8 blocks of 32 by
+//   quantize_acts_q8 (Quantized; the CPU backend's int8 scheme), or gemv_quant on f32 x
+//   (QuantizedF32). x is quantized per matmul: the q/k/v or gate/up matmuls of a layer read the
+//   same x and could share one quantization (a few microseconds per layer, not yet measured);
 // - more rows (prefill, large decode batches): the matrix is dequantized into wq_scratch, one
 //   bf16 buffer reused by every such GEMM and sized at upload for the largest matrix (so it is
 //   allocated before the KV cache is planned, never during a graph capture), then the bf16
@@ -44,6 +47,12 @@ Tensor CudaBackend::upload_quantized(const void* host_data, GgmlType type, int64
 
 void CudaBackend::matmul_quant(const Tensor& w, const Tensor& x, Tensor& out, int64_t n) {
   Impl& m = *impl_;
+  if (n <= cuda::kQuantGemvMaxRows && m.weights == CudaWeights::Quantized) {
+    const cuda::Q8ActsLayout L = cuda::q8_acts_layout(n, w.cols);
+    void* acts = m.q8_x.get(L.bytes, m.stream);
+    cuda::quantize_acts_q8(f32(x), n, w.cols, x.cols, acts, m.s());
+    if (cuda::gemv_quant_dp4a(w.data, w.type, acts, f32(out), n, w.rows, w.cols, out.cols, m.s())) return;
+  }
   if (cuda::gemv_quant(w.data, w.type, f32(x), f32(out), n, w.rows, w.cols, x.cols, out.cols, m.s())) return;
   const size_t need = static_cast<size_t>(w.rows * w.cols) * 2;
   require(need <= m.wq_scratch.bytes, "matmul: quantized matrix larger than any uploaded one");

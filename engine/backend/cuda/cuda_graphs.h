@@ -29,8 +29,8 @@ struct CudaGraphKey {
 
 // The device buffers a recorded step uses besides weights, activations and the KV cache (which
 // never move; a new KV cache drops every graph, see clear()): index arrays, GEMM input
-// scratch, attention workspace, draws.
-using CudaGraphBuffers = std::array<const void*, 4>;
+// scratch (bf16 and int8 activations), attention workspace, draws.
+using CudaGraphBuffers = std::array<const void*, 5>;
 
 struct CudaGraphStats {
   int64_t captures = 0;  // graphs captured (re-captures included)

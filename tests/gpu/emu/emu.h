@@ -130,6 +130,16 @@ inline int atomicMin(int* p, int v) { std::lock_guard<std::mutex> l(emu::g_atomi
 inline float __fmul_rn(float a, float b) { return a * b; }
 inline float __fadd_rn(float a, float b) { return a + b; }
 inline float __fsub_rn(float a, float b) { return a - b; }
+inline float __fdiv_rn(float a, float b) { return a / b; }
+inline float __frcp_rn(float a) { return 1.0f / a; }
+inline int __float2int_rn(float a) { return static_cast<int>(std::nearbyint(a)); }  // ties to even
+// dp4a: the four signed byte products of a and b (byte k with byte k) summed into c.
+inline int __dp4a(int a, int b, int c) {
+  for (int k = 0; k < 4; ++k)
+    c += static_cast<int>(static_cast<int8_t>(static_cast<unsigned>(a) >> (8 * k))) *
+         static_cast<int>(static_cast<int8_t>(static_cast<unsigned>(b) >> (8 * k)));
+  return c;
+}
 inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); return f; }
 inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
 using std::min;

@@ -41,7 +41,8 @@ TEST_CASE("select_backend: auto and cuda follow cuda_available", "[backend_selec
 TEST_CASE("--cuda-weights names the CUDA weight mode", "[backend_select]") {
   CHECK(parse_cuda_weights("quantized", "--cuda-weights") == CudaWeights::Quantized);
   CHECK(parse_cuda_weights("bf16", "--cuda-weights") == CudaWeights::Bf16);
-  CHECK_THROWS_WITH(parse_cuda_weights("q4", "--cuda-weights"), Catch::Contains("quantized or bf16"));
+  CHECK(parse_cuda_weights("quantized-f32", "--cuda-weights") == CudaWeights::QuantizedF32);
+  CHECK_THROWS_WITH(parse_cuda_weights("q4", "--cuda-weights"), Catch::Contains("quantized, quantized-f32 or bf16"));
   CHECK(BackendChoice{}.cuda_weights == "quantized");
   CHECK(CudaBackendOptions{}.weights == CudaWeights::Quantized);
 }

@@ -1,0 +1,153 @@
+// Decode matmul from quantized weights with int8 activations (dp4a):
+//   quantize_acts_q8: x F32 [n, cols] -> per row, int8 blocks of 32 with scale d = amax / 127,
+//     q = nearest(x * (1 / d)) clamped to [-127, 127], and the sum of q per half block (16);
+//     bit-identical to the CPU's quantize_activation_row (kernels/cpu/matmul.cpp).
+//   gemv_quant_dp4a: out[i * ld_out + r] = sum over pieces of the integer dot products of W's
+//     pieces (quant_int.cuh) with the row's q, scaled per piece, for i < n <= kQuantGemvMaxRows.
+// Why: a decode step reads every weight once per step; the FMA kernel (gemv_quant.cu) then does
+// 32 float FMAs per value and row, which at 4-8 rows becomes the limit rather than the weight
+// stream. Here a piece costs 8 dp4a per row and half block plus 5 float operations, and x is 4x
+// fewer bytes to read from cache. The CPU's int8 kernels use the same activation rounding, so
+// the two backends sum the same integers and differ only in the rounding of the per-piece float
+// terms (the test holds them to 2e-5 of the output's magnitude).
+// Launch: quantize_acts_q8: one warp per 32-value block, 4 warps a CUDA block. gemv_quant_dp4a:
+// one warp per weight row, kWarps a CUDA block; lane l takes pieces l, l + 32, ... (consecutive
+// lanes read consecutive pieces of the row: coalesced, in bytes since GGUF blocks are only
+// 2-byte aligned); a row's 32 int8 activations come as two 16-byte loads from L1/L2.
+// Numerics and batch invariance: per (row, output) a fixed chain of fmaf in piece order, then
+// warp_sum's fixed tree: the same bits whatever n and the other rows.
+// Assumptions: cols a multiple of the type's block; the activation buffer from quantize_acts_q8
+// with the same n and cols (layout Q8ActsLayout, 16-byte aligned); W 2-byte aligned.
+// Not yet run on a GPU (the emulator runs it: tests/gpu/test_cuda_gemv_dp4a.cpp).
+#include <cstdint>
+
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/ops.h"
+#include "kernels/cuda/quant_int.cuh"
+
+namespace pagoda::cuda {
+namespace {
+
+constexpr int kWarps = 4;
+
+__global__ void __launch_bounds__(128)
+    quantize_acts_q8_kernel(const float* x, int64_t n_blocks, int64_t blocks_per_row, int64_t ld_x,
+                            int8_t* q, float* d, int* qsum) {
+  const int lane = threadIdx.x & 31;
+  const int64_t blk = (int64_t)blockIdx.x * 4 + (threadIdx.x >> 5);
+  if (blk >= n_blocks) return;  // the whole warp
+  const int64_t i = blk / blocks_per_row, b = blk % blocks_per_row;
+  const float v = x[i * ld_x + 32 * b + lane];
+  const float amax = warp_max(fabsf(v));
+  const float db = __fdiv_rn(amax, 127.0f);
+  const float id = db != 0.0f ? __frcp_rn(db) : 0.0f;
+  const int qv = min(127, max(-127, __float2int_rn(__fmul_rn(v, id))));
+  q[blk * 32 + lane] = (int8_t)qv;
+  int s = qv;  // the sum over this lane's half (lanes 0-15 and 16-31)
+  for (int off = 8; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+  if (lane == 0) d[blk] = db;
+  if ((lane & 15) == 0) qsum[2 * blk + lane / 16] = s;
+}
+
+template <class B, int N>
+__global__ void __launch_bounds__(kWarps * 32)
+    gemv_dp4a_kernel(const uint8_t* w, const int8_t* q, const float* d, const int* qsum, float* out,
+                     int rows, int pieces, int64_t row_bytes, int64_t ld_out) {
+  const int lane = threadIdx.x & 31;
+  const int r = blockIdx.x * kWarps + (threadIdx.x >> 5);
+  if (r >= rows) return;  // the whole warp: the shuffles below see all 32 lanes
+  const uint8_t* wr = w + (int64_t)r * row_bytes;
+  float acc[N];
+#pragma unroll
+  for (int i = 0; i < N; ++i) acc[i] = 0.0f;
+  for (int p = lane; p < pieces; p += 32) {
+    quant::IntPiece wp;
+    quant::IntDecode<B>::piece(wr + (int64_t)(p / B::kPieces) * B::kBytes, p % B::kPieces, wp);
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      const int64_t blk = (int64_t)i * pieces + p;
+      const int4* qv = reinterpret_cast<const int4*>(q + blk * 32);
+      const int4 a = qv[0], b = qv[1];
+      int h0 = __dp4a(wp.w[0], a.x, 0);
+      h0 = __dp4a(wp.w[1], a.y, h0);
+      h0 = __dp4a(wp.w[2], a.z, h0);
+      h0 = __dp4a(wp.w[3], a.w, h0);
+      int h1 = __dp4a(wp.w[4], b.x, 0);
+      h1 = __dp4a(wp.w[5], b.y, h1);
+      h1 = __dp4a(wp.w[6], b.z, h1);
+      h1 = __dp4a(wp.w[7], b.w, h1);
+      float t = __fmul_rn(wp.scale[0], (float)h0);
+      t = fmaf(wp.scale[1], (float)h1, t);
+      t = fmaf(wp.offset[0], (float)qsum[2 * blk], t);
+      t = fmaf(wp.offset[1], (float)qsum[2 * blk + 1], t);
+      acc[i] = fmaf(d[blk], t, acc[i]);
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    const float s = warp_sum(acc[i]);
+    if (lane == 0) out[(int64_t)i * ld_out + r] = s;
+  }
+}
+
+template <class B, int N>
+void launch(const void* w, const Q8ActsLayout& L, const void* acts, float* out, int64_t rows, int64_t cols,
+            int64_t ld_out, cudaStream_t st) {
+  const auto* base = static_cast<const uint8_t*>(acts);
+  const unsigned blocks = static_cast<unsigned>((rows + kWarps - 1) / kWarps);
+  gemv_dp4a_kernel<B, N><<<blocks, kWarps * 32, 0, st>>>(
+      static_cast<const uint8_t*>(w), reinterpret_cast<const int8_t*>(base + L.q_offset),
+      reinterpret_cast<const float*>(base + L.d_offset), reinterpret_cast<const int*>(base + L.sum_offset), out,
+      static_cast<int>(rows), static_cast<int>(cols / 32), cols / B::kElems * B::kBytes, ld_out);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+Q8ActsLayout q8_acts_layout(int64_t n, int64_t cols) {
+  Q8ActsLayout L;
+  const int64_t blocks = n * (cols / 32);
+  L.q_offset = 0;
+  L.d_offset = static_cast<size_t>(blocks * 32);  // a multiple of 32 bytes
+  L.sum_offset = L.d_offset + static_cast<size_t>(blocks) * 4;
+  L.bytes = L.sum_offset + static_cast<size_t>(blocks) * 8;
+  return L;
+}
+
+void quantize_acts_q8(const float* x, int64_t n, int64_t cols, int64_t ld_x, void* acts, void* stream) {
+  const Q8ActsLayout L = q8_acts_layout(n, cols);
+  const int64_t blocks = n * (cols / 32);
+  if (blocks <= 0) return;
+  auto* base = static_cast<uint8_t*>(acts);
+  quantize_acts_q8_kernel<<<static_cast<unsigned>((blocks + 3) / 4), 128, 0, as_stream(stream)>>>(
+      x, blocks, cols / 32, ld_x, reinterpret_cast<int8_t*>(base + L.q_offset),
+      reinterpret_cast<float*>(base + L.d_offset), reinterpret_cast<int*>(base + L.sum_offset));
+  CUDA_CHECK_LAUNCH();
+}
+
+bool gemv_quant_dp4a(const void* w, GgmlType type, const void* acts, float* out, int64_t n, int64_t rows,
+                     int64_t cols, int64_t ld_out, void* stream) {
+  const bool aligned = (reinterpret_cast<uintptr_t>(acts) & 15) == 0 && (reinterpret_cast<uintptr_t>(w) & 1) == 0;
+  if (n < 1 || n > kQuantGemvMaxRows || !aligned || rows < 1 || rows > (int64_t(1) << 30)) return false;
+  const Q8ActsLayout L = q8_acts_layout(n, cols);
+  cudaStream_t st = as_stream(stream);
+  bool ok = false;
+  quant::with_quant_type(type, [&](auto blk) {
+    using B = decltype(blk);
+    if (cols % B::kElems != 0 || cols / 32 > (int64_t(1) << 30)) return;
+    ok = true;
+    switch (n) {
+      case 1: launch<B, 1>(w, L, acts, out, rows, cols, ld_out, st); break;
+      case 2: launch<B, 2>(w, L, acts, out, rows, cols, ld_out, st); break;
+      case 3: launch<B, 3>(w, L, acts, out, rows, cols, ld_out, st); break;
+      case 4: launch<B, 4>(w, L, acts, out, rows, cols, ld_out, st); break;
+      case 5: launch<B, 5>(w, L, acts, out, rows, cols, ld_out, st); break;
+      case 6: launch<B, 6>(w, L, acts, out, rows, cols, ld_out, st); break;
+      case 7: launch<B, 7>(w, L, acts, out, rows, cols, ld_out, st); break;
+      default: launch<B, 8>(w, L, acts, out, rows, cols, ld_out, st); break;
+    }
+  });
+  return ok;
+}
+
+}  // namespace pagoda::cuda

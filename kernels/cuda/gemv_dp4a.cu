@@ -136,16 +136,10 @@ bool gemv_quant_dp4a(const void* w, GgmlType type, const void* acts, float* out,
     using B = decltype(blk);
     if (cols % B::kElems != 0 || cols / 32 > (int64_t(1) << 30)) return;
     ok = true;
-    switch (n) {
-      case 1: launch<B, 1>(w, L, acts, out, rows, cols, ld_out, st); break;
-      case 2: launch<B, 2>(w, L, acts, out, rows, cols, ld_out, st); break;
-      case 3: launch<B, 3>(w, L, acts, out, rows, cols, ld_out, st); break;
-      case 4: launch<B, 4>(w, L, acts, out, rows, cols, ld_out, st); break;
-      case 5: launch<B, 5>(w, L, acts, out, rows, cols, ld_out, st); break;
-      case 6: launch<B, 6>(w, L, acts, out, rows, cols, ld_out, st); break;
-      case 7: launch<B, 7>(w, L, acts, out, rows, cols, ld_out, st); break;
-      default: launch<B, 8>(w, L, acts, out, rows, cols, ld_out, st); break;
-    }
+    with_row_count(n, [&](auto rows_n) {
+      using N = decltype(rows_n);
+      launch<B, N::value>(w, L, acts, out, rows, cols, ld_out, st);
+    });
   });
   return ok;
 }

@@ -1,0 +1,52 @@
+// The hyper-parameters and tensors of a BERT encoder GGUF (general.architecture "bert", as
+// llama.cpp's converter writes it): token, position and token-type embeddings with a LayerNorm,
+// then post-norm layers (attention, add, LayerNorm; GELU FFN, add, LayerNorm), every matrix with
+// a bias, attention over the whole input in both directions, and a pooling of the last states.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "kernels/ggml_type.h"
+
+namespace pagoda::gguf { class GgufFile; struct TensorInfo; }
+
+namespace pagoda::encoder {
+
+struct EncoderError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+enum class Pooling { Mean = 1, Cls = 2 };
+
+// A matrix (or vector) inside the mapped file: rows x cols in ggml's row-major order.
+struct WeightRef {
+  GgmlType type = GgmlType::F32;
+  const void* data = nullptr;
+  int64_t rows = 0, cols = 0;
+};
+
+struct BertLayer {
+  WeightRef q, q_b, k, k_b, v, v_b, o, o_b, attn_norm, attn_norm_b;
+  WeightRef up, up_b, down, down_b, out_norm, out_norm_b;
+};
+
+struct BertConfig {
+  std::string name;
+  int n_layers = 0, dim = 0, ff_dim = 0, n_heads = 0, ctx = 0, vocab_size = 0, n_types = 0;
+  float eps = 1e-12f;
+  Pooling pooling = Pooling::Mean;
+  WeightRef tok_embd, pos_embd, type_embd, embd_norm, embd_norm_b;
+  std::vector<BertLayer> layers;
+
+  // True when the file's general.architecture is one this folder serves.
+  static bool is_encoder(const gguf::GgufFile& file);
+  // Reads keys and tensors; throws EncoderError naming the key or tensor at fault (missing,
+  // wrong shape, a type the CPU matmul cannot read; norms and biases must be F32; pooling other
+  // than mean and CLS).
+  static BertConfig from_gguf(const gguf::GgufFile& file);
+};
+
+}  // namespace pagoda::encoder

@@ -2,6 +2,8 @@
 // llama.cpp's converter writes it): token, position and token-type embeddings with a LayerNorm,
 // then post-norm layers (attention, add, LayerNorm; GELU FFN, add, LayerNorm), every matrix with
 // a bias, attention over the whole input in both directions, and a pooling of the last states.
+// nomic-bert ("nomic-bert") is the same frame with rotary positions (NeoX halves) instead of
+// position embeddings, one fused QKV matrix, SwiGLU FFN, and no biases on the matrices.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +22,7 @@ struct EncoderError : std::runtime_error {
 };
 
 enum class Pooling { Mean = 1, Cls = 2 };
+enum class EncoderArch { Bert, NomicBert };
 
 // A matrix (or vector) inside the mapped file: rows x cols in ggml's row-major order.
 struct WeightRef {
@@ -28,13 +31,17 @@ struct WeightRef {
   int64_t rows = 0, cols = 0;
 };
 
+// A bias absent from the file (nomic-bert) has data == nullptr.
 struct BertLayer {
   WeightRef q, q_b, k, k_b, v, v_b, o, o_b, attn_norm, attn_norm_b;
-  WeightRef up, up_b, down, down_b, out_norm, out_norm_b;
+  WeightRef qkv;  // nomic-bert: Q, K and V stacked [3 dim x dim]; then q, k, v are unset
+  WeightRef up, up_b, gate, down, down_b, out_norm, out_norm_b;  // gate: SwiGLU (nomic-bert) only
 };
 
 struct BertConfig {
+  EncoderArch arch = EncoderArch::Bert;
   std::string name;
+  float rope_freq_base = 1000.0f;  // nomic-bert: <arch>.rope.freq_base; rotates every head dimension
   int n_layers = 0, dim = 0, ff_dim = 0, n_heads = 0, ctx = 0, vocab_size = 0, n_types = 0;
   float eps = 1e-12f;
   Pooling pooling = Pooling::Mean;

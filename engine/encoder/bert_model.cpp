@@ -1,5 +1,6 @@
 // BertModel: embeddings + LayerNorm, post-norm layers (biased projections, bidirectional
-// softmax attention, tanh-approximated GELU as llama.cpp's ggml_gelu), pooling, normalization.
+// softmax attention, tanh-approximated GELU as llama.cpp's ggml_gelu), pooling, normalization;
+// for nomic-bert rotary Q/K (NeoX halves), a fused QKV, SwiGLU and no matrix biases.
 #include "engine/encoder/bert_model.h"
 
 #include <algorithm>
@@ -23,12 +24,13 @@ void read_row(const WeightRef& w, int64_t r, float* out) {
   cpu::dequantize_row(w.type, base, out, w.cols);
 }
 
-// y[n x rows] = x[n x cols] * w^T + b.
+// y[n x rows] = x[n x cols] * w^T + b (no bias when b has no data).
 void linear(cpu::ThreadPool& pool, const WeightRef& w, const WeightRef& b, const std::vector<float>& x, int64_t n,
             std::vector<float>& y) {
   y.resize(size_t(n * w.rows));
   cpu::matmul(pool, w.type, w.data, w.rows, w.cols, x.data(), n, y.data());
   const float* bias = f32(b);
+  if (bias == nullptr) return;
   for (int64_t i = 0; i < n; ++i)
     for (int64_t o = 0; o < w.rows; ++o) y[size_t(i * w.rows + o)] += bias[o];
 }
@@ -52,6 +54,25 @@ float gelu(float x) {
   return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * (x + 0.044715f * x * x * x)));
 }
 
+// Rotates each head of the [n x d] rows of x by position (row index), NeoX style: dimension i
+// pairs with i + hd/2, pair i turning by pos * base^(-2i/hd).
+void rope_neox(std::vector<float>& x, int64_t n, int64_t d, int64_t hd, float base) {
+  const int64_t half = hd / 2;
+  for (int64_t pos = 0; pos < n; ++pos)
+    for (int64_t h = 0; h < d / hd; ++h) {
+      float* v = x.data() + pos * d + h * hd;
+      for (int64_t i = 0; i < half; ++i) {
+        const double theta = double(pos) * std::pow(double(base), -2.0 * double(i) / double(hd));
+        const float c = float(std::cos(theta)), s = float(std::sin(theta));
+        const float a = v[i], b = v[i + half];
+        v[i] = a * c - b * s;
+        v[i + half] = a * s + b * c;
+      }
+    }
+}
+
+float silu(float x) { return x / (1.0f + std::exp(-x)); }
+
 }  // namespace
 
 BertModel::BertModel(const gguf::GgufFile& file, int threads)
@@ -72,17 +93,35 @@ std::vector<float> BertModel::hidden_states(const std::vector<int32_t>& tokens) 
       throw EncoderError("token id " + std::to_string(tokens[i]) + " is outside the vocabulary");
     float* row = x.data() + i * d;
     read_row(c.tok_embd, tokens[i], row);
-    read_row(c.pos_embd, i, tmp.data());
-    for (int64_t j = 0; j < d; ++j) row[j] += tmp[j] + f32(c.type_embd)[j];  // token type 0
+    if (c.pos_embd.data != nullptr) {  // absolute positions (bert); nomic-bert rotates Q and K instead
+      read_row(c.pos_embd, i, tmp.data());
+      for (int64_t j = 0; j < d; ++j) row[j] += tmp[j];
+    }
+    for (int64_t j = 0; j < d; ++j) row[j] += f32(c.type_embd)[j];  // token type 0
   }
   layer_norm(x, n, d, c.embd_norm, c.embd_norm_b, c.eps);
 
-  std::vector<float> q, k, v, attn(static_cast<size_t>(n * d)), o, up, down;
+  std::vector<float> q, k, v, qkv, attn(static_cast<size_t>(n * d)), o, up, gate, down;
   const float scale = 1.0f / std::sqrt(float(hd));
   for (const BertLayer& L : c.layers) {
-    linear(*pool_, L.q, L.q_b, x, n, q);
-    linear(*pool_, L.k, L.k_b, x, n, k);
-    linear(*pool_, L.v, L.v_b, x, n, v);
+    if (L.qkv.data != nullptr) {
+      linear(*pool_, L.qkv, WeightRef{}, x, n, qkv);
+      q.resize(x.size()), k.resize(x.size()), v.resize(x.size());
+      for (int64_t i = 0; i < n; ++i) {
+        const float* row = qkv.data() + i * 3 * d;
+        std::copy(row, row + d, q.data() + i * d);
+        std::copy(row + d, row + 2 * d, k.data() + i * d);
+        std::copy(row + 2 * d, row + 3 * d, v.data() + i * d);
+      }
+    } else {
+      linear(*pool_, L.q, L.q_b, x, n, q);
+      linear(*pool_, L.k, L.k_b, x, n, k);
+      linear(*pool_, L.v, L.v_b, x, n, v);
+    }
+    if (c.arch == EncoderArch::NomicBert) {
+      rope_neox(q, n, d, hd, c.rope_freq_base);
+      rope_neox(k, n, d, hd, c.rope_freq_base);
+    }
     pool_->parallel_for(int64_t(c.n_heads) * n, [&](int64_t b, int64_t e, int) {
       std::vector<float> s(static_cast<size_t>(n));
       for (int64_t t = b; t < e; ++t) {
@@ -111,7 +150,12 @@ std::vector<float> BertModel::hidden_states(const std::vector<int32_t>& tokens) 
     for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
     layer_norm(x, n, d, L.attn_norm, L.attn_norm_b, c.eps);
     linear(*pool_, L.up, L.up_b, x, n, up);
-    for (float& u : up) u = gelu(u);
+    if (L.gate.data != nullptr) {  // SwiGLU
+      linear(*pool_, L.gate, WeightRef{}, x, n, gate);
+      for (size_t i = 0; i < up.size(); ++i) up[i] *= silu(gate[i]);
+    } else {
+      for (float& u : up) u = gelu(u);
+    }
     linear(*pool_, L.down, L.down_b, up, n, down);
     for (size_t i = 0; i < x.size(); ++i) x[i] += down[i];
     layer_norm(x, n, d, L.out_norm, L.out_norm_b, c.eps);

@@ -56,16 +56,20 @@ void write_bert_model(const BertSpec& s, const std::string& path) {
   if (s.type != GgmlType::F32 && s.type != GgmlType::F16 && s.type != GgmlType::BF16 && s.dim % 32 != 0)
     throw EncoderError("quantized bert weights need dim and ff a multiple of 32");
   gguf::GgufWriter w;
-  w.set("general.architecture", gguf::Value::from_string("bert"));
+  const bool nomic = s.arch == EncoderArch::NomicBert;
+  if (nomic && (s.dim / s.n_heads) % 2 != 0) throw EncoderError("nomic-bert needs an even head width");
+  const std::string arch = nomic ? "nomic-bert" : "bert", k = arch + ".";
+  w.set("general.architecture", gguf::Value::from_string(arch));
   w.set("general.name", gguf::Value::from_string(s.name));
-  w.set("bert.block_count", gguf::Value::from_u32(uint32_t(s.n_layers)));
-  w.set("bert.context_length", gguf::Value::from_u32(uint32_t(s.ctx)));
-  w.set("bert.embedding_length", gguf::Value::from_u32(uint32_t(s.dim)));
-  w.set("bert.feed_forward_length", gguf::Value::from_u32(uint32_t(s.ff_dim)));
-  w.set("bert.attention.head_count", gguf::Value::from_u32(uint32_t(s.n_heads)));
-  w.set("bert.attention.layer_norm_epsilon", gguf::Value::from_f32(1e-12f));
-  w.set("bert.attention.causal", gguf::Value::from_bool(false));
-  w.set("bert.pooling_type", gguf::Value::from_u32(uint32_t(s.pooling)));
+  w.set(k + "block_count", gguf::Value::from_u32(uint32_t(s.n_layers)));
+  w.set(k + "context_length", gguf::Value::from_u32(uint32_t(s.ctx)));
+  w.set(k + "embedding_length", gguf::Value::from_u32(uint32_t(s.dim)));
+  w.set(k + "feed_forward_length", gguf::Value::from_u32(uint32_t(s.ff_dim)));
+  w.set(k + "attention.head_count", gguf::Value::from_u32(uint32_t(s.n_heads)));
+  w.set(k + "attention.layer_norm_epsilon", gguf::Value::from_f32(1e-12f));
+  w.set(k + "attention.causal", gguf::Value::from_bool(false));
+  w.set(k + "pooling_type", gguf::Value::from_u32(uint32_t(s.pooling)));
+  if (nomic) w.set(k + "rope.freq_base", gguf::Value::from_f32(1000.0f));
   w.set("tokenizer.ggml.token_type_count", gguf::Value::from_u32(2));
   size_t vocab = 0;
   if (s.vocab_from.empty()) {
@@ -89,24 +93,31 @@ void write_bert_model(const BertSpec& s, const std::string& path) {
   const int64_t d = s.dim, ff = s.ff_dim;
   const float wstd = 0.3f / std::sqrt(float(d));
   add("token_embd.weight", d, int64_t(vocab), s.type, 0, 0.5f);
-  add("position_embd.weight", d, s.ctx, s.type, 0, 0.2f);
+  if (!nomic) add("position_embd.weight", d, s.ctx, s.type, 0, 0.2f);
   add("token_types.weight", d, 2, GgmlType::F32, 0, 0.1f);
   add("token_embd_norm.weight", d, 0, GgmlType::F32, 1, 0.1f);
   add("token_embd_norm.bias", d, 0, GgmlType::F32, 0, 0.1f);
   for (int l = 0; l < s.n_layers; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
-    for (const char* m : {"attn_q", "attn_k", "attn_v", "attn_output"}) {
-      add(p + m + ".weight", d, d, s.type, 0, 3 * wstd);
+    auto matrix = [&](const char* m, int64_t cols, int64_t rows) {
+      add(p + m + ".weight", cols, rows, s.type, 0, 3 * wstd);
+      if (!nomic) add(p + m + ".bias", rows, 0, GgmlType::F32, 0, 0.1f);
+    };
+    auto norm = [&](const char* m) {
+      add(p + m + ".weight", d, 0, GgmlType::F32, 1, 0.1f);
       add(p + m + ".bias", d, 0, GgmlType::F32, 0, 0.1f);
+    };
+    if (nomic) {
+      matrix("attn_qkv", d, 3 * d);
+    } else {
+      for (const char* m : {"attn_q", "attn_k", "attn_v"}) matrix(m, d, d);
     }
-    add(p + "attn_output_norm.weight", d, 0, GgmlType::F32, 1, 0.1f);
-    add(p + "attn_output_norm.bias", d, 0, GgmlType::F32, 0, 0.1f);
-    add(p + "ffn_up.weight", d, ff, s.type, 0, 3 * wstd);
-    add(p + "ffn_up.bias", ff, 0, GgmlType::F32, 0, 0.1f);
-    add(p + "ffn_down.weight", ff, d, s.type, 0, 3 * wstd);
-    add(p + "ffn_down.bias", d, 0, GgmlType::F32, 0, 0.1f);
-    add(p + "layer_output_norm.weight", d, 0, GgmlType::F32, 1, 0.1f);
-    add(p + "layer_output_norm.bias", d, 0, GgmlType::F32, 0, 0.1f);
+    matrix("attn_output", d, d);
+    norm("attn_output_norm");
+    if (nomic) matrix("ffn_gate", d, ff);
+    matrix("ffn_up", d, ff);
+    matrix("ffn_down", ff, d);
+    norm("layer_output_norm");
   }
   w.write(path);
 }

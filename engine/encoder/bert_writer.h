@@ -1,4 +1,4 @@
-// Random-weight BERT encoder GGUF files (`pagoda make-model --arch bert`), laid out as
+// Random-weight BERT / nomic-bert encoder GGUF files (`pagoda make-model --arch bert|nomic-bert`), laid out as
 // llama.cpp's converter writes them, with a WordPiece vocabulary: a small generated one (the
 // special tokens, every ASCII letter, digit and punctuation mark as a word start and as a
 // continuation, and a few whole words) or every tokenizer.* key copied from another GGUF.
@@ -12,6 +12,7 @@
 namespace pagoda::encoder {
 
 struct BertSpec {
+  EncoderArch arch = EncoderArch::Bert;
   std::string name = "pagoda-random-bert";
   int n_layers = 2, dim = 64, ff_dim = 128, n_heads = 4, ctx = 128;
   Pooling pooling = Pooling::Mean;

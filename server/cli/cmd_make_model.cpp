@@ -31,7 +31,7 @@ const char* const kUsage =
     "  --arch A              llama | qwen2 | qwen3 | gemma2 | gemma3 | phi3 | qwen2moe |\n"
     "                        qwen3moe (qwen2moe: experts and a shared expert; qwen3moe:\n"
     "                        experts only; 8 experts, 2 used unless set below) |\n"
-    "                        bert (an encoder for embeddings: WordPiece vocabulary, generated\n"
+    "                        bert | nomic-bert (encoders for embeddings: WordPiece vocabulary, generated\n"
     "                        or --vocab-from; defaults 2 layers, dim 64, ff 128, 4 heads, ctx 128;\n"
     "                        reads --layers --dim --ff --heads --ctx --type --seed --name --pooling)\n"
     "  --experts N           experts per layer (llama: a Mixtral-style MoE; default 0 = dense)\n"
@@ -78,18 +78,19 @@ int parse_size(const std::string& flag, const char* s) {
 }
 
 // The bert spec: its own defaults, overridden by the flags given that apply to an encoder.
-encoder::BertSpec bert_spec_from(const ModelSpec& spec, const std::set<std::string>& given) {
+encoder::BertSpec bert_spec_from(const ModelSpec& spec, const std::set<std::string>& given, encoder::EncoderArch arch) {
   encoder::BertSpec b;
+  b.arch = arch;
   for (const char* flag : {"--preset", "--kv-heads", "--head-dim", "--vocab-size", "--rope-base", "--rope-freqs",
                            "--sliding-window", "--experts", "--experts-used", "--expert-ff", "--shared-expert-ff"})
-    if (given.count(flag)) throw ArgError(std::string(flag) + " does not apply to --arch bert");
+    if (given.count(flag)) throw ArgError(std::string(flag) + " does not apply to an encoder (--arch bert, nomic-bert)");
   if (given.count("--layers")) b.n_layers = spec.n_layers;
   if (given.count("--dim")) b.dim = spec.dim;
   if (given.count("--ff")) b.ff_dim = spec.ff_dim;
   if (given.count("--heads")) b.n_heads = spec.n_heads;
   if (given.count("--ctx")) b.ctx = spec.ctx;
   if (given.count("--type")) {
-    if (spec.mix != WeightMix::None) throw ArgError("--type: weight mixes do not apply to --arch bert");
+    if (spec.mix != WeightMix::None) throw ArgError("--type: weight mixes do not apply to an encoder (--arch bert, nomic-bert)");
     b.type = spec.type;
   }
   if (given.count("--seed")) b.seed = spec.seed;
@@ -140,7 +141,10 @@ int make_model(int argc, char** argv) {
       given.insert(flag);
       if (flag == "--output" || flag == "-o") output = v;
       else if (flag == "--preset") continue;  // applied above
-      else if (flag == "--arch" && std::strcmp(v, "bert") == 0) bert = true;
+      else if (flag == "--arch" && (std::strcmp(v, "bert") == 0 || std::strcmp(v, "nomic-bert") == 0)) {
+        bert = true;
+        bert_spec.arch = std::strcmp(v, "bert") == 0 ? encoder::EncoderArch::Bert : encoder::EncoderArch::NomicBert;
+      }
       else if (flag == "--pooling") {
         if (std::strcmp(v, "mean") == 0) spec.pooling_type = 1;
         else if (std::strcmp(v, "cls") == 0) spec.pooling_type = 2;
@@ -178,7 +182,7 @@ int make_model(int argc, char** argv) {
       else if (flag == "--shared-expert-ff") spec.shared_expert_ff_dim = parse_size(flag, v);
     }
     if (output.empty()) throw ArgError("--output FILE is required");
-    if (bert) bert_spec = bert_spec_from(spec, given);
+    if (bert) bert_spec = bert_spec_from(spec, given, bert_spec.arch);
   } catch (const std::runtime_error& e) {  // ArgError, ModelSpecError
     std::fprintf(stderr, "pagoda make-model: %s (see pagoda make-model --help)\n", e.what());
     return 2;
@@ -194,7 +198,8 @@ int make_model(int argc, char** argv) {
       return 2;
     }
     if (!quiet)
-      std::fprintf(stderr, "wrote %s (bert, %d layers, dim %d, %s)\n", output.c_str(), bert_spec.n_layers,
+      std::fprintf(stderr, "wrote %s (%s, %d layers, dim %d, %s)\n", output.c_str(),
+                   bert_spec.arch == encoder::EncoderArch::Bert ? "bert" : "nomic-bert", bert_spec.n_layers,
                    bert_spec.dim, ggml_type_info(bert_spec.type).name);
     return 0;
   }

@@ -31,7 +31,7 @@ std::unique_ptr<LoadedEngine> load_model(const ModelLoad& load) {
   if (load.before_weights) load.before_weights(*loaded);
   if (encoder::BertConfig::is_encoder(loaded->file)) {
     if (load.backend.device == "cuda")
-      throw std::runtime_error("encoder models (bert) run on the CPU backend only; use --device cpu or auto");
+      throw std::runtime_error("encoder models (bert, nomic-bert) run on the CPU backend only; use --device cpu or auto");
     loaded->backend_name = "cpu (encoder)";
     report(load, 60, "encoder weights (" + std::to_string(loaded->weight_bytes >> 20) + " MiB, used in place)");
     loaded->encoder_model = std::make_unique<encoder::BertModel>(loaded->file, load.backend.threads);

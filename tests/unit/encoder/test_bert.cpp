@@ -1,6 +1,7 @@
 // BertModel against a reference written here: the BERT forward in plain double-precision loops
 // over the file's F32 tensors (embeddings + LayerNorm, post-norm layers with biases, all-pairs
-// softmax attention, tanh GELU, mean or CLS pooling, L2 norm). Tolerance: every component of the
+// softmax attention, tanh GELU, mean or CLS pooling, L2 norm; for nomic-bert rotary Q/K in NeoX
+// halves, a fused QKV, SwiGLU and no matrix biases). Tolerance: every component of the
 // normalized embedding within 1e-4 of the reference for F32 weights (the engine sums in float
 // with SIMD order; the reference in double), and cosine >= 0.999 for F16 weights (rounded once).
 #include <catch2/catch.hpp>
@@ -31,12 +32,18 @@ std::vector<double> t32(const GgufFile& f, const std::string& name) {
 
 using Mat = std::vector<std::vector<double>>;  // [tokens][features]
 
+// A tensor that may be absent (nomic-bert's biases): empty then.
+std::vector<double> t32_opt(const GgufFile& f, const std::string& name) {
+  return f.find_tensor(name) ? t32(f, name) : std::vector<double>{};
+}
+
+// x * w^T + b, w holding `out` rows; an empty b is no bias.
 Mat linear(const Mat& x, const std::vector<double>& w, const std::vector<double>& b) {
-  const size_t in = x[0].size(), out = b.size();
+  const size_t in = x[0].size(), out = w.size() / in;
   Mat y(x.size(), std::vector<double>(out));
   for (size_t i = 0; i < x.size(); ++i)
     for (size_t o = 0; o < out; ++o) {
-      double s = b[o];
+      double s = b.empty() ? 0.0 : b[o];
       for (size_t k = 0; k < in; ++k) s += w[o * in + k] * x[i][k];
       y[i][o] = s;
     }
@@ -54,20 +61,48 @@ void norm(Mat& x, const std::vector<double>& g, const std::vector<double>& b, do
   }
 }
 
+// Rotates each head's dimension i with i + hd/2 by pos * base^(-2i/hd), pos = the row.
+void rotate(Mat& x, int hd, double base) {
+  for (size_t pos = 0; pos < x.size(); ++pos)
+    for (size_t h = 0; h < x[pos].size() / hd; ++h)
+      for (int i = 0; i < hd / 2; ++i) {
+        const double th = double(pos) / std::pow(base, 2.0 * i / hd);
+        double& a = x[pos][h * hd + i];
+        double& b = x[pos][h * hd + i + hd / 2];
+        const double a0 = a, b0 = b;
+        a = a0 * std::cos(th) - b0 * std::sin(th);
+        b = a0 * std::sin(th) + b0 * std::cos(th);
+      }
+}
+
 std::vector<double> reference(const GgufFile& f, const std::vector<int32_t>& ids) {
-  const int d = int(*f.get_int("bert.embedding_length")), heads = int(*f.get_int("bert.attention.head_count"));
-  const int layers = int(*f.get_int("bert.block_count")), hd = d / heads;
-  const double eps = *f.get_float("bert.attention.layer_norm_epsilon");
-  const auto tok = t32(f, "token_embd.weight"), pos = t32(f, "position_embd.weight"), typ = t32(f, "token_types.weight");
+  const std::string arch = *f.get_string("general.architecture"), key = arch + ".";
+  const bool nomic = arch == "nomic-bert";
+  const int d = int(*f.get_int(key + "embedding_length")), heads = int(*f.get_int(key + "attention.head_count"));
+  const int layers = int(*f.get_int(key + "block_count")), hd = d / heads;
+  const double eps = *f.get_float(key + "attention.layer_norm_epsilon");
+  const auto tok = t32(f, "token_embd.weight"), pos = t32_opt(f, "position_embd.weight"), typ = t32(f, "token_types.weight");
   const size_t n = ids.size();
   Mat x(n, std::vector<double>(d));
   for (size_t i = 0; i < n; ++i)
-    for (int j = 0; j < d; ++j) x[i][j] = tok[size_t(ids[i]) * d + j] + pos[i * d + j] + typ[j];
+    for (int j = 0; j < d; ++j) x[i][j] = tok[size_t(ids[i]) * d + j] + (nomic ? 0.0 : pos[i * d + j]) + typ[j];
   norm(x, t32(f, "token_embd_norm.weight"), t32(f, "token_embd_norm.bias"), eps);
   for (int l = 0; l < layers; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
-    auto lin = [&](const Mat& in, const std::string& m) { return linear(in, t32(f, p + m + ".weight"), t32(f, p + m + ".bias")); };
-    const Mat q = lin(x, "attn_q"), k = lin(x, "attn_k"), v = lin(x, "attn_v");
+    auto lin = [&](const Mat& in, const std::string& m) { return linear(in, t32(f, p + m + ".weight"), t32_opt(f, p + m + ".bias")); };
+    Mat q, k, v;
+    if (nomic) {
+      const Mat qkv = lin(x, "attn_qkv");
+      for (const auto& row : qkv) {
+        q.emplace_back(row.begin(), row.begin() + d);
+        k.emplace_back(row.begin() + d, row.begin() + 2 * d);
+        v.emplace_back(row.begin() + 2 * d, row.end());
+      }
+      rotate(q, hd, *f.get_float(key + "rope.freq_base"));
+      rotate(k, hd, *f.get_float(key + "rope.freq_base"));
+    } else {
+      q = lin(x, "attn_q"), k = lin(x, "attn_k"), v = lin(x, "attn_v");
+    }
     Mat a(n, std::vector<double>(d, 0.0));
     for (int h = 0; h < heads; ++h)
       for (size_t i = 0; i < n; ++i) {
@@ -87,15 +122,21 @@ std::vector<double> reference(const GgufFile& f, const std::vector<int32_t>& ids
       for (int j = 0; j < d; ++j) x[i][j] += o[i][j];
     norm(x, t32(f, p + "attn_output_norm.weight"), t32(f, p + "attn_output_norm.bias"), eps);
     Mat up = lin(x, "ffn_up");
-    for (auto& row : up)
-      for (double& e : row) e = 0.5 * e * (1 + std::tanh(std::sqrt(2 / M_PI) * (e + 0.044715 * e * e * e)));
+    if (nomic) {
+      const Mat gate = lin(x, "ffn_gate");
+      for (size_t i = 0; i < n; ++i)
+        for (size_t j = 0; j < up[i].size(); ++j) up[i][j] *= gate[i][j] / (1 + std::exp(-gate[i][j]));
+    } else {
+      for (auto& row : up)
+        for (double& e : row) e = 0.5 * e * (1 + std::tanh(std::sqrt(2 / M_PI) * (e + 0.044715 * e * e * e)));
+    }
     const Mat down = lin(up, "ffn_down");
     for (size_t i = 0; i < n; ++i)
       for (int j = 0; j < d; ++j) x[i][j] += down[i][j];
     norm(x, t32(f, p + "layer_output_norm.weight"), t32(f, p + "layer_output_norm.bias"), eps);
   }
   std::vector<double> out(d, 0.0);
-  if (*f.get_int("bert.pooling_type") == 2) {
+  if (*f.get_int(key + "pooling_type") == 2) {
     out = x[0];
   } else {
     for (const auto& row : x)
@@ -115,15 +156,17 @@ double cosine(const std::vector<float>& a, const std::vector<double>& b) {
 
 }  // namespace
 
-TEST_CASE("the bert forward matches a plain float reference", "[encoder][bert]") {
+TEST_CASE("the bert and nomic-bert forwards match a plain float reference", "[encoder][bert]") {
   pagoda::testing::ScratchDir dir("bert-ref");
-  for (Pooling pooling : {Pooling::Mean, Pooling::Cls}) {
+  for (auto [arch, pooling] : {std::pair{EncoderArch::Bert, Pooling::Mean}, std::pair{EncoderArch::Bert, Pooling::Cls},
+                               std::pair{EncoderArch::NomicBert, Pooling::Mean}, std::pair{EncoderArch::NomicBert, Pooling::Cls}}) {
     BertSpec spec;
+    spec.arch = arch;
     spec.type = pagoda::GgmlType::F32;
     spec.n_layers = 3;
     spec.pooling = pooling;
     spec.seed = 7;
-    const std::string path = dir.file("bert-" + std::to_string(int(pooling)) + ".gguf");
+    const std::string path = dir.file("enc-" + std::to_string(int(arch)) + "-" + std::to_string(int(pooling)) + ".gguf");
     write_bert_model(spec, path);
     const auto file = GgufFile::open(path);
     const BertModel model(file, 2);
@@ -136,7 +179,7 @@ TEST_CASE("the bert forward matches a plain float reference", "[encoder][bert]")
       REQUIRE(got.size() == want.size());
       double worst = 0;
       for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::abs(got[i] - want[i]));
-      INFO(text << " pooling " << int(pooling) << " worst " << worst);
+      INFO(text << " arch " << int(arch) << " pooling " << int(pooling) << " worst " << worst);
       CHECK(worst < 1e-4);
       CHECK(cosine(got, want) > 0.99999);
     }

@@ -87,7 +87,8 @@ std::vector<float> BertModel::hidden_states(const std::vector<int32_t>& tokens) 
   if (n > c.ctx)
     throw EncoderError("input of " + std::to_string(n) + " tokens exceeds the model's context of " +
                        std::to_string(c.ctx));
-  std::vector<float> x(static_cast<size_t>(n * d)), tmp(static_cast<size_t>(d));
+  std::vector<float> x(static_cast<size_t>(n * d)), tmp(static_cast<size_t>(d)), type0(static_cast<size_t>(d));
+  read_row(c.type_embd, 0, type0.data());  // every token has type 0
   for (int64_t i = 0; i < n; ++i) {
     if (tokens[i] < 0 || tokens[i] >= c.vocab_size)
       throw EncoderError("token id " + std::to_string(tokens[i]) + " is outside the vocabulary");
@@ -97,7 +98,7 @@ std::vector<float> BertModel::hidden_states(const std::vector<int32_t>& tokens) 
       read_row(c.pos_embd, i, tmp.data());
       for (int64_t j = 0; j < d; ++j) row[j] += tmp[j];
     }
-    for (int64_t j = 0; j < d; ++j) row[j] += f32(c.type_embd)[j];  // token type 0
+    for (int64_t j = 0; j < d; ++j) row[j] += type0[j];
   }
   layer_norm(x, n, d, c.embd_norm, c.embd_norm_b, c.eps);
 

@@ -1,5 +1,6 @@
 // Tokenizer built from a GGUF file's `tokenizer.*` metadata: SentencePiece-style BPE ("llama")
-// and byte-level BPE ("gpt2") with the pre-tokenizer named by `tokenizer.ggml.pre`.
+// and byte-level BPE ("gpt2") with the pre-tokenizer named by `tokenizer.ggml.pre`, and BERT's
+// WordPiece ("bert").
 #pragma once
 
 #include <cstdint>

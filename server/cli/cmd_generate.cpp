@@ -293,6 +293,9 @@ int generate(int argc, char** argv) {
   if (!loaded->fallback_reason.empty())
     std::fprintf(stderr, "no usable CUDA device (%s), using the CPU\n", loaded->fallback_reason.c_str());
   std::fprintf(stderr, "backend: %s\n", loaded->backend_name.c_str());
+  if (loaded->is_encoder())
+    throw std::invalid_argument(a.model + " is an encoder model: it makes embeddings (pagoda serve, /v1/embeddings), "
+                                "not text");
 
   const std::vector<int32_t> prompt = loaded->tokenizer->encode(a.prompt, true, false);
   if (prompt.empty()) throw std::invalid_argument("the prompt has no tokens");

@@ -4,11 +4,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <set>
 #include <stdexcept>
 #include <string>
 
 #include <unistd.h>
 
+#include "engine/encoder/bert_writer.h"
 #include "engine/model/model_config.h"
 #include "engine/model/model_writer.h"
 #include "server/cli/commands.h"
@@ -28,7 +30,10 @@ const char* const kUsage =
     "                        flags below override it\n"
     "  --arch A              llama | qwen2 | qwen3 | gemma2 | gemma3 | phi3 | qwen2moe |\n"
     "                        qwen3moe (qwen2moe: experts and a shared expert; qwen3moe:\n"
-    "                        experts only; 8 experts, 2 used unless set below)\n"
+    "                        experts only; 8 experts, 2 used unless set below) |\n"
+    "                        bert | nomic-bert (encoders for embeddings: WordPiece vocabulary, generated\n"
+    "                        or --vocab-from; defaults 2 layers, dim 64, ff 128, 4 heads, ctx 128;\n"
+    "                        reads --layers --dim --ff --heads --ctx --type --seed --name --pooling)\n"
     "  --experts N           experts per layer (llama: a Mixtral-style MoE; default 0 = dense)\n"
     "  --experts-used K      experts each token is routed to (default 2)\n"
     "  --expert-ff N         each expert's FFN width (default: --ff; a llama MoE writes it as\n"
@@ -48,6 +53,7 @@ const char* const kUsage =
     "  --sliding-window N    attention window of the local layers (gemma2 4096, gemma3 512 and\n"
     "                        phi3 ctx-1 by default; 0: none for phi3)\n"
     "  --seed N              random seed (default 0)\n"
+    "  --pooling P           mean | cls: written as <arch>.pooling_type (bert default mean)\n"
     "  --vocab-from FILE     copy every tokenizer.* key (and the vocab size) from another GGUF\n"
     "  --name NAME           general.name\n"
     "  --threads N           generator threads (default: all cores; never changes the bytes)\n"
@@ -71,6 +77,29 @@ int parse_size(const std::string& flag, const char* s) {
   return int(v);
 }
 
+// The bert spec: its own defaults, overridden by the flags given that apply to an encoder.
+encoder::BertSpec bert_spec_from(const ModelSpec& spec, const std::set<std::string>& given, encoder::EncoderArch arch) {
+  encoder::BertSpec b;
+  b.arch = arch;
+  for (const char* flag : {"--preset", "--kv-heads", "--head-dim", "--vocab-size", "--rope-base", "--rope-freqs",
+                           "--sliding-window", "--experts", "--experts-used", "--expert-ff", "--shared-expert-ff"})
+    if (given.count(flag)) throw ArgError(std::string(flag) + " does not apply to an encoder (--arch bert, nomic-bert)");
+  if (given.count("--layers")) b.n_layers = spec.n_layers;
+  if (given.count("--dim")) b.dim = spec.dim;
+  if (given.count("--ff")) b.ff_dim = spec.ff_dim;
+  if (given.count("--heads")) b.n_heads = spec.n_heads;
+  if (given.count("--ctx")) b.ctx = spec.ctx;
+  if (given.count("--type")) {
+    if (spec.mix != WeightMix::None) throw ArgError("--type: weight mixes do not apply to an encoder (--arch bert, nomic-bert)");
+    b.type = spec.type;
+  }
+  if (given.count("--seed")) b.seed = spec.seed;
+  if (given.count("--name")) b.name = spec.name;
+  if (given.count("--pooling")) b.pooling = static_cast<encoder::Pooling>(spec.pooling_type);
+  b.vocab_from = spec.vocab_from;
+  return b;
+}
+
 }  // namespace
 
 int make_model(int argc, char** argv) {
@@ -84,6 +113,9 @@ int make_model(int argc, char** argv) {
   bool vocab_size_given = false;
   int threads = 0;
   ModelSpec spec;
+  bool bert = false;
+  std::set<std::string> given;  // the flags on the command line (a bert spec reads only those)
+  encoder::BertSpec bert_spec;
   try {
     spec = model_preset(preset);
     for (int i = 1; i < argc; ++i) {
@@ -100,15 +132,24 @@ int make_model(int argc, char** argv) {
           "--output", "-o", "--preset", "--arch", "--sliding-window", "--layers", "--dim", "--ff", "--heads",
           "--kv-heads", "--head-dim", "--ctx", "--vocab-size", "--type", "--rope-base", "--rope-freqs", "--seed",
           "--vocab-from", "--name", "--threads", "--experts", "--experts-used", "--expert-ff",
-          "--shared-expert-ff"};
+          "--shared-expert-ff", "--pooling"};
       bool known = false;
       for (const char* k : kValued) known = known || flag == k;
       if (!known) throw ArgError("unknown flag '" + flag + "'");
       if (i + 1 >= argc) throw ArgError(flag + ": missing value");
       const char* v = argv[++i];
+      given.insert(flag);
       if (flag == "--output" || flag == "-o") output = v;
       else if (flag == "--preset") continue;  // applied above
-      else if (flag == "--arch") {
+      else if (flag == "--arch" && (std::strcmp(v, "bert") == 0 || std::strcmp(v, "nomic-bert") == 0)) {
+        bert = true;
+        bert_spec.arch = std::strcmp(v, "bert") == 0 ? encoder::EncoderArch::Bert : encoder::EncoderArch::NomicBert;
+      }
+      else if (flag == "--pooling") {
+        if (std::strcmp(v, "mean") == 0) spec.pooling_type = 1;
+        else if (std::strcmp(v, "cls") == 0) spec.pooling_type = 2;
+        else throw ArgError(std::string("--pooling: mean or cls, got '") + v + "'");
+      } else if (flag == "--arch") {
         spec.arch = parse_arch_name(v);
       } else if (flag == "--layers") spec.n_layers = parse_size(flag, v);
       else if (flag == "--dim") spec.dim = parse_size(flag, v);
@@ -141,6 +182,7 @@ int make_model(int argc, char** argv) {
       else if (flag == "--shared-expert-ff") spec.shared_expert_ff_dim = parse_size(flag, v);
     }
     if (output.empty()) throw ArgError("--output FILE is required");
+    if (bert) bert_spec = bert_spec_from(spec, given, bert_spec.arch);
   } catch (const std::runtime_error& e) {  // ArgError, ModelSpecError
     std::fprintf(stderr, "pagoda make-model: %s (see pagoda make-model --help)\n", e.what());
     return 2;
@@ -148,6 +190,19 @@ int make_model(int argc, char** argv) {
   // The copied vocabulary decides the size unless --vocab-size was asked for explicitly.
   if (!spec.vocab_from.empty() && !vocab_size_given) spec.vocab_size = 0;
 
+  if (bert) {
+    try {
+      encoder::write_bert_model(bert_spec, output);
+    } catch (const encoder::EncoderError& e) {
+      std::fprintf(stderr, "pagoda make-model: %s\n", e.what());
+      return 2;
+    }
+    if (!quiet)
+      std::fprintf(stderr, "wrote %s (%s, %d layers, dim %d, %s)\n", output.c_str(),
+                   bert_spec.arch == encoder::EncoderArch::Bert ? "bert" : "nomic-bert", bert_spec.n_layers,
+                   bert_spec.dim, ggml_type_info(bert_spec.type).name);
+    return 0;
+  }
   const auto t0 = std::chrono::steady_clock::now();
   int last_percent = -1;
   const bool tty = isatty(fileno(stderr)) != 0;

@@ -233,7 +233,7 @@ std::unique_ptr<LoadedModel> load(const server::ServerConfig& cfg) {
   ec.max_queue = cfg.max_queue;  // the engine's admission bound: max_seqs + max_queue sequences
   ec.max_tokens_limit = cfg.max_tokens_limit;
   ec.ctx_size = cfg.ctx_size;
-  if (cfg.ctx_size > le.model->config().ctx_train && le.model->config().ctx_train > 0)
+  if (le.model && cfg.ctx_size > le.model->config().ctx_train && le.model->config().ctx_train > 0)
     log_warn("ctx_size exceeds the context the model was trained on; quality past it is not assured",
              {{"ctx_size", cfg.ctx_size}, {"model_context", le.model->config().ctx_train}});
   ec.context_shift = cfg.context_shift;
@@ -253,6 +253,8 @@ std::unique_ptr<LoadedModel> load(const server::ServerConfig& cfg) {
   ec.spec_cost_gate = cfg.spec_cost_gate;
   const size_t system_prompt_tokens = ec.system_prompt.size();
   start_engine(le, std::move(ec), ml, cfg.draft_model);
+  if (system_prompt_tokens > 0 && le.is_encoder())
+    throw std::runtime_error("--system-prompt-file does not apply to an encoder model");
   if (system_prompt_tokens > 0) {
     progress(90, "prefilling the system prompt (" + std::to_string(system_prompt_tokens) + " tokens)");
     if (!le.engine->wait_system_prompt()) throw std::runtime_error("system prompt prefill failed");
@@ -343,19 +345,21 @@ int serve(int argc, char** argv) {
     opts.reasoning_format = lm->reasoning_format;
     opts.responses_store_count = (size_t)std::max(0, cfg.responses_store);
     opts.responses_store_bytes = (size_t)std::max<int64_t>(0, cfg.responses_store_bytes);
-    handlers = std::make_shared<server::Handlers>(*lm->engine->engine, render, metrics, opts);
+    handlers = std::make_shared<server::Handlers>(lm->engine->api(), render, metrics, opts);
     http.set_service(handlers);
     signals.set_loaded();
-    const LlmEngine& engine = *lm->engine->engine;
-    int kv_tokens = engine.num_kv_blocks() * engine.block_size();
+    const LlmEngine* engine = lm->engine->engine.get();  // null for an encoder model
+    const int kv_blocks = engine ? engine->num_kv_blocks() : 0;
+    const int kv_tokens = engine ? kv_blocks * engine->block_size() : 0;
     log_info("pagoda serving",
              {{"address", "http://" + cfg.host + ":" + std::to_string(port)},
               {"model", cfg.model},
               {"name", opts.model_name},
               {"backend", lm->engine->backend_name},
               {"kv_capacity_tokens", kv_tokens},
-              {"kv_blocks", engine.num_kv_blocks()},
-              {"context", engine.context_size()},
+              {"kv_blocks", kv_blocks},
+              {"context", lm->engine->api().context_size()},
+              {"encoder", lm->engine->is_encoder()},
               {"max_seqs", cfg.max_seqs},
               {"tool_call_parser", server::tool_call_format_name(opts.tool_call_format)},
               {"reasoning_parser", server::reasoning_format_name(opts.reasoning_format)},

@@ -24,11 +24,19 @@ void report(const ModelLoad& load, int pct, const std::string& what) {
 std::unique_ptr<LoadedEngine> load_model(const ModelLoad& load) {
   report(load, 0, "opening " + load.path);
   auto loaded =
-      std::unique_ptr<LoadedEngine>(new LoadedEngine{gguf::GgufFile::open(load.path), {}, {}, {}, {}, {}, {}, {}, {}});
+      std::unique_ptr<LoadedEngine>(new LoadedEngine{gguf::GgufFile::open(load.path), {}, {}, {}, {}, {}, {}, {}, {}, {}, {}});
   report(load, 10, "tokenizer");
   loaded->tokenizer = Tokenizer::from_gguf(loaded->file);
   for (const auto& t : loaded->file.tensors()) loaded->weight_bytes += t.nbytes;
   if (load.before_weights) load.before_weights(*loaded);
+  if (encoder::BertConfig::is_encoder(loaded->file)) {
+    if (load.backend.device == "cuda")
+      throw std::runtime_error("encoder models (bert, nomic-bert) run on the CPU backend only; use --device cpu or auto");
+    loaded->backend_name = "cpu (encoder)";
+    report(load, 60, "encoder weights (" + std::to_string(loaded->weight_bytes >> 20) + " MiB, used in place)");
+    loaded->encoder_model = std::make_unique<encoder::BertModel>(loaded->file, load.backend.threads);
+    return loaded;
+  }
   BackendSelection backend = select_backend(load.backend);
   loaded->backend_name = backend.description;
   loaded->fallback_reason = backend.fallback_reason;
@@ -39,6 +47,14 @@ std::unique_ptr<LoadedEngine> load_model(const ModelLoad& load) {
 }
 
 void start_engine(LoadedEngine& loaded, EngineConfig cfg, const ModelLoad& load, const std::string& draft_path) {
+  if (loaded.is_encoder()) {
+    if (cfg.speculative != SpeculativeMode::None)
+      throw std::runtime_error("--speculative does not apply to an encoder model");
+    report(load, 80, "encoder engine");
+    const int bound = cfg.max_queue >= 0 && cfg.max_seqs > 0 ? cfg.max_seqs + cfg.max_queue : 0;
+    loaded.encoder_engine = std::make_unique<encoder::EncoderEngine>(*loaded.encoder_model, *loaded.tokenizer, bound);
+    return;
+  }
   if (cfg.speculative == SpeculativeMode::Draft) {
     report(load, 70, "draft model " + draft_path);
     loaded.draft_file.emplace(gguf::GgufFile::open(draft_path));

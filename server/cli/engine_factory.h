@@ -11,6 +11,8 @@
 #include <string>
 
 #include "engine/backend/backend_select.h"
+#include "engine/encoder/bert_model.h"
+#include "engine/encoder/encoder_engine.h"
 #include "engine/gguf/gguf.h"
 #include "engine/loop/engine.h"
 #include "engine/model/model.h"
@@ -30,6 +32,16 @@ struct LoadedEngine {
   std::optional<gguf::GgufFile> draft_file;  // --draft-model (outlives the engine)
   std::unique_ptr<Model> draft_model;
   std::unique_ptr<LlmEngine> engine;  // empty until start_engine
+  // An encoder model (engine/encoder): these instead of model and engine, which stay empty.
+  std::unique_ptr<encoder::BertModel> encoder_model;
+  std::unique_ptr<encoder::EncoderEngine> encoder_engine;
+
+  bool is_encoder() const { return encoder_model != nullptr; }
+  // What the server talks to: the encoder's engine or LlmEngine.
+  EngineApi& api() const {
+    if (encoder_engine) return *encoder_engine;
+    return *engine;
+  }
 };
 
 struct ModelLoad {
@@ -45,11 +57,14 @@ struct ModelLoad {
 };
 
 // Opens the model file, its tokenizer and the backend, and loads the weights; no engine yet.
+// An encoder file (BertConfig::is_encoder) gets an encoder_model on the CPU instead (a CUDA
+// device asked for explicitly is refused with a clear error).
 std::unique_ptr<LoadedEngine> load_model(const ModelLoad& load);
 
 // Starts the engine on `loaded` with `cfg`. With cfg.speculative == Draft, first loads
 // `draft_path` (it must have the model's vocabulary, token for token) on a backend of the same
-// choice and sets cfg.draft_model to it. Throws std::runtime_error.
+// choice and sets cfg.draft_model to it. An encoder gets its EncoderEngine (bounded by
+// cfg.max_seqs + cfg.max_queue; no speculative decoding). Throws std::runtime_error.
 void start_engine(LoadedEngine& loaded, EngineConfig cfg, const ModelLoad& load, const std::string& draft_path);
 
 }  // namespace pagoda::cli

@@ -1,0 +1,93 @@
+// The WordPiece tokenizer against ../shared/testdata/vocab-wordpiece (bge's vocabulary): every
+// test string gives exactly the expected ids; [CLS]/[SEP] framing; the normalizer's word split.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "engine/gguf/gguf.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "engine/tokenizer/wordpiece.h"
+#include "tests/support/test_files.h"
+#include "tests/support/testdata.h"
+
+namespace fs = std::filesystem;
+using pagoda::Tokenizer;
+using pagoda::testing::read_file;
+
+namespace {
+
+const pagoda::testing::RequiredTestdata needs_testdata{"vocab-wordpiece/ggml-vocab-bert-bge.gguf"};
+
+const std::string kVocab =
+    (fs::path(PAGODA_TESTDATA_DIR) / "vocab-wordpiece" / "ggml-vocab-bert-bge.gguf").string();
+
+std::vector<std::string> split(const std::string& s, const std::string& sep) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  for (size_t pos; (pos = s.find(sep, start)) != std::string::npos; start = pos + sep.size())
+    out.push_back(s.substr(start, pos - start));
+  out.push_back(s.substr(start));
+  return out;
+}
+
+std::vector<int32_t> parse_ids(const std::string& line) {
+  std::vector<int32_t> ids;
+  std::istringstream in(line);
+  for (int32_t v; in >> v;) ids.push_back(v);
+  return ids;
+}
+
+std::string join(const std::vector<int32_t>& ids) {
+  std::string s;
+  for (int32_t id : ids) s += std::to_string(id) + " ";
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("every bge test string gives the expected WordPiece ids", "[tokenizer][wordpiece]") {
+  const auto file = pagoda::gguf::GgufFile::open(kVocab);
+  const auto tok = Tokenizer::from_gguf(file);
+  const auto inputs = split(read_file(kVocab + ".inp"), "\n__ggml_vocab_test__\n");
+  const auto outputs = split(read_file(kVocab + ".out"), "\n");
+  REQUIRE(inputs.size() == outputs.size());
+  REQUIRE(inputs.size() > 40);
+  int failures = 0;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const auto got = tok->encode(inputs[i], false, false);
+    const auto want = parse_ids(outputs[i]);
+    if (got != want) {
+      ++failures;
+      UNSCOPED_INFO("input " << i << " [" << inputs[i] << "]\n got  " << join(got) << "\n want " << join(want));
+    }
+  }
+  CHECK(failures == 0);
+}
+
+TEST_CASE("WordPiece frames the input with [CLS] and [SEP] and decodes back", "[tokenizer][wordpiece]") {
+  const auto file = pagoda::gguf::GgufFile::open(kVocab);
+  const auto tok = Tokenizer::from_gguf(file);
+  const auto ids = tok->encode("Hello, world!", true, false);
+  REQUIRE(ids.size() == 6);
+  CHECK(ids.front() == 101);  // [CLS]
+  CHECK(ids.back() == 102);   // [SEP]
+  CHECK(tok->decode(ids) == "hello , world !");
+  CHECK(tok->decode(tok->encode("Führer", false, false)) == "fuhrer");
+  // Control-token text is the token when asked, plain text otherwise.
+  CHECK(tok->encode("[SEP]", false, true) == std::vector<int32_t>{102});
+  CHECK(tok->encode("[SEP]", false, false).size() > 1);
+}
+
+TEST_CASE("the WordPiece normalizer splits words the BERT way", "[tokenizer][wordpiece]") {
+  using pagoda::tok::WordPieceTokenizer;
+  CHECK(WordPieceTokenizer::split_words("  Héllo,\tWORLD!  ") ==
+        std::vector<std::string>{"hello", ",", "world", "!"});
+  CHECK(WordPieceTokenizer::split_words("a$b") == std::vector<std::string>{"a", "$", "b"});
+  CHECK(WordPieceTokenizer::split_words("\xE4\xB8\xAD\xE6\x96\x87") ==  // two CJK ideographs
+        std::vector<std::string>{"\xE4\xB8\xAD", "\xE6\x96\x87"});
+  CHECK(WordPieceTokenizer::split_words("x\x01y\xFFz") == std::vector<std::string>{"xyz"});
+  CHECK(WordPieceTokenizer::split_words("").empty());
+}

@@ -238,9 +238,23 @@ TEST_CASE("cuda: long-context decode rows (many splits) match the CPU and do not
   };
   const KvTypes kv_type = GENERATE(KvTypes(GgmlType::F16), KvTypes(GgmlType::F32), KvTypes(GgmlType::Q8_0),
                                    KvTypes(GgmlType::F16, GgmlType::Q8_0));
-  // GQA ratios 1, 4 and 8 at head dims 64, 128 and 256 (all on the grouped kernel).
-  for (Heads h : {Heads{2, 2, 64}, Heads{4, 1, 128}, Heads{8, 1, 64}, Heads{8, 1, 128}, Heads{4, 1, 256}}) {
-    INFO(kv_types_name(kv_type) << " heads " << h.n_heads << "/" << h.n_kv << " head_dim " << h.hd);
+  // GQA ratios 1, 4 and 8 at head dims 64, 128 and 256 (all on the grouped kernel), plain
+  // attention; then sliding windows (700: X's first split lies behind it, its second partly;
+  // 100: only its last split) and soft-capping (attention_ext's decode rows), with 16 query heads
+  // per KV head once (the per-head kernel).
+  struct Case {
+    Heads h;
+    AttentionExtras e;
+    bool ext;
+  };
+  for (Case cs : {Case{{2, 2, 64}, {}, false}, Case{{4, 1, 128}, {}, false}, Case{{8, 1, 64}, {}, false},
+                  Case{{8, 1, 128}, {}, false}, Case{{4, 1, 256}, {}, false}, Case{{8, 1, 128}, {700, 2.0f}, true},
+                  Case{{4, 2, 64}, {100, 0.0f}, true}, Case{{4, 1, 256}, {0, 1.5f}, true},
+                  Case{{16, 1, 64}, {700, 0.0f}, true}}) {
+    const Heads h = cs.h;
+    const AttentionExtras* ext = cs.ext ? &cs.e : nullptr;
+    INFO(kv_types_name(kv_type) << " heads " << h.n_heads << "/" << h.n_kv << " head_dim " << h.hd << " window "
+                                << cs.e.window << " softcap " << cs.e.softcap);
     const int bs = 16;
     const uint32_t seed = 500 + h.hd + h.n_heads;
     // X: 1,300 keys = two whole splits and a partial third; then 2,049 keys (five splits, the
@@ -255,14 +269,18 @@ TEST_CASE("cuda: long-context decode rows (many splits) match the CPU and do not
     c.n_kv_heads = h.n_kv;
     c.head_dim = h.hd;
     c.num_blocks = assign_blocks(seqs, bs, seed, 245);
+    // With a window, blocks wholly behind a row's window become holes (-1), as released ones.
+    for (TestSeq& sq : seqs)
+      for (size_t bi = 0; cs.e.window > 0 && static_cast<int>(bi + 1) * bs <= sq.n_past + 1 - cs.e.window; ++bi)
+        sq.blocks[bi] = -1;
     Pair p(c);
     p.fill_cache(seed);
     const StepPlan batch = make_plan(seqs, bs);
-    const auto cpu = attend_step(p.cpu, batch, h.n_heads, h.n_kv, h.hd, seed);
-    const auto gpu = attend_step(*p.gpu, batch, h.n_heads, h.n_kv, h.hd, seed);
+    const auto cpu = attend_step(p.cpu, batch, h.n_heads, h.n_kv, h.hd, seed, ext);
+    const auto gpu = attend_step(*p.gpu, batch, h.n_heads, h.n_kv, h.hd, seed, ext);
     require_close(gpu, cpu, 1e-4f, 1e-3f, "long-context decode attention");
     // X alone launches three splits instead of five: its row must be bit-identical.
-    const auto alone = attend_step(*p.gpu, make_plan({seqs[0]}, bs), h.n_heads, h.n_kv, h.hd, seed);
+    const auto alone = attend_step(*p.gpu, make_plan({seqs[0]}, bs), h.n_heads, h.n_kv, h.hd, seed, ext);
     const std::vector<float> x_in_batch(gpu.begin(), gpu.begin() + static_cast<ptrdiff_t>(alone.size()));
     CHECK(alone == x_in_batch);
   }

@@ -21,7 +21,9 @@
 #          Llama-3-8B and Qwen3-8B shapes in q4_k_m, q8_0 and iq4_xs and a Llama-3-70B shape in
 #          q4_k_m (random weights, made there by make-model while the tests run; 16 cores make
 #          the 42 GB 70B file in about a minute of CPU, longer if the disk is slow), plus the
-#          bf16 path on the llama3-8b q4_k_m file. Logs go to $OUT (or LEASE_OUT); it prints a
+#          bf16 path and long-context decode (batch 1 at 4k, 16k and 32k contexts, batch 16 at
+#          4k and 16k: split decode attention, bytes per step over the copy rate) on the
+#          llama3-8b q4_k_m file. Logs go to $OUT (or LEASE_OUT); it prints a
 #          summary last.
 #   emu    no GPU needed: the GPU tests run on the CPU against an emulation of the CUDA execution
 #          model (tests/gpu/emu: kernels rewritten by gen.py, a fake CUDA runtime and cuBLAS).
@@ -206,6 +208,11 @@ do_lease() {
         # The bf16 path (weights dequantized at load) on the same file, for comparison.
         late "bench $name bf16 weights" || run_bench --model "$models/$name.gguf" --batches 1,4,64 \
           --prefill 512,2048 --prompt 128 --new 64 --hbm-tbps "${HBM_TBPS:-4.8}" --cuda-graphs on --cuda-weights bf16
+        # Long-context decode: the caches start full (no prefill), so each run takes seconds.
+        late "bench long context" || run_bench --model "$models/$name.gguf" --batches "" --prefill "" \
+          --long-ctx 4096,16384,32768 --long-batches 1 --new 32 --cuda-graphs on
+        late "bench long context batch 16" || run_bench --model "$models/$name.gguf" --batches "" --prefill "" \
+          --long-ctx 4096,16384 --long-batches 16 --new 32 --cuda-graphs on
         if [ -n "${LEASE_KV:-}" ]; then
           for kv in f16 q8_0; do
             late "bench $kv KV" || run_bench --model "$models/$name.gguf" --batches 1,64 --prefill "" --prompt 2048 \
@@ -226,7 +233,7 @@ do_lease() {
       fi
       rm -f "$models/$name.gguf"
     done
-    { grep -E "^(==|model|batch|prefill)|failed|rror" "$out/bench.log" || true; } | cut -c1-300 >>"$out/summary.txt"
+    { grep -E "^(==|model|batch|prefill|long)|failed|rror" "$out/bench.log" || true; } | cut -c1-300 >>"$out/summary.txt"
     { grep -E "^made" "$out/make-model.log" || true; } >>"$out/summary.txt"
   fi
   echo "---- summary ($SECONDS s)"; cat "$out/summary.txt"

@@ -13,6 +13,10 @@
 // (max, sum, acc) go to the workspace and a reduce kernel, grid (n_heads, n_rows) x 128 threads,
 // merges them in split order. A row's own context fixes which splits are non-empty, and empty
 // splits add exact zeros, so the result does not depend on the batch (batch invariance).
+// With a sliding window (window > 0) a row reads logical keys from max(0, ctx - window) on: the
+// splits stay the fixed ranges above, intersected with the window, so splits behind it are
+// empty (they read nothing, and no hole of a released block is touched); with softcap > 0 each
+// scaled score s becomes softcap * tanh(s / softcap) (gemma2/gemma3/phi3 decode rows).
 // Assumptions: max_ctx >= positions[t] + 1 for every row; head_dim <= kMaxHeadDim; n_heads a
 // multiple of n_kv_heads; an F16, F32 or Q8_0 cache (K/V values read through kv_elem.cuh).
 //
@@ -40,8 +44,16 @@ namespace {
 
 constexpr int kWarps = 4;
 
-__global__ void decode_attend_kernel(const float* q, float* out, int n_heads, float scale,
-                                     PagedKv kv, AttnIndex idx, const int32_t* rows,
+// The first logical key a row of context ctx attends to: ctx - window with a window, else 0.
+__device__ __forceinline__ int window_first(int ctx, int window) { return window > 0 ? max(0, ctx - window) : 0; }
+
+// A scaled score after soft-capping (softcap > 0), as WarpSoftmax::add applies it.
+__device__ __forceinline__ float capped(float s, float softcap) {
+  return softcap > 0.0f ? softcap * tanhf(s / softcap) : s;
+}
+
+__global__ void decode_attend_kernel(const float* q, float* out, int n_heads, float scale, int window,
+                                     float softcap, PagedKv kv, AttnIndex idx, const int32_t* rows,
                                      float* ws_acc, float* ws_m, float* ws_l) {
   __shared__ float sm_m[kWarps], sm_l[kWarps];
   __shared__ float sm_acc[kWarps][kMaxHeadDim];
@@ -51,11 +63,11 @@ __global__ void decode_attend_kernel(const float* q, float* out, int n_heads, fl
   const int t = rows[row];
   const int ctx = idx.positions[t] + 1;
   const int g = h / (n_heads / kv.n_kv_heads);
-  const int begin = split * kDecodeSplitKeys;
-  const int end = min(ctx, begin + kDecodeSplitKeys);
+  const int begin = max(split * kDecodeSplitKeys, window_first(ctx, window));
+  const int end = min(ctx, split * kDecodeSplitKeys + kDecodeSplitKeys);
   const RowSlots slot_of(idx, t, kv.block_size);  // tree rows: their ancestors' slots
   WarpSoftmax sm(q + (int64_t)t * n_heads * hd + (int64_t)h * hd, hd, lane);
-  for (int key = begin + warp; key < end; key += kWarps) sm.add(kv, slot_of(key), g, scale, 0.0f, lane);
+  for (int key = begin + warp; key < end; key += kWarps) sm.add(kv, slot_of(key), g, scale, softcap, lane);
   const float m = sm.m, l = sm.l;
   const float* acc = sm.acc;
 
@@ -97,8 +109,8 @@ constexpr int kGqaThreads = 128;  // also the tile: one key per thread while sco
 constexpr int kMaxGqa = 8;        // query heads per KV head the grouped kernel serves
 
 __global__ void __launch_bounds__(kGqaThreads)
-    decode_gqa_kernel(const float* q, float* out, int n_heads, float scale, PagedKv kv, AttnIndex idx,
-                      const int32_t* rows, float* ws_acc, float* ws_m, float* ws_l) {
+    decode_gqa_kernel(const float* q, float* out, int n_heads, float scale, int window, float softcap,
+                      PagedKv kv, AttnIndex idx, const int32_t* rows, float* ws_acc, float* ws_m, float* ws_l) {
   __shared__ float q_s[kMaxGqa][kMaxHeadDim];
   __shared__ float p_s[kMaxGqa][kGqaThreads];
   __shared__ int64_t slot_s[kGqaThreads];
@@ -110,8 +122,8 @@ __global__ void __launch_bounds__(kGqaThreads)
   const int hd = kv.head_dim, G = n_heads / kv.n_kv_heads;
   const int t = rows[row];
   const int ctx = idx.positions[t] + 1;
-  const int begin = split * kDecodeSplitKeys;
-  const int end = min(ctx, begin + kDecodeSplitKeys);
+  const int begin = max(split * kDecodeSplitKeys, window_first(ctx, window));
+  const int end = min(ctx, split * kDecodeSplitKeys + kDecodeSplitKeys);
   const RowSlots slot_of(idx, t, kv.block_size);  // tree rows: their ancestors' slots
   const float* qg = q + ((int64_t)t * n_heads + (int64_t)g * G) * hd;
   for (int i = tid; i < G * hd; i += kGqaThreads) q_s[i / hd][i % hd] = qg[i];
@@ -150,7 +162,7 @@ __global__ void __launch_bounds__(kGqaThreads)
     }
 #pragma unroll
     for (int gq = 0; gq < kMaxGqa; ++gq)
-      if (gq < G) p_s[gq][tid] = key < end ? s[gq] * scale : -INFINITY;
+      if (gq < G) p_s[gq][tid] = key < end ? capped(s[gq] * scale, softcap) : -INFINITY;
     __syncthreads();
     // (2) Per head: the tile's max, exponentials and sum; rescale factor for what came before.
     for (int gq = warp; gq < G; gq += kGqaThreads / 32) {
@@ -220,7 +232,8 @@ __global__ void __launch_bounds__(kGqaThreads)
   }
 }
 
-// Merges the splits of one (row, head), in split order. Split 0 is never empty (ctx >= 1).
+// Merges the splits of one (row, head), in split order. At least one split holds a key (ctx >= 1
+// and a window, when given, is at least one key wide).
 __global__ void decode_reduce_kernel(float* out, int n_heads, int hd, int n_splits,
                                      const int32_t* rows, const float* ws_acc, const float* ws_m,
                                      const float* ws_l) {
@@ -259,7 +272,7 @@ size_t attention_decode_workspace(int64_t n_rows, int n_heads, int head_dim, int
 
 void attention_decode(const float* q, float* out, int n_heads, float scale, const PagedKv& kv,
                       const AttnIndex& idx, const int32_t* rows, int64_t n_rows, int max_ctx,
-                      float* workspace, void* stream) {
+                      float* workspace, void* stream, int window, float softcap) {
   if (kv.head_dim <= 0 || kv.head_dim > kMaxHeadDim)
     throw CudaError("attention_decode: head_dim must be in 1.." + std::to_string(kMaxHeadDim));
   if (kv.n_kv_heads <= 0 || n_heads % kv.n_kv_heads != 0)
@@ -278,13 +291,13 @@ void attention_decode(const float* q, float* out, int n_heads, float scale, cons
   if (kv.head_dim % 8 == 0 && n_heads / kv.n_kv_heads <= kMaxGqa) {
     dim3 grid(static_cast<unsigned>(kv.n_kv_heads), static_cast<unsigned>(n_rows),
               static_cast<unsigned>(n_splits));
-    decode_gqa_kernel<<<grid, kGqaThreads, 0, st>>>(q, out, n_heads, scale, kv, idx, rows, ws_acc, ws_m,
-                                                    ws_l);
+    decode_gqa_kernel<<<grid, kGqaThreads, 0, st>>>(q, out, n_heads, scale, window, softcap, kv, idx, rows,
+                                                    ws_acc, ws_m, ws_l);
   } else {
     dim3 grid(static_cast<unsigned>(n_heads), static_cast<unsigned>(n_rows),
               static_cast<unsigned>(n_splits));
-    decode_attend_kernel<<<grid, kWarps * 32, 0, st>>>(q, out, n_heads, scale, kv, idx, rows,
-                                                      ws_acc, ws_m, ws_l);
+    decode_attend_kernel<<<grid, kWarps * 32, 0, st>>>(q, out, n_heads, scale, window, softcap, kv, idx,
+                                                      rows, ws_acc, ws_m, ws_l);
   }
   CUDA_CHECK_LAUNCH();
   if (n_splits > 1) {

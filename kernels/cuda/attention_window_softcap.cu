@@ -1,8 +1,10 @@
 // Paged attention with a sliding window and/or soft-capped scores (gemma2/gemma3/phi3 layers):
 //   out[t, h] = softmax_j(cap(scale * q[t, h] . K[j, g])) V[j, g]
 // over logical j in max(0, positions[t] + 1 - window) .. positions[t] (window 0: from 0), with
-// cap(s) = softcap * tanh(s / softcap) when softcap > 0, g = h / (n_heads / n_kv_heads).
-// Launch: grid (n_heads, n_tokens), 32 threads = one warp per (token, head). Lanes hold head
+// cap(s) = softcap * tanh(s / softcap) when softcap > 0, g = h / (n_heads / n_kv_heads),
+// for the tokens of prefill tiles (tiles[2i]: first token, tiles[2i+1]: count; decode rows go to
+// attention_decode's split kernel with the same window and cap).
+// Launch: grid (n_heads, n_tiles, kPrefillTileQ), 32 threads = one warp per (token, head). Lanes hold head
 // dims lane, lane + 32, ... (head_dim <= kMaxHeadDim); each key's dot product is a warp
 // reduction and the warp keeps an online softmax (max, sum, accumulator) over the keys in
 // index order. Simple and exact rather than fast: one warp walks its row's whole window. A
@@ -22,8 +24,9 @@ namespace pagoda::cuda {
 namespace {
 
 __global__ void attention_ext_kernel(const float* q, float* out, int n_heads, float scale, int window,
-                                     float softcap, PagedKv kv, AttnIndex idx) {
-  const int h = blockIdx.x, t = blockIdx.y, lane = threadIdx.x;
+                                     float softcap, PagedKv kv, AttnIndex idx, const int32_t* tiles) {
+  if ((int)blockIdx.z >= tiles[2 * blockIdx.y + 1]) return;  // past the tile's last token
+  const int h = blockIdx.x, t = tiles[2 * blockIdx.y] + blockIdx.z, lane = threadIdx.x;
   const int hd = kv.head_dim;
   const int ctx = idx.positions[t] + 1;
   const int first = window > 0 ? max(0, ctx - window) : 0;
@@ -42,12 +45,14 @@ __global__ void attention_ext_kernel(const float* q, float* out, int n_heads, fl
 }  // namespace
 
 void attention_ext(const float* q, float* out, int n_heads, float scale, int window, float softcap,
-                   const PagedKv& kv, const AttnIndex& idx, int64_t n_tokens, void* stream) {
-  if (n_tokens <= 0) return;
+                   const PagedKv& kv, const AttnIndex& idx, const int32_t* tiles, int64_t n_tiles,
+                   void* stream) {
+  if (n_tiles <= 0) return;
+  if (n_tiles > 65535) throw CudaError("attention_ext: more than 65535 prefill tiles in one step");
   if (kv.head_dim > kMaxHeadDim || kv.n_kv_heads <= 0 || n_heads % kv.n_kv_heads != 0)
     throw CudaError("attention_ext: head_dim above " + std::to_string(kMaxHeadDim) + " or a bad head layout");
-  attention_ext_kernel<<<dim3(n_heads, (unsigned)n_tokens), 32, 0, as_stream(stream)>>>(
-      q, out, n_heads, scale, window, softcap, kv, idx);
+  attention_ext_kernel<<<dim3(n_heads, (unsigned)n_tiles, kPrefillTileQ), 32, 0, as_stream(stream)>>>(
+      q, out, n_heads, scale, window, softcap, kv, idx, tiles);
   CUDA_CHECK_LAUNCH();
 }
 

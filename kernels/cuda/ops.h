@@ -199,10 +199,11 @@ size_t attention_decode_workspace(int64_t n_rows, int n_heads, int head_dim, int
 // Single-query attention for the token rows rows[0..n_rows): for each query head h (KV head
 // h / (n_heads / n_kv_heads)), softmax(scale * q.K) V over the token's logical 0..position.
 // q and out are [n_tokens x n_heads*head_dim]. `max_ctx` bounds position + 1 over the rows;
-// `workspace` holds attention_decode_workspace(...) floats.
+// `workspace` holds attention_decode_workspace(...) floats. window and softcap as in
+// attention_ext (0: none).
 void attention_decode(const float* q, float* out, int n_heads, float scale, const PagedKv& kv,
                       const AttnIndex& idx, const int32_t* rows, int64_t n_rows, int max_ctx,
-                      float* workspace, void* stream);
+                      float* workspace, void* stream, int window = 0, float softcap = 0.0f);
 
 // Causal attention for tiles of query rows: tiles[2i] is the first token of tile i and
 // tiles[2i+1] its count (1..kPrefillTileQ); a tile's tokens belong to one sequence. Same
@@ -210,11 +211,13 @@ void attention_decode(const float* q, float* out, int n_heads, float scale, cons
 void attention_prefill(const float* q, float* out, int n_heads, float scale, const PagedKv& kv,
                        const AttnIndex& idx, const int32_t* tiles, int64_t n_tiles, void* stream);
 
-// attention_decode's semantics for every token t < n_tokens, with token t attending only to
-// logical max(0, positions[t] + 1 - window) .. positions[t] when window > 0, and each scaled
-// score s replaced by softcap * tanh(s / softcap) when softcap > 0 (attention_window_softcap.cu).
+// attention_decode's semantics for every token of the tiles (as attention_prefill's), with
+// token t attending only to logical max(0, positions[t] + 1 - window) .. positions[t] when
+// window > 0, and each scaled score s replaced by softcap * tanh(s / softcap) when softcap > 0
+// (attention_window_softcap.cu). Decode rows take attention_decode with the same window and cap.
 void attention_ext(const float* q, float* out, int n_heads, float scale, int window, float softcap,
-                   const PagedKv& kv, const AttnIndex& idx, int64_t n_tokens, void* stream);
+                   const PagedKv& kv, const AttnIndex& idx, const int32_t* tiles, int64_t n_tiles,
+                   void* stream);
 
 // ---- sampling ----
 

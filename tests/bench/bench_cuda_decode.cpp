@@ -5,7 +5,7 @@
 //                     [--new 128] [--max-batch-tokens 2048] [--hbm-tbps 4.8]
 //                     [--cuda-weights quantized|quantized-f32|bf16] [--copy-mib 1024] [--sampling device|host]
 //                     [--cuda-graphs on|off] [--kv-cache-type T] [--kv-cache-type-k T]
-//                     [--kv-cache-type-v T]
+//                     [--kv-cache-type-v T] [--long-ctx 4096,16384,32768] [--long-batches 1]
 //
 // First it measures the device-to-device copy rate (cudaMemcpy of --copy-mib MiB timed with
 // events, median of 20; read + write bytes) and the weight bytes read per token: every matrix
@@ -27,6 +27,12 @@
 // logprobs or penalties), without sampling them. Prefill steps sample nothing. The tokens fed
 // back are fixed ids (the throughput does not depend on their values). --cuda-graphs on records
 // the decode steps as CUDA graphs (CudaBackendOptions::cuda_graphs) and replays them.
+// For each --long-ctx length C and --long-batches size B (none by default): B sequences whose
+// caches already hold C positions decode `new` tokens. Nothing is prefilled (what the cache
+// holds does not change the time a step takes), so a 32k context costs no 32k-token prefill.
+// It prints tokens/s, ms per step and the bytes a step reads, weights plus every row's KV
+// (C + new/2 positions on average, all layers, K and V at the cache's types), over the
+// measured copy rate: the long-context decode attention's figure of merit.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -138,7 +144,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 int run(int argc, char** argv) {
   std::string model_path;
-  std::vector<int> batches = {1, 4, 16, 64, 256}, prefills = {512, 2048};
+  std::vector<int> batches = {1, 4, 16, 64, 256}, prefills = {512, 2048}, long_ctx, long_batches = {1};
   int prompt = 128, n_new = 128, max_tokens = 2048, copy_mib = 1024;
   double hbm_tbps = 4.8;
   bool device_sampling = true;
@@ -163,6 +169,8 @@ int run(int argc, char** argv) {
     else if (flag == "--kv-cache-type-v") kv_types.v = kv_type(flag, v);
     else if (flag == "--batches") batches = int_list(v);
     else if (flag == "--prefill") prefills = int_list(v);
+    else if (flag == "--long-ctx") long_ctx = int_list(v);
+    else if (flag == "--long-batches") long_batches = int_list(v);
     else if (flag == "--copy-mib") copy_mib = std::stoi(v);
     else if (flag == "--cuda-weights") opts.weights = parse_cuda_weights(v, "--cuda-weights");
     else {
@@ -204,16 +212,35 @@ int run(int argc, char** argv) {
               device_sampling ? "device" : "host (logits copied back)", opts.cuda_graphs ? "on" : "off", copy_tbps);
   std::fflush(stdout);
 
-  for (int B : batches) {
-    const int blocks_per_seq = (prompt + n_new + kBlock - 1) / kBlock;
+  // A cache for B sequences of `len` positions each (contiguous tables), and `new` decode steps
+  // of all B sequences from position `start` on; returns their seconds.
+  auto make_seqs = [&](int B, int len) {
+    const int blocks_per_seq = (len + kBlock - 1) / kBlock;
     model.init_kv_cache(B * blocks_per_seq, kBlock, kv_types);
     std::vector<Seq> seqs(static_cast<size_t>(B));
     for (int s = 0; s < B; ++s)
       for (int b = 0; b < blocks_per_seq; ++b) seqs[static_cast<size_t>(s)].table.push_back(s * blocks_per_seq + b);
+    return seqs;
+  };
+  auto decode_steps = [&](const std::vector<Seq>& seqs, int start) {
+    const int B = static_cast<int>(seqs.size());
     std::vector<float> logits;
     std::vector<SampleRequest> draws(static_cast<size_t>(B));  // greedy, one per sequence
     for (int s = 0; s < B; ++s) draws[static_cast<size_t>(s)].row = s;
     StepLogits drawn;
+    const auto t_decode = std::chrono::steady_clock::now();
+    for (int step = 0; step < n_new; ++step) {
+      StepPlan plan;
+      for (int s = 0; s < B; ++s) add_tokens(plan, seqs[static_cast<size_t>(s)], start + step, start + step + 1, vocab);
+      if (device_sampling) model.forward(plan, draws, drawn);
+      else model.forward(plan, logits);
+    }
+    return seconds_since(t_decode);
+  };
+
+  for (int B : batches) {
+    const std::vector<Seq> seqs = make_seqs(B, prompt + n_new);
+    std::vector<float> logits;
     // Prefill: whole prompts, as many sequences per step as the token budget allows.
     const auto t_prefill = std::chrono::steady_clock::now();
     for (int s = 0; s < B;) {
@@ -230,14 +257,7 @@ int run(int argc, char** argv) {
     }
     const double prefill_s = seconds_since(t_prefill);
     // Decode: every sequence advances one token per step.
-    const auto t_decode = std::chrono::steady_clock::now();
-    for (int step = 0; step < n_new; ++step) {
-      StepPlan plan;
-      for (int s = 0; s < B; ++s) add_tokens(plan, seqs[static_cast<size_t>(s)], prompt + step, prompt + step + 1, vocab);
-      if (device_sampling) model.forward(plan, draws, drawn);
-      else model.forward(plan, logits);
-    }
-    const double decode_s = seconds_since(t_decode);
+    const double decode_s = decode_steps(seqs, prompt);
     const double tps = static_cast<double>(B) * n_new / decode_s;
     std::printf("batch %4d: prefill %.0f tok/s (%.2f s), decode %.1f tok/s aggregate, %.2f ms/step",
                 B, static_cast<double>(B) * prompt / prefill_s, prefill_s, tps, 1e3 * decode_s / n_new);
@@ -248,6 +268,27 @@ int run(int argc, char** argv) {
     std::printf("\n");
     std::fflush(stdout);
   }
+
+  // Bytes of one position's K and V over all layers.
+  const double kv_bytes_per_pos =
+      static_cast<double>(cfg.n_layers) * cfg.n_kv_heads *
+      static_cast<double>(kv_head_bytes(kv_types.k, cfg.head_dim) + kv_head_bytes(kv_types.v, cfg.head_dim));
+  for (int C : long_ctx)
+    for (int B : long_batches) {
+      const std::vector<Seq> seqs = make_seqs(B, C + n_new);
+      decode_steps(seqs, C);  // warm-up: scratch, graphs for this shape
+      const double decode_s = decode_steps(seqs, C);
+      const double step_s = decode_s / n_new;
+      const double kv_bytes = B * (C + n_new / 2.0) * kv_bytes_per_pos;
+      const double tbps = (bytes_per_token + kv_bytes) / step_s / 1e12;
+      std::printf("long context %6d batch %3d: decode %.1f tok/s aggregate, %.2f ms/step, %.3g GB read per step "
+                  "(weights %.3g + KV %.3g) at %.3f TB/s",
+                  C, B, B / step_s, 1e3 * step_s, (bytes_per_token + kv_bytes) / 1e9, bytes_per_token / 1e9,
+                  kv_bytes / 1e9, tbps);
+      if (copy_tbps > 0) std::printf(" = %.0f%% of the measured copy", 100.0 * tbps / copy_tbps);
+      std::printf("\n");
+      std::fflush(stdout);
+    }
 
   for (int P : prefills) {
     const int blocks = (P + kBlock - 1) / kBlock;

@@ -1,7 +1,8 @@
 // Paged attention (decode split-KV and tiled prefill kernels), K-shift and block copy on the
 // CudaBackend against the CpuBackend: a grid of head sizes, GQA ratios, block sizes, scattered
 // block tables, contexts across split and tile boundaries, and mixed decode/prefill batches;
-// each with an F16 and a Q8_0 cache (the same quantized bytes on both backends).
+// each with an F16 and a Q8_0 cache (the same quantized bytes on both backends), F32 too for
+// decode. A decode row's output must not depend on its batch (bit-identical alone and batched).
 // Skips (CTest: Skipped) without a CUDA device.
 #include <catch2/catch.hpp>
 
@@ -54,10 +55,11 @@ KvCacheConfig cache_config(int n_layers, int num_blocks) {
   return c;
 }
 
-// Gives each sequence enough blocks for n_past + n_new tokens, drawn from a shuffled pool so
-// block tables are scattered; returns the number of blocks used.
-int assign_blocks(std::vector<TestSeq>& seqs, int block_size, uint32_t seed) {
-  int need = 0;
+// Gives each sequence enough blocks for n_past + n_new tokens, drawn from a shuffled pool of
+// `spare` more blocks than needed so block tables are scattered (with unused blocks between
+// them when spare > 0); returns the pool's size.
+int assign_blocks(std::vector<TestSeq>& seqs, int block_size, uint32_t seed, int spare = 0) {
+  int need = spare;
   for (const auto& s : seqs) need += (s.n_past + s.n_new + block_size - 1) / block_size;
   std::vector<int32_t> ids(static_cast<size_t>(need));
   std::iota(ids.begin(), ids.end(), 0);
@@ -68,6 +70,24 @@ int assign_blocks(std::vector<TestSeq>& seqs, int block_size, uint32_t seed) {
     for (int i = 0; i * block_size < s.n_past + s.n_new; ++i) s.blocks.push_back(ids[next++]);
   }
   return need;
+}
+
+// One step of store_kv + attention (attention_ext when `extras` is given) on `b`; returns the
+// output rows. Row t of q, k and v depends only on t and the seed, so a sequence placed first
+// gets the same inputs in any batch.
+std::vector<float> attend_step(Backend& b, const StepPlan& plan, int n_heads, int n_kv, int hd, uint32_t seed,
+                               const AttentionExtras* extras = nullptr) {
+  const int n = plan.n_tokens(), q_cols = n_heads * hd, kv_cols = n_kv * hd;
+  b.begin_step(plan);
+  Tensor q = activation_from(b, bf16_values(static_cast<size_t>(n * q_cols), seed + 7), n, q_cols);
+  Tensor k = activation_from(b, bf16_values(static_cast<size_t>(n * kv_cols), seed + 8), n, kv_cols);
+  Tensor v = activation_from(b, bf16_values(static_cast<size_t>(n * kv_cols), seed + 9), n, kv_cols);
+  Tensor out = b.alloc(n, q_cols);
+  b.store_kv(kLayer, k, v);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  if (extras) b.attention_ext(kLayer, q, out, n_heads, n_kv, hd, scale, *extras);
+  else b.attention(kLayer, q, out, n_heads, n_kv, hd, scale);
+  return read_all(b, out, n);
 }
 
 // Runs store_kv + attention (attention_ext when `extras` is given) for one step on both
@@ -88,24 +108,8 @@ std::vector<std::vector<float>> run_attention(int n_heads, int n_kv, int hd, int
   p.fill_cache(seed);
   StepPlan plan = make_plan(seqs, bs);
   if (edit) edit(plan);
-  const int n = plan.n_tokens(), q_cols = n_heads * hd, kv_cols = n_kv * hd;
-  const auto qv = bf16_values(static_cast<size_t>(n * q_cols), seed + 7);
-  const auto kv = bf16_values(static_cast<size_t>(n * kv_cols), seed + 8);
-  const auto vv = bf16_values(static_cast<size_t>(n * kv_cols), seed + 9);
   std::vector<std::vector<float>> res(2);
-  for (int i = 0; i < 2; ++i) {
-    Backend& b = *p.both[i];
-    b.begin_step(plan);
-    Tensor q = activation_from(b, qv, n, q_cols);
-    Tensor k = activation_from(b, kv, n, kv_cols);
-    Tensor v = activation_from(b, vv, n, kv_cols);
-    Tensor out = b.alloc(n, q_cols);
-    b.store_kv(kLayer, k, v);
-    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-    if (extras) b.attention_ext(kLayer, q, out, n_heads, n_kv, hd, scale, *extras);
-    else b.attention(kLayer, q, out, n_heads, n_kv, hd, scale);
-    res[i] = read_all(b, out, n);
-  }
+  for (int i = 0; i < 2; ++i) res[i] = attend_step(*p.both[i], plan, n_heads, n_kv, hd, seed, extras);
   return res;
 }
 
@@ -224,6 +228,62 @@ TEST_CASE("cuda: a decode row's attention does not depend on its batch", "[gpu][
     out_x[run] = read_all(*gpu, out, 1);
   }
   CHECK(out_x[0] == out_x[1]);
+}
+
+TEST_CASE("cuda: long-context decode rows (many splits) match the CPU and do not depend on their batch",
+          "[gpu][cuda_device]") {
+  PAGODA_SKIP_WITHOUT_CUDA();
+  struct Heads {
+    int n_heads, n_kv, hd;
+  };
+  const KvTypes kv_type = GENERATE(KvTypes(GgmlType::F16), KvTypes(GgmlType::F32), KvTypes(GgmlType::Q8_0),
+                                   KvTypes(GgmlType::F16, GgmlType::Q8_0));
+  // GQA ratios 1, 4 and 8 at head dims 64, 128 and 256 (all on the grouped kernel), plain
+  // attention; then sliding windows (700: X's first split lies behind it, its second partly;
+  // 100: only its last split) and soft-capping (attention_ext's decode rows), with 16 query heads
+  // per KV head once (the per-head kernel).
+  struct Case {
+    Heads h;
+    AttentionExtras e;
+    bool ext;
+  };
+  for (Case cs : {Case{{2, 2, 64}, {}, false}, Case{{4, 1, 128}, {}, false}, Case{{8, 1, 64}, {}, false},
+                  Case{{8, 1, 128}, {}, false}, Case{{4, 1, 256}, {}, false}, Case{{8, 1, 128}, {700, 2.0f}, true},
+                  Case{{4, 2, 64}, {100, 0.0f}, true}, Case{{4, 1, 256}, {0, 1.5f}, true},
+                  Case{{16, 1, 64}, {700, 0.0f}, true}}) {
+    const Heads h = cs.h;
+    const AttentionExtras* ext = cs.ext ? &cs.e : nullptr;
+    INFO(kv_types_name(kv_type) << " heads " << h.n_heads << "/" << h.n_kv << " head_dim " << h.hd << " window "
+                                << cs.e.window << " softcap " << cs.e.softcap);
+    const int bs = 16;
+    const uint32_t seed = 500 + h.hd + h.n_heads;
+    // X: 1,300 keys = two whole splits and a partial third; then 2,049 keys (five splits, the
+    // last holding one key), exactly one split, and one key. The 244 blocks they use are drawn
+    // from a shuffled pool of 489, so unused blocks lie between them.
+    std::vector<TestSeq> seqs = {TestSeq{{}, 1299, 1}, TestSeq{{}, 2048, 1}, TestSeq{{}, 511, 1},
+                                 TestSeq{{}, 0, 1}};
+    KvCacheConfig c;
+    c.types = kv_type;
+    c.n_layers = 2;
+    c.block_size = bs;
+    c.n_kv_heads = h.n_kv;
+    c.head_dim = h.hd;
+    c.num_blocks = assign_blocks(seqs, bs, seed, 245);
+    // With a window, blocks wholly behind a row's window become holes (-1), as released ones.
+    for (TestSeq& sq : seqs)
+      for (size_t bi = 0; cs.e.window > 0 && static_cast<int>(bi + 1) * bs <= sq.n_past + 1 - cs.e.window; ++bi)
+        sq.blocks[bi] = -1;
+    Pair p(c);
+    p.fill_cache(seed);
+    const StepPlan batch = make_plan(seqs, bs);
+    const auto cpu = attend_step(p.cpu, batch, h.n_heads, h.n_kv, h.hd, seed, ext);
+    const auto gpu = attend_step(*p.gpu, batch, h.n_heads, h.n_kv, h.hd, seed, ext);
+    require_close(gpu, cpu, 1e-4f, 1e-3f, "long-context decode attention");
+    // X alone launches three splits instead of five: its row must be bit-identical.
+    const auto alone = attend_step(*p.gpu, make_plan({seqs[0]}, bs), h.n_heads, h.n_kv, h.hd, seed, ext);
+    const std::vector<float> x_in_batch(gpu.begin(), gpu.begin() + static_cast<ptrdiff_t>(alone.size()));
+    CHECK(alone == x_in_batch);
+  }
 }
 
 TEST_CASE("cuda: token-tree rows attend to the prefix and their ancestors as on the CPU", "[gpu][cuda_device]") {

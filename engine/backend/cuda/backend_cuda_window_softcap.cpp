@@ -1,6 +1,7 @@
 // CudaBackend's ops of the gemma/phi3 forward: attention with a sliding window and/or
-// soft-capped scores (kernels/cuda/attention_window_softcap.cu: one warp per token and head, exact but not
-// tiled), scaling, the tanh-GELU gate and logit soft-capping.
+// soft-capped scores (decode rows: attention_decode's split kernel; prefill tiles:
+// kernels/cuda/attention_window_softcap.cu, one warp per token and head, exact but not tiled),
+// scaling, the tanh-GELU gate and logit soft-capping.
 #include "engine/backend/cuda/backend_cuda_impl.h"
 
 namespace pagoda {
@@ -17,7 +18,15 @@ void CudaBackend::attention_ext(int layer, const Tensor& q, Tensor& out, int n_h
   require(q.cols == q_cols && out.cols == q_cols && q.rows >= m.n_tokens && out.rows >= m.n_tokens,
           "attention_ext: q/out shape mismatch");
   const cuda::AttnIndex idx = m.attn_index();
-  cuda::attention_ext(f32(q), f32(out), n_heads, scale, extras.window, extras.softcap, kv, idx, m.n_tokens, m.s());
+  if (m.n_decode > 0) {  // split over the context, as attention()'s decode rows
+    const size_t ws_floats = cuda::attention_decode_workspace(m.n_decode, n_heads, head_dim, m.max_decode_ctx);
+    float* ws = ws_floats ? static_cast<float*>(m.attn_ws.get(ws_floats * sizeof(float), m.stream)) : nullptr;
+    cuda::attention_decode(f32(q), f32(out), n_heads, scale, kv, idx, m.dev(m.off_decode), m.n_decode,
+                           m.max_decode_ctx, ws, m.s(), extras.window, extras.softcap);
+  }
+  if (m.n_tiles > 0)
+    cuda::attention_ext(f32(q), f32(out), n_heads, scale, extras.window, extras.softcap, kv, idx,
+                        m.dev(m.off_tiles), m.n_tiles, m.s());
 }
 
 void CudaBackend::apply_cache_edits_per_layer(const std::vector<RopeConfig>& rope_of_layer) {

@@ -14,10 +14,14 @@
 #include "engine/tokenizer/unicode.h"
 #include "tests/support/test_files.h"
 #include "tests/support/testdata.h"
+#include "tests/support/vocab_cases.h"
 
 using pagoda::testing::read_file;
 
 namespace fs = std::filesystem;
+using pagoda::testing::join;
+using pagoda::testing::parse_ids;
+using pagoda::testing::split;
 using pagoda::Tokenizer;
 
 namespace {
@@ -26,29 +30,6 @@ namespace {
 const pagoda::testing::RequiredTestdata needs_testdata{"vocab"};
 
 const fs::path kVocabDir = fs::path(PAGODA_TESTDATA_DIR) / "vocab";
-
-// Splits on every occurrence of `sep` (so a trailing separator gives a final empty item).
-std::vector<std::string> split(const std::string& s, const std::string& sep) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  for (size_t pos; (pos = s.find(sep, start)) != std::string::npos; start = pos + sep.size())
-    out.push_back(s.substr(start, pos - start));
-  out.push_back(s.substr(start));
-  return out;
-}
-
-std::vector<int32_t> parse_ids(const std::string& line) {
-  std::vector<int32_t> ids;
-  std::istringstream in(line);
-  for (int32_t v; in >> v;) ids.push_back(v);
-  return ids;
-}
-
-std::string join(const std::vector<int32_t>& ids) {
-  std::string s;
-  for (int32_t id : ids) s += std::to_string(id) + " ";
-  return s;
-}
 
 // The vocabularies that have test vectors (every ggml-vocab-*.gguf with .inp and .out).
 std::vector<fs::path> vocab_files() {

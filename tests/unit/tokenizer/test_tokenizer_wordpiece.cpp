@@ -12,8 +12,12 @@
 #include "engine/tokenizer/wordpiece.h"
 #include "tests/support/test_files.h"
 #include "tests/support/testdata.h"
+#include "tests/support/vocab_cases.h"
 
 namespace fs = std::filesystem;
+using pagoda::testing::join;
+using pagoda::testing::parse_ids;
+using pagoda::testing::split;
 using pagoda::Tokenizer;
 using pagoda::testing::read_file;
 
@@ -23,28 +27,6 @@ const pagoda::testing::RequiredTestdata needs_testdata{"vocab-wordpiece/ggml-voc
 
 const std::string kVocab =
     (fs::path(PAGODA_TESTDATA_DIR) / "vocab-wordpiece" / "ggml-vocab-bert-bge.gguf").string();
-
-std::vector<std::string> split(const std::string& s, const std::string& sep) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  for (size_t pos; (pos = s.find(sep, start)) != std::string::npos; start = pos + sep.size())
-    out.push_back(s.substr(start, pos - start));
-  out.push_back(s.substr(start));
-  return out;
-}
-
-std::vector<int32_t> parse_ids(const std::string& line) {
-  std::vector<int32_t> ids;
-  std::istringstream in(line);
-  for (int32_t v; in >> v;) ids.push_back(v);
-  return ids;
-}
-
-std::string join(const std::vector<int32_t>& ids) {
-  std::string s;
-  for (int32_t id : ids) s += std::to_string(id) + " ";
-  return s;
-}
 
 }  // namespace
 

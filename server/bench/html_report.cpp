@@ -299,12 +299,8 @@ std::string render_html(const BenchReport& r) {
   }
   // The summaries as JSON; the raw per-request timings stay in --json's file, where
   // `pagoda bench report` reads them.
-  nlohmann::json summaries = report_to_json(r);
-  for (auto& t : summaries["targets"])
-    for (auto& p : t["points"]) p.erase("run");
-  for (auto& p : summaries["points"]) p.erase("run");
   o << "<h2 id='run'>Run</h2>" << metadata_table(r) << "<details><summary>The report's summaries as JSON</summary><pre>"
-    << html_escape(summaries.dump(2)) << "</pre></details></body></html>\n";
+    << html_escape(report_to_json(r, false).dump(2)) << "</pre></details></body></html>\n";
   return o.str();
 }
 

@@ -132,12 +132,12 @@ nlohmann::json goodput_json(const std::vector<SloObjective>& slo, const Goodput&
           {"point_met", g.point_met}, {"objectives", obs}};
 }
 
-nlohmann::json target_json(const BenchReport& r, const TargetReport& t) {
+nlohmann::json target_json(const BenchReport& r, const TargetReport& t, bool raw_timings) {
   nlohmann::json j = {{"url", t.url}, {"model", t.model}, {"server", t.server}, {"points", nlohmann::json::array()}};
   for (size_t i = 0; i < t.points.size(); ++i) {
     nlohmann::json p = summary_to_json(t.points[i]);
     if (i < t.goodput.size()) p["goodput"] = goodput_json(r.slo, t.goodput[i]);
-    if (i < t.runs.size()) p["run"] = run_to_json(t.runs[i]);  // raw timings: `bench report` redraws from them
+    if (raw_timings && i < t.runs.size()) p["run"] = run_to_json(t.runs[i]);  // raw timings: `bench report` redraws from them
     j["points"].push_back(p);
   }
   if (!r.slo.empty()) {
@@ -185,9 +185,10 @@ nlohmann::json summary_to_json(const Summary& s) {
           {"e2e_s", dist_json(s.e2e_s)}};
 }
 
-nlohmann::json report_to_json(const BenchReport& r) {
-  // The first target's fields stay at the top level, as a single-server report has them.
-  nlohmann::json j = target_json(r, r.targets.at(0));
+nlohmann::json report_to_json(const BenchReport& r, bool raw_timings) {
+  // The first target's fields stay at the top level, as a single-server report has them; its
+  // raw timings only once, under "targets" (where report_from_json reads them).
+  nlohmann::json j = target_json(r, r.targets.at(0), false);
   j["meta"] = r.meta;
   nlohmann::json slo = nlohmann::json::array();
   for (const auto& o : r.slo) slo.push_back(describe(o));
@@ -195,7 +196,7 @@ nlohmann::json report_to_json(const BenchReport& r) {
   j["slo_objectives"] = slo_objectives_json(r.slo);
   j["sweep"] = r.sweep_key;
   j["targets"] = nlohmann::json::array();
-  for (const auto& t : r.targets) j["targets"].push_back(target_json(r, t));
+  for (const auto& t : r.targets) j["targets"].push_back(target_json(r, t, raw_timings));
   return j;
 }
 

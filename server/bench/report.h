@@ -75,7 +75,9 @@ struct BenchReport {
 int highest_load_meeting_slo(const TargetReport& t);
 
 nlohmann::json summary_to_json(const Summary& s);
-nlohmann::json report_to_json(const BenchReport& r);
+// With raw_timings, each point also carries its requests' timings ("run"), which
+// `pagoda bench report` reads back; the HTML page's fold shows the summaries only.
+nlohmann::json report_to_json(const BenchReport& r, bool raw_timings = true);
 // One table per target: one row per point; with two targets, the second's rows carry the ratio
 // second / first of each figure.
 std::string format_table(const BenchReport& r);

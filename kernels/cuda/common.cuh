@@ -9,7 +9,6 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
-#include <type_traits>
 
 namespace pagoda::cuda {
 
@@ -55,22 +54,6 @@ inline unsigned grid_for(int64_t n, int threads) {
 #include <cuda_fp16.h>
 
 namespace pagoda::cuda {
-
-// Calls f(std::integral_constant<int, n>{}) for n in 1..8 (n > 8 as 8): the row count of the
-// decode GEMVs, a template parameter so each row's accumulator stays in registers.
-template <class F>
-void with_row_count(int64_t n, F&& f) {
-  switch (n) {
-    case 1: f(std::integral_constant<int, 1>{}); break;
-    case 2: f(std::integral_constant<int, 2>{}); break;
-    case 3: f(std::integral_constant<int, 3>{}); break;
-    case 4: f(std::integral_constant<int, 4>{}); break;
-    case 5: f(std::integral_constant<int, 5>{}); break;
-    case 6: f(std::integral_constant<int, 6>{}); break;
-    case 7: f(std::integral_constant<int, 7>{}); break;
-    default: f(std::integral_constant<int, 8>{}); break;
-  }
-}
 
 // Sum over the 32 lanes of a warp; every lane gets the result. Fixed butterfly order, so the
 // result is the same on every run.

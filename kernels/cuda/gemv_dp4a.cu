@@ -23,6 +23,7 @@
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/ops.h"
+#include "kernels/cuda/gemv_quant_dispatch.cuh"
 #include "kernels/cuda/quant_int.cuh"
 
 namespace pagoda::cuda {
@@ -128,20 +129,12 @@ void quantize_acts_q8(const float* x, int64_t n, int64_t cols, int64_t ld_x, voi
 bool gemv_quant_dp4a(const void* w, GgmlType type, const void* acts, float* out, int64_t n, int64_t rows,
                      int64_t cols, int64_t ld_out, void* stream) {
   const bool aligned = (reinterpret_cast<uintptr_t>(acts) & 15) == 0 && (reinterpret_cast<uintptr_t>(w) & 1) == 0;
-  if (n < 1 || n > kQuantGemvMaxRows || !aligned || rows < 1 || rows > (int64_t(1) << 30)) return false;
+  if (!aligned) return false;
   const Q8ActsLayout L = q8_acts_layout(n, cols);
   cudaStream_t st = as_stream(stream);
-  bool ok = false;
-  quant::with_quant_type(type, [&](auto blk) {
-    using B = decltype(blk);
-    if (cols % B::kElems != 0 || cols / 32 > (int64_t(1) << 30)) return;
-    ok = true;
-    with_row_count(n, [&](auto rows_n) {
-      using N = decltype(rows_n);
-      launch<B, N::value>(w, L, acts, out, rows, cols, ld_out, st);
-    });
+  return with_quant_gemv(type, n, rows, cols, [&](auto blk, auto rows_n) {
+    launch<decltype(blk), decltype(rows_n)::value>(w, L, acts, out, rows, cols, ld_out, st);
   });
-  return ok;
 }
 
 }  // namespace pagoda::cuda

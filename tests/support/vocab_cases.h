@@ -1,11 +1,15 @@
-// Reading the tokenizer cases of ../shared/testdata (`.inp` texts and `.out` ids separated by a
-// marker line): splitting, id lists, and the ids printed back for a failure message.
+// Reading the tokenizer cases of ../shared/testdata: beside each vocabulary VOCAB.gguf,
+// VOCAB.gguf.inp holds the texts (separated by a marker line) and VOCAB.gguf.out their ids, one
+// line each; and the ids printed back for a failure message.
 #pragma once
 
 #include <cstdint>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "tests/support/test_files.h"
 
 namespace pagoda::testing {
 
@@ -24,6 +28,23 @@ inline std::vector<int32_t> parse_ids(const std::string& line) {
   std::istringstream in(line);
   for (int32_t v; in >> v;) ids.push_back(v);
   return ids;
+}
+
+struct VocabCase {
+  std::string text;
+  std::vector<int32_t> ids;
+};
+
+// The cases of the vocabulary file at `gguf_path`; throws when the two files disagree in count.
+inline std::vector<VocabCase> read_vocab_cases(const std::string& gguf_path) {
+  const auto inputs = split(read_file(gguf_path + ".inp"), "\n__ggml_vocab_test__\n");
+  const auto outputs = split(read_file(gguf_path + ".out"), "\n");
+  if (inputs.size() != outputs.size())
+    throw std::runtime_error(gguf_path + ": " + std::to_string(inputs.size()) + " texts but " +
+                             std::to_string(outputs.size()) + " id lines");
+  std::vector<VocabCase> cases;
+  for (size_t i = 0; i < inputs.size(); ++i) cases.push_back({inputs[i], parse_ids(outputs[i])});
+  return cases;
 }
 
 inline std::string join(const std::vector<int32_t>& ids) {

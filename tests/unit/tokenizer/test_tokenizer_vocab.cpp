@@ -16,12 +16,10 @@
 #include "tests/support/testdata.h"
 #include "tests/support/vocab_cases.h"
 
-using pagoda::testing::read_file;
 
 namespace fs = std::filesystem;
 using pagoda::testing::join;
-using pagoda::testing::parse_ids;
-using pagoda::testing::split;
+using pagoda::testing::read_vocab_cases;
 using pagoda::Tokenizer;
 
 namespace {
@@ -53,20 +51,18 @@ TEST_CASE("every test string of every vocabulary gives the expected ids", "[toke
     DYNAMIC_SECTION(path.filename().string()) {
       const auto file = pagoda::gguf::GgufFile::open(path.string());
       const auto tok = Tokenizer::from_gguf(file);
-      const auto inputs = split(read_file(path.string() + ".inp"), "\n__ggml_vocab_test__\n");
-      const auto outputs = split(read_file(path.string() + ".out"), "\n");
-      REQUIRE(inputs.size() == outputs.size());
-      REQUIRE(inputs.size() > 40);
+      const auto cases = read_vocab_cases(path.string());
+      REQUIRE(cases.size() > 40);
       int failures = 0;
-      for (size_t i = 0; i < inputs.size(); ++i) {
-        const auto got = tok->encode(inputs[i], false, false);
-        const auto want = parse_ids(outputs[i]);
-        INFO("string #" << i << ": \"" << inputs[i] << "\"\n got: " << join(got)
+      for (size_t i = 0; i < cases.size(); ++i) {
+        const auto got = tok->encode(cases[i].text, false, false);
+        const auto& want = cases[i].ids;
+        INFO("string #" << i << ": \"" << cases[i].text << "\"\n got: " << join(got)
                         << "\nwant: " << join(want));
         CHECK(got == want);
         failures += got != want;
         // Byte-level BPE and SPM with byte fallback are lossless.
-        CHECK(tok->decode(got) == inputs[i]);
+        CHECK(tok->decode(got) == cases[i].text);
       }
       CHECK(failures == 0);
     }

@@ -16,10 +16,8 @@
 
 namespace fs = std::filesystem;
 using pagoda::testing::join;
-using pagoda::testing::parse_ids;
-using pagoda::testing::split;
+using pagoda::testing::read_vocab_cases;
 using pagoda::Tokenizer;
-using pagoda::testing::read_file;
 
 namespace {
 
@@ -33,17 +31,15 @@ const std::string kVocab =
 TEST_CASE("every bge test string gives the expected WordPiece ids", "[tokenizer][wordpiece]") {
   const auto file = pagoda::gguf::GgufFile::open(kVocab);
   const auto tok = Tokenizer::from_gguf(file);
-  const auto inputs = split(read_file(kVocab + ".inp"), "\n__ggml_vocab_test__\n");
-  const auto outputs = split(read_file(kVocab + ".out"), "\n");
-  REQUIRE(inputs.size() == outputs.size());
-  REQUIRE(inputs.size() > 40);
+  const auto cases = read_vocab_cases(kVocab);
+  REQUIRE(cases.size() > 40);
   int failures = 0;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const auto got = tok->encode(inputs[i], false, false);
-    const auto want = parse_ids(outputs[i]);
-    if (got != want) {
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const auto got = tok->encode(cases[i].text, false, false);
+    if (got != cases[i].ids) {
       ++failures;
-      UNSCOPED_INFO("input " << i << " [" << inputs[i] << "]\n got  " << join(got) << "\n want " << join(want));
+      UNSCOPED_INFO("input " << i << " [" << cases[i].text << "]\n got  " << join(got) << "\n want "
+                             << join(cases[i].ids));
     }
   }
   CHECK(failures == 0);

@@ -27,7 +27,8 @@ const std::set<std::string>& supported_keywords() {
       "prefixItems", "additionalItems", "minItems", "maxItems", "uniqueItems", "anyOf", "oneOf",
       "allOf", "$ref", "minLength", "maxLength", "pattern", "format", "minimum", "maximum",
       "exclusiveMinimum", "exclusiveMaximum", "minProperties", "maxProperties",
-      "patternProperties", "propertyNames", "not", "multipleOf"};
+      "patternProperties", "propertyNames", "not", "multipleOf", "dependencies",
+      "dependentRequired", "dependentSchemas", "if", "then", "else"};
   return words;
 }
 
@@ -35,9 +36,7 @@ const std::set<std::string>& supported_keywords() {
 // here: refused. Words that are no keyword at all are annotations by the spec and ignored.
 const std::set<std::string>& refused_keywords() {
   static const std::set<std::string> words = {
-      "if", "then", "else", "contains", "minContains", "maxContains",
-      "dependencies", "dependentRequired",
-      "dependentSchemas", "unevaluatedProperties", "unevaluatedItems", "$anchor",
+      "contains", "minContains", "maxContains", "unevaluatedProperties", "unevaluatedItems", "$anchor",
       "$dynamicRef", "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor", "$vocabulary",
       "contentMediaType", "contentEncoding", "contentSchema", "nullable", "discriminator",
       "extends", "disallow", "divisibleBy"};
@@ -218,6 +217,17 @@ SchemaConverter::SchemaConverter(const Json& root, const SchemaOptions& options)
   }
 }
 
+Json SchemaConverter::merge_all_of(const Json& schema, const std::string& path) {
+  const Json& all = schema["allOf"];
+  if (!all.is_array() || all.empty())
+    throw SchemaError(path + "/allOf", "allOf must be a non-empty array");
+  Json merged = schema;
+  merged.erase("allOf");
+  for (size_t i = 0; i < all.size(); ++i)
+    merged = merge(merged, all[i], path + "/allOf/" + std::to_string(i), 0);
+  return merged;
+}
+
 std::string SchemaConverter::fresh_name(const std::string& hint) {
   std::string base;
   for (char c : hint) {
@@ -348,18 +358,14 @@ Expr SchemaConverter::visit(const Json& schema, const std::string& path) {
   if (!schema.is_object()) throw SchemaError(path, "a schema must be an object or a boolean");
   if (schema.contains("$ref")) return visit_ref(schema, path);
   check_keywords(schema, path);
+  if (schema.contains("dependentRequired") || schema.contains("dependentSchemas") ||
+      schema.contains("dependencies"))
+    return visit_dependencies(schema, path);
+  if (schema.contains("if") || schema.contains("then") || schema.contains("else"))
+    return visit_conditional(schema, path);
   if (schema.contains("not")) return visit_not(schema, path);
 
-  if (schema.contains("allOf")) {
-    const Json& all = schema["allOf"];
-    if (!all.is_array() || all.empty())
-      throw SchemaError(path + "/allOf", "allOf must be a non-empty array");
-    Json merged = schema;
-    merged.erase("allOf");
-    for (size_t i = 0; i < all.size(); ++i)
-      merged = merge(merged, all[i], path + "/allOf/" + std::to_string(i), 0);
-    return visit(merged, path);
-  }
+  if (schema.contains("allOf")) return visit(merge_all_of(schema, path), path);
   if (schema.contains("anyOf")) return visit_branches(schema, "anyOf", path);
   if (schema.contains("oneOf")) return visit_branches(schema, "oneOf", path);
   if (schema.contains("enum") || schema.contains("const")) return visit_enum(schema, path);

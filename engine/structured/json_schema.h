@@ -8,8 +8,8 @@
 // rejected by a validator. Annotations (title, description, examples, default, $schema, $id,
 // $comment, deprecated, readOnly, writeOnly) and words that are no keyword of any draft
 // (vendor extensions such as "x-foo"; the spec treats unknown keywords as annotations) are
-// ignored; keywords of some draft that are not enforced here (if/then/else, contains,
-// dependencies, unevaluated*, nullable, ...) are refused.
+// ignored; keywords of some draft that are not enforced here (contains, unevaluated*,
+// nullable, ...) are refused.
 //
 // Supported: type (incl. unions, "integer" vs "number"), properties, required,
 // additionalProperties (true / false / schema; absent = true as the spec says), items,
@@ -24,7 +24,10 @@
 // they match; not merged under allOf with properties/additionalProperties), propertyNames
 // (boolean, or type/pattern/minLength/maxLength/enum/const; a finite name set becomes optional
 // listed members), not (of a boolean, type, enum/const over null/boolean/string values, or
-// required; others refused), multipleOf (a positive integer up to 1000 without numeric
+// required, properties, or several independent keywords of those; others refused),
+// dependentRequired / dependentSchemas / dependencies (at most 6 optional trigger names;
+// dependent names are written before their trigger), if/then/else (where `not` of `if` is
+// one of the forms above), multipleOf (a positive integer up to 1000 without numeric
 // bounds; only integers are written). Patterns with anchors inside, or with length bounds they do not
 // imply, and names excluded by `not` go through a code point automaton (regex_dfa.h, at most
 // 4000 states: bounds such as maxLength 32767 beside a pattern are refused).

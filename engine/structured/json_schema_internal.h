@@ -118,6 +118,11 @@ class SchemaConverter {
  private:
   Expr visit_ref(const Json& schema, const std::string& path);
   Expr visit_not(const Json& schema, const std::string& path);  // json_schema_not.cpp
+  // json_schema_conditionals.cpp: dependentRequired / dependentSchemas / dependencies, and
+  // if / then / else, rewritten into anyOf branches.
+  Expr visit_dependencies(const Json& schema, const std::string& path);
+  Expr visit_conditional(const Json& schema, const std::string& path);
+  Json merge_all_of(const Json& schema, const std::string& path);  // allOf merged away
   Expr visit_enum(const Json& schema, const std::string& path);
   Expr visit_branches(const Json& schema, const std::string& key, const std::string& path);
   std::string literal(const Json& value);

@@ -2,7 +2,9 @@
 // without it. `not` of a boolean; of `type` (types removed); of `enum` / `const` (values
 // removed: from a sibling enum, or by type for null and booleans, or from the string language
 // by automaton); of `required` (objects with some listed name left out: the name forbidden,
-// one branch per name). Any other `not` is refused at its path.
+// one branch per name); of `properties` (objects with a listed name present and its value in
+// the complement of its schema, one branch per name); of several independent keywords (one
+// branch per keyword's complement). Any other `not` is refused at its path.
 #include "engine/structured/json_schema_internal.h"
 
 namespace pagoda::structured::schema_detail {
@@ -43,9 +45,48 @@ Expr SchemaConverter::visit_not(const Json& schema, const std::string& path) {
   if (!n.is_object()) throw SchemaError(at, "not must be a schema");
   std::vector<std::string> keys = assertion_keys(n);
   if (keys.empty()) return std::nullopt;  // not {} rejects everything
-  if (keys.size() > 1)
-    throw SchemaError(at, "not with more than one keyword is not supported (only type, enum, const or required)");
+  if (rest.contains("allOf")) rest = merge_all_of(rest, path);
+  if (rest.is_boolean()) {  // the merge decided it
+    if (!rest.get<bool>()) return std::nullopt;
+    rest = Json::object();
+  }
+  if (keys.size() > 1) {
+    // Keywords that assert independently of each other: not (A and B) = not A or not B.
+    for (const auto& k : keys)
+      for (const char* linked : {"additionalProperties", "additionalItems", "items", "then", "else",
+                                 "minContains", "maxContains", "unevaluatedProperties",
+                                 "unevaluatedItems", "$ref", "allOf", "anyOf", "oneOf", "not"})
+        if (k == linked)
+          throw SchemaError(at + "/" + pointer_escape(k),
+                            "not: '" + k + "' beside other keywords is not supported");
+    Json branches = Json::array();
+    for (const auto& k : keys) {
+      Json branch = rest;
+      branch["not"] = Json{{k, n[k]}};
+      branches.push_back(branch);
+    }
+    return visit(Json{{"anyOf", branches}}, path);
+  }
   const std::string& key = keys[0];
+  if (key == "properties") {
+    // Objects with some listed name present whose value fails that name's schema.
+    const Json& props = n["properties"];
+    if (!props.is_object()) throw SchemaError(at + "/properties", "properties must be an object");
+    Json objects = without_types(rest, {"null", "boolean", "array", "number", "string"}, path);
+    if (objects.is_boolean()) return std::nullopt;
+    Json branches = Json::array();
+    for (const auto& [name, value] : props.items()) {
+      if (value.is_boolean() && value.get<bool>()) continue;
+      Json need = Json{{"required", Json::array({name})},
+                       {"properties", Json{{name, Json{{"not", value}}}}}};
+      Json branch = objects;
+      if (!branch.contains("allOf")) branch["allOf"] = Json::array();
+      branch["allOf"].push_back(need);
+      branches.push_back(branch);
+    }
+    if (branches.empty()) return std::nullopt;
+    return branches.size() == 1 ? visit(branches[0], path) : visit(Json{{"anyOf", branches}}, path);
+  }
   if (key == "type") {
     std::set<std::string> removed = declared_types(n, at);
     return visit(without_types(rest, removed, path), path);

@@ -58,6 +58,9 @@ std::string random_output(const std::shared_ptr<const CompiledGrammar>& grammar,
 }
 
 const char* const kRealisticSchemas[] = {
+    R"({"type":"object","properties":{"card":{"type":"integer"},"billing":{"type":"string","maxLength":8},"cvv":{"type":"string","pattern":"^[0-9]{3}$"}},"dependentRequired":{"card":["billing"]},"dependentSchemas":{"billing":{"required":["cvv"]}},"additionalProperties":false})",
+    R"({"type":"object","properties":{"kind":{"enum":["a","b"]},"n":{"type":"integer","maximum":9},"s":{"type":"string","maxLength":3}},"required":["kind"],"if":{"properties":{"kind":{"const":"a"}}},"then":{"required":["n"]},"else":{"required":["s"],"properties":{"n":false}},"additionalProperties":false})",
+    R"({"type":"object","properties":{"x":{"type":"boolean"},"y":{"enum":["p","q"]}},"not":{"required":["x"],"properties":{"y":{"const":"p"}}},"additionalProperties":false})",
     R"({"type":"object","properties":{"name":{"type":"string","minLength":1,"maxLength":20},"age":{"type":"integer","minimum":0,"maximum":150},"email":{"type":"string","format":"email"}},"required":["name","age"],"additionalProperties":false})",
     R"({"type":"object","properties":{"location":{"type":"string"},"unit":{"enum":["celsius","fahrenheit"]},"days":{"type":"integer","exclusiveMinimum":0,"maximum":14}},"required":["location"]})",
     R"({"type":"array","items":{"type":"object","properties":{"id":{"type":"string","format":"uuid"},"score":{"type":"number","minimum":0,"maximum":1}},"required":["id","score"],"additionalProperties":false},"minItems":1,"maxItems":4})",

@@ -179,8 +179,8 @@ TEST_CASE("lora_add_row against a double reference") {
 TEST_CASE("under an adapter a sequence gets the merged model's logits and greedy tokens") {
   // f32 base: only float rounding separates the two (B (A x) vs (W + s B A) x). q8_0 base: the
   // base matmul quantizes its input row to 8 bits, the merged f32 model does not, hence the
-  // tolerance the q8_0 forward tests use against an f32 reference.
-  const auto [type, tol] = GENERATE(std::make_pair(GgmlType::F32, 1e-4), std::make_pair(GgmlType::Q8_0, 3e-2));
+  // tolerance the q8_0 forward tests use against a scalar reference (measured here: 0.028).
+  const auto [type, tol] = GENERATE(std::make_pair(GgmlType::F32, 1e-4), std::make_pair(GgmlType::Q8_0, 5e-2));
   Fixture fx(type, {8, 64}, std::string("merge_") + ggml_type_info(type).name);
   auto base = load(fx.base);
   const std::vector<int32_t> prompt = tokens(40, 1);
@@ -197,7 +197,7 @@ TEST_CASE("under an adapter a sequence gets the merged model's logits and greedy
     if (type == GgmlType::F32) CHECK(got.greedy == want.greedy);  // so the free-running paths agree
     // The adapter matters: the base model's logits are far from the merged ones.
     const Run base_run = run(*base, prompt, 0, 8, &want.greedy);
-    CHECK(rel_err(base_run.logits, want.logits) > 20 * tol);
+    CHECK(rel_err(base_run.logits, want.logits) > 0.2);
   }
 }
 

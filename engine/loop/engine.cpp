@@ -158,6 +158,7 @@ LlmEngine::LlmEngine(Model& model, const Tokenizer* tokenizer, EngineConfig cfg)
     stats_.alive = true;
     stats_.kv_blocks_total = num_blocks_;
     stats_.kv_block_size = B;
+    stats_.max_loras = cfg_.max_loras;
   }
   thread_ = std::thread([this] { loop(); });
 }

@@ -88,10 +88,14 @@ int parse_size(const std::string& flag, const char* s) {
 int make_lora(int argc, char** argv) {
   std::string base, output, merged;
   LoraSpec spec;
+  bool quiet = false;
   try {
     for (int i = 1; i < argc; ++i) {
       const std::string flag = argv[i];
-      if (flag == "--quiet") continue;
+      if (flag == "--quiet") {
+        quiet = true;
+        continue;
+      }
       if (i + 1 >= argc) throw ArgError(flag + ": missing value");
       const char* v = argv[++i];
       if (flag == "--lora-for") base = v;
@@ -114,7 +118,8 @@ int make_lora(int argc, char** argv) {
     std::fprintf(stderr, "pagoda make-model: %s (see pagoda make-model --help)\n", e.what());
     return 2;
   }
-  std::fprintf(stderr, "wrote %s (rank %d, alpha %g)%s%s\n", output.c_str(), spec.rank, spec.alpha,
+  if (!quiet)
+    std::fprintf(stderr, "wrote %s (rank %d, alpha %g)%s%s\n", output.c_str(), spec.rank, spec.alpha,
                merged.empty() ? "" : " and ", merged.c_str());
   return 0;
 }

@@ -42,6 +42,9 @@ struct GenerationRequest {
   // Speculative decoding allowed (the engine's --speculative decides whether it happens); false
   // opts the request out. Either way its output is the same.
   bool speculative = true;
+  // The LoRA adapter to compute under, by the name it was loaded as (EngineApi::load_lora);
+  // empty: the base model. An unknown name is refused at submit ("model_not_found").
+  std::string lora;
 };
 
 enum class FinishReason { None, Stop, Length, Abort, Error };
@@ -139,11 +142,28 @@ struct EngineStats {
   uint64_t spec_cost_skips = 0;     // speculating decodes the step-cost gate kept from drafting
   const char* speculative = "none"; // the drafter (--speculative): none, ngram or draft
   int spec_draft_blocks_used = 0;   // --speculative draft: blocks of the draft model's own KV cache held
-  // LoRA adapters: how many one batch may hold, those loaded and serving, and those requested by
-  // waiting sequences but not loaded. The engine serves no adapters yet: 0 and empty.
+  // LoRA adapters: how many may be loaded at once (and so share a batch), those of running
+  // requests and those of requests still waiting (names, each once).
   int max_loras = 0;
   std::vector<std::string> running_lora_adapters;
   std::vector<std::string> waiting_lora_adapters;
+};
+
+// A loaded LoRA adapter (EngineApi::lora_adapters).
+struct LoraInfo {
+  std::string name;
+  std::string path;
+  int max_rank = 0;
+  float alpha = 0;
+};
+
+// What load_lora / unload_lora answer. code: "lora_unsupported" (the engine cannot serve
+// adapters, or runtime loading is off), "lora_invalid" (the file is refused: error names the
+// key or tensor), "lora_exists", "lora_slots_full", "lora_not_found".
+struct LoraOpResult {
+  bool ok = false;
+  std::string error;
+  std::string code;
 };
 
 // What POST /v1/cache/save reports (EngineApi::save_prefix_cache).
@@ -255,6 +275,19 @@ class EngineApi {
     r.not_configured = true;
     r.error = "the prefix cache is not persisted: the server runs without --kv-cache-dir";
     return r;
+  }
+
+  // ---- LoRA adapters (the defaults: none served) ----
+  virtual std::vector<LoraInfo> lora_adapters() const { return {}; }
+  // Loads the adapter file at `path` as `name`; requests name it in GenerationRequest::lora.
+  virtual LoraOpResult load_lora(const std::string& name, const std::string& path) {
+    (void)name, (void)path;
+    return {false, "this engine does not serve LoRA adapters", "lora_unsupported"};
+  }
+  // Unloads `name`: new requests no longer find it; those running finish under it.
+  virtual LoraOpResult unload_lora(const std::string& name) {
+    (void)name;
+    return {false, "this engine does not serve LoRA adapters", "lora_unsupported"};
   }
 
   // Compiles a constraint over the model's vocabulary for SamplingParams::grammar, on the

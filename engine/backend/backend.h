@@ -100,6 +100,16 @@ struct ExpertWeights {
   int n_experts = 0;
 };
 
+// One LoRA adapter's low-rank update over some rows of a step (Backend::lora_add): for each
+// i < n_rows, out[rows[i]] += B (scale * A x[rows[i]]), where A is [rank x x.cols] and B is
+// [out.cols x rank], both F32 matrices made by upload_weight_f32. `rows` is a host array.
+struct LoraRows {
+  Tensor a, b;
+  float scale = 1.0f;
+  const int32_t* rows = nullptr;
+  int64_t n_rows = 0;
+};
+
 // The memory a backend's KV cache is carved from (Backend::memory_info), in bytes.
 struct MemoryInfo {
   size_t free_bytes = 0;   // available now
@@ -185,6 +195,15 @@ class Backend {
                        const float* weights, int k, const Tensor* shared,
                        const float* shared_weights, Tensor& out, int64_t n) {
     throw std::logic_error("backend '" + name() + "' does not support mixture-of-experts models");
+  }
+
+  // LoRA adapters (optional): a backend that can add adapters' low-rank updates to matmul
+  // outputs says so here, and the model then calls lora_add after each adapted matmul, once per
+  // adapter present in the step (its rows gathered: Punica / S-LoRA's grouping). Each row must
+  // get the arithmetic of the CPU reference (kernels/cpu/lora.h) whatever its batch mates.
+  virtual bool supports_lora() const { return false; }
+  virtual void lora_add(const LoraRows& group, const Tensor& x, Tensor& out) {
+    throw std::logic_error("backend '" + name() + "' does not serve LoRA adapters");
   }
 
   // For tests and debugging: one KV block of one layer as F32, laid out

@@ -40,6 +40,9 @@ struct SeqInStep {
   int32_t n_past = 0;              // tokens already in the cache before this step
   int32_t block_table_offset = 0;  // its block table is block_tables[offset, offset + n_blocks)
   int32_t n_blocks = 0;
+  // The LoRA adapter its rows are computed under: a slot of the model (Model::set_lora), 0 for
+  // the base model.
+  int32_t lora = 0;
 };
 
 struct StepPlan {

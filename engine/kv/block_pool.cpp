@@ -33,6 +33,11 @@ uint64_t BlockPool::prefix_id_hash(uint64_t parent_id, const int32_t* tokens, in
   return mix(h ^ static_cast<uint64_t>(n));
 }
 
+PrefixKey BlockPool::root_key(uint64_t salt) {
+  if (salt == 0) return {kRootHash, kRootPrefixId};
+  return {mix(kRootHash ^ mix(salt)), mix(kRootPrefixId ^ (salt * 0xc2b2ae3d27d4eb4full))};
+}
+
 BlockPool::BlockPool(int num_blocks, int block_size, HashFn hash)
     : block_size_(block_size), hash_(std::move(hash)) {
   if (num_blocks <= 0) throw std::invalid_argument("BlockPool: num_blocks must be positive");
@@ -116,12 +121,13 @@ void BlockPool::release(int block) {
   }
 }
 
-int BlockPool::find(uint64_t hash, int parent_block, const int32_t* tokens) const {
+int BlockPool::find(uint64_t hash, int parent_block, const int32_t* tokens, const PrefixKey& root) const {
   const uint64_t parent_gen = parent_block == kNoBlock ? 0 : blocks_.at(parent_block).gen;
   auto [it, end] = by_hash_.equal_range(hash);
   for (; it != end; ++it) {
     const Block& blk = blocks_[it->second];
     if (blk.parent != parent_block || blk.parent_gen != parent_gen) continue;
+    if (parent_block == kNoBlock && !(blk.parent_key == root)) continue;
     if (!std::equal(blk.tokens.begin(), blk.tokens.end(), tokens)) continue;
     return it->second;
   }
@@ -129,14 +135,14 @@ int BlockPool::find(uint64_t hash, int parent_block, const int32_t* tokens) cons
 }
 
 void BlockPool::register_block(int block, uint64_t hash, int parent_block, const int32_t* tokens,
-                               uint64_t prefix_id) {
+                               uint64_t prefix_id, const PrefixKey& root) {
   check(block);
   Block& blk = blocks_[block];
   if (blk.registered) return;
   blk.registered = true;
   blk.hash = hash;
   blk.prefix_id = prefix_id;
-  blk.parent_key = parent_block == kNoBlock ? PrefixKey{kRootHash, kRootPrefixId} : key(parent_block);
+  blk.parent_key = parent_block == kNoBlock ? root : key(parent_block);
   blk.parent = parent_block;
   blk.parent_gen = parent_block == kNoBlock ? 0 : blocks_.at(parent_block).gen;
   blk.tokens.assign(tokens, tokens + block_size_);

@@ -50,6 +50,10 @@ class BlockPool {
   // The second chained hash of PrefixKey (other constants, never injected), rooted at kRootPrefixId.
   static constexpr uint64_t kRootPrefixId = 0x243f6a8885a308d3ull;
   static uint64_t prefix_id_hash(uint64_t parent_id, const int32_t* tokens, int n);
+  // The key a sequence's first block chains from: the roots' for the base model (salt 0);
+  // for a sequence computed under a LoRA adapter, a key derived from the adapter's content
+  // (LoraAdapter::content_key), so its blocks never match another adapter's or the base's.
+  static PrefixKey root_key(uint64_t salt);
   // Called by allocate() when the block it takes still holds a registered prefix, before the
   // registration is dropped (key(), parent_key() and tokens() still answer): the host tier
   // copies the block out there.
@@ -80,12 +84,15 @@ class BlockPool {
   }
   // The registered block whose key is `hash`, whose tokens equal `tokens` (block_size of them)
   // and which was computed after `parent_block` in its current generation (kNoBlock for a
-  // sequence's first block). kNoBlock when there is none. Does not take a reference.
-  int find(uint64_t hash, int parent_block, const int32_t* tokens) const;
+  // sequence's first block, which must also have been registered under the root `root`).
+  // kNoBlock when there is none. Does not take a reference.
+  int find(uint64_t hash, int parent_block, const int32_t* tokens, const PrefixKey& root = root_key(0)) const;
   // Registers a full, computed block so later sequences can reuse it. `parent_block` is the
   // block before it in the owner's table (kNoBlock for the first). A block registers once.
   // `prefix_id`: the second hash of PrefixKey (0 when the caller keeps none).
-  void register_block(int block, uint64_t hash, int parent_block, const int32_t* tokens, uint64_t prefix_id = 0);
+  // `root`: the key a first block chains from (root_key); ignored for other blocks.
+  void register_block(int block, uint64_t hash, int parent_block, const int32_t* tokens, uint64_t prefix_id = 0,
+                      const PrefixKey& root = root_key(0));
   // A registered block's key, its parent's key as registered (the roots' for a first block) and
   // its tokens.
   PrefixKey key(int block) const { return {blocks_.at(block).hash, blocks_.at(block).prefix_id}; }

@@ -37,18 +37,19 @@ bool KvCacheManager::is_pinned_block(int block) const {
   return std::find(t.begin(), t.end(), block) != t.end();
 }
 
-int KvCacheManager::match_prefix(uint64_t seq, const std::vector<int32_t>& tokens, int max_tokens) {
+int KvCacheManager::match_prefix(uint64_t seq, const std::vector<int32_t>& tokens, int max_tokens, uint64_t salt) {
   if (seqs_.count(seq)) throw std::logic_error("KvCacheManager: sequence already has blocks");
   const int B = block_size();
   max_tokens = std::min<int>(max_tokens, static_cast<int>(tokens.size()));
   SeqKv& s = seqs_[seq];
-  PrefixKey parent_key{BlockPool::kRootHash, BlockPool::kRootPrefixId};
+  s.root = BlockPool::root_key(salt);
+  PrefixKey parent_key = s.root;
   int parent = BlockPool::kNoBlock;
   int matched = 0;
   while (matched + B <= max_tokens) {
     const int32_t* blk_tokens = tokens.data() + matched;
     const PrefixKey key{pool_.hash(parent_key.hash, blk_tokens), BlockPool::prefix_id_hash(parent_key.id, blk_tokens, B)};
-    int b = pool_.find(key.hash, parent, blk_tokens);
+    int b = pool_.find(key.hash, parent, blk_tokens, s.root);
     if (!prefix_caching_ && b != BlockPool::kNoBlock && !is_pinned_block(b)) b = BlockPool::kNoBlock;
     if (b != BlockPool::kNoBlock) {
       pool_.retain(b);
@@ -79,7 +80,7 @@ int KvCacheManager::match_prefix(uint64_t seq, const std::vector<int32_t>& token
   // The pinned prefix's partial tail block: shared only when every full block before it matched
   // the pinned blocks themselves and the prompt starts with the whole pinned prefix.
   const int P = static_cast<int>(pinned_tokens_.size());
-  if (has_pinned_ && P % B != 0 && matched == (P / B) * B && max_tokens > matched &&
+  if (has_pinned_ && salt == 0 && P % B != 0 && matched == (P / B) * B && max_tokens > matched &&
       static_cast<int>(tokens.size()) >= P &&
       std::equal(pinned_tokens_.begin(), pinned_tokens_.end(), tokens.begin())) {
     const auto& pt = get(pinned_seq_).table;
@@ -151,12 +152,12 @@ void KvCacheManager::commit(uint64_t seq, const std::vector<int32_t>& tokens, in
   for (int bi = static_cast<int>(s.hashes.size()); bi < full; ++bi) {
     // A block after a hole cannot name its parent block: it stays unregistered.
     if (s.table[bi] == kHole || (bi > 0 && s.table[bi - 1] == kHole)) break;
-    const uint64_t parent_hash = bi == 0 ? BlockPool::kRootHash : s.hashes[bi - 1];
-    const uint64_t parent_id = bi == 0 ? BlockPool::kRootPrefixId : s.ids[bi - 1];
+    const uint64_t parent_hash = bi == 0 ? s.root.hash : s.hashes[bi - 1];
+    const uint64_t parent_id = bi == 0 ? s.root.id : s.ids[bi - 1];
     const int32_t* blk_tokens = tokens.data() + static_cast<size_t>(bi) * B;
     const uint64_t h = pool_.hash(parent_hash, blk_tokens);
     const uint64_t id = BlockPool::prefix_id_hash(parent_id, blk_tokens, B);
-    pool_.register_block(s.table[bi], h, bi == 0 ? BlockPool::kNoBlock : s.table[bi - 1], blk_tokens, id);
+    pool_.register_block(s.table[bi], h, bi == 0 ? BlockPool::kNoBlock : s.table[bi - 1], blk_tokens, id, s.root);
     s.hashes.push_back(h);
     s.ids.push_back(id);
   }
@@ -182,6 +183,7 @@ void KvCacheManager::fork(uint64_t parent, uint64_t child, int num_tokens) {
   c.hashes.assign(p.hashes.begin(), p.hashes.begin() + std::min<int>(num_tokens / B, static_cast<int>(p.hashes.size())));
   c.ids.assign(p.ids.begin(), p.ids.begin() + static_cast<std::ptrdiff_t>(c.hashes.size()));
   c.cacheable = p.cacheable;
+  c.root = p.root;
   for (int b : c.table)
     if (b != kHole) pool_.retain(b);
   seqs_.emplace(child, std::move(c));
@@ -269,7 +271,8 @@ void KvCacheManager::spill(int block) {
 int KvCacheManager::restore_block(const PrefixKey& parent, int parent_block, const int32_t* tokens, const void* bytes) {
   const int B = block_size();
   const PrefixKey key{pool_.hash(parent.hash, tokens), BlockPool::prefix_id_hash(parent.id, tokens, B)};
-  if (int b = pool_.find(key.hash, parent_block, tokens); b != BlockPool::kNoBlock) {
+  // For a first block `parent` is the root it chains from.
+  if (int b = pool_.find(key.hash, parent_block, tokens, parent); b != BlockPool::kNoBlock) {
     pool_.retain(b);
     return b;
   }
@@ -283,7 +286,7 @@ int KvCacheManager::restore_block(const PrefixKey& parent, int parent_block, con
     return BlockPool::kNoBlock;
   }
   io_.write(b, bytes);
-  pool_.register_block(b, key.hash, parent_block, tokens, key.id);
+  pool_.register_block(b, key.hash, parent_block, tokens, key.id, parent);
   return b;
 }
 

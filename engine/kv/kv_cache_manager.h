@@ -50,7 +50,10 @@ class KvCacheManager {
   // registered full blocks (ref+1 each, no copies) and, when the prompt extends the pinned
   // prefix, the pinned prefix's partial last block (copied on first write). Returns how many
   // tokens are now in the cache for it (0 when nothing matched).
-  int match_prefix(uint64_t seq, const std::vector<int32_t>& tokens, int max_tokens);
+  // `salt` keys the KV's provenance beyond the tokens (a LoRA adapter's content key; 0: the base
+  // model): blocks are shared only between sequences of the same salt, the sequence's own
+  // blocks are registered under it (commit), and the pinned prefix is shared with salt 0 only.
+  int match_prefix(uint64_t seq, const std::vector<int32_t>& tokens, int max_tokens, uint64_t salt = 0);
 
   // Blocks `seq` needs to write the tokens [num_computed, num_computed + n): blocks not yet in its
   // table plus copies of shared blocks it would write into. Unknown sequences start empty.
@@ -141,6 +144,7 @@ class KvCacheManager {
     std::vector<int32_t> table;
     std::vector<uint64_t> hashes;  // chained hash of each registered leading block
     std::vector<uint64_t> ids;     // ... and its second hash (PrefixKey::id), as many
+    PrefixKey root = BlockPool::root_key(0);  // what its first block chains from (match_prefix's salt)
     bool cacheable = true;         // false after a context shift
     int holes_upto = 0;            // release_behind_window() scanned the table up to here
   };

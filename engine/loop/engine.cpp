@@ -31,6 +31,7 @@ struct LlmEngine::Choice {
 struct LlmEngine::Active {
   std::shared_ptr<const GenerationRequest> req;
   std::shared_ptr<ChannelStream> stream;
+  std::shared_ptr<const LoraHandle> lora;       // the adapter it runs under (null: the base model)
   std::vector<std::shared_ptr<Sequence>> seqs;  // by choice index
   std::vector<Choice> choices;
   int unreported = 0;
@@ -122,6 +123,13 @@ LlmEngine::LlmEngine(Model& model, const Tokenizer* tokenizer, EngineConfig cfg)
   for (int32_t t : cfg_.system_prompt)
     if (t < 0 || t >= vocab_) throw EngineError("system prompt token id out of range: " + std::to_string(t));
 
+  if (cfg_.max_loras < 0) throw EngineError("max_loras must be >= 0");
+  if (cfg_.max_loras > 0 && !model_.backend().supports_lora())
+    throw EngineError("the " + model_.backend().name() +
+                      " backend does not serve LoRA adapters (--lora, --max-loras, --allow-runtime-lora); "
+                      "run with --device cpu, or without adapters");
+  if (cfg_.max_lora_rank <= 0) throw EngineError("max_lora_rank must be positive");
+  loras_ = std::make_unique<LoraRegistry>(cfg_.max_loras);
   model_.init_kv_cache(num_blocks_, B, cfg_.kv_types);
   kv_ = std::make_unique<KvCacheManager>(num_blocks_, B);
   kv_->set_prefix_caching(cfg_.prefix_caching);
@@ -150,6 +158,7 @@ LlmEngine::LlmEngine(Model& model, const Tokenizer* tokenizer, EngineConfig cfg)
     stats_.alive = true;
     stats_.kv_blocks_total = num_blocks_;
     stats_.kv_block_size = B;
+    stats_.max_loras = cfg_.max_loras;
   }
   thread_ = std::thread([this] { loop(); });
 }
@@ -184,6 +193,11 @@ std::shared_ptr<RequestStream> LlmEngine::submit(GenerationRequest req, SubmitEr
     return fail("the prompt has " + std::to_string(req.prompt.size()) + " tokens; this model's context is " +
                     std::to_string(ctx_limit_) + " tokens, and at least one must remain for the completion",
                 "context_length_exceeded");
+  std::shared_ptr<const LoraHandle> lora;
+  if (!req.lora.empty()) {
+    lora = loras_->find(req.lora);
+    if (!lora) return fail("The model `" + req.lora + "` does not exist.", "model_not_found");
+  }
   // No limit asked for: up to the context (a shifting context would otherwise never end).
   if (req.stop.max_tokens <= 0)
     req.stop.max_tokens = max_tokens_rule().resolve(std::nullopt, 0, static_cast<int>(req.prompt.size()));
@@ -204,6 +218,7 @@ std::shared_ptr<RequestStream> LlmEngine::submit(GenerationRequest req, SubmitEr
 
   auto a = std::make_shared<Active>();
   a->submitted = std::chrono::steady_clock::now();
+  a->lora = std::move(lora);
   const int n = req.n;
   const int prompt_tokens = static_cast<int>(req.prompt.size());
   a->req = std::make_shared<const GenerationRequest>(std::move(req));
@@ -355,6 +370,7 @@ bool LlmEngine::take_inbox() {
     aborts = inbox_->aborts;
     inbox_->aborts = false;
   }
+  reclaim_lora_slots();  // before the calls: a load may want a slot just released
   for (auto* call : calls) (*call)(model_, *kv_);
 
   for (auto& a : pending) {
@@ -378,6 +394,10 @@ bool LlmEngine::take_inbox() {
       seq->speculate = cfg_.speculative != SpeculativeMode::None && req.speculative && !req.embed &&
                        !req.sampling.grammar && !on_device;
       seq->device_sampling = on_device;
+      if (a->lora) {
+        seq->lora_slot = a->lora->slot;
+        seq->lora_key = a->lora->adapter->content_key();
+      }
       seq->sample = !req.embed;
       if (req.sampling.grammar) seq->grammar.emplace(req.sampling.grammar);
       if (i == 0) {
@@ -698,9 +718,25 @@ void LlmEngine::update_stats(bool stepped) {
   stats_.spec_cost_skips = c.spec_cost_skips;
   stats_.speculative = speculative_mode_name(cfg_.speculative);
   stats_.spec_draft_blocks_used = draft_blocks_in_use();
+  lora_stats(stats_);
   if (stepped) {
     ++stats_.steps;
     stats_.last_step_unix_s = now_unix_s();
+  }
+}
+
+void LlmEngine::lora_stats(EngineStats& s) const {
+  s.max_loras = cfg_.max_loras;
+  s.running_lora_adapters.clear();
+  s.waiting_lora_adapters.clear();
+  auto add = [](std::vector<std::string>& names, const std::string& n) {
+    if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
+  };
+  for (const auto& [id, a] : active_) {
+    if (!a->lora) continue;
+    const bool running = std::any_of(a->seqs.begin(), a->seqs.end(),
+                                     [](const auto& q) { return q->status == SeqStatus::Running; });
+    add(running ? s.running_lora_adapters : s.waiting_lora_adapters, a->lora->name);
   }
 }
 

@@ -52,6 +52,7 @@
 #include "engine/kv/host_kv_tier.h"
 #include "engine/kv/kv_cache_file.h"
 #include "engine/kv/kv_cache_manager.h"
+#include "engine/lora/lora_registry.h"
 #include "engine/sampling/sampling.h"
 #include "engine/scheduler/scheduler.h"
 #include "engine/model/model.h"
@@ -115,6 +116,10 @@ struct EngineConfig {
   // Drafts only as many tokens as the step-cost model says pay off (spec_cost.h); off: the
   // fixed budgets alone.
   bool spec_cost_gate = true;
+  // LoRA adapters (engine_lora.cpp): how many may be loaded at once (model slots; 0: none) and
+  // the largest rank a pair may have.
+  int max_loras = 0;
+  int max_lora_rank = 64;
   // Benchmarks and tests: drafts with this instead of the built-in drafter (any mode but None).
   std::function<DraftTree(const Sequence&, int max_draft)> custom_drafter;
 };
@@ -152,6 +157,11 @@ class LlmEngine final : public EngineApi {
   int32_t prompt_bos_id() const override;
   std::shared_ptr<const structured::CompiledGrammar> compile_constraint(
       const OutputConstraint& constraint) const override;
+  // LoRA adapters (engine_lora.cpp). The file is read and checked on the caller's thread; the
+  // slot is filled on the engine thread between steps.
+  std::vector<LoraInfo> lora_adapters() const override;
+  LoraOpResult load_lora(const std::string& name, const std::string& path) override;
+  LoraOpResult unload_lora(const std::string& name) override;
 
   int num_kv_blocks() const { return num_blocks_; }
   // For tests: draft-model KV blocks in use (0 without a draft model). Engine thread only.
@@ -197,6 +207,10 @@ class LlmEngine final : public EngineApi {
   void log_spec_summary() const;
   std::vector<SampleResult> verify_tree(const SampleTarget& target);
   void forget_draft(uint64_t seq_id);  // a finished sequence's draft-model cache
+  // engine_lora.cpp: frees the model slots of adapters whose last user ended (engine thread), and
+  // the adapters of running and waiting requests for the stats.
+  void reclaim_lora_slots();
+  void lora_stats(EngineStats& s) const;
 
   Model& model_;
   const Tokenizer* tokenizer_;
@@ -237,6 +251,7 @@ class LlmEngine final : public EngineApi {
   double step_s_ = 0, forward_s_ = 0;
   std::unique_ptr<StepMasks> masks_;  // made at the first constrained step
   std::unique_ptr<DraftModelDrafter> draft_;  // --speculative draft
+  std::unique_ptr<LoraRegistry> loras_;       // the loaded adapters (cfg_.max_loras slots)
 
   // Structured output: the vocabulary's token bytes and the compiled-grammar cache, built on
   // the first compile_constraint (from HTTP threads; the compiler itself is thread-safe).

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "engine/gguf/gguf.h"
+#include "engine/model/model_lora.h"
 #include "engine/model/model_weights.h"
 #include "engine/model/moe_ffn.h"
 
@@ -29,6 +30,7 @@ struct Model::Impl {
   ModelWeights w;
   RopeConfig rope;        // every layer's, or the global layers' when local ones differ
   RopeConfig rope_local;  // gemma3's local (sliding-window) layers
+  ModelLora lora;          // adapters and the adapted matmul
   bool kv_ready = false;
   KvTypes kv_types;  // the element types init_kv_cache asked for
 
@@ -44,8 +46,13 @@ struct Model::Impl {
                   // at a time, so the buffer stays small however large the batch
 
   void layer(int l, int64_t n);
+  // out = W x, plus the step's adapters' updates of layer l's projection p.
+  void mm(int l, LoraProj p, const Tensor& w, const Tensor& x, Tensor& out, int64_t n) {
+    be->matmul(w, x, out, n);
+    lora.apply(*be, l, p, x, out);
+  }
   void attention_block(int l, const LayerWeights& L, int64_t n);
-  void ffn_block(const LayerWeights& L, int64_t n);
+  void ffn_block(int l, const LayerWeights& L, int64_t n);
   const RopeConfig& rope_of(int l) const {
     return cfg.rope_freq_base_local > 0 && cfg.layer_window[static_cast<size_t>(l)] > 0 ? rope_local : rope;
   }
@@ -70,6 +77,7 @@ Model::Model(const gguf::GgufFile& file, std::unique_ptr<Backend> backend, int m
   m.be = std::move(backend);
   m.max_tokens = max_batch_tokens;
   m.w = ModelWeights::load(file, m.cfg, *m.be, on_layer);
+  m.lora.init(file, m.cfg.n_layers);
   m.rope = RopeConfig{m.cfg.n_rot, m.cfg.rope_freq_base, m.cfg.rope_freq_scale, m.cfg.rope_neox,
                       m.w.rope_freqs};
   // gemma3's local layers: their own base, and no linear scaling (that is the global layers').
@@ -107,6 +115,12 @@ int Model::max_batch_tokens() const { return impl_->max_tokens; }
 
 void Model::set_context_length(int n_ctx) { impl_->choose_rope_factors(n_ctx); }
 
+const std::vector<LoraTarget>& Model::lora_targets() const { return impl_->lora.targets(); }
+void Model::set_lora(int slot, std::shared_ptr<const LoraAdapter> adapter) {
+  impl_->lora.set(slot, std::move(adapter), *impl_->be);
+}
+void Model::clear_lora(int slot) { impl_->lora.clear(slot); }
+
 size_t Model::kv_block_bytes(int block_size) const { return kv_block_bytes(block_size, GgmlType::F16); }
 
 size_t Model::kv_block_bytes(int block_size, KvTypes kv_types) const {
@@ -130,7 +144,7 @@ KvTypes Model::kv_cache_types() const { return impl_->kv_types; }
 void Model::Impl::layer(int l, int64_t n) {
   const LayerWeights& L = w.layers[static_cast<size_t>(l)];
   attention_block(l, L, n);
-  ffn_block(L, n);
+  ffn_block(l, L, n);
 }
 
 // x += post_norm(Wo · attention(rope(norm(Wq xn)), rope(norm(Wk xn)), Wv xn)), xn = rmsnorm(x);
@@ -138,9 +152,9 @@ void Model::Impl::layer(int l, int64_t n) {
 void Model::Impl::attention_block(int l, const LayerWeights& L, int64_t n) {
   Backend& b = *be;
   b.rms_norm(x, L.attn_norm, cfg.rms_eps, xn, n);
-  b.matmul(L.wq, xn, q, n);
-  b.matmul(L.wk, xn, k, n);
-  b.matmul(L.wv, xn, v, n);
+  mm(l, LoraProj::Q, L.wq, xn, q, n);
+  mm(l, LoraProj::K, L.wk, xn, k, n);
+  mm(l, LoraProj::V, L.wv, xn, v, n);
   if (cfg.qkv_bias) {
     b.add_bias(q, L.bq, n);
     b.add_bias(k, L.bk, n);
@@ -168,13 +182,13 @@ void Model::Impl::attention_block(int l, const LayerWeights& L, int64_t n) {
                     AttentionExtras{window, cfg.attn_softcap});
   else
     b.attention(l, q, att, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, scale);
-  b.matmul(L.wo, att, xn, n);
+  mm(l, LoraProj::O, L.wo, att, xn, n);
   if (cfg.post_norms) b.rms_norm(xn, L.post_attn_norm, cfg.rms_eps, xn, n);
   b.add(x, xn, n);
 }
 
 // x += post_norm(Wdown · (act(Wgate xn) * Wup xn)), xn = rmsnorm(x); act = SiLU or tanh-GELU.
-void Model::Impl::ffn_block(const LayerWeights& L, int64_t n) {
+void Model::Impl::ffn_block(int l, const LayerWeights& L, int64_t n) {
   Backend& b = *be;
   b.rms_norm(x, L.ffn_norm, cfg.rms_eps, xn, n);
   if (moe) {  // x += the experts' FFN of xn (engine/model/moe_ffn.h)
@@ -182,11 +196,11 @@ void Model::Impl::ffn_block(const LayerWeights& L, int64_t n) {
     b.add(x, moe_out, n);
     return;
   }
-  b.matmul(L.w_gate, xn, gate, n);
-  b.matmul(L.w_up, xn, up, n);
+  mm(l, LoraProj::Gate, L.w_gate, xn, gate, n);
+  mm(l, LoraProj::Up, L.w_up, xn, up, n);
   if (cfg.gelu_ffn) b.gelu_mul(gate, up, gate, n);
   else b.silu_mul(gate, up, gate, n);
-  b.matmul(L.w_down, gate, xn, n);
+  mm(l, LoraProj::Down, L.w_down, gate, xn, n);
   if (cfg.post_norms) b.rms_norm(xn, L.post_ffn_norm, cfg.rms_eps, xn, n);
   b.add(x, xn, n);
 }
@@ -206,6 +220,7 @@ void Model::Impl::run_ops(int64_t n, int64_t n_out, int64_t n_device, const std:
   for (int64_t first = 0; first < n_device; first += logits.rows) {
     const int64_t rows = std::min<int64_t>(logits.rows, n_device - first);
     b.matmul(w.output, row_view(xn, first, rows), logits, rows);
+    lora.apply_head(b, row_view(xn, first, rows), logits, first, rows);
     if (cfg.final_softcap > 0) b.softcap(logits, cfg.final_softcap, rows);
     size_t end = next_draw;
     while (end < draws.size() && draws[end].row < first + rows) ++end;
@@ -215,6 +230,7 @@ void Model::Impl::run_ops(int64_t n, int64_t n_out, int64_t n_device, const std:
   for (int64_t first = n_device; first < n_out; first += logits.rows) {
     const int64_t rows = std::min<int64_t>(logits.rows, n_out - first);
     b.matmul(w.output, row_view(xn, first, rows), logits, rows);
+    lora.apply_head(b, row_view(xn, first, rows), logits, first, rows);
     if (cfg.final_softcap > 0) b.softcap(logits, cfg.final_softcap, rows);
     b.read(logits, rows, host_logits + (first - n_device) * cfg.vocab_size);
   }
@@ -301,6 +317,8 @@ void Model::forward(const StepPlan& plan, const std::vector<SampleRequest>& draw
     sorted[k].row = pos[static_cast<size_t>(sorted[k].row)];
   }
 
+  // Rows grouped by adapter (throws for a slot that holds none) before the backend sees the plan.
+  const bool adapted = m.lora.begin_step(plan, order);
   b.begin_step(reordered ? reordered_plan : plan);  // validates the plan's indices against the cache
   if (m.cfg.rope_freq_base_local > 0) {  // gemma3: local layers shift with their own RoPE
     std::vector<RopeConfig> per_layer;
@@ -324,7 +342,8 @@ void Model::forward(const StepPlan& plan, const std::vector<SampleRequest>& draw
   // With every row drawn in one LM-head chunk the ops depend only on the step's shape, so the
   // backend may record them once and replay them (CUDA graphs).
   // An MoE step reads router logits back mid-step (moe_ffn.h): never recorded.
-  const bool recordable = !m.moe && n_out > 0 && n_device == n_out && n_out <= m.logits.rows && plan.hidden_rows.empty();
+  // A step with adapters launches per adapter group: never recorded either.
+  const bool recordable = !m.moe && !adapted && n_out > 0 && n_device == n_out && n_out <= m.logits.rows && plan.hidden_rows.empty();
   if (!(recordable && b.replay_recorded())) {
     m.run_ops(n, n_out, n_device, sorted, out.logits_.data());
     if (recordable) b.end_recordable();

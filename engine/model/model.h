@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/backend/backend.h"
+#include "engine/lora/lora_adapter.h"
 #include "engine/model/model_config.h"
 #include "engine/model/model_weights.h"  // LoadProgress
 #include "engine/backend/step_plan.h"
@@ -60,6 +61,15 @@ class Model {
   // their long or short RoPE factors from it, as llama.cpp does; others ignore it. Default: the
   // training context. Call before the first forward (cached K was rotated with the old choice).
   void set_context_length(int n_ctx);
+
+  // ---- LoRA adapters (engine/model/model_lora.h) ----
+  // The base matrices an adapter may adapt (what LoraAdapter::load checks a file against).
+  const std::vector<LoraTarget>& lora_targets() const;
+  // Puts `adapter` in `slot` (>= 1), which sequences then name in SeqInStep::lora; replaces what
+  // was there. Throws std::invalid_argument when the backend cannot serve adapters. clear_lora
+  // empties the slot (no step may name it afterwards).
+  void set_lora(int slot, std::shared_ptr<const LoraAdapter> adapter);
+  void clear_lora(int slot);
 
   // Bytes of one KV block (all layers, K and V) and cache set-up; call init once before forward.
   size_t kv_block_bytes(int block_size) const;

@@ -139,6 +139,7 @@ SeqInStep Scheduler::open_seq_in_step(StepPlan& plan, const Sequence& seq, int n
   s.n_past = seq.num_computed;
   s.block_table_offset = static_cast<int32_t>(plan.block_tables.size());
   s.n_blocks = ceil_div(seq.num_computed + n, kv_.block_size());
+  s.lora = seq.lora_slot;
   plan.block_tables.insert(plan.block_tables.end(), table.begin(), table.begin() + s.n_blocks);
   return s;
 }
@@ -246,7 +247,7 @@ bool Scheduler::try_admit(StepPlan& plan, int& budget) {
                         : seq->num_tokens() - 1;
   if (const PoolPositions pool = positions_to_pool(*seq); pool.lo < pool.hi)
     match_limit = std::min(match_limit, pool.lo);
-  const int matched = kv_.match_prefix(seq->id, seq->tokens, match_limit);
+  const int matched = kv_.match_prefix(seq->id, seq->tokens, match_limit, seq->lora_key);
   seq->num_computed = matched;
   const int n = fit_prefill(*seq, std::min(seq->num_tokens() - matched, budget));
   if (n == 0 || !kv_.allocate(seq->id, matched, n)) {

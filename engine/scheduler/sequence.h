@@ -63,6 +63,10 @@ struct Sequence {
   // request allows it; `spec` adapts how much it drafts.
   bool speculate = false;
   SpecState spec;
+  // The LoRA adapter the sequence is computed under: its model slot (SeqInStep::lora) and its
+  // content key, which salts the sequence's prefix-cache keys; 0 and 0 for the base model.
+  int32_t lora_slot = 0;
+  uint64_t lora_key = 0;
 
   int32_t num_tokens() const { return static_cast<int32_t>(tokens.size()); }
   int32_t prompt_len() const { return static_cast<int32_t>(request->prompt.size()); }

@@ -12,6 +12,8 @@
 
 #include "engine/encoder/bert_writer.h"
 #include "engine/model/model_config.h"
+#include "engine/gguf/gguf.h"
+#include "engine/lora/lora_writer.h"
 #include "engine/model/model_writer.h"
 #include "server/cli/commands.h"
 
@@ -57,7 +59,18 @@ const char* const kUsage =
     "  --vocab-from FILE     copy every tokenizer.* key (and the vocab size) from another GGUF\n"
     "  --name NAME           general.name\n"
     "  --threads N           generator threads (default: all cores; never changes the bytes)\n"
-    "  --quiet               no progress output\n";
+    "  --quiet               no progress output\n"
+    "\n"
+    "usage: pagoda make-model --lora-for BASE.gguf --output ADAPTER.gguf [--merged-output FILE]\n"
+    "                         [--lora-rank R] [--lora-alpha A] [--lora-targets LIST] [--lora-type T] [--seed N]\n"
+    "\n"
+    "Writes a seeded random LoRA adapter for BASE (llama.cpp's adapter GGUF layout) and, with\n"
+    "--merged-output, the merged model (adapted matrices W + alpha/rank * B A in f32), to test\n"
+    "an adapter's outputs against.\n"
+    "  --lora-rank R         rank (default 8)\n"
+    "  --lora-alpha A        alpha; scale = alpha / rank (default 16)\n"
+    "  --lora-targets LIST   comma-separated: q,k,v,o,gate,up,down,output (default: all but output)\n"
+    "  --lora-type T         f32 | f16 | bf16 (default f32)\n";
 
 struct ArgError : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -100,9 +113,51 @@ encoder::BertSpec bert_spec_from(const ModelSpec& spec, const std::set<std::stri
   return b;
 }
 
+// make-model --lora-for: a random adapter (and the merged model) for an existing base model.
+int make_lora(int argc, char** argv) {
+  std::string base, output, merged;
+  LoraSpec spec;
+  bool quiet = false;
+  try {
+    for (int i = 1; i < argc; ++i) {
+      const std::string flag = argv[i];
+      if (flag == "--quiet") {
+        quiet = true;
+        continue;
+      }
+      if (i + 1 >= argc) throw ArgError(flag + ": missing value");
+      const char* v = argv[++i];
+      if (flag == "--lora-for") base = v;
+      else if (flag == "--output" || flag == "-o") output = v;
+      else if (flag == "--merged-output") merged = v;
+      else if (flag == "--lora-rank") spec.rank = parse_size(flag, v);
+      else if (flag == "--lora-alpha") {
+        char* end = nullptr;
+        spec.alpha = std::strtof(v, &end);
+        if (end == v || *end != '\0' || !(spec.alpha >= 0)) throw ArgError(std::string("--lora-alpha: not a number >= 0: '") + v + "'");
+      } else if (flag == "--lora-targets") spec.projections = parse_lora_projections(v);
+      else if (flag == "--lora-type") spec.type = parse_weight_type(v);
+      else if (flag == "--seed") spec.seed = uint64_t(parse_int(flag, v));
+      else throw ArgError("unknown flag '" + flag + "' with --lora-for");
+    }
+    if (output.empty()) throw ArgError("--output FILE is required");
+    const gguf::GgufFile file = gguf::GgufFile::open(base);
+    write_random_lora(file, spec, output, merged);
+  } catch (const std::exception& e) {  // ArgError, ModelSpecError, GgufError, invalid_argument
+    std::fprintf(stderr, "pagoda make-model: %s (see pagoda make-model --help)\n", e.what());
+    return 2;
+  }
+  if (!quiet)
+    std::fprintf(stderr, "wrote %s (rank %d, alpha %g)%s%s\n", output.c_str(), spec.rank, spec.alpha,
+               merged.empty() ? "" : " and ", merged.c_str());
+  return 0;
+}
+
 }  // namespace
 
 int make_model(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i)
+    if (std::strcmp(argv[i], "--lora-for") == 0) return make_lora(argc, argv);
   // The preset is applied first so that every other flag overrides it, wherever it appears.
   std::string preset = "demo";
   for (int i = 1; i + 1 < argc; ++i)

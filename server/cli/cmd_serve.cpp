@@ -251,10 +251,19 @@ std::unique_ptr<LoadedModel> load(const server::ServerConfig& cfg) {
   ec.spec_tokens = cfg.spec_tokens;
   ec.spec_tree = cfg.spec_tree;
   ec.spec_cost_gate = cfg.spec_cost_gate;
+  ec.max_loras = cfg.engine_max_loras();
+  ec.max_lora_rank = cfg.max_lora_rank;
   const size_t system_prompt_tokens = ec.system_prompt.size();
   start_engine(le, std::move(ec), ml, cfg.draft_model);
   if (system_prompt_tokens > 0 && le.is_encoder())
     throw std::runtime_error("--system-prompt-file does not apply to an encoder model");
+  if (!cfg.lora_adapters().empty() && le.is_encoder())
+    throw std::runtime_error("--lora does not apply to an encoder model");
+  for (const auto& [name, path] : cfg.lora_adapters()) {
+    const LoraOpResult r = le.engine->load_lora(name, path);
+    if (!r.ok) throw std::runtime_error("--lora " + name + ": " + r.error);
+    log_info("LoRA adapter loaded", {{"name", name}, {"path", path}});
+  }
   if (system_prompt_tokens > 0) {
     progress(90, "prefilling the system prompt (" + std::to_string(system_prompt_tokens) + " tokens)");
     if (!le.engine->wait_system_prompt()) throw std::runtime_error("system prompt prefill failed");
@@ -343,6 +352,7 @@ int serve(int argc, char** argv) {
     opts.chat_special_tokens = cfg.chat_special_tokens;
     opts.tool_call_format = lm->tool_call_format;
     opts.reasoning_format = lm->reasoning_format;
+    opts.allow_runtime_lora = cfg.allow_runtime_lora;
     opts.responses_store_count = (size_t)std::max(0, cfg.responses_store);
     opts.responses_store_bytes = (size_t)std::max<int64_t>(0, cfg.responses_store_bytes);
     handlers = std::make_shared<server::Handlers>(lm->engine->api(), render, metrics, opts);

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -15,7 +16,7 @@ namespace {
 
 using nlohmann::json;
 
-enum class Kind { Str, Int, Int64, Num, Bool };
+enum class Kind { Str, Int, Int64, Num, Bool, List };
 
 // One setting: its JSON key, the field it sets (exactly one member pointer is non-null).
 struct Option {
@@ -26,6 +27,7 @@ struct Option {
   int64_t ServerConfig::*i64 = nullptr;
   double ServerConfig::*num = nullptr;
   bool ServerConfig::*boolean = nullptr;
+  std::vector<std::string> ServerConfig::*list = nullptr;  // repeatable: each use adds an entry
   const char* help = "";
   const char* choices = nullptr;  // for strings: "a|b|c"
   // Other spellings of the flag, as vLLM and llama-server users type them ("-m|--max-model-len"):
@@ -65,6 +67,12 @@ Option make(const char* name, double ServerConfig::*f, const char* help) {
 Option make(const char* name, bool ServerConfig::*f, const char* help) {
   Option o{name, Kind::Bool};
   o.boolean = f, o.help = help;
+  return o;
+}
+
+Option make(const char* name, std::vector<std::string> ServerConfig::*f, const char* help) {
+  Option o{name, Kind::List};
+  o.list = f, o.help = help;
   return o;
 }
 
@@ -127,6 +135,12 @@ const std::vector<Option>& options() {
           "auto|deepseek_r1|qwen3|none"),
       OPT(responses_store, "Responses API: stored responses kept for previous_response_id (0 = off)"),
       OPT(responses_store_bytes, "Responses API: memory the stored responses may take, in bytes"),
+      OPT(lora, "LoRA adapter NAME=PATH (GGUF, as llama.cpp's convert_lora_to_gguf.py writes it), loaded at start; "
+                "requests pick it with \"model\": NAME (repeatable)"),
+      OPT(max_loras, "LoRA adapters loaded at once; any of them may share a batch with the base model"),
+      OPT(max_lora_rank, "largest LoRA rank accepted"),
+      OPT(allow_runtime_lora,
+          "serve POST /v1/load_lora_adapter and /v1/unload_lora_adapter (behind --api-key) (on|off)"),
       OPT(host, "listen address (loopback by default; 0.0.0.0 exposes the server)"),
       OPT(port, "listen port"),
       OPT(api_key, "require 'Authorization: Bearer KEY'"),
@@ -224,6 +238,9 @@ void set_from_text(ServerConfig& cfg, const Option& o, const std::string& v, con
       cfg.*o.boolean = b;
       break;
     }
+    case Kind::List:
+      (cfg.*o.list).push_back(v);
+      break;
   }
 }
 
@@ -246,6 +263,14 @@ void apply_config_json(const std::string& text, const std::string& source, Serve
     if (!o) throw ConfigError(source + ": unknown setting '" + key + "'");
     std::string where = source + ": '" + key + "'";
     std::string as_text;
+    if (o->kind == Kind::List) {  // a string or an array of strings
+      if (!v.is_string() && !(v.is_array() && std::all_of(v.begin(), v.end(), [](const json& e) { return e.is_string(); })))
+        throw ConfigError(where + ": expected a string or an array of strings");
+      if (v.is_string()) set_from_text(cfg, *o, v.get<std::string>(), where);
+      else
+        for (const json& e : v) set_from_text(cfg, *o, e.get<std::string>(), where);
+      continue;
+    }
     if (v.is_string()) {
       as_text = v.get<std::string>();
     } else if (v.is_boolean() && o->kind == Kind::Bool) {
@@ -337,7 +362,25 @@ ServerConfig parse_server_config(int argc, char** argv, bool* help) {
   if (cfg.speculative == "draft" && cfg.draft_model.empty())
     throw ConfigError("--speculative draft needs --draft-model");
   cfg.step_ms_target();
+  if (cfg.max_lora_rank < 1) throw ConfigError("--max-lora-rank must be at least 1");
+  if (cfg.engine_max_loras() > 0 && cfg.max_loras < 1) throw ConfigError("--max-loras must be at least 1 with adapters");
+  if (static_cast<int>(cfg.lora_adapters().size()) > cfg.max_loras)
+    throw ConfigError("--lora gives " + std::to_string(cfg.lora.size()) + " adapters, above --max-loras " +
+                      std::to_string(cfg.max_loras));
   return cfg;
+}
+
+std::vector<std::pair<std::string, std::string>> ServerConfig::lora_adapters() const {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const std::string& e : lora) {
+    const size_t eq = e.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == e.size())
+      throw ConfigError("--lora: expected NAME=PATH, got '" + e + "'");
+    out.emplace_back(e.substr(0, eq), e.substr(eq + 1));
+    for (size_t i = 0; i + 1 < out.size(); ++i)
+      if (out[i].first == out.back().first) throw ConfigError("--lora: the name '" + out.back().first + "' is given twice");
+  }
+  return out;
 }
 
 std::string ServerConfig::resolve_api_key() const {
@@ -409,6 +452,7 @@ std::string server_usage() {
         break;
       }
       case Kind::Bool: def = d.*o.boolean ? "on" : "off"; break;
+      case Kind::List: def = ""; break;
     }
     char line[512];
     std::snprintf(line, sizeof line, "  --%-22s %s%s%s (default: %s)\n", flag_name(o).c_str(),

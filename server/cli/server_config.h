@@ -54,6 +54,11 @@ struct ServerConfig {
   std::string reasoning_parser = "auto";  // auto | deepseek_r1 | qwen3 | none
   int responses_store = 1000;        // Responses API: responses kept (LRU); 0 = none
   int64_t responses_store_bytes = 64 << 20;  // ... and the bytes they may take
+  // LoRA adapters
+  std::vector<std::string> lora;     // NAME=PATH, loaded at start (repeatable)
+  int max_loras = 4;                 // adapters loaded at once (they all may share a batch)
+  int max_lora_rank = 64;            // largest rank an adapter may have
+  bool allow_runtime_lora = false;   // POST /v1/load_lora_adapter and /v1/unload_lora_adapter
   // HTTP
   std::string host = "127.0.0.1";    // loopback by default: exposing the port is a choice
   int port = 8080;
@@ -87,6 +92,10 @@ struct ServerConfig {
   int64_t kv_host_bytes() const;
   // The element type names K and V get: kv_cache_type_k / _v where set, else kv_cache_type.
   const std::string& kv_type_k_name() const { return kv_cache_type_k.empty() ? kv_cache_type : kv_cache_type_k; }
+  // The --lora entries as (name, path); throws ConfigError for one not of the form NAME=PATH.
+  std::vector<std::pair<std::string, std::string>> lora_adapters() const;
+  // Model slots the engine keeps for adapters: 0 when none is given and runtime loading is off.
+  int engine_max_loras() const { return lora.empty() && !allow_runtime_lora ? 0 : max_loras; }
   const std::string& kv_type_v_name() const { return kv_cache_type_v.empty() ? kv_cache_type : kv_cache_type_v; }
 };
 

@@ -28,6 +28,7 @@ ApiError Handlers::submit_error(const SubmitError& err, const std::string& param
   if (err.code == "queue_full")
     return ApiError(429, "The server is at capacity; retry shortly (" + msg + ").", "rate_limit_error", "", err.code);
   if (err.code == "engine_unavailable") return ApiError(503, msg, "service_unavailable_error", "", err.code);
+  if (err.code == "model_not_found") return ApiError(404, msg, "invalid_request_error", "", err.code);
   return ApiError(400, msg, "invalid_request_error", param, err.code);
 }
 
@@ -35,8 +36,16 @@ std::string Handlers::served_model(const std::string& requested) const {
   if (requested.empty() || requested == opts_.model_name) return opts_.model_name;
   for (const std::string& alias : opts_.model_aliases)
     if (requested == alias) return alias;
+  if (!lora_of(requested).empty()) return requested;
   throw ApiError(404, "The model '" + requested + "' does not exist; this server runs '" + opts_.model_name + "'.",
                  "invalid_request_error", "", "model_not_found");
+}
+
+std::string Handlers::lora_of(const std::string& served) const {
+  if (served.empty() || served == opts_.model_name) return "";
+  for (const LoraInfo& l : engine_.lora_adapters())
+    if (l.name == served) return served;
+  return "";
 }
 
 Handlers::Handlers(EngineApi& engine, ChatRenderer render_chat, Metrics& metrics, Options opts)
@@ -88,6 +97,8 @@ std::vector<ApiRoute> Handlers::routes() {
           member_route("POST", "/v1/messages", &Handlers::messages),
           member_route("POST", "/v1/messages/count_tokens", &Handlers::count_message_tokens),
           member_route("POST", "/v1/cache/save", &Handlers::save_cache),
+          member_route("POST", "/v1/load_lora_adapter", &Handlers::load_lora_adapter),
+          member_route("POST", "/v1/unload_lora_adapter", &Handlers::unload_lora_adapter),
           member_route("POST", "/tokenize", &Handlers::tokenize),
           member_route("POST", "/detokenize", &Handlers::detokenize)};
 }
@@ -208,16 +219,24 @@ void Handlers::health(const httplib::Request&, httplib::Response& res) {
 }
 
 json Handlers::model_card(const std::string& name) const {
-  return {{"id", name},
-          {"object", "model"},
-          {"created", created_},
-          {"owned_by", "pagoda"},
-          {"max_model_len", engine_.context_size()}};
+  json card = {{"id", name},
+               {"object", "model"},
+               {"created", created_},
+               {"owned_by", "pagoda"},
+               {"max_model_len", engine_.context_size()}};
+  // A LoRA adapter names its base model as `parent` and its file as `root` (vLLM's card).
+  for (const LoraInfo& l : engine_.lora_adapters())
+    if (l.name == name && name != opts_.model_name) {
+      card["root"] = l.path;
+      card["parent"] = opts_.model_name;
+    }
+  return card;
 }
 
 void Handlers::models(const httplib::Request&, httplib::Response& res) {
   json data = json::array({model_card(opts_.model_name)});
   for (const std::string& alias : opts_.model_aliases) data.push_back(model_card(alias));
+  for (const LoraInfo& l : engine_.lora_adapters()) data.push_back(model_card(l.name));
   send_json(res, {{"object", "list"}, {"data", std::move(data)}});
 }
 
@@ -432,6 +451,7 @@ void Handlers::generate(const httplib::Request& req, httplib::Response& res,
     gr.n = spec.common.n;
     gr.n_keep = spec.common.n_keep;
     gr.speculative = spec.common.speculative;
+    gr.lora = lora_of(spec.common.model);
     requests.push_back(std::move(gr));
   }
   const bool stream = spec.common.stream;

@@ -67,6 +67,8 @@ class Handlers : public ApiService {
     // Responses kept for previous_response_id and GET / DELETE (responses_store.h); 0: none.
     size_t responses_store_count = 1000;
     size_t responses_store_bytes = 64u << 20;
+    // POST /v1/load_lora_adapter and /v1/unload_lora_adapter answer (else 404).
+    bool allow_runtime_lora = false;
   };
 
   Handlers(EngineApi& engine, ChatRenderer render_chat, Metrics& metrics, Options opts);
@@ -102,6 +104,9 @@ class Handlers : public ApiService {
   // POST /v1/cache/save (cache_admin.cpp): the prefix cache to the --kv-cache-dir file, now.
   void save_cache(const httplib::Request& req, httplib::Response& res);
   void detokenize(const httplib::Request& req, httplib::Response& res);
+  // POST /v1/load_lora_adapter and /v1/unload_lora_adapter, vLLM's shape (lora_admin.cpp).
+  void load_lora_adapter(const httplib::Request& req, httplib::Response& res);
+  void unload_lora_adapter(const httplib::Request& req, httplib::Response& res);
 
   // The engine's admission bound and its sequences in flight (EngineApi), for the HTTP layer.
   int admission_limit() const override { return engine_.admission_limit(); }
@@ -114,6 +119,9 @@ class Handlers : public ApiService {
   // ApiError 404 model_not_found, in OpenAI's shape, for any other. Every endpoint that takes
   // `model` calls it.
   std::string served_model(const std::string& requested) const;
+  // The LoRA adapter a served name stands for: the name itself when it is a loaded adapter's,
+  // "" for the base model's names.
+  std::string lora_of(const std::string& served) const;
 
  private:
   // The client's error for a refused submit (429 queue full, 503 shutting down, else 400 on

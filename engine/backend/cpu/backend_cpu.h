@@ -74,6 +74,10 @@ class CpuBackend final : public Backend {
   void moe_ffn(const ExpertWeights& w, const Tensor& x, const int32_t* experts, const float* weights,
                int k, const Tensor* shared, const float* shared_weights, Tensor& out, int64_t n) override;
 
+  // LoRA (backend_cpu_lora.cpp): kernels/cpu/lora.h per row.
+  bool supports_lora() const override { return true; }
+  void lora_add(const LoraRows& group, const Tensor& x, Tensor& out) override;
+
   void read_kv_block(int layer, int block, float* k_out, float* v_out) override;
   void write_kv_block(int layer, int block, const float* k, const float* v) override;
   size_t kv_block_raw_bytes() const override;

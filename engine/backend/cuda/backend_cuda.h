@@ -133,6 +133,10 @@ class CudaBackend final : public Backend {
   void moe_ffn(const ExpertWeights& w, const Tensor& x, const int32_t* experts, const float* weights,
                int k, const Tensor* shared, const float* shared_weights, Tensor& out, int64_t n) override;
 
+  // LoRA (backend_cuda_lora.cpp): kernels/cuda/lora.cu over each adapter's gathered rows.
+  bool supports_lora() const override { return true; }
+  void lora_add(const LoraRows& group, const Tensor& x, Tensor& out) override;
+
   void read_kv_block(int layer, int block, float* k_out, float* v_out) override;
   void write_kv_block(int layer, int block, const float* k, const float* v) override;
   size_t kv_block_raw_bytes() const override;

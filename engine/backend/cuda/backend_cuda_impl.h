@@ -144,6 +144,7 @@ struct CudaBackend::Impl {
   cpu::MoeGroups moe_groups;
   std::vector<int32_t> moe_host;
   DeviceScratch moe_index, moe_xg, moe_gate, moe_up, moe_y;
+  DeviceScratch lora_rows;  // lora_add's row indices (backend_cuda_lora.cpp)
 
   const DrawParams* d_params() const { return static_cast<const DrawParams*>(sample_io.ptr); }
   const int32_t* d_rows() const {

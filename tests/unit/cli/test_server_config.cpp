@@ -238,3 +238,27 @@ TEST_CASE("the persistent prefix cache's settings take sizes", "[config]") {
   apply_config_json(R"({"kv_cache_dir_size": 1048576})", "test", c);
   CHECK(c.kv_cache_dir_bytes() == 1 << 20);
 }
+
+TEST_CASE("LoRA options: --lora is repeatable NAME=PATH, in flags and config lists", "[config]") {
+  ServerConfig c = parse({"--lora", "a=/x/a.gguf", "--lora=b=/x/b=c.gguf", "--max-lora-rank", "16"});
+  const auto ads = c.lora_adapters();
+  REQUIRE(ads.size() == 2);
+  CHECK(ads[0] == std::make_pair(std::string("a"), std::string("/x/a.gguf")));
+  CHECK(ads[1] == std::make_pair(std::string("b"), std::string("/x/b=c.gguf")));
+  CHECK(c.max_lora_rank == 16);
+  CHECK(c.engine_max_loras() == 4);
+  CHECK(parse({}).engine_max_loras() == 0);  // no adapters, no runtime loading: no slots
+  CHECK(parse({"--allow-runtime-lora", "on", "--max-loras", "2"}).engine_max_loras() == 2);
+  CHECK_THROWS_WITH(parse({"--lora", "noequals"}), Catch::Contains("NAME=PATH"));
+  CHECK_THROWS_WITH(parse({"--lora", "=p"}), Catch::Contains("NAME=PATH"));
+  CHECK_THROWS_WITH(parse({"--lora", "a=p", "--lora", "a=q"}), Catch::Contains("twice"));
+  CHECK_THROWS_WITH(parse({"--lora", "a=p", "--lora", "b=q", "--max-loras", "1"}), Catch::Contains("--max-loras"));
+  CHECK_THROWS_WITH(parse({"--max-lora-rank", "0"}), Catch::Contains("--max-lora-rank"));
+  ServerConfig j;
+  apply_config_json(R"({"lora": ["a=1.gguf", "b=2.gguf"], "allow_runtime_lora": true})", "f.json", j);
+  CHECK(j.lora.size() == 2);
+  CHECK(j.allow_runtime_lora);
+  apply_config_json(R"({"lora": "c=3.gguf"})", "f.json", j);
+  CHECK(j.lora.size() == 3);
+  CHECK_THROWS_WITH(apply_config_json(R"({"lora": 3})", "f.json", j), Catch::Contains("lora"));
+}

@@ -292,3 +292,46 @@ TEST_CASE("no block leaks after random mixes of allocate, share, fork, shift and
     CHECK(kv.pool().num_available() == 64);
   }
 }
+
+TEST_CASE("blocks computed under one salt (a LoRA adapter) never serve another, even on colliding hashes") {
+  // The default hash, and a constant one (every key collides): the root check alone must hold.
+  for (const bool collide : {false, true}) {
+    INFO("colliding hashes: " << collide);
+    KvCacheManager kv = collide ? KvCacheManager(16, 4, [](uint64_t, const int32_t*, int) { return uint64_t{7}; })
+                                : KvCacheManager(16, 4);
+    const auto p = iota(10);
+    const uint64_t adapter_a = 0xA11CE, adapter_b = 0xB0B;
+    CHECK(kv.match_prefix(1, p, 9, adapter_a) == 0);
+    REQUIRE(kv.allocate(1, 0, 10));
+    kv.commit(1, p, 10);
+    kv.free(1);
+    CHECK(kv.match_prefix(2, p, 9, 0) == 0);          // the base model: nothing
+    kv.free(2);
+    CHECK(kv.match_prefix(3, p, 9, adapter_b) == 0);  // another adapter: nothing
+    kv.free(3);
+    CHECK(kv.match_prefix(4, p, 9, adapter_a) == 8);  // the same adapter: both full blocks
+    // A fork keeps the salt: what the child registers chains from the adapter's root.
+    kv.fork(4, 5, 8);
+    REQUIRE(kv.allocate(5, 8, 4));
+    const auto q = cat(iota(8), {50, 51, 52, 53});
+    kv.commit(5, q, 12);
+    kv.free(4);
+    kv.free(5);
+    CHECK(kv.match_prefix(6, q, 12, adapter_a) == 12);
+    kv.free(6);
+    CHECK(kv.match_prefix(7, q, 12, 0) == 0);
+    kv.free(7);
+  }
+}
+
+TEST_CASE("the pinned prefix's partial block is shared with the base model only") {
+  KvCacheManager kv(8, 4);
+  const auto sys = iota(6);
+  kv.match_prefix(1, sys, 6);
+  REQUIRE(kv.allocate(1, 0, 6));
+  kv.commit(1, sys, 6);
+  kv.pin(1, sys);
+  const auto prompt = cat(sys, {40, 41, 42});
+  CHECK(kv.match_prefix(2, prompt, 8, 0) == 6);
+  CHECK(kv.match_prefix(3, prompt, 8, 0x5A17) == 0);
+}

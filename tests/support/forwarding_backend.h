@@ -76,6 +76,10 @@ class ForwardingBackend : public Backend {
                const Tensor* shared, const float* shared_weights, Tensor& out, int64_t n) override {
     around(Op::Moe, [&] { in_->moe_ffn(w, x, experts, weights, k, shared, shared_weights, out, n); });
   }
+  bool supports_lora() const override { return in_->supports_lora(); }
+  void lora_add(const LoraRows& group, const Tensor& x, Tensor& out) override {
+    around(Op::Matmul, [&] { in_->lora_add(group, x, out); });
+  }
 
   void read_kv_block(int layer, int block, float* k, float* v) override {
     around(Op::KvBlock, [&] { in_->read_kv_block(layer, block, k, v); });

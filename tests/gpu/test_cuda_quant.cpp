@@ -417,3 +417,45 @@ TEST_CASE("cuda: grouped quantized experts equal the CPU backend and each token 
     }
   }
 }
+
+// A layer's q/k/v (or gate/up) read the same x: matmul_same_x quantizes it once and must give
+// each matrix exactly what its own matmul gives, in every weight mode, with mixed types (a
+// Q4_K_M file's v in Q6_K) and a matrix the int8 GEMV does not take (F32).
+TEST_CASE("cuda: matmul_same_x equals separate matmuls bit for bit", "[gpu][cuda_device]") {
+  PAGODA_SKIP_WITHOUT_CUDA();
+  const int64_t cols = 256;
+  const GgmlType types[3] = {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0};
+  const int64_t rows[3] = {96, 32, 32};
+  for (CudaWeights mode : {CudaWeights::Quantized, CudaWeights::QuantizedF32, CudaWeights::Bf16}) {
+    CudaBackendOptions opts;
+    opts.weights = mode;
+    CudaBackend gpu(opts);
+    gpu.init_kv_cache(small_cache());
+    Tensor w[4];
+    for (int j = 0; j < 3; ++j) {
+      const auto bits = test::random_blocks(types[j], rows[j], cols, 81 + static_cast<uint32_t>(j), kScale);
+      w[j] = gpu.upload_weight(bits.data(), types[j], rows[j], cols);
+    }
+    const auto wf = bf16_values(static_cast<size_t>(16 * cols), 84, 0.1f);
+    w[3] = gpu.upload_weight_f32(wf.data(), 16, cols);
+    for (int n : {1, 3, 8, 12}) {
+      INFO(cuda_weights_name(mode) << " n " << n);
+      gpu.begin_step(linear_plan(n));
+      Tensor x = activation_from(gpu, bf16_values(static_cast<size_t>(n * cols), 85 + static_cast<uint32_t>(n), 0.5f), n, cols);
+      Tensor together[4], alone[4];
+      for (int j = 0; j < 4; ++j) {
+        together[j] = gpu.alloc(n, w[j].rows);
+        alone[j] = gpu.alloc(n, w[j].rows);
+        gpu.matmul(w[j], x, alone[j], n);
+      }
+      const Tensor* ws[4] = {&w[0], &w[1], &w[2], &w[3]};
+      Tensor* outs[4] = {&together[0], &together[1], &together[2], &together[3]};
+      gpu.matmul_same_x(ws, 4, x, outs, n);
+      for (int j = 0; j < 4; ++j) {
+        const std::vector<float> a = read_all(gpu, alone[j], n), t = read_all(gpu, together[j], n);
+        INFO("matrix " << j);
+        CHECK(std::memcmp(a.data(), t.data(), sizeof(float) * a.size()) == 0);
+      }
+    }
+  }
+}

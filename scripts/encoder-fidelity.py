@@ -9,7 +9,7 @@
 A bert reranker is scored too but reported apart: pagoda gives the second text token type 1
 (as BERT cross-encoders were trained), llama.cpp type 0 everywhere, so their scores differ.
 
-usage: scripts/encoder-fidelity.py LLAMA_BIN_DIR [--pagoda build/server/cli/pagoda] [--keep DIR]
+usage: scripts/encoder-fidelity.py LLAMA_BIN_DIR [--pagoda build/pagoda] [--keep DIR]
 LLAMA_BIN_DIR holds llama-embedding, llama-tokenize and llama-server (a build of llama.cpp made
 outside this repository; its shared libraries are found through LD_LIBRARY_PATH = that folder).
 Exit status 1 when any check fails.
@@ -106,8 +106,8 @@ def llama_embedding(args, model, text):
     out = subprocess.run([os.path.join(args.llama_bin, "llama-embedding"), "-m", model, "-p", text,
                           "--embd-output-format", "json", "--embd-normalize", "2", "-t", "1",
                           "-c", "256", "-b", "256", "-ub", "256"],
-                         check=True, capture_output=True, text=True, timeout=120).stdout
-    return json.loads(out)["data"][0]["embedding"]
+                         check=True, capture_output=True, timeout=120).stdout
+    return json.loads(out.decode("utf-8", "replace"))["data"][0]["embedding"]
 
 
 def check_embeddings(args, name, model):
@@ -139,10 +139,10 @@ def check_unigram(args, model):
     strings = random_strings(200)
     for s in strings:
         want = subprocess.run([os.path.join(args.llama_bin, "llama-tokenize"), "-m", model, "-p", s, "--ids",
-                               "--log-disable"], check=True, capture_output=True, text=True, timeout=60).stdout
-        want = json.loads(want.strip().splitlines()[-1])
-        got = subprocess.run([args.pagoda, "tokenize", "--model", model, "--special", "--ids-only"], input=s,
-                             check=True, capture_output=True, text=True, timeout=60).stdout.split()
+                               "--log-disable"], check=True, capture_output=True, timeout=60).stdout
+        want = json.loads(want.decode("utf-8", "replace").strip().splitlines()[-1])
+        got = subprocess.run([args.pagoda, "tokenize", "--model", model, "--special", "--ids-only"],
+                             input=s.encode(), check=True, capture_output=True, timeout=60).stdout.split()
         if [int(t) for t in got] != want:
             bad += 1
             if bad <= 5:
@@ -169,7 +169,7 @@ def check_rerank(args, name, model, strict):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("llama_bin")
-    ap.add_argument("--pagoda", default="build/server/cli/pagoda")
+    ap.add_argument("--pagoda", default="build/pagoda")
     ap.add_argument("--keep", help="write the models here (default: a temporary folder)")
     args = ap.parse_args()
     workdir = args.keep or tempfile.mkdtemp(prefix="encoder-fidelity-")

@@ -40,6 +40,9 @@ size_t write_wordpiece_vocab(gguf::GgufWriter& w) {
   set_tokens(w, "bert", tokens, types);
   w.set("tokenizer.ggml.unknown_token_id", gguf::Value::from_u32(1));
   w.set("tokenizer.ggml.cls_token_id", gguf::Value::from_u32(2));
+  // llama.cpp takes a WordPiece file's BOS from bos_token_id alone (else id 101, [CLS] in the
+  // real BERT vocabulary), so the generated one names [CLS] there too.
+  w.set("tokenizer.ggml.bos_token_id", gguf::Value::from_u32(2));
   w.set("tokenizer.ggml.seperator_token_id", gguf::Value::from_u32(3));
   w.set("tokenizer.ggml.padding_token_id", gguf::Value::from_u32(0));
   w.set("tokenizer.ggml.mask_token_id", gguf::Value::from_u32(4));

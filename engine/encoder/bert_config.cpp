@@ -100,7 +100,7 @@ BertConfig BertConfig::from_gguf(const gguf::GgufFile& f) {
   c.n_types = static_cast<int>(tt->dims[1]);
   const int64_t d = c.dim, ff = c.ff_dim;
   c.tok_embd = tensor(f, "token_embd.weight", d, c.vocab_size, true);
-  c.type_embd = tensor(f, "token_types.weight", d, c.n_types, true);  // F16 in converted f16 files
+  c.type_embd = tensor(f, "token_types.weight", d, c.n_types, true);  // any type the matmul reads
   if (!nomic) c.pos_embd = tensor(f, "position_embd.weight", d, c.ctx, true);
   c.embd_norm = tensor(f, "token_embd_norm.weight", d, 0, false);
   c.embd_norm_b = tensor(f, "token_embd_norm.bias", d, 0, false);

@@ -69,8 +69,9 @@ void write_bert_model(const BertSpec& s, const std::string& path) {
   const int64_t d = s.dim, ff = s.ff_dim;
   const float wstd = 0.3f / std::sqrt(float(d));
   add("token_embd.weight", d, int64_t(vocab), s.type, 0, 0.5f);
-  if (!nomic) add("position_embd.weight", d, s.ctx, s.type, 0, 0.2f);
-  add("token_types.weight", d, n_types, s.type == GgmlType::F32 ? GgmlType::F32 : GgmlType::F16, 0, 0.1f);
+  // F32 whatever the matrices' type, as llama.cpp's converter keeps them (its graph adds them).
+  if (!nomic) add("position_embd.weight", d, s.ctx, GgmlType::F32, 0, 0.2f);
+  add("token_types.weight", d, n_types, GgmlType::F32, 0, 0.1f);
   add("token_embd_norm.weight", d, 0, GgmlType::F32, 1, 0.1f);
   add("token_embd_norm.bias", d, 0, GgmlType::F32, 0, 0.1f);
   for (int l = 0; l < s.n_layers; ++l) {

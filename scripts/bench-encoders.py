@@ -49,7 +49,7 @@ def bench(args, kind, model):
     llama_flags = ["--embeddings", "--pooling", "mean"] if kind == "embed" else ["--rerank"]
     with fidelity.Server([args.pagoda, "serve", model, "--threads", str(args.threads)], "pagoda serve") as p, \
          fidelity.Server([os.path.join(args.llama_bin, "llama-server"), "-m", model, "--host", "127.0.0.1",
-                          "-t", str(args.threads), "-c", "8192", "-b", "8192", "-ub", "8192", "-np", "1",
+                          "-t", str(args.threads), "-c", "8192", "-b", "8192", "-ub", "512", "-np", "1",
                           *llama_flags], "llama-server") as l:
         for batch in (1, 16, 64):
             run(p.port, kind, batch, 0), run(l.port, kind, batch, 0)  # warm-up

@@ -42,6 +42,10 @@ struct GenerationRequest {
   // Speculative decoding allowed (the engine's --speculative decides whether it happens); false
   // opts the request out. Either way its output is the same.
   bool speculative = true;
+  // An encoder reranker's pair input (EngineApi::rank_pair_prompt): the index of the prompt's
+  // first token of the second text (token type 1 where the model has two types), and the
+  // finish delta's embedding holds the classification head's raw scores. -1: not a pair.
+  int segment_b = -1;
   // The LoRA adapter to compute under, by the name it was loaded as (EngineApi::load_lora);
   // empty: the base model. An unknown name is refused at submit ("model_not_found").
   std::string lora;
@@ -267,6 +271,16 @@ class EngineApi {
   // The pooling the model's GGUF names (`<arch>.pooling_type`): set for embedding models,
   // which the server scores by their embeddings; unset for generative ones (the default).
   virtual std::optional<Pooling> model_pooling() const { return std::nullopt; }
+  // A cross-encoder reranker (an encoder whose GGUF has rank pooling and a classification head):
+  // the prompt that scores texts `a` and `b` together, as its tokenizer joins a pair, and
+  // where b's tokens start (for GenerationRequest::segment_b). nullopt for every other model.
+  struct PairPrompt {
+    std::vector<int32_t> ids;
+    int segment_b = 0;
+  };
+  virtual std::optional<PairPrompt> rank_pair_prompt(std::string_view /*a*/, std::string_view /*b*/) const {
+    return std::nullopt;
+  }
 
   // Writes the prefix cache's blocks to the --kv-cache-dir file now (atomically), waiting for
   // it. An engine without one says so (the default).

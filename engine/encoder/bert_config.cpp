@@ -36,6 +36,30 @@ WeightRef tensor(const gguf::GgufFile& f, const std::string& name, int64_t cols,
   return WeightRef{t->type, f.tensor_data(*t), rows > 0 ? rows : 1, cols};
 }
 
+// `name` as tensor() reads it when the file has it; an unset WeightRef when not.
+WeightRef optional_tensor(const gguf::GgufFile& f, const std::string& name, int64_t cols, int64_t rows, bool matrix) {
+  return f.find_tensor(name) == nullptr ? WeightRef{} : tensor(f, name, cols, rows, matrix);
+}
+
+// The classification head of a rank-pooling file.
+void read_rank_head(const gguf::GgufFile& f, BertConfig& c) {
+  const int64_t d = c.dim;
+  c.cls = optional_tensor(f, "cls.weight", d, d, true);
+  c.cls_b = optional_tensor(f, "cls.bias", d, 0, false);
+  const gguf::TensorInfo* out = f.find_tensor("cls.output.weight");
+  if (out != nullptr) {
+    if (out->dims.size() != 2 || out->dims[1] <= 0 || out->dims[1] > 4096)
+      throw EncoderError("tensor cls.output.weight must be [dim x labels]");
+    c.n_cls_out = static_cast<int>(out->dims[1]);
+    c.cls_out = tensor(f, "cls.output.weight", d, c.n_cls_out, true);
+    c.cls_out_b = optional_tensor(f, "cls.output.bias", c.n_cls_out, 0, false);
+  } else {
+    c.n_cls_out = d;
+  }
+  if (c.cls.data == nullptr && c.cls_out.data == nullptr)
+    throw EncoderError("pooling_type 4 (rank) needs a classification head: cls.weight or cls.output.weight");
+}
+
 }  // namespace
 
 bool BertConfig::is_encoder(const gguf::GgufFile& file) {
@@ -62,8 +86,8 @@ BertConfig BertConfig::from_gguf(const gguf::GgufFile& f) {
   c.eps = static_cast<float>(f.get_float(k + "attention.layer_norm_epsilon").value_or(1e-12));
   c.rope_freq_base = static_cast<float>(f.get_float(k + "rope.freq_base").value_or(1000.0));
   const int64_t pooling = f.get_int(k + "pooling_type").value_or(1);
-  if (pooling != 1 && pooling != 2)
-    throw EncoderError(k + "pooling_type " + std::to_string(pooling) + " is not supported (1 mean, 2 CLS)");
+  if (pooling != 1 && pooling != 2 && pooling != 4)
+    throw EncoderError(k + "pooling_type " + std::to_string(pooling) + " is not supported (1 mean, 2 CLS, 4 rank)");
   c.pooling = static_cast<Pooling>(pooling);
   if (f.get_bool(k + "attention.causal").value_or(false))
     throw EncoderError(k + "attention.causal is set: a causal encoder is not supported");
@@ -76,7 +100,7 @@ BertConfig BertConfig::from_gguf(const gguf::GgufFile& f) {
   c.n_types = static_cast<int>(tt->dims[1]);
   const int64_t d = c.dim, ff = c.ff_dim;
   c.tok_embd = tensor(f, "token_embd.weight", d, c.vocab_size, true);
-  c.type_embd = tensor(f, "token_types.weight", d, c.n_types, true);  // F16 in converted f16 files
+  c.type_embd = tensor(f, "token_types.weight", d, c.n_types, true);  // any type the matmul reads
   if (!nomic) c.pos_embd = tensor(f, "position_embd.weight", d, c.ctx, true);
   c.embd_norm = tensor(f, "token_embd_norm.weight", d, 0, false);
   c.embd_norm_b = tensor(f, "token_embd_norm.bias", d, 0, false);
@@ -103,6 +127,7 @@ BertConfig BertConfig::from_gguf(const gguf::GgufFile& f) {
     L.out_norm = v("layer_output_norm", ".weight", d), L.out_norm_b = v("layer_output_norm", ".bias", d);
     c.layers.push_back(L);
   }
+  if (c.pooling == Pooling::Rank) read_rank_head(f, c);
   return c;
 }
 

@@ -4,6 +4,9 @@
 // a bias, attention over the whole input in both directions, and a pooling of the last states.
 // nomic-bert ("nomic-bert") is the same frame with rotary positions (NeoX halves) instead of
 // position embeddings, one fused QKV matrix, SwiGLU FFN, and no biases on the matrices.
+// XLM-RoBERTa files (bge-m3) are "bert" files too (llama.cpp's converter cuts RoBERTa's position
+// offset out of the table). Pooling "rank" (4) marks a cross-encoder reranker: the first token's
+// state goes through its classification head (cls: dense + tanh, then cls.output: the scores).
 #pragma once
 
 #include <cstdint>
@@ -21,7 +24,7 @@ struct EncoderError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-enum class Pooling { Mean = 1, Cls = 2 };
+enum class Pooling { Mean = 1, Cls = 2, Rank = 4 };
 enum class EncoderArch { Bert, NomicBert };
 
 // A matrix (or vector) inside the mapped file: rows x cols in ggml's row-major order.
@@ -46,13 +49,18 @@ struct BertConfig {
   float eps = 1e-12f;
   Pooling pooling = Pooling::Mean;
   WeightRef tok_embd, pos_embd, type_embd, embd_norm, embd_norm_b;
+  // Pooling::Rank: cls [dim x dim] + cls_b, tanh, then cls_out [n_cls_out x dim] + cls_out_b;
+  // either stage may be absent (not both). n_cls_out: the scores per input (the first is the
+  // relevance).
+  WeightRef cls, cls_b, cls_out, cls_out_b;
+  int n_cls_out = 0;
   std::vector<BertLayer> layers;
 
   // True when the file's general.architecture is one this folder serves.
   static bool is_encoder(const gguf::GgufFile& file);
   // Reads keys and tensors; throws EncoderError naming the key or tensor at fault (missing,
   // wrong shape, a type the CPU matmul cannot read; norms and biases must be F32; pooling other
-  // than mean and CLS).
+  // than mean, CLS and rank; rank without a classification head).
   static BertConfig from_gguf(const gguf::GgufFile& file);
 };
 

@@ -1,6 +1,7 @@
 // BertModel: embeddings + LayerNorm, post-norm layers (biased projections, bidirectional
 // softmax attention, tanh-approximated GELU as llama.cpp's ggml_gelu), pooling, normalization;
-// for nomic-bert rotary Q/K (NeoX halves), a fused QKV, SwiGLU and no matrix biases.
+// for nomic-bert rotary Q/K (NeoX halves), a fused QKV, SwiGLU and no matrix biases; the
+// classification head of rerankers.
 #include "engine/encoder/bert_model.h"
 
 #include <algorithm>
@@ -80,15 +81,20 @@ BertModel::BertModel(const gguf::GgufFile& file, int threads)
 
 BertModel::~BertModel() = default;
 
-std::vector<float> BertModel::hidden_states(const std::vector<int32_t>& tokens) const {
+std::vector<float> BertModel::hidden_states(const std::vector<int32_t>& tokens, int segment_b) const {
   const BertConfig& c = config_;
   const int64_t n = int64_t(tokens.size()), d = c.dim, hd = d / c.n_heads;
   if (n == 0) throw EncoderError("an encoder input needs at least one token");
   if (n > c.ctx)
     throw EncoderError("input of " + std::to_string(n) + " tokens exceeds the model's context of " +
                        std::to_string(c.ctx));
-  std::vector<float> x(static_cast<size_t>(n * d)), tmp(static_cast<size_t>(d)), type0(static_cast<size_t>(d));
-  read_row(c.type_embd, 0, type0.data());  // every token has type 0
+  std::vector<float> x(static_cast<size_t>(n * d)), tmp(static_cast<size_t>(d)), type0(static_cast<size_t>(d)),
+      type1;
+  read_row(c.type_embd, 0, type0.data());
+  if (c.n_types >= 2 && segment_b >= 0) {  // the second text of a pair
+    type1.resize(size_t(d));
+    read_row(c.type_embd, 1, type1.data());
+  }
   for (int64_t i = 0; i < n; ++i) {
     if (tokens[i] < 0 || tokens[i] >= c.vocab_size)
       throw EncoderError("token id " + std::to_string(tokens[i]) + " is outside the vocabulary");
@@ -98,7 +104,8 @@ std::vector<float> BertModel::hidden_states(const std::vector<int32_t>& tokens) 
       read_row(c.pos_embd, i, tmp.data());
       for (int64_t j = 0; j < d; ++j) row[j] += tmp[j];
     }
-    for (int64_t j = 0; j < d; ++j) row[j] += type0[j];
+    const std::vector<float>& type = !type1.empty() && i >= segment_b ? type1 : type0;
+    for (int64_t j = 0; j < d; ++j) row[j] += type[j];
   }
   layer_norm(x, n, d, c.embd_norm, c.embd_norm_b, c.eps);
 
@@ -164,10 +171,23 @@ std::vector<float> BertModel::hidden_states(const std::vector<int32_t>& tokens) 
   return x;
 }
 
-std::vector<float> BertModel::embed(const std::vector<int32_t>& tokens) const {
-  const std::vector<float> h = hidden_states(tokens);
+std::vector<float> BertModel::embed(const std::vector<int32_t>& tokens, int segment_b) const {
+  const std::vector<float> h = hidden_states(tokens, segment_b);
   const int64_t n = int64_t(tokens.size()), d = config_.dim;
   std::vector<float> out(static_cast<size_t>(d), 0.0f);
+  if (config_.pooling == Pooling::Rank) {
+    std::vector<float> x(h.begin(), h.begin() + d), y;
+    if (config_.cls.data != nullptr) {  // dense + tanh
+      linear(*pool_, config_.cls, config_.cls_b, x, 1, y);
+      for (float& e : y) e = std::tanh(e);
+      x.swap(y);
+    }
+    if (config_.cls_out.data != nullptr) {
+      linear(*pool_, config_.cls_out, config_.cls_out_b, x, 1, y);
+      x.swap(y);
+    }
+    return x;
+  }
   if (config_.pooling == Pooling::Cls) {
     std::copy(h.begin(), h.begin() + d, out.begin());
   } else {

@@ -1,42 +1,17 @@
-// write_bert_model: the generated WordPiece vocabulary and the seeded random tensors.
+// write_bert_model: the hyper-parameter keys and the seeded random tensors.
 #include "engine/encoder/bert_writer.h"
 
 #include <cmath>
 #include <random>
 #include <vector>
 
+#include "engine/encoder/encoder_vocab.h"
 #include "engine/gguf/gguf.h"
 #include "kernels/cpu/quants.h"
 
 namespace pagoda::encoder {
 
 namespace {
-
-constexpr int kTokenNormal = 1, kTokenControl = 3, kTokenUnknown = 2;
-
-void generated_vocab(gguf::GgufWriter& w) {
-  std::vector<std::string> tokens = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
-  std::vector<int64_t> types = {kTokenControl, kTokenUnknown, kTokenControl, kTokenControl, kTokenControl};
-  const std::string start = "\xE2\x96\x81";  // U+2581 marks a word-initial piece
-  for (int c = 0x21; c < 0x7F; ++c) {
-    if (c >= 'A' && c <= 'Z') continue;  // the normalizer lowercases
-    tokens.push_back(start + char(c)), types.push_back(kTokenNormal);
-    tokens.push_back(std::string(1, char(c))), types.push_back(kTokenNormal);
-  }
-  for (const char* word : {"the", "hello", "world", "cat", "dog", "sat", "on", "mat", "paris", "capital",
-                           "france", "is", "of", "what", "ing", "ed"}) {
-    tokens.push_back(start + word), types.push_back(kTokenNormal);
-  }
-  w.set("tokenizer.ggml.model", gguf::Value::from_string("bert"));
-  w.set("tokenizer.ggml.pre", gguf::Value::from_string("default"));
-  w.set("tokenizer.ggml.tokens", gguf::Value::string_array(tokens));
-  w.set("tokenizer.ggml.token_type", gguf::Value::i32_array(types));
-  w.set("tokenizer.ggml.unknown_token_id", gguf::Value::from_u32(1));
-  w.set("tokenizer.ggml.cls_token_id", gguf::Value::from_u32(2));
-  w.set("tokenizer.ggml.seperator_token_id", gguf::Value::from_u32(3));
-  w.set("tokenizer.ggml.padding_token_id", gguf::Value::from_u32(0));
-  w.set("tokenizer.ggml.mask_token_id", gguf::Value::from_u32(4));
-}
 
 // Copies every tokenizer.* key of `path`; returns the vocabulary size.
 size_t copied_vocab(gguf::GgufWriter& w, const std::string& path) {
@@ -57,6 +32,7 @@ void write_bert_model(const BertSpec& s, const std::string& path) {
     throw EncoderError("quantized bert weights need dim and ff a multiple of 32");
   gguf::GgufWriter w;
   const bool nomic = s.arch == EncoderArch::NomicBert;
+  if (s.xlm_roberta && nomic) throw EncoderError("xlm-roberta is a bert-architecture file");
   if (nomic && (s.dim / s.n_heads) % 2 != 0) throw EncoderError("nomic-bert needs an even head width");
   const std::string arch = nomic ? "nomic-bert" : "bert", k = arch + ".";
   w.set("general.architecture", gguf::Value::from_string(arch));
@@ -70,11 +46,11 @@ void write_bert_model(const BertSpec& s, const std::string& path) {
   w.set(k + "attention.causal", gguf::Value::from_bool(false));
   w.set(k + "pooling_type", gguf::Value::from_u32(uint32_t(s.pooling)));
   if (nomic) w.set(k + "rope.freq_base", gguf::Value::from_f32(1000.0f));
-  w.set("tokenizer.ggml.token_type_count", gguf::Value::from_u32(2));
+  const int n_types = s.xlm_roberta ? 1 : 2;
+  w.set("tokenizer.ggml.token_type_count", gguf::Value::from_u32(uint32_t(n_types)));
   size_t vocab = 0;
   if (s.vocab_from.empty()) {
-    generated_vocab(w);
-    vocab = gguf::GgufFile::from_bytes(w.to_bytes()).get_string_array("tokenizer.ggml.tokens")->size();
+    vocab = s.xlm_roberta ? write_unigram_vocab(w, s.seed) : write_wordpiece_vocab(w);
   } else {
     vocab = copied_vocab(w, s.vocab_from);
   }
@@ -93,8 +69,9 @@ void write_bert_model(const BertSpec& s, const std::string& path) {
   const int64_t d = s.dim, ff = s.ff_dim;
   const float wstd = 0.3f / std::sqrt(float(d));
   add("token_embd.weight", d, int64_t(vocab), s.type, 0, 0.5f);
-  if (!nomic) add("position_embd.weight", d, s.ctx, s.type, 0, 0.2f);
-  add("token_types.weight", d, 2, s.type == GgmlType::F32 ? GgmlType::F32 : GgmlType::F16, 0, 0.1f);
+  // F32 whatever the matrices' type, as llama.cpp's converter keeps them (its graph adds them).
+  if (!nomic) add("position_embd.weight", d, s.ctx, GgmlType::F32, 0, 0.2f);
+  add("token_types.weight", d, n_types, GgmlType::F32, 0, 0.1f);
   add("token_embd_norm.weight", d, 0, GgmlType::F32, 1, 0.1f);
   add("token_embd_norm.bias", d, 0, GgmlType::F32, 0, 0.1f);
   for (int l = 0; l < s.n_layers; ++l) {
@@ -118,6 +95,12 @@ void write_bert_model(const BertSpec& s, const std::string& path) {
     matrix("ffn_up", d, ff);
     matrix("ffn_down", ff, d);
     norm("layer_output_norm");
+  }
+  if (s.pooling == Pooling::Rank) {
+    add("cls.weight", d, d, s.type, 0, 3 * wstd);
+    add("cls.bias", d, 0, GgmlType::F32, 0, 0.1f);
+    add("cls.output.weight", d, 1, s.type, 0, 1.0f / std::sqrt(float(d)));
+    add("cls.output.bias", 1, 0, GgmlType::F32, 0, 0.1f);
   }
   w.write(path);
 }

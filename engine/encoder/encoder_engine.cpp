@@ -17,6 +17,7 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 // One request: its prompt, and the stream state the worker fills.
 struct EncoderEngine::Job final : RequestStream {
   std::vector<int32_t> prompt;
+  int segment_b = -1;
   Clock::time_point submitted = Clock::now();
   mutable std::mutex mu;
   std::condition_variable cv;
@@ -66,7 +67,26 @@ EncoderEngine::~EncoderEngine() {
 }
 
 std::optional<pagoda::Pooling> EncoderEngine::model_pooling() const {
-  return model_.config().pooling == encoder::Pooling::Cls ? pagoda::Pooling::Cls : pagoda::Pooling::Mean;
+  // A reranker's head reads the first token's state.
+  return model_.config().pooling == encoder::Pooling::Mean ? pagoda::Pooling::Mean : pagoda::Pooling::Cls;
+}
+
+std::optional<EngineApi::PairPrompt> EncoderEngine::rank_pair_prompt(std::string_view a, std::string_view b) const {
+  if (model_.config().pooling != encoder::Pooling::Rank) return std::nullopt;
+  PairPrompt p;
+  const int32_t eos = tokenizer_.eos_id() >= 0 ? tokenizer_.eos_id() : tokenizer_.sep_id();
+  auto append = [&](std::string_view text) {
+    const std::vector<int32_t> ids = tokenizer_.encode(text, /*add_special=*/false, /*parse_special=*/false);
+    p.ids.insert(p.ids.end(), ids.begin(), ids.end());
+  };
+  if (tokenizer_.add_bos() && tokenizer_.bos_id() >= 0) p.ids.push_back(tokenizer_.bos_id());
+  append(a);
+  if (tokenizer_.add_eos() && eos >= 0) p.ids.push_back(eos);
+  if (tokenizer_.add_sep() && tokenizer_.sep_id() >= 0) p.ids.push_back(tokenizer_.sep_id());
+  p.segment_b = static_cast<int>(p.ids.size());
+  append(b);
+  if (tokenizer_.add_eos() && eos >= 0) p.ids.push_back(eos);
+  return p;
 }
 
 std::shared_ptr<RequestStream> EncoderEngine::submit(GenerationRequest req, SubmitError* err) {
@@ -78,6 +98,11 @@ std::shared_ptr<RequestStream> EncoderEngine::submit(GenerationRequest req, Subm
     return refuse("this model is an encoder (" + model_.config().name +
                       "): it serves /v1/embeddings, /v1/rerank and /v1/score, not text generation",
                   "model_not_generative");
+  const bool reranker = model_.config().pooling == encoder::Pooling::Rank;
+  if (reranker && req.segment_b < 0)
+    return refuse("this model is a reranker (" + model_.config().name +
+                      "): it scores text pairs on /v1/rerank and /v1/score, and makes no embeddings",
+                  "model_is_reranker");
   if (req.prompt.empty()) return refuse("the input has no tokens", "empty_input");
   if (static_cast<int>(req.prompt.size()) > context_size())
     return refuse("the input has " + std::to_string(req.prompt.size()) + " tokens, over the model's context of " +
@@ -85,6 +110,7 @@ std::shared_ptr<RequestStream> EncoderEngine::submit(GenerationRequest req, Subm
                   "context_length_exceeded");
   auto job = std::make_shared<Job>();
   job->prompt = std::move(req.prompt);
+  job->segment_b = reranker ? req.segment_b : -1;
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (max_queue_ > 0 && inflight_ >= max_queue_)
@@ -119,7 +145,7 @@ void EncoderEngine::run() {
       d.finish = FinishReason::Abort;
     } else {
       try {
-        d.embedding = model_.embed(job->prompt);
+        d.embedding = model_.embed(job->prompt, job->segment_b);
         d.finish = FinishReason::Stop;
       } catch (const std::exception& e) {
         d.finish = FinishReason::Error;

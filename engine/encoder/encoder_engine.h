@@ -1,6 +1,8 @@
 // EncoderEngine: the EngineApi of an encoder model. It serves embedding requests only (what
 // /v1/embeddings, /v1/rerank and /v1/score submit), one input at a time on its own thread, in
-// arrival order; every other request is refused at submit with a clear message (400).
+// arrival order; every other request is refused at submit with a clear message (400). A
+// reranker (rank pooling) takes pair inputs only (rank_pair_prompt), and its "embedding" is the
+// classification head's scores.
 #pragma once
 
 #include <condition_variable>
@@ -41,6 +43,9 @@ class EncoderEngine final : public EngineApi {
   int32_t vocab_size() const override { return tokenizer_.vocab_size(); }
   int32_t prompt_bos_id() const override { return tokenizer_.add_bos() ? tokenizer_.bos_id() : -1; }
   std::optional<pagoda::Pooling> model_pooling() const override;
+  // [BOS] a [EOS] [SEP] b [EOS], each special token where the vocabulary adds it (BOS and EOS
+  // by add_bos / add_eos, SEP by add_sep), as llama.cpp's server joins a rerank pair.
+  std::optional<PairPrompt> rank_pair_prompt(std::string_view a, std::string_view b) const override;
 
  private:
   struct Job;

@@ -5,6 +5,7 @@
 #include "engine/tokenizer/bpe.h"
 #include "engine/tokenizer/spm.h"
 #include "engine/tokenizer/tokenizer_base.h"
+#include "engine/tokenizer/unigram.h"
 #include "engine/tokenizer/wordpiece.h"
 
 namespace pagoda {
@@ -16,8 +17,9 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const gguf::GgufFile& file) {
     if (*model == "llama") return std::make_unique<tok::SpmTokenizer>(file);
     if (*model == "gpt2") return std::make_unique<tok::BpeTokenizer>(file);
     if (*model == "bert") return std::make_unique<tok::WordPieceTokenizer>(file);
+    if (*model == "t5") return std::make_unique<tok::UnigramTokenizer>(file);
     throw TokenizerError("unsupported tokenizer.ggml.model \"" + *model +
-                         "\" (supported: llama, gpt2, bert)");
+                         "\" (supported: llama, gpt2, bert, t5)");
   } catch (const gguf::GgufError& e) {
     // A tokenizer key with the wrong type: report it as a tokenizer problem.
     throw TokenizerError(std::string("bad tokenizer metadata: ") + e.what());

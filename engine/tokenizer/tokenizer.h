@@ -1,6 +1,6 @@
 // Tokenizer built from a GGUF file's `tokenizer.*` metadata: SentencePiece-style BPE ("llama")
-// and byte-level BPE ("gpt2") with the pre-tokenizer named by `tokenizer.ggml.pre`, and BERT's
-// WordPiece ("bert").
+// and byte-level BPE ("gpt2") with the pre-tokenizer named by `tokenizer.ggml.pre`, BERT's
+// WordPiece ("bert") and SentencePiece's Unigram ("t5").
 #pragma once
 
 #include <cstdint>
@@ -69,6 +69,10 @@ class Tokenizer {
   virtual int32_t eot_id() const = 0;
   virtual bool add_bos() const = 0;
   virtual bool add_eos() const = 0;
+  // The separator between the two texts of a pair (tokenizer.ggml.seperator_token_id; -1 when
+  // absent) and whether a pair puts it after the first text's EOS (tokenizer.ggml.add_sep_token).
+  virtual int32_t sep_id() const { return -1; }
+  virtual bool add_sep() const { return false; }
   virtual bool is_control(int32_t id) const = 0;
   // End of generation: EOS, EOT and similar tokens.
   virtual bool is_eog(int32_t id) const = 0;

@@ -30,6 +30,8 @@ class TokenizerBase : public Tokenizer {
   int32_t eot_id() const override { return vocab_.eot; }
   bool add_bos() const override { return vocab_.add_bos; }
   bool add_eos() const override { return vocab_.add_eos; }
+  int32_t sep_id() const override { return vocab_.sep; }
+  bool add_sep() const override { return vocab_.add_sep; }
   bool is_control(int32_t id) const override;
   bool is_eog(int32_t id) const override;
   std::vector<std::string> warnings() const override { return warnings_; }

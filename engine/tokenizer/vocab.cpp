@@ -127,8 +127,10 @@ Vocab Vocab::load(const gguf::GgufFile& f, bool spm) {
   v.eot = read_id(f, "tokenizer.ggml.eot_token_id", -1, n, false);
   v.eom = read_id(f, "tokenizer.ggml.eom_token_id", -1, n, false);
   v.pad = read_id(f, "tokenizer.ggml.padding_token_id", -1, n, true);
+  v.sep = read_id(f, "tokenizer.ggml.seperator_token_id", -1, n, true);
   v.add_bos = f.get_bool("tokenizer.ggml.add_bos_token").value_or(spm);
   v.add_eos = f.get_bool("tokenizer.ggml.add_eos_token").value_or(false);
+  v.add_sep = f.get_bool("tokenizer.ggml.add_sep_token").value_or(false) && v.sep >= 0;
   if (v.add_bos && v.bos < 0)
     throw TokenizerError("tokenizer.ggml.add_bos_token is set but the vocabulary has no BOS token");
   if (v.add_eos && v.eos < 0)

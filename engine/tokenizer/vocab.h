@@ -113,8 +113,8 @@ class Vocab {
   // tokens strip whitespace; public so that callers and tests can describe other vocabularies.
   void set_strip(int32_t id, uint8_t flags);
 
-  int32_t bos = -1, eos = -1, eot = -1, eom = -1, pad = -1, unk = -1;
-  bool add_bos = false, add_eos = false;
+  int32_t bos = -1, eos = -1, eot = -1, eom = -1, pad = -1, unk = -1, sep = -1;
+  bool add_bos = false, add_eos = false, add_sep = false;
   std::vector<bool> eog;  // per token: ends generation
 
  private:

@@ -33,9 +33,11 @@ const char* const kUsage =
     "  --arch A              llama | qwen2 | qwen3 | gemma2 | gemma3 | phi3 | qwen2moe |\n"
     "                        qwen3moe (qwen2moe: experts and a shared expert; qwen3moe:\n"
     "                        experts only; 8 experts, 2 used unless set below) |\n"
-    "                        bert | nomic-bert (encoders for embeddings: WordPiece vocabulary, generated\n"
-    "                        or --vocab-from; defaults 2 layers, dim 64, ff 128, 4 heads, ctx 128;\n"
-    "                        reads --layers --dim --ff --heads --ctx --type --seed --name --pooling)\n"
+    "                        bert | nomic-bert | xlm-roberta (encoders for embeddings and rerank:\n"
+    "                        a generated WordPiece vocabulary, Unigram for xlm-roberta, or\n"
+    "                        --vocab-from; defaults 2 layers, dim 64, ff 128, 4 heads, ctx 128;\n"
+    "                        reads --layers --dim --ff --heads --ctx --type --seed --name and\n"
+    "                        --pooling mean|cls|rank: rank adds a reranker's classification head)\n"
     "  --experts N           experts per layer (llama: a Mixtral-style MoE; default 0 = dense)\n"
     "  --experts-used K      experts each token is routed to (default 2)\n"
     "  --expert-ff N         each expert's FFN width (default: --ff; a llama MoE writes it as\n"
@@ -55,7 +57,7 @@ const char* const kUsage =
     "  --sliding-window N    attention window of the local layers (gemma2 4096, gemma3 512 and\n"
     "                        phi3 ctx-1 by default; 0: none for phi3)\n"
     "  --seed N              random seed (default 0)\n"
-    "  --pooling P           mean | cls: written as <arch>.pooling_type (bert default mean)\n"
+    "  --pooling P           mean | cls | rank (encoders): written as <arch>.pooling_type (bert default mean)\n"
     "  --vocab-from FILE     copy every tokenizer.* key (and the vocab size) from another GGUF\n"
     "  --name NAME           general.name\n"
     "  --threads N           generator threads (default: all cores; never changes the bytes)\n"
@@ -91,19 +93,21 @@ int parse_size(const std::string& flag, const char* s) {
 }
 
 // The bert spec: its own defaults, overridden by the flags given that apply to an encoder.
-encoder::BertSpec bert_spec_from(const ModelSpec& spec, const std::set<std::string>& given, encoder::EncoderArch arch) {
+encoder::BertSpec bert_spec_from(const ModelSpec& spec, const std::set<std::string>& given,
+                                 const encoder::BertSpec& arch) {
   encoder::BertSpec b;
-  b.arch = arch;
+  b.arch = arch.arch;
+  b.xlm_roberta = arch.xlm_roberta;
   for (const char* flag : {"--preset", "--kv-heads", "--head-dim", "--vocab-size", "--rope-base", "--rope-freqs",
                            "--sliding-window", "--experts", "--experts-used", "--expert-ff", "--shared-expert-ff"})
-    if (given.count(flag)) throw ArgError(std::string(flag) + " does not apply to an encoder (--arch bert, nomic-bert)");
+    if (given.count(flag)) throw ArgError(std::string(flag) + " does not apply to an encoder (--arch bert, nomic-bert, xlm-roberta)");
   if (given.count("--layers")) b.n_layers = spec.n_layers;
   if (given.count("--dim")) b.dim = spec.dim;
   if (given.count("--ff")) b.ff_dim = spec.ff_dim;
   if (given.count("--heads")) b.n_heads = spec.n_heads;
   if (given.count("--ctx")) b.ctx = spec.ctx;
   if (given.count("--type")) {
-    if (spec.mix != WeightMix::None) throw ArgError("--type: weight mixes do not apply to an encoder (--arch bert, nomic-bert)");
+    if (spec.mix != WeightMix::None) throw ArgError("--type: weight mixes do not apply to an encoder (--arch bert, nomic-bert, xlm-roberta)");
     b.type = spec.type;
   }
   if (given.count("--seed")) b.seed = spec.seed;
@@ -196,14 +200,17 @@ int make_model(int argc, char** argv) {
       given.insert(flag);
       if (flag == "--output" || flag == "-o") output = v;
       else if (flag == "--preset") continue;  // applied above
-      else if (flag == "--arch" && (std::strcmp(v, "bert") == 0 || std::strcmp(v, "nomic-bert") == 0)) {
+      else if (flag == "--arch" && (std::strcmp(v, "bert") == 0 || std::strcmp(v, "nomic-bert") == 0 ||
+                                    std::strcmp(v, "xlm-roberta") == 0)) {
         bert = true;
-        bert_spec.arch = std::strcmp(v, "bert") == 0 ? encoder::EncoderArch::Bert : encoder::EncoderArch::NomicBert;
+        bert_spec.arch = std::strcmp(v, "nomic-bert") == 0 ? encoder::EncoderArch::NomicBert : encoder::EncoderArch::Bert;
+        bert_spec.xlm_roberta = std::strcmp(v, "xlm-roberta") == 0;
       }
       else if (flag == "--pooling") {
         if (std::strcmp(v, "mean") == 0) spec.pooling_type = 1;
         else if (std::strcmp(v, "cls") == 0) spec.pooling_type = 2;
-        else throw ArgError(std::string("--pooling: mean or cls, got '") + v + "'");
+        else if (std::strcmp(v, "rank") == 0) spec.pooling_type = 4;
+        else throw ArgError(std::string("--pooling: mean, cls or rank, got '") + v + "'");
       } else if (flag == "--arch") {
         spec.arch = parse_arch_name(v);
       } else if (flag == "--layers") spec.n_layers = parse_size(flag, v);
@@ -237,7 +244,8 @@ int make_model(int argc, char** argv) {
       else if (flag == "--shared-expert-ff") spec.shared_expert_ff_dim = parse_size(flag, v);
     }
     if (output.empty()) throw ArgError("--output FILE is required");
-    if (bert) bert_spec = bert_spec_from(spec, given, bert_spec.arch);
+    if (bert) bert_spec = bert_spec_from(spec, given, bert_spec);
+    if (!bert && spec.pooling_type == 4) throw ArgError("--pooling rank applies to an encoder only");
   } catch (const std::runtime_error& e) {  // ArgError, ModelSpecError
     std::fprintf(stderr, "pagoda make-model: %s (see pagoda make-model --help)\n", e.what());
     return 2;
@@ -254,7 +262,9 @@ int make_model(int argc, char** argv) {
     }
     if (!quiet)
       std::fprintf(stderr, "wrote %s (%s, %d layers, dim %d, %s)\n", output.c_str(),
-                   bert_spec.arch == encoder::EncoderArch::Bert ? "bert" : "nomic-bert", bert_spec.n_layers,
+                   bert_spec.xlm_roberta ? "xlm-roberta"
+                   : bert_spec.arch == encoder::EncoderArch::Bert ? "bert" : "nomic-bert",
+                   bert_spec.n_layers,
                    bert_spec.dim, ggml_type_info(bert_spec.type).name);
     return 0;
   }

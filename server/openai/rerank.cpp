@@ -1,6 +1,7 @@
-// Handlers::rerank and Handlers::score, and the scoring both share (score_pairs): an embedding
-// model (its GGUF names a pooling type) scores a pair by the cosine similarity of the two
-// texts' pooled embeddings; any other model is read as a generative reranker (Qwen3-Reranker's
+// Handlers::rerank and Handlers::score, and the scoring both share (score_pairs): a
+// cross-encoder reranker (an encoder with a classification head) scores each pair as one input,
+// the relevance being its head's first output; an embedding model (its GGUF names a pooling
+// type) scores a pair by the cosine similarity of the two texts' pooled embeddings; any other model is read as a generative reranker (Qwen3-Reranker's
 // way): the pair goes into a judging prompt through the chat template, and the score is the
 // probability of "yes" against "no" as the next token. Every text or prompt of a call is one
 // prefill request, batched by the engine's scheduler with other traffic.
@@ -27,6 +28,32 @@ constexpr float kAnswerBias = 100.0f;
 std::vector<double> Handlers::score_pairs(const httplib::Request& req, const ScorePairs& pairs, int* tokens) {
   const int ctx = engine_.context_size();
   std::vector<GenerationRequest> reqs;
+  if (pairs.size() > 0 && engine_.rank_pair_prompt("", "")) {
+    for (size_t i = 0; i < pairs.size(); ++i) {
+      std::optional<EngineApi::PairPrompt> p;
+      try {
+        p = engine_.rank_pair_prompt(pairs.left_of(i), pairs.right[i]);
+      } catch (const std::exception& e) {
+        throw ApiError(400, "Invalid value for '" + pairs.right_name(i) + "': " + e.what(), "invalid_request_error",
+                       pairs.right_name(i));
+      }
+      if (static_cast<int>(p->ids.size()) > ctx) throw context_exceeded(ctx, pairs.right_name(i), p->ids.size());
+      GenerationRequest gr;
+      gr.prompt = std::move(p->ids);
+      gr.segment_b = p->segment_b;
+      gr.embed = true;
+      reqs.push_back(std::move(gr));
+    }
+    std::vector<PrefillResult> done = run_prefill_batch(req, std::move(reqs), pairs.right_param);
+    std::vector<double> scores;
+    for (const PrefillResult& r : done) {
+      if (r.last.embedding.empty())
+        throw ApiError(500, "The score could not be computed.", "server_error", "", "score_failed");
+      scores.push_back(r.last.embedding[0]);
+      *tokens += r.usage.prompt_tokens;
+    }
+    return scores;
+  }
   if (const std::optional<Pooling> pooling = engine_.model_pooling()) {
     // Left texts first, then right ones: each embedded once.
     auto add = [&](const std::string& text, const std::string& param) {

@@ -1,7 +1,8 @@
 // BertModel against a reference written here: the BERT forward in plain double-precision loops
 // over the file's F32 tensors (embeddings + LayerNorm, post-norm layers with biases, all-pairs
 // softmax attention, tanh GELU, mean or CLS pooling, L2 norm; for nomic-bert rotary Q/K in NeoX
-// halves, a fused QKV, SwiGLU and no matrix biases). Tolerance: every component of the
+// halves, a fused QKV, SwiGLU and no matrix biases; for rerankers token type 1 on a pair's second
+// text and the classification head, dense + tanh then the score). Tolerance: every component of the
 // normalized embedding within 1e-4 of the reference for F32 weights (the engine sums in float
 // with SIMD order; the reference in double), and cosine >= 0.999 for F16 weights (rounded once).
 #include <catch2/catch.hpp>
@@ -75,7 +76,7 @@ void rotate(Mat& x, int hd, double base) {
       }
 }
 
-std::vector<double> reference(const GgufFile& f, const std::vector<int32_t>& ids) {
+std::vector<double> reference(const GgufFile& f, const std::vector<int32_t>& ids, int segment_b = -1) {
   const std::string arch = *f.get_string("general.architecture"), key = arch + ".";
   const bool nomic = arch == "nomic-bert";
   const int d = int(*f.get_int(key + "embedding_length")), heads = int(*f.get_int(key + "attention.head_count"));
@@ -85,7 +86,10 @@ std::vector<double> reference(const GgufFile& f, const std::vector<int32_t>& ids
   const size_t n = ids.size();
   Mat x(n, std::vector<double>(d));
   for (size_t i = 0; i < n; ++i)
-    for (int j = 0; j < d; ++j) x[i][j] = tok[size_t(ids[i]) * d + j] + (nomic ? 0.0 : pos[i * d + j]) + typ[j];
+    for (int j = 0; j < d; ++j) {
+      const size_t type = segment_b >= 0 && int(i) >= segment_b && typ.size() >= size_t(2 * d) ? 1 : 0;
+      x[i][j] = tok[size_t(ids[i]) * d + j] + (nomic ? 0.0 : pos[i * d + j]) + typ[type * d + j];
+    }
   norm(x, t32(f, "token_embd_norm.weight"), t32(f, "token_embd_norm.bias"), eps);
   for (int l = 0; l < layers; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
@@ -136,6 +140,15 @@ std::vector<double> reference(const GgufFile& f, const std::vector<int32_t>& ids
     norm(x, t32(f, p + "layer_output_norm.weight"), t32(f, p + "layer_output_norm.bias"), eps);
   }
   std::vector<double> out(d, 0.0);
+  if (*f.get_int(key + "pooling_type") == 4) {  // rank: the head on the first token, unnormalized
+    Mat h{x[0]};
+    if (f.find_tensor("cls.weight")) {
+      h = linear(h, t32(f, "cls.weight"), t32_opt(f, "cls.bias"));
+      for (double& e : h[0]) e = std::tanh(e);
+    }
+    if (f.find_tensor("cls.output.weight")) h = linear(h, t32(f, "cls.output.weight"), t32_opt(f, "cls.output.bias"));
+    return h[0];
+  }
   if (*f.get_int(key + "pooling_type") == 2) {
     out = x[0];
   } else {
@@ -218,4 +231,56 @@ TEST_CASE("bert embeddings: different inputs differ, order matters, bad inputs t
   CHECK_THROWS_AS(model.embed(std::vector<int32_t>(17, 5)), EncoderError);
   CHECK_THROWS_AS(model.embed({2, 100000, 3}), EncoderError);
   CHECK(model.config().pooling == Pooling::Mean);
+}
+
+TEST_CASE("rerankers: the classification head's score of a pair, token types on the second text", "[encoder][bert]") {
+  pagoda::testing::ScratchDir dir("bert-rank");
+  for (bool xlm : {false, true}) {
+    BertSpec spec;
+    spec.xlm_roberta = xlm;
+    spec.type = pagoda::GgmlType::F32;
+    spec.pooling = Pooling::Rank;
+    spec.seed = 11;
+    const std::string path = dir.file(xlm ? "xlm.gguf" : "bert.gguf");
+    write_bert_model(spec, path);
+    const auto file = GgufFile::open(path);
+    const BertModel model(file, 2);
+    REQUIRE(model.config().n_cls_out == 1);
+    CHECK(model.config().n_types == (xlm ? 1 : 2));
+    const auto tok = pagoda::Tokenizer::from_gguf(file);
+    auto ids = tok->encode("what is the capital of france", false, false);
+    const int segment_b = int(ids.size());
+    const auto doc = tok->encode("paris is the capital", false, false);
+    ids.insert(ids.end(), doc.begin(), doc.end());
+    const auto got = model.embed(ids, segment_b);
+    const auto want = reference(file, ids, segment_b);
+    REQUIRE(got.size() == 1);
+    REQUIRE(want.size() == 1);
+    INFO((xlm ? "xlm-roberta" : "bert") << " score " << got[0] << " reference " << want[0]);
+    CHECK(std::abs(got[0] - want[0]) < 1e-4);
+    // The second segment's token type changes a BERT score; XLM-RoBERTa has one type only.
+    const double whole_a = model.embed(ids, -1)[0];
+    if (xlm) {
+      CHECK(whole_a == Approx(got[0]).margin(1e-6));
+    } else {
+      CHECK(std::abs(whole_a - got[0]) > 1e-5);
+      CHECK(std::abs(whole_a - reference(file, ids, -1)[0]) < 1e-4);
+    }
+  }
+}
+
+TEST_CASE("a rank file without a classification head is refused", "[encoder][bert]") {
+  pagoda::testing::ScratchDir dir("bert-rank-bad");
+  BertSpec spec;
+  write_bert_model(spec, dir.file("m.gguf"));
+  auto src = GgufFile::open(dir.file("m.gguf"));
+  pagoda::gguf::GgufWriter w;
+  for (const auto& [key, value] : src.metadata()) w.set(key, value);
+  w.set("bert.pooling_type", pagoda::gguf::Value::from_u32(4));
+  for (const auto& t : src.tensors()) {
+    const auto* p = static_cast<const uint8_t*>(src.tensor_data(t));
+    w.add_tensor(t.name, t.dims, t.type, std::vector<uint8_t>(p, p + t.nbytes));
+  }
+  const auto bad = GgufFile::from_bytes(w.to_bytes());
+  CHECK_THROWS_AS(BertConfig::from_gguf(bad), EncoderError);
 }

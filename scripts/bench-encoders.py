@@ -1,0 +1,82 @@
+#!/usr/bin/python3
+"""Encoder throughput beside llama.cpp's server on the same file (a benchmark, not a test):
+embeddings/s on a bge-small-shaped bert (12 layers, dim 384, ff 1536, 12 heads, F16, mean
+pooling) and rerank pairs/s on the same shape with a classification head (pooling rank), each at
+1, 16 and 64 inputs of about 100 tokens per request, pagoda and llama-server taking turns
+request by request (alternating, so that both see the same machine load), --rounds rounds each.
+
+usage: scripts/bench-encoders.py LLAMA_BIN_DIR [--pagoda build/pagoda] [--threads 2] [--rounds 3]
+LLAMA_BIN_DIR holds llama-server (a build of llama.cpp made outside this repository; its shared
+libraries are found through LD_LIBRARY_PATH = that folder). Prints one line per figure.
+"""
+import argparse
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from importlib import import_module
+
+fidelity = import_module("encoder-fidelity")  # Server, post: the same process handling
+
+SHAPE = ["--arch", "bert", "--layers", "12", "--dim", "384", "--ff", "1536", "--heads", "12", "--ctx", "512",
+         "--type", "f16", "--seed", "5"]
+WORDS = ["the", "hello", "world", "cat", "dog", "sat", "on", "mat", "paris", "capital", "france", "is", "of",
+         "what"]
+
+
+def texts(n, seed):
+    """n texts of 98 words from the generated vocabulary (about 100 tokens with [CLS]/[SEP])."""
+    rng = random.Random(seed)
+    return [" ".join(rng.choice(WORDS) for _ in range(98)) for _ in range(n)]
+
+
+def run(port, kind, batch, seed):
+    """One request; returns the seconds it took."""
+    t0 = time.perf_counter()
+    if kind == "embed":
+        fidelity.post(port, "/v1/embeddings", {"input": texts(batch, seed)})
+    else:  # about 100 tokens per pair: a short query and a 90-word document
+        docs = [" ".join(t.split()[:90]) for t in texts(batch, seed)]
+        fidelity.post(port, "/v1/rerank", {"query": "what is the capital of france", "documents": docs})
+    return time.perf_counter() - t0
+
+
+def bench(args, kind, model):
+    llama_flags = ["--embeddings", "--pooling", "mean"] if kind == "embed" else ["--rerank"]
+    with fidelity.Server([args.pagoda, "serve", model, "--threads", str(args.threads)], "pagoda serve") as p, \
+         fidelity.Server([os.path.join(args.llama_bin, "llama-server"), "-m", model, "--host", "127.0.0.1",
+                          "-t", str(args.threads), "-c", "8192", "-b", "8192", "-ub", "512", "-np", "1",
+                          *llama_flags], "llama-server") as l:
+        for batch in (1, 16, 64):
+            run(p.port, kind, batch, 0), run(l.port, kind, batch, 0)  # warm-up
+            took = {"pagoda": 0.0, "llama.cpp": 0.0}
+            for r in range(args.rounds):
+                took["pagoda"] += run(p.port, kind, batch, r + 1)
+                took["llama.cpp"] += run(l.port, kind, batch, r + 1)
+            unit = "embeddings/s" if kind == "embed" else "pairs/s"
+            figures = "  ".join(f"{who} {batch * args.rounds / s:8.1f}" for who, s in took.items())
+            print(f"{kind:6s} batch {batch:3d}: {figures} {unit}", flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("llama_bin")
+    ap.add_argument("--pagoda", default="build/pagoda")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args()
+    workdir = tempfile.mkdtemp(prefix="bench-encoders-")
+    for kind, pooling in (("embed", "mean"), ("rerank", "rank")):
+        model = os.path.join(workdir, f"bge-small-{pooling}.gguf")
+        subprocess.run([args.pagoda, "make-model", *SHAPE, "--pooling", pooling, "--output", model, "--quiet"],
+                       check=True)
+        bench(args, kind, model)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -4,12 +4,17 @@
 // token under a rejected prefix at once.
 #pragma once
 
+#include <map>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "engine/structured/structured.h"
 
 namespace pagoda::structured {
+
+struct LoopSplit;
 
 struct TokenVocabulary::Impl {
   std::vector<std::string> token_bytes;   // by token id
@@ -22,6 +27,11 @@ struct TokenVocabulary::Impl {
   std::vector<int32_t> unique_of_id;      // by token id: index into unique, -1 when ineligible
   uint32_t first_byte_begin[257] = {};    // unique strings starting with byte b: [fbb[b], fbb[b+1])
   size_t words = 0;                       // mask words
+  // The vocabulary split by each loop table met so far (loop_split.h), shared by every grammar
+  // over this vocabulary; at most kMaxLoopSplits are kept.
+  static constexpr size_t kMaxLoopSplits = 256;
+  mutable std::mutex loop_mutex;
+  mutable std::map<std::vector<int16_t>, std::shared_ptr<const LoopSplit>> loop_splits;
 };
 
 }  // namespace pagoda::structured

@@ -108,10 +108,12 @@ class InternedStates {
   static constexpr int32_t kOverflow = -3;   // a StepLimits limit was hit
   static constexpr int32_t kTableFull = -4;  // no room for the new state: call restart()
   explicit InternedStates(size_t max_states) : max_states_(max_states) {}
+  // The id of `s`, added when new; -1 when the table is full.
   int32_t intern(const StackSet& s);
   // Transition result: kDead, kOverflow, or (state id << 1) | (a stack emptied on the way).
   int32_t step(const CompiledGrammar::Impl& g, int32_t state, uint8_t byte, const StepLimits& limits);
   bool has_live(int32_t state) const { return states_[state].has_live(); }
+  const StackSet& state(int32_t id) const { return states_[id]; }
   // Empties the table but for the states in `keep`, renumbered in place.
   void restart(std::vector<int32_t>& keep, size_t count);
 
@@ -125,20 +127,28 @@ class InternedStates {
   StackSet scratch_;
 };
 
-// Same contract as walk_tokens over every unique string of the vocabulary, with interned
-// states; for the per-key cache walks.
+// A sorted list of distinct byte strings: lcp[k] is the common prefix length of s[k-1] and
+// s[k] (lcp[0] = 0); first_byte_begin (257 entries, or null) indexes the first-byte groups.
+struct SortedStrings {
+  const std::string* s = nullptr;
+  const uint32_t* lcp = nullptr;
+  size_t n = 0;
+  const uint32_t* first_byte_begin = nullptr;
+};
+
+// Same contract as walk_tokens over a sorted string list, from interned state `start` of
+// `states` (whose memoized transitions it reuses and extends).
 template <class OnRun>
-void walk_all_tokens(const CompiledGrammar::Impl& g, const TokenVocabulary::Impl& v,
-                     const StackSet& start, bool local, const StepLimits& limits, OnRun&& on_run) {
-  InternedStates states(4096);
-  std::vector<int32_t> at(1, states.intern(start));  // at[d]: state after d bytes
+void walk_sorted(const CompiledGrammar::Impl& g, const SortedStrings& list, InternedStates& states,
+                 int32_t start, bool local, const StepLimits& limits, OnRun&& on_run) {
+  std::vector<int32_t> at(1, start);  // at[d]: state after d bytes
   std::vector<uint8_t> exited(1, 0);
-  size_t n = v.unique.size();
+  size_t n = list.n;
   size_t valid = 0;
   size_t k = 0;
   for (size_t guard = 0; k < n && guard <= n; ++guard) {
-    const std::string& s = v.unique[k];
-    size_t d = std::min<size_t>(k ? v.lcp[k] : 0, valid);
+    const std::string& s = list.s[k];
+    size_t d = std::min<size_t>(k ? list.lcp[k] : 0, valid);
     if (at.size() < s.size() + 1) {
       at.resize(s.size() + 1);
       exited.resize(s.size() + 1);
@@ -169,13 +179,21 @@ void walk_all_tokens(const CompiledGrammar::Impl& g, const TokenVocabulary::Impl
     TokenVerdict verdict = failed_verdict(overflow, local, exited[fail] != 0);
     size_t end = k + 1;
     if (!overflow) {
-      if (fail == 0) end = v.first_byte_begin[static_cast<uint8_t>(s[0]) + 1];
+      if (fail == 0 && list.first_byte_begin) end = list.first_byte_begin[static_cast<uint8_t>(s[0]) + 1];
       else
-        while (end < n && v.lcp[end] >= fail + 1) ++end;
+        while (end < n && list.lcp[end] >= fail + 1) ++end;
     }
     on_run(k, end, verdict);
     k = end;
   }
+}
+
+// walk_sorted over every unique string of the vocabulary.
+template <class OnRun>
+void walk_all_tokens(const CompiledGrammar::Impl& g, const TokenVocabulary::Impl& v, InternedStates& states,
+                     int32_t start, bool local, const StepLimits& limits, OnRun&& on_run) {
+  SortedStrings all{v.unique.data(), v.lcp.data(), v.unique.size(), v.first_byte_begin};
+  walk_sorted(g, all, states, start, local, limits, on_run);
 }
 
 }  // namespace pagoda::structured

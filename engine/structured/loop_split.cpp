@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <mutex>
 #include <string_view>
+#include <unordered_map>
 
 namespace pagoda::structured {
 
@@ -42,31 +43,42 @@ int32_t step_to(const CompiledGrammar::Impl& g, InternedStates& states, int32_t 
   return t >> 1;
 }
 
-void build_rest(const TokenVocabulary::Impl& v, std::vector<std::pair<uint32_t, uint32_t>>& leaving,
+// The distinct suffixes of `leaving` (suffix start, unique index), sorted, with their tokens.
+void build_rest(const TokenVocabulary::Impl& v, const std::vector<std::pair<uint32_t, uint32_t>>& leaving,
                 LoopSplit::Rest& rest) {
-  auto suffix = [&](const std::pair<uint32_t, uint32_t>& p) {
-    return std::string_view(v.unique[p.second]).substr(p.first);
-  };
-  std::sort(leaving.begin(), leaving.end(), [&](const auto& a, const auto& b) {
-    int c = suffix(a).compare(suffix(b));
-    return c != 0 ? c < 0 : a.second < b.second;
-  });
-  for (const auto& p : leaving) {
-    std::string_view sfx = suffix(p);
-    if (rest.suffix.empty() || rest.suffix.back() != sfx) {
-      uint32_t l = 0;
-      if (!rest.suffix.empty()) {
-        const std::string& prev = rest.suffix.back();
-        size_t m = std::min(prev.size(), sfx.size());
-        while (l < m && prev[l] == sfx[l]) ++l;
-      }
-      rest.suffix.emplace_back(sfx);
-      rest.lcp.push_back(l);
-      rest.begin.push_back(static_cast<uint32_t>(rest.tokens.size()));
-    }
-    rest.tokens.push_back(p.second);
+  // Deduplicated first (many tokens end with the same few bytes), so only distinct suffixes,
+  // copied next to each other, are sorted.
+  std::unordered_map<std::string_view, uint32_t> index;
+  std::vector<std::string_view> distinct;
+  std::vector<uint32_t> of(leaving.size());
+  for (size_t i = 0; i < leaving.size(); ++i) {
+    const std::string_view sfx = std::string_view(v.unique[leaving[i].second]).substr(leaving[i].first);
+    auto [it, added] = index.try_emplace(sfx, static_cast<uint32_t>(distinct.size()));
+    if (added) distinct.push_back(sfx);
+    of[i] = it->second;
   }
-  rest.begin.push_back(static_cast<uint32_t>(rest.tokens.size()));
+  std::vector<uint32_t> order(distinct.size());
+  for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return distinct[a] < distinct[b]; });
+  std::vector<uint32_t> rank(distinct.size()), count(distinct.size() + 1, 0);
+  for (uint32_t r = 0; r < order.size(); ++r) rank[order[r]] = r;
+  for (uint32_t d : of) ++count[rank[d] + 1];
+  for (size_t r = 1; r < count.size(); ++r) count[r] += count[r - 1];
+  rest.begin = count;
+  rest.tokens.resize(leaving.size());
+  for (size_t i = 0; i < leaving.size(); ++i) rest.tokens[count[rank[of[i]]]++] = leaving[i].second;
+  rest.suffix.reserve(order.size());
+  for (uint32_t r = 0; r < order.size(); ++r) {
+    const std::string_view sfx = distinct[order[r]];
+    uint32_t l = 0;
+    if (r > 0) {
+      const std::string& prev = rest.suffix.back();
+      const size_t m = std::min(prev.size(), sfx.size());
+      while (l < m && prev[l] == sfx[l]) ++l;
+    }
+    rest.suffix.emplace_back(sfx);
+    rest.lcp.push_back(l);
+  }
 }
 
 // Uncached split of the vocabulary by `table`.
@@ -78,17 +90,21 @@ std::shared_ptr<const LoopSplit> compute_split(const TokenVocabulary::Impl& v, c
   std::vector<uint32_t> anchor(1, 0);  // anchor[d]: the last position <= d in L
   std::vector<std::pair<uint32_t, uint32_t>> leaving[2];  // (suffix start, unique index)
   std::vector<uint32_t> inside;
-  size_t valid = 0, k = 0;
+  size_t k = 0;
   while (k < n) {
-    const std::string& s = v.unique[k];
-    size_t d = std::min<size_t>(k ? v.lcp[k] : 0, valid);
-    if (at.size() < s.size() + 1) {
-      at.resize(s.size() + 1);
-      anchor.resize(s.size() + 1);
+    // Every walk here starts at lcp[k] (a failed prefix's tokens are skipped), so the bytes
+    // past it, read in order from the vocabulary's tails, are all it needs.
+    const size_t lk = v.lcp[k];
+    const char* bytes = v.tails.data() + v.tail_begin[k];
+    const size_t len = lk + (v.tail_begin[k + 1] - v.tail_begin[k]);
+    size_t d = lk;
+    if (at.size() < len + 1) {
+      at.resize(len + 1);
+      anchor.resize(len + 1);
     }
     size_t fail = SIZE_MAX;
-    for (; d < s.size(); ++d) {
-      int16_t t = next[static_cast<size_t>(at[d]) * 256 + static_cast<uint8_t>(s[d])];
+    for (; d < len; ++d) {
+      int16_t t = next[static_cast<size_t>(at[d]) * 256 + static_cast<uint8_t>(bytes[d - lk])];
       if (t < 0) {
         fail = d;
         break;
@@ -97,11 +113,9 @@ std::shared_ptr<const LoopSplit> compute_split(const TokenVocabulary::Impl& v, c
       anchor[d + 1] = t == 0 ? static_cast<uint32_t>(d + 1) : anchor[d];
     }
     if (fail == SIZE_MAX) {
-      valid = s.size();
       inside.push_back(static_cast<uint32_t>(k++));
       continue;
     }
-    valid = fail;
     size_t end = k + 1;
     while (end < n && v.lcp[end] >= fail + 1) ++end;  // same prefix through the leaving byte
     const uint32_t p = anchor[fail];
@@ -198,6 +212,26 @@ std::shared_ptr<const LoopSplit> loop_split(const TokenVocabulary::Impl& v, cons
   std::lock_guard<std::mutex> lock(v.loop_mutex);
   if (v.loop_splits.size() >= TokenVocabulary::Impl::kMaxLoopSplits) return split;
   return v.loop_splits.try_emplace(split_key(table), split).first->second;
+}
+
+}  // namespace pagoda::structured
+
+namespace pagoda::structured {
+
+void prewarm_loop_splits(const TokenVocabulary::Impl& v) {
+  // The string characters of JSON as the schema converter writes them, and with DEL excluded
+  // too (as JSON grammars often write them); the escapes leave the loop either way.
+  for (const char* chars : {R"([^"\\\x00-\x1F])", R"([^"\\\x7F\x00-\x1F])"}) {
+    const std::string gbnf = std::string("root ::= \"\\\"\" (") + chars + R"( | "\\" ["\\/bfnrt])* "\"")";
+    const std::shared_ptr<const CompiledGrammar> grammar = compile_gbnf(gbnf, nullptr);
+    const CompiledGrammar::Impl& g = grammar->impl();
+    StepLimits limits;
+    InternedStates states(256);
+    const int32_t start = states.intern(initial_stacks(g, limits));
+    const int32_t t = states.step(g, start, '"', limits);
+    LoopTable table;
+    if (t >= 0 && build_loop_table(g, states, t >> 1, false, limits, table)) loop_split(v, table);
+  }
 }
 
 }  // namespace pagoda::structured

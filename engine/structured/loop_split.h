@@ -60,4 +60,8 @@ struct LoopSplit {
 // The split of `v` by `table`, from the vocabulary's cache (computed on a miss). Thread-safe.
 std::shared_ptr<const LoopSplit> loop_split(const TokenVocabulary::Impl& v, const LoopTable& table);
 
+// Computes (and caches on `v`) the splits of JSON's string characters, met by nearly every
+// JSON grammar: called once per vocabulary, so no request pays for them.
+void prewarm_loop_splits(const TokenVocabulary::Impl& v);
+
 }  // namespace pagoda::structured

@@ -123,7 +123,8 @@ std::shared_ptr<const MaskEntry> split_entry(const CompiledGrammar::Impl& g, con
         auto id = static_cast<uint32_t>(v.ids[i]);
         entry->accepted_bits[id >> 5] &= ~(1u << (id & 31));
       }
-    SortedStrings group{v.unique.data() + lo, v.lcp.data() + lo, hi - lo, nullptr};
+    SortedStrings group{v.unique.data() + lo, v.lcp.data() + lo, hi - lo, nullptr, v.tails.data(),
+                        v.tail_begin.data() + lo};
     walk_sorted(g, group, states, intern_again(states, start_state), local, limits,
                 [&](size_t gb, size_t ge, TokenVerdict verdict) {
                   if (verdict == TokenVerdict::Reject) return;

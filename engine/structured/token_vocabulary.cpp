@@ -5,6 +5,8 @@
 #include <numeric>
 #include <stdexcept>
 
+#include "engine/structured/loop_split.h"
+
 namespace pagoda::structured {
 
 TokenVocabulary::TokenVocabulary(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -54,6 +56,11 @@ std::shared_ptr<const TokenVocabulary> TokenVocabulary::build(std::vector<std::s
     impl->unique_of_id[id] = static_cast<int32_t>(impl->unique.size() - 1);
   }
   impl->ids_begin.push_back(static_cast<uint32_t>(impl->ids.size()));
+  for (size_t u = 0; u < impl->unique.size(); ++u) {
+    impl->tail_begin.push_back(static_cast<uint32_t>(impl->tails.size()));
+    impl->tails.append(impl->unique[u], impl->lcp[u], std::string::npos);
+  }
+  impl->tail_begin.push_back(static_cast<uint32_t>(impl->tails.size()));
   // First-byte groups.
   size_t u = 0;
   for (uint32_t b = 0; b < 256; ++b) {
@@ -61,6 +68,7 @@ std::shared_ptr<const TokenVocabulary> TokenVocabulary::build(std::vector<std::s
     while (u < impl->unique.size() && static_cast<uint8_t>(impl->unique[u][0]) == b) ++u;
   }
   impl->first_byte_begin[256] = static_cast<uint32_t>(u);
+  prewarm_loop_splits(*impl);
   return std::make_shared<const TokenVocabulary>(std::move(impl));
 }
 

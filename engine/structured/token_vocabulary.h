@@ -22,6 +22,11 @@ struct TokenVocabulary::Impl {
   std::vector<int32_t> eog_ids;
   std::vector<std::string> unique;        // sorted distinct byte strings of eligible tokens
   std::vector<uint32_t> lcp;              // lcp[u]: common prefix length of unique[u-1], unique[u]
+  // unique[u] past lcp[u] (the bytes a walk reading the strings in order has not seen yet),
+  // all in one buffer: tails[tail_begin[u], tail_begin[u + 1]). Walks read these in order
+  // instead of visiting 100k separately allocated strings.
+  std::string tails;
+  std::vector<uint32_t> tail_begin;
   std::vector<uint32_t> ids_begin;        // ids of unique[u]: ids[ids_begin[u] .. ids_begin[u+1])
   std::vector<int32_t> ids;
   std::vector<int32_t> unique_of_id;      // by token id: index into unique, -1 when ineligible

@@ -65,6 +65,9 @@ class TokenVocabulary {
   const std::string& token_bytes(int32_t id) const;
   bool is_eog(int32_t id) const;
   bool is_special(int32_t id) const;
+  // Whether some grammar-eligible token's bytes start with `bytes` and are longer (a token
+  // ending with these bytes could merge with what follows).
+  bool extends(std::string_view bytes) const;
 
   struct Impl;
   const Impl& impl() const { return *impl_; }

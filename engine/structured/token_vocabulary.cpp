@@ -77,5 +77,11 @@ size_t TokenVocabulary::mask_words() const { return impl_->words; }
 const std::string& TokenVocabulary::token_bytes(int32_t id) const { return impl_->token_bytes.at(id); }
 bool TokenVocabulary::is_eog(int32_t id) const { return impl_->eog.at(id) != 0; }
 bool TokenVocabulary::is_special(int32_t id) const { return impl_->special.at(id) != 0; }
+bool TokenVocabulary::extends(std::string_view bytes) const {
+  const std::vector<std::string>& u = impl_->unique;
+  auto it = std::upper_bound(u.begin(), u.end(), bytes, [](std::string_view b, const std::string& s) { return b < s; });
+  // The strings after `bytes` in sorted order that start with it come first.
+  return it != u.end() && it->size() > bytes.size() && it->compare(0, bytes.size(), bytes) == 0;
+}
 
 }  // namespace pagoda::structured

@@ -69,6 +69,7 @@ void Scheduler::remove_running(const Sequence& seq) {
 void Scheduler::preempt(const std::shared_ptr<Sequence>& seq) {
   kv_.free(seq->id);
   seq->num_computed = 0;
+  seq->forced_tail = 0;  // recomputed from the start: a prefill
   seq->status = SeqStatus::Waiting;
   remove_running(*seq);
   waiting_.push_front(seq);

@@ -34,7 +34,7 @@ struct TokenVocabulary::Impl {
   size_t words = 0;                       // mask words
   // The vocabulary split by each loop table met so far (loop_split.h), shared by every grammar
   // over this vocabulary; at most kMaxLoopSplits are kept.
-  static constexpr size_t kMaxLoopSplits = 256;
+  static constexpr size_t kMaxLoopSplits = 64;
   mutable std::mutex loop_mutex;
   mutable std::map<std::vector<int16_t>, std::shared_ptr<const LoopSplit>> loop_splits;
 };

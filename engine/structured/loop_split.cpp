@@ -144,19 +144,23 @@ bool build_loop_table(const CompiledGrammar::Impl& g, InternedStates& states, in
                       const StepLimits& limits, LoopTable& out) {
   bool full = false;
   // L: where most printable ASCII bytes lead from the start, or the start itself.
-  std::vector<int32_t> targets(256, -1);
-  for (int b = 0x20; b < 0x7F; ++b) targets[static_cast<size_t>(b)] = step_to(g, states, start, b, local, limits, full);
-  if (full) return false;
+  int32_t targets[0x7F - 0x20];
+  int live = 0, to_start = 0;
+  for (int b = 0x20; b < 0x7F; ++b) {
+    const int32_t id = step_to(g, states, start, b, local, limits, full);
+    if (id >= 0) targets[live++] = id;
+    to_start += id == start ? 1 : 0;
+  }
+  if (full || live < kMinLoopBytes) return false;
+  std::sort(targets, targets + live);
   int32_t loop = -1;
   int best = 0;
-  for (int b = 0x20; b < 0x7F; ++b) {
-    const int32_t id = targets[static_cast<size_t>(b)];
-    if (id < 0) continue;
-    const auto c = static_cast<int>(std::count(targets.begin(), targets.end(), id));
-    if (c > best) best = c, loop = id;
+  for (int i = 0, j = 0; i < live; i = j) {
+    while (j < live && targets[j] == targets[i]) ++j;
+    if (j - i > best) best = j - i, loop = targets[i];
   }
   if (best < kMinLoopBytes) return false;
-  if (std::count(targets.begin(), targets.end(), start) >= kMinLoopBytes) loop = start;
+  if (to_start >= kMinLoopBytes) loop = start;
   out.start = start;
   out.interned.assign(1, loop);
   out.depth.assign(1, 0);

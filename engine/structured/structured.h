@@ -127,7 +127,9 @@ class GrammarMatcher {
   // GrammarLimits::max_stacks / the stack depth limit (4096 frames): then the mask may be
   // all zero and the caller should end the sequence.
   // Cost: a few microseconds once the grammar's mask cache knows the positions involved; the
-  // first visit of a position walks the vocabulary once (up to a few ms for 100k tokens).
+  // first visit of a position walks the vocabulary once (up to a few ms for 100k tokens), or,
+  // inside a loop over a character class (a string's characters), only the tokens that leave
+  // it (loop_split.h; the vocabulary's split for that class is computed on its first use).
   void fill_mask(uint32_t* bits) const;
   std::vector<uint32_t> mask() const;  // same, as a new vector
   // True when token `id` is allowed by the current state (checks just this token).

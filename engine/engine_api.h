@@ -144,6 +144,9 @@ struct EngineStats {
   uint64_t spec_accepted = 0;  // of those, accepted
   uint64_t spec_verifications = 0;  // decode steps of a sequence that verified a draft tree
   uint64_t spec_cost_skips = 0;     // speculating decodes the step-cost gate kept from drafting
+  // Structured output: tokens the grammar forced after a sampled one, computed without a decode
+  // step each (the decode steps saved).
+  uint64_t forced_tokens = 0;
   const char* speculative = "none"; // the drafter (--speculative): none, ngram or draft
   int spec_draft_blocks_used = 0;   // --speculative draft: blocks of the draft model's own KV cache held
   // LoRA adapters: how many may be loaded at once (and so share a batch), those of running

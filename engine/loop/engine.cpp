@@ -10,6 +10,7 @@
 
 #include "engine/kv/block_math.h"
 #include "engine/loop/choice_text.h"
+#include "engine/loop/forced_tokens.h"
 #include "engine/speculative/draft_model.h"
 #include "engine/sampling/embedding_pool.h"
 #include "engine/loop/kv_budget.h"
@@ -505,6 +506,7 @@ void LlmEngine::step() {
         }
       }
       sampled[j] = {result.token};
+      if (cfg_.forced_tokens && seq.grammar && !grammar_dead[j] && tokenizer_) append_forced(seq, sampled[j], results[j]);
     }
     // Each target's sequence took the first taken[j] of its tokens (the results of the same
     // index): one output per token taken, in target order.
@@ -514,7 +516,7 @@ void LlmEngine::step() {
     for (size_t j = 0; j < targets.size(); ++j)
       for (int k = 0; k < taken[j]; ++k) {
         const std::shared_ptr<Sequence>& seq = targets[j].seq;
-        if (seq->grammar) advance_grammar(seq, grammar_dead[j] != 0);
+        if (seq->grammar) advance_grammar(seq, results[j][static_cast<size_t>(k)].token, grammar_dead[j] != 0);
         updated.push_back(seq);
         ordered.push_back(std::move(results[j][static_cast<size_t>(k)]));
       }
@@ -559,14 +561,34 @@ bool LlmEngine::start_grammar_masks(const std::vector<SampleTarget>& targets) {
   return true;
 }
 
-void LlmEngine::advance_grammar(const std::shared_ptr<Sequence>& seq, bool dead) {
+// Forced tokens one step appends at most (a longer forced text continues at the next step).
+constexpr int kMaxForcedTokens = 32;
+
+void LlmEngine::append_forced(const Sequence& seq, std::vector<int32_t>& tokens,
+                              std::vector<SampleResult>& results) const {
+  structured::GrammarMatcher after = *seq.grammar;
+  if (!after.accept_token(tokens[0])) return;
+  // Room: the context (the chunk and the token sampled after it must fit) and max_tokens.
+  int room = std::min(kMaxForcedTokens, ctx_limit_ - seq.num_tokens() - 2);
+  if (seq.request->stop.max_tokens > 0)
+    room = std::min(room, seq.request->stop.max_tokens - static_cast<int>(seq.output.size()) - 1);
+  for (int32_t id : forced_tokens(after, *tokenizer_, tokens[0], room)) {
+    tokens.push_back(id);
+    SampleResult r;
+    r.token = id;
+    r.logprob = 0;
+    results.push_back(std::move(r));
+  }
+}
+
+void LlmEngine::advance_grammar(const std::shared_ptr<Sequence>& seq, int32_t token, bool dead) {
   if (dead) {
     scheduler_->finish(seq, FinishReason::Error,
                        "structured output: no token of the vocabulary can continue the grammar here");
     return;
   }
   structured::GrammarMatcher& g = *seq->grammar;
-  if (!g.accept_token(seq->output.back())) {
+  if (!g.accept_token(token)) {
     scheduler_->finish(seq, FinishReason::Error, "structured output: the sampled token left the grammar");
     return;
   }
@@ -716,6 +738,7 @@ void LlmEngine::update_stats(bool stepped) {
   stats_.spec_accepted = c.spec_accepted;
   stats_.spec_verifications = c.spec_verifications;
   stats_.spec_cost_skips = c.spec_cost_skips;
+  stats_.forced_tokens = c.forced_tokens;
   stats_.speculative = speculative_mode_name(cfg_.speculative);
   stats_.spec_draft_blocks_used = draft_blocks_in_use();
   lora_stats(stats_);

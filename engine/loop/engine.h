@@ -116,6 +116,9 @@ struct EngineConfig {
   // Drafts only as many tokens as the step-cost model says pay off (spec_cost.h); off: the
   // fixed budgets alone.
   bool spec_cost_gate = true;
+  // Structured output: where the grammar allows exactly one continuation, its tokens follow the
+  // sampled token without a decode step each (forced_tokens.h); off: every token is sampled.
+  bool forced_tokens = true;
   // LoRA adapters (engine_lora.cpp): how many may be loaded at once (model slots; 0: none) and
   // the largest rank a pair may have.
   int max_loras = 0;
@@ -195,7 +198,10 @@ class LlmEngine final : public EngineApi {
   // Structured output: starts the masks of the constrained targets (false when there are none);
   // after sampling, advances a target's grammar or ends its choice.
   bool start_grammar_masks(const std::vector<SampleTarget>& targets);
-  void advance_grammar(const std::shared_ptr<Sequence>& seq, bool dead);
+  void advance_grammar(const std::shared_ptr<Sequence>& seq, int32_t token, bool dead);
+  // Appends to a plain target's sampled token the tokens its grammar forces after it, each with
+  // the logprob 0 and no alternatives (the constraint left no choice).
+  void append_forced(const Sequence& seq, std::vector<int32_t>& tokens, std::vector<SampleResult>& results) const;
   void report_finished();
   void choice_finished(Active& a);  // its last delta was pushed
   void fail_running(const std::string& message);

@@ -69,6 +69,7 @@ void Scheduler::remove_running(const Sequence& seq) {
 void Scheduler::preempt(const std::shared_ptr<Sequence>& seq) {
   kv_.free(seq->id);
   seq->num_computed = 0;
+  seq->forced_tail = 0;  // recomputed from the start: a prefill
   seq->status = SeqStatus::Waiting;
   remove_running(*seq);
   waiting_.push_front(seq);
@@ -302,7 +303,8 @@ StepPlan Scheduler::schedule() {
       if (budget == 0) break;
       if (seq->status != SeqStatus::Running || is_scheduled(*seq)) continue;
       const int remaining = seq->num_tokens() - seq->num_computed;
-      const bool decode = remaining == 1;
+      // A sampled token with the tokens the grammar forced after it is a decode too.
+      const bool decode = remaining == 1 || (seq->forced_tail > 0 && remaining == seq->forced_tail + 1);
       if (decode != (pass == 0)) continue;
       int n = std::min(remaining, budget);
       if (seq->num_computed + n > cfg_.ctx_limit) {
@@ -313,7 +315,7 @@ StepPlan Scheduler::schedule() {
           if (n <= 0) { finish(seq, FinishReason::Length); continue; }
         }
       }
-      if (decode && cfg_.draft) {  // no drafter: no tree to build (and allocate) per decode
+      if (decode && remaining == 1 && cfg_.draft) {  // no drafter: no tree to build (and allocate) per decode
         // Drafts never preempt anyone: without free blocks for the tree, a plain decode.
         DraftTree tree = draft_for(*seq, budget);
         if (tree.drafted() > 0 &&
@@ -403,8 +405,8 @@ std::vector<int> Scheduler::take_emitted(const std::vector<std::vector<int32_t>>
   if (emitted.size() != targets_.size())
     throw std::invalid_argument("scheduler: one sampled token per sample target expected");
   for (size_t j = 0; j < emitted.size(); ++j)
-    if (emitted[j].empty() || (!targets_[j].tree && emitted[j].size() != 1))
-      throw std::invalid_argument("scheduler: a plain target takes one token, a tree target at least one");
+    if (emitted[j].empty())
+      throw std::invalid_argument("scheduler: a target takes at least one token");
   for (const auto& r : prompt_rows_)
     r.seq->prompt_logprob_rows_done = std::max(r.seq->prompt_logprob_rows_done, r.first_position + r.n);
   for (const auto& r : hidden_rows_)
@@ -441,9 +443,14 @@ std::vector<int> Scheduler::take_emitted(const std::vector<std::vector<int32_t>>
       taken[j] = take_tree_tokens(targets_[j], emitted[j]);
       continue;
     }
-    seq->tokens.push_back(emitted[j][0]);
-    take_token(seq, emitted[j][0]);
-    taken[j] = 1;
+    // The sampled token, then any the grammar forced after it (until one ends the sequence).
+    for (int32_t token : emitted[j]) {
+      seq->tokens.push_back(token);
+      ++taken[j];
+      if (!take_token(seq, token)) break;
+    }
+    seq->forced_tail = taken[j] - 1;
+    counters_.forced_tokens += static_cast<uint64_t>(taken[j] - 1);
   }
   scheduled_.clear();
   targets_.clear();

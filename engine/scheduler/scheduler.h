@@ -118,6 +118,7 @@ struct SchedulerCounters {
   uint64_t spec_drafted = 0;        // drafted tree nodes
   uint64_t spec_accepted = 0;       // of those, accepted
   uint64_t spec_cost_skips = 0;     // speculating decodes the cost gate kept from drafting
+  uint64_t forced_tokens = 0;       // tokens a target took after its sampled one (no decode step each)
 };
 
 class Scheduler {
@@ -147,7 +148,9 @@ class Scheduler {
   // Consumes one sampled token per sample target (same order). Returns the sequences that got a
   // token, in target order; those whose token ended them are already finished.
   std::vector<std::shared_ptr<Sequence>> update(const std::vector<int32_t>& sampled);
-  // The same with the tokens each target emitted: one for a plain target; for a tree target
+  // The same with the tokens each target emitted: for a plain target its sampled token, then
+  // any the grammar forced after it (forced_tokens.h: computed in its next step as one chunk
+  // of the decode pass, see Sequence::forced_tail); for a tree target
   // its accepted drafts then the token drawn after them (speculative.h). A sequence is in the
   // result once per token it took (consecutively); tokens after one that ended it are dropped.
   std::vector<std::shared_ptr<Sequence>> update_emitted(const std::vector<std::vector<int32_t>>& emitted);

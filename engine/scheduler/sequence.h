@@ -59,6 +59,9 @@ struct Sequence {
   // Structured output: where this choice's output stands in the request's grammar (advanced by
   // every token drawn; a recompute after preemption replays nothing, the output is kept).
   std::optional<structured::GrammarMatcher> grammar;
+  // Tokens the grammar forced after the last sampled one (forced_tokens.h): the last
+  // forced_tail + 1 tokens are computed as one chunk in the decode pass.
+  int32_t forced_tail = 0;
   // Speculative decoding (speculative.h): set at admission when the engine speculates and the
   // request allows it; `spec` adapts how much it drafts.
   bool speculate = false;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <mutex>
 
+#include "engine/structured/loop_split.h"
 #include "engine/structured/token_walk.h"
 
 namespace pagoda::structured {
@@ -81,22 +82,99 @@ void set_ids(const TokenVocabulary::Impl& v, uint32_t u, uint32_t* bits) {
   }
 }
 
+// The entry of a loop state (loop_split.h): the split's inside tokens, plus its other tokens
+// and the tokens of the `skip` first bytes walked.
+// The id of `s` in `states`, emptying the table first when it is full (a walk may have filled
+// and renumbered it).
+int32_t intern_again(InternedStates& states, const StackSet& s) {
+  int32_t id = states.intern(s);
+  if (id >= 0) return id;
+  std::vector<int32_t> none;
+  states.restart(none, 0);
+  return states.intern(s);
+}
+
+std::shared_ptr<const MaskEntry> split_entry(const CompiledGrammar::Impl& g, const TokenVocabulary::Impl& v,
+                                             const LoopSplit& split, const LoopTable& table,
+                                             InternedStates& states, const std::vector<uint8_t>& skip,
+                                             bool local, const StepLimits& limits) {
+  auto entry = std::make_shared<MaskEntry>();
+  std::vector<uint32_t> accepted;
+  auto first_skipped = [&](uint32_t u) { return skip[static_cast<uint8_t>(v.unique[u][0])] != 0; };
+  const StackSet start_state = states.state(table.start), loop_state = states.state(table.interned[0]);
+  for (size_t x = 0; x < 2; ++x) {
+    const LoopSplit::Rest& rest = split.rest[x];
+    SortedStrings list{rest.suffix.data(), rest.lcp.data(), rest.suffix.size(), nullptr};
+    walk_sorted(g, list, states, intern_again(states, x == 0 ? start_state : loop_state), local, limits,
+                [&](size_t b, size_t e, TokenVerdict verdict) {
+                  if (verdict == TokenVerdict::Reject) return;
+                  std::vector<uint32_t>& out = verdict == TokenVerdict::Accept ? accepted : entry->dependent;
+                  for (size_t r = b; r < e; ++r)
+                    for (uint32_t i = rest.begin[r]; i < rest.begin[r + 1]; ++i)
+                      if (!first_skipped(rest.tokens[i])) out.push_back(rest.tokens[i]);
+                });
+  }
+  entry->accepted_bits = split.inside_bits;
+  for (int b = 0; b < 256; ++b) {
+    if (!skip[static_cast<size_t>(b)]) continue;
+    const uint32_t lo = v.first_byte_begin[b], hi = v.first_byte_begin[b + 1];
+    for (uint32_t u = lo; u < hi; ++u)
+      for (uint32_t i = v.ids_begin[u]; i < v.ids_begin[u + 1]; ++i) {
+        auto id = static_cast<uint32_t>(v.ids[i]);
+        entry->accepted_bits[id >> 5] &= ~(1u << (id & 31));
+      }
+    SortedStrings group{v.unique.data() + lo, v.lcp.data() + lo, hi - lo, nullptr, v.tails.data(),
+                        v.tail_begin.data() + lo};
+    walk_sorted(g, group, states, intern_again(states, start_state), local, limits,
+                [&](size_t gb, size_t ge, TokenVerdict verdict) {
+                  if (verdict == TokenVerdict::Reject) return;
+                  std::vector<uint32_t>& out = verdict == TokenVerdict::Accept ? accepted : entry->dependent;
+                  for (size_t u = gb; u < ge; ++u) out.push_back(static_cast<uint32_t>(lo + u));
+                });
+  }
+  std::sort(entry->dependent.begin(), entry->dependent.end());
+  for (uint32_t u : accepted) set_ids(v, u, entry->accepted_bits.data());
+  return entry;
+}
+
 std::shared_ptr<const MaskEntry> compute_entry(const CompiledGrammar::Impl& g,
                                                const std::vector<uint32_t>& key) {
   const TokenVocabulary::Impl& v = g.vocab->impl();
-  bool full = key[0] != 0;
+  const bool local = key[0] == 0;
+  const StepLimits limits = step_limits(g);
   StackSet start;
   start.push(key.data() + 1, key.size() - 1);
   auto entry = std::make_shared<MaskEntry>();
+  InternedStates states(4096);
+  const int32_t s0 = states.intern(start);
+  // A loop state: the tokens that stay inside its loop are accepted as precomputed, and only
+  // the suffixes of the others are walked.
+  LoopTable table;
+  std::shared_ptr<const LoopSplit> split;
+  if (build_loop_table(g, states, s0, local, limits, table)) {
+    split = loop_split(v, table);
+    if (!split->useful) split.reset();
+  }
   std::vector<uint32_t> accepted;
-  walk_all_tokens(g, v, start, !full, step_limits(g),
-              [&](size_t b, size_t e, TokenVerdict verdict) {
-                if (verdict == TokenVerdict::Accept) {
-                  for (size_t u = b; u < e; ++u) accepted.push_back(static_cast<uint32_t>(u));
-                } else if (verdict == TokenVerdict::Dependent) {
-                  for (size_t u = b; u < e; ++u) entry->dependent.push_back(static_cast<uint32_t>(u));
-                }
-              });
+  if (split) {
+    // First bytes the start does not take as L does: those tokens are walked in full.
+    std::vector<uint8_t> skip(256, 0);
+    size_t skipped = 0;
+    for (uint8_t b : table.disagree) {
+      skip[b] = 1;
+      skipped += v.first_byte_begin[b + 1] - v.first_byte_begin[b];
+    }
+    if (skipped * 4 > v.unique.size()) split.reset();  // mostly a plain walk anyway
+    else
+      return split_entry(g, v, *split, table, states, skip, local, limits);
+  }
+  walk_all_tokens(g, v, states, s0, local, limits, [&](size_t b, size_t e, TokenVerdict verdict) {
+    if (verdict == TokenVerdict::Accept) {
+      for (size_t u = b; u < e; ++u) accepted.push_back(static_cast<uint32_t>(u));
+    } else if (verdict == TokenVerdict::Dependent) {
+      for (size_t u = b; u < e; ++u) entry->dependent.push_back(static_cast<uint32_t>(u));
+    }
+  });
   size_t n_ids = 0;
   for (uint32_t u : accepted) n_ids += v.ids_begin[u + 1] - v.ids_begin[u];
   if (n_ids < v.words) {

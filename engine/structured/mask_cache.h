@@ -5,7 +5,9 @@
 // below the key). Per key, one walk of the whole vocabulary from just those frames splits the
 // tokens into accepted (whatever lies below), rejected, and dependent (they would pop below
 // the key mid-token); only the dependent ones are walked again from the full stack at each
-// step. Entries are computed on first use and shared by every matcher of the grammar.
+// step. Entries are computed on first use and shared by every matcher of the grammar; a key
+// whose start is a loop over a character class takes most of its entry from the vocabulary's
+// precomputed split for that loop (loop_split.h) and walks only the tokens that leave it.
 #pragma once
 
 #include <memory>

@@ -65,6 +65,9 @@ class TokenVocabulary {
   const std::string& token_bytes(int32_t id) const;
   bool is_eog(int32_t id) const;
   bool is_special(int32_t id) const;
+  // Whether some grammar-eligible token's bytes start with `bytes` and are longer (a token
+  // ending with these bytes could merge with what follows).
+  bool extends(std::string_view bytes) const;
 
   struct Impl;
   const Impl& impl() const { return *impl_; }
@@ -124,7 +127,9 @@ class GrammarMatcher {
   // GrammarLimits::max_stacks / the stack depth limit (4096 frames): then the mask may be
   // all zero and the caller should end the sequence.
   // Cost: a few microseconds once the grammar's mask cache knows the positions involved; the
-  // first visit of a position walks the vocabulary once (up to a few ms for 100k tokens).
+  // first visit of a position walks the vocabulary once (up to a few ms for 100k tokens), or,
+  // inside a loop over a character class (a string's characters), only the tokens that leave
+  // it (loop_split.h; the vocabulary's split for that class is computed on its first use).
   void fill_mask(uint32_t* bits) const;
   std::vector<uint32_t> mask() const;  // same, as a new vector
   // True when token `id` is allowed by the current state (checks just this token).

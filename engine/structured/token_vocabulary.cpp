@@ -5,6 +5,8 @@
 #include <numeric>
 #include <stdexcept>
 
+#include "engine/structured/loop_split.h"
+
 namespace pagoda::structured {
 
 TokenVocabulary::TokenVocabulary(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -54,6 +56,11 @@ std::shared_ptr<const TokenVocabulary> TokenVocabulary::build(std::vector<std::s
     impl->unique_of_id[id] = static_cast<int32_t>(impl->unique.size() - 1);
   }
   impl->ids_begin.push_back(static_cast<uint32_t>(impl->ids.size()));
+  for (size_t u = 0; u < impl->unique.size(); ++u) {
+    impl->tail_begin.push_back(static_cast<uint32_t>(impl->tails.size()));
+    impl->tails.append(impl->unique[u], impl->lcp[u], std::string::npos);
+  }
+  impl->tail_begin.push_back(static_cast<uint32_t>(impl->tails.size()));
   // First-byte groups.
   size_t u = 0;
   for (uint32_t b = 0; b < 256; ++b) {
@@ -61,6 +68,7 @@ std::shared_ptr<const TokenVocabulary> TokenVocabulary::build(std::vector<std::s
     while (u < impl->unique.size() && static_cast<uint8_t>(impl->unique[u][0]) == b) ++u;
   }
   impl->first_byte_begin[256] = static_cast<uint32_t>(u);
+  prewarm_loop_splits(*impl);
   return std::make_shared<const TokenVocabulary>(std::move(impl));
 }
 
@@ -69,5 +77,11 @@ size_t TokenVocabulary::mask_words() const { return impl_->words; }
 const std::string& TokenVocabulary::token_bytes(int32_t id) const { return impl_->token_bytes.at(id); }
 bool TokenVocabulary::is_eog(int32_t id) const { return impl_->eog.at(id) != 0; }
 bool TokenVocabulary::is_special(int32_t id) const { return impl_->special.at(id) != 0; }
+bool TokenVocabulary::extends(std::string_view bytes) const {
+  const std::vector<std::string>& u = impl_->unique;
+  auto it = std::upper_bound(u.begin(), u.end(), bytes, [](std::string_view b, const std::string& s) { return b < s; });
+  // The strings after `bytes` in sorted order that start with it come first.
+  return it != u.end() && it->size() > bytes.size() && it->compare(0, bytes.size(), bytes) == 0;
+}
 
 }  // namespace pagoda::structured

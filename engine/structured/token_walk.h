@@ -108,10 +108,12 @@ class InternedStates {
   static constexpr int32_t kOverflow = -3;   // a StepLimits limit was hit
   static constexpr int32_t kTableFull = -4;  // no room for the new state: call restart()
   explicit InternedStates(size_t max_states) : max_states_(max_states) {}
+  // The id of `s`, added when new; -1 when the table is full.
   int32_t intern(const StackSet& s);
   // Transition result: kDead, kOverflow, or (state id << 1) | (a stack emptied on the way).
   int32_t step(const CompiledGrammar::Impl& g, int32_t state, uint8_t byte, const StepLimits& limits);
   bool has_live(int32_t state) const { return states_[state].has_live(); }
+  const StackSet& state(int32_t id) const { return states_[id]; }
   // Empties the table but for the states in `keep`, renumbered in place.
   void restart(std::vector<int32_t>& keep, size_t count);
 
@@ -125,31 +127,56 @@ class InternedStates {
   StackSet scratch_;
 };
 
-// Same contract as walk_tokens over every unique string of the vocabulary, with interned
-// states; for the per-key cache walks.
+// A sorted list of distinct byte strings: lcp[k] is the common prefix length of s[k-1] and
+// s[k] (lcp[0] = 0); first_byte_begin (257 entries, or null) indexes the first-byte groups.
+// Optionally (tails non-null) s[k] past lcp[k] is also at tails[tail_begin[k], tail_begin[k+1])
+// (TokenVocabulary::Impl::tails), read in place of s[k] where it covers the walk.
+struct SortedStrings {
+  const std::string* s = nullptr;
+  const uint32_t* lcp = nullptr;
+  size_t n = 0;
+  const uint32_t* first_byte_begin = nullptr;
+  const char* tails = nullptr;
+  const uint32_t* tail_begin = nullptr;
+};
+
+// Same contract as walk_tokens over a sorted string list, from interned state `start` of
+// `states` (whose memoized transitions it reuses and extends).
 template <class OnRun>
-void walk_all_tokens(const CompiledGrammar::Impl& g, const TokenVocabulary::Impl& v,
-                     const StackSet& start, bool local, const StepLimits& limits, OnRun&& on_run) {
-  InternedStates states(4096);
-  std::vector<int32_t> at(1, states.intern(start));  // at[d]: state after d bytes
+void walk_sorted(const CompiledGrammar::Impl& g, const SortedStrings& list, InternedStates& states,
+                 int32_t start, bool local, const StepLimits& limits, OnRun&& on_run) {
+  std::vector<int32_t> at(1, start);  // at[d]: state after d bytes
   std::vector<uint8_t> exited(1, 0);
-  size_t n = v.unique.size();
+  size_t n = list.n;
   size_t valid = 0;
   size_t k = 0;
   for (size_t guard = 0; k < n && guard <= n; ++guard) {
-    const std::string& s = v.unique[k];
-    size_t d = std::min<size_t>(k ? v.lcp[k] : 0, valid);
-    if (at.size() < s.size() + 1) {
-      at.resize(s.size() + 1);
-      exited.resize(s.size() + 1);
+    const size_t lk = list.lcp[k];
+    size_t d = std::min<size_t>(k ? lk : 0, valid);
+    // Byte i of the string is bytes[i - off].
+    const char* bytes;
+    size_t off, len;
+    if (list.tails && d >= lk) {
+      bytes = list.tails + list.tail_begin[k];
+      off = lk;
+      len = lk + (list.tail_begin[k + 1] - list.tail_begin[k]);
+    } else {
+      bytes = list.s[k].data();
+      off = 0;
+      len = list.s[k].size();
+    }
+    if (at.size() < len + 1) {
+      at.resize(len + 1);
+      exited.resize(len + 1);
     }
     size_t fail = SIZE_MAX;
     bool overflow = false;
-    for (; d < s.size(); ++d) {
-      int32_t t = states.step(g, at[d], static_cast<uint8_t>(s[d]), limits);
+    for (; d < len; ++d) {
+      const auto c = static_cast<uint8_t>(bytes[d - off]);
+      int32_t t = states.step(g, at[d], c, limits);
       if (t == InternedStates::kTableFull) {
         states.restart(at, d + 1);
-        t = states.step(g, at[d], static_cast<uint8_t>(s[d]), limits);
+        t = states.step(g, at[d], c, limits);
       }
       if (t < 0) {
         overflow = t == InternedStates::kOverflow;
@@ -160,7 +187,7 @@ void walk_all_tokens(const CompiledGrammar::Impl& g, const TokenVocabulary::Impl
       exited[d + 1] = exited[d] || (local && (t & 1));
     }
     if (fail == SIZE_MAX) {
-      valid = s.size();
+      valid = len;
       on_run(k, k + 1, TokenVerdict::Accept);
       ++k;
       continue;
@@ -169,13 +196,22 @@ void walk_all_tokens(const CompiledGrammar::Impl& g, const TokenVocabulary::Impl
     TokenVerdict verdict = failed_verdict(overflow, local, exited[fail] != 0);
     size_t end = k + 1;
     if (!overflow) {
-      if (fail == 0) end = v.first_byte_begin[static_cast<uint8_t>(s[0]) + 1];
+      if (fail == 0 && list.first_byte_begin) end = list.first_byte_begin[static_cast<uint8_t>(bytes[0]) + 1];
       else
-        while (end < n && v.lcp[end] >= fail + 1) ++end;
+        while (end < n && list.lcp[end] >= fail + 1) ++end;
     }
     on_run(k, end, verdict);
     k = end;
   }
+}
+
+// walk_sorted over every unique string of the vocabulary.
+template <class OnRun>
+void walk_all_tokens(const CompiledGrammar::Impl& g, const TokenVocabulary::Impl& v, InternedStates& states,
+                     int32_t start, bool local, const StepLimits& limits, OnRun&& on_run) {
+  SortedStrings all{v.unique.data(), v.lcp.data(), v.unique.size(), v.first_byte_begin, v.tails.data(),
+                    v.tail_begin.data()};
+  walk_sorted(g, all, states, start, local, limits, on_run);
 }
 
 }  // namespace pagoda::structured

@@ -251,6 +251,7 @@ std::unique_ptr<LoadedModel> load(const server::ServerConfig& cfg) {
   ec.spec_tokens = cfg.spec_tokens;
   ec.spec_tree = cfg.spec_tree;
   ec.spec_cost_gate = cfg.spec_cost_gate;
+  ec.forced_tokens = cfg.forced_tokens;
   ec.max_loras = cfg.engine_max_loras();
   ec.max_lora_rank = cfg.max_lora_rank;
   const size_t system_prompt_tokens = ec.system_prompt.size();

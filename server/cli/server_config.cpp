@@ -127,6 +127,7 @@ const std::vector<Option>& options() {
       OPT(spec_tree, "speculative decoding: branches at the draft tree's first two depths (1 = a chain)"),
       OPT(draft_model, "GGUF draft model for --speculative draft (same vocabulary as the model)"),
       OPT(spec_cost_gate, "speculative decoding: draft only as many tokens as the measured step cost says pay off (on|off)"),
+      OPT(forced_tokens, "structured output: where the grammar allows one continuation, append its tokens without a decode step each (on|off)"),
       OPT(chat_template, "Jinja chat template file (empty: the model's)"),
       OPT(chat_special_tokens, "control-token text in chat messages becomes control tokens (on|off)"),
       OPT(tool_call_parser, "how chat output is read for tool calls (auto: from the template)",

@@ -47,6 +47,7 @@ struct ServerConfig {
   int spec_tree = 1;                 // branches at the draft tree's first two depths (1: a chain)
   std::string draft_model;           // GGUF draft model for speculative = draft
   bool spec_cost_gate = true;        // draft only what the step-cost model says pays (on | off)
+  bool forced_tokens = true;         // structured output: append grammar-forced tokens without decode steps (on | off)
   std::string chat_template;         // a Jinja template file overriding the model's own
   bool chat_special_tokens = false;  // message text may spell control tokens (off: plain text)
   std::string tool_call_parser = "auto";  // auto | hermes | llama3 | mistral | none

@@ -207,6 +207,9 @@ std::string Metrics::render(const EngineStats& s, const ConnectionStats* conn) c
          (double)s.preemptions);
   metric(out, "pagoda_engine_steps_total", "counter", "Forward passes run by the engine.", labels,
          (double)s.steps);
+  metric(out, "pagoda_forced_tokens_total", "counter",
+         "Structured output: tokens the grammar forced, appended without a decode step each.", labels,
+         (double)s.forced_tokens);
   const std::string spec_labels = labels + ",drafter=\"" + (s.speculative ? s.speculative : "none") + "\"";
   metric(out, "pagoda_spec_draft_tokens_total", "counter",
          "Speculative decoding: drafted tokens verified by the model, by drafter (--speculative).", spec_labels,

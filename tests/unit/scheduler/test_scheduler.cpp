@@ -343,3 +343,34 @@ TEST_CASE("a sequence preempted at the context limit resumes with the same cut, 
     CHECK(kv.pool().stats().used == 0);
   }
 }
+
+TEST_CASE("forced tokens: a target takes its sampled token and those after it, computed as one decode chunk") {
+  KvCacheManager kv(64, 4);
+  Scheduler s(config(16, 4), kv);
+  auto a = make_seq(4, 6);
+  s.add(a);
+  s.schedule();
+  // The sampled token 50, then three the grammar forced.
+  CHECK(s.take_emitted({{50, 51, 52, 53}}) == std::vector<int>{4});
+  CHECK(a->output == std::vector<int32_t>{50, 51, 52, 53});
+  CHECK(a->forced_tail == 3);
+  CHECK(s.counters().forced_tokens == 3);
+  CHECK(s.counters().generation_tokens == 4);
+  // A new prompt arrives: the forced chunk goes first, in the decode pass, with one logits row.
+  auto b = make_seq(20, 5, 100);
+  s.add(b);
+  StepPlan plan = s.schedule();
+  REQUIRE(plan.seqs.size() == 2);
+  CHECK(plan.seqs[0].seq_id == a->id);
+  CHECK(plan.seqs[0].n_tokens == 4);
+  CHECK(plan.seqs[0].n_past == 4);
+  CHECK(std::vector<int32_t>(plan.tokens.begin(), plan.tokens.begin() + 4) == std::vector<int32_t>{50, 51, 52, 53});
+  CHECK(plan.positions[3] == 7);
+  CHECK(plan.logit_rows.front() == 3);
+  CHECK(plan.seqs[1].n_tokens == 12);
+  // max_tokens = 6 ends it after the second of three emitted tokens.
+  CHECK(s.take_emitted({{60, 61, 62}}) == std::vector<int>{2});
+  CHECK(a->finished());
+  CHECK(a->finish == FinishReason::Length);
+  CHECK(a->output.size() == 6);
+}

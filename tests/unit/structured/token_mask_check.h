@@ -111,6 +111,13 @@ inline const GrammarCase kCases[] = {
     {"unicode", kUnicodeGbnf},
     {"ambiguous", "root ::= (\"a\" | \"ab\" | \"b\" | [a-z] [a-z])* \" \"? (\"end\" | \"ending\")\n"},
     {"nested lists", "root ::= item\nitem ::= \"[\" (item (\", \" item)*)? \"]\" | [0-9]+ | \"'\" [^'\\n]{0,12} \"'\"\n"},
+    // Loop states (mask_cache's precomputed vocabulary splits): a loop entered one character
+    // after its start where some first characters go elsewhere ("x" after "b"), loops ending
+    // the grammar, and a loop over non-ASCII characters.
+    {"loops", R"G(root ::= "{" ("\"k\": \"" [^"\\]* | "\"b\": \"" ("x" [a-z]* | [^"\\x] [^"\\]*)) "\"" (", " [^\n]* "\n")? "}" (" " [^{}]*)?
+)G"},
+    {"non-ascii loop", R"G(root ::= "<" [^<>a-z\u00e9]* ">" ([0-9a-z ]* ".")*
+)G"},
 };
 
 inline void check_vocab(const std::string& file, double seconds) {

@@ -1,0 +1,241 @@
+// Loop tables of parse states and the vocabulary splits they give (see loop_split.h).
+#include "engine/structured/loop_split.h"
+
+#include <algorithm>
+#include <mutex>
+#include <string_view>
+#include <unordered_map>
+
+namespace pagoda::structured {
+
+namespace {
+
+// Table state for interned `id` at `depth` bytes into a character, added when new.
+int16_t table_state_of(LoopTable& t, int32_t id, uint8_t depth) {
+  for (size_t a = 0; a < t.interned.size(); ++a)
+    if (t.interned[a] == id) return static_cast<int16_t>(a);
+  if (t.interned.size() >= 64) return -1;
+  t.interned.push_back(id);
+  t.depth.push_back(depth);
+  t.next.resize(t.interned.size() * 256, -1);
+  return static_cast<int16_t>(t.interned.size() - 1);
+}
+
+bool is_lead(int b) { return b >= 0xC2 && b <= 0xF4; }
+bool is_continuation(int b) { return b >= 0x80 && b <= 0xBF; }
+
+// Table state after byte b from table state a: L, a new or known state inside a character,
+// or -1.
+int16_t table_target(LoopTable& t, size_t a, int b, int32_t id) {
+  if (id == t.interned[0]) return 0;
+  if (t.depth[a] == 0 ? is_lead(b) : t.depth[a] < 3 && is_continuation(b))
+    return table_state_of(t, id, static_cast<uint8_t>(t.depth[a] + 1));
+  return -1;
+}
+
+// The interned state after `byte`, or -1 (dead, overflow, table full, or leaving the scope in
+// a local walk).
+int32_t step_to(const CompiledGrammar::Impl& g, InternedStates& states, int32_t from, int b, bool local,
+                const StepLimits& limits, bool& full) {
+  int32_t t = states.step(g, from, static_cast<uint8_t>(b), limits);
+  if (t == InternedStates::kTableFull) full = true;
+  if (t < 0 || (local && (t & 1))) return -1;
+  return t >> 1;
+}
+
+// The distinct suffixes of `leaving` (suffix start, unique index), sorted, with their tokens.
+void build_rest(const TokenVocabulary::Impl& v, const std::vector<std::pair<uint32_t, uint32_t>>& leaving,
+                LoopSplit::Rest& rest) {
+  // Deduplicated first (many tokens end with the same few bytes), so only distinct suffixes,
+  // copied next to each other, are sorted.
+  std::unordered_map<std::string_view, uint32_t> index;
+  std::vector<std::string_view> distinct;
+  std::vector<uint32_t> of(leaving.size());
+  for (size_t i = 0; i < leaving.size(); ++i) {
+    const std::string_view sfx = std::string_view(v.unique[leaving[i].second]).substr(leaving[i].first);
+    auto [it, added] = index.try_emplace(sfx, static_cast<uint32_t>(distinct.size()));
+    if (added) distinct.push_back(sfx);
+    of[i] = it->second;
+  }
+  std::vector<uint32_t> order(distinct.size());
+  for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return distinct[a] < distinct[b]; });
+  std::vector<uint32_t> rank(distinct.size()), count(distinct.size() + 1, 0);
+  for (uint32_t r = 0; r < order.size(); ++r) rank[order[r]] = r;
+  for (uint32_t d : of) ++count[rank[d] + 1];
+  for (size_t r = 1; r < count.size(); ++r) count[r] += count[r - 1];
+  rest.begin = count;
+  rest.tokens.resize(leaving.size());
+  for (size_t i = 0; i < leaving.size(); ++i) rest.tokens[count[rank[of[i]]]++] = leaving[i].second;
+  rest.suffix.reserve(order.size());
+  for (uint32_t r = 0; r < order.size(); ++r) {
+    const std::string_view sfx = distinct[order[r]];
+    uint32_t l = 0;
+    if (r > 0) {
+      const std::string& prev = rest.suffix.back();
+      const size_t m = std::min(prev.size(), sfx.size());
+      while (l < m && prev[l] == sfx[l]) ++l;
+    }
+    rest.suffix.emplace_back(sfx);
+    rest.lcp.push_back(l);
+  }
+}
+
+// Uncached split of the vocabulary by `table`.
+std::shared_ptr<const LoopSplit> compute_split(const TokenVocabulary::Impl& v, const LoopTable& table) {
+  auto split = std::make_shared<LoopSplit>();
+  const std::vector<int16_t>& next = table.next;
+  const size_t n = v.unique.size();
+  std::vector<int16_t> at(1, 0);       // at[d]: table state after d bytes
+  std::vector<uint32_t> anchor(1, 0);  // anchor[d]: the last position <= d in L
+  std::vector<std::pair<uint32_t, uint32_t>> leaving[2];  // (suffix start, unique index)
+  std::vector<uint32_t> inside;
+  size_t k = 0;
+  while (k < n) {
+    // Every walk here starts at lcp[k] (a failed prefix's tokens are skipped), so the bytes
+    // past it, read in order from the vocabulary's tails, are all it needs.
+    const size_t lk = v.lcp[k];
+    const char* bytes = v.tails.data() + v.tail_begin[k];
+    const size_t len = lk + (v.tail_begin[k + 1] - v.tail_begin[k]);
+    size_t d = lk;
+    if (at.size() < len + 1) {
+      at.resize(len + 1);
+      anchor.resize(len + 1);
+    }
+    size_t fail = SIZE_MAX;
+    for (; d < len; ++d) {
+      int16_t t = next[static_cast<size_t>(at[d]) * 256 + static_cast<uint8_t>(bytes[d - lk])];
+      if (t < 0) {
+        fail = d;
+        break;
+      }
+      at[d + 1] = t;
+      anchor[d + 1] = t == 0 ? static_cast<uint32_t>(d + 1) : anchor[d];
+    }
+    if (fail == SIZE_MAX) {
+      inside.push_back(static_cast<uint32_t>(k++));
+      continue;
+    }
+    size_t end = k + 1;
+    while (end < n && v.lcp[end] >= fail + 1) ++end;  // same prefix through the leaving byte
+    const uint32_t p = anchor[fail];
+    auto& out = leaving[p == 0 ? 0 : 1];
+    for (size_t u = k; u < end; ++u) out.emplace_back(p, static_cast<uint32_t>(u));
+    k = end;
+  }
+  if (inside.size() * 2 < n) return split;  // a narrow loop: the plain walk prunes well enough
+  split->useful = true;
+  split->inside_bits.assign(v.words, 0);
+  for (uint32_t u : inside)
+    for (uint32_t i = v.ids_begin[u]; i < v.ids_begin[u + 1]; ++i) {
+      auto id = static_cast<uint32_t>(v.ids[i]);
+      split->inside_bits[id >> 5] |= 1u << (id & 31);
+    }
+  for (size_t x = 0; x < 2; ++x) build_rest(v, leaving[x], split->rest[x]);
+  return split;
+}
+
+// The split depends on the table's transitions only.
+const std::vector<int16_t>& split_key(const LoopTable& t) { return t.next; }
+
+}  // namespace
+
+bool build_loop_table(const CompiledGrammar::Impl& g, InternedStates& states, int32_t start, bool local,
+                      const StepLimits& limits, LoopTable& out) {
+  bool full = false;
+  // L: where most printable ASCII bytes lead from the start, or the start itself.
+  int32_t targets[0x7F - 0x20];
+  int live = 0, to_start = 0;
+  for (int b = 0x20; b < 0x7F; ++b) {
+    const int32_t id = step_to(g, states, start, b, local, limits, full);
+    if (id >= 0) targets[live++] = id;
+    to_start += id == start ? 1 : 0;
+  }
+  if (full || live < kMinLoopBytes) return false;
+  std::sort(targets, targets + live);
+  int32_t loop = -1;
+  int best = 0;
+  for (int i = 0, j = 0; i < live; i = j) {
+    while (j < live && targets[j] == targets[i]) ++j;
+    if (j - i > best) best = j - i, loop = targets[i];
+  }
+  if (best < kMinLoopBytes) return false;
+  if (to_start >= kMinLoopBytes) loop = start;
+  out.start = start;
+  out.interned.assign(1, loop);
+  out.depth.assign(1, 0);
+  out.next.assign(256, -1);
+  int back = 0;
+  for (size_t a = 0; a < out.interned.size(); ++a) {
+    const int lo = out.depth[a] == 0 ? 0 : 0x80, hi = out.depth[a] == 0 ? 255 : 0xBF;
+    for (int b = lo; b <= hi; ++b) {
+      const int32_t id = step_to(g, states, out.interned[a], b, local, limits, full);
+      if (full) return false;
+      if (id < 0) continue;
+      const int16_t target = table_target(out, a, b, id);
+      out.next[a * 256 + static_cast<size_t>(b)] = target;
+      if (a == 0 && target == 0 && b >= 0x20 && b < 0x7F) ++back;
+    }
+    if (a == 0 && back < kMinLoopBytes) return false;
+  }
+  out.disagree.clear();
+  if (start == loop) return true;
+  // Per first byte: the start must follow the table through the first character and be at L
+  // after it; then a token's path from the start is L's from there on. Pairs (table state,
+  // the start's interned state) over the first character's bytes; a first byte where the start
+  // goes elsewhere is listed in `disagree` (its tokens are walked from the start in full).
+  std::vector<std::pair<int16_t, int32_t>> pairs;
+  for (int first = 0; first < 256; ++first) {
+    if (out.next[static_cast<size_t>(first)] < 0) continue;
+    pairs.assign(1, {0, start});
+    bool agrees = true;
+    for (size_t i = 0; i < pairs.size() && agrees; ++i) {
+      const auto [a, from] = pairs[i];
+      for (int b = i == 0 ? first : 0; b < (i == 0 ? first + 1 : 256) && agrees; ++b) {
+        const int16_t target = out.next[static_cast<size_t>(a) * 256 + static_cast<size_t>(b)];
+        if (target < 0) continue;
+        const int32_t id = step_to(g, states, from, b, local, limits, full);
+        if (full) return false;
+        if (id < 0 || (target == 0 && id != loop) || pairs.size() > 64) agrees = false;
+        else if (target != 0 && std::find(pairs.begin(), pairs.end(), std::make_pair(target, id)) == pairs.end())
+          pairs.emplace_back(target, id);
+      }
+    }
+    if (!agrees) out.disagree.push_back(static_cast<uint8_t>(first));
+  }
+  return true;
+}
+
+std::shared_ptr<const LoopSplit> loop_split(const TokenVocabulary::Impl& v, const LoopTable& table) {
+  {
+    std::lock_guard<std::mutex> lock(v.loop_mutex);
+    auto it = v.loop_splits.find(split_key(table));
+    if (it != v.loop_splits.end()) return it->second;
+  }
+  std::shared_ptr<const LoopSplit> split = compute_split(v, table);
+  std::lock_guard<std::mutex> lock(v.loop_mutex);
+  if (v.loop_splits.size() >= TokenVocabulary::Impl::kMaxLoopSplits) return split;
+  return v.loop_splits.try_emplace(split_key(table), split).first->second;
+}
+
+}  // namespace pagoda::structured
+
+namespace pagoda::structured {
+
+void prewarm_loop_splits(const TokenVocabulary::Impl& v) {
+  // The string characters of JSON as the schema converter writes them, and with DEL excluded
+  // too (as JSON grammars often write them); the escapes leave the loop either way.
+  for (const char* chars : {R"([^"\\\x00-\x1F])", R"([^"\\\x7F\x00-\x1F])"}) {
+    const std::string gbnf = std::string("root ::= \"\\\"\" (") + chars + R"( | "\\" ["\\/bfnrt])* "\"")";
+    const std::shared_ptr<const CompiledGrammar> grammar = compile_gbnf(gbnf, nullptr);
+    const CompiledGrammar::Impl& g = grammar->impl();
+    StepLimits limits;
+    InternedStates states(256);
+    const int32_t start = states.intern(initial_stacks(g, limits));
+    const int32_t t = states.step(g, start, '"', limits);
+    LoopTable table;
+    if (t >= 0 && build_loop_table(g, states, t >> 1, false, limits, table)) loop_split(v, table);
+  }
+}
+
+}  // namespace pagoda::structured

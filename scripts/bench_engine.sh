@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 4's engine benchmark: aggregate decode tok/s through LlmEngine (continuous batching
+# The engine benchmark: aggregate decode tok/s through LlmEngine (continuous batching
 # over the paged KV cache) at 1, 4 and 16 sequences, 128-token prompts, 64 new tokens each,
 # on the TinyLlama-1.1B shape in Q8_0 with 2 CPU threads; plus the single-sequence figures of
 # `pagoda generate` (also through the engine, n = 1: prefill, then decode per token).

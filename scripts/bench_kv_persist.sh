@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 17's persistence benchmark: TTFT of a request with a long shared prefix (2,000 tokens by
+# The persistent prefix cache's benchmark: TTFT of a request with a long shared prefix (2,000 tokens by
 # default) on a freshly started server, cold (empty --kv-cache-dir) vs after a restart on the
 # same folder (the prefix restored from disk), plus a request sharing only the prefix (a new
 # suffix) on the restarted server. Checks that the restarted server's greedy output equals the

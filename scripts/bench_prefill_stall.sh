@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 15's stall-free prefill benchmark: 12 streams decode on a 4-layer dim-512 Q8_0 random
+# The stall-free prefill benchmark: 12 streams decode on a 4-layer dim-512 Q8_0 random
 # model, then one 3,900-token prompt arrives. Reported per server setting: the streams'
 # inter-token latency (p50 / p99 / max) before the long prompt and while it is prefilled, the
 # ratio of the two p99s (the target: <= 2 at default settings) and the long prompt's TTFT.

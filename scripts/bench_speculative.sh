@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Speculative decoding benchmarks (issue 17), two models:
+# Speculative decoding benchmarks, two models:
 # 1. a random-weight TinyLlama-shaped Q8_0 model: the cost of verifying a T-token draft chain vs
 #    one decode token (T = 1..8), and single-stream greedy tok/s plain vs --speculative ngram
 #    (and draft = the target with SELF_DRAFT=1) on a prompt that repeats a random passage, with

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 11's throughput check: 16 concurrent requests decoding under a JSON Schema
+# Structured output's throughput check: 16 concurrent requests decoding under a JSON Schema
 # (response_format) against the same 16 requests unconstrained, through `pagoda serve` and
 # `pagoda bench`, on the TinyLlama-1.1B shape in Q8_0 with 2 threads. Runs alternate
 # (free, constrained, free, ...) and the medians are printed: output tok/s and TPOT p50.

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The HTTP reliability checks of issue 15 against the real `pagoda serve` binary (the ctest
+"""The HTTP reliability checks against the real `pagoda serve` binary (the ctest
 label `reliability` runs the same against a test double in process), printing figures:
 
   slowloris   500 connections sending a header line every second and 500 sending a body a few

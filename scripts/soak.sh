@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 15's memory soak: a mixed loopback workload against one `pagoda serve` for DURATION_S
+# The memory soak: a mixed loopback workload against one `pagoda serve` for DURATION_S
 # seconds (chat and completions, streamed or not, n = 1..2, logprobs, stop strings, JSON mode,
 # clients that hang up mid-stream, /tokenize, /metrics), sampling the server's RSS every 15 s.
 # Prints RSS at minute 2 and at the end and the growth between them (target: < 5 MB), and the

@@ -1,6 +1,6 @@
 // HeapTrim: gives the heap memory freed by finished requests back to the OS (glibc's
 // malloc_trim), so a long-running server's RSS follows its live data instead of creeping up as
-// the allocator's per-thread arenas fragment (issue 15: +0.9 MB/min under a soak). The engine
+// the allocator's per-thread arenas fragment (+0.9 MB/min measured under a soak). The engine
 // thread calls tick(false) after each step, which trims every kBusyGap under steady load, and
 // tick(true) once it has been idle for kIdleGap, which trims if any step ran since the last
 // trim. A trim costs about a millisecond.
@@ -11,7 +11,7 @@
 namespace pagoda {
 
 // Sets the allocator up for a long-running server, before its threads start (glibc; elsewhere a
-// no-op). Two causes of RSS creep that trimming cannot undo (issue 15's soak: +10.8 MiB from
+// no-op). Two causes of RSS creep that trimming cannot undo (the soak: +10.8 MiB from
 // minute 2 to 30, flat only once they had run their course):
 //  - arenas: glibc gives threads their own heap under contention, up to 8 per core; each one
 //    keeps its own free memory and fragments on its own, and with 64 HTTP workers they appear

@@ -46,7 +46,7 @@ struct SchedulerConfig {
   // Stall-free prefill. The target time of a step that carries decodes: max_step_ms when > 0;
   // when 0, auto_step_factor x the predicted time of its decodes alone; < 0: no target.
   double max_step_ms = 0;
-  // The trade (issue 15): the streams' gaps grow about this much while a prompt is prefilled,
+  // The trade: the streams' gaps grow about this much while a prompt is prefilled,
   // and the prompt gets (factor - 1) / factor of each step, so its TTFT is about
   // factor / (factor - 1) times the unprotected one (1.5: 3x; 1.75: 2.3x; 2: 2x). 1.75 keeps the
   // gap growth under 2x with a margin for misprediction.

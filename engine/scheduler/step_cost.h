@@ -16,7 +16,7 @@
 // A host's timings are noisy and the features move together (the streams' contexts grow while
 // the host's load changes), so the fit can be far off for prompt chunks in particular, which
 // are rarer than decodes: a coefficient per attention pair ten times too high makes every
-// chunk look ten times too dear, and the prompt crawls at the minimum chunk (issue 15). So the
+// chunk look ten times too dear, and the prompt crawls at the minimum chunk. So the
 // prediction of a step with prompt tokens is also scaled by how the fit has been doing lately
 // on such steps: a running geometric mean of actual over fitted time. Steps that keep overrunning
 // their target are thereby cut smaller, steps that keep finishing early larger, until they take

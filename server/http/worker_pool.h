@@ -4,7 +4,7 @@
 // job (a stack of idle workers): under a load that needs a few of the workers, the same few do
 // all the work, so the memory each thread ties up (its stack pages, its allocator caches and
 // arena, thread-local scratch) stays that of the few rather than growing, over minutes, to that
-// of every worker in the pool (issue 15's soak creep).
+// of every worker in the pool (the creep a memory soak showed).
 #pragma once
 
 #include <condition_variable>

@@ -333,7 +333,7 @@ int main(int argc, char** argv) {
                 "to a stream read of its size: %.1f GB/s; the kernel's own limit: under 100%%, compute-bound here)\n",
                 static_cast<long>(c.rows), c.bytes_per_thread / 1024.0, c.f.rate, c.f.pct_of_ceiling, c.f.ceiling);
   }
-  for (int64_t n : {4, 16}) {  // batched decode of n sequences (issue 4's engine benchmark)
+  for (int64_t n : {4, 16}) {  // batched decode of n sequences (as scripts/bench_engine.sh runs them)
     if (decode_only || prefill_only) break;
     const double tb = median_seconds(5, [&] { forward(n); });
     std::printf("tinyllama matmuls batched decode n=%ld: %.1f tok/s aggregate\n", static_cast<long>(n), n / tb);

@@ -1,6 +1,6 @@
 // End-to-end: the real `pagoda serve` binary on a loopback port, a random-weight model with
-// Phi-3's real vocabulary and chat template, checked over real HTTP (the README's surfaces,
-// issue 5 "Checked by").
+// Phi-3's real vocabulary and chat template, checked over real HTTP (the surfaces the README
+// promises).
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>

@@ -1,4 +1,4 @@
-// Structured output through the official `openai` Node SDK against `pagoda serve` (issue 11):
+// Structured output through the official `openai` Node SDK against `pagoda serve`:
 // beta.chat.completions.parse with a zod schema (zodResponseFormat) gives `message.parsed`
 // satisfying the schema, streamed and not; tool_choice "required" and a named function yield
 // tool calls whose arguments satisfy the function's zod parameters (zodFunction).

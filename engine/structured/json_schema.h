@@ -75,7 +75,7 @@ struct SchemaOptions {
   bool ref_ignores_siblings = false;
   // Size bounds; beyond them SchemaError (a 400) rather than a grammar that stalls compilation.
   size_t max_grammar_bytes = 512 * 1024;
-  uint32_t max_repeat = 10000;        // largest count in {m,n} (maxLength, maxItems, ...)
+  uint32_t max_repeat = 0x7FFFFFFF;   // largest count in {m,n} (maxLength, maxItems, ...)
   uint64_t max_expanded_cost = 400000;  // estimate of grammar elements after expanding {m,n}
   size_t max_depth = 64;              // schema nesting / $ref inlining depth
   // Schema nodes visited plus allOf merges done: bounds the conversion time of schemas whose

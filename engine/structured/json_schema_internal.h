@@ -27,6 +27,10 @@ Expr alternatives(const std::vector<std::string>& alts);
 // GBNF repetition suffix for min..max (max nullopt = unbounded): "*", "+", "?", "{m}", "{m,}",
 // "{m,n}"; "" for exactly one.
 std::string repeat_suffix(uint64_t min, std::optional<uint64_t> max);
+// A count keyword (minLength, maxItems, ...): a non-negative integer, nullopt when absent. A
+// max* count above `cap` reads as `cap` (a subset: no output gets that long); a min* count
+// above it is returned as is, for the size checks to refuse.
+std::optional<uint64_t> count_keyword(const Json& schema, const char* key, const std::string& path, uint64_t cap);
 // JSON pointer token escaping (~ -> ~0, / -> ~1).
 std::string pointer_escape(const std::string& name);
 

@@ -9,17 +9,6 @@ namespace pagoda::structured::schema_detail {
 
 namespace {
 
-std::optional<uint64_t> length_keyword(const Json& schema, const char* key, const std::string& path) {
-  if (!schema.contains(key)) return std::nullopt;
-  const Json& v = schema[key];
-  if (v.is_number_unsigned() || (v.is_number_integer() && v.get<long long>() >= 0))
-    return v.get<uint64_t>();
-  if (v.is_number_float() && v.get<double>() >= 0 && v.get<double>() < 1e15 &&
-      v.get<double>() == double(uint64_t(v.get<double>())))
-    return uint64_t(v.get<double>());
-  throw SchemaError(path + "/" + key, std::string(key) + " must be a non-negative integer");
-}
-
 // ---- decimal numbers as digit strings --------------------------------------------------
 
 // |value| = int_digits.frac_digits, int without leading zeros ("0" for zero), frac without
@@ -254,8 +243,8 @@ Decimal negate(Decimal d) {
 }  // namespace
 
 Expr SchemaConverter::build_string(const Json& schema, const std::string& path) {
-  std::optional<uint64_t> min_len = length_keyword(schema, "minLength", path);
-  std::optional<uint64_t> max_len = length_keyword(schema, "maxLength", path);
+  std::optional<uint64_t> min_len = count_keyword(schema, "minLength", path, options_.max_repeat);
+  std::optional<uint64_t> max_len = count_keyword(schema, "maxLength", path, options_.max_repeat);
   if (min_len && max_len && *min_len > *max_len) return std::nullopt;
   const std::string quote = "\"\\\"\"";
   auto lengths_implied = [&](uint64_t lo, std::optional<uint64_t> hi) {

@@ -76,8 +76,8 @@ TEST_CASE("unsupported keywords are refused at their path, by name") {
       {R"j({"type":"object","properties":{"a":5}})j", "/properties/a", "object or a boolean"},
       {R"j(false)j", "", "accepts no value"},
       {R"j({"type":"integer","minimum":5,"maximum":4})j", "", "accepts no value"},
-      {R"j({"type":"array","items":{"type":"integer"},"maxItems":100000})j", "/maxItems", "limit"},
-      {R"j({"type":"string","maxLength":50000})j", "/maxLength", "limit"},
+      {R"j({"type":"array","items":{"type":"integer"},"minItems":3000000000})j", "/minItems", "limit"},
+      {R"j({"type":"string","minLength":3000000000})j", "/minLength", "limit"},
   };
   for (const auto& c : cases) {
     Refusal r = refusal_of(c.schema);
@@ -111,14 +111,21 @@ TEST_CASE("size limits: grammar bytes, nesting depth, expansion") {
   CHECK_THAT(r.message, Catch::Contains("nested deeper"));
   CHECK_THAT(r.path, Catch::StartsWith("/properties/a/properties/a"));
 
-  // Counts that multiply: 100 objects of 5000 items each.
+  // Counts that add up: 100 arrays of up to 30 items (unrolled: small counts are), under a
+  // small budget. Large counts cost a few copies per binary digit, so 100 arrays of 65,535
+  // strings of 65,535 characters fit the default one.
   Json wide = {{"type", "object"}, {"properties", Json::object()}};
+  Json huge = wide;
   for (int i = 0; i < 100; ++i) {
     std::string name = "p";
     name += std::to_string(i);
-    wide["properties"][name] = {{"type", "array"}, {"items", {{"type", "string"}, {"maxLength", 9000}}}, {"maxItems", 5000}};
+    wide["properties"][name] = {{"type", "array"}, {"items", {{"type", "string"}, {"maxLength", 30}}}, {"maxItems", 30}};
+    huge["properties"][name] = {{"type", "array"}, {"items", {{"type", "string"}, {"maxLength", 65535}}}, {"maxItems", 65535}};
   }
-  CHECK_THROWS_WITH(json_schema_to_gbnf(wide), Catch::Contains("too large a grammar"));
+  SchemaOptions budget;
+  budget.max_expanded_cost = 5000;
+  CHECK_THROWS_WITH(json_schema_to_gbnf(wide, budget), Catch::Contains("too large a grammar"));
+  CHECK_NOTHROW(compile_gbnf(json_schema_to_gbnf(huge), nullptr));
 }
 
 TEST_CASE("work bound: $ref inlining that doubles at each link") {

@@ -1,0 +1,97 @@
+// JSON Schema keywords beyond the first converter: large length / item bounds (binary
+// counting, no unrolling), and the other widened keywords, each checked by walking texts
+// through the grammar core's matcher at the boundaries the schema sets; where the test data
+// has a real vocabulary, token masks of the new grammars equal brute force on random states.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+
+#include "engine/structured/json_schema.h"
+#include "tests/unit/structured/token_mask_check.h"
+
+using namespace structured_test;
+using Json = nlohmann::ordered_json;
+
+namespace {
+
+struct Schema {
+  std::string text;
+  std::shared_ptr<const CompiledGrammar> compiled;
+  bool accepts(const std::string& output) const {
+    GrammarMatcher m(compiled);
+    return m.accept_bytes(output) && m.can_end();
+  }
+};
+
+Schema schema_of(const std::string& schema) {
+  Schema s;
+  s.text = json_schema_to_gbnf(Json::parse(schema));
+  INFO(s.text);
+  s.compiled = compile_gbnf(s.text, nullptr);
+  return s;
+}
+
+std::string quoted(size_t n, char c = 'a') { return "\"" + std::string(n, c) + "\""; }
+
+std::string int_array(size_t n) {
+  std::string out = "[";
+  for (size_t i = 0; i < n; ++i) out += i ? ",7" : "7";
+  return out + "]";
+}
+
+}  // namespace
+
+TEST_CASE("large maxLength / minLength / maxItems / minItems: exact, small grammars") {
+  for (uint64_t max : {33u, 255u, 4096u, 32767u, 65535u}) {
+    Schema s = schema_of(R"({"type":"string","maxLength":)" + std::to_string(max) + "}");
+    CHECK(s.text.size() < 600);
+    CHECK(s.accepts(quoted(0)));
+    CHECK(s.accepts(quoted(max)));
+    CHECK(s.accepts(quoted(max - 1)));
+    CHECK_FALSE(s.accepts(quoted(max + 1)));
+    // An escape counts as one character.
+    CHECK(s.accepts("\"\\n" + std::string(max - 1, 'b') + "\""));
+    CHECK_FALSE(s.accepts("\"\\n" + std::string(max, 'b') + "\""));
+  }
+  Schema both = schema_of(R"({"type":"string","minLength":20000,"maxLength":65535})");
+  CHECK_FALSE(both.accepts(quoted(19999)));
+  CHECK(both.accepts(quoted(20000)));
+  CHECK(both.accepts(quoted(65535)));
+  CHECK_FALSE(both.accepts(quoted(65536)));
+  // A maximum above what any output reaches is read as the largest count.
+  Schema huge = schema_of(R"({"type":"string","maxLength":9007199254740991})");
+  CHECK(huge.accepts(quoted(70000)));
+
+  for (uint64_t max : {40u, 32767u}) {
+    Schema a = schema_of(R"({"type":"array","items":{"type":"integer"},"minItems":3,"maxItems":)" +
+                         std::to_string(max) + "}");
+    CHECK_FALSE(a.accepts(int_array(2)));
+    CHECK(a.accepts(int_array(3)));
+    CHECK(a.accepts(int_array(max)));
+    CHECK_FALSE(a.accepts(int_array(max + 1)));
+  }
+  Schema min_items = schema_of(R"({"type":"array","items":{"const":7},"minItems":1000})");
+  CHECK_FALSE(min_items.accepts(int_array(999)));
+  CHECK(min_items.accepts(int_array(1000)));
+  CHECK(min_items.accepts(int_array(5000)));
+  Schema props = schema_of(R"({"type":"object","properties":{"a":{"type":"integer"}},"maxProperties":65535})");
+  CHECK(props.accepts(R"({"a":1,"b":2})"));
+}
+
+TEST_CASE("large bounds: token masks equal brute force (deepseek-llm vocabulary)") {
+  std::string path = std::string(PAGODA_TESTDATA_DIR) + "/vocab/ggml-vocab-deepseek-llm.gguf";
+  if (!std::filesystem::exists(path)) {
+    WARN("skipped: " << path << " missing");
+    return;
+  }
+  auto vocab = load_vocabulary(path);
+  const char* schemas[] = {
+      R"({"type":"object","properties":{"s":{"type":"string","minLength":40,"maxLength":65535},"t":{"type":"array","items":{"type":"string","maxLength":100},"maxItems":32767}},"required":["s","t"]})",
+  };
+  uint32_t seed = 99;
+  for (const char* s : schemas) {
+    std::string gbnf = json_schema_to_gbnf(Json::parse(s));
+    int n = check_random_states(s, gbnf, vocab, 400, 6.0, seed++);
+    CHECK(n >= 3);
+  }
+}

@@ -458,6 +458,7 @@ Expr SchemaConverter::visit_enum(const Json& schema, const std::string& path) {
   for (const auto& v : values) {
     bool typed = false;
     for (const auto& t : types) typed |= json_type_matches(v, t);
+    if (schema.contains(kNonInteger) && json_type_matches(v, "integer")) typed = false;
     if (typed) alts.push_back(literal(v));
   }
   Expr out = alternatives(alts);

@@ -66,8 +66,15 @@ struct KeyRules {
   static Json all_of(const std::vector<Json>& parts);
 };
 
+// Internal keywords the `not` rewrite adds ("$pagoda-..."): kept through allOf merges.
+inline bool is_internal_keyword(const std::string& key) { return key.rfind("$pagoda-", 0) == 0; }
 // Internal keyword the `not` rewrite adds: strings (a JSON array) the string must not be.
 inline constexpr const char* kExcludedStrings = "$pagoda-excluded-strings";
+// Internal keyword the `not` rewrite adds: patterns (a JSON array) the string must not match.
+inline constexpr const char* kExcludedPatterns = "$pagoda-excluded-patterns";
+// Internal keyword the `not` rewrite adds: numbers must not be integers (written with a
+// fraction that has a non-zero digit).
+inline constexpr const char* kNonInteger = "$pagoda-non-integer";
 
 class SchemaConverter {
  public:
@@ -105,8 +112,8 @@ class SchemaConverter {
   CharDfa checked(const std::function<CharDfa()>& build, const std::string& path);
   // The automaton's strings as JSON string content (no quotes): a start rule, or nullopt.
   Expr dfa_rules(const CharDfa& dfa, const std::string& hint);
-  // A string (quotes included) matching schema["pattern"] (if any) with these length bounds and
-  // none of the kExcludedStrings.
+  // A string (quotes included) matching schema["pattern"] (if any) with these length bounds,
+  // none of the kExcludedStrings and none of the kExcludedPatterns.
   Expr pattern_string(const Json& schema, std::optional<uint64_t> min_len, std::optional<uint64_t> max_len,
                       const std::string& path);
 
@@ -122,6 +129,8 @@ class SchemaConverter {
  private:
   Expr visit_ref(const Json& schema, const std::string& path);
   Expr visit_not(const Json& schema, const std::string& path);  // json_schema_not.cpp
+  std::optional<Expr> visit_not_bound(const Json& rest, const std::string& key, const Json& value,
+                                      const std::string& path);
   // json_schema_conditionals.cpp: dependentRequired / dependentSchemas / dependencies, and
   // if / then / else, rewritten into anyOf branches.
   Expr visit_dependencies(const Json& schema, const std::string& path);

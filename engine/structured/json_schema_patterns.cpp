@@ -66,6 +66,11 @@ Expr SchemaConverter::pattern_string(const Json& schema, std::optional<uint64_t>
     for (const auto& s : schema[kExcludedStrings]) excluded.push_back(s.get<std::string>());
     dfa = checked([&] { return dfa_intersect(dfa, dfa_complement(dfa_from_strings(excluded))); }, path + "/not");
   }
+  if (schema.contains(kExcludedPatterns))
+    for (const auto& p : schema[kExcludedPatterns]) {
+      CharDfa matching = pattern_dfa(p, path + "/not/pattern");
+      dfa = checked([&] { return dfa_intersect(dfa, dfa_complement(matching)); }, path + "/not/pattern");
+    }
   if (min_len || max_len)
     dfa = checked([&] { return dfa_with_length(dfa, min_len.value_or(0), max_len); }, path + "/maxLength");
   Expr body = dfa_rules(dfa, path + "-pattern");

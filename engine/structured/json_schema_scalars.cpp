@@ -250,7 +250,7 @@ Expr SchemaConverter::build_string(const Json& schema, const std::string& path) 
   auto lengths_implied = [&](uint64_t lo, std::optional<uint64_t> hi) {
     return (!min_len || *min_len <= lo) && (!max_len || (hi && *hi <= *max_len));
   };
-  if (schema.contains(kExcludedStrings)) {
+  if (schema.contains(kExcludedStrings) || schema.contains(kExcludedPatterns)) {
     if (schema.contains("format"))
       throw SchemaError(path + "/format", "format together with not: {enum/const} is not supported");
     return pattern_string(schema, min_len, max_len, path);
@@ -368,6 +368,18 @@ Expr SchemaConverter::multiple_of(const Json& schema, const std::string& path) {
 
 Expr SchemaConverter::build_number(const Json& schema, const std::string& path, bool integer_only) {
   // Only integers are written for a multipleOf (a subset of the numbers it allows).
+  if (schema.contains(kNonInteger) && integer_only) return std::nullopt;
+  if (schema.contains(kNonInteger)) {
+    for (const char* k : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"})
+      if (schema.contains(k))
+        throw SchemaError(path + "/" + k, std::string("non-integer numbers beside '") + k + "' are not supported");
+    // At most 15 digits in all, so the double a validator reads keeps a fraction.
+    std::vector<std::string> alts;
+    for (int whole = 1; whole <= 14; ++whole)
+      alts.push_back(seq({whole == 1 ? "[0-9]" : "[1-9] [0-9]" + repeat_suffix(whole - 1, whole - 1), "\".\"",
+                          whole == 14 ? "" : "[0-9]" + repeat_suffix(0, 14 - whole), "[1-9]"}));
+    return add_rule(path + "-fraction", seq({"\"-\"?", "(" + *alternatives(alts) + ")"}));
+  }
   if (schema.contains("multipleOf")) return multiple_of(schema, path);
   std::optional<Bound> lower, upper;
   auto tighten = [&](const char* key, bool is_lower, bool exclusive) {

@@ -95,3 +95,46 @@ TEST_CASE("large bounds: token masks equal brute force (deepseek-llm vocabulary)
     CHECK(n >= 3);
   }
 }
+
+TEST_CASE("not over length, count and numeric bounds, and over pattern") {
+  Schema s = schema_of(R"({"type":["string","integer"],"not":{"minLength":3}})");
+  CHECK(s.accepts(quoted(2)));
+  CHECK_FALSE(s.accepts(quoted(3)));
+  CHECK_FALSE(s.accepts("5"));  // an integer satisfies minLength, so fails its not
+  Schema n = schema_of(R"({"type":"number","not":{"exclusiveMaximum":2.5}})");
+  CHECK(n.accepts("2.5"));
+  CHECK(n.accepts("3"));
+  CHECK_FALSE(n.accepts("2.49"));
+  Schema items = schema_of(R"({"type":"array","not":{"maxItems":2}})");
+  CHECK_FALSE(items.accepts(int_array(2)));
+  CHECK(items.accepts(int_array(3)));
+  Schema p = schema_of(R"({"type":"string","not":{"pattern":"^ab"},"maxLength":4})");
+  CHECK(p.accepts("\"ba\""));
+  CHECK(p.accepts("\"a\""));
+  CHECK_FALSE(p.accepts("\"abc\""));
+  CHECK_FALSE(p.accepts("\"bbbbb\""));
+  Schema frac = schema_of(R"({"type":"number","not":{"type":"integer"}})");
+  CHECK(frac.accepts("-1.25"));
+  CHECK(frac.accepts("0.5"));
+  CHECK_FALSE(frac.accepts("2"));
+  CHECK_FALSE(frac.accepts("2.0"));
+  CHECK_FALSE(frac.accepts("1234567890123.456"));  // more digits than a double keeps exactly
+}
+
+TEST_CASE("oneOf with overlapping branches: the overlap cut out where decidable") {
+  Schema lengths = schema_of(R"({"type":"string","oneOf":[{"minLength":2},{"maxLength":4}]})");
+  CHECK(lengths.accepts(quoted(1)));
+  CHECK(lengths.accepts(quoted(5)));
+  for (size_t n : {2, 3, 4}) CHECK_FALSE(lengths.accepts(quoted(n)));
+  Schema keys = schema_of(
+      R"({"type":"object","oneOf":[{"required":["a"]},{"required":["b"]}],"properties":{"a":{"type":"integer"},"b":{"type":"integer"}},"additionalProperties":false})");
+  CHECK(keys.accepts(R"({"a":1})"));
+  CHECK(keys.accepts(R"({"b":1})"));
+  CHECK_FALSE(keys.accepts(R"({"a":1,"b":2})"));
+  CHECK_FALSE(keys.accepts(R"({})"));
+  Schema nested = schema_of(R"({"oneOf":[{"type":"string"},{"type":"string","maxLength":3},{"enum":["x",1]}]})");
+  CHECK(nested.accepts("\"abcd\""));
+  CHECK(nested.accepts("1"));
+  CHECK_FALSE(nested.accepts("\"ab\""));
+  CHECK_FALSE(nested.accepts("\"x\""));
+}

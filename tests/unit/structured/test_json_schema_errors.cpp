@@ -37,8 +37,8 @@ TEST_CASE("unsupported keywords are refused at their path, by name") {
     const char* word;
   };
   const Case cases[] = {
-      {R"j({"properties":{"a":{"not":{"minimum":3}}}})j", "/properties/a/not/minimum", "not: 'minimum'"},
-      {R"j({"not":{"type":"integer"}})j", "/not", "non-integer"},
+      {R"j({"properties":{"a":{"not":{"multipleOf":3}}}})j", "/properties/a/not/multipleOf", "not: 'multipleOf'"},
+      {R"j({"type":"number","minimum":1,"not":{"type":"integer"}})j", "/not", "beside numbers with 'minimum'"},
       {R"j({"type":"integer","not":{"const":3}})j", "/not/const", "integer value"},
       {R"j({"not":{"type":"object","additionalProperties":false}})j", "/not/additionalProperties", "beside other keywords"},
       {R"j({"type":"number","multipleOf":1.5})j", "/multipleOf", "positive integer"},

@@ -433,10 +433,10 @@ std::string SchemaConverter::literal(const Json& value_in) {
 }
 
 Expr SchemaConverter::visit_enum(const Json& schema, const std::string& path) {
+  std::vector<std::string> checked_keys;  // decided on each value below
   for (const auto& [key, value] : schema.items()) {
     if (is_annotation(key) || key == "enum" || key == "const" || key == "type") continue;
-    throw SchemaError(path + "/" + pointer_escape(key),
-                      std::string("'") + key + "' together with enum/const is not supported");
+    checked_keys.push_back(key);
   }
   Json values;
   if (schema.contains("enum")) {
@@ -459,6 +459,15 @@ Expr SchemaConverter::visit_enum(const Json& schema, const std::string& path) {
     bool typed = false;
     for (const auto& t : types) typed |= json_type_matches(v, t);
     if (schema.contains(kNonInteger) && json_type_matches(v, "integer")) typed = false;
+    for (const auto& key : checked_keys) {
+      if (!typed) break;
+      std::optional<bool> passes = value_passes(schema, key, v, path);
+      if (!passes)
+        throw SchemaError(path + "/" + pointer_escape(key),
+                          std::string("'") + key + "' together with enum/const is not supported on value " +
+                              v.dump());
+      typed = *passes;
+    }
     if (typed) alts.push_back(literal(v));
   }
   Expr out = alternatives(alts);

@@ -95,6 +95,10 @@ class SchemaConverter {
   // ---- json_schema_objects.cpp ----
   Expr build_object(const Json& schema, const std::string& path);
   Expr build_array(const Json& schema, const std::string& path);
+  // json_schema_unique.cpp: uniqueItems over a finite set of scalar item values (nullopt when
+  // the items are not such a set).
+  std::optional<Expr> unique_scalar_array(const Json& items, uint64_t lo, std::optional<uint64_t> hi,
+                                          const std::string& path);
   // Members whose names are none of `known`: "" when none may appear.
   std::string extra_members(const KeyRules& keys, const std::vector<std::string>& known,
                             const Json& extra_schema, const std::string& path);
@@ -128,6 +132,9 @@ class SchemaConverter {
 
  private:
   Expr visit_ref(const Json& schema, const std::string& path);
+ public:
+  std::string literal(const Json& value);  // a JSON value as written (numbers normalized)
+ private:
   Expr visit_not(const Json& schema, const std::string& path);  // json_schema_not.cpp
   std::optional<Expr> visit_not_bound(const Json& rest, const std::string& key, const Json& value,
                                       const std::string& path);
@@ -137,8 +144,14 @@ class SchemaConverter {
   Expr visit_conditional(const Json& schema, const std::string& path);
   Json merge_all_of(const Json& schema, const std::string& path);  // allOf merged away
   Expr visit_enum(const Json& schema, const std::string& path);
+  // json_schema_values.cpp: does enum/const value `value` pass schema[key]? nullopt when that
+  // cannot be decided here.
+  std::optional<bool> value_passes(const Json& schema, const std::string& key, const Json& value,
+                                   const std::string& path);
+  // Is `value` valid under `schema` (type, enum, const and value_passes' keywords)? nullopt
+  // when that cannot be decided here.
+  std::optional<bool> value_valid(const Json& schema, const Json& value, const std::string& path);
   Expr visit_branches(const Json& schema, const std::string& key, const std::string& path);
-  std::string literal(const Json& value);
   const Json& resolve_ref(const std::string& ref, const std::string& path);
   Json inline_ref(const Json& schema, const std::string& path, size_t depth);
   Json merge(const Json& a, const Json& b, const std::string& path, size_t depth);

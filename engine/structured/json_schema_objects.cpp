@@ -290,8 +290,13 @@ Expr SchemaConverter::build_array(const Json& schema, const std::string& path) {
   if (schema.contains("uniqueItems")) {
     const Json& u = schema["uniqueItems"];
     if (!u.is_boolean()) throw SchemaError(path + "/uniqueItems", "uniqueItems must be a boolean");
-    if (u.get<bool>() && !(hi && *hi <= 1))
-      throw SchemaError(path + "/uniqueItems", "uniqueItems: true is not supported (except with maxItems <= 1)");
+    if (u.get<bool>() && !(hi && *hi <= 1)) {
+      if (prefix.empty() && !(schema.contains("items") && schema["items"].is_array()))
+        if (std::optional<Expr> unique = unique_scalar_array(rest_schema, lo, hi, path)) return *unique;
+      throw SchemaError(path + "/uniqueItems",
+                        "uniqueItems: true is only supported over a few scalar values (an enum / const of "
+                        "scalars, or type boolean / null), or with maxItems <= 1");
+    }
   }
   if (hi && lo > *hi) return std::nullopt;
   const uint64_t k = prefix.size();

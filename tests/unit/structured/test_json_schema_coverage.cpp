@@ -138,3 +138,29 @@ TEST_CASE("oneOf with overlapping branches: the overlap cut out where decidable"
   CHECK_FALSE(nested.accepts("\"ab\""));
   CHECK_FALSE(nested.accepts("\"x\""));
 }
+
+TEST_CASE("uniqueItems over scalar enums and booleans") {
+  Schema s = schema_of(R"({"type":"array","items":{"enum":["a","b",1,1.0,null]},"uniqueItems":true,"minItems":1})");
+  CHECK(s.accepts(R"(["a"])"));
+  CHECK(s.accepts(R"(["b",1,"a",null])"));
+  CHECK_FALSE(s.accepts(R"([])"));
+  CHECK_FALSE(s.accepts(R"(["a","a"])"));
+  CHECK_FALSE(s.accepts(R"([1,1])"));  // 1 and 1.0 are the same value
+  CHECK_FALSE(s.accepts(R"(["a","b",1,null,"a"])"));
+  Schema b = schema_of(R"({"type":"array","items":{"type":"boolean"},"uniqueItems":true,"maxItems":5})");
+  CHECK(b.accepts("[true,false]"));
+  CHECK(b.accepts("[]"));
+  CHECK_FALSE(b.accepts("[false,false]"));
+  Schema two = schema_of(R"({"type":"array","items":{"enum":["x","y","z"]},"uniqueItems":true,"maxItems":2})");
+  CHECK(two.accepts(R"(["z","x"])"));
+  CHECK_FALSE(two.accepts(R"(["z","x","y"])"));
+}
+
+TEST_CASE("keywords beside enum / const are decided on each value") {
+  Schema s = schema_of(R"({"enum":["a","b"],"additionalProperties":false})");
+  CHECK(s.accepts("\"a\""));
+  Schema mixed = schema_of(
+      R"({"enum":["a","bbb",3,5,{"x":1},{"x":"s"},{"y":2},[1,"q"],[1,2]],"maxLength":2,"minimum":4,"additionalProperties":false,"properties":{"x":{"type":"integer"}},"items":{"type":"integer"}})");
+  for (const char* ok : {"\"a\"", "5", R"({"x":1})", "[1,2]"}) CHECK(mixed.accepts(ok));
+  for (const char* bad : {"\"bbb\"", "3", R"({"x":"s"})", R"({"y":2})", R"([1,"q"])"}) CHECK_FALSE(mixed.accepts(bad));
+}

@@ -57,7 +57,7 @@ bool is_annotation(const std::string& key) {
 bool has_assertions(const Json& schema, std::initializer_list<const char*> except) {
   if (!schema.is_object()) return !(schema.is_boolean() && schema.get<bool>());
   for (const auto& [key, value] : schema.items()) {
-    if (is_annotation(key)) continue;
+    if (is_annotation(key) && !is_internal_keyword(key)) continue;
     bool skipped = false;
     for (const char* e : except) skipped |= key == e;
     if (!skipped) return true;
@@ -458,7 +458,7 @@ Expr SchemaConverter::visit_enum(const Json& schema, const std::string& path) {
   for (const auto& v : values) {
     bool typed = false;
     for (const auto& t : types) typed |= json_type_matches(v, t);
-    if (schema.contains(kNonInteger) && json_type_matches(v, "integer")) typed = false;
+    if (typed && !value_passes_exclusions(schema, v, path)) typed = false;
     for (const auto& key : checked_keys) {
       if (!typed) break;
       std::optional<bool> passes = value_passes(schema, key, v, path);

@@ -111,7 +111,8 @@ class SchemaConverter {
   // ---- json_schema_patterns.cpp ----
   KeyRules key_rules(const Json& object_schema, const std::string& path);
   // The strings a `pattern` matches anywhere (JSON Schema semantics); SchemaError at `path`.
-  CharDfa pattern_dfa(const Json& pattern, const std::string& path);
+  // Narrow classes for strings that must match, Wide for strings that must not (regex.h).
+  CharDfa pattern_dfa(const Json& pattern, const std::string& path, RegexClasses classes = RegexClasses::Narrow);
   // Runs an automaton construction, its size errors as SchemaError at `path`.
   CharDfa checked(const std::function<CharDfa()>& build, const std::string& path);
   // The automaton's strings as JSON string content (no quotes): a start rule, or nullopt.
@@ -151,6 +152,9 @@ class SchemaConverter {
   // Is `value` valid under `schema` (type, enum, const and value_passes' keywords)? nullopt
   // when that cannot be decided here.
   std::optional<bool> value_valid(const Json& schema, const Json& value, const std::string& path);
+  // Does `value` pass the internal exclusions the `not` rewrite left (kNonInteger,
+  // kExcludedStrings, kExcludedPatterns)?
+  bool value_passes_exclusions(const Json& schema, const Json& value, const std::string& path);
   Expr visit_branches(const Json& schema, const std::string& key, const std::string& path);
   const Json& resolve_ref(const std::string& ref, const std::string& path);
   Json inline_ref(const Json& schema, const std::string& path, size_t depth);

@@ -7,6 +7,8 @@
 // (the opposite bound, within the bound's type); of `pattern` (strings outside the pattern's
 // automaton); of several independent keywords (one branch per keyword's
 // complement). Any other `not` is refused at its path.
+#include <algorithm>
+
 #include "engine/structured/json_schema_internal.h"
 
 namespace pagoda::structured::schema_detail {
@@ -129,7 +131,10 @@ Expr SchemaConverter::visit_not(const Json& schema, const std::string& path) {
     Json branches = Json::array();
     for (const auto& k : keys) {
       Json branch = rest;
-      branch["not"] = Json{{k, n[k]}};
+      Json one = Json{{k, n[k]}};
+      if (!branch.contains("not")) branch["not"] = one;  // else it waits under allOf
+      else if (branch.contains("allOf") && branch["allOf"].is_array()) branch["allOf"].push_back(Json{{"not", one}});
+      else branch["allOf"] = Json::array({Json{{"not", one}}});
       branches.push_back(branch);
     }
     return visit(Json{{"anyOf", branches}}, path);
@@ -187,7 +192,10 @@ Expr SchemaConverter::visit_not(const Json& schema, const std::string& path) {
     };
     if (rest.contains("enum") || rest.contains("const")) {
       Json values = rest.contains("enum") ? rest["enum"] : Json::array({rest["const"]});
-      if (rest.contains("enum") && rest.contains("const")) values = Json::array({rest["const"]});
+      if (rest.contains("enum") && rest.contains("const")) {
+        bool listed = values.is_array() && std::find(values.begin(), values.end(), rest["const"]) != values.end();
+        values = listed ? Json::array({rest["const"]}) : Json::array();
+      }
       Json kept = Json::array();
       if (values.is_array())
         for (const auto& v : values)

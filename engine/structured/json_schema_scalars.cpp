@@ -275,7 +275,7 @@ Expr SchemaConverter::build_string(const Json& schema, const std::string& path) 
     RegexNode tree;
     std::vector<std::string> alts;
     try {
-      tree = parse_regex(p.get<std::string>(), options_.max_repeat);
+      tree = parse_regex(p.get<std::string>(), options_.max_repeat, RegexClasses::Narrow);
       uint64_t expanded = regex_expanded_size(tree);
       if (expanded > kMaxRegexExpandedSize)
         throw RegexError("pattern too large once its repetitions are expanded", 0);

@@ -105,6 +105,18 @@ std::optional<bool> SchemaConverter::value_passes(const Json& schema, const std:
   return std::nullopt;  // format, propertyNames on a value of their type
 }
 
+bool SchemaConverter::value_passes_exclusions(const Json& schema, const Json& v, const std::string& path) {
+  if (schema.contains(kNonInteger) && json_type_matches(v, "integer")) return false;
+  if (!v.is_string()) return true;
+  if (schema.contains(kExcludedStrings))
+    for (const auto& s : schema[kExcludedStrings])
+      if (s == v) return false;
+  if (schema.contains(kExcludedPatterns))
+    for (const auto& p : schema[kExcludedPatterns])
+      if (pattern_dfa(p, path + "/not/pattern", RegexClasses::Wide).accepts(utf8_codepoints(v.get<std::string>()))) return false;
+  return true;
+}
+
 std::optional<bool> SchemaConverter::value_valid(const Json& schema, const Json& v, const std::string& path) {
   if (schema.is_boolean()) return schema.get<bool>();
   if (!schema.is_object()) throw SchemaError(path, "a schema must be an object or a boolean");
@@ -126,6 +138,7 @@ std::optional<bool> SchemaConverter::value_valid(const Json& schema, const Json&
     if (passes && !*passes) return false;
     if (!passes) result = std::nullopt;
   }
+  if (!value_passes_exclusions(schema, v, path)) return false;
   return result;
 }
 

@@ -227,12 +227,12 @@ Expr SchemaConverter::visit_not(const Json& schema, const std::string& path) {
       base[kExcludedStrings] = strings;
     }
     if (true_left != false_left && types.count("boolean")) {
-      // The boolean left is written as a bare const: only exact when nothing else in the
-      // schema constrains booleans.
-      for (const char* k : {"allOf", "anyOf", "oneOf", "$ref"})
-        if (rest.contains(k))
-          throw SchemaError(at, std::string("not: excluding one boolean beside '") + k + "' is not supported");
-      return visit(Json{{"anyOf", Json::array({base, Json{{"const", true_left}}})}}, path);
+      // The boolean left, with every other keyword of the schema still applying to it.
+      Json one = without_types(rest, {"null", "object", "array", "number", "string"}, path);
+      if (!one.is_boolean()) {
+        one["const"] = true_left;
+        return visit(Json{{"anyOf", Json::array({base, one})}}, path);
+      }
     }
     return visit(base, path);
   }

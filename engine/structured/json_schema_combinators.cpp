@@ -140,6 +140,11 @@ Json SchemaConverter::merge(const Json& a_in, const Json& b_in, const std::strin
   if (b.is_boolean()) return b.get<bool>() ? a : b;
   if (!a.is_object() || !b.is_object()) throw SchemaError(path, "a schema must be an object or a boolean");
   check_keywords(b, path);
+  // then / else pair with the `if` of their own schema only: without one they assert nothing,
+  // and must not meet another branch's `if` in the merge.
+  if (!b.contains("if") && (b.contains("then") || b.contains("else"))) b.erase("then"), b.erase("else");
+  if (b.contains("if") && (a.contains("if") || a.contains("then") || a.contains("else")))
+    throw SchemaError(path + "/if", "allOf of two if/then/else is not supported");
   Json out = a;
   bool objects_touched = a.contains("properties") || b.contains("properties") ||
                          a.contains("additionalProperties") || b.contains("additionalProperties");

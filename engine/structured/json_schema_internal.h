@@ -106,7 +106,9 @@ class SchemaConverter {
   // ---- json_schema_scalars.cpp ----
   Expr build_string(const Json& schema, const std::string& path);
   Expr build_number(const Json& schema, const std::string& path, bool integer_only);
-  Expr multiple_of(const Json& schema, const std::string& path);  // integer multipleOf
+  // Integer multipleOf within integer bounds [lo, hi] (nullopt: open).
+  Expr multiple_of(const Json& schema, const std::string& path, std::optional<long long> lo,
+                   std::optional<long long> hi);
 
   // ---- json_schema_patterns.cpp ----
   KeyRules key_rules(const Json& object_schema, const std::string& path);

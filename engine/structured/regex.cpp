@@ -224,7 +224,20 @@ class RegexParser {
       case '[': return chars_node(parse_class());
       case '.': ++pos_; return chars_node(class_set('.', classes_));
       case '^': { ++pos_; RegexNode n; n.kind = RegexNode::Kind::LineStart; return n; }
-      case '$': { ++pos_; RegexNode n; n.kind = RegexNode::Kind::LineEnd; return n; }
+      case '$': {
+        ++pos_;
+        RegexNode end;
+        end.kind = RegexNode::Kind::LineEnd;
+        if (classes_ != RegexClasses::Wide) return end;
+        // Python's `$` also matches before a final newline.
+        RegexNode before;
+        before.kind = RegexNode::Kind::Concat;
+        before.children = {chars_node(CodepointSet::of('\n')), end};
+        RegexNode either;
+        either.kind = RegexNode::Kind::Alternation;
+        either.children = {end, before};
+        return either;
+      }
       case '*': case '+': case '?': fail("quantifier with nothing to repeat");
       case '{': {
         uint32_t min; std::optional<uint32_t> max;

@@ -62,7 +62,8 @@ struct RegexNode {
 // What \d \w \s (and \D \W \S, `.`) match. Ecma: ECMA-262. JSON Schema validators differ
 // (Python's `re` reads them over Unicode, `.` there only stops at \n): Narrow is what both
 // match (for strings a pattern must match), Wide what either matches (for strings a pattern
-// must not match), so the output passes either validator.
+// must not match; there `$` also matches before a final newline, as in Python), so the output
+// passes either validator.
 enum class RegexClasses { Ecma, Narrow, Wide };
 
 // Parses `pattern` (UTF-8). Throws RegexError. Quantifier counts above `max_count` are refused

@@ -1,6 +1,7 @@
 // Grammar IR -> byte-level automaton (compiled_grammar.h): groups and alternations become
 // helper rules, repetitions become right-recursive helper rules (x* : R ::= x R | empty, and a
-// chain of optional rules for {m,n}), terminals become byte DFAs. Then nullability, and the
+// chain of optional rules for small {m,n}; larger counts count in binary, O(log n) rules),
+// terminals become byte DFAs. Then nullability, and the
 // check that no rule can reach itself without consuming a byte (left recursion), which the
 // matcher's eager expansion could not handle.
 #include <algorithm>
@@ -206,11 +207,7 @@ class Lowering {
     bool simple = body.kind == Expr::Kind::Literal || body.kind == Expr::Kind::CharClass ||
                   body.kind == Expr::Kind::RuleRef;
     uint32_t unit_rule = UINT32_MAX;
-    auto emit_unit = [&](PendingAlt& into, uint32_t owner) {
-      if (simple) {
-        lower_into(body, into, owner);
-        return;
-      }
+    auto unit_as_rule = [&]() {
       if (unit_rule == UINT32_MAX) {
         unit_rule = new_rule(rule, body);
         if (body.kind == Expr::Kind::Alternation) {
@@ -220,9 +217,19 @@ class Lowering {
           add_alternative(unit_rule, lower_alternative(body, unit_rule));
         }
       }
-      push_ref(into, unit_rule);
+      return unit_rule;
     };
-    for (uint32_t i = 0; i < e.min_count; ++i) emit_unit(seq, rule);
+    auto emit_unit = [&](PendingAlt& into, uint32_t owner) {
+      if (simple) lower_into(body, into, owner);
+      else push_ref(into, unit_as_rule());
+    };
+    // Counts up to kRepeatUnrollLimit are unrolled; larger ones count in binary (see below).
+    if (e.min_count <= kRepeatUnrollLimit) {
+      for (uint32_t i = 0; i < e.min_count; ++i) emit_unit(seq, rule);
+    } else {
+      BinaryCounter counter(*this, rule, e, unit_as_rule());
+      counter.exactly(e.min_count, seq);
+    }
     if (e.max_count == kUnbounded) {
       uint32_t star = new_rule(rule, e);
       PendingAlt more;
@@ -234,6 +241,12 @@ class Lowering {
       return;
     }
     uint32_t optional_count = e.max_count - e.min_count;
+    if (optional_count > kRepeatUnrollLimit) {
+      BinaryCounter counter(*this, rule, e, unit_as_rule());
+      uint32_t up_to = counter.up_to(optional_count);
+      if (up_to != UINT32_MAX) push_ref(seq, up_to);
+      return;
+    }
     uint32_t previous = UINT32_MAX;
     for (uint32_t i = 0; i < optional_count; ++i) {
       uint32_t opt = new_rule(rule, e);
@@ -246,6 +259,80 @@ class Lowering {
     }
     if (previous != UINT32_MAX) push_ref(seq, previous);
   }
+
+  // Large repetition counts without unrolling: power(i) matches the unit exactly 2^i times
+  // (power(i) ::= power(i-1) power(i-1)), below(i) matches it 0 .. 2^i - 1 times
+  // (below(i) ::= power(i-1) below(i-1) | below(i-1), the alternatives told apart by length,
+  // so the grammar stays unambiguous), up_to(n) 0 .. n times by n's binary digits. A count n
+  // costs O(log n) rules and parse stacks O(log n) deep, whatever n is.
+  class BinaryCounter {
+   public:
+    BinaryCounter(Lowering& l, uint32_t owner, const Expr& origin, uint32_t unit)
+        : l_(l), owner_(owner), origin_(origin) {
+      powers_.push_back(unit);
+    }
+
+    void exactly(uint32_t n, PendingAlt& seq) {
+      for (int bit = 31; bit >= 0; --bit)
+        if ((n >> bit) & 1u) l_.push_ref(seq, power(uint32_t(bit)));
+    }
+
+    // A rule matching 0..n units, or UINT32_MAX for n == 0 (nothing to write).
+    uint32_t up_to(uint32_t n) {
+      if (n == 0) return UINT32_MAX;
+      uint32_t top = 31;
+      while (!((n >> top) & 1u)) --top;
+      if (top < 31 && n == (1u << (top + 1)) - 1) return below(top + 1);
+      uint32_t r = l_.new_rule(owner_, origin_);
+      uint32_t low = below(top);
+      l_.add_alternative(r, low == UINT32_MAX ? PendingAlt{} : ref_alt(low));
+      PendingAlt high = ref_alt(power(top));
+      uint32_t rest = up_to(n - (1u << top));
+      if (rest != UINT32_MAX) l_.push_ref(high, rest);
+      l_.add_alternative(r, std::move(high));
+      return r;
+    }
+
+   private:
+    PendingAlt ref_alt(uint32_t target) {
+      PendingAlt alt;
+      l_.push_ref(alt, target);
+      return alt;
+    }
+
+    uint32_t power(uint32_t i) {
+      while (powers_.size() <= i) {
+        uint32_t half = powers_.back();
+        uint32_t r = l_.new_rule(owner_, origin_);
+        PendingAlt twice = ref_alt(half);
+        l_.push_ref(twice, half);
+        l_.add_alternative(r, std::move(twice));
+        powers_.push_back(r);
+      }
+      return powers_[i];
+    }
+
+    uint32_t below(uint32_t i) {
+      if (i == 0) return UINT32_MAX;
+      while (belows_.size() < i) {
+        uint32_t k = uint32_t(belows_.size()) + 1;  // building below(k)
+        uint32_t smaller = k == 1 ? UINT32_MAX : belows_.back();
+        uint32_t r = l_.new_rule(owner_, origin_);
+        PendingAlt more = ref_alt(power(k - 1));
+        if (smaller != UINT32_MAX) l_.push_ref(more, smaller);
+        l_.add_alternative(r, std::move(more));
+        l_.add_alternative(r, smaller == UINT32_MAX ? PendingAlt{} : ref_alt(smaller));
+        belows_.push_back(r);
+      }
+      return belows_[i - 1];
+    }
+
+    Lowering& l_;
+    uint32_t owner_;
+    const Expr& origin_;
+    std::vector<uint32_t> powers_;  // powers_[i] = power(i); powers_[0] is the unit rule
+    std::vector<uint32_t> belows_;  // belows_[i - 1] = below(i)
+  };
 
   void compute_nullable() {
     auto& el = impl_->elements;

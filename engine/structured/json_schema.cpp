@@ -5,7 +5,10 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
+#include <string_view>
 
+#include "engine/structured/structured.h"
 #include "engine/structured/json_schema_internal.h"
 #include "engine/structured/regex.h"
 
@@ -54,7 +57,7 @@ bool is_annotation(const std::string& key) {
 bool has_assertions(const Json& schema, std::initializer_list<const char*> except) {
   if (!schema.is_object()) return !(schema.is_boolean() && schema.get<bool>());
   for (const auto& [key, value] : schema.items()) {
-    if (is_annotation(key)) continue;
+    if (is_annotation(key) && !is_internal_keyword(key)) continue;
     bool skipped = false;
     for (const char* e : except) skipped |= key == e;
     if (!skipped) return true;
@@ -166,6 +169,21 @@ Expr alternatives(const std::vector<std::string>& alts) {
   return "(" + out + ")" + (has_empty ? "?" : "");
 }
 
+std::optional<uint64_t> count_keyword(const Json& schema, const char* key, const std::string& path, uint64_t cap) {
+  if (!schema.contains(key)) return std::nullopt;
+  const Json& v = schema[key];
+  uint64_t n = 0;
+  if (v.is_number_unsigned() || (v.is_number_integer() && v.get<long long>() >= 0)) {
+    n = v.get<uint64_t>();
+  } else if (v.is_number_float() && v.get<double>() >= 0 && v.get<double>() == std::floor(v.get<double>())) {
+    n = v.get<double>() >= 1.8e19 ? UINT64_MAX : uint64_t(v.get<double>());
+  } else {
+    throw SchemaError(path + "/" + key, std::string(key) + " must be a non-negative integer");
+  }
+  if (std::string_view(key).substr(0, 3) == "max") n = std::min(n, cap);
+  return n;
+}
+
 std::string repeat_suffix(uint64_t min, std::optional<uint64_t> max) {
   if (!max) return min == 0 ? "*" : min == 1 ? "+" : std::string("{") + std::to_string(min).append(",}");
   if (min == 0 && *max == 1) return "?";
@@ -262,7 +280,7 @@ void SchemaConverter::charge_repeat(uint64_t count, const std::string& item, con
   if (count > options_.max_repeat)
     throw SchemaError(path, std::string("count ") + std::to_string(count) + " is above the limit of " +
                                 std::to_string(options_.max_repeat));
-  expanded_cost_ += count * (1 + item.size() / 8);
+  expanded_cost_ += repeat_lowered_copies(count) * (1 + item.size() / 8);
   if (expanded_cost_ > options_.max_expanded_cost)
     throw SchemaError(path, "schema needs too large a grammar (repetition counts too high)");
 }
@@ -415,10 +433,10 @@ std::string SchemaConverter::literal(const Json& value_in) {
 }
 
 Expr SchemaConverter::visit_enum(const Json& schema, const std::string& path) {
+  std::vector<std::string> checked_keys;  // decided on each value below
   for (const auto& [key, value] : schema.items()) {
     if (is_annotation(key) || key == "enum" || key == "const" || key == "type") continue;
-    throw SchemaError(path + "/" + pointer_escape(key),
-                      std::string("'") + key + "' together with enum/const is not supported");
+    checked_keys.push_back(key);
   }
   Json values;
   if (schema.contains("enum")) {
@@ -440,6 +458,16 @@ Expr SchemaConverter::visit_enum(const Json& schema, const std::string& path) {
   for (const auto& v : values) {
     bool typed = false;
     for (const auto& t : types) typed |= json_type_matches(v, t);
+    if (typed && !value_passes_exclusions(schema, v, path)) typed = false;
+    for (const auto& key : checked_keys) {
+      if (!typed) break;
+      std::optional<bool> passes = value_passes(schema, key, v, path);
+      if (!passes)
+        throw SchemaError(path + "/" + pointer_escape(key),
+                          std::string("'") + key + "' together with enum/const is not supported on value " +
+                              v.dump());
+      typed = *passes;
+    }
     if (typed) alts.push_back(literal(v));
   }
   Expr out = alternatives(alts);

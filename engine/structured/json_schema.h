@@ -13,9 +13,11 @@
 //
 // Supported: type (incl. unions, "integer" vs "number"), properties, required,
 // additionalProperties (true / false / schema; absent = true as the spec says), items,
-// prefixItems, draft-7 tuple `items` + additionalItems, minItems, maxItems, uniqueItems (false,
-// or true when maxItems <= 1), enum, const, anyOf, oneOf (branches must be provably
-// disjoint), allOf (merged), $ref to local JSON pointers (#, #/$defs/..,
+// prefixItems, draft-7 tuple `items` + additionalItems, minItems, maxItems (any size: large
+// counts are lowered as binary counters), uniqueItems (false, true when maxItems <= 1, or
+// true over at most 8 scalar item values), enum, const (other keywords beside them decided
+// on each value, json_schema_values.cpp), anyOf, oneOf (branches that may overlap made
+// disjoint, branch i and not branch j, where not can say it), allOf (merged), $ref to local JSON pointers (#, #/$defs/..,
 // #/definitions/.., recursive too), minLength, maxLength, pattern, format (date, time,
 // date-time, email, hostname, ipv4, uuid, uri), minimum / maximum / exclusiveMinimum /
 // exclusiveMaximum, minProperties, maxProperties, patternProperties (at most 4 patterns; names
@@ -24,17 +26,20 @@
 // they match; not merged under allOf with properties/additionalProperties), propertyNames
 // (boolean, or type/pattern/minLength/maxLength/enum/const; a finite name set becomes optional
 // listed members), not (of a boolean, type, enum/const over null/boolean/string values, or
-// required, properties, or several independent keywords of those; others refused),
+// required, properties, length / count / numeric bounds, pattern, or several independent
+// keywords of those; others refused),
 // dependentRequired / dependentSchemas / dependencies (at most 6 optional trigger names;
 // dependent names are written before their trigger), if/then/else (where `not` of `if` is
-// one of the forms above), multipleOf (a positive integer up to 1000 without numeric
-// bounds; only integers are written). Patterns with anchors inside, or with length bounds they do not
+// one of the forms above), multipleOf (a positive integer up to 1000; with bounds when at most
+// 256 multiples lie between a bound and 0; only integers are written). Patterns with anchors inside, or with length bounds they do not
 // imply, and names excluded by `not` go through a code point automaton (regex_dfa.h, at most
 // 4000 states: bounds such as maxLength 32767 beside a pattern are refused).
 //
 // Narrower than the spec, by design (still never invalid): integers are written without a
-// fraction or exponent (1, not 1.0); bounded numbers without an exponent; enum/const combine
-// only with `type`; format combines with neither pattern nor minLength/maxLength; formats generate a strict subset (no
+// fraction or exponent (1, not 1.0); bounded numbers without an exponent; non-integer numbers
+// (not of type integer) with a non-zero fraction digit and at most 15 digits; a maximum count
+// above 2^31-1 reads as 2^31-1; pattern classes \d \w \s and `.` as both ECMA-262 and
+// Python's re read them (regex.h RegexClasses); format combines with neither pattern nor minLength/maxLength; formats generate a strict subset (no
 // leap seconds, no quoted e-mail local parts, URIs with scheme://host).
 //
 // Server use: SchemaError -> 400 naming e.path (e.g. param "response_format.json_schema.schema"
@@ -75,7 +80,7 @@ struct SchemaOptions {
   bool ref_ignores_siblings = false;
   // Size bounds; beyond them SchemaError (a 400) rather than a grammar that stalls compilation.
   size_t max_grammar_bytes = 512 * 1024;
-  uint32_t max_repeat = 10000;        // largest count in {m,n} (maxLength, maxItems, ...)
+  uint32_t max_repeat = 0x7FFFFFFF;   // largest count in {m,n} (maxLength, maxItems, ...)
   uint64_t max_expanded_cost = 400000;  // estimate of grammar elements after expanding {m,n}
   size_t max_depth = 64;              // schema nesting / $ref inlining depth
   // Schema nodes visited plus allOf merges done: bounds the conversion time of schemas whose

@@ -140,10 +140,22 @@ Json SchemaConverter::merge(const Json& a_in, const Json& b_in, const std::strin
   if (b.is_boolean()) return b.get<bool>() ? a : b;
   if (!a.is_object() || !b.is_object()) throw SchemaError(path, "a schema must be an object or a boolean");
   check_keywords(b, path);
+  // then / else pair with the `if` of their own schema only: without one they assert nothing,
+  // and must not meet another branch's `if` in the merge.
+  if (!b.contains("if") && (b.contains("then") || b.contains("else"))) b.erase("then"), b.erase("else");
+  if (b.contains("if") && (a.contains("if") || a.contains("then") || a.contains("else")))
+    throw SchemaError(path + "/if", "allOf of two if/then/else is not supported");
   Json out = a;
   bool objects_touched = a.contains("properties") || b.contains("properties") ||
                          a.contains("additionalProperties") || b.contains("additionalProperties");
   for (const auto& [key, vb] : b.items()) {
+    if (is_internal_keyword(key)) {
+      // The `not` rewrite's exclusions: both sides' hold (lists joined).
+      if (!out.contains(key)) out[key] = vb;
+      else if (out[key].is_array() && vb.is_array())
+        for (const auto& v : vb) out[key].push_back(v);
+      continue;
+    }
     if (is_annotation(key)) continue;
     const std::string kpath = path + "/" + pointer_escape(key);
     if (!out.contains(key)) { out[key] = vb; continue; }
@@ -185,6 +197,11 @@ Json SchemaConverter::merge(const Json& a_in, const Json& b_in, const std::strin
       continue;  // merged together below
     } else if (key == "properties" || key == "additionalProperties") {
       continue;  // merged together below
+    } else if (key == "not") {
+      // Both exclusions hold: the second waits under allOf until the first is rewritten away.
+      Json all = out.contains("allOf") && out["allOf"].is_array() ? out["allOf"] : Json::array();
+      all.push_back(Json{{"not", vb}});
+      out["allOf"] = all;
     } else if (key == "allOf") {
       Json all = va;
       for (const auto& s : vb) all.push_back(s);
@@ -362,13 +379,33 @@ Expr SchemaConverter::visit_branches(const Json& schema, const std::string& key,
     branches.push_back(base_matters ? merge(base, list[i], bpath, 0) : list[i]);
   }
   if (key == "oneOf") {
+    // Branches that may overlap are made disjoint: each keeps only the values none of the
+    // others it may overlap with accepts (branch i and not branch j, by `not`'s rewrites).
+    std::vector<std::vector<size_t>> overlapping(branches.size());
+    std::optional<std::pair<size_t, size_t>> first_overlap;
     for (size_t i = 0; i < branches.size(); ++i)
       for (size_t j = i + 1; j < branches.size(); ++j)
-        if (!provably_disjoint(branches[i], branches[j], path + "/oneOf"))
-          throw SchemaError(path + "/oneOf",
-                            std::string("oneOf branches ") + std::to_string(i) + " and " + std::to_string(j) +
-                                " may both match a value (only oneOf of provably distinct "
-                                "branches is supported; use anyOf if overlap is fine)");
+        if (!provably_disjoint(branches[i], branches[j], path + "/oneOf")) {
+          overlapping[i].push_back(j);
+          overlapping[j].push_back(i);
+          if (!first_overlap) first_overlap = std::make_pair(i, j);
+        }
+    if (first_overlap) {
+      Json cut = Json::array();
+      for (size_t i = 0; i < branches.size(); ++i) {
+        Json parts = Json::array({branches[i]});
+        for (size_t j : overlapping[i]) parts.push_back(Json{{"not", list[j]}});
+        cut.push_back(parts.size() == 1 ? branches[i] : Json{{"allOf", parts}});
+      }
+      try {
+        return visit(Json{{"anyOf", cut}}, path);
+      } catch (const SchemaError& e) {
+        throw SchemaError(path + "/oneOf", std::string("oneOf branches ") + std::to_string(first_overlap->first) +
+                                              " and " + std::to_string(first_overlap->second) +
+                                              " may both match a value, and the overlap cannot be cut out (" +
+                                              e.what() + "); use anyOf if overlap is fine");
+      }
+    }
   }
   std::vector<std::string> alts;
   for (size_t i = 0; i < branches.size(); ++i) {

@@ -100,11 +100,9 @@ Expr SchemaConverter::visit_conditional(const Json& schema, const std::string& p
   Json then_s = schema.contains("then") ? schema["then"] : Json(true);
   Json else_s = schema.contains("else") ? schema["else"] : Json(true);
   if (cond.is_boolean()) return visit(with_all_of(rest, cond.get<bool>() ? then_s : else_s), path);
-  if (rest.contains("not"))
-    throw SchemaError(path + "/if", "if beside not is not supported");
   Json yes = with_all_of(with_all_of(rest, cond), then_s);
-  Json no = with_all_of(rest, else_s);
-  no["not"] = cond;
+  // A `not` already in rest stays; this one waits under allOf (merges stack them).
+  Json no = with_all_of(with_all_of(rest, else_s), Json{{"not", cond}});
   return visit(Json{{"anyOf", Json::array({yes, no})}}, path);
 }
 

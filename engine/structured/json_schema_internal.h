@@ -27,6 +27,10 @@ Expr alternatives(const std::vector<std::string>& alts);
 // GBNF repetition suffix for min..max (max nullopt = unbounded): "*", "+", "?", "{m}", "{m,}",
 // "{m,n}"; "" for exactly one.
 std::string repeat_suffix(uint64_t min, std::optional<uint64_t> max);
+// A count keyword (minLength, maxItems, ...): a non-negative integer, nullopt when absent. A
+// max* count above `cap` reads as `cap` (a subset: no output gets that long); a min* count
+// above it is returned as is, for the size checks to refuse.
+std::optional<uint64_t> count_keyword(const Json& schema, const char* key, const std::string& path, uint64_t cap);
 // JSON pointer token escaping (~ -> ~0, / -> ~1).
 std::string pointer_escape(const std::string& name);
 
@@ -62,8 +66,15 @@ struct KeyRules {
   static Json all_of(const std::vector<Json>& parts);
 };
 
+// Internal keywords the `not` rewrite adds ("$pagoda-..."): kept through allOf merges.
+inline bool is_internal_keyword(const std::string& key) { return key.rfind("$pagoda-", 0) == 0; }
 // Internal keyword the `not` rewrite adds: strings (a JSON array) the string must not be.
 inline constexpr const char* kExcludedStrings = "$pagoda-excluded-strings";
+// Internal keyword the `not` rewrite adds: patterns (a JSON array) the string must not match.
+inline constexpr const char* kExcludedPatterns = "$pagoda-excluded-patterns";
+// Internal keyword the `not` rewrite adds: numbers must not be integers (written with a
+// fraction that has a non-zero digit).
+inline constexpr const char* kNonInteger = "$pagoda-non-integer";
 
 class SchemaConverter {
  public:
@@ -84,6 +95,10 @@ class SchemaConverter {
   // ---- json_schema_objects.cpp ----
   Expr build_object(const Json& schema, const std::string& path);
   Expr build_array(const Json& schema, const std::string& path);
+  // json_schema_unique.cpp: uniqueItems over a finite set of scalar item values (nullopt when
+  // the items are not such a set).
+  std::optional<Expr> unique_scalar_array(const Json& items, uint64_t lo, std::optional<uint64_t> hi,
+                                          const std::string& path);
   // Members whose names are none of `known`: "" when none may appear.
   std::string extra_members(const KeyRules& keys, const std::vector<std::string>& known,
                             const Json& extra_schema, const std::string& path);
@@ -91,18 +106,21 @@ class SchemaConverter {
   // ---- json_schema_scalars.cpp ----
   Expr build_string(const Json& schema, const std::string& path);
   Expr build_number(const Json& schema, const std::string& path, bool integer_only);
-  Expr multiple_of(const Json& schema, const std::string& path);  // integer multipleOf
+  // Integer multipleOf within integer bounds [lo, hi] (nullopt: open).
+  Expr multiple_of(const Json& schema, const std::string& path, std::optional<long long> lo,
+                   std::optional<long long> hi);
 
   // ---- json_schema_patterns.cpp ----
   KeyRules key_rules(const Json& object_schema, const std::string& path);
   // The strings a `pattern` matches anywhere (JSON Schema semantics); SchemaError at `path`.
-  CharDfa pattern_dfa(const Json& pattern, const std::string& path);
+  // Narrow classes for strings that must match, Wide for strings that must not (regex.h).
+  CharDfa pattern_dfa(const Json& pattern, const std::string& path, RegexClasses classes = RegexClasses::Narrow);
   // Runs an automaton construction, its size errors as SchemaError at `path`.
   CharDfa checked(const std::function<CharDfa()>& build, const std::string& path);
   // The automaton's strings as JSON string content (no quotes): a start rule, or nullopt.
   Expr dfa_rules(const CharDfa& dfa, const std::string& hint);
-  // A string (quotes included) matching schema["pattern"] (if any) with these length bounds and
-  // none of the kExcludedStrings.
+  // A string (quotes included) matching schema["pattern"] (if any) with these length bounds,
+  // none of the kExcludedStrings and none of the kExcludedPatterns.
   Expr pattern_string(const Json& schema, std::optional<uint64_t> min_len, std::optional<uint64_t> max_len,
                       const std::string& path);
 
@@ -117,15 +135,29 @@ class SchemaConverter {
 
  private:
   Expr visit_ref(const Json& schema, const std::string& path);
+ public:
+  std::string literal(const Json& value);  // a JSON value as written (numbers normalized)
+ private:
   Expr visit_not(const Json& schema, const std::string& path);  // json_schema_not.cpp
+  std::optional<Expr> visit_not_bound(const Json& rest, const std::string& key, const Json& value,
+                                      const std::string& path);
   // json_schema_conditionals.cpp: dependentRequired / dependentSchemas / dependencies, and
   // if / then / else, rewritten into anyOf branches.
   Expr visit_dependencies(const Json& schema, const std::string& path);
   Expr visit_conditional(const Json& schema, const std::string& path);
   Json merge_all_of(const Json& schema, const std::string& path);  // allOf merged away
   Expr visit_enum(const Json& schema, const std::string& path);
+  // json_schema_values.cpp: does enum/const value `value` pass schema[key]? nullopt when that
+  // cannot be decided here.
+  std::optional<bool> value_passes(const Json& schema, const std::string& key, const Json& value,
+                                   const std::string& path);
+  // Is `value` valid under `schema` (type, enum, const and value_passes' keywords)? nullopt
+  // when that cannot be decided here.
+  std::optional<bool> value_valid(const Json& schema, const Json& value, const std::string& path);
+  // Does `value` pass the internal exclusions the `not` rewrite left (kNonInteger,
+  // kExcludedStrings, kExcludedPatterns)?
+  bool value_passes_exclusions(const Json& schema, const Json& value, const std::string& path);
   Expr visit_branches(const Json& schema, const std::string& key, const std::string& path);
-  std::string literal(const Json& value);
   const Json& resolve_ref(const std::string& ref, const std::string& path);
   Json inline_ref(const Json& schema, const std::string& path, size_t depth);
   Json merge(const Json& a, const Json& b, const std::string& path, size_t depth);

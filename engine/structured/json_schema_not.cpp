@@ -3,8 +3,12 @@
 // removed: from a sibling enum, or by type for null and booleans, or from the string language
 // by automaton); of `required` (objects with some listed name left out: the name forbidden,
 // one branch per name); of `properties` (objects with a listed name present and its value in
-// the complement of its schema, one branch per name); of several independent keywords (one
-// branch per keyword's complement). Any other `not` is refused at its path.
+// the complement of its schema, one branch per name); of a length / count / numeric bound
+// (the opposite bound, within the bound's type); of `pattern` (strings outside the pattern's
+// automaton); of several independent keywords (one branch per keyword's
+// complement). Any other `not` is refused at its path.
+#include <algorithm>
+
 #include "engine/structured/json_schema_internal.h"
 
 namespace pagoda::structured::schema_detail {
@@ -21,8 +25,13 @@ std::vector<std::string> assertion_keys(const Json& schema) {
 
 Json without_types(const Json& schema, const std::set<std::string>& removed, const std::string& path) {
   std::set<std::string> types = declared_types(schema, path);
-  if (types.count("number") && removed.count("integer") && !removed.count("number"))
-    throw SchemaError(path + "/not", "not: {type: integer} beside numbers (non-integer numbers) is not supported");
+  // Numbers without the integers: written with a non-zero fraction digit (bounds aside).
+  bool non_integer = types.count("number") && removed.count("integer") && !removed.count("number");
+  if (non_integer)
+    for (const char* k : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "enum", "const"})
+      if (schema.contains(k))
+        throw SchemaError(path + "/not", std::string("not: {type: integer} beside numbers with '") + k +
+                                             "' is not supported");
   Json left = Json::array();
   for (const auto& t : types) {
     bool gone = removed.count(t) || (t == "integer" && removed.count("number"));
@@ -31,10 +40,70 @@ Json without_types(const Json& schema, const std::set<std::string>& removed, con
   Json out = schema;
   if (left.empty()) return false;
   out["type"] = left.size() == 1 ? left[0] : left;
+  if (non_integer) out[kNonInteger] = true;
   return out;
 }
 
+// A bound's complement within its type: the opposite bound (minLength k -> maxLength k - 1,
+// minimum v -> exclusiveMaximum v, ...).
+struct Flip {
+  const char* key;
+  const char* type;
+  const char* opposite;
+  int shift;  // added to a count (0 for numeric bounds, which flip exclusiveness instead)
+};
+constexpr Flip kFlips[] = {
+    {"minLength", "string", "maxLength", -1},     {"maxLength", "string", "minLength", 1},
+    {"minItems", "array", "maxItems", -1},        {"maxItems", "array", "minItems", 1},
+    {"minProperties", "object", "maxProperties", -1}, {"maxProperties", "object", "minProperties", 1},
+    {"minimum", "number", "exclusiveMaximum", 0}, {"exclusiveMinimum", "number", "maximum", 0},
+    {"maximum", "number", "exclusiveMinimum", 0}, {"exclusiveMaximum", "number", "minimum", 0},
+};
+
 }  // namespace
+
+// not {bound}: values of the bound's type on the other side of it; not {pattern}: strings the
+// pattern does not match (an automaton complement). Other types satisfy both, so fail `not`.
+// Nullopt (and nothing registered) when `key` is none of these.
+std::optional<Expr> SchemaConverter::visit_not_bound(const Json& rest, const std::string& key, const Json& value,
+                                      const std::string& path) {
+  const std::string at = path + "/not/" + key;
+  Json inside = Json::object();
+  std::string type;
+  if (key == "pattern") {
+    if (!value.is_string()) throw SchemaError(at, "pattern must be a string");
+    pattern_dfa(value, at);  // refused here, at its path, when it does not compile
+    type = "string";
+    inside["type"] = "string";
+  } else {
+    const Flip* flip = nullptr;
+    for (const Flip& f : kFlips)
+      if (key == f.key) flip = &f;
+    if (!flip) return std::optional<Expr>();
+    type = flip->type;
+    inside["type"] = type;
+    if (flip->shift == 0) {
+      if (!value.is_number()) throw SchemaError(at, key + " must be a number");
+      inside[flip->opposite] = value;
+    } else {
+      std::optional<uint64_t> k = count_keyword(Json{{key, value}}, key.c_str(), path + "/not", UINT64_MAX);
+      if (flip->shift < 0 && *k == 0) inside = false;  // nothing of the type is shorter than 0
+      else if (flip->shift < 0) inside[flip->opposite] = *k - 1;
+      else if (*k == UINT64_MAX) inside = false;
+      else inside[flip->opposite] = *k + 1;
+    }
+  }
+  // Values of other types satisfy the bound, so they fail its `not`.
+  if (inside.is_boolean()) return Expr();
+  Json same = merge(rest, inside, path + "/not", 0);
+  if (same.is_boolean()) return same.get<bool>() ? visit(inside, path) : Expr();
+  if (key == "pattern") {
+    Json excluded = same.contains(kExcludedPatterns) ? same[kExcludedPatterns] : Json::array();
+    excluded.push_back(value);
+    same[kExcludedPatterns] = excluded;
+  }
+  return visit(same, path);
+}
 
 Expr SchemaConverter::visit_not(const Json& schema, const std::string& path) {
   const Json& n = schema["not"];
@@ -62,7 +131,10 @@ Expr SchemaConverter::visit_not(const Json& schema, const std::string& path) {
     Json branches = Json::array();
     for (const auto& k : keys) {
       Json branch = rest;
-      branch["not"] = Json{{k, n[k]}};
+      Json one = Json{{k, n[k]}};
+      if (!branch.contains("not")) branch["not"] = one;  // else it waits under allOf
+      else if (branch.contains("allOf") && branch["allOf"].is_array()) branch["allOf"].push_back(Json{{"not", one}});
+      else branch["allOf"] = Json::array({Json{{"not", one}}});
       branches.push_back(branch);
     }
     return visit(Json{{"anyOf", branches}}, path);
@@ -120,7 +192,10 @@ Expr SchemaConverter::visit_not(const Json& schema, const std::string& path) {
     };
     if (rest.contains("enum") || rest.contains("const")) {
       Json values = rest.contains("enum") ? rest["enum"] : Json::array({rest["const"]});
-      if (rest.contains("enum") && rest.contains("const")) values = Json::array({rest["const"]});
+      if (rest.contains("enum") && rest.contains("const")) {
+        bool listed = values.is_array() && std::find(values.begin(), values.end(), rest["const"]) != values.end();
+        values = listed ? Json::array({rest["const"]}) : Json::array();
+      }
       Json kept = Json::array();
       if (values.is_array())
         for (const auto& v : values)
@@ -152,17 +227,19 @@ Expr SchemaConverter::visit_not(const Json& schema, const std::string& path) {
       base[kExcludedStrings] = strings;
     }
     if (true_left != false_left && types.count("boolean")) {
-      // The boolean left is written as a bare const: only exact when nothing else in the
-      // schema constrains booleans.
-      for (const char* k : {"allOf", "anyOf", "oneOf", "$ref"})
-        if (rest.contains(k))
-          throw SchemaError(at, std::string("not: excluding one boolean beside '") + k + "' is not supported");
-      return visit(Json{{"anyOf", Json::array({base, Json{{"const", true_left}}})}}, path);
+      // The boolean left, with every other keyword of the schema still applying to it.
+      Json one = without_types(rest, {"null", "object", "array", "number", "string"}, path);
+      if (!one.is_boolean()) {
+        one["const"] = true_left;
+        return visit(Json{{"anyOf", Json::array({base, one})}}, path);
+      }
     }
     return visit(base, path);
   }
+  if (std::optional<Expr> flipped = visit_not_bound(rest, key, n[key], path)) return *flipped;
   throw SchemaError(at + "/" + pointer_escape(key),
-                    "not: '" + key + "' is not supported (only type, enum, const or required)");
+                    "not: '" + key + "' is not supported (only type, enum, const, required, properties, "
+                    "bounds, lengths, counts or pattern)");
 }
 
 }  // namespace pagoda::structured::schema_detail

@@ -10,15 +10,6 @@ namespace pagoda::structured::schema_detail {
 
 namespace {
 
-std::optional<uint64_t> count_keyword(const Json& schema, const char* key, const std::string& path) {
-  if (!schema.contains(key)) return std::nullopt;
-  const Json& v = schema[key];
-  bool whole = v.is_number_unsigned() || (v.is_number_integer() && v.get<long long>() >= 0) ||
-               (v.is_number_float() && v.get<double>() >= 0 && v.get<double>() == double(uint64_t(v.get<double>())));
-  if (!whole) throw SchemaError(path + "/" + key, std::string(key) + " must be a non-negative integer");
-  return v.is_number_float() ? uint64_t(v.get<double>()) : v.get<uint64_t>();
-}
-
 // Restores a set on scope exit: objects and arrays consume input, so a $ref reached again
 // inside one is ordinary recursion, not a cycle that consumes nothing.
 struct SetSwap {
@@ -188,8 +179,8 @@ Expr SchemaConverter::build_object(const Json& schema, const std::string& path) 
     if (m.value) usable.push_back(m);
     else if (m.required) return std::nullopt;  // a required property no value satisfies
   }
-  std::optional<uint64_t> min_props = count_keyword(schema, "minProperties", path);
-  std::optional<uint64_t> max_props = count_keyword(schema, "maxProperties", path);
+  std::optional<uint64_t> min_props = count_keyword(schema, "minProperties", path, options_.max_repeat);
+  std::optional<uint64_t> max_props = count_keyword(schema, "maxProperties", path, options_.max_repeat);
   uint64_t lo = min_props.value_or(0);
   const size_t n = usable.size();
 
@@ -202,7 +193,8 @@ Expr SchemaConverter::build_object(const Json& schema, const std::string& path) 
   // "none yet" vs "some" matters without min/maxProperties). Rules are memoized per state.
   uint64_t cap = std::max<uint64_t>({1, lo, max_props.value_or(0)});
   if (cap > options_.max_repeat) throw SchemaError(path + "/maxProperties", "count too large");
-  if (cap * (n + 1) > 20000)
+  // c never exceeds the number of listed members, whatever the bounds.
+  if ((std::min<uint64_t>(cap, n) + 1) * (n + 1) > 20000)
     throw SchemaError(path, "minProperties/maxProperties with this many properties needs too large a grammar");
   std::map<std::pair<size_t, uint64_t>, Expr> memo;
   std::string hint = path.empty() ? "root-obj" : path;
@@ -293,13 +285,18 @@ Expr SchemaConverter::build_array(const Json& schema, const std::string& path) {
     rest_schema = schema["items"];
   }
   Expr rest = visit(rest_schema, rest_path);
-  uint64_t lo = count_keyword(schema, "minItems", path).value_or(0);
-  std::optional<uint64_t> hi = count_keyword(schema, "maxItems", path);
+  uint64_t lo = count_keyword(schema, "minItems", path, options_.max_repeat).value_or(0);
+  std::optional<uint64_t> hi = count_keyword(schema, "maxItems", path, options_.max_repeat);
   if (schema.contains("uniqueItems")) {
     const Json& u = schema["uniqueItems"];
     if (!u.is_boolean()) throw SchemaError(path + "/uniqueItems", "uniqueItems must be a boolean");
-    if (u.get<bool>() && !(hi && *hi <= 1))
-      throw SchemaError(path + "/uniqueItems", "uniqueItems: true is not supported (except with maxItems <= 1)");
+    if (u.get<bool>() && !(hi && *hi <= 1)) {
+      if (prefix.empty() && !(schema.contains("items") && schema["items"].is_array()))
+        if (std::optional<Expr> unique = unique_scalar_array(rest_schema, lo, hi, path)) return *unique;
+      throw SchemaError(path + "/uniqueItems",
+                        "uniqueItems: true is only supported over a few scalar values (an enum / const of "
+                        "scalars, or type boolean / null), or with maxItems <= 1");
+    }
   }
   if (hi && lo > *hi) return std::nullopt;
   const uint64_t k = prefix.size();

@@ -7,10 +7,10 @@
 
 namespace pagoda::structured::schema_detail {
 
-CharDfa SchemaConverter::pattern_dfa(const Json& pattern, const std::string& path) {
+CharDfa SchemaConverter::pattern_dfa(const Json& pattern, const std::string& path, RegexClasses classes) {
   if (!pattern.is_string()) throw SchemaError(path, "a pattern must be a string");
   try {
-    RegexNode tree = parse_regex(pattern.get<std::string>(), options_.max_repeat);
+    RegexNode tree = parse_regex(pattern.get<std::string>(), options_.max_repeat, classes);
     uint64_t expanded = regex_expanded_size(tree);
     if (expanded > kMaxRegexExpandedSize) throw RegexError("pattern too large once its repetitions are expanded", 0);
     return dfa_from_regex(tree, true);
@@ -66,6 +66,11 @@ Expr SchemaConverter::pattern_string(const Json& schema, std::optional<uint64_t>
     for (const auto& s : schema[kExcludedStrings]) excluded.push_back(s.get<std::string>());
     dfa = checked([&] { return dfa_intersect(dfa, dfa_complement(dfa_from_strings(excluded))); }, path + "/not");
   }
+  if (schema.contains(kExcludedPatterns))
+    for (const auto& p : schema[kExcludedPatterns]) {
+      CharDfa matching = pattern_dfa(p, path + "/not/pattern", RegexClasses::Wide);
+      dfa = checked([&] { return dfa_intersect(dfa, dfa_complement(matching)); }, path + "/not/pattern");
+    }
   if (min_len || max_len)
     dfa = checked([&] { return dfa_with_length(dfa, min_len.value_or(0), max_len); }, path + "/maxLength");
   Expr body = dfa_rules(dfa, path + "-pattern");

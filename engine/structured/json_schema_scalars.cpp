@@ -9,17 +9,6 @@ namespace pagoda::structured::schema_detail {
 
 namespace {
 
-std::optional<uint64_t> length_keyword(const Json& schema, const char* key, const std::string& path) {
-  if (!schema.contains(key)) return std::nullopt;
-  const Json& v = schema[key];
-  if (v.is_number_unsigned() || (v.is_number_integer() && v.get<long long>() >= 0))
-    return v.get<uint64_t>();
-  if (v.is_number_float() && v.get<double>() >= 0 && v.get<double>() < 1e15 &&
-      v.get<double>() == double(uint64_t(v.get<double>())))
-    return uint64_t(v.get<double>());
-  throw SchemaError(path + "/" + key, std::string(key) + " must be a non-negative integer");
-}
-
 // ---- decimal numbers as digit strings --------------------------------------------------
 
 // |value| = int_digits.frac_digits, int without leading zeros ("0" for zero), frac without
@@ -254,14 +243,14 @@ Decimal negate(Decimal d) {
 }  // namespace
 
 Expr SchemaConverter::build_string(const Json& schema, const std::string& path) {
-  std::optional<uint64_t> min_len = length_keyword(schema, "minLength", path);
-  std::optional<uint64_t> max_len = length_keyword(schema, "maxLength", path);
+  std::optional<uint64_t> min_len = count_keyword(schema, "minLength", path, options_.max_repeat);
+  std::optional<uint64_t> max_len = count_keyword(schema, "maxLength", path, options_.max_repeat);
   if (min_len && max_len && *min_len > *max_len) return std::nullopt;
   const std::string quote = "\"\\\"\"";
   auto lengths_implied = [&](uint64_t lo, std::optional<uint64_t> hi) {
     return (!min_len || *min_len <= lo) && (!max_len || (hi && *hi <= *max_len));
   };
-  if (schema.contains(kExcludedStrings)) {
+  if (schema.contains(kExcludedStrings) || schema.contains(kExcludedPatterns)) {
     if (schema.contains("format"))
       throw SchemaError(path + "/format", "format together with not: {enum/const} is not supported");
     return pattern_string(schema, min_len, max_len, path);
@@ -286,7 +275,7 @@ Expr SchemaConverter::build_string(const Json& schema, const std::string& path) 
     RegexNode tree;
     std::vector<std::string> alts;
     try {
-      tree = parse_regex(p.get<std::string>(), options_.max_repeat);
+      tree = parse_regex(p.get<std::string>(), options_.max_repeat, RegexClasses::Narrow);
       uint64_t expanded = regex_expanded_size(tree);
       if (expanded > kMaxRegexExpandedSize)
         throw RegexError("pattern too large once its repetitions are expanded", 0);
@@ -348,9 +337,14 @@ Expr SchemaConverter::build_string(const Json& schema, const std::string& path) 
   return add_rule(path + "-string", seq({quote, primitive("json-char") + count, quote}));
 }
 
-// Integers that are multiples of k, as decimal digits tracked by their remainder mod k: one
-// rule per remainder (state r, digit d -> (10 r + d) mod k), the end allowed at remainder 0.
-Expr SchemaConverter::multiple_of(const Json& schema, const std::string& path) {
+// Integers that are multiples of k within [lo, hi] (either end open). Unbounded sides use
+// decimal digits tracked by their remainder mod k: one rule per remainder (state r, digit d ->
+// (10 r + d) mod k), the end allowed at remainder 0. The multiples between the bound and zero
+// are listed (at most kMaxListedMultiples of them); a positive lower or negative upper bound
+// needs a finite range.
+Expr SchemaConverter::multiple_of(const Json& schema, const std::string& path, std::optional<long long> lo,
+                                  std::optional<long long> hi) {
+  constexpr long long kMaxListedMultiples = 256;
   const Json& m = schema["multipleOf"];
   const std::string at = path + "/multipleOf";
   bool whole = (m.is_number_integer() && m.get<long long>() > 0) ||
@@ -358,28 +352,68 @@ Expr SchemaConverter::multiple_of(const Json& schema, const std::string& path) {
   if (!whole) throw SchemaError(at, "multipleOf is only supported as a positive integer (integers are written)");
   uint64_t k = m.is_number_float() ? uint64_t(m.get<double>()) : m.get<uint64_t>();
   if (k > 1000) throw SchemaError(at, "multipleOf above 1000 is not supported");
-  for (const char* bound : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})
-    if (schema.contains(bound))
-      throw SchemaError(at, std::string("multipleOf together with ") + bound + " is not supported");
-  if (k == 1) return primitive("json-integer");
-  std::vector<std::string> names;
-  for (uint64_t r = 0; r < k; ++r) names.push_back(fresh_name(path + "-mod" + std::to_string(k) + "-r" + std::to_string(r)));
-  for (uint64_t r = 0; r < k; ++r) {
-    std::vector<std::string> alts;
-    if (r == 0) alts.push_back("");
-    for (int d = 0; d <= 9; ++d) alts.push_back(seq({"\"" + std::to_string(d) + "\"", names[(10 * r + uint64_t(d)) % k]}));
-    std::string body = *alternatives(alts);
-    rules_.emplace_back(names[r], body);
-    grammar_bytes_ += names[r].size() + body.size() + 6;
+  long long kk = (long long)k;
+  auto floor_div = [](long long a, long long b) { return a >= 0 ? a / b : -((-a + b - 1) / b); };
+  // The listed multiples q*k for q in [q_lo, q_hi].
+  auto listed = [&](long long q_lo, long long q_hi, std::vector<std::string>& alts) {
+    if (q_hi < q_lo) return;
+    if (q_hi - q_lo + 1 > kMaxListedMultiples)
+      throw SchemaError(at, "multipleOf together with bounds that leave more than " +
+                                std::to_string(kMaxListedMultiples) + " multiples between a bound and 0 is not supported");
+    for (long long q = q_lo; q <= q_hi; ++q) alts.push_back("\"" + std::to_string(q * kk) + "\"");
+  };
+  std::vector<std::string> alts;
+  if (lo && hi) {
+    listed(-floor_div(-*lo, kk), floor_div(*hi, kk), alts);
+    return alternatives(alts);
   }
-  std::vector<std::string> first;
-  for (int d = 1; d <= 9; ++d) first.push_back(seq({"\"" + std::to_string(d) + "\"", names[uint64_t(d) % k]}));
-  return add_rule(path + "-multiple", seq({"\"-\"?", "(", "\"0\"", "|", *alternatives(first), ")"}));
+  if ((lo && *lo > 0) || (hi && *hi < 0))
+    throw SchemaError(at, "multipleOf with a positive minimum or negative maximum and no bound on the other side "
+                          "is not supported");
+  std::string magnitude;  // a positive multiple of k, digits by remainder
+  if (k == 1) {
+    magnitude = "[1-9] [0-9]*";
+  } else {
+    std::vector<std::string> names;
+    for (uint64_t r = 0; r < k; ++r)
+      names.push_back(fresh_name(path + "-mod" + std::to_string(k) + "-r" + std::to_string(r)));
+    for (uint64_t r = 0; r < k; ++r) {
+      std::vector<std::string> digits;
+      if (r == 0) digits.push_back("");
+      for (int d = 0; d <= 9; ++d)
+        digits.push_back(seq({"\"" + std::to_string(d) + "\"", names[(10 * r + uint64_t(d)) % k]}));
+      std::string body = *alternatives(digits);
+      rules_.emplace_back(names[r], body);
+      grammar_bytes_ += names[r].size() + body.size() + 6;
+    }
+    std::vector<std::string> first;
+    for (int d = 1; d <= 9; ++d) first.push_back(seq({"\"" + std::to_string(d) + "\"", names[uint64_t(d) % k]}));
+    magnitude = *alternatives(first);
+  }
+  std::string positive = add_rule(path + "-multiple-pos", magnitude);
+  alts.push_back("\"0\"");
+  if (lo) listed(-floor_div(-*lo, kk), -1, alts);  // lo <= 0: the negatives down to it
+  else alts.push_back(seq({"\"-\"", positive}));
+  if (hi) listed(1, floor_div(*hi, kk), alts);     // hi >= 0: the positives up to it
+  else alts.push_back(positive);
+  return add_rule(path + "-multiple", *alternatives(alts));
 }
 
 Expr SchemaConverter::build_number(const Json& schema, const std::string& path, bool integer_only) {
+  if (schema.contains(kNonInteger) && integer_only) return std::nullopt;
+  if (schema.contains(kNonInteger)) {
+    for (const char* k : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"})
+      if (schema.contains(k))
+        throw SchemaError(path + "/" + k, std::string("non-integer numbers beside '") + k + "' are not supported");
+    // At most 15 digits in all, so the double a validator reads keeps a fraction.
+    std::vector<std::string> alts;
+    for (int whole = 1; whole <= 14; ++whole)
+      alts.push_back(seq({whole == 1 ? "[0-9]" : "[1-9] [0-9]" + repeat_suffix(whole - 1, whole - 1), "\".\"",
+                          whole == 14 ? "" : "[0-9]" + repeat_suffix(0, 14 - whole), "[1-9]"}));
+    return add_rule(path + "-fraction", seq({"\"-\"?", "(" + *alternatives(alts) + ")"}));
+  }
   // Only integers are written for a multipleOf (a subset of the numbers it allows).
-  if (schema.contains("multipleOf")) return multiple_of(schema, path);
+  if (schema.contains("multipleOf")) integer_only = true;
   std::optional<Bound> lower, upper;
   auto tighten = [&](const char* key, bool is_lower, bool exclusive) {
     if (!schema.contains(key)) return;
@@ -396,6 +430,7 @@ Expr SchemaConverter::build_number(const Json& schema, const std::string& path, 
   tighten("exclusiveMinimum", true, true);
   tighten("maximum", false, false);
   tighten("exclusiveMaximum", false, true);
+  if (!lower && !upper && schema.contains("multipleOf")) return multiple_of(schema, path, std::nullopt, std::nullopt);
   if (!lower && !upper) return primitive(integer_only ? "json-integer" : "json-number");
   std::string bpath = path + "/" + (lower ? "minimum" : "maximum");
 
@@ -425,6 +460,7 @@ Expr SchemaConverter::build_number(const Json& schema, const std::string& path, 
         if (whole && upper->exclusive) hi = *hi - 1;
       }
     }
+    if (schema.contains("multipleOf")) return multiple_of(schema, path, lo, hi);
     Expr e = integer_range(lo, hi);
     if (!e) return std::nullopt;
     return add_rule(path + "-int", *e);

@@ -66,6 +66,39 @@ CodepointSet dot_set() {
   return terminators.complement();
 }
 
+// The classes by RegexClasses mode (see regex.h). Narrow: what ECMA-262 and Python's
+// Unicode-aware `re` both match; Wide: what either matches (non-ASCII taken whole where
+// Python's Unicode tables would be needed).
+CodepointSet class_set(char escape, RegexClasses mode) {
+  CodepointSet non_ascii = CodepointSet::range(0x80, kMaxCodepoint);
+  auto narrow_or_wide = [&](char e, bool wide) -> CodepointSet {
+    CodepointSet s;
+    if (e == 'd') {
+      s = digit_set();
+      if (wide) s.add(non_ascii);
+    } else if (e == 'w') {
+      s = word_set();
+      if (wide) s.add(non_ascii);
+    } else if (e == 's') {
+      s = space_set();
+      if (wide) s.add(0x1C, 0x1F), s.add(0x85, 0x85);  // Python's str.isspace() extras
+      else s = s.minus(CodepointSet::of(0xFEFF));        // not a space to Python
+    } else {  // '.'
+      s = wide ? CodepointSet::of('\n').complement() : dot_set();
+    }
+    return s;
+  };
+  char lower = char(escape >= 'A' && escape <= 'Z' ? escape - 'A' + 'a' : escape);
+  bool upper = lower != escape;
+  if (mode == RegexClasses::Ecma) {
+    CodepointSet s = lower == 'd' ? digit_set() : lower == 'w' ? word_set() : lower == 's' ? space_set() : dot_set();
+    return upper ? s.complement() : s;
+  }
+  bool wide = mode == RegexClasses::Wide;
+  // \D is the complement of \d: narrow \D = not (wide \d), and the other way round.
+  return upper ? narrow_or_wide(lower, !wide).complement() : narrow_or_wide(lower, wide);
+}
+
 int hex_value(uint32_t c) {
   if (c >= '0' && c <= '9') return int(c - '0');
   if (c >= 'a' && c <= 'f') return int(c - 'a' + 10);
@@ -75,8 +108,8 @@ int hex_value(uint32_t c) {
 
 class RegexParser {
  public:
-  RegexParser(std::string_view pattern, uint32_t max_count)
-      : cps_(decode_utf8(pattern)), end_offset_(pattern.size()), max_count_(max_count) {}
+  RegexParser(std::string_view pattern, uint32_t max_count, RegexClasses classes)
+      : cps_(decode_utf8(pattern)), end_offset_(pattern.size()), max_count_(max_count), classes_(classes) {}
 
   RegexNode parse() {
     RegexNode node = parse_alternation(0);
@@ -189,9 +222,22 @@ class RegexParser {
     switch (c) {
       case '(': return parse_group(depth);
       case '[': return chars_node(parse_class());
-      case '.': ++pos_; return chars_node(dot_set());
+      case '.': ++pos_; return chars_node(class_set('.', classes_));
       case '^': { ++pos_; RegexNode n; n.kind = RegexNode::Kind::LineStart; return n; }
-      case '$': { ++pos_; RegexNode n; n.kind = RegexNode::Kind::LineEnd; return n; }
+      case '$': {
+        ++pos_;
+        RegexNode end;
+        end.kind = RegexNode::Kind::LineEnd;
+        if (classes_ != RegexClasses::Wide) return end;
+        // Python's `$` also matches before a final newline.
+        RegexNode before;
+        before.kind = RegexNode::Kind::Concat;
+        before.children = {chars_node(CodepointSet::of('\n')), end};
+        RegexNode either;
+        either.kind = RegexNode::Kind::Alternation;
+        either.children = {end, before};
+        return either;
+      }
       case '*': case '+': case '?': fail("quantifier with nothing to repeat");
       case '{': {
         uint32_t min; std::optional<uint32_t> max;
@@ -237,12 +283,7 @@ class RegexParser {
     uint32_t c = peek();
     ++pos_;
     switch (c) {
-      case 'd': return digit_set();
-      case 'D': return digit_set().complement();
-      case 'w': return word_set();
-      case 'W': return word_set().complement();
-      case 's': return space_set();
-      case 'S': return space_set().complement();
+      case 'd': case 'D': case 'w': case 'W': case 's': case 'S': return class_set(char(c), classes_);
       case 't': return CodepointSet::of('\t');
       case 'n': return CodepointSet::of('\n');
       case 'r': return CodepointSet::of('\r');
@@ -322,6 +363,16 @@ class RegexParser {
     ++pos_;  // [
     bool negated = false;
     if (peek() == '^') negated = true, ++pos_;
+    // Under [^...] the escapes' sets are complemented: the other extreme keeps the result on
+    // the same side.
+    RegexClasses outer = classes_;
+    if (negated && classes_ != RegexClasses::Ecma)
+      classes_ = classes_ == RegexClasses::Narrow ? RegexClasses::Wide : RegexClasses::Narrow;
+    struct Restore {
+      RegexClasses& target;
+      RegexClasses saved;
+      ~Restore() { target = saved; }
+    } restore{classes_, outer};
     CodepointSet set;
     for (int guard = 0; guard < 100000; ++guard) {
       if (at_end()) fail("missing ']'");
@@ -360,13 +411,14 @@ class RegexParser {
   std::vector<Codepoint> cps_;
   size_t end_offset_;
   uint32_t max_count_;
+  RegexClasses classes_;
   size_t pos_ = 0;
 };
 
 }  // namespace
 
-RegexNode parse_regex(std::string_view pattern, uint32_t max_count) {
-  return RegexParser(pattern, max_count).parse();
+RegexNode parse_regex(std::string_view pattern, uint32_t max_count, RegexClasses classes) {
+  return RegexParser(pattern, max_count, classes).parse();
 }
 
 uint64_t regex_expanded_size(const RegexNode& node) {

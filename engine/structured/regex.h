@@ -59,9 +59,17 @@ struct RegexNode {
   std::optional<uint32_t> max;      // Repeat; nullopt = unbounded
 };
 
+// What \d \w \s (and \D \W \S, `.`) match. Ecma: ECMA-262. JSON Schema validators differ
+// (Python's `re` reads them over Unicode, `.` there only stops at \n): Narrow is what both
+// match (for strings a pattern must match), Wide what either matches (for strings a pattern
+// must not match; there `$` also matches before a final newline, as in Python), so the output
+// passes either validator.
+enum class RegexClasses { Ecma, Narrow, Wide };
+
 // Parses `pattern` (UTF-8). Throws RegexError. Quantifier counts above `max_count` are refused
 // (they would expand to huge grammars).
-RegexNode parse_regex(std::string_view pattern, uint32_t max_count = 10000);
+RegexNode parse_regex(std::string_view pattern, uint32_t max_count = 10000,
+                      RegexClasses classes = RegexClasses::Ecma);
 
 // Shortest and longest match length in code points (longest nullopt when unbounded).
 std::pair<uint64_t, std::optional<uint64_t>> regex_length_range(const RegexNode& node);

@@ -33,12 +33,25 @@ struct GrammarError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Repetition counts up to this are unrolled by lowering; larger ones count in binary
+// (O(log n) helper rules, see grammar_lowering.cpp).
+constexpr uint32_t kRepeatUnrollLimit = 32;
+
+// About how many copies of a repeated item lowering writes for a count of n: n when unrolled,
+// otherwise a few per binary digit. Front ends use it to bound the grammar they produce.
+inline uint64_t repeat_lowered_copies(uint64_t n) {
+  if (n <= kRepeatUnrollLimit) return n;
+  uint64_t bits = 0;
+  while (n) ++bits, n >>= 1;
+  return 3 * bits;
+}
+
 // Bounds on what a user-supplied grammar may cost; exceeding one throws GrammarError.
 struct GrammarLimits {
   size_t max_text_bytes = 1u << 20;     // GBNF source size
   size_t max_rules = 20000;             // rules after lowering (groups/repetitions add rules)
   size_t max_elements = 500000;         // grammar elements after expanding {m,n} repetitions
-  uint32_t max_repeat_count = 10000;    // largest m or n in {m,n}
+  uint32_t max_repeat_count = 0x7FFFFFFF;  // largest m or n in {m,n} (large ones count in binary)
   size_t max_nesting = 200;             // nesting of ( ) groups in the source
   // Run time: the matcher keeps every parse alternative alive (ambiguous grammars fork); a
   // state with more stacks than this makes the step fail (accept_* returns false).

@@ -37,12 +37,13 @@ TEST_CASE("unsupported keywords are refused at their path, by name") {
     const char* word;
   };
   const Case cases[] = {
-      {R"j({"properties":{"a":{"not":{"minimum":3}}}})j", "/properties/a/not/minimum", "not: 'minimum'"},
-      {R"j({"not":{"type":"integer"}})j", "/not", "non-integer"},
+      {R"j({"properties":{"a":{"not":{"multipleOf":3}}}})j", "/properties/a/not/multipleOf", "not: 'multipleOf'"},
+      {R"j({"type":"number","minimum":1,"not":{"type":"integer"}})j", "/not", "beside numbers with 'minimum'"},
       {R"j({"type":"integer","not":{"const":3}})j", "/not/const", "integer value"},
       {R"j({"not":{"type":"object","additionalProperties":false}})j", "/not/additionalProperties", "beside other keywords"},
       {R"j({"type":"number","multipleOf":1.5})j", "/multipleOf", "positive integer"},
-      {R"j({"type":"integer","multipleOf":3,"minimum":0})j", "/multipleOf", "minimum"},
+      {R"j({"type":"integer","multipleOf":3,"minimum":1})j", "/multipleOf", "positive minimum"},
+      {R"j({"type":"integer","multipleOf":3,"minimum":-100000,"maximum":0})j", "/multipleOf", "more than 256"},
       {R"j({"unevaluatedProperties":false})j", "/unevaluatedProperties", "'unevaluatedProperties'"},
       {R"j({"type":"object","patternProperties":{"a":{},"b":{},"c":{},"d":{},"e":{}}})j", "/patternProperties", "more than 4"},
       {R"j({"type":"object","patternProperties":{"a(?=b)":{}}})j", "/patternProperties/a(?=b)", "lookaround"},
@@ -54,6 +55,7 @@ TEST_CASE("unsupported keywords are refused at their path, by name") {
       {R"j({"type":"string","nullable":true})j", "/nullable", "'nullable'"},
       {R"j({"$defs":{"a/b":{"contains":{}}},"$ref":"#/$defs/a~1b"})j", "/$defs/a~1b/contains", "'contains'"},
       {R"j({"type":"array","uniqueItems":true})j", "/uniqueItems", "uniqueItems"},
+      {R"j({"type":"array","items":{"type":"string"},"uniqueItems":true})j", "/uniqueItems", "scalar values"},
       {R"j({"type":"string","format":"ipv6"})j", "/format", "format 'ipv6'"},
       {R"j({"type":"string","format":"date","pattern":"x"})j", "/format", "pattern"},
       {R"j({"type":"string","format":"email","maxLength":20})j", "/format", "maxLength"},
@@ -67,7 +69,7 @@ TEST_CASE("unsupported keywords are refused at their path, by name") {
       {R"j({"oneOf":[{"type":"integer"},{"minimum":2}]})j", "/oneOf", "may both match"},
       {R"j({"type":"number","exclusiveMinimum":true,"minimum":1})j", "/exclusiveMinimum", "draft 4"},
       {R"j({"type":"number","minimum":1e30})j", "/minimum", "1e18"},
-      {R"j({"enum":["a","bb"],"maxLength":1})j", "/maxLength", "enum"},
+      {R"j({"enum":["a","bb"],"format":"email"})j", "/format", "enum"},
       {R"j({"allOf":[{"pattern":"a"},{"pattern":"b"}]})j", "/allOf/1/pattern", "'pattern'"},
       {R"j({"type":"strnig"})j", "/type", "unknown type"},
       {R"j({"required":"a"})j", "/required", "array"},
@@ -76,8 +78,8 @@ TEST_CASE("unsupported keywords are refused at their path, by name") {
       {R"j({"type":"object","properties":{"a":5}})j", "/properties/a", "object or a boolean"},
       {R"j(false)j", "", "accepts no value"},
       {R"j({"type":"integer","minimum":5,"maximum":4})j", "", "accepts no value"},
-      {R"j({"type":"array","items":{"type":"integer"},"maxItems":100000})j", "/maxItems", "limit"},
-      {R"j({"type":"string","maxLength":50000})j", "/maxLength", "limit"},
+      {R"j({"type":"array","items":{"type":"integer"},"minItems":3000000000})j", "/minItems", "limit"},
+      {R"j({"type":"string","minLength":3000000000})j", "/minLength", "limit"},
   };
   for (const auto& c : cases) {
     Refusal r = refusal_of(c.schema);
@@ -111,14 +113,21 @@ TEST_CASE("size limits: grammar bytes, nesting depth, expansion") {
   CHECK_THAT(r.message, Catch::Contains("nested deeper"));
   CHECK_THAT(r.path, Catch::StartsWith("/properties/a/properties/a"));
 
-  // Counts that multiply: 100 objects of 5000 items each.
+  // Counts that add up: 100 arrays of up to 30 items (unrolled: small counts are), under a
+  // small budget. Large counts cost a few copies per binary digit, so 100 arrays of 65,535
+  // strings of 65,535 characters fit the default one.
   Json wide = {{"type", "object"}, {"properties", Json::object()}};
+  Json huge = wide;
   for (int i = 0; i < 100; ++i) {
     std::string name = "p";
     name += std::to_string(i);
-    wide["properties"][name] = {{"type", "array"}, {"items", {{"type", "string"}, {"maxLength", 9000}}}, {"maxItems", 5000}};
+    wide["properties"][name] = {{"type", "array"}, {"items", {{"type", "string"}, {"maxLength", 30}}}, {"maxItems", 30}};
+    huge["properties"][name] = {{"type", "array"}, {"items", {{"type", "string"}, {"maxLength", 65535}}}, {"maxItems", 65535}};
   }
-  CHECK_THROWS_WITH(json_schema_to_gbnf(wide), Catch::Contains("too large a grammar"));
+  SchemaOptions budget;
+  budget.max_expanded_cost = 5000;
+  CHECK_THROWS_WITH(json_schema_to_gbnf(wide, budget), Catch::Contains("too large a grammar"));
+  CHECK_NOTHROW(compile_gbnf(json_schema_to_gbnf(huge), nullptr));
 }
 
 TEST_CASE("work bound: $ref inlining that doubles at each link") {

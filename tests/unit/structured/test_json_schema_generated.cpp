@@ -263,6 +263,26 @@ Json random_schema(std::mt19937& rng, int depth) {
     }
   }
   if (chance(8)) s["multipleOf"] = small(1, 12);
+  // Widened keywords: not over bounds and patterns, large counts, uniqueItems over scalars,
+  // keywords beside enum.
+  if (chance(8)) {
+    static const char* const flipped[] = {"minLength", "maxLength", "minItems", "maxItems", "minProperties",
+                                          "maxProperties", "minimum", "maximum", "exclusiveMinimum",
+                                          "exclusiveMaximum"};
+    const char* k = flipped[small(0, 9)];
+    Json inner = {{k, small(0, 3)}};
+    if (chance(30)) inner["pattern"] = patterns[small(0, 7)];
+    if (!s.contains("not")) s["not"] = inner;
+  }
+  if (chance(5) && !s.contains("not")) s["not"] = {{"pattern", patterns[small(0, 7)]}};
+  if (chance(6)) s[chance(50) ? "maxLength" : "maxItems"] = chance(50) ? 32767 : 65535;
+  if (chance(4)) s["minLength"] = small(33, 80);
+  if (chance(8)) {
+    s["uniqueItems"] = true;
+    if (chance(50)) s["items"] = {{"enum", Json::array({"a", 1, true, nullptr, random_value(rng, 2)})}};
+    else s["items"] = {{"type", chance(50) ? Json("boolean") : Json::array({"boolean", "null"})}};
+  }
+  if (chance(6) && s.contains("enum")) s["additionalProperties"] = false;
   static const char* const inner_anchors[] = {"a^b|^c$", "(^a|b$)c?", "(^|x)y($|z)"};
   if (chance(6)) s["pattern"] = inner_anchors[small(0, 2)];
   for (const char* combinator : {"anyOf", "oneOf", "allOf"})

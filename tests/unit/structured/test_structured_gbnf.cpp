@@ -2,6 +2,8 @@
 // line:column) for malformed or oversized grammars.
 #include <catch2/catch.hpp>
 
+#include <optional>
+
 #include "engine/structured/grammar_ir.h"
 #include "tests/unit/structured/structured_test_util.h"
 
@@ -121,13 +123,13 @@ TEST_CASE("GBNF repeated groups that can match nothing are accepted, same langua
 }
 
 TEST_CASE("GBNF size limits", "[structured]") {
-  std::string e = error_of("root ::= [0-9]{0,100000}\n");
+  std::string e = error_of("root ::= [0-9]{0,2147483648}\n");
   CHECK(e.find("repetition count above the limit") != std::string::npos);
   GrammarLimits small;
-  small.max_elements = 1000;
-  e = error_of("root ::= (\"abcdef\" [0-9]){0,900}\n", small);
+  small.max_elements = 100;
+  e = error_of("root ::= (\"abcdef\" [0-9]){0,30}\n", small);
   CHECK(e.find("grammar too large") != std::string::npos);
-  e = error_of("root ::= \"abcdefghij\"{500}\n", small);
+  e = error_of("root ::= \"abcdefghij\"{30}\n", small);
   CHECK(e.find("grammar too large") != std::string::npos);
   small = {};
   small.max_text_bytes = 10;
@@ -172,4 +174,50 @@ TEST_CASE("grammar IR built in code compiles like GBNF", "[structured]") {
   g.rules[0].body.children[0].kind = Expr::Kind::RuleRef;
   g.rules[0].body.children[0].rule = 7;
   CHECK_THROWS_AS(compile_grammar(g, nullptr), GrammarError);
+}
+
+// Counts above the unroll limit are lowered as binary counters: exact at every boundary, a
+// handful of rules whatever the count.
+TEST_CASE("GBNF large repetition counts count in binary", "[structured]") {
+  struct Range {
+    uint32_t lo;
+    std::optional<uint32_t> hi;
+  };
+  const Range ranges[] = {{0, 33},  {33, 33},  {0, 63},   {0, 64},  {1, 65},   {40, 100},
+                          {31, 97}, {100, 1000}, {33, {}}, {64, {}}, {0, 4095}, {257, 4097}};
+  for (const Range& r : ranges) {
+    std::string count = "{" + std::to_string(r.lo) + "," + (r.hi ? std::to_string(*r.hi) : "") + "}";
+    auto g = compile_gbnf("root ::= [a]" + count + " \"!\"\n", nullptr);
+    std::vector<uint32_t> lengths = {0, 1, 31, 32, 33, 34, 63, 64, 65, 127, 128, 129, 1000, 1001, 4096, 4097, 4098};
+    for (uint32_t x : {r.lo, r.hi.value_or(r.lo + 7)})
+      for (uint32_t d = 0; d < 3; ++d) lengths.push_back(x + d), lengths.push_back(x >= d ? x - d : 0);
+    for (uint32_t n : lengths) {
+      bool want = n >= r.lo && (!r.hi || n <= *r.hi);
+      INFO("count " << count << ", length " << n);
+      CHECK(full_match(g, std::string(n, 'a') + "!") == want);
+    }
+  }
+  // A group body, alternatives of different lengths: the count is of repetitions, not bytes.
+  auto g = compile_gbnf("root ::= (\"ab\" | \"c\"){35,70}\n", nullptr);
+  uint64_t state = 12345;
+  for (int trial = 0; trial < 200; ++trial) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    uint32_t reps = uint32_t(state >> 33) % 90;
+    std::string text;
+    for (uint32_t i = 0; i < reps; ++i) {
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      text += (state >> 40) & 1 ? "ab" : "c";
+    }
+    INFO(text);
+    CHECK(full_match(g, text) == (reps >= 35 && reps <= 70));
+  }
+  // Huge counts: a few dozen rules, and 100k characters walk through.
+  auto huge = compile_gbnf("root ::= [a-z]{0,2147483647}\n", nullptr);
+  CHECK(full_match(huge, std::string(100000, 'q')));
+  auto tight = compile_gbnf("root ::= [a-z]{65535}\n", nullptr);
+  CHECK(full_match(tight, std::string(65535, 'q')));
+  CHECK_FALSE(full_match(tight, std::string(65534, 'q')));
+  CHECK_FALSE(full_match(tight, std::string(65536, 'q')));
+  // Nested large counts share their helpers too.
+  CHECK(error_of("root ::= (([a]{0,1000}){0,1000}){0,1000}\n").empty());
 }

@@ -1,0 +1,166 @@
+// JSON Schema keywords beyond the first converter: large length / item bounds (binary
+// counting, no unrolling), and the other widened keywords, each checked by walking texts
+// through the grammar core's matcher at the boundaries the schema sets; where the test data
+// has a real vocabulary, token masks of the new grammars equal brute force on random states.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+
+#include "engine/structured/json_schema.h"
+#include "tests/unit/structured/token_mask_check.h"
+
+using namespace structured_test;
+using Json = nlohmann::ordered_json;
+
+namespace {
+
+struct Schema {
+  std::string text;
+  std::shared_ptr<const CompiledGrammar> compiled;
+  bool accepts(const std::string& output) const {
+    GrammarMatcher m(compiled);
+    return m.accept_bytes(output) && m.can_end();
+  }
+};
+
+Schema schema_of(const std::string& schema) {
+  Schema s;
+  s.text = json_schema_to_gbnf(Json::parse(schema));
+  INFO(s.text);
+  s.compiled = compile_gbnf(s.text, nullptr);
+  return s;
+}
+
+std::string quoted(size_t n, char c = 'a') { return "\"" + std::string(n, c) + "\""; }
+
+std::string int_array(size_t n) {
+  std::string out = "[";
+  for (size_t i = 0; i < n; ++i) out += i ? ",7" : "7";
+  return out + "]";
+}
+
+}  // namespace
+
+TEST_CASE("large maxLength / minLength / maxItems / minItems: exact, small grammars") {
+  for (uint64_t max : {33u, 255u, 4096u, 32767u, 65535u}) {
+    Schema s = schema_of(R"({"type":"string","maxLength":)" + std::to_string(max) + "}");
+    CHECK(s.text.size() < 600);
+    CHECK(s.accepts(quoted(0)));
+    CHECK(s.accepts(quoted(max)));
+    CHECK(s.accepts(quoted(max - 1)));
+    CHECK_FALSE(s.accepts(quoted(max + 1)));
+    // An escape counts as one character.
+    CHECK(s.accepts("\"\\n" + std::string(max - 1, 'b') + "\""));
+    CHECK_FALSE(s.accepts("\"\\n" + std::string(max, 'b') + "\""));
+  }
+  Schema both = schema_of(R"({"type":"string","minLength":20000,"maxLength":65535})");
+  CHECK_FALSE(both.accepts(quoted(19999)));
+  CHECK(both.accepts(quoted(20000)));
+  CHECK(both.accepts(quoted(65535)));
+  CHECK_FALSE(both.accepts(quoted(65536)));
+  // A maximum above what any output reaches is read as the largest count.
+  Schema huge = schema_of(R"({"type":"string","maxLength":9007199254740991})");
+  CHECK(huge.accepts(quoted(70000)));
+
+  for (uint64_t max : {40u, 32767u}) {
+    Schema a = schema_of(R"({"type":"array","items":{"type":"integer"},"minItems":3,"maxItems":)" +
+                         std::to_string(max) + "}");
+    CHECK_FALSE(a.accepts(int_array(2)));
+    CHECK(a.accepts(int_array(3)));
+    CHECK(a.accepts(int_array(max)));
+    CHECK_FALSE(a.accepts(int_array(max + 1)));
+  }
+  Schema min_items = schema_of(R"({"type":"array","items":{"const":7},"minItems":1000})");
+  CHECK_FALSE(min_items.accepts(int_array(999)));
+  CHECK(min_items.accepts(int_array(1000)));
+  CHECK(min_items.accepts(int_array(5000)));
+  Schema props = schema_of(R"({"type":"object","properties":{"a":{"type":"integer"}},"maxProperties":65535})");
+  CHECK(props.accepts(R"({"a":1,"b":2})"));
+}
+
+TEST_CASE("large bounds: token masks equal brute force (deepseek-llm vocabulary)") {
+  std::string path = std::string(PAGODA_TESTDATA_DIR) + "/vocab/ggml-vocab-deepseek-llm.gguf";
+  if (!std::filesystem::exists(path)) {
+    WARN("skipped: " << path << " missing");
+    return;
+  }
+  auto vocab = load_vocabulary(path);
+  const char* schemas[] = {
+      R"({"type":"object","properties":{"s":{"type":"string","minLength":40,"maxLength":65535},"t":{"type":"array","items":{"type":"string","maxLength":100},"maxItems":32767}},"required":["s","t"]})",
+  };
+  uint32_t seed = 99;
+  for (const char* s : schemas) {
+    std::string gbnf = json_schema_to_gbnf(Json::parse(s));
+    int n = check_random_states(s, gbnf, vocab, 400, 6.0, seed++);
+    CHECK(n >= 3);
+  }
+}
+
+TEST_CASE("not over length, count and numeric bounds, and over pattern") {
+  Schema s = schema_of(R"({"type":["string","integer"],"not":{"minLength":3}})");
+  CHECK(s.accepts(quoted(2)));
+  CHECK_FALSE(s.accepts(quoted(3)));
+  CHECK_FALSE(s.accepts("5"));  // an integer satisfies minLength, so fails its not
+  Schema n = schema_of(R"({"type":"number","not":{"exclusiveMaximum":2.5}})");
+  CHECK(n.accepts("2.5"));
+  CHECK(n.accepts("3"));
+  CHECK_FALSE(n.accepts("2.49"));
+  Schema items = schema_of(R"({"type":"array","not":{"maxItems":2}})");
+  CHECK_FALSE(items.accepts(int_array(2)));
+  CHECK(items.accepts(int_array(3)));
+  Schema p = schema_of(R"({"type":"string","not":{"pattern":"^ab"},"maxLength":4})");
+  CHECK(p.accepts("\"ba\""));
+  CHECK(p.accepts("\"a\""));
+  CHECK_FALSE(p.accepts("\"abc\""));
+  CHECK_FALSE(p.accepts("\"bbbbb\""));
+  Schema frac = schema_of(R"({"type":"number","not":{"type":"integer"}})");
+  CHECK(frac.accepts("-1.25"));
+  CHECK(frac.accepts("0.5"));
+  CHECK_FALSE(frac.accepts("2"));
+  CHECK_FALSE(frac.accepts("2.0"));
+  CHECK_FALSE(frac.accepts("1234567890123.456"));  // more digits than a double keeps exactly
+}
+
+TEST_CASE("oneOf with overlapping branches: the overlap cut out where decidable") {
+  Schema lengths = schema_of(R"({"type":"string","oneOf":[{"minLength":2},{"maxLength":4}]})");
+  CHECK(lengths.accepts(quoted(1)));
+  CHECK(lengths.accepts(quoted(5)));
+  for (size_t n : {2, 3, 4}) CHECK_FALSE(lengths.accepts(quoted(n)));
+  Schema keys = schema_of(
+      R"({"type":"object","oneOf":[{"required":["a"]},{"required":["b"]}],"properties":{"a":{"type":"integer"},"b":{"type":"integer"}},"additionalProperties":false})");
+  CHECK(keys.accepts(R"({"a":1})"));
+  CHECK(keys.accepts(R"({"b":1})"));
+  CHECK_FALSE(keys.accepts(R"({"a":1,"b":2})"));
+  CHECK_FALSE(keys.accepts(R"({})"));
+  Schema nested = schema_of(R"({"oneOf":[{"type":"string"},{"type":"string","maxLength":3},{"enum":["x",1]}]})");
+  CHECK(nested.accepts("\"abcd\""));
+  CHECK(nested.accepts("1"));
+  CHECK_FALSE(nested.accepts("\"ab\""));
+  CHECK_FALSE(nested.accepts("\"x\""));
+}
+
+TEST_CASE("uniqueItems over scalar enums and booleans") {
+  Schema s = schema_of(R"({"type":"array","items":{"enum":["a","b",1,1.0,null]},"uniqueItems":true,"minItems":1})");
+  CHECK(s.accepts(R"(["a"])"));
+  CHECK(s.accepts(R"(["b",1,"a",null])"));
+  CHECK_FALSE(s.accepts(R"([])"));
+  CHECK_FALSE(s.accepts(R"(["a","a"])"));
+  CHECK_FALSE(s.accepts(R"([1,1])"));  // 1 and 1.0 are the same value
+  CHECK_FALSE(s.accepts(R"(["a","b",1,null,"a"])"));
+  Schema b = schema_of(R"({"type":"array","items":{"type":"boolean"},"uniqueItems":true,"maxItems":5})");
+  CHECK(b.accepts("[true,false]"));
+  CHECK(b.accepts("[]"));
+  CHECK_FALSE(b.accepts("[false,false]"));
+  Schema two = schema_of(R"({"type":"array","items":{"enum":["x","y","z"]},"uniqueItems":true,"maxItems":2})");
+  CHECK(two.accepts(R"(["z","x"])"));
+  CHECK_FALSE(two.accepts(R"(["z","x","y"])"));
+}
+
+TEST_CASE("keywords beside enum / const are decided on each value") {
+  Schema s = schema_of(R"({"enum":["a","b"],"additionalProperties":false})");
+  CHECK(s.accepts("\"a\""));
+  Schema mixed = schema_of(
+      R"({"enum":["a","bbb",3,5,{"x":1},{"x":"s"},{"y":2},[1,"q"],[1,2]],"maxLength":2,"minimum":4,"additionalProperties":false,"properties":{"x":{"type":"integer"}},"items":{"type":"integer"}})");
+  for (const char* ok : {"\"a\"", "5", R"({"x":1})", "[1,2]"}) CHECK(mixed.accepts(ok));
+  for (const char* bad : {"\"bbb\"", "3", R"({"x":"s"})", R"({"y":2})", R"([1,"q"])"}) CHECK_FALSE(mixed.accepts(bad));
+}

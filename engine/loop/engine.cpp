@@ -134,6 +134,7 @@ LlmEngine::LlmEngine(Model& model, const Tokenizer* tokenizer, EngineConfig cfg)
   kv_ = std::make_unique<KvCacheManager>(num_blocks_, B);
   kv_->set_prefix_caching(cfg_.prefix_caching);
   if (cfg_.release_behind_window) kv_->set_window(all_layers_window(model_.config()));
+  setup_kv_events();
   setup_kv_tiers();
   SchedulerConfig sc;
   sc.max_batch_tokens = std::min(cfg_.max_batch_tokens, model_.max_batch_tokens());
@@ -311,11 +312,13 @@ void LlmEngine::loop() {
   try {
     load_kv_file();
     prefill_system_prompt();
+    publish_kv_events();
     while (take_inbox()) {
       if (scheduler_->has_work()) {
         step();
         heap_trim_.tick(/*idle=*/false);
       }
+      publish_kv_events();
     }
     if (!cfg_.kv_cache_dir.empty()) save_kv_file();  // a clean stop: the cache outlives us
     log_spec_summary();

@@ -52,6 +52,8 @@
 #include "engine/kv/host_kv_tier.h"
 #include "engine/kv/kv_cache_file.h"
 #include "engine/kv/kv_cache_manager.h"
+#include "engine/kv_events/kv_event_recorder.h"
+#include "engine/kv_events/zmq_publisher.h"
 #include "engine/lora/lora_registry.h"
 #include "engine/sampling/sampling.h"
 #include "engine/scheduler/scheduler.h"
@@ -120,6 +122,12 @@ struct EngineConfig {
   // the largest rank a pair may have.
   int max_loras = 0;
   int max_lora_rank = 64;
+  // KV cache events (engine_kv_events.cpp): the prefix cache's BlockStored / BlockRemoved /
+  // AllBlocksCleared published on a ZeroMQ PUB socket bound here (tcp://HOST:PORT; empty: off)
+  // under this topic, with hashes seeded by kv_events_seed (docs/kv-events.md).
+  std::string kv_events_endpoint;
+  std::string kv_events_topic;
+  std::string kv_events_seed;
   // Benchmarks and tests: drafts with this instead of the built-in drafter (any mode but None).
   std::function<DraftTree(const Sequence&, int max_draft)> custom_drafter;
 };
@@ -170,6 +178,7 @@ class LlmEngine final : public EngineApi {
   // Blocks until the system prompt is prefilled (or failed); true when it is pinned.
   bool wait_system_prompt();
   PrefixCacheSaveResult save_prefix_cache() override;  // engine_persist.cpp
+  std::optional<CachedBlocks> cached_blocks() override;  // engine_kv_events.cpp
   // The --kv-cache-dir file's path ("" when off).
   std::string kv_cache_file() const;
 
@@ -186,6 +195,10 @@ class LlmEngine final : public EngineApi {
   // engine_persist.cpp: raw block access and the host tier (constructor), the disk file
   // (engine thread: load before the system prompt, save on a clean stop).
   void setup_kv_tiers();
+  // engine_kv_events.cpp: the observer and socket (constructor); the pending events as one
+  // batch (engine thread, after each turn of the loop).
+  void setup_kv_events();
+  void publish_kv_events();
   void load_kv_file();
   PrefixCacheSaveResult save_kv_file();
   bool take_inbox();  // false when stopping
@@ -221,6 +234,8 @@ class LlmEngine final : public EngineApi {
   std::optional<Pooling> model_pooling_;  // the model's own (GGUF pooling_type), when it names one
   std::unique_ptr<KvCacheManager> kv_;
   std::unique_ptr<HostKvTier> host_tier_;  // --kv-host-memory
+  std::unique_ptr<kv_events::KvEventRecorder> kv_events_;  // --kv-events
+  std::unique_ptr<kv_events::ZmqPublisher> kv_events_pub_;
   KvCacheLayout kv_layout_;                // what the --kv-cache-dir file must match
   uint64_t kv_disk_loaded_ = 0, kv_disk_saved_ = 0, kv_disk_saves_ = 0;  // engine thread
   std::unique_ptr<Scheduler> scheduler_;

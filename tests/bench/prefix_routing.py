@@ -69,7 +69,7 @@ class Replicas:
         self.procs = []
         for i, p in enumerate(self.ports):
             args = [binary, "serve", "--host", "127.0.0.1", "--port", str(p), "--model", model,
-                    "--kv-cache-memory", kv_memory, "--threads", "1", "--max-seqs", "8"]
+                    "--kv-cache-memory", kv_memory, "--ctx-size", "512", "--threads", "1", "--max-seqs", "8"]
             if ev_port:
                 args += ["--kv-events", f"tcp://127.0.0.1:{ev_port}", "--kv-events-topic", f"kv@replica{i}@m"]
             self.procs.append(subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
@@ -272,7 +272,7 @@ def main():
     ap.add_argument("binary")
     ap.add_argument("model")
     ap.add_argument("--rounds", type=int, default=6)
-    ap.add_argument("--kv-memory", default="1MiB")
+    ap.add_argument("--kv-memory", default="400KiB")  # 40 blocks: about 2 of the 4 prompts
     ap.add_argument("--modes", default="prefix,rr,haproxy")
     args = ap.parse_args()
     topics = ["a cat named Tom", "a little girl named Lily", "a big brown dog", "a tiny red bird"]

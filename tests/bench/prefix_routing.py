@@ -197,7 +197,12 @@ def haproxy(ports):
         for i, p in enumerate(ports):
             f.write(f"  server r{i} 127.0.0.1:{p}\n")
     proc = subprocess.Popen(["haproxy", "-f", cfg, "-db"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    time.sleep(0.5)
+    for _ in range(100):  # until it listens (bounded: 10 s)
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            time.sleep(0.1)
     return port, proc
 
 

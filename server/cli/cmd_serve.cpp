@@ -270,6 +270,8 @@ std::unique_ptr<LoadedModel> load(const server::ServerConfig& cfg) {
   start_engine(le, std::move(ec), ml, cfg.draft_model);
   if (system_prompt_tokens > 0 && le.is_encoder())
     throw std::runtime_error("--system-prompt-file does not apply to an encoder model");
+  if (!cfg.kv_events.empty() && le.is_encoder())
+    throw std::runtime_error("--kv-events does not apply to an encoder model (it has no prefix cache)");
   if (!cfg.lora_adapters().empty() && le.is_encoder())
     throw std::runtime_error("--lora does not apply to an encoder model");
   for (const auto& [name, path] : cfg.lora_adapters()) {

@@ -37,6 +37,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -220,10 +221,12 @@ class LlmEngine final : public EngineApi {
   void log_spec_summary() const;
   std::vector<SampleResult> verify_tree(const SampleTarget& target);
   void forget_draft(uint64_t seq_id);  // a finished sequence's draft-model cache
-  // engine_lora.cpp: frees the model slots of adapters whose last user ended (engine thread), and
-  // the adapters of running and waiting requests for the stats.
+  // engine_lora.cpp: frees the model slots of adapters whose last user ended (engine thread).
   void reclaim_lora_slots();
-  void lora_stats(EngineStats& s) const;
+  // The queue as the stats show it, always published together so the gauges read at one
+  // scrape agree: running and waiting sequences, and the adapters of running and of waiting
+  // requests (vllm:lora_requests_info). Engine thread, under stats_mu_.
+  void queue_stats(EngineStats& s) const;
 
   Model& model_;
   const Tokenizer* tokenizer_;
@@ -254,6 +257,7 @@ class LlmEngine final : public EngineApi {
   };
   std::shared_ptr<Inbox> inbox_;
   int queued_ = 0;  // submitted, not yet in the scheduler's queue (guarded by stats_mu_)
+  std::map<std::string, int> queued_loras_;  // their adapters, by name (guarded by stats_mu_)
   int inflight_seqs_ = 0;  // choices submitted and not yet finished (guarded by stats_mu_)
 
   // Engine-thread state.

@@ -5,7 +5,7 @@
 ARG CUDA_VERSION=12.6.3
 FROM nvidia/cuda:${CUDA_VERSION}-devel-ubuntu24.04 AS build
 RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-        cmake g++ make libcpp-httplib-dev nlohmann-json3-dev libspdlog-dev \
+        cmake g++ make pkg-config libcpp-httplib-dev nlohmann-json3-dev libspdlog-dev libzmq3-dev \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
@@ -17,7 +17,7 @@ RUN cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DPAGODA_CUDA=ON -DPAGODA_BUI
 
 FROM nvidia/cuda:${CUDA_VERSION}-runtime-ubuntu24.04
 RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-        curl \
+        curl libzmq5 \
     && rm -rf /var/lib/apt/lists/* \
     && useradd --system --uid 10001 --no-create-home pagoda
 COPY --from=build /src/build/pagoda /usr/local/bin/pagoda

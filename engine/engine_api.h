@@ -294,6 +294,15 @@ class EngineApi {
     return r;
   }
 
+  // The prefix cache as the KV event stream (--kv-events) names it: the event hash of every
+  // block it holds now, and how many blocks it holds (the two differ only if the stream lost
+  // one). Unset when the engine publishes no events (the default).
+  struct CachedBlocks {
+    std::vector<uint64_t> hashes;
+    int blocks = 0;
+  };
+  virtual std::optional<CachedBlocks> cached_blocks() { return std::nullopt; }
+
   // ---- LoRA adapters (the defaults: none served) ----
   virtual std::vector<LoraInfo> lora_adapters() const { return {}; }
   // Loads the adapter file at `path` as `name`; requests name it in GenerationRequest::lora.

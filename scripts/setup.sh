@@ -7,7 +7,8 @@ cd "$(dirname "$0")/.."
 
 packages=(build-essential cmake pkg-config libcpp-httplib-dev nlohmann-json3-dev libspdlog-dev
           catch2 libssl-dev zlib1g-dev nodejs npm json-schema-test-suite python3-jsonschema
-          prometheus)  # promtool: the /metrics exposition check
+          prometheus  # promtool: the /metrics exposition check
+          libzmq3-dev python3-zmq python3-msgpack)  # --kv-events (ZeroMQ) and its subscriber test
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -148,6 +148,7 @@ void BlockPool::register_block(int block, uint64_t hash, int parent_block, const
   blk.tokens.assign(tokens, tokens + block_size_);
   if (blk.ref == 0) ++num_registered_free_;
   by_hash_.emplace(hash, block);
+  if (observer_) observer_->block_stored(block, parent_block, blk.parent_key.hash, blk.tokens.data(), block_size_);
 }
 
 void BlockPool::unregister(int block) {
@@ -155,6 +156,7 @@ void BlockPool::unregister(int block) {
   Block& blk = blocks_[block];
   ++blk.gen;
   if (!blk.registered) return;
+  if (observer_) observer_->block_removed(block);
   auto [it, end] = by_hash_.equal_range(blk.hash);
   for (; it != end; ++it) {
     if (it->second == block) {

@@ -19,6 +19,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/kv/prefix_cache_observer.h"
+
 namespace pagoda {
 
 // A registered block's identity beyond the pool's own bookkeeping (the host-memory tier and the
@@ -59,6 +61,9 @@ class BlockPool {
   // copies the block out there.
   using EvictHook = std::function<void(int block)>;
   void set_evict_hook(EvictHook hook) { evict_hook_ = std::move(hook); }
+  // Told of every registration and every dropped one (not owned; null: none). Set before the
+  // first registration, or the observer misses the blocks already cached.
+  void set_observer(PrefixCacheObserver* observer) { observer_ = observer; }
 
   // `num_blocks` blocks of `block_size` tokens; throws std::invalid_argument on bad sizes.
   BlockPool(int num_blocks, int block_size, HashFn hash = default_hash);
@@ -139,6 +144,7 @@ class BlockPool {
   int peak_used_ = 0;
   std::unordered_multimap<uint64_t, int> by_hash_;
   EvictHook evict_hook_;
+  PrefixCacheObserver* observer_ = nullptr;
 };
 
 }  // namespace pagoda

@@ -135,6 +135,7 @@ LlmEngine::LlmEngine(Model& model, const Tokenizer* tokenizer, EngineConfig cfg)
   kv_ = std::make_unique<KvCacheManager>(num_blocks_, B);
   kv_->set_prefix_caching(cfg_.prefix_caching);
   if (cfg_.release_behind_window) kv_->set_window(all_layers_window(model_.config()));
+  setup_kv_events();
   setup_kv_tiers();
   SchedulerConfig sc;
   sc.max_batch_tokens = std::min(cfg_.max_batch_tokens, model_.max_batch_tokens());
@@ -215,10 +216,12 @@ std::shared_ptr<RequestStream> LlmEngine::submit(GenerationRequest req, SubmitEr
     if (inflight_seqs_ + req.n > max_inflight) return fail("the request queue is full", "queue_full");
     inflight_seqs_ += req.n;
     ++queued_;
+    if (lora) ++queued_loras_[lora->name];
   }
 
   auto a = std::make_shared<Active>();
   a->submitted = std::chrono::steady_clock::now();
+  const std::string lora_name = lora ? lora->name : "";
   a->lora = std::move(lora);
   const int n = req.n;
   const int prompt_tokens = static_cast<int>(req.prompt.size());
@@ -242,6 +245,7 @@ std::shared_ptr<RequestStream> LlmEngine::submit(GenerationRequest req, SubmitEr
   if (stopping) {
     std::lock_guard<std::mutex> lock(stats_mu_);
     --queued_;
+    if (!lora_name.empty() && --queued_loras_[lora_name] == 0) queued_loras_.erase(lora_name);
     inflight_seqs_ -= n;
     return fail("the engine is shutting down", "engine_unavailable");
   }
@@ -258,6 +262,11 @@ EngineStats LlmEngine::stats() const {
   std::lock_guard<std::mutex> lock(stats_mu_);
   EngineStats s = stats_;
   s.waiting += queued_;
+  // Requests not yet taken in wait too, and so do their adapters.
+  for (const auto& [name, n] : queued_loras_) {
+    auto listed = [&](const std::vector<std::string>& v) { return std::find(v.begin(), v.end(), name) != v.end(); };
+    if (!listed(s.running_lora_adapters) && !listed(s.waiting_lora_adapters)) s.waiting_lora_adapters.push_back(name);
+  }
   return s;
 }
 
@@ -312,11 +321,13 @@ void LlmEngine::loop() {
   try {
     load_kv_file();
     prefill_system_prompt();
+    publish_kv_events();
     while (take_inbox()) {
       if (scheduler_->has_work()) {
         step();
         heap_trim_.tick(/*idle=*/false);
       }
+      publish_kv_events();
     }
     if (!cfg_.kv_cache_dir.empty()) save_kv_file();  // a clean stop: the cache outlives us
     log_spec_summary();
@@ -420,7 +431,9 @@ bool LlmEngine::take_inbox() {
     // Moved from the inbox to the scheduler's queue in one go, as submit() counts them.
     std::lock_guard<std::mutex> lock(stats_mu_);
     queued_ -= static_cast<int>(pending.size());
-    stats_.waiting = scheduler_->num_waiting();
+    for (const auto& a : pending)
+      if (a->lora && --queued_loras_[a->lora->name] == 0) queued_loras_.erase(a->lora->name);
+    queue_stats(stats_);
   }
   if (aborts) {
     for (auto& [id, a] : active_)
@@ -440,8 +453,7 @@ void LlmEngine::step() {
   {
     // Admission changed the queue: publish it before any output can prompt a new submit.
     std::lock_guard<std::mutex> lock(stats_mu_);
-    stats_.running = scheduler_->num_running();
-    stats_.waiting = scheduler_->num_waiting();
+    queue_stats(stats_);
   }
   if (plan.n_tokens() > 0) {
     for (const SeqInStep& s : plan.seqs)  // a request's first step ends its time in the queue
@@ -712,8 +724,7 @@ void LlmEngine::update_stats(bool stepped) {
   const BlockPoolStats ps = kv_->pool().stats();
   const SchedulerCounters& c = scheduler_->counters();
   std::lock_guard<std::mutex> lock(stats_mu_);
-  stats_.running = scheduler_->num_running();
-  stats_.waiting = scheduler_->num_waiting();
+  queue_stats(stats_);
   stats_.kv_blocks_total = ps.total;
   stats_.kv_blocks_used = ps.used;
   stats_.kv_blocks_cached = ps.cached;
@@ -741,14 +752,15 @@ void LlmEngine::update_stats(bool stepped) {
   stats_.forced_tokens = c.forced_tokens;
   stats_.speculative = speculative_mode_name(cfg_.speculative);
   stats_.spec_draft_blocks_used = draft_blocks_in_use();
-  lora_stats(stats_);
   if (stepped) {
     ++stats_.steps;
     stats_.last_step_unix_s = now_unix_s();
   }
 }
 
-void LlmEngine::lora_stats(EngineStats& s) const {
+void LlmEngine::queue_stats(EngineStats& s) const {
+  s.running = scheduler_->num_running();
+  s.waiting = scheduler_->num_waiting();
   s.max_loras = cfg_.max_loras;
   s.running_lora_adapters.clear();
   s.waiting_lora_adapters.clear();

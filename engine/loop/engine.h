@@ -37,6 +37,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -52,6 +53,8 @@
 #include "engine/kv/host_kv_tier.h"
 #include "engine/kv/kv_cache_file.h"
 #include "engine/kv/kv_cache_manager.h"
+#include "engine/kv_events/kv_event_recorder.h"
+#include "engine/kv_events/zmq_publisher.h"
 #include "engine/lora/lora_registry.h"
 #include "engine/sampling/sampling.h"
 #include "engine/scheduler/scheduler.h"
@@ -123,6 +126,12 @@ struct EngineConfig {
   // the largest rank a pair may have.
   int max_loras = 0;
   int max_lora_rank = 64;
+  // KV cache events (engine_kv_events.cpp): the prefix cache's BlockStored / BlockRemoved /
+  // AllBlocksCleared published on a ZeroMQ PUB socket bound here (tcp://HOST:PORT; empty: off)
+  // under this topic, with hashes seeded by kv_events_seed (docs/kv-events.md).
+  std::string kv_events_endpoint;
+  std::string kv_events_topic;
+  std::string kv_events_seed;
   // Benchmarks and tests: drafts with this instead of the built-in drafter (any mode but None).
   std::function<DraftTree(const Sequence&, int max_draft)> custom_drafter;
 };
@@ -173,6 +182,7 @@ class LlmEngine final : public EngineApi {
   // Blocks until the system prompt is prefilled (or failed); true when it is pinned.
   bool wait_system_prompt();
   PrefixCacheSaveResult save_prefix_cache() override;  // engine_persist.cpp
+  std::optional<CachedBlocks> cached_blocks() override;  // engine_kv_events.cpp
   // The --kv-cache-dir file's path ("" when off).
   std::string kv_cache_file() const;
 
@@ -189,6 +199,10 @@ class LlmEngine final : public EngineApi {
   // engine_persist.cpp: raw block access and the host tier (constructor), the disk file
   // (engine thread: load before the system prompt, save on a clean stop).
   void setup_kv_tiers();
+  // engine_kv_events.cpp: the observer and socket (constructor); the pending events as one
+  // batch (engine thread, after each turn of the loop).
+  void setup_kv_events();
+  void publish_kv_events();
   void load_kv_file();
   PrefixCacheSaveResult save_kv_file();
   bool take_inbox();  // false when stopping
@@ -213,10 +227,12 @@ class LlmEngine final : public EngineApi {
   void log_spec_summary() const;
   std::vector<SampleResult> verify_tree(const SampleTarget& target);
   void forget_draft(uint64_t seq_id);  // a finished sequence's draft-model cache
-  // engine_lora.cpp: frees the model slots of adapters whose last user ended (engine thread), and
-  // the adapters of running and waiting requests for the stats.
+  // engine_lora.cpp: frees the model slots of adapters whose last user ended (engine thread).
   void reclaim_lora_slots();
-  void lora_stats(EngineStats& s) const;
+  // The queue as the stats show it, always published together so the gauges read at one
+  // scrape agree: running and waiting sequences, and the adapters of running and of waiting
+  // requests (vllm:lora_requests_info). Engine thread, under stats_mu_.
+  void queue_stats(EngineStats& s) const;
 
   Model& model_;
   const Tokenizer* tokenizer_;
@@ -227,6 +243,8 @@ class LlmEngine final : public EngineApi {
   std::optional<Pooling> model_pooling_;  // the model's own (GGUF pooling_type), when it names one
   std::unique_ptr<KvCacheManager> kv_;
   std::unique_ptr<HostKvTier> host_tier_;  // --kv-host-memory
+  std::unique_ptr<kv_events::KvEventRecorder> kv_events_;  // --kv-events
+  std::unique_ptr<kv_events::ZmqPublisher> kv_events_pub_;
   KvCacheLayout kv_layout_;                // what the --kv-cache-dir file must match
   uint64_t kv_disk_loaded_ = 0, kv_disk_saved_ = 0, kv_disk_saves_ = 0;  // engine thread
   std::unique_ptr<Scheduler> scheduler_;
@@ -245,6 +263,7 @@ class LlmEngine final : public EngineApi {
   };
   std::shared_ptr<Inbox> inbox_;
   int queued_ = 0;  // submitted, not yet in the scheduler's queue (guarded by stats_mu_)
+  std::map<std::string, int> queued_loras_;  // their adapters, by name (guarded by stats_mu_)
   int inflight_seqs_ = 0;  // choices submitted and not yet finished (guarded by stats_mu_)
 
   // Engine-thread state.

@@ -148,6 +148,16 @@ constexpr size_t kProgressMinBytes = size_t{256} << 20;
 // skipped. The buffer is 1 MiB and page-aligned: on the 2-vCPU AMD VM the kernel copied a file
 // already in the page cache into a 16-byte-aligned buffer at 1.5-2 GB/s, into a page-aligned
 // one at 7.7-8.3 GB/s.
+// The KV events' default topic, kv@POD@MODEL as llm-d's indexer splits it: the pod is the host
+// name (a Kubernetes pod's own name), the model the first served name.
+std::string kv_events_topic(const server::ServerConfig& cfg) {
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0) std::snprintf(host, sizeof host, "pagoda");
+  std::vector<std::string> names = split_list(cfg.served_model_name);
+  const std::string model = names.empty() ? std::filesystem::path(cfg.model).stem().string() : names.front();
+  return std::string("kv@") + host + "@" + model;
+}
+
 void warm_page_cache(const std::string& path, int start_pct, int end_pct) {
   constexpr size_t kMin = kProgressMinBytes, kChunk = 1u << 20, kPage = 4096;
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -242,6 +252,9 @@ std::unique_ptr<LoadedModel> load(const server::ServerConfig& cfg) {
   const int64_t host_tier = cfg.kv_host_bytes();
   ec.kv_host_memory_auto = host_tier < 0;
   ec.kv_host_memory = host_tier > 0 ? (size_t)host_tier : 0;
+  ec.kv_events_endpoint = cfg.kv_events;
+  ec.kv_events_topic = cfg.kv_events_topic.empty() ? kv_events_topic(cfg) : cfg.kv_events_topic;
+  ec.kv_events_seed = cfg.kv_events_hash_seed;
   if (!ec.kv_cache_dir.empty()) ec.model_identity = gguf::file_identity(le.file);
   if (!cfg.system_prompt_file.empty())
     ec.system_prompt = le.tokenizer->encode(read_text(cfg.system_prompt_file, "system prompt"),
@@ -258,6 +271,8 @@ std::unique_ptr<LoadedModel> load(const server::ServerConfig& cfg) {
   start_engine(le, std::move(ec), ml, cfg.draft_model);
   if (system_prompt_tokens > 0 && le.is_encoder())
     throw std::runtime_error("--system-prompt-file does not apply to an encoder model");
+  if (!cfg.kv_events.empty() && le.is_encoder())
+    throw std::runtime_error("--kv-events does not apply to an encoder model (it has no prefix cache)");
   if (!cfg.lora_adapters().empty() && le.is_encoder())
     throw std::runtime_error("--lora does not apply to an encoder model");
   for (const auto& [name, path] : cfg.lora_adapters()) {

@@ -42,6 +42,9 @@ struct ServerConfig {
   std::string kv_cache_dir_size = "4GiB";  // the most that file may take
   std::string kv_host_memory = "auto";  // host memory for evicted prefix blocks: auto | off | a size, e.g. "2GiB"
   bool context_shift = true;         // on | off
+  std::string kv_events;             // tcp://HOST:PORT: publish prefix-cache events there (ZeroMQ); empty = off
+  std::string kv_events_topic;       // their topic; empty = kv@HOSTNAME@MODEL, as llm-d's indexer expects
+  std::string kv_events_hash_seed;   // the indexer's hash seed (vLLM's PYTHONHASHSEED), "" by default
   std::string speculative = "none";  // speculative decoding drafter: none | ngram | draft
   int spec_tokens = 4;               // drafted tokens per sequence and step at most
   int spec_tree = 1;                 // branches at the draft tree's first two depths (1: a chain)

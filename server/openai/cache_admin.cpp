@@ -1,7 +1,10 @@
-// POST /v1/cache/save: the admin endpoint that writes the prefix cache to the --kv-cache-dir
-// file now (README, "Persistent prefix cache"). Like every route it sits behind the API key.
-// 200 with what was saved; 400 when the server has no --kv-cache-dir; 500 when the write failed
-// (the previous file, if any, is left as it was).
+// The prefix cache's admin routes; like every route they sit behind the API key.
+// POST /v1/cache/save writes the prefix cache to the --kv-cache-dir file now (README,
+// "Persistent prefix cache"): 200 with what was saved; 400 when the server has no
+// --kv-cache-dir; 500 when the write failed (the previous file, if any, is left as it was).
+// GET /v1/cache/blocks lists the event hash of every block the prefix cache holds, as the
+// --kv-events stream names them (a subscriber checks its view against it); 400 without
+// --kv-events.
 #include "server/http/api_error.h"
 #include "server/openai/handlers.h"
 
@@ -19,6 +22,18 @@ void Handlers::save_cache(const httplib::Request&, httplib::Response& res) {
                     {"left_out", r.left_out},
                     {"bytes", r.bytes},
                     {"seconds", r.seconds}});
+  } catch (const ApiError& e) {
+    send_error(res, e);
+  }
+}
+
+void Handlers::cache_blocks(const httplib::Request&, httplib::Response& res) {
+  try {
+    const auto blocks = engine_.cached_blocks();
+    if (!blocks)
+      throw ApiError(400, "the server publishes no KV events: start it with --kv-events", "invalid_request_error",
+                     "", "kv_events_not_set");
+    send_json(res, {{"object", "kv_cache.blocks"}, {"blocks", blocks->blocks}, {"block_hashes", blocks->hashes}});
   } catch (const ApiError& e) {
     send_error(res, e);
   }

@@ -97,6 +97,7 @@ std::vector<ApiRoute> Handlers::routes() {
           member_route("POST", "/v1/messages", &Handlers::messages),
           member_route("POST", "/v1/messages/count_tokens", &Handlers::count_message_tokens),
           member_route("POST", "/v1/cache/save", &Handlers::save_cache),
+          member_route("GET", "/v1/cache/blocks", &Handlers::cache_blocks),
           member_route("POST", "/v1/load_lora_adapter", &Handlers::load_lora_adapter),
           member_route("POST", "/v1/unload_lora_adapter", &Handlers::unload_lora_adapter),
           member_route("POST", "/tokenize", &Handlers::tokenize),

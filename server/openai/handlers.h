@@ -103,6 +103,8 @@ class Handlers : public ApiService {
   void tokenize(const httplib::Request& req, httplib::Response& res);
   // POST /v1/cache/save (cache_admin.cpp): the prefix cache to the --kv-cache-dir file, now.
   void save_cache(const httplib::Request& req, httplib::Response& res);
+  // GET /v1/cache/blocks (cache_admin.cpp): the prefix cache as the --kv-events stream names it.
+  void cache_blocks(const httplib::Request& req, httplib::Response& res);
   void detokenize(const httplib::Request& req, httplib::Response& res);
   // POST /v1/load_lora_adapter and /v1/unload_lora_adapter, vLLM's shape (lora_admin.cpp).
   void load_lora_adapter(const httplib::Request& req, httplib::Response& res);

@@ -2,15 +2,17 @@
 # configs/kubernetes: every manifest parses as YAML, and the gateway's pieces carry the fields
 # the Inference Extension needs: an InferencePool selecting the pods the Deployment labels, on
 # the port it serves and with an endpoint picker that exists as a Service; an HTTPRoute to the
-# pool; probes on /health. Exits 77 (skipped) without Debian's python3-yaml.
+# pool; probes on /health; the engine-type label; the picker told every metric the model-server
+# protocol names (queue, running, KV use, cache layout, LoRA), each a series pagoda exports; the
+# KV event port the server publishes on. Exits 77 (skipped) without Debian's python3-yaml.
 set -euo pipefail
 py=/usr/bin/python3
 if ! "$py" -c 'import yaml' 2>/dev/null; then
   echo "skipped: python3-yaml missing (Debian: apt-get install python3-yaml)"
   exit 77
 fi
-"$py" - configs/kubernetes <<'PY'
-import glob, sys, yaml
+"$py" - configs/kubernetes server/http/metrics.cpp <<'PY'
+import glob, re, sys, yaml
 docs = []
 for f in sorted(glob.glob(sys.argv[1] + "/*.yaml")):
     docs += [d for d in yaml.safe_load_all(open(f)) if d]
@@ -45,5 +47,21 @@ declared = {p["type"] for p in cfg["plugins"]}
 for prof in cfg["schedulingProfiles"]:
     for ref in prof["plugins"]:
         assert ref["pluginRef"] in declared, ref
+assert pod["metadata"]["labels"].get("llm-d.ai/engine-type") == "vllm", "engine-type label"
+assert server["spec"]["replicas"] >= 2, "replicas"
+# The picker's metric flags: one per quantity of the protocol, each a gauge pagoda renders.
+exported = set(re.findall(r'"(vllm:[a-z_]+)"', open(sys.argv[2]).read()))
+epp = one("Deployment", "pagoda-epp")["spec"]["template"]["spec"]["containers"][0]
+flags = dict(a[2:].split("=", 1) for a in epp["args"] if a.startswith("--") and "=" in a)
+for flag in ("total-queued-requests-metric", "total-running-requests-metric", "kv-cache-usage-percentage-metric",
+             "lora-info-metric", "cache-info-metric"):
+    assert flag in flags, f"picker lacks --{flag}"
+    assert flags[flag] in exported, f"--{flag}={flags[flag]} is not a series pagoda exports"
+for scorer in ("queue-scorer", "kv-cache-utilization-scorer", "lora-affinity-scorer", "prefix-cache-scorer"):
+    assert scorer in declared, scorer
+# KV events: published on a port the pod declares.
+c = pod["spec"]["containers"][0]
+ev = c["args"][c["args"].index("--kv-events") + 1]
+assert int(ev.rsplit(":", 1)[1]) in ports, "kv-events port not declared"
 print(f"ok: {len(docs)} documents")
 PY

@@ -3,11 +3,14 @@
 // (or the base model) but does reuse its own adapter's; base and adapter requests running
 // together give each its output alone; an adapter unloaded while a request uses it lets that
 // request finish, refuses new ones, and its slot serves the next load once the request is
-// gone; reloading gives the same outputs; refusals carry their codes.
+// gone; reloading gives the same outputs; refusals carry their codes; the stats (the gateway's
+// vllm:lora_requests_info) name the adapters with running and with waiting requests.
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "engine/lora/lora_writer.h"
@@ -169,4 +172,35 @@ TEST_CASE("load refusals carry their codes; an engine without slots serves no ad
   }
   LlmEngine off(*model, nullptr, lora_config(0));
   CHECK(off.load_lora("a", files.adapters[0]).code == "lora_unsupported");
+}
+
+TEST_CASE("the stats name the adapters whose requests run and those whose requests wait") {
+  Files files(tiny_model(), 2);
+  auto model = load_model(tiny_model());
+  EngineConfig c = lora_config(2);
+  c.max_seqs = 1;  // one runs, the other waits
+  LlmEngine engine(*model, nullptr, c);
+  REQUIRE(engine.load_lora("a", files.adapters[0]).ok);
+  REQUIRE(engine.load_lora("b", files.adapters[1]).ok);
+  auto streams = submit_all(engine, {greedy(random_tokens(20, 1), "a", 300), greedy(random_tokens(20, 2), "b", 300)});
+  // Until the first is running and the second waits (bounded: 10 s).
+  EngineStats st;
+  for (int i = 0; i < 100000; ++i) {
+    st = engine.stats();
+    if (st.running == 1 && st.waiting == 1) break;
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  REQUIRE(st.running == 1);
+  REQUIRE(st.waiting == 1);
+  CHECK(st.max_loras == 2);
+  REQUIRE(st.running_lora_adapters.size() == 1);
+  REQUIRE(st.waiting_lora_adapters.size() == 1);
+  // Each adapter in the list its request's state puts it in (the scheduler picks the order).
+  CHECK(st.running_lora_adapters[0] != st.waiting_lora_adapters[0]);
+  for (const auto& n : {st.running_lora_adapters[0], st.waiting_lora_adapters[0]}) CHECK((n == "a" || n == "b"));
+  for (auto& s : streams) collect(*s);
+  for (int i = 0; i < 1000 && engine.stats().running; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  st = engine.stats();
+  CHECK(st.running_lora_adapters.empty());
+  CHECK(st.waiting_lora_adapters.empty());
 }

@@ -74,7 +74,7 @@ do_emu() {
   rm -rf "$emu/src" && mkdir -p "$emu/obj"
   python3 tests/gpu/emu/gen.py . "$emu/src"
   local objs=()
-  for f in "$emu"/src/kernels/cuda/*.cpp tests/gpu/emu/emu_runtime.cpp tests/gpu/emu/emu_fibers.cpp; do
+  for f in "$emu"/src/kernels/cuda/*.cpp tests/gpu/emu/emu_runtime.cpp tests/gpu/emu/emu_fibers.cpp tests/gpu/emu/emu_mma.cpp; do
     local o="$emu/obj/$(basename "$f" .cpp).o"
     g++ -std=c++20 -O1 -ffp-contract=off -Wno-attributes -Itests/gpu/emu -I"$emu/src" -I. -I"$inc" \
       -c "$f" -o "$o"

@@ -257,6 +257,56 @@ TEST_CASE("cuda: gemv_quant_dp4a sums what the CPU's int8 matmul sums, whatever 
   }
 }
 
+// The tensor-core GEMM against the products of the bf16-rounded weights and activations (what
+// it computes: only the f32 summation order may differ), for every type at 9, 16, 64 and 512
+// activation rows: 200 x 512 weights (two 128-row tiles, the second partial; eight 64-value k
+// steps), and 37 rows of three blocks (a partial k step for the 32-value types) with strides
+// wider than the matrix, x not 16-byte aligned (the scalar loads) and a partial token tile.
+TEST_CASE("cuda: gemm_quant_mma computes the bf16-rounded products", "[gpu][cuda_device]") {
+  PAGODA_SKIP_WITHOUT_CUDA();
+  for (GgmlType t : kTypes) {
+    struct Shape {
+      int64_t rows, cols, pad_x, pad_out;
+      std::vector<int> ns;
+    };
+    const Shape shapes[] = {{200, 512, 0, 0, {9, 16, 64, 512}}, {37, 3 * block_elems(t), 1, 3, {33}}};
+    for (const Shape& s : shapes) {
+      const auto bits = test::random_blocks(t, s.rows, s.cols, 23 + static_cast<uint32_t>(t) + static_cast<uint32_t>(s.cols), kScale);
+      auto wv = cpu_values(t, bits, s.rows, s.cols);
+      for (float& v : wv) v = cpu::bf16_to_fp32(cpu::fp32_to_bf16(v));
+      auto d_w = on_device(bits);
+      for (int n : s.ns) {
+        INFO(ggml_type_info(t).name << " " << s.rows << "x" << s.cols << " n " << n);
+        const int64_t ld_x = s.cols + s.pad_x, ld_out = s.rows + s.pad_out;
+        // Activations that bf16 cannot hold exactly (the kernel rounds them), in rows of ld_x.
+        const auto base = bf16_values(static_cast<size_t>(n * ld_x), 29 + static_cast<uint32_t>(n));
+        std::vector<float> x(base.size());
+        for (size_t i = 0; i < x.size(); ++i) x[i] = base[i] * 1.2345f;
+        // The kernel reads row i from x + pad_x + i * ld_x.
+        std::vector<float> xr(static_cast<size_t>(n * s.cols));
+        for (int64_t i = 0; i < n; ++i)
+          for (int64_t k = 0; k < s.cols; ++k)
+            xr[static_cast<size_t>(i * s.cols + k)] =
+                cpu::bf16_to_fp32(cpu::fp32_to_bf16(x[static_cast<size_t>(i * ld_x + k + s.pad_x)]));
+        auto d_x = on_device(x);
+        DeviceBuf d_out(static_cast<size_t>(n * ld_out) * 4);
+        CUDA_CHECK(cudaMemset(d_out.p, 0xff, static_cast<size_t>(n * ld_out) * 4));
+        REQUIRE(cuda::gemm_quant_mma(d_w->p, t, d_x->as<float>() + s.pad_x, d_out.as<float>(), n, s.rows, s.cols,
+                                     ld_x, ld_out, nullptr));
+        const auto all = from_device<float>(d_out, static_cast<size_t>(n * ld_out));
+        std::vector<float> got;
+        for (int64_t i = 0; i < n; ++i) {
+          got.insert(got.end(), all.begin() + i * ld_out, all.begin() + i * ld_out + s.rows);
+          for (int64_t r = s.rows; r < ld_out; ++r) CHECK(std::isnan(all[static_cast<size_t>(i * ld_out + r)]));
+        }
+        std::vector<float> want, mag;
+        reference(wv, xr, n, s.rows, s.cols, want, mag);
+        require_within(got, want, mag, 1e-5f, "gemm_quant_mma vs bf16 products");
+      }
+    }
+  }
+}
+
 TEST_CASE("cuda: matmul of quantized weights matches the CPU backend in every weight mode", "[gpu][cuda_device]") {
   PAGODA_SKIP_WITHOUT_CUDA();
   for (CudaWeights mode : {CudaWeights::Quantized, CudaWeights::QuantizedF32, CudaWeights::Bf16}) {

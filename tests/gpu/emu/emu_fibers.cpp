@@ -78,6 +78,7 @@ struct Block {
   Barrier block;
   std::vector<Barrier> warps;
   std::vector<float> xchg;
+  std::vector<uint32_t> words;  // kWordSlots per thread (word_slots)
   int current = -1;
   void* scheduler_sp = nullptr;
   uint64_t progress = 0;  // barrier completions and exits
@@ -201,6 +202,7 @@ void run_block(int n) {
 void syncthreads() { arrive_and_wait(g_block.block); }
 void warp_sync() { arrive_and_wait(g_block.warps[static_cast<size_t>(flat_tid() / 32)]); }
 float* shuffle_slots() { return g_block.xchg.data(); }
+uint32_t* word_slots() { return g_block.words.data(); }
 
 void run_grid(const Cfg& c, const std::function<void()>& thread_body) {
   std::lock_guard<std::mutex> lock(g_launch_mu);
@@ -215,6 +217,7 @@ void run_grid(const Cfg& c, const std::function<void()>& thread_body) {
         dim3(t % c.block.x, (t / c.block.x) % c.block.y, t / (c.block.x * c.block.y));
   b.warps.assign(static_cast<size_t>((n + 31) / 32), Barrier{});
   b.xchg.assign(static_cast<size_t>(n), 0.0f);
+  b.words.assign(static_cast<size_t>(n) * kWordSlots, 0u);
   b.body = &thread_body;
   b.error = nullptr;
   g_blockDim = c.block;

@@ -3,8 +3,10 @@
 // reference's values (kernels/cpu/quants*.cpp), the decode GEMVs at 1-8 rows (gemv_quant.cu
 // with f32 activations against an exact reference; gemv_dp4a.cu with int8 activations against
 // the CPU's int8 matmul, its activation quantization bit for bit) and their batch invariance,
-// and CudaBackend's matmul and moe_ffn in every weight mode (quantized, quantized-f32, bf16)
-// against the CpuBackend on the same bits at 1-8, 16, 64 and 512 rows and odd shapes. Weights are random bytes with finite fp16 scales
+// the tensor-core GEMM for more rows (gemm_quant_mma.cu) against the bf16-rounded products,
+// and CudaBackend's matmul and moe_ffn in every weight mode (quantized, quantized-f32, bf16;
+// tensor-core GEMM or dequantized scratch + cuBLAS above 8 rows) against the CpuBackend on the
+// same bits at 1-8, 16, 64 and 512 rows and odd shapes. Weights are random bytes with finite fp16 scales
 // (tests/support/quant_blocks.h), so every bit pattern of the quants and sub-block scales
 // occurs. Skips (passes with a warning) without a CUDA device.
 #include <catch2/catch.hpp>
@@ -309,12 +311,19 @@ TEST_CASE("cuda: gemm_quant_mma computes the bf16-rounded products", "[gpu][cuda
 
 TEST_CASE("cuda: matmul of quantized weights matches the CPU backend in every weight mode", "[gpu][cuda_device]") {
   PAGODA_SKIP_WITHOUT_CUDA();
-  for (CudaWeights mode : {CudaWeights::Quantized, CudaWeights::QuantizedF32, CudaWeights::Bf16}) {
+  // More than kQuantGemvMaxRows rows: the tensor-core GEMM in both quantized modes, and the
+  // dequantized scratch for cuBLAS once.
+  const std::pair<CudaWeights, QuantGemm> modes[] = {{CudaWeights::Quantized, QuantGemm::Mma},
+                                                     {CudaWeights::Quantized, QuantGemm::DequantCublas},
+                                                     {CudaWeights::QuantizedF32, QuantGemm::Mma},
+                                                     {CudaWeights::Bf16, QuantGemm::Mma}};
+  for (const auto& [mode, gemm] : modes) {
     const bool quantized = mode != CudaWeights::Bf16;
-    INFO(cuda_weights_name(mode) << " mode");
+    INFO(cuda_weights_name(mode) << " mode, GEMM " << quant_gemm_name(gemm));
     CpuBackend cpu{2};
     CudaBackendOptions opts;
     opts.weights = mode;
+    opts.quant_gemm = gemm;
     CudaBackend gpu(opts);
     Backend* both[2] = {&cpu, &gpu};
     for (Backend* b : both) b->init_kv_cache(small_cache());
@@ -324,7 +333,8 @@ TEST_CASE("cuda: matmul of quantized weights matches the CPU backend in every we
         std::vector<int> ns;
       };
       const Shape shapes[] = {{37, 2 * block_elems(t), {1, 2, 3, 4, 5, 6, 7, 8, 16, 64, 512}},
-                              {6, 3 * block_elems(t), {1, 5, 9}}};
+                              {6, 3 * block_elems(t), {1, 5, 9}},
+                              {130, 256, {16, 70}}};  // two 128-row tiles, the second of 2 rows
       for (const Shape& s : shapes) {
         const auto bits = test::random_blocks(t, s.rows, s.cols, 3 + static_cast<uint32_t>(t) + static_cast<uint32_t>(s.cols), kScale);
         const auto wv = cpu_values(t, bits, s.rows, s.cols);

@@ -3,8 +3,8 @@
 // (engine/model/moe_ffn.cpp), so the grouping by expert is done on the host too and uploaded in
 // one copy; then a gather, one matmul per active expert and matrix over its gathered rows (the
 // expert's rows of the stacked matrix: in quantized mode the quantized kernels, gemv_quant for
-// up to kQuantGemvMaxRows tokens of the expert, else the expert's slice dequantized into the
-// scratch for cuBLAS; in bf16 mode the bf16 GEMV or cuBLAS), one SiLU-multiply over all rows,
+// up to kQuantGemvMaxRows tokens of the expert, else the tensor-core GEMM on the expert's slice
+// (or, with QuantGemm::DequantCublas, the slice dequantized into the scratch for cuBLAS); in bf16 mode the bf16 GEMV or cuBLAS), one SiLU-multiply over all rows,
 // and the weighted combine kernel.
 #include <cstring>
 

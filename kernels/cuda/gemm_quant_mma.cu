@@ -17,6 +17,8 @@
 // accumulators a thread. Shared rows are padded to 72 values (144 bytes), so the eight row
 // addresses of an ldmatrix fall in distinct banks. Rows, tokens and k past the ends are
 // zero-filled in shared memory and never stored.
+// Registers (ptxas -v, CUDA 13, sm_90, -O3): 167-168 for every type, no spills, no stack;
+// 27,648 bytes of static shared memory: 3 CUDA blocks (12 warps) an SM at most.
 // Not yet tuned: no double buffering (a k step's loads and decodes wait for the previous step's
 // MMAs), a warp's 32 lanes decode 32 different rows (uncoalesced 1-2 byte loads, as every
 // decode of these 2-byte-aligned blocks), 64-token tiles even for n = 9. Unmeasured on a GPU.

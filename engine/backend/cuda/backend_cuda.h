@@ -76,7 +76,7 @@ inline const char* cuda_weights_name(CudaWeights w) {
 // for the largest matrix) for a cuBLAS GEMM, the earlier path, kept for comparison.
 enum class QuantGemm { Mma, DequantCublas };
 
-// "mma" or "cublas" (the --cuda-quant-gemm flag of bench_cuda_decode); throws
+// "mma" or "cublas" (the --cuda-quant-gemm flag); throws
 // std::invalid_argument naming `flag`.
 inline QuantGemm parse_quant_gemm(const std::string& s, const char* flag) {
   if (s == "mma") return QuantGemm::Mma;

@@ -136,7 +136,7 @@ do_lease() {
   # LEASE_KV=1 adds the f16 / q8_0 KV-cache benches at 2048-token prompts on llama3-8b.
   local out=${LEASE_OUT:-${OUT:-/tmp/lease-out}} bin=.gpubin/bin models=${LEASE_MODELS_DIR:-/tmp/lease-models}
   local steps=${LEASE_STEPS:-tests stories bench} deadline=${LEASE_DEADLINE:-480}
-  local benches=${LEASE_BENCH:-llama3-8b-q4_k_m llama3-70b-q4_k_m qwen3-8b-q4_k_m llama3-8b-q8_0 qwen3-8b-q8_0 llama3-8b-iq4_xs qwen3-8b-iq4_xs}
+  local benches=${LEASE_BENCH:-llama3-8b-q4_k_m llama3-70b-q4_k_m qwen3-8b-q4_k_m llama3-8b-q8_0 qwen3-8b-q8_0 llama3-8b-iq4_xs qwen3-8b-iq4_xs qwen3-30b-a3b-q4_0}
   mkdir -p "$out" "$models"
   source .gpubin/deps/env.sh
   local cublas

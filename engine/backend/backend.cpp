@@ -43,6 +43,10 @@ MemoryInfo host_memory_info() {
   return m;
 }
 
+void Backend::matmul_same_x(const Tensor* const* w, int count, const Tensor& x, Tensor* const* out, int64_t n) {
+  for (int j = 0; j < count; ++j) matmul(*w[j], x, *out[j], n);
+}
+
 void Backend::apply_cache_edits_per_layer(const std::vector<RopeConfig>& rope_of_layer) {
   if (rope_of_layer.empty()) throw std::invalid_argument("apply_cache_edits_per_layer: no layers");
   const RopeConfig& a = rope_of_layer.front();

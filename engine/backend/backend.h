@@ -160,6 +160,10 @@ class Backend {
   virtual void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out, int64_t n) = 0;
   // out[i, :] = W x[i, :] for i < n   (out has W.rows columns, x has W.cols)
   virtual void matmul(const Tensor& w, const Tensor& x, Tensor& out, int64_t n) = 0;
+  // out[j] = matmul(*w[j], x) for j < count: matrices that read the same x (a layer's q/k/v, its
+  // gate/up), so a backend may share the work on x between them (the CUDA backend's int8 GEMV
+  // quantizes x once). Results equal count separate matmuls bit for bit. Default: the matmuls.
+  virtual void matmul_same_x(const Tensor* const* w, int count, const Tensor& x, Tensor* const* out, int64_t n);
   virtual void add_bias(Tensor& x, const Tensor& bias, int64_t n) = 0;  // x[i] += bias (1 x cols)
   virtual void add(Tensor& x, const Tensor& y, int64_t n) = 0;          // x += y
   virtual void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out, int64_t n) = 0;

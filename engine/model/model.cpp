@@ -51,6 +51,14 @@ struct Model::Impl {
     be->matmul(w, x, out, n);
     lora.apply(*be, l, p, x, out);
   }
+  // The same for matrices that read the same x (q/k/v, gate/up): the backend may share the
+  // work on x (matmul_same_x).
+  template <int N>
+  void mm_same_x(int l, const LoraProj (&p)[N], const Tensor* const (&w)[N], const Tensor& x, Tensor* const (&out)[N],
+                 int64_t n) {
+    be->matmul_same_x(w, N, x, out, n);
+    for (int j = 0; j < N; ++j) lora.apply(*be, l, p[j], x, *out[j]);
+  }
   void attention_block(int l, const LayerWeights& L, int64_t n);
   void ffn_block(int l, const LayerWeights& L, int64_t n);
   const RopeConfig& rope_of(int l) const {
@@ -152,9 +160,7 @@ void Model::Impl::layer(int l, int64_t n) {
 void Model::Impl::attention_block(int l, const LayerWeights& L, int64_t n) {
   Backend& b = *be;
   b.rms_norm(x, L.attn_norm, cfg.rms_eps, xn, n);
-  mm(l, LoraProj::Q, L.wq, xn, q, n);
-  mm(l, LoraProj::K, L.wk, xn, k, n);
-  mm(l, LoraProj::V, L.wv, xn, v, n);
+  mm_same_x(l, {LoraProj::Q, LoraProj::K, LoraProj::V}, {&L.wq, &L.wk, &L.wv}, xn, {&q, &k, &v}, n);
   if (cfg.qkv_bias) {
     b.add_bias(q, L.bq, n);
     b.add_bias(k, L.bk, n);
@@ -196,8 +202,7 @@ void Model::Impl::ffn_block(int l, const LayerWeights& L, int64_t n) {
     b.add(x, moe_out, n);
     return;
   }
-  mm(l, LoraProj::Gate, L.w_gate, xn, gate, n);
-  mm(l, LoraProj::Up, L.w_up, xn, up, n);
+  mm_same_x(l, {LoraProj::Gate, LoraProj::Up}, {&L.w_gate, &L.w_up}, xn, {&gate, &up}, n);
   if (cfg.gelu_ffn) b.gelu_mul(gate, up, gate, n);
   else b.silu_mul(gate, up, gate, n);
   mm(l, LoraProj::Down, L.w_down, gate, xn, n);

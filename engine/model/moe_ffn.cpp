@@ -76,8 +76,9 @@ void MoeFfn::forward(const MoeLayerWeights& w, const Tensor& xn, Tensor& out, in
   const int64_t cols = logits_.cols;
   be_.matmul(w.router, xn, logits_, n);
   if (shared) {  // queued before the read, so a GPU computes it while the host routes
-    be_.matmul(w.shared_gate, xn, sh_gate_, n);
-    be_.matmul(w.shared_up, xn, sh_up_, n);
+    const Tensor* ws[2] = {&w.shared_gate, &w.shared_up};
+    Tensor* outs[2] = {&sh_gate_, &sh_up_};
+    be_.matmul_same_x(ws, 2, xn, outs, n);
     be_.silu_mul(sh_gate_, sh_up_, sh_gate_, n);
     be_.matmul(w.shared_down, sh_gate_, sh_out_, n);
   }

@@ -4,6 +4,9 @@
 //     bit-identical to the CPU's quantize_activation_row (kernels/cpu/matmul.cpp).
 //   gemv_quant_dp4a: out[i * ld_out + r] = sum over pieces of the integer dot products of W's
 //     pieces (quant_int.cuh) with the row's q, scaled per piece, for i < n <= kQuantGemvMaxRows.
+//   gemv_quant_dp4a_grouped: the same for mixture-of-experts, many (expert, n rows) groups in one
+//     launch (block row y = group y), so a layer's experts with n gathered rows each cost one
+//     launch rather than one per expert.
 // Why: a decode step reads every weight once per step; the FMA kernel (gemv_quant.cu) then does
 // 32 float FMAs per value and row, which at 4-8 rows becomes the limit rather than the weight
 // stream. Here a piece costs 8 dp4a per row and half block plus 5 float operations, and x is 4x
@@ -50,13 +53,21 @@ __global__ void __launch_bounds__(128)
   if ((lane & 15) == 0) qsum[2 * blk + lane / 16] = s;
 }
 
+// groups == nullptr: one group, matrix w, activation rows 0..N-1. Else block row y is group y:
+// expert groups[2y] (its matrix at w + expert * rows * row_bytes), activation and output rows
+// groups[2y + 1] + 0..N-1.
 template <class B, int N>
 __global__ void __launch_bounds__(kWarps * 32)
-    gemv_dp4a_kernel(const uint8_t* w, const int8_t* q, const float* d, const int* qsum, float* out,
-                     int rows, int pieces, int64_t row_bytes, int64_t ld_out) {
+    gemv_dp4a_kernel(const uint8_t* w, const int* groups, const int8_t* q, const float* d, const int* qsum,
+                     float* out, int rows, int pieces, int64_t row_bytes, int64_t ld_out) {
   const int lane = threadIdx.x & 31;
   const int r = blockIdx.x * kWarps + (threadIdx.x >> 5);
   if (r >= rows) return;  // the whole warp: the shuffles below see all 32 lanes
+  int64_t first = 0;
+  if (groups) {
+    w += (int64_t)groups[2 * blockIdx.y] * rows * row_bytes;
+    first = groups[2 * blockIdx.y + 1];
+  }
   const uint8_t* wr = w + (int64_t)r * row_bytes;
   float acc[N];
 #pragma unroll
@@ -66,7 +77,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     quant::IntDecode<B>::piece(wr + (int64_t)(p / B::kPieces) * B::kBytes, p % B::kPieces, wp);
 #pragma unroll
     for (int i = 0; i < N; ++i) {
-      const int64_t blk = (int64_t)i * pieces + p;
+      const int64_t blk = (first + i) * pieces + p;
       const int4* qv = reinterpret_cast<const int4*>(q + blk * 32);
       const int4 a = qv[0], b = qv[1];
       int h0 = __dp4a(wp.w[0], a.x, 0);
@@ -87,17 +98,17 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
   for (int i = 0; i < N; ++i) {
     const float s = warp_sum(acc[i]);
-    if (lane == 0) out[(int64_t)i * ld_out + r] = s;
+    if (lane == 0) out[(first + i) * ld_out + r] = s;
   }
 }
 
 template <class B, int N>
-void launch(const void* w, const Q8ActsLayout& L, const void* acts, float* out, int64_t rows, int64_t cols,
-            int64_t ld_out, cudaStream_t st) {
+void launch(const void* w, const int32_t* groups, int n_groups, const Q8ActsLayout& L, const void* acts, float* out,
+            int64_t rows, int64_t cols, int64_t ld_out, cudaStream_t st) {
   const auto* base = static_cast<const uint8_t*>(acts);
-  const unsigned blocks = static_cast<unsigned>((rows + kWarps - 1) / kWarps);
-  gemv_dp4a_kernel<B, N><<<blocks, kWarps * 32, 0, st>>>(
-      static_cast<const uint8_t*>(w), reinterpret_cast<const int8_t*>(base + L.q_offset),
+  const dim3 grid(static_cast<unsigned>((rows + kWarps - 1) / kWarps), static_cast<unsigned>(n_groups));
+  gemv_dp4a_kernel<B, N><<<grid, kWarps * 32, 0, st>>>(
+      static_cast<const uint8_t*>(w), groups, reinterpret_cast<const int8_t*>(base + L.q_offset),
       reinterpret_cast<const float*>(base + L.d_offset), reinterpret_cast<const int*>(base + L.sum_offset), out,
       static_cast<int>(rows), static_cast<int>(cols / 32), cols / B::kElems * B::kBytes, ld_out);
   CUDA_CHECK_LAUNCH();
@@ -126,15 +137,30 @@ void quantize_acts_q8(const float* x, int64_t n, int64_t cols, int64_t ld_x, voi
   CUDA_CHECK_LAUNCH();
 }
 
-bool gemv_quant_dp4a(const void* w, GgmlType type, const void* acts, float* out, int64_t n, int64_t rows,
-                     int64_t cols, int64_t ld_out, void* stream) {
+namespace {
+
+bool dp4a_launch(const void* w, GgmlType type, const int32_t* groups, int n_groups, const void* acts,
+                 int64_t acts_rows, float* out, int64_t n, int64_t rows, int64_t cols, int64_t ld_out, void* stream) {
   const bool aligned = (reinterpret_cast<uintptr_t>(acts) & 15) == 0 && (reinterpret_cast<uintptr_t>(w) & 1) == 0;
-  if (!aligned) return false;
-  const Q8ActsLayout L = q8_acts_layout(n, cols);
+  if (!aligned || n_groups < 1 || n_groups > 65535) return false;
+  const Q8ActsLayout L = q8_acts_layout(acts_rows, cols);
   cudaStream_t st = as_stream(stream);
   return with_quant_gemv(type, n, rows, cols, [&](auto blk, auto rows_n) {
-    launch<decltype(blk), decltype(rows_n)::value>(w, L, acts, out, rows, cols, ld_out, st);
+    launch<decltype(blk), decltype(rows_n)::value>(w, groups, n_groups, L, acts, out, rows, cols, ld_out, st);
   });
+}
+
+}  // namespace
+
+bool gemv_quant_dp4a(const void* w, GgmlType type, const void* acts, float* out, int64_t n, int64_t rows,
+                     int64_t cols, int64_t ld_out, void* stream) {
+  return dp4a_launch(w, type, nullptr, 1, acts, n, out, n, rows, cols, ld_out, stream);
+}
+
+bool gemv_quant_dp4a_grouped(const void* w, GgmlType type, const int32_t* groups, int n_groups, const void* acts,
+                             int64_t acts_rows, float* out, int64_t n, int64_t rows, int64_t cols, int64_t ld_out,
+                             void* stream) {
+  return dp4a_launch(w, type, groups, n_groups, acts, acts_rows, out, n, rows, cols, ld_out, stream);
 }
 
 }  // namespace pagoda::cuda

@@ -110,6 +110,14 @@ Q8ActsLayout q8_acts_layout(int64_t n, int64_t cols);
 void quantize_acts_q8(const float* x, int64_t n, int64_t cols, int64_t ld_x, void* acts, void* stream);
 bool gemv_quant_dp4a(const void* w, GgmlType type, const void* acts, float* out, int64_t n, int64_t rows,
                      int64_t cols, int64_t ld_out, void* stream);
+// Mixture-of-experts form: n_groups groups (at most 65,535) of n rows each in one launch. groups
+// is a device array of 2 * n_groups: group g multiplies activation rows f..f+n-1 (f =
+// groups[2g + 1]) of acts (acts_rows quantized rows, q8_acts_layout(acts_rows, cols)) by expert
+// e = groups[2g]'s [rows, cols] matrix, the e-th of the stacked matrices at w, into out rows
+// f..f+n-1. Each output equals what gemv_quant_dp4a gives for that row alone (bit for bit).
+bool gemv_quant_dp4a_grouped(const void* w, GgmlType type, const int32_t* groups, int n_groups, const void* acts,
+                             int64_t acts_rows, float* out, int64_t n, int64_t rows, int64_t cols, int64_t ld_out,
+                             void* stream);
 
 // The same product for more rows (prefill, large batches) on tensor cores
 // (kernels/cuda/gemm_quant_mma.cu): tiles of W decoded into shared memory as bf16, x rounded to

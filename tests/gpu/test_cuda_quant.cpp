@@ -420,3 +420,102 @@ TEST_CASE("cuda: moe_ffn runs quantized experts as the CPU backend does", "[gpu]
     }
   }
 }
+
+// Many experts, as a decode step of a 64-128 expert model sees them: the quantized mode runs the
+// experts with at most kQuantGemvMaxRows rows as grouped launches (one per row count), and a
+// token's output must not depend on the others routed beside it (each expert's rows are
+// computed by fixed per-row chains). Mixed types as Q4_K_M files have them (down in Q6_K).
+TEST_CASE("cuda: grouped quantized experts equal the CPU backend and each token alone", "[gpu][cuda_device]") {
+  PAGODA_SKIP_WITHOUT_CUDA();
+  const int ne = 16, k = 4;
+  const int64_t dim = 256, ff = 256;
+  CpuBackend cpu{2};
+  CudaBackendOptions opts;
+  opts.weights = CudaWeights::Quantized;
+  CudaBackend gpu(opts);
+  const auto gate = test::random_blocks(GgmlType::Q4_K, ne * ff, dim, 61, kScale);
+  const auto up = test::random_blocks(GgmlType::Q4_K, ne * ff, dim, 62, kScale);
+  const auto down = test::random_blocks(GgmlType::Q6_K, ne * dim, ff, 63, kScale);
+  ExpertWeights ew[2];
+  Backend* both[2] = {&cpu, &gpu};
+  for (int b = 0; b < 2; ++b) {
+    both[b]->init_kv_cache(small_cache());
+    ew[b].gate = both[b]->upload_weight(gate.data(), GgmlType::Q4_K, ne * ff, dim);
+    ew[b].up = both[b]->upload_weight(up.data(), GgmlType::Q4_K, ne * ff, dim);
+    ew[b].down = both[b]->upload_weight(down.data(), GgmlType::Q6_K, ne * dim, ff);
+    ew[b].n_experts = ne;
+  }
+  // Token i's experts: i, i + 3, i + 7 (mod 16) and expert 15; with 12 tokens expert 15 gets
+  // 12 rows (past the GEMV: its own matmul) beside experts with 1-3 rows.
+  const auto run = [&](Backend& be, const ExpertWeights& w, const std::vector<float>& xv, int first, int n) {
+    std::vector<int32_t> experts;
+    std::vector<float> weights;
+    for (int i = first; i < first + n; ++i) {
+      for (int j : {i % ne, (i + 3) % ne, (i + 7) % ne}) experts.push_back(j == ne - 1 ? 0 : j);
+      experts.push_back(ne - 1);
+      for (float v : {0.4f, 0.3f, 0.2f, 0.1f}) weights.push_back(v);
+    }
+    be.begin_step(linear_plan(n));
+    const std::vector<float> rows(xv.begin() + first * dim, xv.begin() + (first + n) * dim);
+    Tensor x = activation_from(be, rows, n, dim);
+    Tensor out = be.alloc(n, dim);
+    be.moe_ffn(w, x, experts.data(), weights.data(), k, nullptr, nullptr, out, n);
+    return read_all(be, out, n);
+  };
+  for (int n : {8, 12}) {
+    INFO("n " << n);
+    const auto xv = bf16_values(static_cast<size_t>(n * dim), 71 + static_cast<uint32_t>(n), 0.5f);
+    const std::vector<float> want = run(cpu, ew[0], xv, 0, n), got = run(gpu, ew[1], xv, 0, n);
+    float scale = 0;
+    for (float v : want) scale = std::max(scale, std::fabs(v));
+    require_close(got, want, 0.03f * scale, 0.0f, "grouped moe_ffn vs CPU backend");
+    if (n > cuda::kQuantGemvMaxRows) continue;  // expert 15's rows went through cuBLAS: no bitwise claim
+    for (int i = 0; i < n; ++i) {
+      const std::vector<float> alone = run(gpu, ew[1], xv, i, 1);
+      INFO("token " << i);
+      CHECK(std::memcmp(alone.data(), got.data() + i * dim, sizeof(float) * static_cast<size_t>(dim)) == 0);
+    }
+  }
+}
+
+// A layer's q/k/v (or gate/up) read the same x: matmul_same_x quantizes it once and must give
+// each matrix exactly what its own matmul gives, in every weight mode, with mixed types (a
+// Q4_K_M file's v in Q6_K) and a matrix the int8 GEMV does not take (F32).
+TEST_CASE("cuda: matmul_same_x equals separate matmuls bit for bit", "[gpu][cuda_device]") {
+  PAGODA_SKIP_WITHOUT_CUDA();
+  const int64_t cols = 256;
+  const GgmlType types[3] = {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0};
+  const int64_t rows[3] = {96, 32, 32};
+  for (CudaWeights mode : {CudaWeights::Quantized, CudaWeights::QuantizedF32, CudaWeights::Bf16}) {
+    CudaBackendOptions opts;
+    opts.weights = mode;
+    CudaBackend gpu(opts);
+    gpu.init_kv_cache(small_cache());
+    Tensor w[4];
+    for (int j = 0; j < 3; ++j) {
+      const auto bits = test::random_blocks(types[j], rows[j], cols, 81 + static_cast<uint32_t>(j), kScale);
+      w[j] = gpu.upload_weight(bits.data(), types[j], rows[j], cols);
+    }
+    const auto wf = bf16_values(static_cast<size_t>(16 * cols), 84, 0.1f);
+    w[3] = gpu.upload_weight_f32(wf.data(), 16, cols);
+    for (int n : {1, 3, 8, 12}) {
+      INFO(cuda_weights_name(mode) << " n " << n);
+      gpu.begin_step(linear_plan(n));
+      Tensor x = activation_from(gpu, bf16_values(static_cast<size_t>(n * cols), 85 + static_cast<uint32_t>(n), 0.5f), n, cols);
+      Tensor together[4], alone[4];
+      for (int j = 0; j < 4; ++j) {
+        together[j] = gpu.alloc(n, w[j].rows);
+        alone[j] = gpu.alloc(n, w[j].rows);
+        gpu.matmul(w[j], x, alone[j], n);
+      }
+      const Tensor* ws[4] = {&w[0], &w[1], &w[2], &w[3]};
+      Tensor* outs[4] = {&together[0], &together[1], &together[2], &together[3]};
+      gpu.matmul_same_x(ws, 4, x, outs, n);
+      for (int j = 0; j < 4; ++j) {
+        const std::vector<float> a = read_all(gpu, alone[j], n), t = read_all(gpu, together[j], n);
+        INFO("matrix " << j);
+        CHECK(std::memcmp(a.data(), t.data(), sizeof(float) * a.size()) == 0);
+      }
+    }
+  }
+}

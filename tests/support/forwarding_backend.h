@@ -47,6 +47,9 @@ class ForwardingBackend : public Backend {
   void matmul(const Tensor& w, const Tensor& x, Tensor& out, int64_t n) override {
     around(Op::Matmul, [&] { in_->matmul(w, x, out, n); });
   }
+  void matmul_same_x(const Tensor* const* w, int count, const Tensor& x, Tensor* const* out, int64_t n) override {
+    around(Op::Matmul, [&] { in_->matmul_same_x(w, count, x, out, n); });
+  }
   void add_bias(Tensor& x, const Tensor& b, int64_t n) override { around(Op::Elementwise, [&] { in_->add_bias(x, b, n); }); }
   void add(Tensor& x, const Tensor& y, int64_t n) override { around(Op::Elementwise, [&] { in_->add(x, y, n); }); }
   void silu_mul(const Tensor& g, const Tensor& u, Tensor& out, int64_t n) override {

@@ -3,7 +3,7 @@
 // - Weights (CudaBackendOptions::weights): quantized matrices (every GGML block type pagoda
 //   reads) stay on the device in their GGUF bits by default (CudaWeights::Quantized,
 //   backend_cuda_quant.cpp): up to kQuantGemvMaxRows activation rows multiply them directly,
-//   with activations quantized to int8 once per matmul and dp4a (kernels/cuda/gemv_dp4a.cu,
+//   with activations quantized to int8 once per input (matmul_same_x) and dp4a (kernels/cuda/gemv_dp4a.cu,
 //   the CPU's int8 scheme) or, with CudaWeights::QuantizedF32, f32 activations and FMA
 //   (kernels/cuda/gemv_quant.cu, exact products); more rows run a tensor-core GEMM that
 //   decodes tiles of the blocks into shared memory as bf16 (kernels/cuda/gemm_quant_mma.cu),
@@ -130,6 +130,9 @@ class CudaBackend final : public Backend {
   void embed(const Tensor& table, Tensor& out) override;
   void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out, int64_t n) override;
   void matmul(const Tensor& w, const Tensor& x, Tensor& out, int64_t n) override;
+  // Quantized (int8) mode at up to kQuantGemvMaxRows rows: x quantized once for all the
+  // matrices (backend_cuda_quant.cpp); otherwise the matmuls.
+  void matmul_same_x(const Tensor* const* w, int count, const Tensor& x, Tensor* const* out, int64_t n) override;
   void add_bias(Tensor& x, const Tensor& bias, int64_t n) override;
   void add(Tensor& x, const Tensor& y, int64_t n) override;
   void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out, int64_t n) override;
@@ -183,6 +186,7 @@ class CudaBackend final : public Backend {
   // Quantized weights kept in their GGUF bits (backend_cuda_quant.cpp).
   Tensor upload_quantized(const void* host_data, GgmlType type, int64_t rows, int64_t cols);
   void matmul_quant(const Tensor& w, const Tensor& x, Tensor& out, int64_t n);
+  void matmul_quant_rest(const Tensor& w, const Tensor& x, Tensor& out, int64_t n);
   // out[n, rows] = x[n, cols] W^T through cuBLAS: W bf16 [rows, cols] at w, xb bf16 [n, cols].
   void gemm_bf16(const void* w, int64_t rows, int64_t cols, const void* xb, Tensor& out, int64_t n);
   // upload_weight of everything but F32 matrices: a bf16 matrix, or an F32 vector.

@@ -145,6 +145,7 @@ struct CudaBackend::Impl {
   // the gathered activations.
   cpu::MoeGroups moe_groups;
   std::vector<int32_t> moe_host;
+  std::vector<int32_t> moe_table;  // moe_ffn's grouped-GEMV table, (expert, first row) pairs
   DeviceScratch moe_index, moe_xg, moe_gate, moe_up, moe_y;
   DeviceScratch lora_rows;  // lora_add's row indices (backend_cuda_lora.cpp)
 

@@ -3,8 +3,8 @@
 // - n <= kQuantGemvMaxRows activation rows (decode of a few sequences): one kernel reads each
 //   weight block once for all rows: gemv_quant_dp4a on x quantized to int8 blocks of 32 by
 //   quantize_acts_q8 (Quantized; the CPU backend's int8 scheme), or gemv_quant on f32 x
-//   (QuantizedF32). x is quantized per matmul: the q/k/v or gate/up matmuls of a layer read the
-//   same x and could share one quantization (a few microseconds per layer, not yet measured);
+//   (QuantizedF32). x is quantized once per matmul_same_x call, so a layer's q/k/v (and its
+//   gate/up) share one quantization launch;
 // - more rows (prefill, large decode batches): by default (QuantGemm::Mma) gemm_quant_mma, a
 //   tensor-core GEMM that decodes tiles of the blocks into shared memory as bf16 and rounds x
 //   to bf16 on the way in (the same inputs as the bf16 path): no bf16 copy of any matrix. With
@@ -56,6 +56,40 @@ void CudaBackend::matmul_quant(const Tensor& w, const Tensor& x, Tensor& out, in
     cuda::quantize_acts_q8(f32(x), n, w.cols, x.cols, acts, m.s());
     if (cuda::gemv_quant_dp4a(w.data, w.type, acts, f32(out), n, w.rows, w.cols, out.cols, m.s())) return;
   }
+  matmul_quant_rest(w, x, out, n);
+}
+
+void CudaBackend::matmul_same_x(const Tensor* const* w, int count, const Tensor& x, Tensor* const* out, int64_t n) {
+  Impl& m = *impl_;
+  if (n <= 0 || n > cuda::kQuantGemvMaxRows || m.weights != CudaWeights::Quantized || x.cols % 32 != 0) {
+    Backend::matmul_same_x(w, count, x, out, n);
+    return;
+  }
+  // x quantized once (every matrix here reads all x.cols columns); a matrix the int8 GEMV does
+  // not take (F32, bf16, a shape it refuses) runs as matmul would run it.
+  void* acts = nullptr;
+  for (int j = 0; j < count; ++j) {
+    const Tensor& wj = *w[j];
+    Tensor& oj = *out[j];
+    require(x.cols == wj.cols && oj.cols == wj.rows && n <= x.rows && n <= oj.rows, "matmul: shape mismatch");
+    if (cuda::is_device_quant_type(wj.type)) {
+      if (!acts) {
+        const cuda::Q8ActsLayout L = cuda::q8_acts_layout(n, x.cols);
+        acts = m.q8_x.get(L.bytes, m.stream);
+        cuda::quantize_acts_q8(f32(x), n, x.cols, x.cols, acts, m.s());
+      }
+      if (cuda::gemv_quant_dp4a(wj.data, wj.type, acts, f32(oj), n, wj.rows, wj.cols, oj.cols, m.s())) continue;
+      matmul_quant_rest(wj, x, oj, n);
+    } else {
+      matmul(wj, x, oj, n);
+    }
+  }
+}
+
+// The quantized matmul past the int8 GEMV: the f32-activation GEMV, else the tensor-core GEMM
+// (or the scratch + cuBLAS).
+void CudaBackend::matmul_quant_rest(const Tensor& w, const Tensor& x, Tensor& out, int64_t n) {
+  Impl& m = *impl_;
   if (cuda::gemv_quant(w.data, w.type, f32(x), f32(out), n, w.rows, w.cols, x.cols, out.cols, m.s())) return;
   if (m.quant_gemm == QuantGemm::Mma) {
     require(cuda::gemm_quant_mma(w.data, w.type, f32(x), f32(out), n, w.rows, w.cols, x.cols, out.cols, m.s()),

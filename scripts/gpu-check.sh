@@ -21,7 +21,9 @@
 #          Llama-3-8B and Qwen3-8B shapes in q4_k_m, q8_0 and iq4_xs and a Llama-3-70B shape in
 #          q4_k_m (random weights, made there by make-model while the tests run; 16 cores make
 #          the 42 GB 70B file in about a minute of CPU, longer if the disk is slow), plus the
-#          bf16 path and long-context decode (batch 1 at 4k, 16k and 32k contexts, batch 16 at
+#          bf16 path, the dequantize-to-scratch + cuBLAS GEMM against the default tensor-core
+#          GEMM on quantized weights (prefill of 512 and 2048 tokens, decode batches 16 and 64)
+#          and long-context decode (batch 1 at 4k, 16k and 32k contexts, batch 16 at
 #          4k and 16k: split decode attention, bytes per step over the copy rate) on the
 #          llama3-8b q4_k_m file. Logs go to $OUT (or LEASE_OUT); it prints a
 #          summary last.
@@ -74,7 +76,7 @@ do_emu() {
   rm -rf "$emu/src" && mkdir -p "$emu/obj"
   python3 tests/gpu/emu/gen.py . "$emu/src"
   local objs=()
-  for f in "$emu"/src/kernels/cuda/*.cpp tests/gpu/emu/emu_runtime.cpp tests/gpu/emu/emu_fibers.cpp; do
+  for f in "$emu"/src/kernels/cuda/*.cpp tests/gpu/emu/emu_runtime.cpp tests/gpu/emu/emu_fibers.cpp tests/gpu/emu/emu_mma.cpp; do
     local o="$emu/obj/$(basename "$f" .cpp).o"
     g++ -std=c++20 -O1 -ffp-contract=off -Wno-attributes -Itests/gpu/emu -I"$emu/src" -I. -I"$inc" \
       -c "$f" -o "$o"
@@ -205,6 +207,11 @@ do_lease() {
         # The f32-activation GEMV (FMA) against the default int8 one (dp4a) at 1-8 rows.
         late "bench $name quantized-f32" || run_bench --model "$models/$name.gguf" --batches 1,4,8 \
           --prefill "" --prompt 128 --new 64 --hbm-tbps "${HBM_TBPS:-4.8}" --cuda-graphs on --cuda-weights quantized-f32
+        # The GEMM of more than 8 rows on quantized weights: the tensor-core kernel on the blocks
+        # (the default, in the run above) against a bf16 copy of each matrix for cuBLAS.
+        late "bench $name cublas GEMM" || run_bench --model "$models/$name.gguf" --batches 16,64 \
+          --prefill 512,2048 --prompt 128 --new 64 --hbm-tbps "${HBM_TBPS:-4.8}" --cuda-graphs on \
+          --cuda-weights quantized --cuda-quant-gemm cublas
         # The bf16 path (weights dequantized at load) on the same file, for comparison.
         late "bench $name bf16 weights" || run_bench --model "$models/$name.gguf" --batches 1,4,64 \
           --prefill 512,2048 --prompt 128 --new 64 --hbm-tbps "${HBM_TBPS:-4.8}" --cuda-graphs on --cuda-weights bf16

@@ -14,6 +14,7 @@ struct BackendChoice {
   bool cuda_graphs = false;     // CUDA: replay decode steps as CUDA graphs (CudaBackendOptions)
   std::string cpu_decode_pack = "auto";  // CPU: decode-layout copies of the quantized matrices (DecodePack)
   std::string cuda_weights = "quantized";  // CUDA: quantized | bf16 (CudaBackendOptions::weights)
+  std::string cuda_quant_gemm = "mma";     // CUDA: mma | cublas (CudaBackendOptions::quant_gemm)
 };
 
 struct BackendSelection {

@@ -119,6 +119,14 @@ bool gemv_quant_dp4a_grouped(const void* w, GgmlType type, const int32_t* groups
                              int64_t acts_rows, float* out, int64_t n, int64_t rows, int64_t cols, int64_t ld_out,
                              void* stream);
 
+// The same product for more rows (prefill, large batches) on tensor cores
+// (kernels/cuda/gemm_quant_mma.cu): tiles of W decoded into shared memory as bf16, x rounded to
+// bf16, f32 sums; out[i * ld_out + r] for i < n, r < rows, no bf16 copy of the matrix. Returns
+// false, launching nothing, unless `type` is a device quant type, cols is a multiple of its
+// block, W is 2-byte and x 4-byte aligned and the sizes fit the grid (n < 2^22).
+bool gemm_quant_mma(const void* w, GgmlType type, const float* x, float* out, int64_t n, int64_t rows,
+                    int64_t cols, int64_t ld_x, int64_t ld_out, void* stream);
+
 // ---- conversions for weights ----
 
 // n elements of F32 or F16 at src to bf16 at dst (round to nearest even).

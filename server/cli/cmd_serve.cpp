@@ -196,7 +196,8 @@ std::unique_ptr<LoadedModel> load(const server::ServerConfig& cfg) {
   auto lm = std::make_unique<LoadedModel>();
   ModelLoad ml;
   ml.path = cfg.model;
-  ml.backend = BackendChoice{cfg.device, cfg.threads, cfg.cuda_graphs, cfg.cpu_decode_pack, cfg.cuda_weights};
+  ml.backend = BackendChoice{cfg.device, cfg.threads, cfg.cuda_graphs, cfg.cpu_decode_pack, cfg.cuda_weights,
+                             cfg.cuda_quant_gemm};
   ml.max_batch_tokens = cfg.max_batch_tokens;
   ml.progress = progress;
   size_t bytes = 0;

@@ -91,6 +91,11 @@ const std::vector<Option>& options() {
           "activations (quantized) or f32 ones (quantized-f32), or are dequantized to bf16 at load (bf16: "
           "about 2-4x the memory); the last two for comparison",
           "quantized|quantized-f32|bf16"),
+      OPT(cuda_quant_gemm,
+          "CUDA: matmuls of quantized weights over more than 8 rows (prefill, large batches) on tensor cores "
+          "from the blocks (mma), or by dequantizing each matrix into a bf16 scratch as large as the largest "
+          "matrix for cuBLAS (cublas, for comparison)",
+          "mma|cublas"),
       alias(OPT(threads, "CPU threads (0 = all cores)"), "-t"),
       OPT(cpu_decode_pack,
           "CPU (AVX2 hosts): hold the quantized matrices in a decode layout, 1.2-8x faster decode; the copy "

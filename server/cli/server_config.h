@@ -22,6 +22,7 @@ struct ServerConfig {
   std::string device = "auto";       // cpu | cuda | auto
   std::string cpu_decode_pack = "auto";  // auto | on | off (CpuBackend's DecodePack)
   std::string cuda_weights = "quantized";  // CUDA: quantized matrices kept quantized | bf16
+  std::string cuda_quant_gemm = "mma";     // CUDA: quantized GEMMs of 9+ rows: mma | cublas
   bool cuda_graphs = false;          // CUDA: replay decode steps as CUDA graphs (unverified on
                                      // hardware, hence off by default)
   int threads = 0;                   // CPU threads; 0 = all cores

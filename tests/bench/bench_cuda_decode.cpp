@@ -3,14 +3,17 @@
 //
 //   bench_cuda_decode --model M.gguf [--batches 1,4,16,64,256] [--prefill 512,2048] [--prompt 128]
 //                     [--new 128] [--max-batch-tokens 2048] [--hbm-tbps 4.8]
-//                     [--cuda-weights quantized|quantized-f32|bf16] [--copy-mib 1024] [--sampling device|host]
+//                     [--cuda-weights quantized|quantized-f32|bf16] [--cuda-quant-gemm mma|cublas]
+//                     [--copy-mib 1024] [--sampling device|host]
 //                     [--cuda-graphs on|off] [--kv-cache-type T] [--kv-cache-type-k T]
 //                     [--kv-cache-type-v T] [--long-ctx 4096,16384,32768] [--long-batches 1]
 //
 // First it measures the device-to-device copy rate (cudaMemcpy of --copy-mib MiB timed with
 // events, median of 20; read + write bytes) and the weight bytes read per token: every matrix
 // as the backend holds it (--cuda-weights quantized or quantized-f32: its GGUF bits, decoded with
-// int8 or f32 activations; bf16: 2 bytes a value, as
+// int8 or f32 activations, and more than 8 rows by the tensor-core GEMM on the blocks or, with
+// --cuda-quant-gemm cublas, by a bf16 copy of one matrix at a time for cuBLAS; bf16: 2 bytes a
+// value, as
 // F16 / BF16 matrices always are; F32 matrices 4), f32 vectors, without the embedding table (a
 // token reads one row) and of stacked experts only the used share. It also prints the device
 // memory the load took (weights plus load-time scratch), which shows what the backend really
@@ -173,6 +176,7 @@ int run(int argc, char** argv) {
     else if (flag == "--long-batches") long_batches = int_list(v);
     else if (flag == "--copy-mib") copy_mib = std::stoi(v);
     else if (flag == "--cuda-weights") opts.weights = parse_cuda_weights(v, "--cuda-weights");
+    else if (flag == "--cuda-quant-gemm") opts.quant_gemm = parse_quant_gemm(v, "--cuda-quant-gemm");
     else {
       std::fprintf(stderr, "unknown flag %s\n", flag.c_str());
       return 2;
@@ -204,10 +208,10 @@ int run(int argc, char** argv) {
     const bool experts = t.dims.size() == 3 && cfg.n_experts > 0;
     bytes_per_token += experts ? b * cfg.n_experts_used / cfg.n_experts : b;
   }
-  std::printf("model %s: weights %s: %.4g GB on the GPU (the load took %.4g GB of device memory), %.4g GB read "
+  std::printf("model %s: weights %s%s%s: %.4g GB on the GPU (the load took %.4g GB of device memory), %.4g GB read "
               "per token; KV %s/%s; sampling on the %s, CUDA graphs %s; device copy %.3f TB/s (read + write)\n",
-              model_path.c_str(), cuda_weights_name(opts.weights),
-              weight_bytes / 1e9, free_before > free_after ? double(free_before - free_after) / 1e9 : 0.0,
+              model_path.c_str(), cuda_weights_name(opts.weights), quantized ? ", GEMM " : "",
+              quantized ? quant_gemm_name(opts.quant_gemm) : "", weight_bytes / 1e9, free_before > free_after ? double(free_before - free_after) / 1e9 : 0.0,
               bytes_per_token / 1e9, ggml_type_info(kv_types.k).name, ggml_type_info(kv_types.v).name,
               device_sampling ? "device" : "host (logits copied back)", opts.cuda_graphs ? "on" : "off", copy_tbps);
   std::fflush(stdout);

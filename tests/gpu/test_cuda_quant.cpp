@@ -3,8 +3,10 @@
 // reference's values (kernels/cpu/quants*.cpp), the decode GEMVs at 1-8 rows (gemv_quant.cu
 // with f32 activations against an exact reference; gemv_dp4a.cu with int8 activations against
 // the CPU's int8 matmul, its activation quantization bit for bit) and their batch invariance,
-// and CudaBackend's matmul and moe_ffn in every weight mode (quantized, quantized-f32, bf16)
-// against the CpuBackend on the same bits at 1-8, 16, 64 and 512 rows and odd shapes. Weights are random bytes with finite fp16 scales
+// the tensor-core GEMM for more rows (gemm_quant_mma.cu) against the bf16-rounded products,
+// and CudaBackend's matmul and moe_ffn in every weight mode (quantized, quantized-f32, bf16;
+// tensor-core GEMM or dequantized scratch + cuBLAS above 8 rows) against the CpuBackend on the
+// same bits at 1-8, 16, 64 and 512 rows and odd shapes. Weights are random bytes with finite fp16 scales
 // (tests/support/quant_blocks.h), so every bit pattern of the quants and sub-block scales
 // occurs. Skips (passes with a warning) without a CUDA device.
 #include <catch2/catch.hpp>
@@ -257,14 +259,71 @@ TEST_CASE("cuda: gemv_quant_dp4a sums what the CPU's int8 matmul sums, whatever 
   }
 }
 
+// The tensor-core GEMM against the products of the bf16-rounded weights and activations (what
+// it computes: only the f32 summation order may differ), for every type at 9, 16, 64 and 512
+// activation rows: 200 x 512 weights (two 128-row tiles, the second partial; eight 64-value k
+// steps), and 37 rows of three blocks (a partial k step for the 32-value types) with strides
+// wider than the matrix, x not 16-byte aligned (the scalar loads) and a partial token tile.
+TEST_CASE("cuda: gemm_quant_mma computes the bf16-rounded products", "[gpu][cuda_device]") {
+  PAGODA_SKIP_WITHOUT_CUDA();
+  for (GgmlType t : kTypes) {
+    struct Shape {
+      int64_t rows, cols, pad_x, pad_out;
+      std::vector<int> ns;
+    };
+    const Shape shapes[] = {{200, 512, 0, 0, {9, 16, 64, 512}}, {37, 3 * block_elems(t), 1, 3, {33}}};
+    for (const Shape& s : shapes) {
+      const auto bits = test::random_blocks(t, s.rows, s.cols, 23 + static_cast<uint32_t>(t) + static_cast<uint32_t>(s.cols), kScale);
+      auto wv = cpu_values(t, bits, s.rows, s.cols);
+      for (float& v : wv) v = cpu::bf16_to_fp32(cpu::fp32_to_bf16(v));
+      auto d_w = on_device(bits);
+      for (int n : s.ns) {
+        INFO(ggml_type_info(t).name << " " << s.rows << "x" << s.cols << " n " << n);
+        const int64_t ld_x = s.cols + s.pad_x, ld_out = s.rows + s.pad_out;
+        // Activations that bf16 cannot hold exactly (the kernel rounds them), in rows of ld_x.
+        const auto base = bf16_values(static_cast<size_t>(n * ld_x), 29 + static_cast<uint32_t>(n));
+        std::vector<float> x(base.size());
+        for (size_t i = 0; i < x.size(); ++i) x[i] = base[i] * 1.2345f;
+        // The kernel reads row i from x + pad_x + i * ld_x.
+        std::vector<float> xr(static_cast<size_t>(n * s.cols));
+        for (int64_t i = 0; i < n; ++i)
+          for (int64_t k = 0; k < s.cols; ++k)
+            xr[static_cast<size_t>(i * s.cols + k)] =
+                cpu::bf16_to_fp32(cpu::fp32_to_bf16(x[static_cast<size_t>(i * ld_x + k + s.pad_x)]));
+        auto d_x = on_device(x);
+        DeviceBuf d_out(static_cast<size_t>(n * ld_out) * 4);
+        CUDA_CHECK(cudaMemset(d_out.p, 0xff, static_cast<size_t>(n * ld_out) * 4));
+        REQUIRE(cuda::gemm_quant_mma(d_w->p, t, d_x->as<float>() + s.pad_x, d_out.as<float>(), n, s.rows, s.cols,
+                                     ld_x, ld_out, nullptr));
+        const auto all = from_device<float>(d_out, static_cast<size_t>(n * ld_out));
+        std::vector<float> got;
+        for (int64_t i = 0; i < n; ++i) {
+          got.insert(got.end(), all.begin() + i * ld_out, all.begin() + i * ld_out + s.rows);
+          for (int64_t r = s.rows; r < ld_out; ++r) CHECK(std::isnan(all[static_cast<size_t>(i * ld_out + r)]));
+        }
+        std::vector<float> want, mag;
+        reference(wv, xr, n, s.rows, s.cols, want, mag);
+        require_within(got, want, mag, 1e-5f, "gemm_quant_mma vs bf16 products");
+      }
+    }
+  }
+}
+
 TEST_CASE("cuda: matmul of quantized weights matches the CPU backend in every weight mode", "[gpu][cuda_device]") {
   PAGODA_SKIP_WITHOUT_CUDA();
-  for (CudaWeights mode : {CudaWeights::Quantized, CudaWeights::QuantizedF32, CudaWeights::Bf16}) {
+  // More than kQuantGemvMaxRows rows: the tensor-core GEMM in both quantized modes, and the
+  // dequantized scratch for cuBLAS once.
+  const std::pair<CudaWeights, QuantGemm> modes[] = {{CudaWeights::Quantized, QuantGemm::Mma},
+                                                     {CudaWeights::Quantized, QuantGemm::DequantCublas},
+                                                     {CudaWeights::QuantizedF32, QuantGemm::Mma},
+                                                     {CudaWeights::Bf16, QuantGemm::Mma}};
+  for (const auto& [mode, gemm] : modes) {
     const bool quantized = mode != CudaWeights::Bf16;
-    INFO(cuda_weights_name(mode) << " mode");
+    INFO(cuda_weights_name(mode) << " mode, GEMM " << quant_gemm_name(gemm));
     CpuBackend cpu{2};
     CudaBackendOptions opts;
     opts.weights = mode;
+    opts.quant_gemm = gemm;
     CudaBackend gpu(opts);
     Backend* both[2] = {&cpu, &gpu};
     for (Backend* b : both) b->init_kv_cache(small_cache());
@@ -274,7 +333,8 @@ TEST_CASE("cuda: matmul of quantized weights matches the CPU backend in every we
         std::vector<int> ns;
       };
       const Shape shapes[] = {{37, 2 * block_elems(t), {1, 2, 3, 4, 5, 6, 7, 8, 16, 64, 512}},
-                              {6, 3 * block_elems(t), {1, 5, 9}}};
+                              {6, 3 * block_elems(t), {1, 5, 9}},
+                              {130, 256, {16, 70}}};  // two 128-row tiles, the second of 2 rows
       for (const Shape& s : shapes) {
         const auto bits = test::random_blocks(t, s.rows, s.cols, 3 + static_cast<uint32_t>(t) + static_cast<uint32_t>(s.cols), kScale);
         const auto wv = cpu_values(t, bits, s.rows, s.cols);

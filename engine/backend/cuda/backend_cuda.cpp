@@ -27,6 +27,7 @@ CudaBackend::CudaBackend(const CudaBackendOptions& opts) : impl_(std::make_uniqu
                           std::to_string(n_devices) + " found)");
   impl_->device = opts.device;
   impl_->weights = opts.weights;
+  impl_->quant_gemm = opts.quant_gemm;
   CUDA_CHECK(cudaSetDevice(opts.device));
   CUDA_CHECK(cudaStreamCreateWithFlags(&impl_->stream, cudaStreamNonBlocking));
   CUBLAS_CHECK(cublasCreate(&impl_->cublas));
@@ -180,9 +181,10 @@ void CudaBackend::init_kv_cache(const KvCacheConfig& cfg) {
   CUDA_CHECK(cudaMalloc(&m.v_pool, v_bytes));
   CUDA_CHECK(cudaMemsetAsync(m.k_pool, 0, k_bytes, m.stream));
   CUDA_CHECK(cudaMemsetAsync(m.v_pool, 0, v_bytes, m.stream));
-  spdlog::info("CUDA backend: the weights take {:.1f} MiB on the device ({} mode{})",
+  spdlog::info("CUDA backend: the weights take {:.1f} MiB on the device ({} mode{}{})",
                static_cast<double>(m.weight_bytes) / (1024.0 * 1024.0),
                cuda_weights_name(m.weights),
+               m.weights == CudaWeights::Bf16 ? "" : m.quant_gemm == QuantGemm::Mma ? ", tensor-core GEMM" : ", cuBLAS GEMM",
                m.wq_scratch.bytes ? fmt::format(", plus a {:.1f} MiB bf16 scratch for one matrix",
                                                 static_cast<double>(m.wq_scratch.bytes) / (1024.0 * 1024.0))
                                   : std::string());

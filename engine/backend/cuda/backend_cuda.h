@@ -5,8 +5,10 @@
 //   backend_cuda_quant.cpp): up to kQuantGemvMaxRows activation rows multiply them directly,
 //   with activations quantized to int8 once per input (matmul_same_x) and dp4a (kernels/cuda/gemv_dp4a.cu,
 //   the CPU's int8 scheme) or, with CudaWeights::QuantizedF32, f32 activations and FMA
-//   (kernels/cuda/gemv_quant.cu, exact products); more rows dequantize the matrix into one
-//   bf16 scratch sized at load for the largest matrix and run the bf16 cuBLAS GEMM from it.
+//   (kernels/cuda/gemv_quant.cu, exact products); more rows run a tensor-core GEMM that
+//   decodes tiles of the blocks into shared memory as bf16 (kernels/cuda/gemm_quant_mma.cu),
+//   or with QuantGemm::DequantCublas dequantize the matrix into one bf16 scratch sized at load
+//   for the largest matrix and run the bf16 cuBLAS GEMM from it.
 //   CudaWeights::Bf16 (and F16 / BF16 matrices always) convert to bf16 on upload, dequantizing
 //   on the device. F32 matrices stay F32 (exact products as on the CPU, for twice bf16's
 //   memory: F32 files are small models and tests); 1-D weights (norms, biases: rows == 1)
@@ -30,8 +32,8 @@
 //   with file:line; bad arguments throw std::invalid_argument.
 // - Batch invariance: every custom kernel computes a row the same way whatever the batch (the
 //   decode attention's splits depend only on the row's own context; gemv_quant gives a row the
-//   same bits at any n <= kQuantGemvMaxRows), but the GEMVs hand over to cuBLAS above their row
-//   limits and cuBLAS may choose a different GEMM algorithm for a different number of rows, so
+//   same bits at any n <= kQuantGemvMaxRows), but the GEMVs hand over to a GEMM (cuBLAS, or the
+//   quantized tensor-core GEMM, whose f32 sums differ from the GEMVs') above their row limits and cuBLAS may choose a different GEMM algorithm for a different number of rows, so
 //   logits can differ in the last bits between batch sizes. Not yet addressed.
 // What has been verified where is docs/cuda.md's to say.
 #pragma once
@@ -68,9 +70,25 @@ inline const char* cuda_weights_name(CudaWeights w) {
   return w == CudaWeights::Quantized ? "quantized" : w == CudaWeights::QuantizedF32 ? "quantized-f32" : "bf16";
 }
 
+// How a matmul of quantized weights with more than kQuantGemvMaxRows activation rows (prefill,
+// large decode batches) runs: the tensor-core GEMM reading the blocks (kernels/cuda/
+// gemm_quant_mma.cu), or by dequantizing the whole matrix into a bf16 scratch (sized at load
+// for the largest matrix) for a cuBLAS GEMM, the earlier path, kept for comparison.
+enum class QuantGemm { Mma, DequantCublas };
+
+// "mma" or "cublas" (the --cuda-quant-gemm flag); throws
+// std::invalid_argument naming `flag`.
+inline QuantGemm parse_quant_gemm(const std::string& s, const char* flag) {
+  if (s == "mma") return QuantGemm::Mma;
+  if (s == "cublas") return QuantGemm::DequantCublas;
+  throw std::invalid_argument(std::string(flag) + " must be mma or cublas, got '" + s + "'");
+}
+inline const char* quant_gemm_name(QuantGemm g) { return g == QuantGemm::Mma ? "mma" : "cublas"; }
+
 struct CudaBackendOptions {
   int device = 0;  // CUDA device ordinal
   CudaWeights weights = CudaWeights::Quantized;
+  QuantGemm quant_gemm = QuantGemm::Mma;  // quantized modes, more than kQuantGemvMaxRows rows
   // Record decode-only steps as CUDA graphs and replay them (cuda_graphs.h). Off by default.
   // (cuBLAS always gets a fixed 32 MiB workspace, as capture requires, so both settings run
   // the same GEMMs.)

@@ -104,9 +104,11 @@ struct CudaBackend::Impl {
   std::vector<void*> owned;  // weights and activations, freed with the backend
   std::set<GgmlType> logged_dequant;
   CudaWeights weights = CudaWeights::Quantized;  // CudaBackendOptions::weights
+  QuantGemm quant_gemm = QuantGemm::Mma;         // CudaBackendOptions::quant_gemm
   size_t weight_bytes = 0;  // device bytes of everything upload_weight / upload_weight_f32 made
-  // Quantized mode: the bf16 copy of one quantized matrix that a GEMM of more than
-  // kQuantGemvMaxRows rows reads (reused by every such GEMM), sized at upload for the largest.
+  // Quantized modes with QuantGemm::DequantCublas: the bf16 copy of one quantized matrix that a
+  // GEMM of more than kQuantGemvMaxRows rows reads (reused by every such GEMM), sized at upload
+  // for the largest. Never allocated with QuantGemm::Mma.
   DeviceScratch wq_scratch;
 
   // KV cache: K and V pools of [n_layers][num_blocks][block_size][n_kv_heads] head rows, each

@@ -7,7 +7,8 @@
 // kQuantGemvMaxRows rows run as one grouped dp4a launch per count c and matrix (a decode step
 // of a 128-expert model touches tens of experts per layer: a few launches instead of one per
 // expert and matrix); an expert with more rows, or a weight type the GEMV lacks, takes matmul
-// on its slice of the stacked matrix (the scratch + cuBLAS path, or bf16 mode's kernels).
+// on its slice of the stacked matrix (the tensor-core GEMM, or with QuantGemm::DequantCublas the
+// scratch + cuBLAS path, or bf16 mode's kernels).
 #include <cstring>
 
 #include "engine/backend/cuda/backend_cuda_impl.h"

@@ -5,13 +5,16 @@
 //   quantize_acts_q8 (Quantized; the CPU backend's int8 scheme), or gemv_quant on f32 x
 //   (QuantizedF32). x is quantized once per matmul_same_x call, so a layer's q/k/v (and its
 //   gate/up) share one quantization launch;
-// - more rows (prefill, large decode batches): the matrix is dequantized into wq_scratch, one
+// - more rows (prefill, large decode batches): by default (QuantGemm::Mma) gemm_quant_mma, a
+//   tensor-core GEMM that decodes tiles of the blocks into shared memory as bf16 and rounds x
+//   to bf16 on the way in (the same inputs as the bf16 path): no bf16 copy of any matrix. With
+//   QuantGemm::DequantCublas (for comparison) the matrix is dequantized into wq_scratch, one
 //   bf16 buffer reused by every such GEMM and sized at upload for the largest matrix (so it is
 //   allocated before the KV cache is planned, never during a graph capture), then the bf16
-//   cuBLAS GEMM runs as in bf16 mode. No full-model bf16 copy exists at any time; the cost is
-//   one extra write and read of the matrix in bf16 per GEMM, small beside the GEMM's work at
-//   these sizes (not yet measured on a GPU; tiles dequantized into shared memory feeding MMA
-//   would avoid it).
+//   cuBLAS GEMM runs as in bf16 mode: one extra write and read of the matrix per GEMM and a
+//   scratch as large as the largest matrix (the output matrix: 1 GiB for llama3-8b). Which is
+//   faster at which row count is not yet measured on a GPU (scripts/gpu-check.sh lease runs
+//   both at 512 and 2,048 tokens).
 #include "engine/backend/cuda/backend_cuda_impl.h"
 
 namespace pagoda {
@@ -26,10 +29,10 @@ Tensor CudaBackend::upload_quantized(const void* host_data, GgmlType type, int64
   Tensor out{m.device_alloc(bytes), type, rows, cols};
   CUDA_CHECK(cudaMemcpyAsync(out.data, host_data, bytes, cudaMemcpyHostToDevice, m.stream));
   m.weight_bytes += bytes;
-  // The scratch a larger-batch GEMM dequantizes this matrix into: grown to exactly the largest
-  // matrix, here at load where allocating is allowed.
+  // The scratch a larger-batch cuBLAS GEMM dequantizes this matrix into: grown to exactly the
+  // largest matrix, here at load where allocating is allowed.
   const size_t scratch = static_cast<size_t>(rows * cols) * 2;
-  if (scratch > m.wq_scratch.bytes) {
+  if (m.quant_gemm == QuantGemm::DequantCublas && scratch > m.wq_scratch.bytes) {
     CUDA_CHECK(cudaStreamSynchronize(m.stream));
     if (m.wq_scratch.ptr) CUDA_CHECK(cudaFree(m.wq_scratch.ptr));
     m.wq_scratch.ptr = nullptr;
@@ -83,10 +86,16 @@ void CudaBackend::matmul_same_x(const Tensor* const* w, int count, const Tensor&
   }
 }
 
-// The quantized matmul past the int8 GEMV: the f32-activation GEMV, else the scratch + cuBLAS.
+// The quantized matmul past the int8 GEMV: the f32-activation GEMV, else the tensor-core GEMM
+// (or the scratch + cuBLAS).
 void CudaBackend::matmul_quant_rest(const Tensor& w, const Tensor& x, Tensor& out, int64_t n) {
   Impl& m = *impl_;
   if (cuda::gemv_quant(w.data, w.type, f32(x), f32(out), n, w.rows, w.cols, x.cols, out.cols, m.s())) return;
+  if (m.quant_gemm == QuantGemm::Mma) {
+    require(cuda::gemm_quant_mma(w.data, w.type, f32(x), f32(out), n, w.rows, w.cols, x.cols, out.cols, m.s()),
+            "matmul: the quantized GEMM cannot take this shape");
+    return;
+  }
   const size_t need = static_cast<size_t>(w.rows * w.cols) * 2;
   require(need <= m.wq_scratch.bytes, "matmul: quantized matrix larger than any uploaded one");
   cuda::dequantize_to_bf16(w.data, w.type, w.rows * w.cols, m.wq_scratch.ptr, m.s());

@@ -2,7 +2,9 @@
 // gen.py) on a machine without a GPU. Every CUDA thread of a block is a fiber (its own stack,
 // switched cooperatively on the launching OS thread: emu_runtime.cpp); blocks of a launch run
 // one after another; __syncthreads is a barrier over the block's threads that have not exited,
-// warp shuffles go through a per-thread exchange buffer and a warp barrier; a block whose
+// warp shuffles go through a per-thread exchange buffer and a warp barrier, as do the
+// tensor-core instructions of kernels/cuda/mma.cuh (emu_mma.cpp: mma.sync m16n8k16 bf16 and
+// ldmatrix x4, with the hardware's per-lane fragment placement); a block whose
 // threads wait at different barriers is reported as a deadlock (an exception) instead of
 // hanging; "__shared__" variables become function statics (shared by the block's threads,
 // reused by the next block). It checks indexing, synchronisation structure, arithmetic and each launch's configuration against the hardware
@@ -15,10 +17,13 @@
 // synchronising calls (stream/event/device sync, malloc/free, plain cudaMemcpy) fail then, as
 // the real runtime refuses them during a capture.
 #pragma once
+// Kernel headers pick the emulator's versions of instructions g++ cannot compile (mma.cuh).
+#define PAGODA_CUDA_EMU 1
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 #include <algorithm>
+#include <cstdint>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -54,6 +59,14 @@ inline float shfl_xor(float v, int off) {
   warp_sync();
   return r;
 }
+// Per-thread words for warp-collective operations that exchange more than one float
+// (kWordSlots per thread of the block).
+constexpr int kWordSlots = 16;
+uint32_t* word_slots();
+// The tensor-core instructions of kernels/cuda/mma.cuh (emu_mma.cpp), warp-collective with the
+// PTX ISA's fragment placement.
+void mma_bf16_m16n8k16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]);
+void ldmatrix_x4(uint32_t (&r)[4], const void* row);
 struct Cfg { dim3 grid, block; size_t smem; };
 
 // Dynamic shared memory limits each kernel was opted into with

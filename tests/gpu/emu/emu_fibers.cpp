@@ -6,10 +6,13 @@
 // threads once every thread that has not exited arrived (exited threads count as arrived, as on
 // the hardware for whole warps); warp barriers the same over a warp. A block whose live threads
 // all wait without any barrier being able to complete is a deadlock: reported as an exception.
-// Launches are serialized (one block at a time, process-wide). Between barriers, the threads of
-// a block run one after the other in index order, or in reverse with PAGODA_EMU_REVERSE=1:
-// a missing __syncthreads shows up as a deterministic wrong result when a thread reads what a
-// thread later in that order writes (run both orders to catch it either way).
+// Launches are serialized (one block at a time, process-wide). Between block barriers, the
+// warps of a block run one after the other in index order (each warp's threads one after the
+// other between its warp barriers, in index order), or all in reverse with
+// PAGODA_EMU_REVERSE=1: a missing __syncthreads shows up as a deterministic wrong result when a
+// thread reads what a thread later in that order writes (run both orders to catch it either
+// way), also when the warps meet at warp-collective operations (shuffles, mma.sync, ldmatrix)
+// in between, since a warp runs on to its next block barrier before the next warp starts.
 #include <sys/mman.h>
 
 #include <cstdlib>
@@ -78,6 +81,7 @@ struct Block {
   Barrier block;
   std::vector<Barrier> warps;
   std::vector<float> xchg;
+  std::vector<uint32_t> words;  // kWordSlots per thread (word_slots)
   int current = -1;
   void* scheduler_sp = nullptr;
   uint64_t progress = 0;  // barrier completions and exits
@@ -169,23 +173,32 @@ void run_block(int n) {
     const char* e = std::getenv("PAGODA_EMU_REVERSE");
     return e && std::string(e) == "1";
   }();
+  // Warp by warp: each warp runs until all its live threads wait at a barrier that cannot
+  // complete yet (in practice the block barrier), before the next warp starts, so warps drift
+  // as far apart as the block barriers allow (warp barriers and shuffles keep a warp's lanes
+  // together, not the warps).
+  const int n_warps = (n + 31) / 32;
   int live = n;
   while (live > 0) {
     const uint64_t before = b.progress;
-    live = 0;
-    for (int i = 0; i < n; ++i) {
-      const int t = reverse ? n - 1 - i : i;
-      Fiber& f = b.fibers[static_cast<size_t>(t)];
-      if (f.done) continue;
-      if (f.waiting && f.waiting->generation == f.waiting_gen) {
-        ++live;
-        continue;
+    for (int wi = 0; wi < n_warps; ++wi) {
+      const int w = reverse ? n_warps - 1 - wi : wi;
+      const int lanes = std::min(32, n - 32 * w);
+      for (bool ran = true; ran;) {
+        ran = false;
+        for (int i = 0; i < lanes; ++i) {
+          const int t = 32 * w + (reverse ? lanes - 1 - i : i);
+          Fiber& f = b.fibers[static_cast<size_t>(t)];
+          if (f.done || (f.waiting && f.waiting->generation == f.waiting_gen)) continue;
+          b.current = t;
+          t_threadIdx = f.idx;
+          emu_fiber_switch(&b.scheduler_sp, f.sp);
+          ran = true;
+        }
       }
-      b.current = t;
-      t_threadIdx = f.idx;
-      emu_fiber_switch(&b.scheduler_sp, f.sp);
-      if (!f.done) ++live;
     }
+    live = 0;
+    for (int t = 0; t < n; ++t) live += !b.fibers[static_cast<size_t>(t)].done;
     b.current = -1;
     if (b.error) std::rethrow_exception(b.error);
     if (live > 0 && b.progress == before)
@@ -201,6 +214,7 @@ void run_block(int n) {
 void syncthreads() { arrive_and_wait(g_block.block); }
 void warp_sync() { arrive_and_wait(g_block.warps[static_cast<size_t>(flat_tid() / 32)]); }
 float* shuffle_slots() { return g_block.xchg.data(); }
+uint32_t* word_slots() { return g_block.words.data(); }
 
 void run_grid(const Cfg& c, const std::function<void()>& thread_body) {
   std::lock_guard<std::mutex> lock(g_launch_mu);
@@ -215,6 +229,7 @@ void run_grid(const Cfg& c, const std::function<void()>& thread_body) {
         dim3(t % c.block.x, (t / c.block.x) % c.block.y, t / (c.block.x * c.block.y));
   b.warps.assign(static_cast<size_t>((n + 31) / 32), Barrier{});
   b.xchg.assign(static_cast<size_t>(n), 0.0f);
+  b.words.assign(static_cast<size_t>(n) * kWordSlots, 0u);
   b.body = &thread_body;
   b.error = nullptr;
   g_blockDim = c.block;

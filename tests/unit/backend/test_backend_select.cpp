@@ -46,3 +46,11 @@ TEST_CASE("--cuda-weights names the CUDA weight mode", "[backend_select]") {
   CHECK(BackendChoice{}.cuda_weights == "quantized");
   CHECK(CudaBackendOptions{}.weights == CudaWeights::Quantized);
 }
+
+TEST_CASE("--cuda-quant-gemm names the GEMM of quantized weights over more than 8 rows", "[backend_select]") {
+  CHECK(parse_quant_gemm("mma", "--cuda-quant-gemm") == QuantGemm::Mma);
+  CHECK(parse_quant_gemm("cublas", "--cuda-quant-gemm") == QuantGemm::DequantCublas);
+  CHECK_THROWS_WITH(parse_quant_gemm("scratch", "--cuda-quant-gemm"), Catch::Contains("mma or cublas"));
+  CHECK(BackendChoice{}.cuda_quant_gemm == "mma");
+  CHECK(CudaBackendOptions{}.quant_gemm == QuantGemm::Mma);
+}

@@ -79,25 +79,13 @@ for run in $(seq 1 "$RUNS"); do
   done
 done
 
-$PY - "$work" "$RUNS" <<'PYEOF'
+PYTHONPATH="$(dirname "$0")" $PY - "$work" "$RUNS" <<'PYEOF'
 import json, statistics, sys
+from bench_json import run_summary
 work, runs = sys.argv[1], int(sys.argv[2])
-def summary(path):
-    def find(o):
-        if isinstance(o, dict):
-            if "output_throughput" in o:
-                return o
-            o = list(o.values())
-        if isinstance(o, list):
-            for v in o:
-                r = find(v)
-                if r:
-                    return r
-        return None
-    return find(json.load(open(path)))
 rows = {}
 for mode in ("on", "off"):
-    s = [summary(f"{work}/{mode}-{r}.json") for r in range(1, runs + 1)]
+    s = [run_summary(f"{work}/{mode}-{r}.json") for r in range(1, runs + 1)]
     steps = [list(map(int, open(f"{work}/{mode}-{r}.steps").read().split())) for r in range(1, runs + 1)]
     tput = [x["output_throughput"] for x in s]
     lat = [x["e2e_s"]["p50"] for x in s]

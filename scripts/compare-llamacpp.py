@@ -17,14 +17,12 @@ dim 256, window 32 (the prompts and continuations run past it); phi3 with LongRo
 window 64; both with the built-in byte-level vocabulary. Exit status 1 when any prompt diverges.
 """
 import argparse
-import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
+
+from loopback import free_port, post, wait_ready
 
 PROMPTS = [
     "Once upon a time",
@@ -48,34 +46,6 @@ MODELS = {
     "phi3": ["--arch", "phi3", "--layers", "4", "--dim", "256", "--ff", "512", "--heads", "4",
              "--kv-heads", "4", "--sliding-window", "64", "--rope-freqs", "longrope", "--ctx", "4096"],
 }
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def post(port, path, body, timeout=600):
-    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=timeout) as r:
-        return json.loads(r.read())
-
-
-def wait_ready(port, proc, what, limit_s=300):
-    deadline = time.time() + limit_s
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"{what} exited with status {proc.returncode}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as r:
-                if r.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(0.5)
-    raise RuntimeError(f"{what} not ready after {limit_s} s")
 
 
 def utf8_complete_len(b):

@@ -19,12 +19,11 @@ import json
 import math
 import os
 import random
-import socket
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
+
+from loopback import free_port, post, wait_ready
 
 TEXTS = [
     "hello world",
@@ -50,34 +49,6 @@ MODELS = {  # name: make-model flags
 RERANKERS = {"xlm-roberta-rank": ["--arch", "xlm-roberta", "--pooling", "rank"],
              "bert-rank": ["--arch", "bert", "--pooling", "rank"]}
 SHAPE = ["--layers", "2", "--dim", "64", "--ff", "128", "--heads", "4", "--ctx", "256", "--type", "f32"]
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def post(port, path, body, timeout=300):
-    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=timeout) as r:
-        return json.loads(r.read())
-
-
-def wait_ready(port, proc, what, limit_s=120):
-    deadline = time.time() + limit_s
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"{what} exited with status {proc.returncode}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as r:
-                if r.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(0.3)
-    raise RuntimeError(f"{what} not ready after {limit_s} s")
 
 
 class Server:

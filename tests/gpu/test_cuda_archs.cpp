@@ -198,6 +198,11 @@ Outcome compare(const gguf::GgufFile& file, GgmlType kv_type, int steps, float t
 // the tolerance on every row. There the median must hold, at most a quarter of the rows may
 // exceed the tolerance and at most 2% of the greedy rows may disagree on the argmax (still
 // enough to catch a wrong gather or combine, which spoils nearly every row).
+// Quantized weights: the GPU's prefill multiplies bf16-rounded weights and activations where
+// the CPU sums int8 activations, so an activation on an int8 rounding boundary can land one
+// quantum apart on the two; on a dim-64 model that moves a row past 6% now and then (MoE with
+// every expert used, q5_0: 1 row of 201 at 9%, before and after the grouped expert GEMV): up
+// to 1% of the rows may exceed the tolerance there.
 // `what` names the model in the message; `routed`: a top-k MoE (see above).
 void check_file(const gguf::GgufFile& file, const std::string& what, bool exact_weights, bool routed, GgmlType kv_type,
                 int steps) {
@@ -213,7 +218,7 @@ void check_file(const gguf::GgufFile& file, const std::string& what, bool exact_
             << rows << " rows over " << tol << "; " << o.near_ties << " near-ties, "
             << o.disagreements << " argmax disagreements in " << o.compared << " greedy rows");
   CHECK(median < tol / 2);
-  CHECK(over <= (routed ? rows / 4 : 0));
+  CHECK(over <= (routed ? rows / 4 : exact_weights ? 0 : rows / 100));
   CHECK(o.disagreements <= (routed ? o.compared / 50 : 0));
   CHECK(o.compared == 3 * steps + 3);
   CHECK(o.near_ties * 2 <= o.compared);  // otherwise the model is too flat to mean much

@@ -187,6 +187,9 @@ class CudaBackend final : public Backend {
   Tensor upload_quantized(const void* host_data, GgmlType type, int64_t rows, int64_t cols);
   void matmul_quant(const Tensor& w, const Tensor& x, Tensor& out, int64_t n);
   void matmul_quant_rest(const Tensor& w, const Tensor& x, Tensor& out, int64_t n);
+  // Rows 0..n-1 of x (F32, x.cols % 32 == 0) as int8 blocks in q8_x (q8_acts_layout(n, x.cols)),
+  // for gemv_quant_dp4a and its grouped form.
+  const void* quantize_acts(const Tensor& x, int64_t n);
   // out[n, rows] = x[n, cols] W^T through cuBLAS: W bf16 [rows, cols] at w, xb bf16 [n, cols].
   void gemm_bf16(const void* w, int64_t rows, int64_t cols, const void* xb, Tensor& out, int64_t n);
   // upload_weight of everything but F32 matrices: a bf16 matrix, or an F32 vector.

@@ -107,9 +107,7 @@ void CudaBackend::moe_ffn(const ExpertWeights& w, const Tensor& x, const int32_t
                                   int64_t per) {
     bool done[kMax + 1] = {};
     if (grouped && bucket[kMax + 1] > 0) {
-      const cuda::Q8ActsLayout L = cuda::q8_acts_layout(rows, src.cols);
-      void* acts = m.q8_x.get(L.bytes, m.stream);
-      cuda::quantize_acts_q8(f32(src), rows, src.cols, src.cols, acts, m.s());
+      const void* acts = quantize_acts(src, rows);
       for (int c = 1; c <= kMax; ++c) {
         const int groups = bucket[c + 1] - bucket[c];
         if (groups == 0) continue;

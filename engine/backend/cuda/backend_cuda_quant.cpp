@@ -51,9 +51,7 @@ Tensor CudaBackend::upload_quantized(const void* host_data, GgmlType type, int64
 void CudaBackend::matmul_quant(const Tensor& w, const Tensor& x, Tensor& out, int64_t n) {
   Impl& m = *impl_;
   if (n <= cuda::kQuantGemvMaxRows && m.weights == CudaWeights::Quantized) {
-    const cuda::Q8ActsLayout L = cuda::q8_acts_layout(n, w.cols);
-    void* acts = m.q8_x.get(L.bytes, m.stream);
-    cuda::quantize_acts_q8(f32(x), n, w.cols, x.cols, acts, m.s());
+    const void* acts = quantize_acts(x, n);
     if (cuda::gemv_quant_dp4a(w.data, w.type, acts, f32(out), n, w.rows, w.cols, out.cols, m.s())) return;
   }
   matmul_quant_rest(w, x, out, n);
@@ -67,23 +65,27 @@ void CudaBackend::matmul_same_x(const Tensor* const* w, int count, const Tensor&
   }
   // x quantized once (every matrix here reads all x.cols columns); a matrix the int8 GEMV does
   // not take (F32, bf16, a shape it refuses) runs as matmul would run it.
-  void* acts = nullptr;
+  const void* acts = nullptr;
   for (int j = 0; j < count; ++j) {
     const Tensor& wj = *w[j];
     Tensor& oj = *out[j];
     require(x.cols == wj.cols && oj.cols == wj.rows && n <= x.rows && n <= oj.rows, "matmul: shape mismatch");
     if (cuda::is_device_quant_type(wj.type)) {
-      if (!acts) {
-        const cuda::Q8ActsLayout L = cuda::q8_acts_layout(n, x.cols);
-        acts = m.q8_x.get(L.bytes, m.stream);
-        cuda::quantize_acts_q8(f32(x), n, x.cols, x.cols, acts, m.s());
-      }
+      if (!acts) acts = quantize_acts(x, n);
       if (cuda::gemv_quant_dp4a(wj.data, wj.type, acts, f32(oj), n, wj.rows, wj.cols, oj.cols, m.s())) continue;
       matmul_quant_rest(wj, x, oj, n);
     } else {
       matmul(wj, x, oj, n);
     }
   }
+}
+
+const void* CudaBackend::quantize_acts(const Tensor& x, int64_t n) {
+  Impl& m = *impl_;
+  const cuda::Q8ActsLayout L = cuda::q8_acts_layout(n, x.cols);
+  void* acts = m.q8_x.get(L.bytes, m.stream);
+  cuda::quantize_acts_q8(f32(x), n, x.cols, x.cols, acts, m.s());
+  return acts;
 }
 
 // The quantized matmul past the int8 GEMV: the f32-activation GEMV, else the tensor-core GEMM

@@ -160,9 +160,8 @@ void matmul(ThreadPool& pool, GgmlType wtype, const void* w, int64_t out_feature
 }
 
 namespace {
-// Both matmul entry points: `packed` says w is in the decode layout (weight_pack.h), which only
-// the AVX2 kernels read (the decode kernels directly, the prefill tile through
-// unpack_packed_tile_avx2).
+// Both matmul entry points: `packed` says w is in the decode layout that level `isa` reads
+// (weight_pack.h: Tiles8 for AVX2, Rows16 for AVX-512).
 void run_matmul(ThreadPool& pool, CpuIsa isa, GgmlType wtype, const void* w, int64_t out_features,
                 int64_t in_features, const float* x, int64_t n, float* out, bool packed) {
   if (!matmul_supports(wtype))
@@ -229,6 +228,11 @@ void run_matmul(ThreadPool& pool, CpuIsa isa, GgmlType wtype, const void* w, int
     if (n * in_features <= 16384) quantize_rows(0, n, 0);
     else pool.parallel_for(n, quantize_rows);
     if (decode) detail::prepare_decode_terms(wtype, a.acts, n);
+    if (isa == CpuIsa::Avx512 && packed && decode) {
+      panelbuf = aligned_bytes(static_cast<size_t>(detail::rows16_decode_panel_bytes(n, in_features)));
+      detail::pack_rows16_decode_panel(a.acts, n, panelbuf.get());
+      a.decode_panel = panelbuf.get();
+    }
     if (isa == CpuIsa::Avx512 && n > detail::kFewRowsMax) {
       panelbuf = aligned_bytes(static_cast<size_t>(detail::activation_panel_bytes(n, in_features)));
       a.panel = panelbuf.get();
@@ -290,15 +294,16 @@ void matmul(ThreadPool& pool, const PackedWeight& w, const float* x, int64_t n, 
 }
 
 void matmul(ThreadPool& pool, CpuIsa isa, const PackedWeight& w, const float* x, int64_t n, float* out) {
-  const bool use_packed = isa == CpuIsa::Avx2;
+  const bool use_packed = isa == decode_layout_isa(w.layout);
   run_matmul(pool, isa, w.type, use_packed ? w.bytes.get() : w.source, w.rows, w.cols, x, n, out, use_packed);
 }
 
-void matmul_decode_layout(ThreadPool& pool, GgmlType wtype, const void* w, int64_t out_features, int64_t in_features,
-                          const float* x, int64_t n, float* out) {
-  if (!cpu_supports(CpuIsa::Avx2))
-    throw std::invalid_argument("matmul_decode_layout: the decode layout needs the AVX2 kernels");
-  run_matmul(pool, CpuIsa::Avx2, wtype, w, out_features, in_features, x, n, out, true);
+void matmul_decode_layout(ThreadPool& pool, DecodeLayout layout, GgmlType wtype, const void* w, int64_t out_features,
+                          int64_t in_features, const float* x, int64_t n, float* out) {
+  const CpuIsa isa = decode_layout_isa(layout);
+  if (!cpu_supports(isa))
+    throw std::invalid_argument(std::string("matmul_decode_layout: the layout needs the ") + cpu_isa_name(isa) + " kernels");
+  run_matmul(pool, isa, wtype, w, out_features, in_features, x, n, out, true);
 }
 
 }  // namespace pagoda::cpu

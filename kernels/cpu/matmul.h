@@ -32,6 +32,7 @@
 namespace pagoda::cpu {
 
 struct PackedWeight;
+enum class DecodeLayout : uint8_t;
 
 // True when matmul handles weights of type t: F32, F16, BF16 and the quantized types above.
 bool matmul_supports(GgmlType t);
@@ -62,16 +63,17 @@ bool bf16_dot_products();
 void matmul(ThreadPool& pool, CpuIsa isa, GgmlType wtype, const void* w, int64_t out_features,
             int64_t in_features, const float* x, int64_t n, float* out);
 
-// Weights packed for decode (weight_pack.h): the AVX2 kernels read w's packed bytes at any n
-// (prefill tiles unpack them), the other ISA levels read w.source; the results are
-// bit-identical to matmul on w.source.
+// Weights packed for decode (weight_pack.h): the level that reads w.layout (AVX2 for Tiles8,
+// AVX-512 for Rows16) reads w's packed bytes at any n (prefill tiles are made from them), the
+// other ISA levels read w.source; the results are bit-identical to matmul on w.source.
 void matmul(ThreadPool& pool, const PackedWeight& w, const float* x, int64_t n, float* out);
 void matmul(ThreadPool& pool, CpuIsa isa, const PackedWeight& w, const float* x, int64_t n, float* out);
-// Weights in the decode layout given by their bytes alone: a PackedWeight's, or rows
-// [8g, 8g + out_features) of them with out_features a multiple of 8 (one expert's slice of
-// stacked experts: a slice of whole groups is a packed matrix itself). Only the AVX2 level reads
-// that layout; throws std::invalid_argument on a CPU without it.
-void matmul_decode_layout(ThreadPool& pool, GgmlType wtype, const void* w, int64_t out_features, int64_t in_features,
-                          const float* x, int64_t n, float* out);
+// Weights in decode layout `layout` given by their bytes alone: a PackedWeight's, or rows
+// [g * R, g * R + out_features) of them with out_features a multiple of R =
+// decode_layout_rows(layout) (one expert's slice of stacked experts: a slice of whole groups is a
+// packed matrix itself). Runs the level that reads the layout (decode_layout_isa); throws
+// std::invalid_argument on a CPU without it.
+void matmul_decode_layout(ThreadPool& pool, DecodeLayout layout, GgmlType wtype, const void* w, int64_t out_features,
+                          int64_t in_features, const float* x, int64_t n, float* out);
 
 }  // namespace pagoda::cpu

@@ -78,11 +78,23 @@ struct MatmulArgs {
   // Quantized activations re-laid for the AVX-512 prefill micro-kernel (n > kFewRowsMax):
   // see pack_activation_panels_avx512.
   const uint8_t* panel = nullptr;
-  // w is in the decode layout of weight_pack.h (decode_pack_supported types, AVX2 level): the
-  // decode kernels read it directly (matmul_packed_avx2), the prefill tile through
-  // unpack_packed_tile_avx2, and the rows past the last group of 8 are GGML rows as usual.
+  // w is in the decode layout (weight_pack.h) of the level that runs: Tiles8 at AVX2 (the decode
+  // kernels read it directly, matmul_packed_avx2, the prefill tile through
+  // unpack_packed_tile_avx2), Rows16 at AVX-512 (Q8_0: the decode kernel reads it with
+  // decode_panel, the prefill tile copies it); the rows past the last full group are GGML rows.
   bool packed = false;
+  // Rows16 decode calls (AVX-512, packed, n <= kFewRowsMax): the activations as
+  // pack_rows16_decode_panel lays them out.
+  const uint8_t* decode_panel = nullptr;
 };
+
+// The Rows16 decode panel: per 32-element block b and activation row i of n, kRows16PanelBytes at
+// (b * n + i) * kRows16PanelBytes: the row's 32 int8 quants of the block, the chain seed
+// -128 * (their sum) as int32 (Rows16 stores quants as q + 128), and the block scale d as float.
+// One pointer per block reaches every row at a fixed offset.
+constexpr int64_t kRows16PanelBytes = 64;
+inline int64_t rows16_decode_panel_bytes(int64_t n, int64_t k) { return n * (k / 32) * kRows16PanelBytes; }
+void pack_rows16_decode_panel(const QuantActs& acts, int64_t n, uint8_t* panel);
 
 // Activation panels: rows in groups of kPanelRows; per group and 32-element block,
 // kPanelBlockBytes holding the group's int8 dwords interleaved by row, the per-type integer

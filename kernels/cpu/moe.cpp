@@ -86,9 +86,9 @@ void moe_combine(const float* y, const int32_t* place, const float* weights, int
 
 namespace {
 // One expert's matrix: its rows of the stacked matrix, GGML or decode layout.
-void expert_matmul(ThreadPool& pool, GgmlType type, bool packed, const uint8_t* w, int64_t rows, int64_t cols,
-                   const float* x, int64_t n, float* out) {
-  if (packed) matmul_decode_layout(pool, type, w, rows, cols, x, n, out);
+void expert_matmul(ThreadPool& pool, DecodeLayout layout, GgmlType type, bool packed, const uint8_t* w, int64_t rows,
+                   int64_t cols, const float* x, int64_t n, float* out) {
+  if (packed) matmul_decode_layout(pool, layout, type, w, rows, cols, x, n, out);
   else matmul(pool, type, w, rows, cols, x, n, out);
 }
 }  // namespace
@@ -120,10 +120,10 @@ void moe_ffn(ThreadPool& pool, const MoeExperts& w, const float* x, int64_t n, i
     const auto* down = static_cast<const uint8_t*>(w.down) + size_t(e) * size_t(dim) * down_row;
     float* gx = s.gate.data() + first * ff;
     float* ux = s.up.data() + first * ff;
-    expert_matmul(pool, w.gate_type, w.gate_packed, gate, ff, dim, s.xg.data() + first * dim, m, gx);
-    expert_matmul(pool, w.up_type, w.up_packed, up, ff, dim, s.xg.data() + first * dim, m, ux);
+    expert_matmul(pool, w.layout, w.gate_type, w.gate_packed, gate, ff, dim, s.xg.data() + first * dim, m, gx);
+    expert_matmul(pool, w.layout, w.up_type, w.up_packed, up, ff, dim, s.xg.data() + first * dim, m, ux);
     for (int64_t r = 0; r < m; ++r) silu_mul_row(gx + r * ff, ux + r * ff, gx + r * ff, ff);
-    expert_matmul(pool, w.down_type, w.down_packed, down, dim, ff, gx, m, s.y.data() + first * dim);
+    expert_matmul(pool, w.layout, w.down_type, w.down_packed, down, dim, ff, gx, m, s.y.data() + first * dim);
   }
   moe_combine(s.y.data(), g.place.data(), weights, k, shared, shared_weights, n, dim, out);
 }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/cpu/thread_pool.h"
+#include "kernels/cpu/weight_pack.h"
 #include "kernels/ggml_type.h"
 
 namespace pagoda::cpu {
@@ -42,9 +43,11 @@ struct MoeExperts {
   const void* up = nullptr;
   const void* down = nullptr;
   GgmlType gate_type = GgmlType::F32, up_type = GgmlType::F32, down_type = GgmlType::F32;
-  // Which of them are in the decode layout (weight_pack.h; AVX2 only): expert e's rows are then
-  // a packed matrix of their own, ff (gate, up) or dim (down) being a multiple of 8.
+  // Which of them are in decode layout `layout` (weight_pack.h; one host packs every matrix in
+  // its level's layout): expert e's rows are then a packed matrix of their own, ff (gate, up) or
+  // dim (down) being a multiple of the layout's group rows.
   bool gate_packed = false, up_packed = false, down_packed = false;
+  DecodeLayout layout = DecodeLayout::Tiles8;
   int n_experts = 0;
   int64_t dim = 0;
   int64_t ff = 0;

@@ -576,7 +576,9 @@ void move_matrix(GgmlType t, int64_t rows, int64_t cols, uint8_t* ggml, uint8_t*
 
 }  // namespace
 
-bool decode_pack_supported(GgmlType t, int64_t rows, int64_t cols) {
+bool decode_pack_supported(GgmlType t, int64_t rows, int64_t cols, DecodeLayout l) {
+  if (l == DecodeLayout::Rows16)
+    return t == GgmlType::Q8_0 && rows >= static_cast<int64_t>(kRows16Rows) && cols > 0 && cols % 64 == 0;
   switch (t) {
     case GgmlType::Q4_0: case GgmlType::Q4_1: case GgmlType::Q5_0: case GgmlType::Q5_1: case GgmlType::IQ4_NL:
     case GgmlType::Q8_0: case GgmlType::Q2_K: case GgmlType::Q3_K: case GgmlType::Q4_K: case GgmlType::Q5_K:
@@ -585,25 +587,32 @@ bool decode_pack_supported(GgmlType t, int64_t rows, int64_t cols) {
   }
 }
 
-bool decode_pack_useful(CpuIsa isa, GgmlType t, int64_t rows, int64_t cols) {
-  return isa == CpuIsa::Avx2 && decode_pack_supported(t, rows, cols);
+std::optional<DecodeLayout> decode_layout_for(CpuIsa isa, GgmlType t, int64_t rows, int64_t cols) {
+  for (DecodeLayout l : {DecodeLayout::Tiles8, DecodeLayout::Rows16})
+    if (decode_layout_isa(l) == isa && decode_pack_supported(t, rows, cols, l)) return l;
+  return std::nullopt;
 }
 
-PackedWeight pack_for_decode(GgmlType t, const void* w, int64_t rows, int64_t cols, ThreadPool* pool) {
-  if (!decode_pack_supported(t, rows, cols))
-    throw std::invalid_argument(std::string("pack_for_decode: no decode layout for ") + ggml_type_info(t).name + " " +
-                                std::to_string(rows) + " x " + std::to_string(cols));
+PackedWeight pack_for_decode(GgmlType t, const void* w, int64_t rows, int64_t cols, ThreadPool* pool, DecodeLayout l) {
+  if (!decode_pack_supported(t, rows, cols, l))
+    throw std::invalid_argument(std::string("pack_for_decode: no ") + (l == DecodeLayout::Rows16 ? "Rows16" : "Tiles8") +
+                                " layout for " + ggml_type_info(t).name + " " + std::to_string(rows) + " x " +
+                                std::to_string(cols));
   PackedWeight p;
-  p.type = t, p.rows = rows, p.cols = cols, p.source = w;
+  p.layout = l, p.type = t, p.rows = rows, p.cols = cols, p.source = w;
   p.size = ggml_row_size(t, cols) * static_cast<size_t>(rows);
   p.bytes.reset(static_cast<uint8_t*>(::operator new[](p.size, std::align_val_t(64))));
-  // move_matrix only reads `ggml` when packing; the cast lets one routine serve both directions.
-  move_matrix(t, rows, cols, static_cast<uint8_t*>(const_cast<void*>(w)), p.bytes.get(), true, pool);
+  // The movers only read `ggml` when packing; the cast lets one routine serve both directions.
+  uint8_t* ggml = static_cast<uint8_t*>(const_cast<void*>(w));
+  if (l == DecodeLayout::Rows16) detail::move_matrix_rows16(rows, cols, ggml, p.bytes.get(), true, pool);
+  else move_matrix(t, rows, cols, ggml, p.bytes.get(), true, pool);
   return p;
 }
 
 void unpack_from_decode(const PackedWeight& p, void* out) {
-  move_matrix(p.type, p.rows, p.cols, static_cast<uint8_t*>(out), p.bytes.get(), false, nullptr);
+  uint8_t* ggml = static_cast<uint8_t*>(out);
+  if (p.layout == DecodeLayout::Rows16) detail::move_matrix_rows16(p.rows, p.cols, ggml, p.bytes.get(), false, nullptr);
+  else move_matrix(p.type, p.rows, p.cols, ggml, p.bytes.get(), false, nullptr);
 }
 
 }  // namespace pagoda::cpu

@@ -32,15 +32,28 @@
 // Tiles go group by group, super-blocks in order within a group; rows past the last full group
 // of 8 stay in the GGML layout at their usual offsets (o * row bytes).
 //
-// The AVX2 kernels read this layout at every batch size: the decode kernels directly, the prefill
-// tile by unpacking whole tiles (unpack_packed_tile_avx2); the scalar and AVX-512 levels read
-// `source`, the matrix in its GGML layout (see decode_pack_useful). So on AVX2 hosts the GGML
-// pages of a packed matrix go unused once it is packed (CpuBackend unmaps them).
+// The AVX2 kernels read this layout (DecodeLayout::Tiles8) at every batch size: the decode kernels
+// directly, the prefill tile by unpacking whole tiles (unpack_packed_tile_avx2).
+//
+// DecodeLayout::Rows16, Q8_0 only, read by the AVX-512 kernels: rows in groups of 16; per pair of
+// 32-element blocks (2p, 2p + 1) 1088 bytes = 16 rows x 2 GGML blocks: [0, 512) block 2p as 8
+// "registers" of 64 bytes whose bytes 4l..4l+3 are row l's quants 4c..4c+3 (register c) stored
+// as q + 128 (unsigned bytes, vpdpbusd's weight operand), [512, 1024) block 2p + 1 the same,
+// [1024, 1056) block 2p's 16 fp16 d in row order, [1056, 1088) block 2p + 1's. One vpdpbusd
+// against an activation dword broadcast to every lane advances 16 outputs by 4 products, and
+// after 8 registers lane l holds row l's block sum: no per-block reduction (the GGML layout's
+// few-rows kernels spent most of a 16-sequence decode step on those), and the AVX-512 prefill
+// tile is two copies of it. Every register sits on a cache line (cols a multiple of 64).
+//
+// Levels whose layout a PackedWeight is not read `source`, the matrix in its GGML layout (see
+// decode_layout_for), so on hosts whose level reads the copy the GGML pages of a packed matrix go
+// unused once it is packed (CpuBackend unmaps them).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/thread_pool.h"
@@ -79,7 +92,19 @@ struct PackedBytesFree {
   void operator()(uint8_t* p) const;
 };
 
+// Rows16's geometry, from here for the packing code (weight_pack_rows16.cpp) and the AVX-512
+// kernels that read it (matmul_avx512.cpp, matmul_rows_avx512.cpp).
+constexpr size_t kRows16Rows = 16;
+constexpr size_t kRows16PairBytes = 2 * kRows16Rows * 34;  // 2 blocks of 16 rows: 2 x 512 quants + 2 x 32 scales
+constexpr size_t kRows16ScaleOffset = 1024;                // the scales within a pair
+
+// The decode layouts above, and the kernel level that reads each.
+enum class DecodeLayout : uint8_t { Tiles8, Rows16 };
+constexpr int decode_layout_rows(DecodeLayout l) { return l == DecodeLayout::Rows16 ? 16 : 8; }
+constexpr CpuIsa decode_layout_isa(DecodeLayout l) { return l == DecodeLayout::Rows16 ? CpuIsa::Avx512 : CpuIsa::Avx2; }
+
 struct PackedWeight {
+  DecodeLayout layout = DecodeLayout::Tiles8;
   GgmlType type = GgmlType::F32;
   int64_t rows = 0, cols = 0;
   const void* source = nullptr;  // the same matrix in its GGML layout (not owned; must outlive this)
@@ -87,18 +112,30 @@ struct PackedWeight {
   size_t size = 0;
 };
 
-// True when t has a decode layout and the shape allows it (cols a multiple of 256, at least 8 rows;
-// the tiles of the 32-element-block types span 256 elements too).
-bool decode_pack_supported(GgmlType t, int64_t rows, int64_t cols);
+// True when t has layout `l` and the shape allows it. Tiles8: cols a multiple of 256, at least 8
+// rows (the tiles of the 32-element-block types span 256 elements too). Rows16: Q8_0, cols a
+// multiple of 64, at least 16 rows.
+bool decode_pack_supported(GgmlType t, int64_t rows, int64_t cols, DecodeLayout l = DecodeLayout::Tiles8);
 
-// True when packing pays at kernel level `isa`: only the AVX2 decode kernels read the packed
-// layout (the AVX-512 ones reach the bandwidth from the GGML layout).
-bool decode_pack_useful(CpuIsa isa, GgmlType t, int64_t rows, int64_t cols);
+// The layout that pays at kernel level `isa` for t and this shape, if any: Tiles8 for every type
+// at AVX2; Rows16 for Q8_0 at AVX-512 (the other types' AVX-512 few-rows kernels read the GGML
+// layout near the bandwidth at one row and have no packed path yet).
+std::optional<DecodeLayout> decode_layout_for(CpuIsa isa, GgmlType t, int64_t rows, int64_t cols);
+inline bool decode_pack_useful(CpuIsa isa, GgmlType t, int64_t rows, int64_t cols) {
+  return decode_layout_for(isa, t, rows, cols).has_value();
+}
 
-// Packs `w` (rows x cols of type t, GGML layout), spread over `pool` when given (0.3-0.9 GB/s per
-// thread by type: pagoda_bench_kernels prints it). Throws std::invalid_argument when
-// !decode_pack_supported(t, rows, cols).
-PackedWeight pack_for_decode(GgmlType t, const void* w, int64_t rows, int64_t cols, ThreadPool* pool = nullptr);
+// Packs `w` (rows x cols of type t, GGML layout) into layout `l`, spread over `pool` when given
+// (0.3-0.9 GB/s per thread by type: pagoda_bench_kernels prints it). Throws
+// std::invalid_argument when !decode_pack_supported(t, rows, cols, l).
+PackedWeight pack_for_decode(GgmlType t, const void* w, int64_t rows, int64_t cols, ThreadPool* pool = nullptr,
+                             DecodeLayout l = DecodeLayout::Tiles8);
+
+namespace detail {
+// Moves the full groups of 16 rows of a Q8_0 matrix between `ggml` and the Rows16 layout in
+// `packed` (to_packed says which way) and copies the rows past them as they are.
+void move_matrix_rows16(int64_t rows, int64_t cols, uint8_t* ggml, uint8_t* packed, bool to_packed, ThreadPool* pool);
+}  // namespace detail
 
 // The GGML layout back from a packed matrix (p.size bytes into out): the exact inverse.
 void unpack_from_decode(const PackedWeight& p, void* out);

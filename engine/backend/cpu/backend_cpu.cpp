@@ -166,8 +166,9 @@ Tensor CpuBackend::upload_weight(const void* host_data, GgmlType type, int64_t r
   const size_t bytes = ggml_row_size(type, cols) * static_cast<size_t>(rows);
   prefault(host_data, bytes);
   const bool allowed = decode_pack_ == DecodePack::On || (decode_pack_ == DecodePack::Auto && bytes <= pack_budget_);
-  if (allowed && cpu::decode_pack_useful(cpu::default_cpu_isa(), type, rows, cols)) {
-    packed_.insert_or_assign(host_data, cpu::pack_for_decode(type, host_data, rows, cols, pool_.get()));
+  const std::optional<cpu::DecodeLayout> layout = cpu::decode_layout_for(cpu::default_cpu_isa(), type, rows, cols);
+  if (allowed && layout) {
+    packed_.insert_or_assign(host_data, cpu::pack_for_decode(type, host_data, rows, cols, pool_.get(), *layout));
     if (decode_pack_ == DecodePack::Auto) pack_budget_ -= bytes;
     // Every matmul of this matrix now reads the copy (decode and prefill alike, its experts
     // too where they are whole groups of 8); only embedding lookups of a tied matrix may still

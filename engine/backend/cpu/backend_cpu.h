@@ -23,7 +23,8 @@ namespace pagoda {
 namespace cpu { class ThreadPool; }
 
 // Whether upload_weight also keeps a decode-layout copy of quantized matrices
-// (kernels/cpu/weight_pack.h; used on AVX2-level hosts, where it speeds up decode 1.2-8x):
+// (kernels/cpu/weight_pack.h; on AVX2-level hosts every quantized type, where it speeds up decode
+// 1.2-8x; on AVX-512 hosts Q8_0, where batched decode no longer reduces per block):
 // Off, On, or Auto, which packs while the copies stay within half of the memory available when
 // the backend starts. Every matmul of a packed matrix reads the copy, and the mapped file's
 // pages of it are unmapped once it is packed (they stay in the page cache), so a copy takes the

@@ -27,12 +27,13 @@ void CpuBackend::moe_ffn(const ExpertWeights& w, const Tensor& x, const int32_t*
   cpu::MoeExperts e;
   e.gate = w.gate.data, e.up = w.up.data, e.down = w.down.data;
   e.gate_type = w.gate.type, e.up_type = w.up.type, e.down_type = w.down.type;
-  // A decode-layout copy serves per expert when each expert's rows are whole groups of 8.
+  // A decode-layout copy serves per expert when each expert's rows are whole groups of its layout.
   auto use_packed = [&](const Tensor& m, int64_t expert_rows, const void*& data, bool& packed) {
     const cpu::PackedWeight* p = packed_copy(m);
-    if (p == nullptr || expert_rows % 8 != 0) return;
+    if (p == nullptr || expert_rows % cpu::decode_layout_rows(p->layout) != 0) return;
     data = p->bytes.get();
     packed = true;
+    e.layout = p->layout;
   };
   use_packed(w.gate, ff, e.gate, e.gate_packed);
   use_packed(w.up, ff, e.up, e.up_packed);

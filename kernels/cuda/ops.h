@@ -236,7 +236,7 @@ void attention_ext(const float* q, float* out, int n_heads, float scale, int win
                    void* stream);
 
 // The tiles of attention_prefill (window 0, softcap 0) or attention_ext on tensor cores
-// (attention_prefill_mma.cu: bf16 MMAs, f32 softmax): the same semantics up to bf16 rounding
+// (attention_prefill_mma.cu: f16 MMAs, f32 softmax): the same semantics up to f16 rounding
 // of q, K, V and the softmax weights. Returns false, launching nothing, when head_dim is not
 // one it is built for (64, 80, 96, 128, 256): the caller then runs the exact kernels.
 bool attention_prefill_mma(const float* q, float* out, int n_heads, float scale, int window, float softcap,

@@ -86,7 +86,7 @@ inline QuantGemm parse_quant_gemm(const std::string& s, const char* flag) {
 inline const char* quant_gemm_name(QuantGemm g) { return g == QuantGemm::Mma ? "mma" : "cublas"; }
 
 // Which kernel runs the attention of prefill chunks: the tensor-core one (kernels/cuda/
-// attention_prefill_mma.cu, bf16 MMAs; head dims 64, 80, 96, 128 and 256, others fall back to the
+// attention_prefill_mma.cu, f16 MMAs; head dims 64, 80, 96, 128 and 256, others fall back to the
 // exact kernels) or the exact f32 CUDA-core kernels (attention_prefill.cu, attention_window_softcap.cu),
 // kept for comparison.
 enum class PrefillAttention { Mma, Exact };

@@ -3,6 +3,10 @@
 // block tables, contexts across split and tile boundaries, and mixed decode/prefill batches;
 // each with an F16 and a Q8_0 cache (the same quantized bytes on both backends), F32 too for
 // decode. A decode row's output must not depend on its batch (bit-identical alone and batched).
+// The earlier prefill cases pin the exact f32 kernels (--cuda-prefill-attention exact); the
+// "tensor-core" cases run the default MMA kernel (every cache type, GQA 1-16, head dims 64-256,
+// causal / window / soft-cap, holes, K-shifted blocks, batch invariance) within kMmaAtol, and
+// its long shapes (4,096-token chunks, 32k contexts) only with PAGODA_GPU_HEAVY=1 (on a GPU).
 // Skips (CTest: Skipped) without a CUDA device.
 #include <catch2/catch.hpp>
 

@@ -25,8 +25,11 @@
 #          GEMM on quantized weights (prefill of 512 and 2048 tokens, decode batches 16 and 64)
 #          and long-context decode (batch 1 at 4k, 16k and 32k contexts, batch 16 at
 #          4k and 16k: split decode attention, bytes per step over the copy rate) on the
-#          llama3-8b q4_k_m file. Logs go to $OUT (or LEASE_OUT); it prints a
-#          summary last.
+#          llama3-8b q4_k_m file, its prefill at 8192 tokens and with the exact f32 attention
+#          kernels (--cuda-prefill-attention exact) at 512-8192; bench_cuda_attention (the
+#          prefill attention kernels alone at 512-32768 tokens: TFLOP/s against the bf16 MMA
+#          peak measured in the same run) and test_cuda_attention's long shapes
+#          (PAGODA_GPU_HEAVY=1). Logs go to $OUT (or LEASE_OUT); it prints a summary last.
 #   emu    no GPU needed: the GPU tests run on the CPU against an emulation of the CUDA execution
 #          model (tests/gpu/emu: kernels rewritten by gen.py, a fake CUDA runtime and cuBLAS).
 #          Checks kernel logic and the backend, not speed. Every CUDA thread is a fiber on one OS
@@ -47,7 +50,8 @@ do_build() {
   nvidia-smi || echo "gpu-check: nvidia-smi failed (no driver?)" >&2
   cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DPAGODA_CUDA=ON
   cmake --build "$build" -j"$jobs" --target pagoda test_cuda_kernels test_cuda_quant test_cuda_ops \
-    test_cuda_attention test_cuda_model test_cuda_archs test_cuda_engine test_cuda_graphs test_cuda_kv_tiers bench_cuda_decode
+    test_cuda_attention test_cuda_model test_cuda_archs test_cuda_engine test_cuda_graphs test_cuda_kv_tiers bench_cuda_decode \
+    bench_cuda_attention
 }
 
 do_test() {
@@ -103,7 +107,7 @@ do_pack() {
   do_build
   scripts/gpu-deps.sh
   rm -rf .gpubin && mkdir -p .gpubin/bin .gpubin/models
-  cp "$build/pagoda" "$build/tests/bench_cuda_decode" .gpubin/bin/
+  cp "$build/pagoda" "$build/tests/bench_cuda_decode" "$build/tests/bench_cuda_attention" .gpubin/bin/
   for t in $gpu_tests; do cp "$build/tests/$t" .gpubin/bin/; done
   strip .gpubin/bin/*
   mv .deps .gpubin/deps
@@ -175,6 +179,14 @@ do_lease() {
       [ $rc -eq 0 ] || status=1
     done
   fi
+  if [[ " $steps " == *" tests "* ]] && ! late "long attention shapes"; then
+    # test_cuda_attention's long shapes (4,096-token chunks, 32k contexts), too slow for the emulator.
+    local rc=0 t0=$SECONDS
+    PAGODA_GPU_HEAVY=1 timeout 150 $bin/test_cuda_attention "*PAGODA_GPU_HEAVY*" >/tmp/attn-heavy.log 2>&1 || rc=$?
+    { echo "==== test_cuda_attention heavy: exit $rc"; tail -n 100 /tmp/attn-heavy.log; } >>"$out/tests.log"
+    echo "test test_cuda_attention (PAGODA_GPU_HEAVY=1 shapes): exit $rc in $((SECONDS - t0)) s" | tee -a "$out/summary.txt"
+    [ $rc -eq 0 ] || status=1
+  fi
   if [[ " $steps " == *" stories "* ]] && [ -f .gpubin/models/stories260K.gguf ] && ! late stories; then
     timeout 200 python3 scripts/stories-check.py $bin/pagoda .gpubin/models --device cuda --kv f32 f16 q8_0 f16/q8_0 \
       >"$out/stories.log" 2>&1 || status=1
@@ -190,6 +202,11 @@ do_lease() {
       timeout 200 "$b" "$@" >>"$out/bench.log" 2>&1 || { echo "failed: ${b##*/} $*" >>"$out/bench.log"; status=1; }
     done
   }
+  if [[ " $steps " == *" bench "* ]] && ! late "bench attention"; then
+    # The prefill attention kernels alone (tensor-core and exact) beside the bf16 MMA peak.
+    timeout 120 $bin/bench_cuda_attention --tokens 512,2048,8192,32768 >>"$out/bench.log" 2>&1 ||
+      { echo "failed: bench_cuda_attention" >>"$out/bench.log"; status=1; }
+  fi
   if [[ " $steps " == *" bench "* ]]; then
     for m in "${lease_models[@]}"; do
       IFS='|' read -r name _ bflags <<<"$m"
@@ -212,6 +229,13 @@ do_lease() {
         late "bench $name cublas GEMM" || run_bench --model "$models/$name.gguf" --batches 16,64 \
           --prefill 512,2048 --prompt 128 --new 64 --hbm-tbps "${HBM_TBPS:-4.8}" --cuda-graphs on \
           --cuda-weights quantized --cuda-quant-gemm cublas
+        # Whole-model prefill with the tensor-core attention (the default, in the run above at
+        # 512 and 2048) at 8192 tokens, and with the exact f32 attention kernels for comparison.
+        late "bench $name prefill 8192" || run_bench --model "$models/$name.gguf" --batches "" \
+          --prefill 8192 --prompt 128 --new 64 --cuda-graphs on --cuda-weights quantized
+        late "bench $name exact attention" || run_bench --model "$models/$name.gguf" --batches "" \
+          --prefill 512,2048,8192 --prompt 128 --new 64 --cuda-graphs on --cuda-weights quantized \
+          --cuda-prefill-attention exact
         # The bf16 path (weights dequantized at load) on the same file, for comparison.
         late "bench $name bf16 weights" || run_bench --model "$models/$name.gguf" --batches 1,4,64 \
           --prefill 512,2048 --prompt 128 --new 64 --hbm-tbps "${HBM_TBPS:-4.8}" --cuda-graphs on --cuda-weights bf16
@@ -240,7 +264,7 @@ do_lease() {
       fi
       rm -f "$models/$name.gguf"
     done
-    { grep -E "^(==|model|batch|prefill|long)|failed|rror" "$out/bench.log" || true; } | cut -c1-300 >>"$out/summary.txt"
+    { grep -E "^(==|model|batch|prefill|long|attention|bf16)|failed|rror" "$out/bench.log" || true; } | cut -c1-300 >>"$out/summary.txt"
     { grep -E "^made" "$out/make-model.log" || true; } >>"$out/summary.txt"
   fi
   echo "---- summary ($SECONDS s)"; cat "$out/summary.txt"

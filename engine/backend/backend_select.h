@@ -15,6 +15,7 @@ struct BackendChoice {
   std::string cpu_decode_pack = "auto";  // CPU: decode-layout copies of the quantized matrices (DecodePack)
   std::string cuda_weights = "quantized";  // CUDA: quantized | bf16 (CudaBackendOptions::weights)
   std::string cuda_quant_gemm = "mma";     // CUDA: mma | cublas (CudaBackendOptions::quant_gemm)
+  std::string cuda_prefill_attention = "mma";  // CUDA: mma | exact (CudaBackendOptions::prefill_attention)
 };
 
 struct BackendSelection {

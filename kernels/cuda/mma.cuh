@@ -6,6 +6,8 @@
 //     a[2] A[g][2t+8, 2t+9], a[3] A[g+8][2t+8, 2t+9]; b[0] B[2t, 2t+1][g], b[1] B[2t+8, 2t+9][g];
 //     d[0..1] D[g][2t, 2t+1], d[2..3] D[g+8][2t, 2t+1] (the lower-numbered element in the low
 //     16 bits of a register).
+//   mma_f16_m16n8k16(d, a, b)  the same with f16 A and B (mma.sync...row.col.f32.f16.f16.f32),
+//     same fragment placement.
 //   ldmatrix_x4(r, row)  ldmatrix.sync.aligned.m8n8.x4.shared.b16: four 8x8 bf16 matrices from
 //     shared memory; lanes 8j .. 8j+7 give the 16-byte-aligned addresses of matrix j's rows
 //     0..7, and lane l receives in r[j] the two values of row l / 4, columns 2(l % 4) and +1.
@@ -24,6 +26,9 @@ namespace pagoda::cuda {
 inline void mma_bf16_m16n8k16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
   ::emu::mma_bf16_m16n8k16(d, a, b);
 }
+inline void mma_f16_m16n8k16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  ::emu::mma_f16_m16n8k16(d, a, b);
+}
 inline void ldmatrix_x4(uint32_t (&r)[4], const void* row) { ::emu::ldmatrix_x4(r, row); }
 
 #elif defined(__CUDACC__)
@@ -32,6 +37,15 @@ __device__ __forceinline__ void mma_bf16_m16n8k16(float (&d)[4], const uint32_t 
                                                   const uint32_t (&b)[2]) {
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+__device__ __forceinline__ void mma_f16_m16n8k16(float (&d)[4], const uint32_t (&a)[4],
+                                                 const uint32_t (&b)[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
       "{%8, %9}, {%0, %1, %2, %3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));

@@ -235,6 +235,14 @@ void attention_ext(const float* q, float* out, int n_heads, float scale, int win
                    const PagedKv& kv, const AttnIndex& idx, const int32_t* tiles, int64_t n_tiles,
                    void* stream);
 
+// The tiles of attention_prefill (window 0, softcap 0) or attention_ext on tensor cores
+// (attention_prefill_mma.cu: f16 MMAs, f32 softmax): the same semantics up to f16 rounding
+// of q, K, V and the softmax weights. Returns false, launching nothing, when head_dim is not
+// one it is built for (64, 80, 96, 128, 256): the caller then runs the exact kernels.
+bool attention_prefill_mma(const float* q, float* out, int n_heads, float scale, int window, float softcap,
+                           const PagedKv& kv, const AttnIndex& idx, const int32_t* tiles, int64_t n_tiles,
+                           void* stream);
+
 // ---- sampling ----
 
 // Samples one token per row of logits (n_rows x vocab) into out[row] with params[row] (a device

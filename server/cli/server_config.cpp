@@ -96,6 +96,10 @@ const std::vector<Option>& options() {
           "from the blocks (mma), or by dequantizing each matrix into a bf16 scratch as large as the largest "
           "matrix for cuBLAS (cublas, for comparison)",
           "mma|cublas"),
+      OPT(cuda_prefill_attention,
+          "CUDA: attention of prefill chunks on tensor cores (mma: f16 operands, f32 softmax; head dims 64, 80, "
+          "96, 128, 256) or by the exact f32 kernels (exact, for comparison)",
+          "mma|exact"),
       alias(OPT(threads, "CPU threads (0 = all cores)"), "-t"),
       OPT(cpu_decode_pack,
           "CPU (AVX2 hosts): hold the quantized matrices in a decode layout, 1.2-8x faster decode; the copy "

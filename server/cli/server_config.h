@@ -23,6 +23,7 @@ struct ServerConfig {
   std::string cpu_decode_pack = "auto";  // auto | on | off (CpuBackend's DecodePack)
   std::string cuda_weights = "quantized";  // CUDA: quantized matrices kept quantized | bf16
   std::string cuda_quant_gemm = "mma";     // CUDA: quantized GEMMs of 9+ rows: mma | cublas
+  std::string cuda_prefill_attention = "mma";  // CUDA: prefill chunks' attention: mma | exact
   bool cuda_graphs = false;          // CUDA: replay decode steps as CUDA graphs (unverified on
                                      // hardware, hence off by default)
   int threads = 0;                   // CPU threads; 0 = all cores

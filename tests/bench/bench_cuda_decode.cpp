@@ -4,6 +4,7 @@
 //   bench_cuda_decode --model M.gguf [--batches 1,4,16,64,256] [--prefill 512,2048] [--prompt 128]
 //                     [--new 128] [--max-batch-tokens 2048] [--hbm-tbps 4.8]
 //                     [--cuda-weights quantized|quantized-f32|bf16] [--cuda-quant-gemm mma|cublas]
+//                     [--cuda-prefill-attention mma|exact]
 //                     [--copy-mib 1024] [--sampling device|host]
 //                     [--cuda-graphs on|off] [--kv-cache-type T] [--kv-cache-type-k T]
 //                     [--kv-cache-type-v T] [--long-ctx 4096,16384,32768] [--long-batches 1]
@@ -177,6 +178,8 @@ int run(int argc, char** argv) {
     else if (flag == "--copy-mib") copy_mib = std::stoi(v);
     else if (flag == "--cuda-weights") opts.weights = parse_cuda_weights(v, "--cuda-weights");
     else if (flag == "--cuda-quant-gemm") opts.quant_gemm = parse_quant_gemm(v, "--cuda-quant-gemm");
+    else if (flag == "--cuda-prefill-attention")
+      opts.prefill_attention = parse_prefill_attention(v, "--cuda-prefill-attention");
     else {
       std::fprintf(stderr, "unknown flag %s\n", flag.c_str());
       return 2;
@@ -209,11 +212,11 @@ int run(int argc, char** argv) {
     bytes_per_token += experts ? b * cfg.n_experts_used / cfg.n_experts : b;
   }
   std::printf("model %s: weights %s%s%s: %.4g GB on the GPU (the load took %.4g GB of device memory), %.4g GB read "
-              "per token; KV %s/%s; sampling on the %s, CUDA graphs %s; device copy %.3f TB/s (read + write)\n",
+              "per token; KV %s/%s; prefill attention %s; sampling on the %s, CUDA graphs %s; device copy %.3f TB/s (read + write)\n",
               model_path.c_str(), cuda_weights_name(opts.weights), quantized ? ", GEMM " : "",
               quantized ? quant_gemm_name(opts.quant_gemm) : "", weight_bytes / 1e9, free_before > free_after ? double(free_before - free_after) / 1e9 : 0.0,
               bytes_per_token / 1e9, ggml_type_info(kv_types.k).name, ggml_type_info(kv_types.v).name,
-              device_sampling ? "device" : "host (logits copied back)", opts.cuda_graphs ? "on" : "off", copy_tbps);
+              prefill_attention_name(opts.prefill_attention), device_sampling ? "device" : "host (logits copied back)", opts.cuda_graphs ? "on" : "off", copy_tbps);
   std::fflush(stdout);
 
   // A cache for B sequences of `len` positions each (contiguous tables), and `new` decode steps

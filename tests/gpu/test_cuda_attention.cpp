@@ -3,6 +3,10 @@
 // block tables, contexts across split and tile boundaries, and mixed decode/prefill batches;
 // each with an F16 and a Q8_0 cache (the same quantized bytes on both backends), F32 too for
 // decode. A decode row's output must not depend on its batch (bit-identical alone and batched).
+// The earlier prefill cases pin the exact f32 kernels (--cuda-prefill-attention exact); the
+// "tensor-core" cases run the default MMA kernel (every cache type, GQA 1-16, head dims 64-256,
+// causal / window / soft-cap, holes, K-shifted blocks, batch invariance) within kMmaAtol, and
+// its long shapes (4,096-token chunks, 32k contexts) only with PAGODA_GPU_HEAVY=1 (on a GPU).
 // Skips (CTest: Skipped) without a CUDA device.
 #include <catch2/catch.hpp>
 
@@ -23,13 +27,30 @@ namespace {
 
 constexpr int kLayer = 1;
 
+// The CUDA backend with the given prefill attention kernels: Exact (f32, held to the CPU at
+// 1e-4) or Mma (tensor cores, bf16 rounding: kMmaAtol).
+CudaBackendOptions prefill_with(PrefillAttention a) {
+  CudaBackendOptions o;
+  o.prefill_attention = a;
+  return o;
+}
+
+// What the tensor-core prefill kernel may differ from the f32 CPU reference by: it rounds q, K,
+// V and the softmax weights P to f16 (relative error <= 2^-11 each; the test values are within
+// [-1, 1] and bf16-exact, so q and f16 / f32 K and V are exact, but q8_0 and K-shifted values
+// are not), so an output, a weighted mean of V values of magnitude <= 1, may move by about
+// 3 * 2^-11 ~ 1.5e-3 at worst. Measured under the emulation: at most 1.9e-4 (f16, f32 caches)
+// and 4.1e-4 (q8_0); with bf16 instead of f16 it was 2.7e-3.
+constexpr float kMmaAtol = 1e-3f;
+
 struct Pair {
   CpuBackend cpu{2};
-  std::unique_ptr<Backend> gpu = make_cuda_backend();
-  Backend* both[2] = {&cpu, gpu.get()};
+  std::unique_ptr<Backend> gpu;
+  Backend* both[2];
   KvCacheConfig cfg;
 
-  explicit Pair(KvCacheConfig c) : cfg(c) {
+  explicit Pair(KvCacheConfig c, const CudaBackendOptions& opts = prefill_with(PrefillAttention::Exact))
+      : gpu(make_cuda_backend(opts)), both{&cpu, gpu.get()}, cfg(c) {
     for (Backend* b : both) b->init_kv_cache(cfg);
   }
   size_t block_elems() const { return static_cast<size_t>(cfg.block_size) * cfg.n_kv_heads * cfg.head_dim; }
@@ -96,7 +117,8 @@ std::vector<std::vector<float>> run_attention(int n_heads, int n_kv, int hd, int
                                               std::vector<TestSeq> seqs, uint32_t seed,
                                               KvTypes kv_type = GgmlType::F16,
                                               const AttentionExtras* extras = nullptr,
-                                              const std::function<void(StepPlan&)>& edit = {}) {
+                                              const std::function<void(StepPlan&)>& edit = {},
+                                              const CudaBackendOptions& opts = prefill_with(PrefillAttention::Exact)) {
   KvCacheConfig c;
   c.types = kv_type;
   c.n_layers = 2;
@@ -104,7 +126,7 @@ std::vector<std::vector<float>> run_attention(int n_heads, int n_kv, int hd, int
   c.n_kv_heads = n_kv;
   c.head_dim = hd;
   c.num_blocks = assign_blocks(seqs, bs, seed);
-  Pair p(c);
+  Pair p(c, opts);
   p.fill_cache(seed);
   StepPlan plan = make_plan(seqs, bs);
   if (edit) edit(plan);
@@ -446,4 +468,124 @@ TEST_CASE("cuda: per-layer K-shifts (gemma3's local layers) match the CPU", "[gp
       require_close(kg, kc, 1e-3f, 1e-3f, "K");
       require_close(vg, vc, 0.0f, 0.0f, "V");
     }
+}
+
+TEST_CASE("cuda: tensor-core prefill attention matches the CPU: masks, GQA, head dims, cache types",
+          "[gpu][cuda_device]") {
+  PAGODA_SKIP_WITHOUT_CUDA();
+  struct Case {
+    int n_heads, n_kv, hd;
+    AttentionExtras e;
+    bool ext;
+  };
+  const KvTypes kv_type = GENERATE(KvTypes(GgmlType::F16), KvTypes(GgmlType::F32), KvTypes(GgmlType::Q8_0),
+                                   KvTypes(GgmlType::F16, GgmlType::Q8_0));
+  // GQA 1, 4, 8, 16 (two blocks per KV group) and 12 (two blocks of 6 warps) at head dim 64/128;
+  // 7 at 256 (two blocks of 4 warps, one idle); 80 and 96; causal, window, soft-cap and both.
+  for (Case cs : {Case{4, 4, 64, {}, false}, Case{8, 2, 64, {8, 0.0f}, true}, Case{8, 1, 64, {0, 1.5f}, true},
+                  Case{16, 1, 64, {33, 2.0f}, true}, Case{8, 2, 128, {}, false}, Case{12, 1, 128, {0, 0.0f}, true},
+                  Case{7, 1, 256, {20, 0.0f}, true}, Case{4, 4, 256, {}, false}, Case{2, 1, 80, {}, false},
+                  Case{6, 2, 96, {0, 2.0f}, true}}) {
+    INFO(kv_types_name(kv_type) << " heads " << cs.n_heads << "/" << cs.n_kv << " head_dim " << cs.hd << " window "
+                                << cs.e.window << " softcap " << cs.e.softcap);
+    // Chunks of 2, 3, 16, 17 and 40 tokens (one to three tiles) from 0, mid-block, a block edge
+    // and after a cached prefix, beside a decode row.
+    const std::vector<TestSeq> seqs = {TestSeq{{}, 0, 17}, TestSeq{{}, 5, 1},  TestSeq{{}, 3, 16},
+                                       TestSeq{{}, 37, 40}, TestSeq{{}, 90, 2}, TestSeq{{}, 0, 3}};
+    const auto r = run_attention(cs.n_heads, cs.n_kv, cs.hd, 16, seqs, 600 + cs.hd + cs.n_heads, kv_type,
+                                 cs.ext ? &cs.e : nullptr, {}, prefill_with(PrefillAttention::Mma));
+    require_close(r[1], r[0], kMmaAtol, 0.0f, "tensor-core prefill attention");
+  }
+}
+
+TEST_CASE("cuda: tensor-core prefill attention reads holes and K-shifted blocks as the CPU does",
+          "[gpu][cuda_device]") {
+  PAGODA_SKIP_WITHOUT_CUDA();
+  const KvTypes kv_type = GENERATE(KvTypes(GgmlType::F16), KvTypes(GgmlType::Q8_0));
+  for (int window : {0, 24}) {
+    INFO(kv_types_name(kv_type) << " window " << window);
+    const int n_heads = 8, n_kv = 2, hd = 128, bs = 8;
+    const uint32_t seed = 700 + window;
+    // A 20-token chunk after 130 cached tokens (blocks of 8 drawn from a shuffled pool with
+    // spare ones between them) and a chunk from 0; with a window, the blocks wholly behind the
+    // chunk's first row's window are holes (-1), as released ones.
+    std::vector<TestSeq> seqs = {TestSeq{{}, 130, 20}, TestSeq{{}, 0, 9}};
+    KvCacheConfig c;
+    c.types = kv_type;
+    c.n_layers = 2;
+    c.block_size = bs;
+    c.n_kv_heads = n_kv;
+    c.head_dim = hd;
+    c.num_blocks = assign_blocks(seqs, bs, seed, 6);
+    for (size_t bi = 0; window > 0 && static_cast<int>(bi + 1) * bs <= seqs[0].n_past + 1 - window; ++bi)
+      seqs[0].blocks[bi] = -1;
+    Pair p(c, prefill_with(PrefillAttention::Mma));
+    p.fill_cache(seed);
+    // K-shift two of the chunk's cached blocks (one in the window, one partly) first.
+    StepPlan plan = make_plan(seqs, bs);
+    plan.k_shifts = {{seqs[0].blocks[15], -9}, {seqs[0].blocks[13], 40}};
+    std::vector<std::vector<float>> r(2);
+    AttentionExtras e{window, 0.0f};
+    for (int i = 0; i < 2; ++i) {
+      p.both[i]->begin_step(plan);
+      RopeConfig rc;
+      rc.head_dim = hd;
+      p.both[i]->apply_cache_edits(rc);
+      r[i] = attend_step(*p.both[i], plan, n_heads, n_kv, hd, seed, window > 0 ? &e : nullptr);
+    }
+    require_close(r[1], r[0], kMmaAtol, 0.0f, "tensor-core prefill attention, holes and shifts");
+  }
+}
+
+TEST_CASE("cuda: tensor-core prefill rows do not depend on their batch; tree rows beside them", "[gpu][cuda_device]") {
+  PAGODA_SKIP_WITHOUT_CUDA();
+  const int n_heads = 8, n_kv = 2, hd = 128, bs = 16;
+  const uint32_t seed = 800;
+  // X (a 40-token chunk after 37 cached tokens) alone, then first in a batch of chunks, decode
+  // rows and a longer context: X's rows must be bit-identical.
+  std::vector<TestSeq> seqs = {TestSeq{{}, 37, 40}, TestSeq{{}, 0, 17}, TestSeq{{}, 5, 1}, TestSeq{{}, 300, 33},
+                               TestSeq{{}, 2, 50}};
+  KvCacheConfig c;
+  c.n_layers = 2;
+  c.block_size = bs;
+  c.n_kv_heads = n_kv;
+  c.head_dim = hd;
+  c.num_blocks = assign_blocks(seqs, bs, seed, 4);
+  Pair p(c, prefill_with(PrefillAttention::Mma));
+  p.fill_cache(seed);
+  const auto batch = attend_step(*p.gpu, make_plan(seqs, bs), n_heads, n_kv, hd, seed);
+  const auto alone = attend_step(*p.gpu, make_plan({seqs[0]}, bs), n_heads, n_kv, hd, seed);
+  const std::vector<float> x_in_batch(batch.begin(), batch.begin() + static_cast<ptrdiff_t>(alone.size()));
+  CHECK(alone == x_in_batch);
+  // A token tree (decode kernel) in the same step as tensor-core prefill chunks, windowed and capped.
+  const std::vector<int> parent{-1, 0, 1, 0, 3, 1, 5};
+  const AttentionExtras e{20, 1.5f};
+  const auto r = run_attention(4, 2, 64, 16, {TestSeq{{}, 45, 7}, TestSeq{{}, 30, 1}, TestSeq{{}, 9, 5}}, 810,
+                               GgmlType::F16, &e, tree_edit(parent, 45), prefill_with(PrefillAttention::Mma));
+  require_close(r[1], r[0], kMmaAtol, 0.0f, "tree rows beside tensor-core prefill");
+}
+
+TEST_CASE("cuda: tensor-core prefill at long chunks and contexts (PAGODA_GPU_HEAVY=1)", "[gpu][heavy][cuda_device]") {
+  PAGODA_SKIP_WITHOUT_CUDA();
+  const char* heavy = std::getenv("PAGODA_GPU_HEAVY");
+  if (!heavy || std::string(heavy) != "1") {
+    WARN("long-shape attention comparison skipped: set PAGODA_GPU_HEAVY=1 (minutes under the emulator)");
+    return;
+  }
+  // Chunks of 4,096 tokens from 0 and of 512 after 12,000 cached ones, decode rows at 32k and
+  // 16k contexts; GQA 4 at head dim 128, GQA 8 with a window and a cap at 256.
+  struct Case {
+    int n_heads, n_kv, hd;
+    AttentionExtras e;
+    bool ext;
+  };
+  const KvTypes kv_type = GENERATE(KvTypes(GgmlType::F16), KvTypes(GgmlType::Q8_0));
+  for (Case cs : {Case{8, 2, 128, {}, false}, Case{8, 1, 256, {4096, 30.0f}, true}}) {
+    INFO(kv_types_name(kv_type) << " heads " << cs.n_heads << "/" << cs.n_kv << " head_dim " << cs.hd);
+    const std::vector<TestSeq> seqs = {TestSeq{{}, 0, 4096}, TestSeq{{}, 12000, 512}, TestSeq{{}, 32767, 1},
+                                       TestSeq{{}, 16000, 1}};
+    const auto r = run_attention(cs.n_heads, cs.n_kv, cs.hd, 16, seqs, 900 + cs.hd, kv_type, cs.ext ? &cs.e : nullptr,
+                                 {}, prefill_with(PrefillAttention::Mma));
+    require_close(r[1], r[0], kMmaAtol, 0.0f, "long tensor-core prefill attention");
+  }
 }

@@ -28,6 +28,7 @@ CudaBackend::CudaBackend(const CudaBackendOptions& opts) : impl_(std::make_uniqu
   impl_->device = opts.device;
   impl_->weights = opts.weights;
   impl_->quant_gemm = opts.quant_gemm;
+  impl_->prefill_attention = opts.prefill_attention;
   CUDA_CHECK(cudaSetDevice(opts.device));
   CUDA_CHECK(cudaStreamCreateWithFlags(&impl_->stream, cudaStreamNonBlocking));
   CUBLAS_CHECK(cublasCreate(&impl_->cublas));
@@ -449,9 +450,20 @@ void CudaBackend::attention(int layer, const Tensor& q, Tensor& out, int n_heads
     cuda::attention_decode(f32(q), f32(out), n_heads, scale, kv, idx, m.dev(m.off_decode),
                            m.n_decode, m.max_decode_ctx, ws, m.s());
   }
-  if (m.n_tiles > 0)
-    cuda::attention_prefill(f32(q), f32(out), n_heads, scale, kv, idx, m.dev(m.off_tiles),
-                            m.n_tiles, m.s());
+  m.attend_tiles(kv, f32(q), f32(out), n_heads, scale, 0, 0.0f);
+}
+
+void CudaBackend::Impl::attend_tiles(const cuda::PagedKv& kv, const float* q, float* out, int n_heads, float scale,
+                                     int window, float softcap) const {
+  if (n_tiles <= 0) return;
+  const cuda::AttnIndex idx = attn_index();
+  if (prefill_attention == PrefillAttention::Mma &&
+      cuda::attention_prefill_mma(q, out, n_heads, scale, window, softcap, kv, idx, dev(off_tiles), n_tiles, s()))
+    return;
+  if (window == 0 && softcap == 0.0f)
+    cuda::attention_prefill(q, out, n_heads, scale, kv, idx, dev(off_tiles), n_tiles, s());
+  else
+    cuda::attention_ext(q, out, n_heads, scale, window, softcap, kv, idx, dev(off_tiles), n_tiles, s());
 }
 
 void CudaBackend::gather_logit_rows(const Tensor& x, Tensor& out) {

@@ -85,10 +85,25 @@ inline QuantGemm parse_quant_gemm(const std::string& s, const char* flag) {
 }
 inline const char* quant_gemm_name(QuantGemm g) { return g == QuantGemm::Mma ? "mma" : "cublas"; }
 
+// Which kernel runs the attention of prefill chunks: the tensor-core one (kernels/cuda/
+// attention_prefill_mma.cu, f16 MMAs; head dims 64, 80, 96, 128 and 256, others fall back to the
+// exact kernels) or the exact f32 CUDA-core kernels (attention_prefill.cu, attention_window_softcap.cu),
+// kept for comparison.
+enum class PrefillAttention { Mma, Exact };
+
+// "mma" or "exact" (the --cuda-prefill-attention flag); throws std::invalid_argument naming `flag`.
+inline PrefillAttention parse_prefill_attention(const std::string& s, const char* flag) {
+  if (s == "mma") return PrefillAttention::Mma;
+  if (s == "exact") return PrefillAttention::Exact;
+  throw std::invalid_argument(std::string(flag) + " must be mma or exact, got '" + s + "'");
+}
+inline const char* prefill_attention_name(PrefillAttention a) { return a == PrefillAttention::Mma ? "mma" : "exact"; }
+
 struct CudaBackendOptions {
   int device = 0;  // CUDA device ordinal
   CudaWeights weights = CudaWeights::Quantized;
   QuantGemm quant_gemm = QuantGemm::Mma;  // quantized modes, more than kQuantGemvMaxRows rows
+  PrefillAttention prefill_attention = PrefillAttention::Mma;  // prefill chunks' attention
   // Record decode-only steps as CUDA graphs and replay them (cuda_graphs.h). Off by default.
   // (cuBLAS always gets a fixed 32 MiB workspace, as capture requires, so both settings run
   // the same GEMMs.)

@@ -105,6 +105,7 @@ struct CudaBackend::Impl {
   std::set<GgmlType> logged_dequant;
   CudaWeights weights = CudaWeights::Quantized;  // CudaBackendOptions::weights
   QuantGemm quant_gemm = QuantGemm::Mma;         // CudaBackendOptions::quant_gemm
+  PrefillAttention prefill_attention = PrefillAttention::Mma;  // CudaBackendOptions::prefill_attention
   size_t weight_bytes = 0;  // device bytes of everything upload_weight / upload_weight_f32 made
   // Quantized modes with QuantGemm::DequantCublas: the bf16 copy of one quantized matrix that a
   // GEMM of more than kQuantGemvMaxRows rows reads (reused by every such GEMM), sized at upload
@@ -170,6 +171,12 @@ struct CudaBackend::Impl {
     }
     return idx;
   }
+
+  // The attention of this step's prefill tiles (window 0 and softcap 0: plain causal), the one
+  // place that picks the kernel: the tensor-core one unless prefill_attention is Exact or it is
+  // not built for the head dim, else the exact f32 ones (backend_cuda.cpp).
+  void attend_tiles(const cuda::PagedKv& kv, const float* q, float* out, int n_heads, float scale, int window,
+                    float softcap) const;
 
   cuda::PagedKv layer_kv(int layer) const {
     require(k_pool != nullptr, "the KV cache is not initialised");

@@ -1,6 +1,6 @@
 // CudaBackend's ops of the gemma/phi3 forward: attention with a sliding window and/or
-// soft-capped scores (decode rows: attention_decode's split kernel; prefill tiles:
-// kernels/cuda/attention_window_softcap.cu, one warp per token and head, exact but not tiled),
+// soft-capped scores (decode rows: attention_decode's split kernel; prefill tiles: Impl::attend_tiles,
+// the tensor-core kernel or attention_window_softcap.cu's exact one),
 // scaling, the tanh-GELU gate and logit soft-capping.
 #include "engine/backend/cuda/backend_cuda_impl.h"
 
@@ -24,9 +24,7 @@ void CudaBackend::attention_ext(int layer, const Tensor& q, Tensor& out, int n_h
     cuda::attention_decode(f32(q), f32(out), n_heads, scale, kv, idx, m.dev(m.off_decode), m.n_decode,
                            m.max_decode_ctx, ws, m.s(), extras.window, extras.softcap);
   }
-  if (m.n_tiles > 0)
-    cuda::attention_ext(f32(q), f32(out), n_heads, scale, extras.window, extras.softcap, kv, idx,
-                        m.dev(m.off_tiles), m.n_tiles, m.s());
+  m.attend_tiles(kv, f32(q), f32(out), n_heads, scale, extras.window, extras.softcap);
 }
 
 void CudaBackend::apply_cache_edits_per_layer(const std::vector<RopeConfig>& rope_of_layer) {

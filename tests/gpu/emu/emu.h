@@ -3,7 +3,7 @@
 // switched cooperatively on the launching OS thread: emu_runtime.cpp); blocks of a launch run
 // one after another; __syncthreads is a barrier over the block's threads that have not exited,
 // warp shuffles go through a per-thread exchange buffer and a warp barrier, as do the
-// tensor-core instructions of kernels/cuda/mma.cuh (emu_mma.cpp: mma.sync m16n8k16 bf16 and
+// tensor-core instructions of kernels/cuda/mma.cuh (emu_mma.cpp: mma.sync m16n8k16 bf16 / f16 and
 // ldmatrix x4, with the hardware's per-lane fragment placement); a block whose
 // threads wait at different barriers is reported as a deadlock (an exception) instead of
 // hanging; "__shared__" variables become function statics (shared by the block's threads,
@@ -66,6 +66,7 @@ uint32_t* word_slots();
 // The tensor-core instructions of kernels/cuda/mma.cuh (emu_mma.cpp), warp-collective with the
 // PTX ISA's fragment placement.
 void mma_bf16_m16n8k16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]);
+void mma_f16_m16n8k16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]);
 void ldmatrix_x4(uint32_t (&r)[4], const void* row);
 struct Cfg { dim3 grid, block; size_t smem; };
 

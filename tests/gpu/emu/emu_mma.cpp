@@ -1,10 +1,11 @@
-// The emulator's tensor-core instructions (kernels/cuda/mma.cuh; see emu.h): each is
+// The emulator's tensor-core instructions (kernels/cuda/mma.cuh; see emu.h: mma.sync m16n8k16
+// on bf16 or f16 with f32 accumulators, ldmatrix x4): each is
 // warp-collective, as on the hardware. Every lane publishes its operand registers (or its row
 // address) in its word slots, the warp meets at a barrier, and each lane then assembles its own
 // result registers from the other lanes' slots by the PTX ISA's fragment placement, and the warp
 // meets again before the slots can be reused. So a kernel that builds or reads a fragment with
 // the wrong lane / register / half mapping gets wrong numbers here as it would on a GPU.
-// Numerics: bf16 products are exact in f32; the 16 products of an output are summed in k order
+// Numerics: bf16 and f16 products are exact in f32; the 16 products of an output are summed in k order
 // in f32 and then added to the accumulator (the hardware's internal order and precision are
 // unspecified; tests allow f32 rounding).
 #include <cstdint>
@@ -23,14 +24,15 @@ float bf16_bits_to_float(uint32_t h) {
   return f;
 }
 
-// Element `half` (0: low 16 bits) of register `reg` of lane `lane`'s slots in `warp_base`.
-float elem(const uint32_t* warp_base, int lane, int reg, int half) {
-  return bf16_bits_to_float(warp_base[lane * kWordSlots + reg] >> (16 * half));
+float f16_bits_to_float(uint32_t h) {
+  __half_raw r;
+  r.x = static_cast<unsigned short>(h & 0xFFFFu);
+  return __half2float(__half(r));
 }
 
-}  // namespace
-
-void mma_bf16_m16n8k16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+// m16n8k16 with f32 accumulators on 16-bit elements that `to_float` decodes (bf16 or f16).
+template <float (*to_float)(uint32_t)>
+void mma_m16n8k16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
   const int t = flat_tid(), lane = t % 32;
   uint32_t* slots = word_slots();
   uint32_t* mine = slots + t * kWordSlots;
@@ -39,10 +41,12 @@ void mma_bf16_m16n8k16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b
   mine[5] = b[1];
   warp_sync();
   const uint32_t* warp = slots + (t / 32) * 32 * kWordSlots;
+  // Element `half` (0: low 16 bits) of register `reg` of lane `lane`'s slots.
+  auto elem = [&](int lane_of, int reg, int half) { return to_float(warp[lane_of * kWordSlots + reg] >> (16 * half)); };
   // A[row][k] sits in lane (row % 8) * 4 + (k % 8) / 2, register (row >= 8) + 2 (k >= 8),
   // half k % 2; B[k][col] in lane col * 4 + (k % 8) / 2, register 4 + (k >= 8), half k % 2.
-  auto A = [&](int row, int k) { return elem(warp, (row % 8) * 4 + (k % 8) / 2, (row >= 8) + 2 * (k >= 8), k % 2); };
-  auto B = [&](int k, int col) { return elem(warp, col * 4 + (k % 8) / 2, 4 + (k >= 8), k % 2); };
+  auto A = [&](int row, int k) { return elem((row % 8) * 4 + (k % 8) / 2, (row >= 8) + 2 * (k >= 8), k % 2); };
+  auto B = [&](int k, int col) { return elem(col * 4 + (k % 8) / 2, 4 + (k >= 8), k % 2); };
   const int g = lane / 4, tg = lane % 4;
   float r[4];
   for (int i = 0; i < 4; ++i) {
@@ -53,6 +57,15 @@ void mma_bf16_m16n8k16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b
   }
   warp_sync();  // every lane has read the slots
   for (int i = 0; i < 4; ++i) d[i] = r[i];
+}
+
+}  // namespace
+
+void mma_bf16_m16n8k16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  mma_m16n8k16<bf16_bits_to_float>(d, a, b);
+}
+void mma_f16_m16n8k16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  mma_m16n8k16<f16_bits_to_float>(d, a, b);
 }
 
 void ldmatrix_x4(uint32_t (&r)[4], const void* row) {

@@ -54,3 +54,11 @@ TEST_CASE("--cuda-quant-gemm names the GEMM of quantized weights over more than 
   CHECK(BackendChoice{}.cuda_quant_gemm == "mma");
   CHECK(CudaBackendOptions{}.quant_gemm == QuantGemm::Mma);
 }
+
+TEST_CASE("--cuda-prefill-attention names the kernel of prefill chunks' attention", "[backend_select]") {
+  CHECK(parse_prefill_attention("mma", "--cuda-prefill-attention") == PrefillAttention::Mma);
+  CHECK(parse_prefill_attention("exact", "--cuda-prefill-attention") == PrefillAttention::Exact);
+  CHECK_THROWS_WITH(parse_prefill_attention("flash", "--cuda-prefill-attention"), Catch::Contains("mma or exact"));
+  CHECK(BackendChoice{}.cuda_prefill_attention == "mma");
+  CHECK(CudaBackendOptions{}.prefill_attention == PrefillAttention::Mma);
+}

@@ -56,16 +56,15 @@ int all_layers_window(const ModelConfig& c) {
   return w;
 }
 
-// True when the backend's sampler gives this request everything it asks for (see engine.h).
-bool device_samplable(const SamplingParams& p) {
-  if (p.grammar) return false;  // token masks are applied by the host sampler
-  return p.logprobs < 0 && p.logit_bias.empty() && p.presence_penalty == 0.0f &&
-         p.frequency_penalty == 0.0f && p.repetition_penalty == 1.0f;
-}
+// True when the backend's sampler gives this request everything it asks for (see engine.h):
+// masks, bias, penalties and filters all run there, and logprobs up to the alternatives a
+// draw carries.
+bool device_samplable(const SamplingParams& p) { return p.logprobs <= kMaxDrawTopLogprobs; }
 
-// Target `seq`'s draw on the backend (see engine.h): the request's knobs, the choice's seed,
-// and counter = the tokens it generated so far.
-SampleRequest device_draw(const Sequence& seq, int logit_row) {
+// Target `seq`'s draw on the backend (see engine.h): the request's knobs, its bias and
+// penalties as token edits, the choice's seed, and counter = the tokens it generated so far.
+// (A constrained sequence's mask is added once the step's masks are ready.)
+SampleRequest device_draw(const Sequence& seq, int logit_row, int vocab) {
   const SamplingParams& sp = seq.request->sampling;
   SampleRequest d;
   d.row = logit_row;
@@ -75,6 +74,11 @@ SampleRequest device_draw(const Sequence& seq, int logit_row) {
   d.min_p = sp.min_p;
   d.seed = seq.seed;
   d.counter = seq.output.size();
+  d.repetition_penalty = sp.repetition_penalty;
+  d.presence_penalty = sp.presence_penalty;
+  d.frequency_penalty = sp.frequency_penalty;
+  d.logprobs = sp.logprobs;
+  d.token_edits = token_edits(sp, vocab, seq.request->prompt, seq.output);
   return d;
 }
 
@@ -467,10 +471,22 @@ void LlmEngine::step() {
       const Sequence& seq = *targets[j].seq;
       if (!seq.device_sampling) continue;
       draw_of[j] = static_cast<int>(draws_.size());
-      draws_.push_back(device_draw(seq, targets[j].logit_row));
+      draws_.push_back(device_draw(seq, targets[j].logit_row, vocab_));
     }
-    // Structured output: the constrained rows' token masks are computed while the model runs.
+    // Structured output: the constrained rows' token masks are computed while the model runs,
+    // except where the backend draws the row: its mask goes up with the step's draws.
     const bool constrained = start_grammar_masks(targets);
+    if (constrained) {
+      bool waited = false;
+      for (size_t j = 0; j < targets.size(); ++j) {
+        if (draw_of[j] < 0 || !targets[j].seq->grammar) continue;
+        if (!waited) masks_->wait();
+        waited = true;
+        SampleRequest& d = draws_[static_cast<size_t>(draw_of[j])];
+        d.mask = masks_->mask(j);
+        d.mask_words = masks_->words();
+      }
+    }
     try {
       const auto tf = clock::now();
       model_.forward(plan, draws_, logits_);
@@ -503,19 +519,24 @@ void LlmEngine::step() {
         continue;
       }
       SampleResult& result = results[j][0];
-      if (draw_of[j] >= 0) {
-        result.token = logits_.drawn()[static_cast<size_t>(draw_of[j])];
+      // Structured output: the mask went with the draw, or the host sampler applies it to the
+      // row itself (sampling.h, step 0).
+      const uint32_t* mask = constrained ? masks_->mask(j) : nullptr;
+      if (mask && allowed_tokens(mask, vocab_) == 0) {
+        grammar_dead[j] = 1;  // ended with an error below; the token is a placeholder
+        result.token = tokenizer_ && tokenizer_->eos_id() >= 0 ? tokenizer_->eos_id() : 0;
+      } else if (draw_of[j] >= 0) {
+        const size_t d = static_cast<size_t>(draw_of[j]);
+        result.token = logits_.drawn()[d];
+        if (seq.request->sampling.logprobs >= 0) {
+          const DrawLogprobs& lp = logits_.drawn_logprobs()[d];
+          result.logprob = lp.logprob;
+          for (int k = 0; k < lp.n_top; ++k) result.top.push_back({lp.top_id[k], lp.top_logprob[k]});
+        }
       } else {
         const std::span<const float> row = logits_.host_row(targets[j].logit_row);
-        // Structured output: the sampler masks the row itself (sampling.h, step 0).
-        const uint32_t* mask = constrained ? masks_->mask(j) : nullptr;
-        if (mask && allowed_tokens(mask, vocab_) == 0) {
-          grammar_dead[j] = 1;  // ended with an error below; the token is a placeholder
-          result.token = tokenizer_ && tokenizer_->eos_id() >= 0 ? tokenizer_->eos_id() : 0;
-        } else {
-          result = sample_token(row.data(), vocab_, seq.request->sampling, seq.request->prompt, seq.output,
-                                seq.rng, mask);
-        }
+        result = sample_token(row.data(), vocab_, seq.request->sampling, seq.request->prompt, seq.output, seq.rng,
+                              mask);
       }
       sampled[j] = {result.token};
       if (cfg_.forced_tokens && seq.grammar && !grammar_dead[j] && tokenizer_) append_forced(seq, sampled[j], results[j]);
@@ -557,7 +578,7 @@ bool LlmEngine::start_grammar_masks(const std::vector<SampleTarget>& targets) {
   bool any = false;
   for (size_t j = 0; j < targets.size(); ++j) {
     const Sequence& seq = *targets[j].seq;
-    if (!seq.grammar) continue;  // (a constrained sequence is never device-sampled)
+    if (!seq.grammar) continue;
     matchers[j] = &*seq.grammar;
     words = std::max(words, seq.grammar->grammar()->vocabulary()->mask_words());
     any = true;

@@ -339,6 +339,7 @@ void Model::forward(const StepPlan& plan, const std::vector<SampleRequest>& draw
     out.place_[r] = on_device[r] ? -1 : pos[r] - static_cast<int32_t>(n_device);
   out.logits_.assign(static_cast<size_t>((n_out - n_device) * vocab), 0.0f);
   out.ids_.assign(draws.size(), 0);
+  out.logprobs_.assign(draws.size(), DrawLogprobs{});
   out.dim_ = m.cfg.dim;
   out.hidden_.assign(plan.hidden_rows.size() * static_cast<size_t>(m.cfg.dim), 0.0f);
   if (n == 0) return;
@@ -366,8 +367,12 @@ void Model::forward(const StepPlan& plan, const std::vector<SampleRequest>& draw
   }
   if (!sorted.empty()) {
     std::vector<int32_t> got(sorted.size());
-    b.finish_sampling(got.data());
-    for (size_t k = 0; k < got.size(); ++k) out.ids_[by_place[k]] = got[k];
+    std::vector<DrawLogprobs> got_lp(sorted.size());
+    b.finish_sampling(got.data(), got_lp.data());
+    for (size_t k = 0; k < got.size(); ++k) {
+      out.ids_[by_place[k]] = got[k];
+      out.logprobs_[by_place[k]] = got_lp[k];
+    }
   }
 }
 

@@ -24,6 +24,8 @@ class StepLogits {
  public:
   // The token of each draw, in the order of the draws given to forward().
   const std::vector<int32_t>& drawn() const { return ids_; }
+  // The logprobs of each draw that asked for them (SampleRequest::logprobs >= 0), by draw.
+  const std::vector<DrawLogprobs>& drawn_logprobs() const { return logprobs_; }
   // The vocab_size logits of logit row `logit_row`; throws std::out_of_range for a row outside
   // the step or one drawn on the backend (its logits never left it).
   std::span<const float> host_row(int logit_row) const;
@@ -36,6 +38,7 @@ class StepLogits {
  private:
   friend class Model;
   std::vector<int32_t> ids_;     // by draw
+  std::vector<DrawLogprobs> logprobs_;  // by draw
   std::vector<float> logits_;    // the host rows, in LM-head order
   std::vector<int32_t> place_;   // logit row -> its place in logits_, or -1 when drawn
   int64_t vocab_ = 0;

@@ -8,14 +8,14 @@
 // Each step's time feeds the StepCostModel the scheduler cuts prefill chunks by.
 //
 // Where tokens are sampled (decided per request at admission, so never by its batch mates):
-// - On the backend, when model.backend().can_sample() (the CUDA backend) and the request is not
-//   speculated: every sampling knob runs there (grammar masks, logit_bias, repetition /
-//   presence / frequency penalties, top_k / top_p / min_p, logprobs with up to
-//   kMaxDrawTopLogprobs alternatives). The host builds each draw's token edits (token_edits in
-//   sampling.h, so the same semantics as the host sampler) and mask, and only token ids and
-//   logprobs come back. Masks: a step with a device-drawn constrained row waits for its masks
-//   before the forward pass (they go up with the draws in one transfer). The draw is the GPU
-//   rule (SampleRequest in backend.h) with seed = the choice's seed and counter = tokens
+// - On the backend, when model.backend().can_sample() (the CUDA backend; such a request is then
+//   never speculated: the acceptance walk reads logits on the host). Every sampling knob runs
+//   there: grammar masks, logit_bias, repetition / presence / frequency penalties, top_k /
+//   top_p / min_p, logprobs with up to kMaxDrawTopLogprobs alternatives. The host builds each
+//   draw's token edits (token_edits in sampling.h: the host sampler's semantics) and mask, and
+//   only token ids and logprobs come back. A step with a device-drawn constrained row waits for
+//   its masks before the forward pass (they go up with the draws in one transfer). The draw is
+//   the GPU rule (SampleRequest in backend.h) with seed = the choice's seed and counter = tokens
 //   generated so far, so a seeded request's tokens depend only on its own logits and seed:
 //   reproducible, but not the same tokens the CPU sampler would draw for that seed (a
 //   different RNG and filter arithmetic). Greedy requests pick the argmax of the same edited

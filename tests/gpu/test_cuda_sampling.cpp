@@ -20,6 +20,7 @@
 
 using namespace pagoda;
 using namespace pagoda::gputest;
+using namespace pagoda::test;
 
 namespace {
 

@@ -204,7 +204,7 @@ TEST_CASE("cuda engine: a constrained greedy request with penalties and logprobs
   const auto tok = Tokenizer::from_gguf(file);
   OutputConstraint c;
   c.kind = OutputConstraint::Kind::JsonSchema;
-  c.source = R"({"type": "object", "properties": {"n": {"type": "integer"}, "ok": {"type": "boolean"}},
+  c.source = R"({"type": "object", "properties": {"n": {"type": "integer", "minimum": 0, "maximum": 99}, "ok": {"type": "boolean"}},
                  "required": ["n", "ok"], "additionalProperties": false})";
   auto run_constrained = [&](Model& model) {
     EngineConfig cfg;

@@ -301,7 +301,7 @@ TEST_CASE("engine: a constrained request is drawn on the backend with its mask; 
   const auto tok = Tokenizer::from_gguf(tiny_model());
   OutputConstraint c;
   c.kind = OutputConstraint::Kind::JsonSchema;
-  c.source = R"({"type": "object", "properties": {"n": {"type": "integer"}, "ok": {"type": "boolean"}},
+  c.source = R"({"type": "object", "properties": {"n": {"type": "integer", "minimum": 0, "maximum": 99}, "ok": {"type": "boolean"}},
                  "required": ["n", "ok"], "additionalProperties": false})";
   auto run_with = [&](Model& model, const std::vector<GenerationRequest>& base) {
     LlmEngine engine(model, tok.get(), tiny_engine_config(128, 256));

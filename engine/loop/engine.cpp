@@ -396,7 +396,11 @@ bool LlmEngine::take_inbox() {
     const bool starts_with_sys = sys_len > 0 && static_cast<int>(req.prompt.size()) > sys_len &&
                                  std::equal(cfg_.system_prompt.begin(), cfg_.system_prompt.end(), req.prompt.begin());
     const int n_keep = req.n_keep >= 0 ? req.n_keep : cfg_.n_keep >= 0 ? cfg_.n_keep : starts_with_sys ? sys_len : 0;
-    const bool on_device = model_.backend().can_sample() && device_samplable(req.sampling);
+    // Speculating sequences draw on the host (the acceptance walk reads every node's logits);
+    // every other one on the backend when it can sample.
+    const bool speculate = cfg_.speculative != SpeculativeMode::None && req.speculative && !req.embed &&
+                           !req.sampling.grammar;
+    const bool on_device = model_.backend().can_sample() && device_samplable(req.sampling) && !speculate;
     a->choices.resize(req.n);
     for (int i = 0; i < req.n; ++i) {
       auto seq = std::make_shared<Sequence>();
@@ -406,9 +410,7 @@ bool LlmEngine::take_inbox() {
       seq->n_keep = n_keep;
       seq->seed = base_seed + static_cast<uint64_t>(i);
       seq->rng.reseed(seq->seed);
-      // Speculating sequences draw on the host (the acceptance walk reads every node's logits).
-      seq->speculate = cfg_.speculative != SpeculativeMode::None && req.speculative && !req.embed &&
-                       !req.sampling.grammar && !on_device;
+      seq->speculate = speculate;
       seq->device_sampling = on_device;
       if (a->lora) {
         seq->lora_slot = a->lora->slot;

@@ -8,8 +8,8 @@
 // Each step's time feeds the StepCostModel the scheduler cuts prefill chunks by.
 //
 // Where tokens are sampled (decided per request at admission, so never by its batch mates):
-// - On the backend, when model.backend().can_sample() (the CUDA backend; such a request is then
-//   never speculated: the acceptance walk reads logits on the host). Every sampling knob runs
+// - On the backend, when model.backend().can_sample() (the CUDA backend) and the request is not
+//   speculated (speculation's acceptance walk reads logits on the host). Every sampling knob runs
 //   there: grammar masks, logit_bias, repetition / presence / frequency penalties, top_k /
 //   top_p / min_p, logprobs with up to kMaxDrawTopLogprobs alternatives. The host builds each
 //   draw's token edits (token_edits in sampling.h: the host sampler's semantics) and mask, and

@@ -383,3 +383,27 @@ TEST_CASE("engine: in a mixed batch every request gets what it gets alone (greed
   const auto host = run(*plain, {reqs[3]});
   CHECK(together[3].choices[0] == host[0].choices[0]);
 }
+
+TEST_CASE("engine: speculated requests are sampled on the host, the others on the backend") {
+  std::vector<GenerationRequest> reqs = {request(20, 31), seeded(18, 32)};
+  GenerationRequest opted_out = request(22, 33);
+  opted_out.speculative = false;  // drawn on the backend
+  reqs.push_back(opted_out);
+  auto run_spec = [&](Model& model) {
+    EngineConfig cfg = tiny_engine_config(128, 256);
+    cfg.speculative = SpeculativeMode::Ngram;
+    LlmEngine engine(model, nullptr, cfg);
+    const auto streams = submit_all(engine, reqs);
+    std::vector<RequestResult> out;
+    for (size_t i = 0; i < streams.size(); ++i) out.push_back(collect(*streams[i], reqs[i].n));
+    return out;
+  };
+  auto counters = std::make_shared<DrawCounters>();
+  auto model = make_model(counters, 2);
+  const auto dev = run_spec(*model);
+  CHECK(counters->draws == 10);  // the opted-out request's tokens only
+  auto plain = make_model(nullptr);
+  const auto host = run_spec(*plain);
+  for (size_t i = 0; i < 2; ++i) CHECK(dev[i].choices[0] == host[i].choices[0]);
+  CHECK(dev[2].choices[0].tokens == host[2].choices[0].tokens);  // greedy: the same argmax
+}

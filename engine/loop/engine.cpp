@@ -475,23 +475,22 @@ void LlmEngine::step() {
       draw_of[j] = static_cast<int>(draws_.size());
       draws_.push_back(device_draw(seq, targets[j].logit_row, vocab_));
     }
-    // Structured output: the constrained rows' token masks are computed while the model runs,
-    // except where the backend draws the row: its mask goes up with the step's draws.
+    // Structured output: the constrained rows' token masks are computed while the model runs.
+    // A device-drawn row's mask goes up with the step's draws: the draw points at it now, and
+    // the model waits for the masks (before_draws) only once the layers are issued.
     const bool constrained = start_grammar_masks(targets);
-    if (constrained) {
-      bool waited = false;
+    bool device_masks = false;
+    if (constrained)
       for (size_t j = 0; j < targets.size(); ++j) {
         if (draw_of[j] < 0 || !targets[j].seq->grammar) continue;
-        if (!waited) masks_->wait();
-        waited = true;
         SampleRequest& d = draws_[static_cast<size_t>(draw_of[j])];
         d.mask = masks_->mask(j);
         d.mask_words = masks_->words();
+        device_masks = true;
       }
-    }
     try {
       const auto tf = clock::now();
-      model_.forward(plan, draws_, logits_);
+      model_.forward(plan, draws_, logits_, device_masks ? std::function<void()>([this] { masks_->wait(); }) : nullptr);
       forward_s_ += std::chrono::duration<double>(clock::now() - tf).count();
     } catch (const std::exception& e) {
       if (constrained) masks_->wait();  // the workers read the matchers

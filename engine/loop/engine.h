@@ -13,13 +13,14 @@
 //   there: grammar masks, logit_bias, repetition / presence / frequency penalties, top_k /
 //   top_p / min_p, logprobs with up to kMaxDrawTopLogprobs alternatives. The host builds each
 //   draw's token edits (token_edits in sampling.h: the host sampler's semantics) and mask, and
-//   only token ids and logprobs come back. A step with a device-drawn constrained row waits for
-//   its masks before the forward pass (they go up with the draws in one transfer). The draw is
-//   the GPU rule (SampleRequest in backend.h) with seed = the choice's seed and counter = tokens
-//   generated so far, so a seeded request's tokens depend only on its own logits and seed:
-//   reproducible, but not the same tokens the CPU sampler would draw for that seed (a
-//   different RNG and filter arithmetic). Greedy requests pick the argmax of the same edited
-//   logits on either path, and logprobs are the same log-softmax.
+//   only token ids and logprobs come back. Masks go up with the draws in one transfer, issued
+//   once the layers are (Model::forward's before_draws waits for them then, so they are
+//   computed while the GPU runs the layers); a recorded (graph) step needs them before it
+//   starts. The draw is the GPU rule (SampleRequest in backend.h) with seed = the choice's seed
+//   and counter = tokens generated so far, so a seeded request's tokens depend only on its own
+//   logits and seed: reproducible, but not the same tokens the CPU sampler would draw for that
+//   seed (a different RNG and filter arithmetic). Greedy requests pick the argmax of the same
+//   edited logits on either path, and logprobs are the same log-softmax.
 // - Everything else (and every request on the CPU backend) on the host with sample_token and
 //   the sequence's own Rng, exactly as sampling.h describes.
 // A choice's seed is the request's seed (or a random one) plus its choice index.

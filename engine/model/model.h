@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -101,7 +102,12 @@ class Model {
   // waits for the device once. Such a step whose rows fit one LM-head chunk is offered to the
   // backend for recording and replay (Backend::replay_recorded; CUDA graphs when enabled).
   // The final-norm hidden states of plan.hidden_rows come back too (out.hidden_row).
-  void forward(const StepPlan& plan, const std::vector<SampleRequest>& draws, StepLogits& out);
+  // `before_draws` (optional) is called before the backend reads the draws' masks (their
+  // contents may be unfinished until it returns): in a step that is not recorded, after the
+  // layers are issued, so host work it waits for overlaps the forward on an asynchronous backend;
+  // in a recordable step, before anything is issued.
+  void forward(const StepPlan& plan, const std::vector<SampleRequest>& draws, StepLogits& out,
+               const std::function<void()>& before_draws = {});
 
  private:
   struct Impl;

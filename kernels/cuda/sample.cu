@@ -13,7 +13,8 @@
 //            least top_p * (mass kept by top-k), when top_p < 1;
 //     min-p: min_p (= min_p * the largest probability, in units of e).
 //   Then u = philox_uniform(seed, counter) and the token is the first index (in vocab order)
-//   whose running sum of kept e exceeds u * (total kept e).
+//   whose running sum of kept e exceeds u * (total kept e); a token with e = 0 (a masked one)
+//   is never drawn, not even by the rounding fallback.
 // Thresholds are found exactly by binary search over the bit patterns of non-negative floats
 // (their order matches the values'), each probe one block-wide count/sum over the vocabulary.
 // sample_rows draws from chosen rows (draw i reads row rows[i] - row_base, so one row can be drawn
@@ -26,6 +27,8 @@
 // Assumptions: finite logits before the edits (a mask may make them -inf; a row with no token
 // left draws token 0, which the engine discards); vocab >= 1; a mask has (vocab + 31) / 32
 // words; edits are distinct tokens in [0, vocab).
+// CPU reference: tests/support/draw_reference.h (the host sampler's own mask and edit functions,
+// then sample_reference.h's draw and token_logprob).
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/ops.h"
 #include "kernels/cuda/philox.h"

@@ -191,7 +191,7 @@ TEST_CASE("cuda sampling: masks, bias, penalties, filters and logprobs follow th
   CHECK(edited_differs >= 10);  // the edits change the outcome often enough to be tested
 }
 
-TEST_CASE("cuda sampling: a mask that allows one token always draws it, a mask that allows none draws 0", "[gpu][cuda_device]") {
+TEST_CASE("cuda sampling: a one-token mask draws that token, an empty one draws 0; bad draws are refused", "[gpu][cuda_device]") {
   PAGODA_SKIP_WITHOUT_CUDA();
   const std::vector<float> logits = bf16_values(3 * static_cast<size_t>(kVocab), 8, 4.0f);
   std::vector<uint32_t> one((kVocab + 31) / 32, 0u), none((kVocab + 31) / 32, 0u);
@@ -220,6 +220,10 @@ TEST_CASE("cuda sampling: a mask that allows one token always draws it, a mask t
     REQUIRE(lps[static_cast<size_t>(i)].n_top == 1);     // no masked token is an alternative
     CHECK(lps[static_cast<size_t>(i)].top_id[0] == kVocab - 1);
   }
+  // Draws of one row with different edits are refused (the row is edited once, in place).
+  std::vector<SampleRequest> shared(2, draws[0]);
+  shared[1].token_edits.push_back({4, kEditBias, 1.0f, 0});
+  CHECK_THROWS_AS(gpu->begin_sampling(shared), std::invalid_argument);
   // A mask shorter than the vocabulary is refused.
   draws[0].mask_words = 3;
   gpu->begin_sampling(draws);

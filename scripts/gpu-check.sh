@@ -49,7 +49,7 @@ what=${1:-all}
 do_build() {
   nvidia-smi || echo "gpu-check: nvidia-smi failed (no driver?)" >&2
   cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DPAGODA_CUDA=ON
-  cmake --build "$build" -j"$jobs" --target pagoda test_cuda_kernels test_cuda_quant test_cuda_ops \
+  cmake --build "$build" -j"$jobs" --target pagoda test_cuda_kernels test_cuda_quant test_cuda_ops test_cuda_sampling \
     test_cuda_attention test_cuda_model test_cuda_archs test_cuda_engine test_cuda_graphs test_cuda_kv_tiers bench_cuda_decode \
     bench_cuda_attention
 }
@@ -75,7 +75,7 @@ do_emu() {
   local emu=${PAGODA_EMU_DIR:-build-emu}
   local inc=${CUDA_HOME:-/usr/local/cuda}/include
   cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DPAGODA_CUDA=ON >/dev/null
-  cmake --build "$build" -j"$jobs" --target pagoda_engine pagoda_scheduler pagoda_speculative pagoda_sampling pagoda_kv pagoda_lora pagoda_model pagoda_backend pagoda_backend_select pagoda_backend_cpu \
+  cmake --build "$build" -j"$jobs" --target pagoda_engine pagoda_kv_events pagoda_scheduler pagoda_speculative pagoda_sampling pagoda_kv pagoda_lora pagoda_model pagoda_backend pagoda_backend_select pagoda_backend_cpu \
     pagoda_backend_cuda pagoda_tokenizer pagoda_gguf pagoda_structured pagoda_kernels_cpu
   rm -rf "$emu/src" && mkdir -p "$emu/obj"
   python3 tests/gpu/emu/gen.py . "$emu/src"
@@ -88,20 +88,23 @@ do_emu() {
   done
   rm -f "$emu/libpagoda_cuda_emu.a" && ar rcs "$emu/libpagoda_cuda_emu.a" "${objs[@]}"
   local status=0
-  for t in ${EMU_TESTS:-test_cuda_kernels test_cuda_quant test_cuda_ops test_cuda_attention test_cuda_archs test_cuda_model test_cuda_engine test_cuda_graphs test_cuda_kv_tiers test_cuda_lora}; do
+  # The engine's KV event publisher links libzmq when the build found it.
+  local zmq=""
+  grep -q "^ZMQ_FOUND:INTERNAL=1" "$build/CMakeCache.txt" && zmq=-lzmq
+  for t in ${EMU_TESTS:-test_cuda_kernels test_cuda_quant test_cuda_ops test_cuda_sampling test_cuda_attention test_cuda_archs test_cuda_model test_cuda_engine test_cuda_graphs test_cuda_kv_tiers test_cuda_lora}; do
     g++ -std=c++20 -O1 -I. -I"$inc" -DPAGODA_HAVE_CUDA=1 "tests/gpu/$t.cpp" tests/catch_main.cpp \
       -o "$emu/$t" -Wl,--start-group "$build/libpagoda_engine.a" "$build/libpagoda_scheduler.a" \
-      "$build/libpagoda_speculative.a" "$build/libpagoda_sampling.a" "$build/libpagoda_kv.a" "$build/libpagoda_model.a" "$build/libpagoda_lora.a" \
+      "$build/libpagoda_speculative.a" "$build/libpagoda_sampling.a" "$build/libpagoda_kv_events.a" "$build/libpagoda_kv.a" "$build/libpagoda_model.a" "$build/libpagoda_lora.a" \
       "$build/libpagoda_backend_select.a" "$build/libpagoda_backend.a" "$build/libpagoda_backend_cuda.a" "$build/libpagoda_backend_cpu.a" \
       "$build/libpagoda_tokenizer.a" "$build/libpagoda_gguf.a" "$build/libpagoda_structured.a" "$emu/libpagoda_cuda_emu.a" \
-      "$build/libpagoda_kernels_cpu.a" -Wl,--end-group -lspdlog -lfmt -lpthread
+      "$build/libpagoda_kernels_cpu.a" -Wl,--end-group -lspdlog -lfmt -lpthread $zmq
     echo "gpu-check: $t (emulated)"
     "$emu/$t" "$@" || status=1
   done
   return "$status"
 }
 
-gpu_tests="test_cuda_kernels test_cuda_quant test_cuda_ops test_cuda_attention test_cuda_model test_cuda_archs test_cuda_engine test_cuda_graphs test_cuda_kv_tiers test_cuda_lora"
+gpu_tests="test_cuda_kernels test_cuda_quant test_cuda_ops test_cuda_sampling test_cuda_attention test_cuda_model test_cuda_archs test_cuda_engine test_cuda_graphs test_cuda_kv_tiers test_cuda_lora"
 
 do_pack() {
   do_build

@@ -82,14 +82,24 @@ struct AttentionExtras {
 };
 
 // One token to draw on the backend (Backend::sample), from one row of a step's logits. The rule
-// is the GPU sampler's (kernels/cuda/sample.cu): temperature <= 0 is greedy (argmax, lowest id
-// on ties); otherwise e_j = exp((logit_j - max) / temperature), tokens with e_j below the
-// top-k / top-p / min-p threshold are dropped, and the token is the first (in id order) whose
-// running sum of kept e exceeds philox_uniform(seed, counter) * (sum of kept e). A draw is a
-// pure function of (logits row, these fields): it does not depend on other draws. The fields
-// are DrawParams, the struct the CUDA launchers take (kernels/draw_params.h).
+// is the GPU sampler's (kernels/cuda/sample.cu): first the host sampler's steps 0-3
+// (engine/sampling/sampling.h) on the row: tokens `mask` disallows become -inf, then `edits`
+// (logit_bias and penalties, from token_edits) apply through edited_logit. Then temperature <= 0
+// is greedy (argmax, lowest id on ties); otherwise e_j = exp((logit_j - max) / temperature),
+// tokens with e_j below the top-k / top-p / min-p threshold are dropped, and the token is the
+// first (in id order) whose running sum of kept e exceeds philox_uniform(seed, counter) * (sum
+// of kept e). logprobs >= 0: the draw's DrawLogprobs come back too, from the edited row, as the
+// host sampler's step 4 defines them. A draw is a pure function of (logits row, these fields):
+// it does not depend on other draws. The device fields are DrawParams, the struct the CUDA
+// launchers take (kernels/draw_params.h); the backend fills in its pointers.
 struct SampleRequest : DrawParams {
   int32_t row = 0;  // which logit row (Model: an index into StepPlan::logit_rows)
+  // Host copies, read by begin_sampling: the allowed-token bitmask (null: none; mask_words
+  // uint32 words, at least (vocab + 31) / 32) and the token edits (n_edits of DrawParams is
+  // set from their count). Draws of one row must carry the same mask, edits and penalties.
+  const uint32_t* mask = nullptr;
+  size_t mask_words = 0;
+  std::vector<TokenEdit> token_edits;
 };
 
 // One layer's routed experts for Backend::moe_ffn, stacked as GGUF stores them (expert
@@ -246,8 +256,10 @@ class Backend {
   virtual void sample(const Tensor& logits, int64_t row_base, int64_t first_draw, int64_t n_draws) {
     no_sampling();
   }
-  // Waits for the step's draws and writes their tokens to ids[0 .. draws.size()).
-  virtual void finish_sampling(int32_t* ids) { no_sampling(); }
+  // Waits for the step's draws and writes their tokens to ids[0 .. draws.size()), and the
+  // logprobs of each draw with logprobs >= 0 to logprobs[i] (others untouched; logprobs may be
+  // null when no draw asks for them).
+  virtual void finish_sampling(int32_t* ids, DrawLogprobs* logprobs) { no_sampling(); }
 
   // ---- recorded steps (optional; the CUDA backend's graphs) ----
   // Model brackets the ops of a step whose launches depend only on the step's shape (every

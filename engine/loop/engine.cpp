@@ -56,16 +56,15 @@ int all_layers_window(const ModelConfig& c) {
   return w;
 }
 
-// True when the backend's sampler gives this request everything it asks for (see engine.h).
-bool device_samplable(const SamplingParams& p) {
-  if (p.grammar) return false;  // token masks are applied by the host sampler
-  return p.logprobs < 0 && p.logit_bias.empty() && p.presence_penalty == 0.0f &&
-         p.frequency_penalty == 0.0f && p.repetition_penalty == 1.0f;
-}
+// True when the backend's sampler gives this request everything it asks for (see engine.h):
+// masks, bias, penalties and filters all run there, and logprobs up to the alternatives a
+// draw carries.
+bool device_samplable(const SamplingParams& p) { return p.logprobs <= kMaxDrawTopLogprobs; }
 
-// Target `seq`'s draw on the backend (see engine.h): the request's knobs, the choice's seed,
-// and counter = the tokens it generated so far.
-SampleRequest device_draw(const Sequence& seq, int logit_row) {
+// Target `seq`'s draw on the backend (see engine.h): the request's knobs, its bias and
+// penalties as token edits, the choice's seed, and counter = the tokens it generated so far.
+// (A constrained sequence's mask is added once the step's masks are ready.)
+SampleRequest device_draw(const Sequence& seq, int logit_row, int vocab) {
   const SamplingParams& sp = seq.request->sampling;
   SampleRequest d;
   d.row = logit_row;
@@ -75,6 +74,11 @@ SampleRequest device_draw(const Sequence& seq, int logit_row) {
   d.min_p = sp.min_p;
   d.seed = seq.seed;
   d.counter = seq.output.size();
+  d.repetition_penalty = sp.repetition_penalty;
+  d.presence_penalty = sp.presence_penalty;
+  d.frequency_penalty = sp.frequency_penalty;
+  d.logprobs = sp.logprobs;
+  d.token_edits = token_edits(sp, vocab, seq.request->prompt, seq.output);
   return d;
 }
 
@@ -392,7 +396,11 @@ bool LlmEngine::take_inbox() {
     const bool starts_with_sys = sys_len > 0 && static_cast<int>(req.prompt.size()) > sys_len &&
                                  std::equal(cfg_.system_prompt.begin(), cfg_.system_prompt.end(), req.prompt.begin());
     const int n_keep = req.n_keep >= 0 ? req.n_keep : cfg_.n_keep >= 0 ? cfg_.n_keep : starts_with_sys ? sys_len : 0;
-    const bool on_device = model_.backend().can_sample() && device_samplable(req.sampling);
+    // Speculating sequences draw on the host (the acceptance walk reads every node's logits);
+    // every other one on the backend when it can sample.
+    const bool speculate = cfg_.speculative != SpeculativeMode::None && req.speculative && !req.embed &&
+                           !req.sampling.grammar;
+    const bool on_device = model_.backend().can_sample() && device_samplable(req.sampling) && !speculate;
     a->choices.resize(req.n);
     for (int i = 0; i < req.n; ++i) {
       auto seq = std::make_shared<Sequence>();
@@ -402,9 +410,7 @@ bool LlmEngine::take_inbox() {
       seq->n_keep = n_keep;
       seq->seed = base_seed + static_cast<uint64_t>(i);
       seq->rng.reseed(seq->seed);
-      // Speculating sequences draw on the host (the acceptance walk reads every node's logits).
-      seq->speculate = cfg_.speculative != SpeculativeMode::None && req.speculative && !req.embed &&
-                       !req.sampling.grammar && !on_device;
+      seq->speculate = speculate;
       seq->device_sampling = on_device;
       if (a->lora) {
         seq->lora_slot = a->lora->slot;
@@ -467,13 +473,24 @@ void LlmEngine::step() {
       const Sequence& seq = *targets[j].seq;
       if (!seq.device_sampling) continue;
       draw_of[j] = static_cast<int>(draws_.size());
-      draws_.push_back(device_draw(seq, targets[j].logit_row));
+      draws_.push_back(device_draw(seq, targets[j].logit_row, vocab_));
     }
     // Structured output: the constrained rows' token masks are computed while the model runs.
+    // A device-drawn row's mask goes up with the step's draws: the draw points at it now, and
+    // the model waits for the masks (before_draws) only once the layers are issued.
     const bool constrained = start_grammar_masks(targets);
+    bool device_masks = false;
+    if (constrained)
+      for (size_t j = 0; j < targets.size(); ++j) {
+        if (draw_of[j] < 0 || !targets[j].seq->grammar) continue;
+        SampleRequest& d = draws_[static_cast<size_t>(draw_of[j])];
+        d.mask = masks_->mask(j);
+        d.mask_words = masks_->words();
+        device_masks = true;
+      }
     try {
       const auto tf = clock::now();
-      model_.forward(plan, draws_, logits_);
+      model_.forward(plan, draws_, logits_, device_masks ? std::function<void()>([this] { masks_->wait(); }) : nullptr);
       forward_s_ += std::chrono::duration<double>(clock::now() - tf).count();
     } catch (const std::exception& e) {
       if (constrained) masks_->wait();  // the workers read the matchers
@@ -503,19 +520,24 @@ void LlmEngine::step() {
         continue;
       }
       SampleResult& result = results[j][0];
-      if (draw_of[j] >= 0) {
-        result.token = logits_.drawn()[static_cast<size_t>(draw_of[j])];
+      // Structured output: the mask went with the draw, or the host sampler applies it to the
+      // row itself (sampling.h, step 0).
+      const uint32_t* mask = constrained ? masks_->mask(j) : nullptr;
+      if (mask && allowed_tokens(mask, vocab_) == 0) {
+        grammar_dead[j] = 1;  // ended with an error below; the token is a placeholder
+        result.token = tokenizer_ && tokenizer_->eos_id() >= 0 ? tokenizer_->eos_id() : 0;
+      } else if (draw_of[j] >= 0) {
+        const size_t d = static_cast<size_t>(draw_of[j]);
+        result.token = logits_.drawn()[d];
+        if (seq.request->sampling.logprobs >= 0) {
+          const DrawLogprobs& lp = logits_.drawn_logprobs()[d];
+          result.logprob = lp.logprob;
+          for (int k = 0; k < lp.n_top; ++k) result.top.push_back({lp.top_id[k], lp.top_logprob[k]});
+        }
       } else {
         const std::span<const float> row = logits_.host_row(targets[j].logit_row);
-        // Structured output: the sampler masks the row itself (sampling.h, step 0).
-        const uint32_t* mask = constrained ? masks_->mask(j) : nullptr;
-        if (mask && allowed_tokens(mask, vocab_) == 0) {
-          grammar_dead[j] = 1;  // ended with an error below; the token is a placeholder
-          result.token = tokenizer_ && tokenizer_->eos_id() >= 0 ? tokenizer_->eos_id() : 0;
-        } else {
-          result = sample_token(row.data(), vocab_, seq.request->sampling, seq.request->prompt, seq.output,
-                                seq.rng, mask);
-        }
+        result = sample_token(row.data(), vocab_, seq.request->sampling, seq.request->prompt, seq.output, seq.rng,
+                              mask);
       }
       sampled[j] = {result.token};
       if (cfg_.forced_tokens && seq.grammar && !grammar_dead[j] && tokenizer_) append_forced(seq, sampled[j], results[j]);
@@ -557,7 +579,7 @@ bool LlmEngine::start_grammar_masks(const std::vector<SampleTarget>& targets) {
   bool any = false;
   for (size_t j = 0; j < targets.size(); ++j) {
     const Sequence& seq = *targets[j].seq;
-    if (!seq.grammar) continue;  // (a constrained sequence is never device-sampled)
+    if (!seq.grammar) continue;
     matchers[j] = &*seq.grammar;
     words = std::max(words, seq.grammar->grammar()->vocabulary()->mask_words());
     any = true;

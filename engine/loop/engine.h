@@ -8,13 +8,19 @@
 // Each step's time feeds the StepCostModel the scheduler cuts prefill chunks by.
 //
 // Where tokens are sampled (decided per request at admission, so never by its batch mates):
-// - On the backend, when model.backend().can_sample() (the CUDA backend) and the request needs
-//   nothing only the host sampler does: no logprobs, no logit_bias, no presence / frequency /
-//   repetition penalty. Only token ids come back from the device; the draw is the GPU rule
-//   (SampleRequest in backend.h) with seed = the choice's seed and counter = tokens generated
-//   so far, so a seeded request's tokens depend only on its own logits and seed: reproducible,
-//   but not the same tokens the CPU sampler would draw for that seed (a different RNG and
-//   filter arithmetic). Greedy requests pick the argmax on either path.
+// - On the backend, when model.backend().can_sample() (the CUDA backend) and the request is not
+//   speculated (speculation's acceptance walk reads logits on the host). Every sampling knob runs
+//   there: grammar masks, logit_bias, repetition / presence / frequency penalties, top_k /
+//   top_p / min_p, logprobs with up to kMaxDrawTopLogprobs alternatives. The host builds each
+//   draw's token edits (token_edits in sampling.h: the host sampler's semantics) and mask, and
+//   only token ids and logprobs come back. Masks go up with the draws in one transfer, issued
+//   once the layers are (Model::forward's before_draws waits for them then, so they are
+//   computed while the GPU runs the layers); a recorded (graph) step needs them before it
+//   starts. The draw is the GPU rule (SampleRequest in backend.h) with seed = the choice's seed
+//   and counter = tokens generated so far, so a seeded request's tokens depend only on its own
+//   logits and seed: reproducible, but not the same tokens the CPU sampler would draw for that
+//   seed (a different RNG and filter arithmetic). Greedy requests pick the argmax of the same
+//   edited logits on either path, and logprobs are the same log-softmax.
 // - Everything else (and every request on the CPU backend) on the host with sample_token and
 //   the sequence's own Rng, exactly as sampling.h describes.
 // A choice's seed is the request's seed (or a random one) plus its choice index.
@@ -24,10 +30,10 @@
 // pass hands back their final-norm states, they are pooled as they come (embedding_pool.h), and
 // the request's one delta carries the L2-normalized vector once the prompt is computed.
 //
-// Structured output: a request with SamplingParams::grammar is sampled on the host; each of
-// its choices keeps a GrammarMatcher. The masks of a step's constrained rows are computed by
-// StepMasks workers while the forward pass runs, applied to the row's logits before the
-// sampler (so logprobs are those of the masked distribution), and the drawn token advances the
+// Structured output: each choice of a request with SamplingParams::grammar keeps a
+// GrammarMatcher. The masks of a step's constrained rows are computed by StepMasks workers (while
+// the forward pass runs when every such row is sampled on the host), applied to the row's logits
+// before the sampler (so logprobs are those of the masked distribution), and the drawn token advances the
 // matcher. The choice ends with "stop" once the grammar accepts an end-of-generation token.
 #pragma once
 

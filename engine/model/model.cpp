@@ -72,7 +72,7 @@ struct Model::Impl {
   // over the n_out gathered logit rows, of which the first n_device are drawn by `draws`
   // (sorted by row) and the rest copied to host_logits.
   void run_ops(int64_t n, int64_t n_out, int64_t n_device, const std::vector<SampleRequest>& draws,
-               float* host_logits);
+               float* host_logits, const std::function<void()>& begin_draws);
 };
 
 Model::Model(const gguf::GgufFile& file, std::unique_ptr<Backend> backend, int max_batch_tokens,
@@ -211,7 +211,7 @@ void Model::Impl::ffn_block(int l, const LayerWeights& L, int64_t n) {
 }
 
 void Model::Impl::run_ops(int64_t n, int64_t n_out, int64_t n_device, const std::vector<SampleRequest>& draws,
-                          float* host_logits) {
+                          float* host_logits, const std::function<void()>& begin_draws) {
   Backend& b = *be;
   b.embed(w.tok_embd, x);
   if (cfg.embed_scale != 1.0f) b.scale(x, cfg.embed_scale, n);
@@ -221,6 +221,7 @@ void Model::Impl::run_ops(int64_t n, int64_t n_out, int64_t n_device, const std:
   // Only the rows that are sampled go through the final norm and the LM head.
   b.gather_logit_rows(x, lx);
   b.rms_norm(lx, w.output_norm, cfg.rms_eps, xn, n_out);
+  if (begin_draws) begin_draws();
   size_t next_draw = 0;
   for (int64_t first = 0; first < n_device; first += logits.rows) {
     const int64_t rows = std::min<int64_t>(logits.rows, n_device - first);
@@ -265,7 +266,8 @@ void Model::forward(const StepPlan& plan, std::vector<float>& logits) {
   logits.swap(out.logits_);
 }
 
-void Model::forward(const StepPlan& plan, const std::vector<SampleRequest>& draws, StepLogits& out) {
+void Model::forward(const StepPlan& plan, const std::vector<SampleRequest>& draws, StepLogits& out,
+                    const std::function<void()>& before_draws) {
   Impl& m = *impl_;
   if (!m.kv_ready) throw std::logic_error("Model::forward: init_kv_cache was not called");
   const int64_t n = plan.n_tokens();
@@ -339,18 +341,25 @@ void Model::forward(const StepPlan& plan, const std::vector<SampleRequest>& draw
     out.place_[r] = on_device[r] ? -1 : pos[r] - static_cast<int32_t>(n_device);
   out.logits_.assign(static_cast<size_t>((n_out - n_device) * vocab), 0.0f);
   out.ids_.assign(draws.size(), 0);
+  out.logprobs_.assign(draws.size(), DrawLogprobs{});
   out.dim_ = m.cfg.dim;
   out.hidden_.assign(plan.hidden_rows.size() * static_cast<size_t>(m.cfg.dim), 0.0f);
   if (n == 0) return;
-  if (!sorted.empty()) b.begin_sampling(sorted);  // the upload overlaps the layers
-
   // With every row drawn in one LM-head chunk the ops depend only on the step's shape, so the
   // backend may record them once and replay them (CUDA graphs).
   // An MoE step reads router logits back mid-step (moe_ffn.h): never recorded.
   // A step with adapters launches per adapter group: never recorded either.
   const bool recordable = !m.moe && !adapted && n_out > 0 && n_device == n_out && n_out <= m.logits.rows && plan.hidden_rows.empty();
+  // The draws go up before the layers (the upload overlaps them), or, when the caller has host
+  // work to finish first and the step is not recorded, once the layers are issued.
+  const auto begin_draws = [&] {
+    if (before_draws) before_draws();
+    b.begin_sampling(sorted);
+  };
+  const bool late_draws = before_draws && !recordable && !sorted.empty();
+  if (!sorted.empty() && !late_draws) begin_draws();
   if (!(recordable && b.replay_recorded())) {
-    m.run_ops(n, n_out, n_device, sorted, out.logits_.data());
+    m.run_ops(n, n_out, n_device, sorted, out.logits_.data(), late_draws ? std::function<void()>(begin_draws) : nullptr);
     if (recordable) b.end_recordable();
   }
   if (!plan.hidden_rows.empty()) {
@@ -366,8 +375,12 @@ void Model::forward(const StepPlan& plan, const std::vector<SampleRequest>& draw
   }
   if (!sorted.empty()) {
     std::vector<int32_t> got(sorted.size());
-    b.finish_sampling(got.data());
-    for (size_t k = 0; k < got.size(); ++k) out.ids_[by_place[k]] = got[k];
+    std::vector<DrawLogprobs> got_lp(sorted.size());
+    b.finish_sampling(got.data(), got_lp.data());
+    for (size_t k = 0; k < got.size(); ++k) {
+      out.ids_[by_place[k]] = got[k];
+      out.logprobs_[by_place[k]] = got_lp[k];
+    }
   }
 }
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -24,6 +25,8 @@ class StepLogits {
  public:
   // The token of each draw, in the order of the draws given to forward().
   const std::vector<int32_t>& drawn() const { return ids_; }
+  // The logprobs of each draw that asked for them (SampleRequest::logprobs >= 0), by draw.
+  const std::vector<DrawLogprobs>& drawn_logprobs() const { return logprobs_; }
   // The vocab_size logits of logit row `logit_row`; throws std::out_of_range for a row outside
   // the step or one drawn on the backend (its logits never left it).
   std::span<const float> host_row(int logit_row) const;
@@ -36,6 +39,7 @@ class StepLogits {
  private:
   friend class Model;
   std::vector<int32_t> ids_;     // by draw
+  std::vector<DrawLogprobs> logprobs_;  // by draw
   std::vector<float> logits_;    // the host rows, in LM-head order
   std::vector<int32_t> place_;   // logit row -> its place in logits_, or -1 when drawn
   int64_t vocab_ = 0;
@@ -98,7 +102,12 @@ class Model {
   // waits for the device once. Such a step whose rows fit one LM-head chunk is offered to the
   // backend for recording and replay (Backend::replay_recorded; CUDA graphs when enabled).
   // The final-norm hidden states of plan.hidden_rows come back too (out.hidden_row).
-  void forward(const StepPlan& plan, const std::vector<SampleRequest>& draws, StepLogits& out);
+  // `before_draws` (optional) is called before the backend reads the draws' masks (their
+  // contents may be unfinished until it returns): in a step that is not recorded, after the
+  // layers are issued, so host work it waits for overlaps the forward on an asynchronous backend;
+  // in a recordable step, before anything is issued.
+  void forward(const StepPlan& plan, const std::vector<SampleRequest>& draws, StepLogits& out,
+               const std::function<void()>& before_draws = {});
 
  private:
   struct Impl;

@@ -29,6 +29,8 @@ class StepMasks {
   void wait();
   // Row i's mask (bit id%32 of word id/32 set: token allowed), or null when row i has no matcher.
   const uint32_t* mask(size_t i) const;
+  // Words of each mask of the last start().
+  size_t words() const { return words_; }
   bool any() const { return pending_rows_ > 0; }
 
  private:

@@ -5,8 +5,6 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
-#include <unordered_map>
-#include <unordered_set>
 
 #include "engine/sampling/grammar_masks.h"
 
@@ -42,29 +40,40 @@ double Rng::uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
 
 // ---- logit processing -----------------------------------------------------------------------
 
+std::vector<TokenEdit> token_edits(const SamplingParams& params, int vocab, const std::vector<int32_t>& prompt,
+                                   const std::vector<int32_t>& output) {
+  const bool repetition = repetition_on(params.repetition_penalty);
+  const bool counted = params.presence_penalty != 0.0f || params.frequency_penalty != 0.0f;
+  // Every (token, what applies) pair, then one entry per token: sort and merge.
+  std::vector<TokenEdit> raw;
+  auto add = [&](int32_t tok, uint32_t flags, float bias, int32_t count) {
+    if (tok >= 0 && tok < vocab) raw.push_back({tok, flags, bias, count});
+  };
+  for (const auto& [tok, bias] : params.logit_bias) add(tok, kEditBias, bias, 0);
+  if (repetition)
+    for (int32_t tok : prompt) add(tok, kEditSeen, 0.0f, 0);
+  if (repetition || counted)
+    for (int32_t tok : output) add(tok, repetition ? kEditSeen : 0u, 0.0f, counted ? 1 : 0);
+  std::sort(raw.begin(), raw.end(), [](const TokenEdit& a, const TokenEdit& b) { return a.token < b.token; });
+  std::vector<TokenEdit> out;
+  for (const TokenEdit& e : raw) {
+    if (out.empty() || out.back().token != e.token) {
+      out.push_back(e);
+      continue;
+    }
+    TokenEdit& m = out.back();
+    if (e.flags & kEditBias) m.bias = e.bias;
+    m.flags |= e.flags;
+    m.count += e.count;
+  }
+  return out;
+}
+
 void apply_penalties(float* logits, int vocab, const SamplingParams& params,
                      const std::vector<int32_t>& prompt, const std::vector<int32_t>& output) {
-  for (const auto& [tok, bias] : params.logit_bias)
-    if (tok >= 0 && tok < vocab) logits[tok] += bias;
-
-  if (params.repetition_penalty != 1.0f && params.repetition_penalty > 0.0f) {
-    std::unordered_set<int32_t> seen(prompt.begin(), prompt.end());
-    seen.insert(output.begin(), output.end());
-    for (int32_t tok : seen) {
-      if (tok < 0 || tok >= vocab) continue;
-      float& l = logits[tok];
-      l = l > 0 ? l / params.repetition_penalty : l * params.repetition_penalty;
-    }
-  }
-
-  if (params.presence_penalty != 0.0f || params.frequency_penalty != 0.0f) {
-    std::unordered_map<int32_t, int> counts;
-    for (int32_t tok : output) ++counts[tok];
-    for (const auto& [tok, count] : counts) {
-      if (tok < 0 || tok >= vocab) continue;
-      logits[tok] -= params.frequency_penalty * static_cast<float>(count) + params.presence_penalty;
-    }
-  }
+  for (const TokenEdit& e : token_edits(params, vocab, prompt, output))
+    logits[e.token] = edited_logit(logits[e.token], e, params.repetition_penalty, params.presence_penalty,
+                                   params.frequency_penalty);
 }
 
 namespace {

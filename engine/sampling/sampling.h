@@ -23,6 +23,7 @@
 
 #include "engine/engine_api.h"
 #include "engine/sampling_params.h"
+#include "kernels/draw_params.h"
 
 namespace pagoda {
 
@@ -50,8 +51,15 @@ struct SampleResult {
   std::vector<TopLogprob> top;   // params.logprobs most likely tokens, most likely first
 };
 
-// Steps 1-3 in place on `logits` (vocab entries). `prompt` and `output` are the request's prompt
-// and the sequence's generated tokens so far.
+// Steps 1-3 as a list: one TokenEdit per token they change (tokens outside [0, vocab) are
+// ignored), sorted by token, for edited_logit (kernels/draw_params.h) to apply with the
+// params' penalties. The GPU sampler applies the same list on the device. Empty when the
+// request has no bias and no active penalty.
+std::vector<TokenEdit> token_edits(const SamplingParams& params, int vocab, const std::vector<int32_t>& prompt,
+                                   const std::vector<int32_t>& output);
+
+// Steps 1-3 in place on `logits` (vocab entries): token_edits applied. `prompt` and `output`
+// are the request's prompt and the sequence's generated tokens so far.
 void apply_penalties(float* logits, int vocab, const SamplingParams& params,
                      const std::vector<int32_t>& prompt, const std::vector<int32_t>& output);
 

@@ -247,13 +247,15 @@ bool attention_prefill_mma(const float* q, float* out, int n_heads, float scale,
 
 // Samples one token per row of logits (n_rows x vocab) into out[row] with params[row] (a device
 // array of n_rows; kernels/draw_params.h). Deterministic for a given (logits, params): the
-// uniform draw is philox_uniform(seed, counter), see philox.h.
-void sample(const float* logits, int64_t n_rows, int vocab, const DrawParams* params,
-            int32_t* out, void* stream);
+// uniform draw is philox_uniform(seed, counter), see philox.h. A row whose params carry a token
+// mask or edits is edited in place first (masked tokens to -inf, edits by edited_logit), and a
+// draw asking for logprobs writes them to params[row].logprobs_out.
+void sample(float* logits, int64_t n_rows, int vocab, const DrawParams* params, int32_t* out, void* stream);
 
 // The same rule for n_draws draws where draw i reads logits row rows[i] - row_base (rows:
-// device array of n_draws) with params[i] into out[i]; a row may be read by several draws.
-void sample_rows(const float* logits, int vocab, const int32_t* rows, int64_t row_base,
-                 int64_t n_draws, const DrawParams* params, int32_t* out, void* stream);
+// device array of n_draws) with params[i] into out[i]; a row may be read by several draws, which
+// are then consecutive and carry the same mask and edits (the row's first draw applies them).
+void sample_rows(float* logits, int vocab, const int32_t* rows, int64_t row_base, int64_t n_draws,
+                 const DrawParams* params, int32_t* out, void* stream);
 
 }  // namespace pagoda::cuda

@@ -105,7 +105,9 @@ class ForwardingBackend : public Backend {
   void sample(const Tensor& logits, int64_t row_base, int64_t first_draw, int64_t n_draws) override {
     around(Op::Sampling, [&] { in_->sample(logits, row_base, first_draw, n_draws); });
   }
-  void finish_sampling(int32_t* ids) override { around(Op::Sampling, [&] { in_->finish_sampling(ids); }); }
+  void finish_sampling(int32_t* ids, DrawLogprobs* logprobs) override {
+    around(Op::Sampling, [&] { in_->finish_sampling(ids, logprobs); });
+  }
   bool replay_recorded() override { return in_->replay_recorded(); }
   void end_recordable() override { in_->end_recordable(); }
 

@@ -57,7 +57,7 @@ int reference_sample(const float* x, int vocab, const P& p, bool* ambiguous = nu
   int last = amax;
   for (int j = 0; j < vocab; ++j) {
     const float v = e[static_cast<size_t>(j)];
-    if (v < thr) continue;
+    if (v < thr || !(v > 0.0f)) continue;
     last = j;
     if (std::fabs(run + v - target) < 1e-5 * total || std::fabs(run - target) < 1e-5 * total) amb = true;
     run += v;

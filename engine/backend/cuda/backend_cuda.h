@@ -180,15 +180,16 @@ class CudaBackend final : public Backend {
   void write_kv_block_raw(int block, const void* in) override;
   void read(const Tensor& x, int64_t rows, float* host) override;
 
-  // Sampling on the GPU (kernels/cuda/sample.cu): begin_sampling uploads every draw's params
-  // and row in one transfer, sample() enqueues one kernel per LM-head chunk writing ids into a
-  // device buffer, finish_sampling copies the ids back: the step's only host wait. Logits are
+  // Sampling on the GPU (kernels/cuda/sample.cu): begin_sampling uploads every draw's params,
+  // row, token mask and edits in one transfer, sample() enqueues the edit and draw kernels per
+  // LM-head chunk writing ids (and logprobs) into a device buffer, finish_sampling copies them
+  // back: the step's only host wait. Logits are
   // read in chunks of 256 rows (one bigger GEMM; 256 x vocab floats of scratch).
   bool can_sample() const override { return true; }
   int logits_chunk_rows() const override { return 256; }
   void begin_sampling(const std::vector<SampleRequest>& draws) override;
   void sample(const Tensor& logits, int64_t row_base, int64_t first_draw, int64_t n_draws) override;
-  void finish_sampling(int32_t* ids) override;
+  void finish_sampling(int32_t* ids, DrawLogprobs* logprobs) override;
 
   // Decode-step graphs (when CudaBackendOptions::cuda_graphs): see Backend::replay_recorded.
   bool replay_recorded() override;

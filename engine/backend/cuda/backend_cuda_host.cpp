@@ -2,6 +2,8 @@
 // the device. See backend_cuda.h.
 #include "engine/backend/cuda/backend_cuda_impl.h"
 
+#include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "kernels/cpu/ops.h"
@@ -139,28 +141,76 @@ CudaGraphStats CudaBackend::graph_stats() const {
 
 // ---- sampling -------------------------------------------------------------------------------
 
+namespace {
+
+// True when two draws of one row edit it alike (the edit kernel applies the first one's edits).
+bool same_edits(const SampleRequest& a, const SampleRequest& b) {
+  if (a.repetition_penalty != b.repetition_penalty || a.presence_penalty != b.presence_penalty ||
+      a.frequency_penalty != b.frequency_penalty || a.token_edits.size() != b.token_edits.size() ||
+      (a.mask == nullptr) != (b.mask == nullptr) || a.mask_words != b.mask_words)
+    return false;
+  for (size_t i = 0; i < a.token_edits.size(); ++i) {
+    const TokenEdit &x = a.token_edits[i], &y = b.token_edits[i];
+    if (x.token != y.token || x.flags != y.flags || x.bias != y.bias || x.count != y.count) return false;
+  }
+  return !a.mask || std::equal(a.mask, a.mask + a.mask_words, b.mask);
+}
+
+}  // namespace
+
 void CudaBackend::begin_sampling(const std::vector<SampleRequest>& draws) {
   Impl& m = *impl_;
-  for (size_t i = 1; i < draws.size(); ++i)
+  for (size_t i = 1; i < draws.size(); ++i) {
     require(draws[i - 1].row <= draws[i].row, "begin_sampling: draws must be sorted by row");
+    require(draws[i - 1].row != draws[i].row || same_edits(draws[i - 1], draws[i]),
+            "begin_sampling: draws of one row must carry the same mask, edits and penalties");
+  }
   const size_t n = draws.size();
   m.n_draws = static_cast<int64_t>(n);
+  m.draws_logprobs.assign(n, 0);
+  m.draws_mask_words.assign(n, 0);
   if (n == 0) return;
   auto round_up = [](size_t b) { return (b + 255) / 256 * 256; };
-  const size_t params_bytes = n * sizeof(DrawParams);
-  m.draws_rows_at = round_up(params_bytes);
+  m.draws_rows_at = round_up(n * sizeof(DrawParams));
   m.draws_ids_at = m.draws_rows_at + round_up(n * sizeof(int32_t));
-  auto* host = static_cast<uint8_t*>(m.sample_staging.get(m.draws_ids_at));
+  m.draws_lp_at = m.draws_ids_at + round_up(n * sizeof(int32_t));
+  const size_t extra_at = m.draws_lp_at + round_up(n * sizeof(DrawLogprobs));
+  // The masks and edits after the fixed parts, each draw's 16-byte aligned.
+  std::vector<size_t> mask_at(n), edits_at(n);
+  size_t total = extra_at;
+  for (size_t i = 0; i < n; ++i) {
+    const SampleRequest& d = draws[i];
+    require(d.row >= 0, "begin_sampling: negative row");
+    require(d.logprobs <= kMaxDrawTopLogprobs, "begin_sampling: more top logprobs than a draw carries");
+    require(!d.mask || d.mask_words > 0, "begin_sampling: a mask without words");
+    mask_at[i] = total;
+    if (d.mask) total += (d.mask_words * sizeof(uint32_t) + 15) / 16 * 16;
+    edits_at[i] = total;
+    total += d.token_edits.size() * sizeof(TokenEdit);
+  }
+  auto* host = static_cast<uint8_t*>(m.sample_staging.get(total));
+  auto* dev = static_cast<uint8_t*>(m.sample_io.get(total, m.stream));
   auto* params = reinterpret_cast<DrawParams*>(host);
   auto* rows = reinterpret_cast<int32_t*>(host + m.draws_rows_at);
   for (size_t i = 0; i < n; ++i) {
     const SampleRequest& d = draws[i];
-    require(d.row >= 0, "begin_sampling: negative row");
-    params[i] = d;  // the DrawParams part, as the kernel reads it
+    DrawParams& p = params[i];
+    p = d;  // the DrawParams part, as the kernel reads it; its pointers are set below
+    p.n_edits = static_cast<int32_t>(d.token_edits.size());
+    p.allowed = d.mask ? reinterpret_cast<const uint32_t*>(dev + mask_at[i]) : nullptr;
+    p.edits = p.n_edits > 0 ? reinterpret_cast<const TokenEdit*>(dev + edits_at[i]) : nullptr;
+    p.logprobs_out = d.logprobs >= 0 ? reinterpret_cast<DrawLogprobs*>(dev + m.draws_lp_at) + i : nullptr;
     rows[i] = d.row;
+    if (d.mask) std::memcpy(host + mask_at[i], d.mask, d.mask_words * sizeof(uint32_t));
+    if (!d.token_edits.empty())
+      std::memcpy(host + edits_at[i], d.token_edits.data(), d.token_edits.size() * sizeof(TokenEdit));
+    m.draws_logprobs[i] = d.logprobs >= 0;
+    m.draws_mask_words[i] = d.mask ? d.mask_words : 0;
   }
-  void* dev = m.sample_io.get(m.draws_ids_at + n * sizeof(int32_t), m.stream);
-  CUDA_CHECK(cudaMemcpyAsync(dev, host, m.draws_ids_at, cudaMemcpyHostToDevice, m.stream));
+  // The logprobs part is written by the kernels, not uploaded: the copy skips it when the masks
+  // and edits do not follow it.
+  const size_t upload = total > extra_at ? total : m.draws_ids_at;
+  CUDA_CHECK(cudaMemcpyAsync(dev, host, upload, cudaMemcpyHostToDevice, m.stream));
   m.sample_staging.uploaded(m.stream);
 }
 
@@ -170,16 +220,31 @@ void CudaBackend::sample(const Tensor& logits, int64_t row_base, int64_t first_d
               first_draw + n_draws <= m.n_draws,
           "sample: draws outside the range given to begin_sampling");
   if (n_draws == 0) return;
+  const size_t vocab_words = (static_cast<size_t>(logits.cols) + 31) / 32;
+  for (int64_t i = first_draw; i < first_draw + n_draws; ++i) {
+    const size_t words = m.draws_mask_words[static_cast<size_t>(i)];
+    require(words == 0 || words >= vocab_words, "sample: a token mask shorter than the vocabulary");
+  }
   cuda::sample_rows(f32(logits), static_cast<int>(logits.cols), m.d_rows() + first_draw, row_base,
                     n_draws, m.d_params() + first_draw, m.d_ids() + first_draw, m.s());
 }
 
-void CudaBackend::finish_sampling(int32_t* ids) {
+void CudaBackend::finish_sampling(int32_t* ids, DrawLogprobs* logprobs) {
   Impl& m = *impl_;
-  if (m.n_draws > 0)
-    CUDA_CHECK(cudaMemcpyAsync(ids, m.d_ids(), static_cast<size_t>(m.n_draws) * sizeof(int32_t),
-                               cudaMemcpyDeviceToHost, m.stream));
+  const size_t n = static_cast<size_t>(m.n_draws);
+  std::vector<DrawLogprobs> got;
+  if (n > 0) {
+    CUDA_CHECK(cudaMemcpyAsync(ids, m.d_ids(), n * sizeof(int32_t), cudaMemcpyDeviceToHost, m.stream));
+    if (logprobs && std::count(m.draws_logprobs.begin(), m.draws_logprobs.end(), 1) > 0) {
+      got.resize(n);
+      CUDA_CHECK(cudaMemcpyAsync(got.data(), static_cast<const uint8_t*>(m.sample_io.ptr) + m.draws_lp_at,
+                                 n * sizeof(DrawLogprobs), cudaMemcpyDeviceToHost, m.stream));
+    }
+  }
   CUDA_CHECK(cudaStreamSynchronize(m.stream));
+  // Only the draws that asked: the others' slots were never written.
+  for (size_t i = 0; i < got.size(); ++i)
+    if (m.draws_logprobs[i]) logprobs[i] = got[i];
   m.n_draws = 0;
 }
 

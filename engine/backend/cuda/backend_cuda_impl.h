@@ -137,10 +137,15 @@ struct CudaBackend::Impl {
   DeviceScratch bf16_x;     // activations converted for the GEMM
   DeviceScratch q8_x;       // activations quantized to int8 for gemv_quant_dp4a
   DeviceScratch attn_ws;    // split-KV decode workspace
-  DeviceScratch sample_io;  // sampling: [params][rows][ids], each part 256-byte aligned
-  PinnedStaging sample_staging;  // the step's draw params and rows, on their way up
+  // Sampling: [params][rows][ids][logprobs][masks and edits], each part 256-byte aligned. The
+  // first four parts' offsets depend only on the number of draws (a recorded step's kernels
+  // read them); the masks and edits are reached through pointers in the params.
+  DeviceScratch sample_io;
+  PinnedStaging sample_staging;  // the step's draw params, rows, masks and edits, on their way up
   int64_t n_draws = 0;
-  size_t draws_rows_at = 0, draws_ids_at = 0;  // byte offsets in sample_io
+  size_t draws_rows_at = 0, draws_ids_at = 0, draws_lp_at = 0;  // byte offsets in sample_io
+  std::vector<char> draws_logprobs;       // per draw: it asks for logprobs
+  std::vector<size_t> draws_mask_words;   // per draw: its mask's words (0: none), for sample()
 
   // Mixture of experts (backend_cuda_moe.cpp): the host grouping, the uploaded index arrays and
   // the gathered activations.

@@ -1,11 +1,13 @@
 // Sampling on the backend, without a GPU: a test double of a backend that can sample (the CPU
-// backend's ops plus the GPU sampling rule from tests/support/sample_reference.h, counting its
-// draws) under Model::forward's sampling overload and under LlmEngine. Checks that the draws
-// and host logits land on the right rows (chunking, reordering, one row drawn several times),
-// that simple requests are sampled on the backend and the others on the host, that a mixed
-// batch gives every request what it gets alone, and that the host path is bit-identical to the
-// plain CPU engine.
+// backend's ops plus the backend draw from tests/support/draw_reference.h: masks, token edits,
+// the GPU rule, logprobs; counting its draws) under Model::forward's sampling overload and under
+// LlmEngine. Checks that the draws and host logits land on the right rows (chunking, reordering,
+// one row drawn several times), that every request is sampled on the backend (logprobs,
+// penalties, logit_bias and grammars included) with greedy ones bit-identical to the plain CPU
+// engine (tokens and logprobs), and that a mixed batch gives every request what it gets alone.
 #include <catch2/catch.hpp>
+
+#include <nlohmann/json.hpp>
 
 #include <atomic>
 #include <set>
@@ -13,7 +15,8 @@
 
 #include "engine/loop/engine.h"
 #include "engine_test_util.h"
-#include "tests/support/sample_reference.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "tests/support/draw_reference.h"
 
 using namespace pagoda;
 using namespace pagoda::test;
@@ -62,6 +65,7 @@ class SamplingCpuBackend final : public Backend {
       if (draws[i - 1].row > draws[i].row) throw std::logic_error("draws not sorted by row");
     draws_ = draws;
     ids_.assign(draws.size(), -1);
+    lps_.assign(draws.size(), DrawLogprobs{});
     ++counters_->steps;
   }
   void sample(const Tensor& logits, int64_t row_base, int64_t first, int64_t n) override {
@@ -69,15 +73,25 @@ class SamplingCpuBackend final : public Backend {
       const SampleRequest& d = draws_.at(static_cast<size_t>(i));
       const int64_t r = d.row - row_base;
       if (r < 0 || r >= logits.rows) throw std::logic_error("draw outside the logits chunk");
-      ids_[static_cast<size_t>(i)] = reference_sample(static_cast<const float*>(logits.data) + r * logits.cols,
-                                                      static_cast<int>(logits.cols), d);
+      const ReferenceDraw got = reference_draw(static_cast<const float*>(logits.data) + r * logits.cols,
+                                               static_cast<int>(logits.cols), d);
+      ids_[static_cast<size_t>(i)] = got.token;
+      DrawLogprobs& lp = lps_[static_cast<size_t>(i)];
+      lp.logprob = got.logprobs.logprob;
+      lp.n_top = static_cast<int32_t>(got.logprobs.top.size());
+      for (int k = 0; k < lp.n_top; ++k) {
+        lp.top_id[k] = got.logprobs.top[static_cast<size_t>(k)].token;
+        lp.top_logprob[k] = got.logprobs.top[static_cast<size_t>(k)].logprob;
+      }
       ++counters_->draws;
     }
   }
-  void finish_sampling(int32_t* ids) override {
+  void finish_sampling(int32_t* ids, DrawLogprobs* logprobs) override {
     for (int32_t id : ids_)
       if (id < 0) throw std::logic_error("a draw was never sampled");
     std::copy(ids_.begin(), ids_.end(), ids);
+    for (size_t i = 0; i < draws_.size(); ++i)
+      if (draws_[i].logprobs >= 0) logprobs[i] = lps_[i];
     ++counters_->finishes;
   }
 
@@ -87,6 +101,7 @@ class SamplingCpuBackend final : public Backend {
   int chunk_rows_;
   std::vector<SampleRequest> draws_;
   std::vector<int32_t> ids_;
+  std::vector<DrawLogprobs> lps_;
 };
 
 // A model on the plain CPU backend (counters == nullptr) or on the sampling double.
@@ -231,7 +246,7 @@ TEST_CASE("engine: simple requests are sampled on the backend; greedy ones match
   CHECK(std::set<int32_t>(dev[1].choices[0].tokens.begin(), dev[1].choices[0].tokens.end()).size() >= 3);
 }
 
-TEST_CASE("engine: logprobs, penalties and logit_bias take the host path, bit-identical to the CPU engine") {
+TEST_CASE("engine: logprobs, penalties and logit_bias are drawn on the backend; greedy ones equal the CPU engine") {
   std::vector<GenerationRequest> reqs;
   GenerationRequest a = seeded(21, 5);
   a.sampling.logprobs = 3;
@@ -241,33 +256,102 @@ TEST_CASE("engine: logprobs, penalties and logit_bias take the host path, bit-id
   reqs.push_back(b);
   GenerationRequest c = request(12, 7);
   c.sampling.frequency_penalty = 0.3f;
+  c.sampling.presence_penalty = 0.2f;
+  c.sampling.logprobs = 5;
   reqs.push_back(c);
   GenerationRequest d = seeded(9, 8);
   d.sampling.repetition_penalty = 1.2f;
   reqs.push_back(d);
   GenerationRequest e = request(14, 9);
   e.sampling.logit_bias[3] = 5.0f;
+  e.sampling.logit_bias[200] = -100.0f;
   e.sampling.logprobs = 0;
   reqs.push_back(e);
+  GenerationRequest f = request(16, 10);
+  f.sampling.repetition_penalty = 1.5f;
+  f.sampling.frequency_penalty = 0.7f;
+  f.sampling.logit_bias[7] = 2.5f;
+  f.sampling.logprobs = 20;
+  reqs.push_back(f);
 
   auto counters = std::make_shared<DrawCounters>();
   auto model = make_model(counters, 2);
   const auto dev = run(*model, reqs);
-  CHECK(counters->draws == 0);
+  CHECK(counters->draws == total_tokens(dev));
+  CHECK(total_tokens(dev) == 60);
   auto plain = make_model(nullptr);
   const auto host = run(*plain, reqs);
   for (size_t i = 0; i < reqs.size(); ++i) {
     INFO("request " << i);
-    CHECK(dev[i].choices[0] == host[i].choices[0]);
     CHECK(dev[i].choices[0].tokens.size() == 10);
+    if (reqs[i].sampling.temperature <= 0.0f) CHECK(dev[i].choices[0] == host[i].choices[0]);  // logprobs too
   }
   CHECK(dev[0].choices[0].logprob_bits.size() == 10);
+  // The penalties changed the greedy tokens (the edits reach the backend's draw).
+  for (size_t i : {2, 5}) {
+    GenerationRequest plain_req = reqs[i];
+    plain_req.sampling = SamplingParams{};
+    plain_req.sampling.temperature = 0;
+    auto m = make_model(std::make_shared<DrawCounters>(), 2);
+    CHECK(run(*m, {plain_req})[0].choices[0].tokens != dev[i].choices[0].tokens);
+  }
+}
+
+TEST_CASE("engine: a constrained request is drawn on the backend with its mask; greedy equals the CPU engine") {
+  const auto tok = Tokenizer::from_gguf(tiny_model());
+  OutputConstraint c;
+  c.kind = OutputConstraint::Kind::JsonSchema;
+  c.source = R"({"type": "object", "properties": {"n": {"type": "integer", "minimum": 0, "maximum": 99}, "ok": {"type": "boolean"}},
+                 "required": ["n", "ok"], "additionalProperties": false})";
+  auto run_with = [&](Model& model, const std::vector<GenerationRequest>& base) {
+    LlmEngine engine(model, tok.get(), tiny_engine_config(128, 256));
+    std::vector<GenerationRequest> reqs = base;
+    const auto g = engine.compile_constraint(c);
+    for (auto& r : reqs) r.sampling.grammar = g;
+    const auto streams = submit_all(engine, reqs);
+    std::vector<RequestResult> out;
+    for (size_t i = 0; i < streams.size(); ++i) out.push_back(collect(*streams[i], reqs[i].n));
+    return out;
+  };
+  std::vector<GenerationRequest> reqs;
+  for (uint64_t s : {21, 22}) {
+    GenerationRequest r = request(10, s, 40);
+    r.prompt = random_tokens(10, s, 120);
+    r.stop.ignore_eos = false;
+    r.sampling.logprobs = 2;
+    reqs.push_back(r);
+  }
+  GenerationRequest sampled = seeded(10, 23);
+  sampled.prompt = random_tokens(10, 23, 120);
+  sampled.stop.max_tokens = 40;
+  sampled.stop.ignore_eos = false;
+  sampled.n = 2;
+  reqs.push_back(sampled);
+
+  auto counters = std::make_shared<DrawCounters>();
+  auto model = make_model(counters, 2);
+  const auto dev = run_with(*model, reqs);
+  CHECK(counters->draws > 0);
+  auto plain = make_model(nullptr);
+  const auto host = run_with(*plain, reqs);
+  for (size_t i = 0; i < 2; ++i) {
+    INFO("greedy request " << i << ": " << dev[i].choices[0].text);
+    CHECK(dev[i].choices[0] == host[i].choices[0]);
+  }
+  for (const auto& r : dev)
+    for (const auto& ch : r.choices) {
+      INFO(ch.text);
+      CHECK(ch.finish == FinishReason::Stop);
+      const auto j = nlohmann::json::parse(ch.text);
+      CHECK(j["n"].is_number_integer());
+      CHECK(j["ok"].is_boolean());
+    }
 }
 
 TEST_CASE("engine: in a mixed batch every request gets what it gets alone (greedy, seeded, n > 1)") {
   std::vector<GenerationRequest> reqs = {request(20, 11), seeded(33, 12), seeded(8, 13), request(40, 14)};
-  reqs[2].sampling.logprobs = 1;           // host, seeded
-  reqs[3].sampling.presence_penalty = 0.4f;  // host, greedy
+  reqs[2].sampling.logprobs = 1;           // seeded, with logprobs
+  reqs[3].sampling.presence_penalty = 0.4f;  // greedy, penalised
   GenerationRequest multi = seeded(25, 15);  // device, 3 choices drawn from one row at first
   multi.n = 3;
   reqs.push_back(multi);
@@ -278,7 +362,7 @@ TEST_CASE("engine: in a mixed batch every request gets what it gets alone (greed
   auto counters = std::make_shared<DrawCounters>();
   auto model = make_model(counters, 3);
   const auto together = run(*model, reqs, 32);
-  CHECK(counters->draws == total_tokens(together) - 20);  // all but the two host requests' tokens
+  CHECK(counters->draws == total_tokens(together));  // every token on the backend
 
   for (size_t i = 0; i < reqs.size(); ++i) {
     INFO("request " << i);
@@ -294,9 +378,32 @@ TEST_CASE("engine: in a mixed batch every request gets what it gets alone (greed
   one.n = 1;
   auto one_model = make_model(std::make_shared<DrawCounters>(), 64);
   CHECK(run(*one_model, {one})[0].choices[0] == together[4].choices[0]);
-  // The host-path requests are the plain CPU engine's, bit for bit.
+  // The greedy penalised request is the plain CPU engine's, bit for bit.
   auto plain = make_model(nullptr);
-  const auto host = run(*plain, {reqs[2], reqs[3]});
-  CHECK(together[2].choices[0] == host[0].choices[0]);
-  CHECK(together[3].choices[0] == host[1].choices[0]);
+  const auto host = run(*plain, {reqs[3]});
+  CHECK(together[3].choices[0] == host[0].choices[0]);
+}
+
+TEST_CASE("engine: speculated requests are sampled on the host, the others on the backend") {
+  std::vector<GenerationRequest> reqs = {request(20, 31), seeded(18, 32)};
+  GenerationRequest opted_out = request(22, 33);
+  opted_out.speculative = false;  // drawn on the backend
+  reqs.push_back(opted_out);
+  auto run_spec = [&](Model& model) {
+    EngineConfig cfg = tiny_engine_config(128, 256);
+    cfg.speculative = SpeculativeMode::Ngram;
+    LlmEngine engine(model, nullptr, cfg);
+    const auto streams = submit_all(engine, reqs);
+    std::vector<RequestResult> out;
+    for (size_t i = 0; i < streams.size(); ++i) out.push_back(collect(*streams[i], reqs[i].n));
+    return out;
+  };
+  auto counters = std::make_shared<DrawCounters>();
+  auto model = make_model(counters, 2);
+  const auto dev = run_spec(*model);
+  CHECK(counters->draws == 10);  // the opted-out request's tokens only
+  auto plain = make_model(nullptr);
+  const auto host = run_spec(*plain);
+  for (size_t i = 0; i < 2; ++i) CHECK(dev[i].choices[0] == host[i].choices[0]);
+  CHECK(dev[2].choices[0].tokens == host[2].choices[0].tokens);  // greedy: the same argmax
 }

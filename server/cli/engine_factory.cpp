@@ -52,7 +52,9 @@ void start_engine(LoadedEngine& loaded, EngineConfig cfg, const ModelLoad& load,
       throw std::runtime_error("--speculative does not apply to an encoder model");
     report(load, 80, "encoder engine");
     const int bound = cfg.max_queue >= 0 && cfg.max_seqs > 0 ? cfg.max_seqs + cfg.max_queue : 0;
-    loaded.encoder_engine = std::make_unique<encoder::EncoderEngine>(*loaded.encoder_model, *loaded.tokenizer, bound);
+    loaded.encoder_engine = std::make_unique<encoder::EncoderEngine>(
+        *loaded.encoder_model, *loaded.tokenizer,
+        encoder::EncoderEngine::Limits{bound, cfg.max_batch_tokens, cfg.max_seqs});
     return;
   }
   if (cfg.speculative == SpeculativeMode::Draft) {

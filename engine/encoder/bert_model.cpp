@@ -79,8 +79,14 @@ void rope_neox(float* x, int64_t n, int64_t d, int64_t hd, float base) {
 
 }  // namespace
 
+struct BertModel::Scratch {
+  std::vector<float> q, k, v, qkv, attn, o, up, gate, down, ones;
+};
+
 BertModel::BertModel(const gguf::GgufFile& file, int threads)
-    : config_(BertConfig::from_gguf(file)), pool_(std::make_unique<cpu::ThreadPool>(threads)) {}
+    : config_(BertConfig::from_gguf(file)),
+      pool_(std::make_unique<cpu::ThreadPool>(threads)),
+      scratch_(std::make_unique<Scratch>()) {}
 
 BertModel::~BertModel() = default;
 
@@ -131,7 +137,11 @@ std::vector<float> BertModel::hidden_states_batch(const std::vector<EncoderInput
   }
   layer_norm(x, n, d, c.embd_norm, c.embd_norm_b, c.eps);
 
-  std::vector<float> q, k, v, qkv, attn(static_cast<size_t>(n * d)), o, up, gate, down, ones;
+  std::lock_guard<std::mutex> lock(scratch_mu_);
+  Scratch& sc = *scratch_;
+  std::vector<float>&q = sc.q, &k = sc.k, &v = sc.v, &qkv = sc.qkv, &attn = sc.attn, &o = sc.o, &up = sc.up,
+                     &gate = sc.gate, &down = sc.down, &ones = sc.ones;
+  attn.resize(size_t(n * d));
   for (const BertLayer& L : c.layers) {
     if (L.qkv.data != nullptr) {
       linear(*pool_, L.qkv, WeightRef{}, x, n, qkv);

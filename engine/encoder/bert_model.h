@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -50,8 +51,12 @@ class BertModel {
   std::vector<float> hidden_states_batch(const std::vector<EncoderInput>& inputs) const;
 
  private:
+  struct Scratch;  // the forward's buffers, kept between passes (no allocation or page faults each)
+
   BertConfig config_;
   std::unique_ptr<cpu::ThreadPool> pool_;
+  mutable std::mutex scratch_mu_;  // one pass at a time uses the scratch
+  std::unique_ptr<Scratch> scratch_;
 };
 
 }  // namespace pagoda::encoder

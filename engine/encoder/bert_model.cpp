@@ -5,11 +5,13 @@
 // row-wise step; positions restart at each input.
 #include "engine/encoder/bert_model.h"
 
+#include "engine/encoder/bert_backend.h"
+
 #include <algorithm>
 #include <cmath>
 #include <string>
 
-#include "engine/encoder/bert_attention.h"
+#include "kernels/cpu/encoder_ops.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/ops_window_softcap.h"
@@ -42,16 +44,7 @@ void linear(cpu::ThreadPool& pool, const WeightRef& w, const WeightRef& b, const
 
 // Each row of x [n x d]: (x - mean) / sqrt(var + eps) * g + b.
 void layer_norm(std::vector<float>& x, int64_t n, int64_t d, const WeightRef& g, const WeightRef& b, float eps) {
-  for (int64_t i = 0; i < n; ++i) {
-    float* row = x.data() + i * d;
-    double mean = 0, var = 0;
-    for (int64_t j = 0; j < d; ++j) mean += row[j];
-    mean /= double(d);
-    for (int64_t j = 0; j < d; ++j) var += (row[j] - mean) * (row[j] - mean);
-    var /= double(d);
-    const float inv = float(1.0 / std::sqrt(var + eps));
-    for (int64_t j = 0; j < d; ++j) row[j] = float(row[j] - mean) * inv * f32(g)[j] + f32(b)[j];
-  }
+  cpu::layer_norm_rows(x.data(), n, d, f32(g), f32(b), eps, x.data());
 }
 
 // fn(at, len) over the n rows of width w of a buffer, in whole rows, spread over the pool.
@@ -83,10 +76,13 @@ struct BertModel::Scratch {
   std::vector<float> q, k, v, qkv, attn, o, up, gate, down, ones;
 };
 
-BertModel::BertModel(const gguf::GgufFile& file, int threads)
+BertModel::BertModel(const gguf::GgufFile& file, int threads, std::unique_ptr<Backend> backend, int64_t max_rows)
     : config_(BertConfig::from_gguf(file)),
       pool_(std::make_unique<cpu::ThreadPool>(threads)),
-      scratch_(std::make_unique<Scratch>()) {}
+      scratch_(std::make_unique<Scratch>()) {
+  if (backend)
+    backend_ = std::make_unique<BertBackendForward>(config_, std::move(backend), std::max<int64_t>(max_rows, config_.ctx));
+}
 
 BertModel::~BertModel() = default;
 
@@ -105,18 +101,12 @@ std::vector<float> BertModel::hidden_states(const std::vector<int32_t>& tokens, 
   return hidden_states_batch({EncoderInput{tokens, segment_b}});
 }
 
-std::vector<float> BertModel::hidden_states_batch(const std::vector<EncoderInput>& inputs) const {
+std::vector<float> BertModel::embedded_rows(const std::vector<EncoderInput>& inputs,
+                                           const std::vector<int64_t>& starts) const {
   const BertConfig& c = config_;
-  const int64_t d = c.dim, hd = d / c.n_heads;
-  std::vector<int64_t> starts{0};
-  for (size_t b = 0; b < inputs.size(); ++b) {
-    const std::string bad = check_input(inputs[b].tokens);
-    if (!bad.empty()) throw EncoderError(inputs.size() == 1 ? bad : "input " + std::to_string(b) + ": " + bad);
-    starts.push_back(starts.back() + int64_t(inputs[b].tokens.size()));
-  }
-  const int64_t n = starts.back();
-  std::vector<float> x(static_cast<size_t>(n * d)), tmp(static_cast<size_t>(d)), type0(static_cast<size_t>(d)),
-      type1;
+  const int64_t d = c.dim;
+  std::vector<float> x(static_cast<size_t>(starts.back() * d)), tmp(static_cast<size_t>(d)),
+      type0(static_cast<size_t>(d)), type1;
   read_row(c.type_embd, 0, type0.data());
   if (c.n_types >= 2) {  // the second text of a pair
     type1.resize(size_t(d));
@@ -135,6 +125,21 @@ std::vector<float> BertModel::hidden_states_batch(const std::vector<EncoderInput
       for (int64_t j = 0; j < d; ++j) row[j] += type[j];
     }
   }
+  return x;
+}
+
+std::vector<float> BertModel::hidden_states_batch(const std::vector<EncoderInput>& inputs) const {
+  const BertConfig& c = config_;
+  const int64_t d = c.dim, hd = d / c.n_heads;
+  std::vector<int64_t> starts{0};
+  for (size_t b = 0; b < inputs.size(); ++b) {
+    const std::string bad = check_input(inputs[b].tokens);
+    if (!bad.empty()) throw EncoderError(inputs.size() == 1 ? bad : "input " + std::to_string(b) + ": " + bad);
+    starts.push_back(starts.back() + int64_t(inputs[b].tokens.size()));
+  }
+  const int64_t n = starts.back();
+  if (backend_) return backend_hidden_states(inputs, starts);
+  std::vector<float> x = embedded_rows(inputs, starts);
   layer_norm(x, n, d, c.embd_norm, c.embd_norm_b, c.eps);
 
   std::lock_guard<std::mutex> lock(scratch_mu_);
@@ -162,7 +167,7 @@ std::vector<float> BertModel::hidden_states_batch(const std::vector<EncoderInput
         rope_neox(q.data() + starts[b] * d, starts[b + 1] - starts[b], d, hd, c.rope_freq_base);
         rope_neox(k.data() + starts[b] * d, starts[b + 1] - starts[b], d, hd, c.rope_freq_base);
       }
-    encoder_attention(*pool_, starts, c.n_heads, int(hd), q.data(), k.data(), v.data(), attn.data());
+    cpu::encoder_attention(*pool_, starts, c.n_heads, int(hd), q.data(), k.data(), v.data(), attn.data());
     linear(*pool_, L.o, L.o_b, attn, n, o);
     for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
     layer_norm(x, n, d, L.attn_norm, L.attn_norm_b, c.eps);
@@ -184,6 +189,25 @@ std::vector<float> BertModel::hidden_states_batch(const std::vector<EncoderInput
     layer_norm(x, n, d, L.out_norm, L.out_norm_b, c.eps);
   }
   return x;
+}
+
+std::vector<float> BertModel::backend_hidden_states(const std::vector<EncoderInput>& inputs,
+                                                   const std::vector<int64_t>& starts) const {
+  std::lock_guard<std::mutex> lock(scratch_mu_);
+  std::vector<float> h;
+  h.reserve(size_t(starts.back() * config_.dim));
+  // Passes of whole inputs within the backend's buffers (each input fits: max_rows >= ctx).
+  for (size_t first = 0; first < inputs.size();) {
+    size_t last = first + 1;
+    while (last < inputs.size() && starts[last + 1] - starts[first] <= backend_->max_rows()) ++last;
+    const std::vector<EncoderInput> pass(inputs.begin() + std::ptrdiff_t(first), inputs.begin() + std::ptrdiff_t(last));
+    std::vector<int64_t> local{0};
+    for (size_t b = first; b < last; ++b) local.push_back(starts[b + 1] - starts[first]);
+    const std::vector<float> part = backend_->hidden_states(embedded_rows(pass, local), local);
+    h.insert(h.end(), part.begin(), part.end());
+    first = last;
+  }
+  return h;
 }
 
 std::vector<float> BertModel::embed(const std::vector<int32_t>& tokens, int segment_b) const {

@@ -15,6 +15,7 @@
 
 #include "engine/encoder/bert_config.h"
 
+namespace pagoda { class Backend; }
 namespace pagoda::cpu { class ThreadPool; }
 
 namespace pagoda::encoder {
@@ -25,11 +26,16 @@ struct EncoderInput {
   int segment_b = -1;
 };
 
+class BertBackendForward;
+
 class BertModel {
  public:
   // Reads the configuration of `file` (which must outlive the model; weights are used in place
-  // from its mapping). `threads` <= 0: one per hardware thread. Throws EncoderError.
-  BertModel(const gguf::GgufFile& file, int threads);
+  // from its mapping). `threads` <= 0: one per hardware thread (the CPU path, and the host work
+  // of the backend one). With a `backend` the layers run there instead (BertBackendForward:
+  // bert files only), in passes of at most max(max_rows, context) rows. Throws EncoderError.
+  BertModel(const gguf::GgufFile& file, int threads, std::unique_ptr<Backend> backend = nullptr,
+            int64_t max_rows = 0);
   ~BertModel();
 
   const BertConfig& config() const { return config_; }
@@ -52,11 +58,17 @@ class BertModel {
 
  private:
   struct Scratch;  // the forward's buffers, kept between passes (no allocation or page faults each)
+  // The token + position + type embedding sums of the batch's rows (before the LayerNorm).
+  std::vector<float> embedded_rows(const std::vector<EncoderInput>& inputs, const std::vector<int64_t>& starts) const;
+  // hidden_states_batch through backend_, in passes that fit its buffers.
+  std::vector<float> backend_hidden_states(const std::vector<EncoderInput>& inputs,
+                                           const std::vector<int64_t>& starts) const;
 
   BertConfig config_;
   std::unique_ptr<cpu::ThreadPool> pool_;
-  mutable std::mutex scratch_mu_;  // one pass at a time uses the scratch
+  mutable std::mutex scratch_mu_;  // one pass at a time uses the scratch (or the backend)
   std::unique_ptr<Scratch> scratch_;
+  std::unique_ptr<BertBackendForward> backend_;  // null: the layers run on the CPU path
 };
 
 }  // namespace pagoda::encoder

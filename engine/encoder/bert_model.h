@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "engine/backend/backend.h"
 #include "engine/encoder/bert_config.h"
 
-namespace pagoda { class Backend; }
 namespace pagoda::cpu { class ThreadPool; }
 
 namespace pagoda::encoder {

@@ -3,7 +3,7 @@
 // layer_norm: out[i, :] = (x[i, :] - mean) * rsqrt(var + eps) * g + b, for i < n.
 //   Launch: grid (n), 256 threads per row; mean, then the variance around it, each a
 //   fixed-order block reduction (float; the CPU sums in double), so a row's result never
-//   depends on the other rows. out may alias x (each thread reads its elements before writing).
+//   depends on the other rows; 1 / sqrtf as rms_norm.cu. out may alias x (each thread reads its elements before writing).
 //
 // encoder_attention: every row attends to all rows of its own input, per head:
 //   out[r, h] = softmax_j(q[r, h] . k[j, h] * scale) v[j, h] over j in r's input.
@@ -33,7 +33,7 @@ __global__ void layer_norm_kernel(const float* x, const float* g, const float* b
   const float mean = block_sum(sum, scratch) / (float)cols;
   float ss = 0.0f;
   for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) ss += (row[c] - mean) * (row[c] - mean);
-  const float inv = rsqrtf(block_sum(ss, scratch) / (float)cols + eps);
+  const float inv = 1.0f / sqrtf(block_sum(ss, scratch) / (float)cols + eps);
   for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) dst[c] = (row[c] - mean) * inv * g[c] + b[c];
 }
 

@@ -3,15 +3,26 @@
 embeddings/s on a bge-small-shaped bert (12 layers, dim 384, ff 1536, 12 heads, F16, mean
 pooling) and rerank pairs/s on the same shape with a classification head (pooling rank), each at
 1, 16 and 64 inputs of about 100 tokens per request, pagoda and llama-server taking turns
-request by request (alternating, so that both see the same machine load), --rounds rounds each.
+request by request (alternating, so that both see the same machine load), --rounds rounds each;
+each figure is the median round. Prints the load average before and after (other processes on
+the host move the figures; run it at normal priority).
 
-usage: scripts/bench-encoders.py LLAMA_BIN_DIR [--pagoda build/pagoda] [--threads 2] [--rounds 3]
+usage: scripts/bench-encoders.py LLAMA_BIN_DIR [--pagoda build/pagoda] [--threads 2] [--rounds 5]
+                                 [--batch-tokens 2048] [--slots 1]
 LLAMA_BIN_DIR holds llama-server (a build of llama.cpp made outside this repository; its shared
-libraries are found through LD_LIBRARY_PATH = that folder). Prints one line per figure.
+libraries are found through LD_LIBRARY_PATH = that folder). --batch-tokens is each server's
+step size in tokens (pagoda --max-batch-tokens; llama-server -b and -ub, since an encoder's
+input must sit whole in one ubatch), both servers' default 2048 (about 20 inputs a pass for
+pagoda). llama-server gets --slots parallel sequences over a unified KV cache (-np, -kvu, -c 512
+each); with more than one it runs several inputs per pass, but its attention then spans the
+whole ubatch under a mask (measured here: 16 slots, 1 thread, 0.8 embeddings/s at batch 16
+against 2.8 at batch 1), so the default is its faster 1 slot, one input per pass. Prints one
+line per figure.
 """
 import argparse
 import os
 import random
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -47,19 +58,22 @@ def run(port, kind, batch, seed):
 
 def bench(args, kind, model):
     llama_flags = ["--embeddings", "--pooling", "mean"] if kind == "embed" else ["--rerank"]
-    with fidelity.Server([args.pagoda, "serve", model, "--threads", str(args.threads)], "pagoda serve") as p, \
+    bt = str(args.batch_tokens)
+    with fidelity.Server([args.pagoda, "serve", model, "--threads", str(args.threads), "--max-batch-tokens", bt],
+                         "pagoda serve") as p, \
          fidelity.Server([os.path.join(args.llama_bin, "llama-server"), "-m", model, "--host", "127.0.0.1",
-                          "-t", str(args.threads), "-c", "8192", "-b", "8192", "-ub", "512", "-np", "1",
+                          "-t", str(args.threads), "-c", str(512 * args.slots), "-b", bt, "-ub", bt,
+                          "-np", str(args.slots), "-kvu",
                           *llama_flags], "llama-server") as l:
         for batch in (1, 16, 64):
             run(p.port, kind, batch, 0), run(l.port, kind, batch, 0)  # warm-up
-            took = {"pagoda": 0.0, "llama.cpp": 0.0}
+            took = {"pagoda": [], "llama.cpp": []}
             for r in range(args.rounds):
-                took["pagoda"] += run(p.port, kind, batch, r + 1)
-                took["llama.cpp"] += run(l.port, kind, batch, r + 1)
+                took["pagoda"].append(run(p.port, kind, batch, r + 1))
+                took["llama.cpp"].append(run(l.port, kind, batch, r + 1))
             unit = "embeddings/s" if kind == "embed" else "pairs/s"
-            figures = "  ".join(f"{who} {batch * args.rounds / s:8.1f}" for who, s in took.items())
-            print(f"{kind:6s} batch {batch:3d}: {figures} {unit}", flush=True)
+            figures = "  ".join(f"{who} {batch / statistics.median(s):8.1f}" for who, s in took.items())
+            print(f"{kind:6s} batch {batch:3d}: {figures} {unit} (median of {args.rounds})", flush=True)
 
 
 def main():
@@ -67,14 +81,18 @@ def main():
     ap.add_argument("llama_bin")
     ap.add_argument("--pagoda", default="build/pagoda")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--batch-tokens", type=int, default=2048)
+    ap.add_argument("--slots", type=int, default=1)
     args = ap.parse_args()
+    print("load average before: %.2f %.2f %.2f" % os.getloadavg(), flush=True)
     workdir = tempfile.mkdtemp(prefix="bench-encoders-")
     for kind, pooling in (("embed", "mean"), ("rerank", "rank")):
         model = os.path.join(workdir, f"bge-small-{pooling}.gguf")
         subprocess.run([args.pagoda, "make-model", *SHAPE, "--pooling", pooling, "--output", model, "--quiet"],
                        check=True)
         bench(args, kind, model)
+    print("load average after: %.2f %.2f %.2f" % os.getloadavg(), flush=True)
     return 0
 
 

@@ -50,7 +50,7 @@ do_build() {
   nvidia-smi || echo "gpu-check: nvidia-smi failed (no driver?)" >&2
   cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DPAGODA_CUDA=ON
   cmake --build "$build" -j"$jobs" --target pagoda test_cuda_kernels test_cuda_quant test_cuda_ops test_cuda_sampling \
-    test_cuda_attention test_cuda_model test_cuda_archs test_cuda_engine test_cuda_graphs test_cuda_kv_tiers bench_cuda_decode \
+    test_cuda_attention test_cuda_model test_cuda_archs test_cuda_engine test_cuda_graphs test_cuda_kv_tiers test_cuda_encoder bench_cuda_decode \
     bench_cuda_attention
 }
 
@@ -76,7 +76,7 @@ do_emu() {
   local inc=${CUDA_HOME:-/usr/local/cuda}/include
   cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DPAGODA_CUDA=ON >/dev/null
   cmake --build "$build" -j"$jobs" --target pagoda_engine pagoda_kv_events pagoda_scheduler pagoda_speculative pagoda_sampling pagoda_kv pagoda_lora pagoda_model pagoda_backend pagoda_backend_select pagoda_backend_cpu \
-    pagoda_backend_cuda pagoda_tokenizer pagoda_gguf pagoda_structured pagoda_kernels_cpu
+    pagoda_backend_cuda pagoda_tokenizer pagoda_gguf pagoda_structured pagoda_kernels_cpu pagoda_encoder
   rm -rf "$emu/src" && mkdir -p "$emu/obj"
   python3 tests/gpu/emu/gen.py . "$emu/src"
   local objs=()
@@ -91,9 +91,9 @@ do_emu() {
   # The engine's KV event publisher links libzmq when the build found it.
   local zmq=""
   grep -q "^ZMQ_FOUND:INTERNAL=1" "$build/CMakeCache.txt" && zmq=-lzmq
-  for t in ${EMU_TESTS:-test_cuda_kernels test_cuda_quant test_cuda_ops test_cuda_sampling test_cuda_attention test_cuda_archs test_cuda_model test_cuda_engine test_cuda_graphs test_cuda_kv_tiers test_cuda_lora}; do
+  for t in ${EMU_TESTS:-test_cuda_kernels test_cuda_quant test_cuda_ops test_cuda_sampling test_cuda_attention test_cuda_archs test_cuda_model test_cuda_engine test_cuda_graphs test_cuda_kv_tiers test_cuda_lora test_cuda_encoder}; do
     g++ -std=c++20 -O1 -I. -I"$inc" -DPAGODA_HAVE_CUDA=1 "tests/gpu/$t.cpp" tests/catch_main.cpp \
-      -o "$emu/$t" -Wl,--start-group "$build/libpagoda_engine.a" "$build/libpagoda_scheduler.a" \
+      -o "$emu/$t" -Wl,--start-group "$build/libpagoda_engine.a" "$build/libpagoda_scheduler.a" "$build/libpagoda_encoder.a" \
       "$build/libpagoda_speculative.a" "$build/libpagoda_sampling.a" "$build/libpagoda_kv_events.a" "$build/libpagoda_kv.a" "$build/libpagoda_model.a" "$build/libpagoda_lora.a" \
       "$build/libpagoda_backend_select.a" "$build/libpagoda_backend.a" "$build/libpagoda_backend_cuda.a" "$build/libpagoda_backend_cpu.a" \
       "$build/libpagoda_tokenizer.a" "$build/libpagoda_gguf.a" "$build/libpagoda_structured.a" "$emu/libpagoda_cuda_emu.a" \
@@ -104,7 +104,7 @@ do_emu() {
   return "$status"
 }
 
-gpu_tests="test_cuda_kernels test_cuda_quant test_cuda_ops test_cuda_sampling test_cuda_attention test_cuda_model test_cuda_archs test_cuda_engine test_cuda_graphs test_cuda_kv_tiers test_cuda_lora"
+gpu_tests="test_cuda_kernels test_cuda_quant test_cuda_ops test_cuda_sampling test_cuda_attention test_cuda_model test_cuda_archs test_cuda_engine test_cuda_graphs test_cuda_kv_tiers test_cuda_lora test_cuda_encoder"
 
 do_pack() {
   do_build

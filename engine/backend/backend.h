@@ -196,6 +196,22 @@ class Backend {
   // x = cap * tanh(x / cap) (final logit soft-capping).
   virtual void softcap(Tensor& x, float cap, int64_t n) { unsupported("softcap"); }
 
+  // ---- ops of encoder models (engine/encoder; defaults: "not supported") ----
+  // Rows 0..n-1 of x (F32) from host memory, n x x.cols floats.
+  virtual void write(Tensor& x, const float* host, int64_t n) { unsupported("write"); }
+  // out = (x - mean) / sqrt(var + eps) * weight + bias per row (weight, bias: F32 1 x cols).
+  virtual void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps, Tensor& out,
+                          int64_t n) {
+    unsupported("layer_norm");
+  }
+  // Bidirectional attention within each input of a batch (cpu::encoder_attention): q, k, v and
+  // out hold n_heads x head_dim columns; input b owns rows starts[b] .. starts[b + 1] - 1 (a
+  // host array), each of its rows attending to all of them and no others; scale 1/sqrt(head_dim).
+  virtual void encoder_attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out,
+                                 const std::vector<int64_t>& starts, int n_heads, int head_dim) {
+    unsupported("encoder_attention");
+  }
+
   // out[j] = x[logit_rows[j]] for every logit row of the step.
   virtual void gather_logit_rows(const Tensor& x, Tensor& out) = 0;
 

@@ -1,7 +1,8 @@
-// EncoderEngine: the request queue, the worker that embeds, and the streams that carry the one
-// finish delta of each request.
+// EncoderEngine: the request queue, the step loop that embeds a batch of inputs per forward
+// pass, and the streams that carry the one finish delta of each request.
 #include "engine/encoder/encoder_engine.h"
 
+#include <algorithm>
 #include <chrono>
 
 namespace pagoda::encoder {
@@ -54,8 +55,8 @@ struct EncoderEngine::Job final : RequestStream {
   }
 };
 
-EncoderEngine::EncoderEngine(const BertModel& model, const Tokenizer& tokenizer, int max_queue)
-    : model_(model), tokenizer_(tokenizer), max_queue_(max_queue), thread_([this] { run(); }) {}
+EncoderEngine::EncoderEngine(const BertModel& model, const Tokenizer& tokenizer, Limits limits)
+    : model_(model), tokenizer_(tokenizer), limits_(limits), thread_([this] { run(); }) {}
 
 EncoderEngine::~EncoderEngine() {
   {
@@ -113,7 +114,7 @@ std::shared_ptr<RequestStream> EncoderEngine::submit(GenerationRequest req, Subm
   job->segment_b = reranker ? req.segment_b : -1;
   {
     std::lock_guard<std::mutex> lk(mu_);
-    if (max_queue_ > 0 && inflight_ >= max_queue_)
+    if (limits_.max_queue > 0 && inflight_ >= limits_.max_queue)
       return refuse(std::to_string(inflight_) + " inputs are waiting", "queue_full");
     if (stop_) return refuse("the engine is stopping", "engine_unavailable");
     ++inflight_;
@@ -123,50 +124,106 @@ std::shared_ptr<RequestStream> EncoderEngine::submit(GenerationRequest req, Subm
   return job;
 }
 
+void EncoderEngine::set_paused(bool paused) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    paused_ = paused;
+  }
+  cv_.notify_all();
+}
+
 void EncoderEngine::run() {
   for (;;) {
-    std::shared_ptr<Job> job;
+    std::vector<std::shared_ptr<Job>> jobs;
     {
       std::unique_lock<std::mutex> lk(mu_);
-      cv_.wait(lk, [&] { return stop_ || !queue_.empty(); });
+      cv_.wait(lk, [&] { return stop_ || (!paused_ && !queue_.empty()); });
       if (queue_.empty()) return;  // stopping with nothing left
-      job = std::move(queue_.front());
-      queue_.pop_front();
+      jobs = take_step();
     }
-    const double queued = seconds_since(job->submitted);
-    const auto t0 = Clock::now();
-    Delta d;
+    run_step(jobs);
+  }
+}
+
+size_t inputs_in_step(const std::vector<int64_t>& lengths, int max_batch_tokens, int max_seqs) {
+  size_t n = 0;
+  int64_t tokens = 0;
+  for (int64_t len : lengths) {
+    if (n > 0 && (tokens + len > max_batch_tokens || n >= size_t(std::max(1, max_seqs)))) break;
+    tokens += len;
+    ++n;
+  }
+  return n;
+}
+
+std::vector<std::shared_ptr<EncoderEngine::Job>> EncoderEngine::take_step() {
+  std::vector<int64_t> lengths;
+  for (size_t i = 0; i < queue_.size() && i < size_t(std::max(1, limits_.max_seqs)); ++i)
+    lengths.push_back(int64_t(queue_[i]->prompt.size()));
+  const size_t n = inputs_in_step(lengths, limits_.max_batch_tokens, limits_.max_seqs);
+  std::vector<std::shared_ptr<Job>> jobs(std::make_move_iterator(queue_.begin()),
+                                         std::make_move_iterator(queue_.begin() + std::ptrdiff_t(n)));
+  queue_.erase(queue_.begin(), queue_.begin() + std::ptrdiff_t(n));
+  return jobs;
+}
+
+void EncoderEngine::run_step(const std::vector<std::shared_ptr<Job>>& jobs) {
+  const auto t0 = Clock::now();
+  // Each job's outcome: computed in this step's pass (index into inputs), or finished now.
+  std::vector<Delta> deltas(jobs.size());
+  std::vector<EncoderInput> inputs;
+  std::vector<size_t> computed;  // jobs[computed[i]] is inputs[i]
+  for (size_t j = 0; j < jobs.size(); ++j) {
     bool aborted;
     {
-      std::lock_guard<std::mutex> lk(job->mu);
-      aborted = job->aborted;
+      std::lock_guard<std::mutex> lk(jobs[j]->mu);
+      aborted = jobs[j]->aborted;
     }
     if (aborted) {
-      d.finish = FinishReason::Abort;
-    } else {
-      try {
-        d.embedding = model_.embed(job->prompt, job->segment_b);
-        d.finish = FinishReason::Stop;
-      } catch (const std::exception& e) {
-        d.finish = FinishReason::Error;
-        d.error = e.what();
+      deltas[j].finish = FinishReason::Abort;
+      continue;
+    }
+    if (std::string bad = model_.check_input(jobs[j]->prompt); !bad.empty()) {
+      deltas[j].finish = FinishReason::Error;
+      deltas[j].error = std::move(bad);
+      continue;
+    }
+    inputs.push_back(EncoderInput{jobs[j]->prompt, jobs[j]->segment_b});
+    computed.push_back(j);
+  }
+  if (!inputs.empty()) {
+    try {
+      std::vector<std::vector<float>> out = model_.embed_batch(inputs);
+      for (size_t i = 0; i < computed.size(); ++i) {
+        deltas[computed[i]].embedding = std::move(out[i]);
+        deltas[computed[i]].finish = FinishReason::Stop;
+      }
+    } catch (const std::exception& e) {
+      for (size_t j : computed) {
+        deltas[j].finish = FinishReason::Error;
+        deltas[j].error = e.what();
       }
     }
-    const double took = seconds_since(t0);
-    {
-      std::lock_guard<std::mutex> lk(job->mu);
-      job->use.prompt_tokens = static_cast<int>(job->prompt.size());
-      job->use.queue_seconds = queued;
-      job->use.prefill_seconds = took;
-    }
-    job->finish(std::move(d));
-    std::lock_guard<std::mutex> lk(mu_);
-    --inflight_;
-    ++done_requests_;
-    tokens_ += job->prompt.size();
-    compute_seconds_ += took;
-    last_unix_s_ = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   }
+  const double took = seconds_since(t0);
+  uint64_t tokens = 0;
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    Job& job = *jobs[j];
+    {
+      std::lock_guard<std::mutex> lk(job.mu);
+      job.use.prompt_tokens = static_cast<int>(job.prompt.size());
+      job.use.queue_seconds = std::chrono::duration<double>(t0 - job.submitted).count();
+      job.use.prefill_seconds = took;
+    }
+    tokens += job.prompt.size();
+    job.finish(std::move(deltas[j]));
+  }
+  std::lock_guard<std::mutex> lk(mu_);
+  inflight_ -= static_cast<int>(jobs.size());
+  tokens_ += tokens;
+  ++steps_;
+  compute_seconds_ += took;
+  last_unix_s_ = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 EngineStats EncoderEngine::stats() const {
@@ -176,7 +233,7 @@ EngineStats EncoderEngine::stats() const {
   s.waiting = static_cast<int>(queue_.size());
   s.prompt_tokens = tokens_;
   s.prefill_tokens_computed = tokens_;
-  s.steps = done_requests_;
+  s.steps = steps_;
   s.last_step_unix_s = last_unix_s_;
   s.alive = !stop_;
   s.step_seconds = s.forward_seconds = compute_seconds_;

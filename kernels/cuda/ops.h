@@ -67,6 +67,16 @@ void gelu_mul(const float* gate, const float* up, float* out, int64_t n, int64_t
 void scale(float* x, float s, int64_t n, int64_t cols, void* stream);
 void softcap(float* x, float cap, int64_t n, int64_t cols, void* stream);
 
+// ---- encoder models (encoder.cu) ----
+// out[i, :] = (x[i, :] - mean) / sqrt(var + eps) * g + b for i < n (g, b: `cols` F32); out may alias x.
+void layer_norm(const float* x, const float* g, const float* b, float eps, float* out, int64_t n, int64_t cols,
+                void* stream);
+// Bidirectional attention within each input: rows starts[b] .. starts[b+1]-1 (device int32,
+// n_inputs + 1 entries from 0 to n_rows) attend to each other only; q, k, v, out [n_rows x
+// n_heads * head_dim]; max_len: the longest input's rows; scale 1/sqrt(head_dim).
+void encoder_attention(const float* q, const float* k, const float* v, float* out, const int32_t* starts,
+                       int n_inputs, int64_t n_rows, int max_len, int n_heads, int head_dim, void* stream);
+
 // out[j, :] = x[rows[j], :] for j < n_rows.
 void gather_rows(const float* x, const int32_t* rows, int64_t n_rows, int64_t cols, float* out,
                  void* stream);

@@ -30,8 +30,14 @@ std::unique_ptr<LoadedEngine> load_model(const ModelLoad& load) {
   for (const auto& t : loaded->file.tensors()) loaded->weight_bytes += t.nbytes;
   if (load.before_weights) load.before_weights(*loaded);
   if (encoder::BertConfig::is_encoder(loaded->file)) {
-    if (load.backend.device == "cuda")
-      throw std::runtime_error("encoder models (bert, nomic-bert) run on the CPU backend only; use --device cpu or auto");
+    if (load.backend.device == "cuda") {  // bert files: the layers on the GPU (bert_backend.h)
+      BackendSelection backend = select_backend(load.backend);
+      loaded->backend_name = backend.description + " (encoder)";
+      report(load, 60, "encoder weights to the backend (" + std::to_string(loaded->weight_bytes >> 20) + " MiB)");
+      loaded->encoder_model = std::make_unique<encoder::BertModel>(loaded->file, load.backend.threads,
+                                                                   std::move(backend.backend), load.max_batch_tokens);
+      return loaded;
+    }
     loaded->backend_name = "cpu (encoder)";
     report(load, 60, "encoder weights (" + std::to_string(loaded->weight_bytes >> 20) + " MiB, used in place)");
     loaded->encoder_model = std::make_unique<encoder::BertModel>(loaded->file, load.backend.threads);
@@ -52,7 +58,9 @@ void start_engine(LoadedEngine& loaded, EngineConfig cfg, const ModelLoad& load,
       throw std::runtime_error("--speculative does not apply to an encoder model");
     report(load, 80, "encoder engine");
     const int bound = cfg.max_queue >= 0 && cfg.max_seqs > 0 ? cfg.max_seqs + cfg.max_queue : 0;
-    loaded.encoder_engine = std::make_unique<encoder::EncoderEngine>(*loaded.encoder_model, *loaded.tokenizer, bound);
+    loaded.encoder_engine = std::make_unique<encoder::EncoderEngine>(
+        *loaded.encoder_model, *loaded.tokenizer,
+        encoder::EncoderEngine::Limits{bound, cfg.max_batch_tokens, cfg.max_seqs});
     return;
   }
   if (cfg.speculative == SpeculativeMode::Draft) {

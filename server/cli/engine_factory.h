@@ -57,8 +57,9 @@ struct ModelLoad {
 };
 
 // Opens the model file, its tokenizer and the backend, and loads the weights; no engine yet.
-// An encoder file (BertConfig::is_encoder) gets an encoder_model on the CPU instead (a CUDA
-// device asked for explicitly is refused with a clear error).
+// An encoder file (BertConfig::is_encoder) gets an encoder_model instead: on the CPU, or with
+// --device cuda its layers on the CUDA backend (bert files; nomic-bert is refused there with a
+// clear error). --device auto keeps encoders on the CPU.
 std::unique_ptr<LoadedEngine> load_model(const ModelLoad& load);
 
 // Starts the engine on `loaded` with `cfg`. With cfg.speculative == Draft, first loads

@@ -58,6 +58,12 @@ class CpuBackend final : public Backend {
   void embed(const Tensor& table, Tensor& out) override;
   void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out, int64_t n) override;
   void matmul(const Tensor& w, const Tensor& x, Tensor& out, int64_t n) override;
+  // Encoder ops (backend_cpu_encoder.cpp): kernels/cpu/encoder_ops.h.
+  void write(Tensor& x, const float* host, int64_t n) override;
+  void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps, Tensor& out,
+                  int64_t n) override;
+  void encoder_attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out,
+                         const std::vector<int64_t>& starts, int n_heads, int head_dim) override;
   void add_bias(Tensor& x, const Tensor& bias, int64_t n) override;
   void add(Tensor& x, const Tensor& y, int64_t n) override;
   void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out, int64_t n) override;

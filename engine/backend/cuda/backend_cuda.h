@@ -163,6 +163,12 @@ class CudaBackend final : public Backend {
   void scale(Tensor& x, float s, int64_t n) override;
   void gelu_mul(const Tensor& gate, const Tensor& up, Tensor& out, int64_t n) override;
   void softcap(Tensor& x, float cap, int64_t n) override;
+  // Encoder ops (backend_cuda_encoder.cpp): kernels/cuda/encoder.cu.
+  void write(Tensor& x, const float* host, int64_t n) override;
+  void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps, Tensor& out,
+                  int64_t n) override;
+  void encoder_attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out,
+                         const std::vector<int64_t>& starts, int n_heads, int head_dim) override;
   // Groups the tokens by expert on the host (cpu::moe_group), uploads the indices, gathers the
   // rows, runs one matmul per active expert and matrix (quantized experts: the quantized
   // kernels, as matmul), combines (moe_combine.cu).

@@ -154,6 +154,8 @@ struct CudaBackend::Impl {
   std::vector<int32_t> moe_table;  // moe_ffn's grouped-GEMV table, (expert, first row) pairs
   DeviceScratch moe_index, moe_xg, moe_gate, moe_up, moe_y;
   DeviceScratch lora_rows;  // lora_add's row indices (backend_cuda_lora.cpp)
+  std::vector<int32_t> encoder_starts;  // encoder_attention's input bounds, on their way up
+  DeviceScratch encoder_index;
 
   const DrawParams* d_params() const { return static_cast<const DrawParams*>(sample_io.ptr); }
   const int32_t* d_rows() const {

@@ -138,6 +138,73 @@ std::shared_ptr<const LoopSplit> compute_split(const TokenVocabulary::Impl& v, c
 // The split depends on the table's transitions only.
 const std::vector<int16_t>& split_key(const LoopTable& t) { return t.next; }
 
+// Whether `next` is `base` with some ASCII bytes that lead from L back to L leaving instead
+// (everything else equal); those bytes are set in x[0..1].
+bool less_ascii(const std::vector<int16_t>& base, const std::vector<int16_t>& next, uint64_t x[2]) {
+  if (base.size() != next.size()) return false;
+  x[0] = x[1] = 0;
+  for (size_t i = 0; i < next.size(); ++i) {
+    if (base[i] == next[i]) continue;
+    if (i >= 0x80 || base[i] != 0 || next[i] != -1) return false;
+    x[i >> 6] |= uint64_t{1} << (i & 63);
+  }
+  return x[0] | x[1];
+}
+
+bool has_id(const std::vector<uint32_t>& bits, uint32_t id) { return (bits[id >> 5] >> (id & 31)) & 1; }
+
+// The split by `table` (= base's table less the ASCII bytes x, less_ascii) from `base`'s. A
+// token inside base's loop stays inside this one unless it holds an excluded byte; then it
+// leaves at its first one, from L (ASCII bytes only follow L in the table). Tokens leaving
+// base's loop leave this one too (a transition fewer cannot keep them in): their last visit
+// of L is found by walking the table.
+std::shared_ptr<const LoopSplit> derive_split(const TokenVocabulary::Impl& v, const LoopSplit& base,
+                                              const LoopTable& table, const uint64_t x[2]) {
+  auto split = std::make_shared<LoopSplit>();
+  split->inside_bits = base.inside_bits;
+  const size_t n = v.unique.size();
+  size_t inside = 0;
+  auto clear_ids = [&](uint32_t u) {
+    for (uint32_t i = v.ids_begin[u]; i < v.ids_begin[u + 1]; ++i) {
+      auto id = static_cast<uint32_t>(v.ids[i]);
+      split->inside_bits[id >> 5] &= ~(1u << (id & 31));
+    }
+  };
+  for (uint32_t u = 0; u < n; ++u) {
+    if (!has_id(base.inside_bits, static_cast<uint32_t>(v.ids[v.ids_begin[u]]))) continue;
+    if (!((v.ascii_bytes[2 * u] & x[0]) | (v.ascii_bytes[2 * u + 1] & x[1]))) {
+      ++inside;
+      continue;
+    }
+    const std::string& s = v.unique[u];
+    uint32_t q = 0;
+    while (true) {
+      const auto c = static_cast<uint8_t>(s[q]);
+      if (c < 0x80 && ((x[c >> 6] >> (c & 63)) & 1)) break;
+      ++q;
+    }
+    clear_ids(u);
+    split->each[q == 0 ? 0 : 1].emplace_back(u, q);
+  }
+  auto rewalk = [&](uint32_t u) {
+    const std::string& s = v.unique[u];
+    int16_t at = 0;
+    uint32_t anchor = 0;
+    for (size_t d = 0; d < s.size(); ++d) {
+      at = table.next[static_cast<size_t>(at) * 256 + static_cast<uint8_t>(s[d])];
+      if (at < 0) break;
+      if (at == 0) anchor = static_cast<uint32_t>(d + 1);
+    }
+    split->each[anchor == 0 ? 0 : 1].emplace_back(u, anchor);
+  };
+  for (size_t r = 0; r < 2; ++r) {
+    for (uint32_t u : base.rest[r].tokens) rewalk(u);
+    for (const auto& [u, p] : base.each[r]) rewalk(u);
+  }
+  split->useful = inside * 2 >= n;
+  return split;
+}
+
 }  // namespace
 
 bool build_loop_table(const CompiledGrammar::Impl& g, InternedStates& states, int32_t start, bool local,
@@ -212,7 +279,17 @@ std::shared_ptr<const LoopSplit> loop_split(const TokenVocabulary::Impl& v, cons
     auto it = v.loop_splits.find(split_key(table));
     if (it != v.loop_splits.end()) return it->second;
   }
-  std::shared_ptr<const LoopSplit> split = compute_split(v, table);
+  std::shared_ptr<const LoopSplit> base;
+  uint64_t x[2] = {0, 0};
+  {
+    std::lock_guard<std::mutex> lock(v.loop_mutex);
+    for (const auto& [key, cached] : v.loop_splits)
+      if (cached->useful && less_ascii(key, table.next, x)) {
+        base = cached;
+        break;
+      }
+  }
+  std::shared_ptr<const LoopSplit> split = base ? derive_split(v, *base, table, x) : compute_split(v, table);
   std::lock_guard<std::mutex> lock(v.loop_mutex);
   if (v.loop_splits.size() >= TokenVocabulary::Impl::kMaxLoopSplits) return split;
   return v.loop_splits.try_emplace(split_key(table), split).first->second;

@@ -55,9 +55,17 @@ struct LoopSplit {
     std::vector<uint32_t> tokens;     // unique-string indices
   };
   Rest rest[2];
+  // A split derived from another (loop_split: the same loop less a few ASCII bytes) lists its
+  // other leaving tokens as (unique index, suffix start) pairs, walked one by one: sorting
+  // their suffixes would cost more than walking them.
+  std::vector<std::pair<uint32_t, uint32_t>> each[2];
 };
 
-// The split of `v` by `table`, from the vocabulary's cache (computed on a miss). Thread-safe.
+// The split of `v` by `table`, from the vocabulary's cache. On a miss it is derived from a
+// cached split whose table differs only in sending some ASCII bytes from L back to L where this
+// one leaves (a class less a few characters: a key that must not start a pattern's letter),
+// through the vocabulary's per-token ASCII byte sets, else computed by a walk of the whole
+// vocabulary. Thread-safe.
 std::shared_ptr<const LoopSplit> loop_split(const TokenVocabulary::Impl& v, const LoopTable& table);
 
 // Computes (and caches on `v`) the splits of JSON's string characters, met by nearly every

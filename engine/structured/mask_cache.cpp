@@ -114,6 +114,12 @@ std::shared_ptr<const MaskEntry> split_entry(const CompiledGrammar::Impl& g, con
                       if (!first_skipped(rest.tokens[i])) out.push_back(rest.tokens[i]);
                 });
   }
+  for (size_t x = 0; x < 2; ++x)
+    walk_each(g, v, split.each[x], states, intern_again(states, x == 0 ? start_state : loop_state), local, limits,
+              [&](uint32_t u, TokenVerdict verdict) {
+                if (verdict == TokenVerdict::Reject || first_skipped(u)) return;
+                (verdict == TokenVerdict::Accept ? accepted : entry->dependent).push_back(u);
+              });
   entry->accepted_bits = split.inside_bits;
   for (int b = 0; b < 256; ++b) {
     if (!skip[static_cast<size_t>(b)]) continue;

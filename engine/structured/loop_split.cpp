@@ -2,6 +2,7 @@
 #include "engine/structured/loop_split.h"
 
 #include <algorithm>
+#include <map>
 #include <mutex>
 #include <string_view>
 #include <unordered_map>
@@ -207,28 +208,51 @@ std::shared_ptr<const LoopSplit> derive_split(const TokenVocabulary::Impl& v, co
 
 }  // namespace
 
+namespace {
+
+// The state most printable ASCII bytes lead `from` to, how many do, and how many lead back to
+// `from` itself.
+struct Printable {
+  int32_t target = -1;
+  int best = 0, to_self = 0;
+};
+Printable printable_targets(const CompiledGrammar::Impl& g, InternedStates& states, int32_t from, bool local,
+                            const StepLimits& limits, bool& full) {
+  int32_t targets[0x7F - 0x20];
+  int live = 0;
+  Printable out;
+  for (int b = 0x20; b < 0x7F; ++b) {
+    const int32_t id = step_to(g, states, from, b, local, limits, full);
+    if (id >= 0) targets[live++] = id;
+    out.to_self += id == from ? 1 : 0;
+  }
+  std::sort(targets, targets + live);
+  for (int i = 0, j = 0; i < live; i = j) {
+    while (j < live && targets[j] == targets[i]) ++j;
+    if (j - i > out.best) out.best = j - i, out.target = targets[i];
+  }
+  return out;
+}
+
+}  // namespace
+
 bool build_loop_table(const CompiledGrammar::Impl& g, InternedStates& states, int32_t start, bool local,
                       const StepLimits& limits, LoopTable& out) {
   bool full = false;
-  // L: where most printable ASCII bytes lead from the start, or the start itself.
-  int32_t targets[0x7F - 0x20];
-  int live = 0, to_start = 0;
-  for (int b = 0x20; b < 0x7F; ++b) {
-    const int32_t id = step_to(g, states, start, b, local, limits, full);
-    if (id >= 0) targets[live++] = id;
-    to_start += id == start ? 1 : 0;
+  // L: the start itself when most printable ASCII bytes lead back to it, else where most of
+  // them lead, followed a few characters on (a string with a minimum length counts its first
+  // characters before it loops).
+  constexpr int kMaxChain = 8;
+  int32_t loop = start;
+  for (int hop = 0;; ++hop) {
+    const Printable p = printable_targets(g, states, loop, local, limits, full);
+    if (full) return false;
+    if (p.to_self >= kMinLoopBytes) break;
+    if (p.best < kMinLoopBytes || hop == kMaxChain) return false;
+    loop = p.target;
   }
-  if (full || live < kMinLoopBytes) return false;
-  std::sort(targets, targets + live);
-  int32_t loop = -1;
-  int best = 0;
-  for (int i = 0, j = 0; i < live; i = j) {
-    while (j < live && targets[j] == targets[i]) ++j;
-    if (j - i > best) best = j - i, loop = targets[i];
-  }
-  if (best < kMinLoopBytes) return false;
-  if (to_start >= kMinLoopBytes) loop = start;
   out.start = start;
+  out.chain = false;
   out.interned.assign(1, loop);
   out.depth.assign(1, 0);
   out.next.assign(256, -1);
@@ -247,26 +271,50 @@ bool build_loop_table(const CompiledGrammar::Impl& g, InternedStates& states, in
   }
   out.disagree.clear();
   if (start == loop) return true;
-  // Per first byte: the start must follow the table through the first character and be at L
-  // after it; then a token's path from the start is L's from there on. Pairs (table state,
-  // the start's interned state) over the first character's bytes; a first byte where the start
-  // goes elsewhere is listed in `disagree` (its tokens are walked from the start in full).
+  // Per first byte: every path the table takes from L must be one the start can take too
+  // (a live state at each byte, never leaving the scope); then a token inside the table is
+  // accepted from the start as from L. Checked over pairs (table state, the start's interned
+  // state) reachable from the pair after the first byte; a pair whose state is the table's
+  // own is L's path from there on. Where the start is at L after the first character, the
+  // leaving tokens' suffixes after their last visit of L are walked from L; where it reaches
+  // L only later (`chain`), those tokens are walked whole from the start. A first byte whose
+  // pairs fail is listed in `disagree` (its tokens are walked from the start in full).
+  constexpr size_t kMaxPairs = 256;
+  std::map<std::pair<int16_t, int32_t>, bool> root_ok;
   std::vector<std::pair<int16_t, int32_t>> pairs;
-  for (int first = 0; first < 256; ++first) {
-    if (out.next[static_cast<size_t>(first)] < 0) continue;
-    pairs.assign(1, {0, start});
-    bool agrees = true;
-    for (size_t i = 0; i < pairs.size() && agrees; ++i) {
+  auto reachable_ok = [&](std::pair<int16_t, int32_t> root) {
+    pairs.assign(1, root);
+    for (size_t i = 0; i < pairs.size(); ++i) {
       const auto [a, from] = pairs[i];
-      for (int b = i == 0 ? first : 0; b < (i == 0 ? first + 1 : 256) && agrees; ++b) {
+      if (from == out.interned[static_cast<size_t>(a)]) continue;
+      if (a == 0) out.chain = true;
+      const int lo = out.depth[static_cast<size_t>(a)] == 0 ? 0 : 0x80;
+      const int hi = out.depth[static_cast<size_t>(a)] == 0 ? 255 : 0xBF;
+      for (int b = lo; b <= hi; ++b) {
         const int16_t target = out.next[static_cast<size_t>(a) * 256 + static_cast<size_t>(b)];
         if (target < 0) continue;
         const int32_t id = step_to(g, states, from, b, local, limits, full);
-        if (full) return false;
-        if (id < 0 || (target == 0 && id != loop) || pairs.size() > 64) agrees = false;
-        else if (target != 0 && std::find(pairs.begin(), pairs.end(), std::make_pair(target, id)) == pairs.end())
-          pairs.emplace_back(target, id);
+        if (full || id < 0) return false;
+        const std::pair<int16_t, int32_t> pair{target, id};
+        if (std::find(pairs.begin(), pairs.end(), pair) != pairs.end()) continue;
+        if (pairs.size() >= kMaxPairs) return false;
+        pairs.push_back(pair);
       }
+    }
+    return true;
+  };
+  for (int first = 0; first < 256; ++first) {
+    const int16_t t1 = out.next[static_cast<size_t>(first)];
+    if (t1 < 0) continue;
+    const int32_t a1 = step_to(g, states, start, first, local, limits, full);
+    if (full) return false;
+    bool agrees = a1 >= 0;
+    if (agrees) {
+      const std::pair<int16_t, int32_t> root{t1, a1};
+      auto it = root_ok.find(root);
+      if (it == root_ok.end()) it = root_ok.emplace(root, reachable_ok(root)).first;
+      if (full) return false;
+      agrees = it->second;
     }
     if (!agrees) out.disagree.push_back(static_cast<uint8_t>(first));
   }

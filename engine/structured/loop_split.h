@@ -18,8 +18,9 @@
 namespace pagoda::structured {
 
 // The loop of one interned state L, the state most printable ASCII bytes lead the walk's start
-// to: L itself (inside a string) or one character further (right after an opening quote,
-// where the first character also decides whether the string closes at once). Table state 0 is
+// to: L itself (inside a string), one character further (right after an opening quote, where
+// the first character also decides whether the string closes at once), or a few characters
+// further (a minimum length counts its first characters). Table state 0 is
 // L, the others are inside a multi-byte UTF-8 character; next[a * 256 + b] is the state after
 // byte b, or -1 when the byte leaves the table (another state, a dead end, an overflow, or, in
 // a local walk, a stack emptied on the way). The table depends only on the loop's character
@@ -30,6 +31,10 @@ struct LoopTable {
   std::vector<uint8_t> depth;     // bytes into the current character (0 for L)
   int32_t start = -1;             // the walk's start: L, or a state one character before it
   std::vector<uint8_t> disagree;  // first bytes the start does not take where L does
+  // The start reaches L only after more than one character (a minimum length counted first):
+  // a leaving token's suffix after its last visit of L cannot be walked from L, so it is
+  // walked whole from the start.
+  bool chain = false;
   size_t states() const { return interned.size(); }
 };
 

@@ -40,7 +40,10 @@
 // (not of type integer) with a non-zero fraction digit and at most 15 digits; a maximum count
 // above 2^31-1 reads as 2^31-1; pattern classes \d \w \s and `.` as both ECMA-262 and
 // Python's re read them (regex.h RegexClasses); format combines with neither pattern nor minLength/maxLength; formats generate a strict subset (no
-// leap seconds, no quoted e-mail local parts, URIs with scheme://host).
+// leap seconds, no quoted e-mail local parts, URIs with scheme://host); when two or more names
+// beyond `properties` count towards minProperties, those have distinct lengths, 1, 2, 3, ...
+// code points in order (a parser keeps one of a repeated name; at most 16 such, names up to
+// 64 code points).
 //
 // Server use: SchemaError -> 400 naming e.path (e.g. param "response_format.json_schema.schema"
 // plus the pointer); regex_to_gbnf (regex.h) throws RegexError with a byte offset.

@@ -100,8 +100,11 @@ class SchemaConverter {
   std::optional<Expr> unique_scalar_array(const Json& items, uint64_t lo, std::optional<uint64_t> hi,
                                           const std::string& path);
   // Members whose names are none of `known`: "" when none may appear.
+  // key_length: only keys of exactly this many code points (distinct lengths make distinct
+  // keys, however they are spelled).
   std::string extra_members(const KeyRules& keys, const std::vector<std::string>& known,
-                            const Json& extra_schema, const std::string& path);
+                            const Json& extra_schema, const std::string& path,
+                            std::optional<uint64_t> key_length = std::nullopt);
 
   // ---- json_schema_scalars.cpp ----
   Expr build_string(const Json& schema, const std::string& path);

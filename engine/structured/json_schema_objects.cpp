@@ -79,11 +79,12 @@ static std::string key_not_in(SchemaConverter& conv, const std::vector<std::stri
 // left are split by which patterns they match (each region valued by those patterns' schemas,
 // the region matching none by additionalProperties), so every key is valued exactly.
 std::string SchemaConverter::extra_members(const KeyRules& keys, const std::vector<std::string>& known,
-                                           const Json& extra_schema, const std::string& path) {
+                                           const Json& extra_schema, const std::string& path,
+                                           std::optional<uint64_t> key_length) {
   auto member = [&](const std::string& key, const std::string& value) {
     return seq({key, ws(), "\":\"", ws(), value});
   };
-  if (!keys.any()) {
+  if (!keys.any() && !key_length) {
     Expr v = visit(extra_schema, path + "/additionalProperties");
     return v ? member(key_not_in(*this, known, path), *v) : "";
   }
@@ -92,6 +93,7 @@ std::string SchemaConverter::extra_members(const KeyRules& keys, const std::vect
   const std::string at = path + "/patternProperties";
   CharDfa base = dfa_complement(dfa_from_strings(known));
   if (keys.names) base = checked([&] { return dfa_intersect(base, *keys.names); }, path + "/propertyNames");
+  if (key_length) base = checked([&] { return dfa_with_length(base, *key_length, *key_length); }, path);
   std::vector<std::string> alts;
   for (size_t mask = 0; mask < (size_t(1) << k); ++mask) {
     CharDfa region = base;
@@ -105,7 +107,7 @@ std::string SchemaConverter::extra_members(const KeyRules& keys, const std::vect
     if (dfa_trimmed(region).empty()) continue;
     Expr value = mask ? visit(KeyRules::all_of(parts), at) : visit(extra_schema, path + "/additionalProperties");
     if (!value) continue;
-    Expr key = dfa_rules(region, path + "-key");
+    Expr key = dfa_rules(region, path + (key_length ? "-key" + std::to_string(*key_length) : "-key"));
     if (key) alts.push_back(member(seq({"\"\\\"\"", *key, "\"\\\"\""}), *value));
   }
   Expr all = alternatives(alts);
@@ -196,6 +198,20 @@ Expr SchemaConverter::build_object(const Json& schema, const std::string& path) 
   // c never exceeds the number of listed members, whatever the bounds.
   if ((std::min<uint64_t>(cap, n) + 1) * (n + 1) > 20000)
     throw SchemaError(path, "minProperties/maxProperties with this many properties needs too large a grammar");
+  // Extra members whose names have distinct lengths (one per length from 1 on), made
+  // as states ask for more; a length no extra name can have is skipped.
+  std::vector<std::string> distinct;
+  uint64_t next_length = 1;  // (an empty name would be an odd first choice)
+  bool distinct_short = false;
+  constexpr uint64_t kMaxDistinctExtras = 16, kMaxKeyLength = 64;
+  auto distinct_extras = [&](uint64_t want) -> const std::vector<std::string>& {
+    want = std::min(want, kMaxDistinctExtras);
+    while (distinct.size() < want && next_length <= kMaxKeyLength) {
+      std::string m = extra_members(keys, known_names, extra_schema, path, next_length++);
+      if (!m.empty()) distinct.push_back(m);
+    }
+    return distinct;
+  };
   std::map<std::pair<size_t, uint64_t>, Expr> memo;
   std::string hint = path.empty() ? "root-obj" : path;
   auto state = [&](auto&& self, size_t i, uint64_t c) -> Expr {
@@ -210,6 +226,25 @@ Expr SchemaConverter::build_object(const Json& schema, const std::string& path) 
         result = need == 0 ? Expr("") : std::nullopt;
       } else if (room && need > *room) {
         result = std::nullopt;
+      } else if (need >= 2) {
+        // Several extra members count towards minProperties: a repeated name would count once
+        // in the parsed object, so the counted ones get names of distinct lengths (shortest
+        // first), and any further ones are free.
+        const std::vector<std::string>& counted = distinct_extras(need);
+        if (counted.size() < need) {
+          result = std::nullopt;
+          distinct_short = true;
+        } else {
+          std::string text;
+          for (size_t j = 0; j < need; ++j) text = seq({text, c > 0 || j > 0 ? sep() : "", counted[j]});
+          std::optional<uint64_t> more_max;
+          if (room) more_max = *room - need;
+          if (!more_max || *more_max > 0) {
+            if (room) charge_repeat(*room, extra_member, path + "/maxProperties");
+            text = seq({text, std::string("(") + seq({sep(), extra_member}) + ")" + repeat_suffix(0, more_max)});
+          }
+          result = text;
+        }
       } else {
         // The first extra member of an empty object carries no comma: one fewer repeated.
         uint64_t more_min = (c == 0 && need > 0) ? need - 1 : need;
@@ -251,6 +286,11 @@ Expr SchemaConverter::build_object(const Json& schema, const std::string& path) 
     return result;
   };
   Expr body = state(state, 0, 0);
+  if (!body && distinct_short)
+    throw SchemaError(path + "/minProperties",
+                      "minProperties needs more than " + std::to_string(kMaxDistinctExtras) +
+                          " properties beyond the listed ones (or names of more distinct lengths than the "
+                          "name rules allow)");
   if (!body) return std::nullopt;
   return add_rule(hint + "-obj", seq({"\"{\"", ws(), *body, ws(), "\"}\""}));
 }

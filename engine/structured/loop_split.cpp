@@ -2,6 +2,7 @@
 #include "engine/structured/loop_split.h"
 
 #include <algorithm>
+#include <map>
 #include <mutex>
 #include <string_view>
 #include <unordered_map>
@@ -138,30 +139,120 @@ std::shared_ptr<const LoopSplit> compute_split(const TokenVocabulary::Impl& v, c
 // The split depends on the table's transitions only.
 const std::vector<int16_t>& split_key(const LoopTable& t) { return t.next; }
 
+// Whether `next` is `base` with some ASCII bytes that lead from L back to L leaving instead
+// (everything else equal); those bytes are set in x[0..1].
+bool less_ascii(const std::vector<int16_t>& base, const std::vector<int16_t>& next, uint64_t x[2]) {
+  if (base.size() != next.size()) return false;
+  x[0] = x[1] = 0;
+  for (size_t i = 0; i < next.size(); ++i) {
+    if (base[i] == next[i]) continue;
+    if (i >= 0x80 || base[i] != 0 || next[i] != -1) return false;
+    x[i >> 6] |= uint64_t{1} << (i & 63);
+  }
+  return x[0] | x[1];
+}
+
+bool has_id(const std::vector<uint32_t>& bits, uint32_t id) { return (bits[id >> 5] >> (id & 31)) & 1; }
+
+// The split by `table` (= base's table less the ASCII bytes x, less_ascii) from `base`'s. A
+// token inside base's loop stays inside this one unless it holds an excluded byte; then it
+// leaves at its first one, from L (ASCII bytes only follow L in the table). Tokens leaving
+// base's loop leave this one too (a transition fewer cannot keep them in): their last visit
+// of L is found by walking the table.
+std::shared_ptr<const LoopSplit> derive_split(const TokenVocabulary::Impl& v, const LoopSplit& base,
+                                              const LoopTable& table, const uint64_t x[2]) {
+  auto split = std::make_shared<LoopSplit>();
+  split->inside_bits = base.inside_bits;
+  const size_t n = v.unique.size();
+  size_t inside = 0;
+  auto clear_ids = [&](uint32_t u) {
+    for (uint32_t i = v.ids_begin[u]; i < v.ids_begin[u + 1]; ++i) {
+      auto id = static_cast<uint32_t>(v.ids[i]);
+      split->inside_bits[id >> 5] &= ~(1u << (id & 31));
+    }
+  };
+  for (uint32_t u = 0; u < n; ++u) {
+    if (!has_id(base.inside_bits, static_cast<uint32_t>(v.ids[v.ids_begin[u]]))) continue;
+    if (!((v.ascii_bytes[2 * u] & x[0]) | (v.ascii_bytes[2 * u + 1] & x[1]))) {
+      ++inside;
+      continue;
+    }
+    const std::string& s = v.unique[u];
+    uint32_t q = 0;
+    while (true) {
+      const auto c = static_cast<uint8_t>(s[q]);
+      if (c < 0x80 && ((x[c >> 6] >> (c & 63)) & 1)) break;
+      ++q;
+    }
+    clear_ids(u);
+    split->each[q == 0 ? 0 : 1].emplace_back(u, q);
+  }
+  auto rewalk = [&](uint32_t u) {
+    const std::string& s = v.unique[u];
+    int16_t at = 0;
+    uint32_t anchor = 0;
+    for (size_t d = 0; d < s.size(); ++d) {
+      at = table.next[static_cast<size_t>(at) * 256 + static_cast<uint8_t>(s[d])];
+      if (at < 0) break;
+      if (at == 0) anchor = static_cast<uint32_t>(d + 1);
+    }
+    split->each[anchor == 0 ? 0 : 1].emplace_back(u, anchor);
+  };
+  for (size_t r = 0; r < 2; ++r) {
+    for (uint32_t u : base.rest[r].tokens) rewalk(u);
+    for (const auto& [u, p] : base.each[r]) rewalk(u);
+  }
+  split->useful = inside * 2 >= n;
+  return split;
+}
+
+}  // namespace
+
+namespace {
+
+// The state most printable ASCII bytes lead `from` to, how many do, and how many lead back to
+// `from` itself.
+struct Printable {
+  int32_t target = -1;
+  int best = 0, to_self = 0;
+};
+Printable printable_targets(const CompiledGrammar::Impl& g, InternedStates& states, int32_t from, bool local,
+                            const StepLimits& limits, bool& full) {
+  int32_t targets[0x7F - 0x20];
+  int live = 0;
+  Printable out;
+  for (int b = 0x20; b < 0x7F; ++b) {
+    const int32_t id = step_to(g, states, from, b, local, limits, full);
+    if (id >= 0) targets[live++] = id;
+    out.to_self += id == from ? 1 : 0;
+  }
+  std::sort(targets, targets + live);
+  for (int i = 0, j = 0; i < live; i = j) {
+    while (j < live && targets[j] == targets[i]) ++j;
+    if (j - i > out.best) out.best = j - i, out.target = targets[i];
+  }
+  return out;
+}
+
 }  // namespace
 
 bool build_loop_table(const CompiledGrammar::Impl& g, InternedStates& states, int32_t start, bool local,
                       const StepLimits& limits, LoopTable& out) {
   bool full = false;
-  // L: where most printable ASCII bytes lead from the start, or the start itself.
-  int32_t targets[0x7F - 0x20];
-  int live = 0, to_start = 0;
-  for (int b = 0x20; b < 0x7F; ++b) {
-    const int32_t id = step_to(g, states, start, b, local, limits, full);
-    if (id >= 0) targets[live++] = id;
-    to_start += id == start ? 1 : 0;
+  // L: the start itself when most printable ASCII bytes lead back to it, else where most of
+  // them lead, followed a few characters on (a string with a minimum length counts its first
+  // characters before it loops).
+  constexpr int kMaxChain = 8;
+  int32_t loop = start;
+  for (int hop = 0;; ++hop) {
+    const Printable p = printable_targets(g, states, loop, local, limits, full);
+    if (full) return false;
+    if (p.to_self >= kMinLoopBytes) break;
+    if (p.best < kMinLoopBytes || hop == kMaxChain) return false;
+    loop = p.target;
   }
-  if (full || live < kMinLoopBytes) return false;
-  std::sort(targets, targets + live);
-  int32_t loop = -1;
-  int best = 0;
-  for (int i = 0, j = 0; i < live; i = j) {
-    while (j < live && targets[j] == targets[i]) ++j;
-    if (j - i > best) best = j - i, loop = targets[i];
-  }
-  if (best < kMinLoopBytes) return false;
-  if (to_start >= kMinLoopBytes) loop = start;
   out.start = start;
+  out.chain = false;
   out.interned.assign(1, loop);
   out.depth.assign(1, 0);
   out.next.assign(256, -1);
@@ -180,26 +271,50 @@ bool build_loop_table(const CompiledGrammar::Impl& g, InternedStates& states, in
   }
   out.disagree.clear();
   if (start == loop) return true;
-  // Per first byte: the start must follow the table through the first character and be at L
-  // after it; then a token's path from the start is L's from there on. Pairs (table state,
-  // the start's interned state) over the first character's bytes; a first byte where the start
-  // goes elsewhere is listed in `disagree` (its tokens are walked from the start in full).
+  // Per first byte: every path the table takes from L must be one the start can take too
+  // (a live state at each byte, never leaving the scope); then a token inside the table is
+  // accepted from the start as from L. Checked over pairs (table state, the start's interned
+  // state) reachable from the pair after the first byte; a pair whose state is the table's
+  // own is L's path from there on. Where the start is at L after the first character, the
+  // leaving tokens' suffixes after their last visit of L are walked from L; where it reaches
+  // L only later (`chain`), those tokens are walked whole from the start. A first byte whose
+  // pairs fail is listed in `disagree` (its tokens are walked from the start in full).
+  constexpr size_t kMaxPairs = 256;
+  std::map<std::pair<int16_t, int32_t>, bool> root_ok;
   std::vector<std::pair<int16_t, int32_t>> pairs;
-  for (int first = 0; first < 256; ++first) {
-    if (out.next[static_cast<size_t>(first)] < 0) continue;
-    pairs.assign(1, {0, start});
-    bool agrees = true;
-    for (size_t i = 0; i < pairs.size() && agrees; ++i) {
+  auto reachable_ok = [&](std::pair<int16_t, int32_t> root) {
+    pairs.assign(1, root);
+    for (size_t i = 0; i < pairs.size(); ++i) {
       const auto [a, from] = pairs[i];
-      for (int b = i == 0 ? first : 0; b < (i == 0 ? first + 1 : 256) && agrees; ++b) {
+      if (from == out.interned[static_cast<size_t>(a)]) continue;
+      if (a == 0) out.chain = true;
+      const int lo = out.depth[static_cast<size_t>(a)] == 0 ? 0 : 0x80;
+      const int hi = out.depth[static_cast<size_t>(a)] == 0 ? 255 : 0xBF;
+      for (int b = lo; b <= hi; ++b) {
         const int16_t target = out.next[static_cast<size_t>(a) * 256 + static_cast<size_t>(b)];
         if (target < 0) continue;
         const int32_t id = step_to(g, states, from, b, local, limits, full);
-        if (full) return false;
-        if (id < 0 || (target == 0 && id != loop) || pairs.size() > 64) agrees = false;
-        else if (target != 0 && std::find(pairs.begin(), pairs.end(), std::make_pair(target, id)) == pairs.end())
-          pairs.emplace_back(target, id);
+        if (full || id < 0) return false;
+        const std::pair<int16_t, int32_t> pair{target, id};
+        if (std::find(pairs.begin(), pairs.end(), pair) != pairs.end()) continue;
+        if (pairs.size() >= kMaxPairs) return false;
+        pairs.push_back(pair);
       }
+    }
+    return true;
+  };
+  for (int first = 0; first < 256; ++first) {
+    const int16_t t1 = out.next[static_cast<size_t>(first)];
+    if (t1 < 0) continue;
+    const int32_t a1 = step_to(g, states, start, first, local, limits, full);
+    if (full) return false;
+    bool agrees = a1 >= 0;
+    if (agrees) {
+      const std::pair<int16_t, int32_t> root{t1, a1};
+      auto it = root_ok.find(root);
+      if (it == root_ok.end()) it = root_ok.emplace(root, reachable_ok(root)).first;
+      if (full) return false;
+      agrees = it->second;
     }
     if (!agrees) out.disagree.push_back(static_cast<uint8_t>(first));
   }
@@ -212,7 +327,17 @@ std::shared_ptr<const LoopSplit> loop_split(const TokenVocabulary::Impl& v, cons
     auto it = v.loop_splits.find(split_key(table));
     if (it != v.loop_splits.end()) return it->second;
   }
-  std::shared_ptr<const LoopSplit> split = compute_split(v, table);
+  std::shared_ptr<const LoopSplit> base;
+  uint64_t x[2] = {0, 0};
+  {
+    std::lock_guard<std::mutex> lock(v.loop_mutex);
+    for (const auto& [key, cached] : v.loop_splits)
+      if (cached->useful && less_ascii(key, table.next, x)) {
+        base = cached;
+        break;
+      }
+  }
+  std::shared_ptr<const LoopSplit> split = base ? derive_split(v, *base, table, x) : compute_split(v, table);
   std::lock_guard<std::mutex> lock(v.loop_mutex);
   if (v.loop_splits.size() >= TokenVocabulary::Impl::kMaxLoopSplits) return split;
   return v.loop_splits.try_emplace(split_key(table), split).first->second;

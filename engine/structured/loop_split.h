@@ -18,8 +18,9 @@
 namespace pagoda::structured {
 
 // The loop of one interned state L, the state most printable ASCII bytes lead the walk's start
-// to: L itself (inside a string) or one character further (right after an opening quote,
-// where the first character also decides whether the string closes at once). Table state 0 is
+// to: L itself (inside a string), one character further (right after an opening quote, where
+// the first character also decides whether the string closes at once), or a few characters
+// further (a minimum length counts its first characters). Table state 0 is
 // L, the others are inside a multi-byte UTF-8 character; next[a * 256 + b] is the state after
 // byte b, or -1 when the byte leaves the table (another state, a dead end, an overflow, or, in
 // a local walk, a stack emptied on the way). The table depends only on the loop's character
@@ -30,6 +31,10 @@ struct LoopTable {
   std::vector<uint8_t> depth;     // bytes into the current character (0 for L)
   int32_t start = -1;             // the walk's start: L, or a state one character before it
   std::vector<uint8_t> disagree;  // first bytes the start does not take where L does
+  // The start reaches L only after more than one character (a minimum length counted first):
+  // a leaving token's suffix after its last visit of L cannot be walked from L, so it is
+  // walked whole from the start.
+  bool chain = false;
   size_t states() const { return interned.size(); }
 };
 
@@ -55,9 +60,17 @@ struct LoopSplit {
     std::vector<uint32_t> tokens;     // unique-string indices
   };
   Rest rest[2];
+  // A split derived from another (loop_split: the same loop less a few ASCII bytes) lists its
+  // other leaving tokens as (unique index, suffix start) pairs, walked one by one: sorting
+  // their suffixes would cost more than walking them.
+  std::vector<std::pair<uint32_t, uint32_t>> each[2];
 };
 
-// The split of `v` by `table`, from the vocabulary's cache (computed on a miss). Thread-safe.
+// The split of `v` by `table`, from the vocabulary's cache. On a miss it is derived from a
+// cached split whose table differs only in sending some ASCII bytes from L back to L where this
+// one leaves (a class less a few characters: a key that must not start a pattern's letter),
+// through the vocabulary's per-token ASCII byte sets, else computed by a walk of the whole
+// vocabulary. Thread-safe.
 std::shared_ptr<const LoopSplit> loop_split(const TokenVocabulary::Impl& v, const LoopTable& table);
 
 // Computes (and caches on `v`) the splits of JSON's string characters, met by nearly every

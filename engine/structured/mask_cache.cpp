@@ -102,7 +102,19 @@ std::shared_ptr<const MaskEntry> split_entry(const CompiledGrammar::Impl& g, con
   std::vector<uint32_t> accepted;
   auto first_skipped = [&](uint32_t u) { return skip[static_cast<uint8_t>(v.unique[u][0])] != 0; };
   const StackSet start_state = states.state(table.start), loop_state = states.state(table.interned[0]);
-  for (size_t x = 0; x < 2; ++x) {
+  // After a chain of counted characters, the tokens leaving after a visit of L are walked
+  // whole from the start (their state at that visit need not be L).
+  std::vector<std::pair<uint32_t, uint32_t>> whole;
+  if (table.chain) {
+    for (uint32_t u : split.rest[1].tokens) whole.emplace_back(u, 0);
+    for (const auto& [u, p] : split.each[1]) whole.emplace_back(u, 0);
+    walk_each(g, v, whole, states, intern_again(states, start_state), local, limits,
+              [&](uint32_t u, TokenVerdict verdict) {
+                if (verdict == TokenVerdict::Reject || first_skipped(u)) return;
+                (verdict == TokenVerdict::Accept ? accepted : entry->dependent).push_back(u);
+              });
+  }
+  for (size_t x = 0; x < (table.chain ? 1u : 2u); ++x) {
     const LoopSplit::Rest& rest = split.rest[x];
     SortedStrings list{rest.suffix.data(), rest.lcp.data(), rest.suffix.size(), nullptr};
     walk_sorted(g, list, states, intern_again(states, x == 0 ? start_state : loop_state), local, limits,
@@ -114,6 +126,12 @@ std::shared_ptr<const MaskEntry> split_entry(const CompiledGrammar::Impl& g, con
                       if (!first_skipped(rest.tokens[i])) out.push_back(rest.tokens[i]);
                 });
   }
+  for (size_t x = 0; x < (table.chain ? 1u : 2u); ++x)
+    walk_each(g, v, split.each[x], states, intern_again(states, x == 0 ? start_state : loop_state), local, limits,
+              [&](uint32_t u, TokenVerdict verdict) {
+                if (verdict == TokenVerdict::Reject || first_skipped(u)) return;
+                (verdict == TokenVerdict::Accept ? accepted : entry->dependent).push_back(u);
+              });
   entry->accepted_bits = split.inside_bits;
   for (int b = 0; b < 256; ++b) {
     if (!skip[static_cast<size_t>(b)]) continue;

@@ -61,6 +61,10 @@ std::shared_ptr<const TokenVocabulary> TokenVocabulary::build(std::vector<std::s
     impl->tails.append(impl->unique[u], impl->lcp[u], std::string::npos);
   }
   impl->tail_begin.push_back(static_cast<uint32_t>(impl->tails.size()));
+  impl->ascii_bytes.assign(2 * impl->unique.size(), 0);
+  for (size_t k = 0; k < impl->unique.size(); ++k)
+    for (unsigned char c : impl->unique[k])
+      if (c < 0x80) impl->ascii_bytes[2 * k + (c >> 6)] |= uint64_t{1} << (c & 63);
   // First-byte groups.
   size_t u = 0;
   for (uint32_t b = 0; b < 256; ++b) {

@@ -30,6 +30,9 @@ struct TokenVocabulary::Impl {
   std::vector<uint32_t> ids_begin;        // ids of unique[u]: ids[ids_begin[u] .. ids_begin[u+1])
   std::vector<int32_t> ids;
   std::vector<int32_t> unique_of_id;      // by token id: index into unique, -1 when ineligible
+  // ascii_bytes[2u], [2u + 1]: which ASCII bytes unique[u] contains (bits 0-63, 64-127), so a
+  // loop split can tell at once which tokens a few excluded bytes affect (loop_split.cpp).
+  std::vector<uint64_t> ascii_bytes;
   uint32_t first_byte_begin[257] = {};    // unique strings starting with byte b: [fbb[b], fbb[b+1])
   size_t words = 0;                       // mask words
   // The vocabulary split by each loop table met so far (loop_split.h), shared by every grammar

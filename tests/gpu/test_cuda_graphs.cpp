@@ -71,7 +71,9 @@ TEST_CASE("cuda graphs: replayed decode steps give the eager steps' ids and KV, 
   on.cuda_graphs = true;
   auto graph_backend = std::make_unique<CudaBackend>(on);
   CudaBackend* graphs = graph_backend.get();
-  Model eager(tiny_bf16_model(), make_cuda_backend(), 64);
+  CudaBackendOptions off;
+  off.cuda_graphs = false;  // every step launched op by op (graphs are on by default)
+  Model eager(tiny_bf16_model(), make_cuda_backend(off), 64);
   Model recorded(tiny_bf16_model(), std::move(graph_backend), 64);
   const int vocab = eager.config().vocab_size;
   const int n_blocks = 144;  // 36 per sequence, interleaved

@@ -46,7 +46,7 @@ what=${1:-all}
 do_build() {
   nvidia-smi || echo "gpu-check: nvidia-smi failed (no driver?)" >&2
   cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DPAGODA_CUDA=ON
-  cmake --build "$build" -j"$jobs" --target pagoda test_cuda_kernels test_cuda_quant test_cuda_ops test_cuda_fused \
+  cmake --build "$build" -j"$jobs" --target pagoda test_cuda_kernels test_cuda_quant test_cuda_ops test_cuda_fused test_cuda_moe_route \
     test_cuda_attention test_cuda_model test_cuda_archs test_cuda_engine test_cuda_graphs test_cuda_kv_tiers bench_cuda_decode
 }
 
@@ -84,7 +84,7 @@ do_emu() {
   done
   rm -f "$emu/libpagoda_cuda_emu.a" && ar rcs "$emu/libpagoda_cuda_emu.a" "${objs[@]}"
   local status=0
-  for t in ${EMU_TESTS:-test_cuda_kernels test_cuda_quant test_cuda_ops test_cuda_fused test_cuda_attention test_cuda_archs test_cuda_model test_cuda_engine test_cuda_graphs test_cuda_kv_tiers test_cuda_lora}; do
+  for t in ${EMU_TESTS:-test_cuda_kernels test_cuda_quant test_cuda_ops test_cuda_fused test_cuda_moe_route test_cuda_attention test_cuda_archs test_cuda_model test_cuda_engine test_cuda_graphs test_cuda_kv_tiers test_cuda_lora}; do
     g++ -std=c++20 -O1 -I. -I"$inc" -DPAGODA_HAVE_CUDA=1 "tests/gpu/$t.cpp" tests/catch_main.cpp \
       -o "$emu/$t" -Wl,--start-group "$build/libpagoda_engine.a" "$build/libpagoda_scheduler.a" \
       "$build/libpagoda_speculative.a" "$build/libpagoda_sampling.a" "$build/libpagoda_kv.a" "$build/libpagoda_model.a" "$build/libpagoda_lora.a" \
@@ -97,7 +97,7 @@ do_emu() {
   return "$status"
 }
 
-gpu_tests="test_cuda_kernels test_cuda_quant test_cuda_ops test_cuda_fused test_cuda_attention test_cuda_model test_cuda_archs test_cuda_engine test_cuda_graphs test_cuda_kv_tiers test_cuda_lora"
+gpu_tests="test_cuda_kernels test_cuda_quant test_cuda_ops test_cuda_fused test_cuda_moe_route test_cuda_attention test_cuda_model test_cuda_archs test_cuda_engine test_cuda_graphs test_cuda_kv_tiers test_cuda_lora"
 
 do_pack() {
   do_build

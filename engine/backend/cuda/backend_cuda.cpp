@@ -28,6 +28,7 @@ CudaBackend::CudaBackend(const CudaBackendOptions& opts) : impl_(std::make_uniqu
   impl_->device = opts.device;
   impl_->weights = opts.weights;
   impl_->quant_gemm = opts.quant_gemm;
+  impl_->batch_invariant = opts.batch_invariant;
   CUDA_CHECK(cudaSetDevice(opts.device));
   CUDA_CHECK(cudaStreamCreateWithFlags(&impl_->stream, cudaStreamNonBlocking));
   CUBLAS_CHECK(cublasCreate(&impl_->cublas));

@@ -30,7 +30,9 @@
 //   padding.
 // - Errors become exceptions: CUDA/cuBLAS failures throw pagoda::cuda::CudaError naming the call
 //   with file:line; bad arguments throw std::invalid_argument.
-// - Batch invariance: every custom kernel computes a row the same way whatever the batch (the
+// - Batch invariance (CudaBackendOptions::batch_invariant makes quantized matmuls of any row
+//   count run the int8 GEMV in chunks, so there a row's bits never depend on the batch;
+//   test_cuda_batch): every custom kernel computes a row the same way whatever the batch (the
 //   decode attention's splits depend only on the row's own context; gemv_quant gives a row the
 //   same bits at any n <= kQuantGemvMaxRows), but the GEMVs hand over to a GEMM (cuBLAS, or the
 //   quantized tensor-core GEMM, whose f32 sums differ from the GEMVs') above their row limits and cuBLAS may choose a different GEMM algorithm for a different number of rows, so
@@ -97,6 +99,12 @@ struct CudaBackendOptions {
   // (cuBLAS always gets a fixed 32 MiB workspace, as capture requires, so both settings run
   // the same GEMMs.)
   bool cuda_graphs = true;
+  // Quantized mode: matmuls of more than kQuantGemvMaxRows rows run as the int8 GEMV over chunks
+  // of kQuantGemvMaxRows rows instead of the tensor-core GEMM, so that a row gets the same bits
+  // whatever the number of rows beside it (the GEMV's per-row result does not depend on n).
+  // Each chunk reads the whole matrix: prefill and large batches read the weights n / 8 times.
+  // Off by default (its cost is not yet measured on a GPU).
+  bool batch_invariant = false;
 };
 
 #ifdef PAGODA_HAVE_CUDA

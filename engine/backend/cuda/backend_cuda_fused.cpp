@@ -51,8 +51,8 @@ void CudaBackend::add_rms_norm_matmuls(Tensor& x, const Tensor* residual, const 
       matmul_bf16(wj, xb, oj, n);
     } else if (cuda::is_device_quant_type(wj.type)) {
       if (acts && cuda::gemv_quant_dp4a(wj.data, wj.type, acts, f32(oj), n, wj.rows, wj.cols, oj.cols, m.s())) continue;
-      // (With QuantGemm::DequantCublas this converts xn into bf16_x again: the same bytes as xb.)
-      matmul_quant_rest(wj, xn, oj, n);
+      // (With QuantGemm::DequantCublas this may convert xn into bf16_x again: the same bytes as xb.)
+      matmul_quant(wj, xn, oj, n);
     } else {
       matmul(wj, xn, oj, n);
     }

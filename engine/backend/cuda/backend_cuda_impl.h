@@ -114,6 +114,7 @@ struct CudaBackend::Impl {
   std::set<GgmlType> logged_dequant;
   CudaWeights weights = CudaWeights::Quantized;  // CudaBackendOptions::weights
   QuantGemm quant_gemm = QuantGemm::Mma;         // CudaBackendOptions::quant_gemm
+  bool batch_invariant = false;                  // CudaBackendOptions::batch_invariant
   size_t weight_bytes = 0;  // device bytes of everything upload_weight / upload_weight_f32 made
   // Quantized modes with QuantGemm::DequantCublas: the bf16 copy of one quantized matrix that a
   // GEMM of more than kQuantGemvMaxRows rows reads (reused by every such GEMM), sized at upload

@@ -17,6 +17,7 @@
 // offsets). A few microseconds for 8 tokens of 128 experts: one launch per layer.
 // Assumptions: 1 <= n <= kMoeRouteMaxTokens, 1 <= k <= n_experts; the logits are F32 rows of ld
 // floats with n_experts (+ 1 with a shared expert) values.
+#include <algorithm>
 #include <cfloat>
 
 #include "kernels/cuda/common.cuh"

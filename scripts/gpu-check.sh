@@ -50,8 +50,8 @@ do_build() {
   nvidia-smi || echo "gpu-check: nvidia-smi failed (no driver?)" >&2
   cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DPAGODA_CUDA=ON
   cmake --build "$build" -j"$jobs" --target pagoda test_cuda_kernels test_cuda_quant test_cuda_ops test_cuda_sampling \
-    test_cuda_attention test_cuda_model test_cuda_archs test_cuda_engine test_cuda_graphs test_cuda_kv_tiers test_cuda_encoder bench_cuda_decode \
-    bench_cuda_attention
+    test_cuda_fused test_cuda_moe_route test_cuda_batch test_cuda_attention test_cuda_model test_cuda_archs test_cuda_engine \
+    test_cuda_graphs test_cuda_kv_tiers test_cuda_encoder bench_cuda_decode bench_cuda_attention
 }
 
 do_test() {
@@ -91,7 +91,7 @@ do_emu() {
   # The engine's KV event publisher links libzmq when the build found it.
   local zmq=""
   grep -q "^ZMQ_FOUND:INTERNAL=1" "$build/CMakeCache.txt" && zmq=-lzmq
-  for t in ${EMU_TESTS:-test_cuda_kernels test_cuda_quant test_cuda_ops test_cuda_sampling test_cuda_attention test_cuda_archs test_cuda_model test_cuda_engine test_cuda_graphs test_cuda_kv_tiers test_cuda_lora test_cuda_encoder}; do
+  for t in ${EMU_TESTS:-test_cuda_kernels test_cuda_quant test_cuda_ops test_cuda_sampling test_cuda_fused test_cuda_moe_route test_cuda_batch test_cuda_attention test_cuda_archs test_cuda_model test_cuda_engine test_cuda_graphs test_cuda_kv_tiers test_cuda_lora test_cuda_encoder}; do
     g++ -std=c++20 -O1 -I. -I"$inc" -DPAGODA_HAVE_CUDA=1 "tests/gpu/$t.cpp" tests/catch_main.cpp \
       -o "$emu/$t" -Wl,--start-group "$build/libpagoda_engine.a" "$build/libpagoda_scheduler.a" "$build/libpagoda_encoder.a" \
       "$build/libpagoda_speculative.a" "$build/libpagoda_sampling.a" "$build/libpagoda_kv_events.a" "$build/libpagoda_kv.a" "$build/libpagoda_model.a" "$build/libpagoda_lora.a" \
@@ -104,7 +104,7 @@ do_emu() {
   return "$status"
 }
 
-gpu_tests="test_cuda_kernels test_cuda_quant test_cuda_ops test_cuda_sampling test_cuda_attention test_cuda_model test_cuda_archs test_cuda_engine test_cuda_graphs test_cuda_kv_tiers test_cuda_lora test_cuda_encoder"
+gpu_tests="test_cuda_kernels test_cuda_quant test_cuda_ops test_cuda_sampling test_cuda_fused test_cuda_moe_route test_cuda_batch test_cuda_attention test_cuda_model test_cuda_archs test_cuda_engine test_cuda_graphs test_cuda_kv_tiers test_cuda_lora test_cuda_encoder"
 
 do_pack() {
   do_build
@@ -217,12 +217,10 @@ do_lease() {
       while [ ! -f "$models/$name.done" ] && [ "$SECONDS" -lt "$deadline" ]; do sleep 2; done
       late "bench $name" && continue
       if [ ! -f "$models/$name.gguf" ]; then echo "bench $name: no model (see make-model.log)" | tee -a "$out/summary.txt"; status=1; continue; fi
-      # Dense models decode with CUDA graphs, the MoE model without (its router waits for the
-      # host each layer, which a graph cannot hold).
-      local graphs=on
-      [[ "$name" == *a3b* ]] && graphs=off
+      # Every model decodes with CUDA graphs; the MoE model's steps of up to 8 tokens route on the
+      # device and are recorded, its larger batches read the router back and run eagerly.
       late "bench $name" || run_bench --model "$models/$name.gguf" $bflags --prompt 128 --new 64 \
-        --hbm-tbps "${HBM_TBPS:-4.8}" --cuda-graphs $graphs --cuda-weights quantized
+        --hbm-tbps "${HBM_TBPS:-4.8}" --cuda-graphs on --cuda-weights quantized
       if [ "$name" = llama3-8b-q4_k_m ]; then
         # The f32-activation GEMV (FMA) against the default int8 one (dp4a) at 1-8 rows.
         late "bench $name quantized-f32" || run_bench --model "$models/$name.gguf" --batches 1,4,8 \

@@ -47,6 +47,25 @@ void Backend::matmul_same_x(const Tensor* const* w, int count, const Tensor& x, 
   for (int j = 0; j < count; ++j) matmul(*w[j], x, *out[j], n);
 }
 
+void Backend::add_rms_norm(Tensor& x, const Tensor* residual, const Tensor& weight, float eps, Tensor& out,
+                           int64_t n) {
+  if (residual) add(x, *residual, n);
+  rms_norm(x, weight, eps, out, n);
+}
+
+void Backend::add_rms_norm_matmuls(Tensor& x, const Tensor* residual, const Tensor& weight, float eps, Tensor& xn,
+                                   const Tensor* const* w, int count, Tensor* const* out, int64_t n) {
+  add_rms_norm(x, residual, weight, eps, xn, n);
+  matmul_same_x(w, count, xn, out, n);
+}
+
+void Backend::rope_store_kv(int layer, Tensor& q, Tensor& k, const Tensor& v, int n_heads, int n_kv_heads,
+                            const RopeConfig& r) {
+  rope(q, n_heads, r);
+  rope(k, n_kv_heads, r);
+  store_kv(layer, k, v);
+}
+
 void Backend::apply_cache_edits_per_layer(const std::vector<RopeConfig>& rope_of_layer) {
   if (rope_of_layer.empty()) throw std::invalid_argument("apply_cache_edits_per_layer: no layers");
   const RopeConfig& a = rope_of_layer.front();

@@ -184,6 +184,23 @@ class Backend {
   // Causal attention of every step token over its sequence's cached tokens 0..position.
   virtual void attention(int layer, const Tensor& q, Tensor& out, int n_heads, int n_kv_heads,
                          int head_dim, float scale) = 0;
+  // ---- fused ops (the defaults issue the ops above; a backend may run each as fewer kernels,
+  // with results equal to the defaults' bit for bit) ----
+  // x += *residual when residual is not null (a sub-block's output joining the residual
+  // stream), then out = rms_norm(x) * weight: the add that closes a sub-block with the norm
+  // that opens the next. out may be *residual.
+  virtual void add_rms_norm(Tensor& x, const Tensor* residual, const Tensor& weight, float eps, Tensor& out,
+                            int64_t n);
+  // add_rms_norm into xn, then out[j] = w[j] xn for j < count (matmul_same_x): the backend may
+  // hand the matmuls their input in the form they read (bf16, int8 blocks) straight from the
+  // norm. xn holds the normed rows afterwards as add_rms_norm leaves them.
+  virtual void add_rms_norm_matmuls(Tensor& x, const Tensor* residual, const Tensor& weight, float eps, Tensor& xn,
+                                    const Tensor* const* w, int count, Tensor* const* out, int64_t n);
+  // rope(q, n_heads), rope(k, n_kv_heads), store_kv(layer, k, v): a step's fresh Q and K
+  // rotated in place and K and V written to the cache in one pass.
+  virtual void rope_store_kv(int layer, Tensor& q, Tensor& k, const Tensor& v, int n_heads, int n_kv_heads,
+                             const RopeConfig& rope);
+
   // ---- ops of the gemma/phi3 forward (defaults: "not supported") ----
   // attention() with a sliding window and/or soft-capped scores (AttentionExtras).
   virtual void attention_ext(int layer, const Tensor& q, Tensor& out, int n_heads, int n_kv_heads,
@@ -225,6 +242,20 @@ class Backend {
                        const float* weights, int k, const Tensor* shared,
                        const float* shared_weights, Tensor& out, int64_t n) {
     throw std::logic_error("backend '" + name() + "' does not support mixture-of-experts models");
+  }
+
+  // Mixture of experts routed on the backend (optional): true when moe_ffn_routed can run n
+  // rows of these experts without the host (no read of the router's logits), which also lets a
+  // step with MoE layers be recorded (replay_recorded). Default: false.
+  virtual bool moe_routes_on_device(const ExpertWeights& w, int64_t n) const { return false; }
+  // moe_ffn with the routing made from `logits` (F32 [n x n_experts], one more column with a
+  // shared expert: its gate logit) on the backend: each token's top-k experts and weights by
+  // cpu::moe_route_row's rule (weights normalized over the k when `normalize`), the shared
+  // expert's weight sigmoid(gate logit). Only where moe_routes_on_device(w, n); the default
+  // throws.
+  virtual void moe_ffn_routed(const ExpertWeights& w, const Tensor& x, const Tensor& logits, int k, bool normalize,
+                              const Tensor* shared, Tensor& out, int64_t n) {
+    throw std::logic_error("backend '" + name() + "' does not route experts on the device");
   }
 
   // LoRA adapters (optional): a backend that can add adapters' low-rank updates to matmul

@@ -11,7 +11,7 @@ namespace pagoda {
 struct BackendChoice {
   std::string device = "auto";  // cpu | cuda | auto (CUDA when a usable device is present)
   int threads = 0;              // CPU backend threads; 0 = one per hardware thread
-  bool cuda_graphs = false;     // CUDA: replay decode steps as CUDA graphs (CudaBackendOptions)
+  bool cuda_graphs = true;      // CUDA: replay decode steps as CUDA graphs (CudaBackendOptions)
   std::string cpu_decode_pack = "auto";  // CPU: decode-layout copies of the quantized matrices (DecodePack)
   std::string cuda_weights = "quantized";  // CUDA: quantized | bf16 (CudaBackendOptions::weights)
   std::string cuda_quant_gemm = "mma";     // CUDA: mma | cublas (CudaBackendOptions::quant_gemm)

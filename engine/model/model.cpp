@@ -45,22 +45,25 @@ struct Model::Impl {
   Tensor logits;  // [backend's logits_chunk_rows x vocab]: the LM head runs over this many rows
                   // at a time, so the buffer stays small however large the batch
 
-  void layer(int l, int64_t n);
+  // Layer l over n tokens. `residual` is the previous sub-block's output that x has yet to
+  // take (null before layer 0): each sub-block adds it as it norms x (Backend::add_rms_norm),
+  // and returns its own output the same way, for the next sub-block or the end of the layers.
+  const Tensor* layer(int l, int64_t n, const Tensor* residual);
   // out = W x, plus the step's adapters' updates of layer l's projection p.
   void mm(int l, LoraProj p, const Tensor& w, const Tensor& x, Tensor& out, int64_t n) {
     be->matmul(w, x, out, n);
     lora.apply(*be, l, p, x, out);
   }
-  // The same for matrices that read the same x (q/k/v, gate/up): the backend may share the
-  // work on x (matmul_same_x).
+  const Tensor* attention_block(int l, const LayerWeights& L, int64_t n, const Tensor* residual);
+  const Tensor* ffn_block(int l, const LayerWeights& L, int64_t n, const Tensor* residual);
+  // add_rms_norm(x, residual, norm) into xn, then out[j] = w[j] xn (matrices that read the same
+  // input: q/k/v, gate/up, whose work on xn the backend may share) and each projection's adapters.
   template <int N>
-  void mm_same_x(int l, const LoraProj (&p)[N], const Tensor* const (&w)[N], const Tensor& x, Tensor* const (&out)[N],
-                 int64_t n) {
-    be->matmul_same_x(w, N, x, out, n);
-    for (int j = 0; j < N; ++j) lora.apply(*be, l, p[j], x, *out[j]);
+  void norm_mm_same_x(int l, const Tensor* residual, const Tensor& norm, const LoraProj (&p)[N],
+                      const Tensor* const (&w)[N], Tensor* const (&out)[N], int64_t n) {
+    be->add_rms_norm_matmuls(x, residual, norm, cfg.rms_eps, xn, w, N, out, n);
+    for (int j = 0; j < N; ++j) lora.apply(*be, l, p[j], xn, *out[j]);
   }
-  void attention_block(int l, const LayerWeights& L, int64_t n);
-  void ffn_block(int l, const LayerWeights& L, int64_t n);
   const RopeConfig& rope_of(int l) const {
     return cfg.rope_freq_base_local > 0 && cfg.layer_window[static_cast<size_t>(l)] > 0 ? rope_local : rope;
   }
@@ -149,18 +152,18 @@ void Model::init_kv_cache(int num_blocks, int block_size, KvTypes kv_types) {
 
 KvTypes Model::kv_cache_types() const { return impl_->kv_types; }
 
-void Model::Impl::layer(int l, int64_t n) {
+const Tensor* Model::Impl::layer(int l, int64_t n, const Tensor* residual) {
   const LayerWeights& L = w.layers[static_cast<size_t>(l)];
-  attention_block(l, L, n);
-  ffn_block(l, L, n);
+  return ffn_block(l, L, n, attention_block(l, L, n, residual));
 }
 
-// x += post_norm(Wo · attention(rope(norm(Wq xn)), rope(norm(Wk xn)), Wv xn)), xn = rmsnorm(x);
-// the per-head Q/K norms and the post norm only where the architecture has them.
-void Model::Impl::attention_block(int l, const LayerWeights& L, int64_t n) {
+// Returns post_norm(Wo · attention(rope(norm(Wq xn)), rope(norm(Wk xn)), Wv xn)) for x to add,
+// xn = rmsnorm(x + residual); the per-head Q/K norms and the post norm only where the
+// architecture has them.
+const Tensor* Model::Impl::attention_block(int l, const LayerWeights& L, int64_t n, const Tensor* residual) {
   Backend& b = *be;
-  b.rms_norm(x, L.attn_norm, cfg.rms_eps, xn, n);
-  mm_same_x(l, {LoraProj::Q, LoraProj::K, LoraProj::V}, {&L.wq, &L.wk, &L.wv}, xn, {&q, &k, &v}, n);
+  norm_mm_same_x(l, residual, L.attn_norm, {LoraProj::Q, LoraProj::K, LoraProj::V}, {&L.wq, &L.wk, &L.wv},
+                 {&q, &k, &v}, n);
   if (cfg.qkv_bias) {
     b.add_bias(q, L.bq, n);
     b.add_bias(k, L.bk, n);
@@ -177,9 +180,7 @@ void Model::Impl::attention_block(int l, const LayerWeights& L, int64_t n) {
     per_head(k, cfg.n_kv_heads, L.k_norm);
   }
   const RopeConfig& r = rope_of(l);
-  b.rope(q, cfg.n_heads, r);
-  b.rope(k, cfg.n_kv_heads, r);
-  b.store_kv(l, k, v);
+  b.rope_store_kv(l, q, k, v, cfg.n_heads, cfg.n_kv_heads, r);
   const int window = cfg.layer_window[static_cast<size_t>(l)];
   // phi3's LongRoPE attention factor scales both rotated Q and K (llama.cpp's rope mscale).
   const float scale = cfg.attn_scale * cfg.rope_attn_factor * cfg.rope_attn_factor;
@@ -190,24 +191,24 @@ void Model::Impl::attention_block(int l, const LayerWeights& L, int64_t n) {
     b.attention(l, q, att, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, scale);
   mm(l, LoraProj::O, L.wo, att, xn, n);
   if (cfg.post_norms) b.rms_norm(xn, L.post_attn_norm, cfg.rms_eps, xn, n);
-  b.add(x, xn, n);
+  return &xn;
 }
 
-// x += post_norm(Wdown · (act(Wgate xn) * Wup xn)), xn = rmsnorm(x); act = SiLU or tanh-GELU.
-void Model::Impl::ffn_block(int l, const LayerWeights& L, int64_t n) {
+// Returns post_norm(Wdown · (act(Wgate xn) * Wup xn)) for x to add, xn = rmsnorm(x + residual);
+// act = SiLU or tanh-GELU.
+const Tensor* Model::Impl::ffn_block(int l, const LayerWeights& L, int64_t n, const Tensor* residual) {
   Backend& b = *be;
-  b.rms_norm(x, L.ffn_norm, cfg.rms_eps, xn, n);
-  if (moe) {  // x += the experts' FFN of xn (engine/model/moe_ffn.h)
+  if (moe) {  // the experts' FFN of xn (engine/model/moe_ffn.h)
+    b.add_rms_norm(x, residual, L.ffn_norm, cfg.rms_eps, xn, n);
     moe->forward(L.moe, xn, moe_out, n);
-    b.add(x, moe_out, n);
-    return;
+    return &moe_out;
   }
-  mm_same_x(l, {LoraProj::Gate, LoraProj::Up}, {&L.w_gate, &L.w_up}, xn, {&gate, &up}, n);
+  norm_mm_same_x(l, residual, L.ffn_norm, {LoraProj::Gate, LoraProj::Up}, {&L.w_gate, &L.w_up}, {&gate, &up}, n);
   if (cfg.gelu_ffn) b.gelu_mul(gate, up, gate, n);
   else b.silu_mul(gate, up, gate, n);
   mm(l, LoraProj::Down, L.w_down, gate, xn, n);
   if (cfg.post_norms) b.rms_norm(xn, L.post_ffn_norm, cfg.rms_eps, xn, n);
-  b.add(x, xn, n);
+  return &xn;
 }
 
 void Model::Impl::run_ops(int64_t n, int64_t n_out, int64_t n_device, const std::vector<SampleRequest>& draws,
@@ -215,7 +216,9 @@ void Model::Impl::run_ops(int64_t n, int64_t n_out, int64_t n_device, const std:
   Backend& b = *be;
   b.embed(w.tok_embd, x);
   if (cfg.embed_scale != 1.0f) b.scale(x, cfg.embed_scale, n);
-  for (int l = 0; l < cfg.n_layers; ++l) layer(l, n);
+  const Tensor* residual = nullptr;
+  for (int l = 0; l < cfg.n_layers; ++l) residual = layer(l, n, residual);
+  if (residual) b.add(x, *residual, n);
   if (n_out == 0) return;
 
   // Only the rows that are sampled go through the final norm and the LM head.
@@ -347,9 +350,14 @@ void Model::forward(const StepPlan& plan, const std::vector<SampleRequest>& draw
   if (n == 0) return;
   // With every row drawn in one LM-head chunk the ops depend only on the step's shape, so the
   // backend may record them once and replay them (CUDA graphs).
-  // An MoE step reads router logits back mid-step (moe_ffn.h): never recorded.
-  // A step with adapters launches per adapter group: never recorded either.
-  const bool recordable = !m.moe && !adapted && n_out > 0 && n_device == n_out && n_out <= m.logits.rows && plan.hidden_rows.empty();
+  // An MoE step is recorded only where every layer routes on the backend (moe_ffn.h); else it
+  // reads router logits back mid-step. A step with adapters launches per adapter group: never
+  // recorded.
+  bool moe_on_device = true;
+  if (m.moe)
+    for (const LayerWeights& L : m.w.layers) moe_on_device = moe_on_device && m.moe->on_device(L.moe, n);
+  const bool recordable = moe_on_device && !adapted && n_out > 0 && n_device == n_out && n_out <= m.logits.rows &&
+                          plan.hidden_rows.empty();
   // The draws go up before the layers (the upload overlaps them), or, when the caller has host
   // work to finish first and the step is not recorded, once the layers are issued.
   const auto begin_draws = [&] {

@@ -1,5 +1,6 @@
 // Mixture-of-experts FFN: weight loading and the forward (router on the backend, top-k on the
-// host, experts grouped by Backend::moe_ffn). See moe_ffn.h.
+// backend where it can (Backend::moe_ffn_routed), else on the host, experts grouped by
+// Backend::moe_ffn). See moe_ffn.h.
 #include "engine/model/moe_ffn.h"
 
 #include <cmath>
@@ -81,6 +82,10 @@ void MoeFfn::forward(const MoeLayerWeights& w, const Tensor& xn, Tensor& out, in
     be_.matmul_same_x(ws, 2, xn, outs, n);
     be_.silu_mul(sh_gate_, sh_up_, sh_gate_, n);
     be_.matmul(w.shared_down, sh_gate_, sh_out_, n);
+  }
+  if (be_.moe_routes_on_device(w.experts, n)) {  // no read back: the backend routes
+    be_.moe_ffn_routed(w.experts, xn, logits_, k, cfg_.expert_weights_norm, shared ? &sh_out_ : nullptr, out, n);
+    return;
   }
   host_logits_.resize(static_cast<size_t>(n * cols));
   be_.read(logits_, n, host_logits_.data());

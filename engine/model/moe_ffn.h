@@ -1,8 +1,10 @@
 // The mixture-of-experts feed-forward block (Mixtral-style llama, qwen2moe; qwen3moe's is the
 // same with normalized top-k): its weights, loaded from GGUF, and its forward over a step's
-// tokens. The router runs as one matmul on the backend; its logits come back to the host, where
-// each token's top-k experts and weights are chosen (cpu::moe_route_row, the same code for every
-// backend), and Backend::moe_ffn runs the chosen experts grouped by expert.
+// tokens. The router runs as one matmul on the backend. Where the backend routes on the device
+// (Backend::moe_routes_on_device: the CUDA backend's decode steps) it takes the logits from
+// there (Backend::moe_ffn_routed, cpu::moe_route_row's rule); otherwise the logits come back to
+// the host, where each token's top-k experts and weights are chosen (cpu::moe_route_row), and
+// Backend::moe_ffn runs the chosen experts grouped by expert.
 #pragma once
 
 #include <cstdint>
@@ -38,6 +40,8 @@ class MoeFfn {
   // expert(xn[i]) in rank order, plus sigmoid(gate_shexp . xn[i]) * shared_expert(xn[i]) when
   // the layer has a shared expert (llama.cpp's order of the sum). `out` must not be `xn`.
   void forward(const MoeLayerWeights& w, const Tensor& xn, Tensor& out, int64_t n);
+  // Whether forward over n rows of layer w reads nothing back to the host.
+  bool on_device(const MoeLayerWeights& w, int64_t n) const { return be_.moe_routes_on_device(w.experts, n); }
 
  private:
   const ModelConfig& cfg_;

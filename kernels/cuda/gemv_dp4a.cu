@@ -6,7 +6,8 @@
 //     pieces (quant_int.cuh) with the row's q, scaled per piece, for i < n <= kQuantGemvMaxRows.
 //   gemv_quant_dp4a_grouped: the same for mixture-of-experts, many (expert, n rows) groups in one
 //     launch (block row y = group y), so a layer's experts with n gathered rows each cost one
-//     launch rather than one per expert.
+//     launch rather than one per expert; gemv_quant_dp4a_grouped_dev reads the group count from
+//     the device (routing done there, moe_route.cu) and launches the most there can be.
 // Why: a decode step reads every weight once per step; the FMA kernel (gemv_quant.cu) then does
 // 32 float FMAs per value and row, which at 4-8 rows becomes the limit rather than the weight
 // stream. Here a piece costs 8 dp4a per row and half block plus 5 float operations, and x is 4x
@@ -27,6 +28,7 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/ops.h"
 #include "kernels/cuda/gemv_quant_dispatch.cuh"
+#include "kernels/cuda/quant_acts.cuh"
 #include "kernels/cuda/quant_int.cuh"
 
 namespace pagoda::cuda {
@@ -35,31 +37,22 @@ namespace {
 constexpr int kWarps = 4;
 
 __global__ void __launch_bounds__(128)
-    quantize_acts_q8_kernel(const float* x, int64_t n_blocks, int64_t blocks_per_row, int64_t ld_x,
-                            int8_t* q, float* d, int* qsum) {
-  const int lane = threadIdx.x & 31;
+    quantize_acts_q8_kernel(const float* x, int64_t n_blocks, int64_t blocks_per_row, int64_t ld_x, Q8ActsOut o) {
   const int64_t blk = (int64_t)blockIdx.x * 4 + (threadIdx.x >> 5);
   if (blk >= n_blocks) return;  // the whole warp
   const int64_t i = blk / blocks_per_row, b = blk % blocks_per_row;
-  const float v = x[i * ld_x + 32 * b + lane];
-  const float amax = warp_max(fabsf(v));
-  const float db = __fdiv_rn(amax, 127.0f);
-  const float id = db != 0.0f ? __frcp_rn(db) : 0.0f;
-  const int qv = min(127, max(-127, __float2int_rn(__fmul_rn(v, id))));
-  q[blk * 32 + lane] = (int8_t)qv;
-  int s = qv;  // the sum over this lane's half (lanes 0-15 and 16-31)
-  for (int off = 8; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
-  if (lane == 0) d[blk] = db;
-  if ((lane & 15) == 0) qsum[2 * blk + lane / 16] = s;
+  const int lane = threadIdx.x & 31;
+  quantize_block_lane(o, blk, lane, x[i * ld_x + 32 * b + lane]);
 }
 
 // groups == nullptr: one group, matrix w, activation rows 0..N-1. Else block row y is group y:
 // expert groups[2y] (its matrix at w + expert * rows * row_bytes), activation and output rows
-// groups[2y + 1] + 0..N-1.
+// groups[2y + 1] + 0..N-1; with n_groups given, block rows from *n_groups on have no group.
 template <class B, int N>
 __global__ void __launch_bounds__(kWarps * 32)
-    gemv_dp4a_kernel(const uint8_t* w, const int* groups, const int8_t* q, const float* d, const int* qsum,
-                     float* out, int rows, int pieces, int64_t row_bytes, int64_t ld_out) {
+    gemv_dp4a_kernel(const uint8_t* w, const int* groups, const int* n_groups, const int8_t* q, const float* d,
+                     const int* qsum, float* out, int rows, int pieces, int64_t row_bytes, int64_t ld_out) {
+  if (n_groups && (int)blockIdx.y >= *n_groups) return;  // the whole block
   const int lane = threadIdx.x & 31;
   const int r = blockIdx.x * kWarps + (threadIdx.x >> 5);
   if (r >= rows) return;  // the whole warp: the shuffles below see all 32 lanes
@@ -103,12 +96,13 @@ __global__ void __launch_bounds__(kWarps * 32)
 }
 
 template <class B, int N>
-void launch(const void* w, const int32_t* groups, int n_groups, const Q8ActsLayout& L, const void* acts, float* out,
+void launch(const void* w, const int32_t* groups, int n_groups, const int32_t* n_groups_dev, const Q8ActsLayout& L,
+            const void* acts, float* out,
             int64_t rows, int64_t cols, int64_t ld_out, cudaStream_t st) {
   const auto* base = static_cast<const uint8_t*>(acts);
   const dim3 grid(static_cast<unsigned>((rows + kWarps - 1) / kWarps), static_cast<unsigned>(n_groups));
   gemv_dp4a_kernel<B, N><<<grid, kWarps * 32, 0, st>>>(
-      static_cast<const uint8_t*>(w), groups, reinterpret_cast<const int8_t*>(base + L.q_offset),
+      static_cast<const uint8_t*>(w), groups, n_groups_dev, reinterpret_cast<const int8_t*>(base + L.q_offset),
       reinterpret_cast<const float*>(base + L.d_offset), reinterpret_cast<const int*>(base + L.sum_offset), out,
       static_cast<int>(rows), static_cast<int>(cols / 32), cols / B::kElems * B::kBytes, ld_out);
   CUDA_CHECK_LAUNCH();
@@ -131,22 +125,26 @@ void quantize_acts_q8(const float* x, int64_t n, int64_t cols, int64_t ld_x, voi
   const int64_t blocks = n * (cols / 32);
   if (blocks <= 0) return;
   auto* base = static_cast<uint8_t*>(acts);
+  Q8ActsOut o;
+  o.q = reinterpret_cast<int8_t*>(base + L.q_offset);
+  o.d = reinterpret_cast<float*>(base + L.d_offset);
+  o.qsum = reinterpret_cast<int*>(base + L.sum_offset);
   quantize_acts_q8_kernel<<<static_cast<unsigned>((blocks + 3) / 4), 128, 0, as_stream(stream)>>>(
-      x, blocks, cols / 32, ld_x, reinterpret_cast<int8_t*>(base + L.q_offset),
-      reinterpret_cast<float*>(base + L.d_offset), reinterpret_cast<int*>(base + L.sum_offset));
+      x, blocks, cols / 32, ld_x, o);
   CUDA_CHECK_LAUNCH();
 }
 
 namespace {
 
-bool dp4a_launch(const void* w, GgmlType type, const int32_t* groups, int n_groups, const void* acts,
+bool dp4a_launch(const void* w, GgmlType type, const int32_t* groups, int n_groups, const int32_t* n_groups_dev,
+                 const void* acts,
                  int64_t acts_rows, float* out, int64_t n, int64_t rows, int64_t cols, int64_t ld_out, void* stream) {
   const bool aligned = (reinterpret_cast<uintptr_t>(acts) & 15) == 0 && (reinterpret_cast<uintptr_t>(w) & 1) == 0;
   if (!aligned || n_groups < 1 || n_groups > 65535) return false;
   const Q8ActsLayout L = q8_acts_layout(acts_rows, cols);
   cudaStream_t st = as_stream(stream);
   return with_quant_gemv(type, n, rows, cols, [&](auto blk, auto rows_n) {
-    launch<decltype(blk), decltype(rows_n)::value>(w, groups, n_groups, L, acts, out, rows, cols, ld_out, st);
+    launch<decltype(blk), decltype(rows_n)::value>(w, groups, n_groups, n_groups_dev, L, acts, out, rows, cols, ld_out, st);
   });
 }
 
@@ -154,13 +152,19 @@ bool dp4a_launch(const void* w, GgmlType type, const int32_t* groups, int n_grou
 
 bool gemv_quant_dp4a(const void* w, GgmlType type, const void* acts, float* out, int64_t n, int64_t rows,
                      int64_t cols, int64_t ld_out, void* stream) {
-  return dp4a_launch(w, type, nullptr, 1, acts, n, out, n, rows, cols, ld_out, stream);
+  return dp4a_launch(w, type, nullptr, 1, nullptr, acts, n, out, n, rows, cols, ld_out, stream);
 }
 
 bool gemv_quant_dp4a_grouped(const void* w, GgmlType type, const int32_t* groups, int n_groups, const void* acts,
                              int64_t acts_rows, float* out, int64_t n, int64_t rows, int64_t cols, int64_t ld_out,
                              void* stream) {
-  return dp4a_launch(w, type, groups, n_groups, acts, acts_rows, out, n, rows, cols, ld_out, stream);
+  return dp4a_launch(w, type, groups, n_groups, nullptr, acts, acts_rows, out, n, rows, cols, ld_out, stream);
+}
+
+bool gemv_quant_dp4a_grouped_dev(const void* w, GgmlType type, const int32_t* groups, int max_groups,
+                                 const int32_t* n_groups, const void* acts, int64_t acts_rows, float* out, int64_t n,
+                                 int64_t rows, int64_t cols, int64_t ld_out, void* stream) {
+  return dp4a_launch(w, type, groups, max_groups, n_groups, acts, acts_rows, out, n, rows, cols, ld_out, stream);
 }
 
 }  // namespace pagoda::cuda

@@ -44,6 +44,14 @@ void embed(const void* table, GgmlType table_type, int64_t vocab, int64_t dim,
 void rms_norm(const float* x, const float* w, float eps, float* out, int64_t n, int64_t cols,
               void* stream);
 
+// rms_norm fused with its neighbours (rms_norm.cu): first x[i, :] += residual[i, :] when
+// residual is not null (written back to x), then out = rms_norm(x) * w as above, and, when
+// given, the normed rows also as bf16 into bf16_out ([n, cols], convert_to_bf16's rounding) and
+// as int8 blocks into q8_acts (q8_acts_layout(n, cols), quantize_acts_q8's rule; cols % 32 ==
+// 0). Each output equals the separate launches' bit for bit. out may alias x or residual.
+void rms_norm_fused(float* x, const float* residual, const float* w, float eps, float* out, void* q8_acts,
+                    void* bf16_out, int64_t n, int64_t cols, void* stream);
+
 // In place: rotates the first n_rot dims of every head of x (n x n_heads*head_dim) by the angle
 // positions[t] * freq_scale * freq_base^(-2i/n_rot). neox=false: pairs (2i, 2i+1) (llama);
 // neox=true: pairs (i, i + n_rot/2) (NeoX / qwen2). freq_factors: null, or n_rot/2 device F32
@@ -87,6 +95,31 @@ void gather_rows(const float* x, const int32_t* rows, int64_t n_rows, int64_t co
 void moe_combine(const float* y, const int32_t* place, const float* weights, int k, const float* shared,
                  const float* shared_weights, int64_t n, int64_t dim, float* out, void* stream);
 
+// Mixture-of-experts routing on the device (moe_route.cu), for up to kMoeRouteMaxTokens
+// tokens: from router logits (F32 rows of ld floats: n_experts values, then the shared
+// expert's gate logit when `shared`), per token the top-k experts and weights of
+// cpu::moe_route_row (normalized when `normalize`) and the shared gate sigmoid(logit), and the
+// grouping cpu::moe_group makes, into one buffer of moe_route_layout(n, k, n_experts).bytes
+// whose parts sit at the layout's offsets (4-byte words from the start):
+//   token_of_row[n*k]   the token of each gathered row (rows grouped by expert, in id order)
+//   place[n*k]          the gathered row of entry i*k + j (token i's j-th expert)
+//   weights[n*k]        float, entry i*k + j's weight; shared_weights[n] float
+//   n_groups[c]         how many experts have exactly c entries (c = 1..kMoeRouteMaxTokens)
+//   table_at[c]         2 * table_cap[c] ints: their (expert, first gathered row), in id order
+// (the rest is the kernel's scratch). Everything but n_groups' values and the tables' used
+// length is fixed by (n, k, n_experts): what a CUDA graph of the step needs.
+constexpr int kMoeRouteMaxTokens = 8;
+struct MoeRouteLayout {
+  size_t exps = 0, sums = 0, taken = 0, ids = 0, counts = 0, offsets = 0;
+  size_t token_of_row = 0, place = 0, weights = 0, shared_weights = 0, n_groups = 0, tables = 0;
+  size_t table_at[kMoeRouteMaxTokens + 1] = {};
+  int table_cap[kMoeRouteMaxTokens + 1] = {};
+  size_t bytes = 0;
+};
+MoeRouteLayout moe_route_layout(int64_t n, int k, int n_experts);
+void moe_route(const float* logits, int64_t ld, int64_t n, int n_experts, int k, bool normalize, bool shared,
+               void* buf, void* stream);
+
 // ---- small-batch matmul ----
 
 // Activation rows up to which gemv_bf16 serves a matmul.
@@ -129,6 +162,13 @@ bool gemv_quant_dp4a_grouped(const void* w, GgmlType type, const int32_t* groups
                              int64_t acts_rows, float* out, int64_t n, int64_t rows, int64_t cols, int64_t ld_out,
                              void* stream);
 
+// The grouped form with the group count on the device (a step whose routing never reached the
+// host, moe_route): launches max_groups groups, of which the first *n_groups (a device int) run
+// and the rest return at once, so the launch's shape does not depend on the routing.
+bool gemv_quant_dp4a_grouped_dev(const void* w, GgmlType type, const int32_t* groups, int max_groups,
+                                 const int32_t* n_groups, const void* acts, int64_t acts_rows, float* out, int64_t n,
+                                 int64_t rows, int64_t cols, int64_t ld_out, void* stream);
+
 // The same product for more rows (prefill, large batches) on tensor cores
 // (kernels/cuda/gemm_quant_mma.cu): tiles of W decoded into shared memory as bf16, x rounded to
 // bf16, f32 sums; out[i * ld_out + r] for i < n, r < rows, no bf16 copy of the matrix. Returns
@@ -164,6 +204,14 @@ struct PagedKv {
 // cache's types (Q8_0: quantized group by group by the CPU's rule). Negative slots are skipped.
 void store_kv(const float* k, const float* v, const int32_t* slots, int64_t n, const PagedKv& kv,
               void* stream);
+
+// rope(q, n_heads), rope(k, kv.n_kv_heads) and store_kv(k, v) in one launch
+// (rope_store_kv.cu), with the same results: q and k are rotated in place (head_dim =
+// kv.head_dim for both), the rotated k and v are written to slot slots[t] (skipped when
+// negative) for t < n. n_rot even, at most head_dim <= kMaxHeadDim.
+void rope_store_kv(float* q, float* k, const float* v, const int32_t* positions, const int32_t* slots, int64_t n,
+                   int n_heads, int n_rot, float freq_base, float freq_scale, bool neox, const float* freq_factors,
+                   const PagedKv& kv, void* stream);
 
 // The whole cache (all layers) for cache edits: layer l's K pool starts at
 // k_base + l * k_layer_stride halves (2-byte units; every layout is a whole number of them),

@@ -24,8 +24,8 @@ struct ServerConfig {
   std::string cuda_weights = "quantized";  // CUDA: quantized matrices kept quantized | bf16
   std::string cuda_quant_gemm = "mma";     // CUDA: quantized GEMMs of 9+ rows: mma | cublas
   std::string cuda_prefill_attention = "mma";  // CUDA: prefill chunks' attention: mma | exact
-  bool cuda_graphs = false;          // CUDA: replay decode steps as CUDA graphs (unverified on
-                                     // hardware, hence off by default)
+  bool cuda_graphs = true;           // CUDA: replay decode steps as CUDA graphs (off: every
+                                     // step launches its kernels one by one)
   int threads = 0;                   // CPU threads; 0 = all cores
   int max_seqs = 64;                 // sequences per step
   int max_batch_tokens = 2048;       // tokens per step

@@ -5,7 +5,7 @@
 // crosses the decode attention's split boundary (512 keys: a new shape), and one shape draws
 // a row twice. Every step's sampled ids must be bit-identical, graphs must actually replay,
 // and at the end the logits of all sequences (computed eagerly over KV caches that replayed
-// steps wrote) must be bit-identical too.
+// steps wrote) must be bit-identical too. A tiny mixture-of-experts model does the same.
 // Skips (CTest: Skipped) without a CUDA device.
 #include <catch2/catch.hpp>
 
@@ -14,6 +14,7 @@
 
 #include "engine/backend/cuda/backend_cuda.h"
 #include "engine/model/model.h"
+#include "engine/model/model_writer.h"
 #include "tests/gpu/cuda_test_util.h"
 
 using namespace pagoda;
@@ -71,7 +72,9 @@ TEST_CASE("cuda graphs: replayed decode steps give the eager steps' ids and KV, 
   on.cuda_graphs = true;
   auto graph_backend = std::make_unique<CudaBackend>(on);
   CudaBackend* graphs = graph_backend.get();
-  Model eager(tiny_bf16_model(), make_cuda_backend(), 64);
+  CudaBackendOptions off;
+  off.cuda_graphs = false;  // every step launched op by op (graphs are on by default)
+  Model eager(tiny_bf16_model(), make_cuda_backend(off), 64);
   Model recorded(tiny_bf16_model(), std::move(graph_backend), 64);
   const int vocab = eager.config().vocab_size;
   const int n_blocks = 144;  // 36 per sequence, interleaved
@@ -196,4 +199,68 @@ TEST_CASE("cuda graphs: block tables growing during decode do not force re-captu
   INFO("captures " << st.captures << ", replays " << st.replays);
   CHECK(st.captures <= 2);
   CHECK(st.replays >= steps - 3);
+}
+
+// Mixture-of-experts decode steps are recorded too, where the backend routes on the device
+// (quantized weights, up to kMoeRouteMaxTokens rows): a tiny qwen2moe (4 experts, top-2, a
+// shared expert) in q8_0, graphs on against graphs off, over batches that change content and
+// shape. Sampled ids equal step by step, graphs replay, and the final logits (eager on both)
+// are bit-identical.
+TEST_CASE("cuda graphs: mixture-of-experts decode steps replay as the eager steps run", "[gpu][cuda_device]") {
+  PAGODA_SKIP_WITHOUT_CUDA();
+  static const gguf::GgufFile file =
+      gguf::GgufFile::from_bytes(build_model(tiny_arch_spec(Arch::Qwen2Moe, GgmlType::Q8_0)).to_bytes(), "tiny-moe.gguf");
+  CudaBackendOptions on, off;
+  off.cuda_graphs = false;
+  auto graph_backend = std::make_unique<CudaBackend>(on);
+  CudaBackend* graphs = graph_backend.get();
+  Model eager(file, make_cuda_backend(off), 32);
+  Model recorded(file, std::move(graph_backend), 32);
+  const int vocab = eager.config().vocab_size;
+  for (Model* m : {&eager, &recorded}) m->init_kv_cache(24, kBlock);
+  std::vector<Seq> seqs(3);
+  for (int s = 0; s < 3; ++s) {
+    for (int b = 0; b < 8; ++b) seqs[static_cast<size_t>(s)].table.push_back(b * 3 + s);
+    for (int i = 0; i < 9 + s; ++i) seqs[static_cast<size_t>(s)].tokens.push_back((i * 13 + s * 5 + 3) % vocab);
+    Seq& q = seqs[static_cast<size_t>(s)];
+    StepPlan p;
+    add(p, q, static_cast<int>(q.tokens.size()) - 1);
+    std::vector<float> le, lr;
+    eager.forward(p, le);
+    recorded.forward(p, lr);
+    REQUIRE(le == lr);
+    q.n_cached = static_cast<int>(q.tokens.size()) - 1;
+  }
+  const std::vector<std::vector<int>> batches = {{0, 1, 2}, {0, 1, 2}, {0, 1, 2}, {1, 2}, {0, 2}, {1, 2},
+                                                 {0, 1, 2}, {0, 1},    {0, 1, 2}, {1, 2}, {0, 1, 2}};
+  for (size_t step = 0; step < batches.size(); ++step) {
+    StepPlan p;
+    std::vector<SampleRequest> draws;
+    for (size_t r = 0; r < batches[step].size(); ++r) {
+      const Seq& s = seqs[static_cast<size_t>(batches[step][r])];
+      add(p, s, s.n_cached + 1);
+      draws.push_back(draw_for(batches[step][r], static_cast<int>(r), s.tokens.size()));
+    }
+    StepLogits out_e, out_r;
+    eager.forward(p, draws, out_e);
+    recorded.forward(p, draws, out_r);
+    INFO("step " << step);
+    REQUIRE(out_r.drawn() == out_e.drawn());
+    for (size_t r = 0; r < batches[step].size(); ++r) {
+      Seq& s = seqs[static_cast<size_t>(batches[step][r])];
+      ++s.n_cached;
+      s.tokens.push_back(out_e.drawn()[r]);
+    }
+  }
+  const CudaGraphStats st = graphs->graph_stats();
+  INFO("captures " << st.captures << ", replays " << st.replays);
+  CHECK(st.captures >= 2);  // 3 rows, 2 rows
+  CHECK(st.replays >= 5);
+  StepPlan p;
+  for (const auto& s : seqs) add(p, s, s.n_cached + 1);
+  std::vector<float> le, lr;
+  eager.forward(p, le);
+  recorded.forward(p, lr);
+  REQUIRE(le.size() == lr.size());
+  CHECK(std::memcmp(le.data(), lr.data(), le.size() * sizeof(float)) == 0);
 }

@@ -75,6 +75,27 @@ class ForwardingBackend : public Backend {
   void gather_logit_rows(const Tensor& x, Tensor& out) override {
     around(Op::Elementwise, [&] { in_->gather_logit_rows(x, out); });
   }
+  // The fused ops run as Backend's composition of the ops above, each through the hook, so that
+  // a tally by kind (the decode-step benchmark's) still sees norms, adds, matmuls and RoPE apart;
+  // the inner backend's fused forms are therefore not used through this wrapper.
+  void add_rms_norm(Tensor& x, const Tensor* residual, const Tensor& w, float eps, Tensor& out, int64_t n) override {
+    Backend::add_rms_norm(x, residual, w, eps, out, n);
+  }
+  void add_rms_norm_matmuls(Tensor& x, const Tensor* residual, const Tensor& norm, float eps, Tensor& xn,
+                            const Tensor* const* w, int count, Tensor* const* out, int64_t n) override {
+    Backend::add_rms_norm_matmuls(x, residual, norm, eps, xn, w, count, out, n);
+  }
+  void rope_store_kv(int layer, Tensor& q, Tensor& k, const Tensor& v, int n_heads, int n_kv_heads,
+                     const RopeConfig& r) override {
+    Backend::rope_store_kv(layer, q, k, v, n_heads, n_kv_heads, r);
+  }
+  bool moe_routes_on_device(const ExpertWeights& w, int64_t n) const override {
+    return in_->moe_routes_on_device(w, n);
+  }
+  void moe_ffn_routed(const ExpertWeights& w, const Tensor& x, const Tensor& logits, int k, bool normalize,
+                      const Tensor* shared, Tensor& out, int64_t n) override {
+    around(Op::Moe, [&] { in_->moe_ffn_routed(w, x, logits, k, normalize, shared, out, n); });
+  }
   void moe_ffn(const ExpertWeights& w, const Tensor& x, const int32_t* experts, const float* weights, int k,
                const Tensor* shared, const float* shared_weights, Tensor& out, int64_t n) override {
     around(Op::Moe, [&] { in_->moe_ffn(w, x, experts, weights, k, shared, shared_weights, out, n); });

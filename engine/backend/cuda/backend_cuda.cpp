@@ -29,6 +29,7 @@ CudaBackend::CudaBackend(const CudaBackendOptions& opts) : impl_(std::make_uniqu
   impl_->weights = opts.weights;
   impl_->quant_gemm = opts.quant_gemm;
   impl_->prefill_attention = opts.prefill_attention;
+  impl_->batch_invariant = opts.batch_invariant;
   CUDA_CHECK(cudaSetDevice(opts.device));
   CUDA_CHECK(cudaStreamCreateWithFlags(&impl_->stream, cudaStreamNonBlocking));
   CUBLAS_CHECK(cublasCreate(&impl_->cublas));
@@ -43,7 +44,7 @@ CudaBackend::CudaBackend(const CudaBackendOptions& opts) : impl_(std::make_uniqu
   spdlog::info("CUDA backend on device {} ({}, {:.1f} GiB, sm_{}{})", opts.device, prop.name,
                static_cast<double>(prop.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0), prop.major,
                prop.minor);
-  if (opts.cuda_graphs) spdlog::info("CUDA backend: CUDA graphs for decode steps on (not yet verified on a GPU)");
+  spdlog::info("CUDA backend: CUDA graphs for decode steps {}", opts.cuda_graphs ? "on" : "off (--cuda-graphs off)");
 }
 
 CudaBackend::~CudaBackend() {
@@ -320,15 +321,6 @@ void CudaBackend::begin_step(const StepPlan& plan) {
   m.max_decode_ctx = max_decode_ctx;
 }
 
-// The device frequency factors of `rope` (null when it has none), after checking that they
-// cover every rotated pair as F32 (what upload_weight makes of a 1-row weight).
-static const float* rope_freq_factors(const RopeConfig& rope) {
-  const Tensor& ff = rope.freq_factors;
-  require(ff.data == nullptr || (ff.type == GgmlType::F32 && ff.rows == 1 && ff.cols == rope.head_dim / 2),
-          "rope: freq_factors must be one F32 row of head_dim/2 values");
-  return static_cast<const float*>(ff.data);
-}
-
 void CudaBackend::apply_cache_edits(const RopeConfig& rope) {
   Impl& m = *impl_;
   if (m.n_slot_copies > 0)  // first (StepPlan); no copy reads another's destination
@@ -378,8 +370,12 @@ void CudaBackend::matmul(const Tensor& w, const Tensor& x, Tensor& out, int64_t 
   }
   void* xb = m.bf16_x.get(static_cast<size_t>(n * x.cols) * 2, m.stream);
   cuda::convert_to_bf16(x.data, GgmlType::F32, n * x.cols, xb, m.s());
+  matmul_bf16(w, xb, out, n);
+}
+
+void CudaBackend::matmul_bf16(const Tensor& w, const void* xb, Tensor& out, int64_t n) {
   // A few rows (decode of a few sequences): one streaming pass over W, faster than cuBLAS there.
-  if (cuda::gemv_bf16(w.data, xb, f32(out), n, w.rows, w.cols, out.cols, m.s())) return;
+  if (cuda::gemv_bf16(w.data, xb, f32(out), n, w.rows, w.cols, out.cols, impl_->s())) return;
   gemm_bf16(w.data, w.rows, w.cols, xb, out, n);
 }
 

@@ -22,7 +22,7 @@
 //   upload, and when a scratch buffer must grow (rare, first steps of a bigger batch).
 // - begin_step validates the plan as the CPU backend does, then copies every index array in one
 //   transfer from a pinned staging buffer.
-// - CUDA graphs (opt-in, CudaBackendOptions::cuda_graphs): a step Model marks recordable (every
+// - CUDA graphs (on by default, CudaBackendOptions::cuda_graphs): a step Model marks recordable (every
 //   row sampled here, one LM-head chunk) that is decode-only is captured on the second sight
 //   of its shape and replayed afterwards (cuda_graphs.h). begin_step lays out the index
 //   buffer with the fixed-size arrays first, so a shape's kernels always get the same
@@ -30,7 +30,9 @@
 //   padding.
 // - Errors become exceptions: CUDA/cuBLAS failures throw pagoda::cuda::CudaError naming the call
 //   with file:line; bad arguments throw std::invalid_argument.
-// - Batch invariance: every custom kernel computes a row the same way whatever the batch (the
+// - Batch invariance (CudaBackendOptions::batch_invariant makes quantized matmuls of any row
+//   count run the int8 GEMV in chunks, so there a row's bits never depend on the batch;
+//   test_cuda_batch): every custom kernel computes a row the same way whatever the batch (the
 //   decode attention's splits depend only on the row's own context; gemv_quant gives a row the
 //   same bits at any n <= kQuantGemvMaxRows), but the GEMVs hand over to a GEMM (cuBLAS, or the
 //   quantized tensor-core GEMM, whose f32 sums differ from the GEMVs') above their row limits and cuBLAS may choose a different GEMM algorithm for a different number of rows, so
@@ -40,7 +42,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <initializer_list>
 #include <memory>
+#include <utility>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -104,10 +109,17 @@ struct CudaBackendOptions {
   CudaWeights weights = CudaWeights::Quantized;
   QuantGemm quant_gemm = QuantGemm::Mma;  // quantized modes, more than kQuantGemvMaxRows rows
   PrefillAttention prefill_attention = PrefillAttention::Mma;  // prefill chunks' attention
-  // Record decode-only steps as CUDA graphs and replay them (cuda_graphs.h). Off by default.
+  // Record decode-only steps as CUDA graphs and replay them (cuda_graphs.h); off: every step
+  // launches its kernels one by one.
   // (cuBLAS always gets a fixed 32 MiB workspace, as capture requires, so both settings run
   // the same GEMMs.)
-  bool cuda_graphs = false;
+  bool cuda_graphs = true;
+  // Quantized mode: matmuls of more than kQuantGemvMaxRows rows run as the int8 GEMV over chunks
+  // of kQuantGemvMaxRows rows instead of the tensor-core GEMM, so that a row gets the same bits
+  // whatever the number of rows beside it (the GEMV's per-row result does not depend on n).
+  // Each chunk reads the whole matrix: prefill and large batches read the weights n / 8 times.
+  // Off by default (its cost is not yet measured on a GPU).
+  bool batch_invariant = false;
 };
 
 #ifdef PAGODA_HAVE_CUDA
@@ -156,6 +168,15 @@ class CudaBackend final : public Backend {
   void attention(int layer, const Tensor& q, Tensor& out, int n_heads, int n_kv_heads,
                  int head_dim, float scale) override;
   void gather_logit_rows(const Tensor& x, Tensor& out) override;
+  // The fused ops (backend_cuda_fused.cpp): the residual add, RMSNorm and the matmuls' input
+  // forms (bf16 for bf16 matrices; int8 blocks in quantized mode at up to kQuantGemvMaxRows
+  // rows) in one kernel; RoPE of Q and K with the K/V store in one kernel.
+  void add_rms_norm(Tensor& x, const Tensor* residual, const Tensor& weight, float eps, Tensor& out,
+                    int64_t n) override;
+  void add_rms_norm_matmuls(Tensor& x, const Tensor* residual, const Tensor& weight, float eps, Tensor& xn,
+                            const Tensor* const* w, int count, Tensor* const* out, int64_t n) override;
+  void rope_store_kv(int layer, Tensor& q, Tensor& k, const Tensor& v, int n_heads, int n_kv_heads,
+                     const RopeConfig& rope) override;
   // The gemma/phi3 ops (backend_cuda_window_softcap.cpp).
   void apply_cache_edits_per_layer(const std::vector<RopeConfig>& rope_of_layer) override;
   void attention_ext(int layer, const Tensor& q, Tensor& out, int n_heads, int n_kv_heads, int head_dim,
@@ -174,6 +195,11 @@ class CudaBackend final : public Backend {
   // kernels, as matmul), combines (moe_combine.cu).
   void moe_ffn(const ExpertWeights& w, const Tensor& x, const int32_t* experts, const float* weights,
                int k, const Tensor* shared, const float* shared_weights, Tensor& out, int64_t n) override;
+  // Quantized mode, up to kMoeRouteMaxTokens rows, expert types the int8 GEMV takes: routing,
+  // grouping and the grouped GEMVs' counts stay on the device (backend_cuda_moe.cpp).
+  bool moe_routes_on_device(const ExpertWeights& w, int64_t n) const override;
+  void moe_ffn_routed(const ExpertWeights& w, const Tensor& x, const Tensor& logits, int k, bool normalize,
+                      const Tensor* shared, Tensor& out, int64_t n) override;
 
   // LoRA (backend_cuda_lora.cpp): kernels/cuda/lora.cu over each adapter's gathered rows.
   bool supports_lora() const override { return true; }
@@ -212,8 +238,18 @@ class CudaBackend final : public Backend {
   // Rows 0..n-1 of x (F32, x.cols % 32 == 0) as int8 blocks in q8_x (q8_acts_layout(n, x.cols)),
   // for gemv_quant_dp4a and its grouped form.
   const void* quantize_acts(const Tensor& x, int64_t n);
+  // out = xb W^T for a bf16 W and bf16 activations xb ([n, w.cols]): the bf16 GEMV for a few
+  // rows, else cuBLAS.
+  void matmul_bf16(const Tensor& w, const void* xb, Tensor& out, int64_t n);
   // out[n, rows] = x[n, cols] W^T through cuBLAS: W bf16 [rows, cols] at w, xb bf16 [n, cols].
   void gemm_bf16(const void* w, int64_t rows, int64_t cols, const void* xb, Tensor& out, int64_t n);
+  // The experts' matmuls of a routed step: dst = src W_e^T for each (W, dst) pair, for every
+  // expert over its gathered rows, W stacked with `per` rows per expert.
+  using MoeMats = std::initializer_list<std::pair<const Tensor*, Tensor*>>;
+  using ExpertsMatmul = std::function<void(const Tensor& src, MoeMats mats, int64_t per)>;
+  void moe_experts(const ExpertWeights& w, const Tensor& x, const int32_t* token_of_row, const int32_t* place,
+                   const float* weights, const float* shared_weights, int k, const Tensor* shared, Tensor& out,
+                   int64_t n, const ExpertsMatmul& mats);
   // upload_weight of everything but F32 matrices: a bf16 matrix, or an F32 vector.
   Tensor upload_converted(const void* host_data, GgmlType type, int64_t rows, int64_t cols);
   struct Impl;

@@ -127,7 +127,8 @@ bool CudaBackend::replay_recorded() {
   key.n_draws = m.n_draws;
   key.n_splits = static_cast<int>((std::max(m.max_decode_ctx, 1) + cuda::kDecodeSplitKeys - 1) /
                                   cuda::kDecodeSplitKeys);
-  const CudaGraphBuffers buffers = {m.index_buf.ptr, m.bf16_x.ptr, m.q8_x.ptr, m.attn_ws.ptr, m.sample_io.ptr};
+  const CudaGraphBuffers buffers = {m.index_buf.ptr, m.bf16_x.ptr, m.q8_x.ptr,   m.attn_ws.ptr,  m.sample_io.ptr,
+                                    m.moe_index.ptr, m.moe_xg.ptr,  m.moe_gate.ptr, m.moe_up.ptr, m.moe_y.ptr};
   return m.graphs->begin(key, buffers);
 }
 

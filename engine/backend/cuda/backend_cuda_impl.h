@@ -36,6 +36,15 @@ inline void require(bool ok, const std::string& what) {
 
 inline float* f32(const Tensor& t) { return static_cast<float*>(t.data); }
 
+// The device frequency factors of `rope` (null when it has none), after checking that they
+// cover every rotated pair as F32 (what upload_weight makes of a 1-row weight).
+inline const float* rope_freq_factors(const RopeConfig& rope) {
+  const Tensor& ff = rope.freq_factors;
+  require(ff.data == nullptr || (ff.type == GgmlType::F32 && ff.rows == 1 && ff.cols == rope.head_dim / 2),
+          "rope: freq_factors must be one F32 row of head_dim/2 values");
+  return static_cast<const float*>(ff.data);
+}
+
 // A device buffer that only grows, at least doubling each time so that a slowly growing need
 // (the index buffer's block tables gain one entry every block_size decode steps) reallocates
 // rarely: each reallocation waits for the stream, frees (a device-wide sync) and moves the
@@ -106,6 +115,7 @@ struct CudaBackend::Impl {
   CudaWeights weights = CudaWeights::Quantized;  // CudaBackendOptions::weights
   QuantGemm quant_gemm = QuantGemm::Mma;         // CudaBackendOptions::quant_gemm
   PrefillAttention prefill_attention = PrefillAttention::Mma;  // CudaBackendOptions::prefill_attention
+  bool batch_invariant = false;                  // CudaBackendOptions::batch_invariant
   size_t weight_bytes = 0;  // device bytes of everything upload_weight / upload_weight_f32 made
   // Quantized modes with QuantGemm::DequantCublas: the bf16 copy of one quantized matrix that a
   // GEMM of more than kQuantGemvMaxRows rows reads (reused by every such GEMM), sized at upload

@@ -1,8 +1,13 @@
-// CudaBackend's mixture-of-experts pieces: F32 router weights and their GEMM, and moe_ffn, the
-// routed experts of a step. The routing arrives from the host
-// (engine/model/moe_ffn.cpp), so the grouping by expert is done on the host too and uploaded in
-// one copy; then a gather, the experts' matmuls over their gathered rows, one SiLU-multiply over
-// all rows, and the weighted combine kernel. The matmuls: in quantized (int8) mode the gathered
+// CudaBackend's mixture-of-experts pieces: F32 router weights and their GEMM, and the routed
+// experts of a step, two ways:
+// - moe_ffn: the routing arrives from the host (engine/model/moe_ffn.cpp), so the grouping by
+//   expert is done on the host too and uploaded in one copy;
+// - moe_ffn_routed (quantized mode, up to kMoeRouteMaxTokens tokens: decode steps): the routing
+//   and grouping run on the device from the router's logits (kernels/cuda/moe_route.cu) and the
+//   grouped GEMVs read their group counts from there, launching the most groups a count can
+//   have: no host round-trip, launches fixed by the step's shape, so the step can be a graph.
+// Both then gather, run the experts' matmuls over their gathered rows, one SiLU-multiply over
+// all rows, and the weighted combine kernel (moe_experts). The matmuls: in quantized (int8) mode the gathered
 // rows are quantized once per matrix input (not per expert) and the experts with c <=
 // kQuantGemvMaxRows rows run as one grouped dp4a launch per count c and matrix (a decode step
 // of a 128-expert model touches tens of experts per layer: a few launches instead of one per
@@ -49,19 +54,85 @@ void CudaBackend::matmul_f32(const Tensor& w, const Tensor& x, Tensor& out, int6
                             static_cast<int>(out.cols), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
-void CudaBackend::moe_ffn(const ExpertWeights& w, const Tensor& x, const int32_t* experts,
-                          const float* weights, int k, const Tensor* shared,
-                          const float* shared_weights, Tensor& out, int64_t n) {
+// The work after the routing: gather x's rows per expert (token_of_row), gate/up matmuls,
+// SiLU-multiply, down matmul, combine (place, weights, shared_weights: device arrays). `mats`
+// runs dst = src W_e^T for every expert over its gathered rows of src (W stacked with `per` rows
+// per expert).
+void CudaBackend::moe_experts(const ExpertWeights& w, const Tensor& x, const int32_t* token_of_row,
+                              const int32_t* place, const float* weights, const float* shared_weights, int k,
+                              const Tensor* shared, Tensor& out, int64_t n, const ExpertsMatmul& mats) {
   Impl& m = *impl_;
+  const int64_t dim = x.cols, ff = w.gate.rows / w.n_experts, rows = n * k;
+  const auto buffer = [&](DeviceScratch& s, int64_t cols) {
+    return Tensor{s.get(static_cast<size_t>(rows * cols) * sizeof(float), m.stream), GgmlType::F32, rows, cols};
+  };
+  Tensor xg = buffer(m.moe_xg, dim), gate = buffer(m.moe_gate, ff), up = buffer(m.moe_up, ff), y = buffer(m.moe_y, dim);
+  cuda::gather_rows(f32(x), token_of_row, rows, dim, f32(xg), m.s());
+  mats(xg, {{&w.gate, &gate}, {&w.up, &up}}, ff);
+  silu_mul(gate, up, gate, rows);
+  mats(gate, {{&w.down, &y}}, dim);
+  cuda::moe_combine(f32(y), place, weights, k, shared ? f32(*shared) : nullptr, shared_weights, n, dim, f32(out),
+                    m.s());
+}
+
+namespace {
+
+void check_moe(const ExpertWeights& w, const Tensor& x, int k, const Tensor* shared, const Tensor& out, int64_t n) {
   const int64_t ne = w.n_experts;
   require(ne > 0 && k > 0 && k <= ne, "moe_ffn: need 1 <= k <= n_experts");
   require(w.gate.rows % ne == 0 && w.gate.rows == w.up.rows && w.gate.cols == x.cols && w.up.cols == x.cols,
           "moe_ffn: gate/up must be [n_experts*ff x dim]");
-  const int64_t dim = x.cols, ff = w.gate.rows / ne, rows = n * k;
+  const int64_t dim = x.cols, ff = w.gate.rows / ne;
   require(w.down.rows == ne * dim && w.down.cols == ff, "moe_ffn: down must be [n_experts*dim x ff]");
   require(out.cols == dim && n <= x.rows && n <= out.rows && x.data != out.data, "moe_ffn: x/out shapes");
-  require(shared == nullptr || (shared->cols == dim && n <= shared->rows && shared_weights),
-          "moe_ffn: shared expert output shape");
+  require(shared == nullptr || (shared->cols == dim && n <= shared->rows), "moe_ffn: shared expert output shape");
+}
+
+// Whether the int8 GEMV takes a matrix of this type and width.
+bool dp4a_takes(const Tensor& t) {
+  return cuda::is_device_quant_type(t.type) && t.cols % 32 == 0 && t.cols % ggml_type_info(t.type).block_size == 0;
+}
+
+}  // namespace
+
+bool CudaBackend::moe_routes_on_device(const ExpertWeights& w, int64_t n) const {
+  return impl_->weights == CudaWeights::Quantized && n >= 1 && n <= cuda::kMoeRouteMaxTokens && w.n_experts > 0 &&
+         dp4a_takes(w.gate) && dp4a_takes(w.up) && dp4a_takes(w.down);
+}
+
+void CudaBackend::moe_ffn_routed(const ExpertWeights& w, const Tensor& x, const Tensor& logits, int k, bool normalize,
+                                 const Tensor* shared, Tensor& out, int64_t n) {
+  Impl& m = *impl_;
+  check_moe(w, x, k, shared, out, n);
+  require(moe_routes_on_device(w, n), "moe_ffn_routed: these experts or this many rows route on the host");
+  require(logits.type == GgmlType::F32 && logits.cols >= w.n_experts + (shared ? 1 : 0) && n <= logits.rows,
+          "moe_ffn_routed: logits shape");
+  const cuda::MoeRouteLayout L = cuda::moe_route_layout(n, k, w.n_experts);
+  auto* d = static_cast<int32_t*>(m.moe_index.get(L.bytes, m.stream));
+  cuda::moe_route(f32(logits), logits.cols, n, w.n_experts, k, normalize, shared != nullptr, d, m.s());
+  const int64_t rows = n * k;
+  const ExpertsMatmul grouped = [&](const Tensor& src, MoeMats mats, int64_t per) {
+    const void* acts = quantize_acts(src, rows);
+    for (int c = 1; c <= n; ++c) {
+      if (L.table_cap[c] == 0) continue;
+      for (const auto& [wm, dst] : mats)
+        require(cuda::gemv_quant_dp4a_grouped_dev(wm->data, wm->type, d + L.table_at[c], L.table_cap[c],
+                                                  d + L.n_groups + c, acts, rows, f32(*dst), c, per, wm->cols,
+                                                  dst->cols, m.s()),
+                "moe_ffn_routed: the int8 GEMV refused an expert matrix");
+    }
+  };
+  moe_experts(w, x, d + L.token_of_row, d + L.place, reinterpret_cast<const float*>(d + L.weights),
+              reinterpret_cast<const float*>(d + L.shared_weights), k, shared, out, n, grouped);
+}
+
+void CudaBackend::moe_ffn(const ExpertWeights& w, const Tensor& x, const int32_t* experts,
+                          const float* weights, int k, const Tensor* shared,
+                          const float* shared_weights, Tensor& out, int64_t n) {
+  Impl& m = *impl_;
+  check_moe(w, x, k, shared, out, n);
+  require(shared == nullptr || shared_weights, "moe_ffn: shared expert weights");
+  const int64_t ne = w.n_experts, rows = n * k;
   if (n <= 0) return;
   cpu::moe_group(experts, n, k, w.n_experts, m.moe_groups);
   const cpu::MoeGroups& g = m.moe_groups;
@@ -95,16 +166,9 @@ void CudaBackend::moe_ffn(const ExpertWeights& w, const Tensor& x, const int32_t
   CUDA_CHECK(cudaMemcpyAsync(d, h, m.moe_host.size() * sizeof(int32_t), cudaMemcpyHostToDevice, m.stream));
   const int32_t* d_table = d + 3 * rows + n;
 
-  const auto buffer = [&](DeviceScratch& s, int64_t cols) {
-    return Tensor{s.get(static_cast<size_t>(rows * cols) * sizeof(float), m.stream), GgmlType::F32, rows, cols};
-  };
-  Tensor xg = buffer(m.moe_xg, dim), gate = buffer(m.moe_gate, ff), up = buffer(m.moe_up, ff), y = buffer(m.moe_y, dim);
-  cuda::gather_rows(f32(x), d, rows, dim, f32(xg), m.s());
-
   // dst[first..] = src[first..] W_e^T for every expert e, W stacked with `per` rows per expert;
   // the inputs src quantized once when a grouped launch will read them.
-  const auto experts_matmul = [&](const Tensor& src, std::initializer_list<std::pair<const Tensor*, Tensor*>> mats,
-                                  int64_t per) {
+  const ExpertsMatmul experts_matmul = [&](const Tensor& src, MoeMats mats, int64_t per) {
     bool done[kMax + 1] = {};
     if (grouped && bucket[kMax + 1] > 0) {
       const void* acts = quantize_acts(src, rows);
@@ -127,12 +191,8 @@ void CudaBackend::moe_ffn(const ExpertWeights& w, const Tensor& x, const int32_t
       }
     }
   };
-  experts_matmul(xg, {{&w.gate, &gate}, {&w.up, &up}}, ff);
-  silu_mul(gate, up, gate, rows);
-  experts_matmul(gate, {{&w.down, &y}}, dim);
-  cuda::moe_combine(f32(y), d + rows, reinterpret_cast<const float*>(d + 2 * rows), k,
-                    shared ? f32(*shared) : nullptr, reinterpret_cast<const float*>(d + 3 * rows), n, dim,
-                    f32(out), m.s());
+  moe_experts(w, x, d, d + rows, reinterpret_cast<const float*>(d + 2 * rows),
+              reinterpret_cast<const float*>(d + 3 * rows), k, shared, out, n, experts_matmul);
 }
 
 }  // namespace pagoda

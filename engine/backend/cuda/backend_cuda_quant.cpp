@@ -50,9 +50,19 @@ Tensor CudaBackend::upload_quantized(const void* host_data, GgmlType type, int64
 
 void CudaBackend::matmul_quant(const Tensor& w, const Tensor& x, Tensor& out, int64_t n) {
   Impl& m = *impl_;
-  if (n <= cuda::kQuantGemvMaxRows && m.weights == CudaWeights::Quantized) {
-    const void* acts = quantize_acts(x, n);
-    if (cuda::gemv_quant_dp4a(w.data, w.type, acts, f32(out), n, w.rows, w.cols, out.cols, m.s())) return;
+  constexpr int64_t kMax = cuda::kQuantGemvMaxRows;
+  if (m.weights == CudaWeights::Quantized && (n <= kMax || m.batch_invariant)) {
+    // Chunks of up to kMax rows (one chunk unless batch_invariant): rows [first, first + c).
+    bool ok = true;
+    for (int64_t first = 0; first < n && ok; first += kMax) {
+      const int64_t c = std::min(kMax, n - first);
+      Tensor xc = x, oc = out;
+      xc.data = f32(x) + first * x.cols;
+      oc.data = f32(out) + first * out.cols;
+      const void* acts = quantize_acts(xc, c);
+      ok = cuda::gemv_quant_dp4a(w.data, w.type, acts, f32(oc), c, w.rows, w.cols, out.cols, m.s());
+    }
+    if (ok) return;  // the GEMV takes all chunks or (a type or shape it refuses) none
   }
   matmul_quant_rest(w, x, out, n);
 }

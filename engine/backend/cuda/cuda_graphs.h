@@ -1,5 +1,5 @@
 // CudaGraphCache: CUDA graphs of the CUDA backend's decode steps, keyed by the step's shape
-// (CudaBackendOptions::cuda_graphs; off by default). Compiled only with PAGODA_CUDA.
+// (CudaBackendOptions::cuda_graphs; on by default). Compiled only with PAGODA_CUDA.
 //
 // The CUDA backend asks begin() before the ops of a step that Model marks recordable (see
 // Backend::replay_recorded). A shape seen for the first time runs eagerly, which also grows
@@ -29,8 +29,9 @@ struct CudaGraphKey {
 
 // The device buffers a recorded step uses besides weights, activations and the KV cache (which
 // never move; a new KV cache drops every graph, see clear()): index arrays, GEMM input
-// scratch (bf16 and int8 activations), attention workspace, draws.
-using CudaGraphBuffers = std::array<const void*, 5>;
+// scratch (bf16 and int8 activations), attention workspace, draws, and the mixture-of-experts
+// routing and gathered rows.
+using CudaGraphBuffers = std::array<const void*, 10>;
 
 struct CudaGraphStats {
   int64_t captures = 0;  // graphs captured (re-captures included)

@@ -15,6 +15,7 @@
 #include "engine/encoder/bert_model.h"
 #include "engine/gguf/gguf.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "tests/support/cosine.h"
 #include "tests/support/http_test_util.h"
 #include "tests/support/test_files.h"
 
@@ -94,11 +95,7 @@ double local_pair_score(const std::string& arch, const std::string& query, const
   return l.model.embed(ids, segment_b)[0];
 }
 
-double cosine(const std::vector<float>& a, const std::vector<float>& b) {
-  double ab = 0, aa = 0, bb = 0;
-  for (size_t i = 0; i < a.size(); ++i) ab += double(a[i]) * b[i], aa += double(a[i]) * a[i], bb += double(b[i]) * b[i];
-  return ab / std::sqrt(aa * bb);
-}
+using pagoda::testing::cosine;
 
 }  // namespace
 

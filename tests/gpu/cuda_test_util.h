@@ -118,6 +118,34 @@ inline StepPlan make_plan(const std::vector<TestSeq>& seqs, int block_size) {
   return p;
 }
 
+// A sequence that whole-model tests feed step by step: its block table (blocks of `block`
+// tokens), every token so far (prompt, then the fed ones) and how many are in the cache.
+struct FedSeq {
+  std::vector<int32_t> table;
+  std::vector<int32_t> tokens;
+  int n_cached = 0;
+};
+
+// Adds tokens [n_cached, end) of `s` to the plan with one logit row at the end.
+inline void add_fed(StepPlan& p, const FedSeq& s, int end, int block) {
+  SeqInStep e;
+  e.seq_id = p.seqs.size();
+  e.first_token = p.n_tokens();
+  e.n_tokens = end - s.n_cached;
+  e.n_past = s.n_cached;
+  e.block_table_offset = static_cast<int32_t>(p.block_tables.size());
+  e.n_blocks = (end + block - 1) / block;
+  p.block_tables.insert(p.block_tables.end(), s.table.begin(), s.table.begin() + e.n_blocks);
+  for (int i = s.n_cached; i < end; ++i) {
+    p.tokens.push_back(s.tokens[static_cast<size_t>(i)]);
+    p.positions.push_back(i);
+    p.slots.push_back(s.table[static_cast<size_t>(i / block)] * block + i % block);
+    p.token_seq.push_back(static_cast<int32_t>(p.seqs.size()));
+  }
+  p.seqs.push_back(e);
+  p.logit_rows.push_back(p.n_tokens() - 1);
+}
+
 // Loads `values` (rows x cols, bf16-exact) into an F32 activation of `b` through embed():
 // the current step's tokens must be 0..rows-1.
 inline Tensor activation_from(Backend& b, const std::vector<float>& values, int64_t rows,

@@ -20,6 +20,7 @@
 #include "kernels/cpu/encoder_ops.h"
 #include "kernels/cpu/thread_pool.h"
 #include "tests/gpu/cuda_test_util.h"
+#include "tests/support/cosine.h"
 #include "tests/support/test_files.h"
 
 using namespace pagoda;
@@ -27,11 +28,7 @@ using namespace pagoda::encoder;
 
 namespace {
 
-double cosine(const std::vector<float>& a, const std::vector<float>& b) {
-  double ab = 0, aa = 0, bb = 0;
-  for (size_t i = 0; i < a.size(); ++i) ab += double(a[i]) * b[i], aa += double(a[i]) * a[i], bb += double(b[i]) * b[i];
-  return ab / std::sqrt(aa * bb);
-}
+using pagoda::testing::cosine;
 
 std::vector<float> random_floats(size_t n, uint32_t seed) {
   std::mt19937 rng(seed);

@@ -24,31 +24,10 @@ namespace {
 
 constexpr int kBlock = 16;
 
-struct Seq {
-  std::vector<int32_t> table;  // scattered blocks
-  std::vector<int32_t> tokens;  // all tokens so far; the last is not yet in the cache
-  int n_cached = 0;
-};
+using Seq = FedSeq;
 
 // Adds tokens [n_cached, end) of `s` to the plan with one logit row at the end.
-void add(StepPlan& p, const Seq& s, int end) {
-  SeqInStep e;
-  e.seq_id = p.seqs.size();
-  e.first_token = p.n_tokens();
-  e.n_tokens = end - s.n_cached;
-  e.n_past = s.n_cached;
-  e.block_table_offset = static_cast<int32_t>(p.block_tables.size());
-  e.n_blocks = (end + kBlock - 1) / kBlock;
-  p.block_tables.insert(p.block_tables.end(), s.table.begin(), s.table.begin() + e.n_blocks);
-  for (int i = s.n_cached; i < end; ++i) {
-    p.tokens.push_back(s.tokens[static_cast<size_t>(i)]);
-    p.positions.push_back(i);
-    p.slots.push_back(s.table[static_cast<size_t>(i / kBlock)] * kBlock + i % kBlock);
-    p.token_seq.push_back(static_cast<int32_t>(p.seqs.size()));
-  }
-  p.seqs.push_back(e);
-  p.logit_rows.push_back(p.n_tokens() - 1);
-}
+void add(StepPlan& p, const Seq& s, int end) { add_fed(p, s, end, kBlock); }
 
 SampleRequest draw_for(int seq, int row, uint64_t counter) {
   SampleRequest d;

@@ -15,6 +15,7 @@
 #include "engine/encoder/bert_writer.h"
 #include "engine/gguf/gguf.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "tests/support/cosine.h"
 #include "tests/support/test_files.h"
 
 using namespace pagoda::encoder;
@@ -161,11 +162,7 @@ std::vector<double> reference(const GgufFile& f, const std::vector<int32_t>& ids
   return out;
 }
 
-double cosine(const std::vector<float>& a, const std::vector<double>& b) {
-  double ab = 0, aa = 0, bb = 0;
-  for (size_t i = 0; i < a.size(); ++i) ab += a[i] * b[i], aa += double(a[i]) * a[i], bb += b[i] * b[i];
-  return ab / std::sqrt(aa * bb);
-}
+using pagoda::testing::cosine;
 
 }  // namespace
 

@@ -14,6 +14,7 @@
 #include "engine/encoder/bert_model.h"
 #include "engine/encoder/bert_writer.h"
 #include "engine/gguf/gguf.h"
+#include "tests/support/cosine.h"
 #include "tests/support/test_files.h"
 
 using namespace pagoda;
@@ -21,11 +22,7 @@ using namespace pagoda::encoder;
 
 namespace {
 
-double cosine(const std::vector<float>& a, const std::vector<float>& b) {
-  double ab = 0, aa = 0, bb = 0;
-  for (size_t i = 0; i < a.size(); ++i) ab += double(a[i]) * b[i], aa += double(a[i]) * a[i], bb += double(b[i]) * b[i];
-  return ab / std::sqrt(aa * bb);
-}
+using pagoda::testing::cosine;
 
 }  // namespace
 

@@ -112,6 +112,14 @@ class ForwardingBackend : public Backend {
     around(Op::KvBlock, [&] { in_->write_kv_block(layer, block, k, v); });
   }
   void read(const Tensor& x, int64_t rows, float* host) override { around(Op::Read, [&] { in_->read(x, rows, host); }); }
+  void write(Tensor& x, const float* host, int64_t n) override { around(Op::Embed, [&] { in_->write(x, host, n); }); }
+  void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps, Tensor& out, int64_t n) override {
+    around(Op::Norm, [&] { in_->layer_norm(x, weight, bias, eps, out, n); });
+  }
+  void encoder_attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out, const std::vector<int64_t>& starts,
+                         int n_heads, int head_dim) override {
+    around(Op::Attention, [&] { in_->encoder_attention(q, k, v, out, starts, n_heads, head_dim); });
+  }
   size_t kv_block_raw_bytes() const override { return in_->kv_block_raw_bytes(); }
   void read_kv_block_raw(int block, void* out) override { around(Op::KvBlock, [&] { in_->read_kv_block_raw(block, out); }); }
   void write_kv_block_raw(int block, const void* data) override {

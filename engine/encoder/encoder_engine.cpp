@@ -207,6 +207,17 @@ void EncoderEngine::run_step(const std::vector<std::shared_ptr<Job>>& jobs) {
   }
   const double took = seconds_since(t0);
   uint64_t tokens = 0;
+  for (const auto& job : jobs) tokens += job->prompt.size();
+  {
+    // The counters first, so that a client holding its result already sees them (stats,
+    // /metrics) counting its step.
+    std::lock_guard<std::mutex> lk(mu_);
+    inflight_ -= static_cast<int>(jobs.size());
+    tokens_ += tokens;
+    ++steps_;
+    compute_seconds_ += took;
+    last_unix_s_ = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  }
   for (size_t j = 0; j < jobs.size(); ++j) {
     Job& job = *jobs[j];
     {
@@ -215,15 +226,8 @@ void EncoderEngine::run_step(const std::vector<std::shared_ptr<Job>>& jobs) {
       job.use.queue_seconds = std::chrono::duration<double>(t0 - job.submitted).count();
       job.use.prefill_seconds = took;
     }
-    tokens += job.prompt.size();
     job.finish(std::move(deltas[j]));
   }
-  std::lock_guard<std::mutex> lk(mu_);
-  inflight_ -= static_cast<int>(jobs.size());
-  tokens_ += tokens;
-  ++steps_;
-  compute_seconds_ += took;
-  last_unix_s_ = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 EngineStats EncoderEngine::stats() const {

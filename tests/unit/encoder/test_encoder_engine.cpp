@@ -103,8 +103,9 @@ TEST_CASE("the encoder engine batches concurrent requests into steps, results as
       CHECK(std::memcmp(o.vec.data(), want.data(), want.size() * sizeof(float)) == 0);
       CHECK(streams[i]->usage().prompt_tokens == int(reqs[i].prompt.size()));
     }
-    const EngineStats st = engine.stats();
+    // A step counts itself before it hands out its results: the counters are final here.
     CHECK(engine.inflight_seqs() == 0);
+    const EngineStats st = engine.stats();
     // The steps inputs_in_step cuts from the whole queue, input budget 8, token budget 128.
     std::vector<int64_t> lengths;
     for (const auto& r : reqs) lengths.push_back(int64_t(r.prompt.size()));

@@ -208,6 +208,7 @@ void fill_tile(Tile& tile, const MatmulArgs& a, int64_t o0, int valid, int64_t b
 // fill_tile does; lanes past `valid` are zero. o0 is a multiple of 16 (the dispatcher splits
 // outputs by kLanes).
 void fill_tile_rows16(Tile& tile, const MatmulArgs& a, int64_t o0, int valid, int64_t b0, int nblk) {
+  static_assert(kRows16Rows * 2 == kLanes, "a Rows16 group is one half of the tile");
   const int64_t full_rows = a.out_features / 16 * 16;
   for (int h = 0; h < 2; ++h) {
     const int64_t r0 = o0 + 16 * h;

@@ -418,14 +418,16 @@ constexpr int64_t kRows16Pass = 16;
 // rows16_q8_0 (a group the range cuts is computed whole and stored in part), the rows past them
 // (GGML rows) through few_rows.
 void rows16_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
-  const int64_t full_rows = a.out_features / 16 * 16;
-  for (int64_t g0 = o_begin / 16 * 16; g0 < std::min(o_end, full_rows); g0 += 16) {
-    const int64_t lo = std::max(o_begin, g0), hi = std::min(o_end, g0 + 16);
+  constexpr int64_t G = static_cast<int64_t>(kRows16Rows);  // = kGroup: a group fills one zmm of outputs
+  static_assert(G == kGroup);
+  const int64_t full_rows = a.out_features / G * G;
+  for (int64_t g0 = o_begin / G * G; g0 < std::min(o_end, full_rows); g0 += G) {
+    const int64_t lo = std::max(o_begin, g0), hi = std::min(o_end, g0 + G);
     const __mmask16 store = static_cast<__mmask16>(lane_mask(static_cast<int>(hi - g0)) & ~lane_mask(static_cast<int>(lo - g0)));
     const uint8_t* group = a.w + g0 * a.row_bytes;
-    // The next group is the next contiguous 16 rows' bytes (see few_rows_range).
-    const int64_t lines = g0 + 16 < std::min(o_end, full_rows) ? 16 * static_cast<int64_t>(a.row_bytes) / 64 : 0;
-    const uint8_t* next = group + 16 * a.row_bytes;
+    // The next group is the next contiguous G rows' bytes (see few_rows_range).
+    const int64_t lines = g0 + G < std::min(o_end, full_rows) ? G * static_cast<int64_t>(a.row_bytes) / 64 : 0;
+    const uint8_t* next = group + G * a.row_bytes;
     float* out = a.out + g0;
     for (int64_t i0 = 0; i0 < a.n; i0 += kRows16Pass) {
       const int64_t pl = i0 == 0 ? lines : 0;

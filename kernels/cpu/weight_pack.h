@@ -100,7 +100,7 @@ constexpr size_t kRows16ScaleOffset = 1024;                // the scales within 
 
 // The decode layouts above, and the kernel level that reads each.
 enum class DecodeLayout : uint8_t { Tiles8, Rows16 };
-constexpr int decode_layout_rows(DecodeLayout l) { return l == DecodeLayout::Rows16 ? 16 : 8; }
+constexpr int decode_layout_rows(DecodeLayout l) { return l == DecodeLayout::Rows16 ? static_cast<int>(kRows16Rows) : 8; }
 constexpr CpuIsa decode_layout_isa(DecodeLayout l) { return l == DecodeLayout::Rows16 ? CpuIsa::Avx512 : CpuIsa::Avx2; }
 
 struct PackedWeight {

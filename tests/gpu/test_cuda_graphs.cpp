@@ -29,6 +29,18 @@ using Seq = FedSeq;
 // Adds tokens [n_cached, end) of `s` to the plan with one logit row at the end.
 void add(StepPlan& p, const Seq& s, int end) { add_fed(p, s, end, kBlock); }
 
+// Every sequence's next logits, eagerly on both models: equal when the KV the replayed steps
+// wrote equals the eager steps'.
+void same_next_logits(Model& eager, Model& recorded, const std::vector<Seq>& seqs) {
+  StepPlan p;
+  for (const auto& s : seqs) add(p, s, s.n_cached + 1);
+  std::vector<float> le, lr;
+  eager.forward(p, le);
+  recorded.forward(p, lr);
+  REQUIRE(le.size() == lr.size());
+  CHECK(std::memcmp(le.data(), lr.data(), le.size() * sizeof(float)) == 0);
+}
+
 SampleRequest draw_for(int seq, int row, uint64_t counter) {
   SampleRequest d;
   d.row = row;
@@ -119,14 +131,7 @@ TEST_CASE("cuda graphs: replayed decode steps give the eager steps' ids and KV, 
   CHECK(st.captures >= 3);  // 3 rows, 2 rows + 1 extra draw, 3 rows with two splits
   CHECK(st.replays >= 5);
 
-  // Every sequence's next logits, eagerly on both: the KV the replayed steps wrote is the same.
-  StepPlan p;
-  for (const auto& s : seqs) add(p, s, s.n_cached + 1);
-  std::vector<float> le, lr;
-  eager.forward(p, le);
-  recorded.forward(p, lr);
-  REQUIRE(le.size() == lr.size());
-  CHECK(std::memcmp(le.data(), lr.data(), le.size() * sizeof(float)) == 0);
+  same_next_logits(eager, recorded, seqs);
 
   recorded.init_kv_cache(n_blocks, kBlock);
   CHECK(graphs->graph_stats().graphs == 0);  // they addressed the old cache
@@ -235,11 +240,5 @@ TEST_CASE("cuda graphs: mixture-of-experts decode steps replay as the eager step
   INFO("captures " << st.captures << ", replays " << st.replays);
   CHECK(st.captures >= 2);  // 3 rows, 2 rows
   CHECK(st.replays >= 5);
-  StepPlan p;
-  for (const auto& s : seqs) add(p, s, s.n_cached + 1);
-  std::vector<float> le, lr;
-  eager.forward(p, le);
-  recorded.forward(p, lr);
-  REQUIRE(le.size() == lr.size());
-  CHECK(std::memcmp(le.data(), lr.data(), le.size() * sizeof(float)) == 0);
+  same_next_logits(eager, recorded, seqs);
 }

@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -307,6 +308,16 @@ class Backend {
   // logprobs of each draw with logprobs >= 0 to logprobs[i] (others untouched; logprobs may be
   // null when no draw asks for them).
   virtual void finish_sampling(int32_t* ids, DrawLogprobs* logprobs) { no_sampling(); }
+
+  // ---- host work between steps (optional) ----
+  // Runs fn(i) for i in [0, n), each exactly once, possibly on several threads at once, and
+  // returns when all have run; the first exception is rethrown. The engine samples a step's
+  // host-sampled rows through it: on the CPU backend the kernel threads are idle then (the
+  // forward pass has finished), so the rows share them instead of running one after another
+  // on the engine thread. The default runs them in order on the caller.
+  virtual void run_host_tasks(int64_t n, const std::function<void(int64_t)>& fn) {
+    for (int64_t i = 0; i < n; ++i) fn(i);
+  }
 
   // ---- recorded steps (optional; the CUDA backend's graphs) ----
   // Model brackets the ops of a step whose launches depend only on the step's shape (every

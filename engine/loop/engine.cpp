@@ -512,6 +512,24 @@ void LlmEngine::step() {
     std::vector<std::vector<SampleResult>> results(targets.size(), std::vector<SampleResult>(1));
     std::vector<char> grammar_dead(targets.size(), 0);  // the grammar allowed no token
     if (constrained) masks_->wait();
+    // Structured output: the mask went with the draw, or the host sampler applies it to the
+    // row itself (sampling.h, step 0). A mask that allows nothing ends its sequence below.
+    std::vector<size_t> host_sampled;  // targets the host samples
+    for (size_t j = 0; j < targets.size(); ++j) {
+      if (targets[j].tree) continue;
+      const uint32_t* mask = constrained ? masks_->mask(j) : nullptr;
+      if (mask && allowed_tokens(mask, vocab_) == 0) grammar_dead[j] = 1;
+      else if (draw_of[j] < 0) host_sampled.push_back(j);
+    }
+    // A host draw reads only its logits row, its request and its own sequence's generator, so
+    // the rows are sampled at once on the backend's threads (idle now).
+    model_.backend().run_host_tasks(static_cast<int64_t>(host_sampled.size()), [&](int64_t i) {
+      const size_t j = host_sampled[static_cast<size_t>(i)];
+      Sequence& seq = *targets[j].seq;
+      const std::span<const float> row = logits_.host_row(targets[j].logit_row);
+      results[j][0] = sample_token(row.data(), vocab_, seq.request->sampling, seq.request->prompt, seq.output,
+                                   seq.rng, constrained ? masks_->mask(j) : nullptr);
+    });
     for (size_t j = 0; j < targets.size(); ++j) {
       Sequence& seq = *targets[j].seq;
       if (targets[j].tree) {
@@ -520,12 +538,8 @@ void LlmEngine::step() {
         continue;
       }
       SampleResult& result = results[j][0];
-      // Structured output: the mask went with the draw, or the host sampler applies it to the
-      // row itself (sampling.h, step 0).
-      const uint32_t* mask = constrained ? masks_->mask(j) : nullptr;
-      if (mask && allowed_tokens(mask, vocab_) == 0) {
-        grammar_dead[j] = 1;  // ended with an error below; the token is a placeholder
-        result.token = tokenizer_ && tokenizer_->eos_id() >= 0 ? tokenizer_->eos_id() : 0;
+      if (grammar_dead[j]) {
+        result.token = tokenizer_ && tokenizer_->eos_id() >= 0 ? tokenizer_->eos_id() : 0;  // a placeholder
       } else if (draw_of[j] >= 0) {
         const size_t d = static_cast<size_t>(draw_of[j]);
         result.token = logits_.drawn()[d];
@@ -534,10 +548,6 @@ void LlmEngine::step() {
           result.logprob = lp.logprob;
           for (int k = 0; k < lp.n_top; ++k) result.top.push_back({lp.top_id[k], lp.top_logprob[k]});
         }
-      } else {
-        const std::span<const float> row = logits_.host_row(targets[j].logit_row);
-        result = sample_token(row.data(), vocab_, seq.request->sampling, seq.request->prompt, seq.output, seq.rng,
-                              mask);
       }
       sampled[j] = {result.token};
       if (cfg_.forced_tokens && seq.grammar && !grammar_dead[j] && tokenizer_) append_forced(seq, sampled[j], results[j]);

@@ -137,6 +137,7 @@ class ForwardingBackend : public Backend {
   void finish_sampling(int32_t* ids, DrawLogprobs* logprobs) override {
     around(Op::Sampling, [&] { in_->finish_sampling(ids, logprobs); });
   }
+  void run_host_tasks(int64_t n, const std::function<void(int64_t)>& fn) override { in_->run_host_tasks(n, fn); }
   bool replay_recorded() override { return in_->replay_recorded(); }
   void end_recordable() override { in_->end_recordable(); }
 

@@ -507,4 +507,10 @@ void CpuBackend::read(const Tensor& x, int64_t rows, float* host) {
   std::memcpy(host, x.data, sizeof(float) * static_cast<size_t>(rows * x.cols));
 }
 
+void CpuBackend::run_host_tasks(int64_t n, const std::function<void(int64_t)>& fn) {
+  pool_->parallel_for_dynamic(n, 1, [&](int64_t b, int64_t e, int) {
+    for (int64_t i = b; i < e; ++i) fn(i);
+  });
+}
+
 }  // namespace pagoda

@@ -91,6 +91,8 @@ class CpuBackend final : public Backend {
   void read_kv_block_raw(int block, void* out) override;
   void write_kv_block_raw(int block, const void* in) override;
   void read(const Tensor& x, int64_t rows, float* host) override;
+  // The kernel threads (idle between forward passes) take the tasks one at a time.
+  void run_host_tasks(int64_t n, const std::function<void(int64_t)>& fn) override;
 
  private:
   struct AlignedFree {

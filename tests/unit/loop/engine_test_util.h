@@ -51,8 +51,8 @@ inline gguf::GgufFile tiny_windowed_model_file(int window = 8, uint64_t seed = 7
   return gguf::GgufFile::from_bytes(build_model(spec, {}, 1).to_bytes(), "windowed.gguf");
 }
 
-inline std::unique_ptr<Model> load_model(const gguf::GgufFile& f, int max_batch_tokens = 512) {
-  return std::make_unique<Model>(f, std::make_unique<CpuBackend>(1), max_batch_tokens);
+inline std::unique_ptr<Model> load_model(const gguf::GgufFile& f, int max_batch_tokens = 512, int threads = 1) {
+  return std::make_unique<Model>(f, std::make_unique<CpuBackend>(threads), max_batch_tokens);
 }
 
 // The default tiny_model_file(), built once per test binary (building it takes a while).

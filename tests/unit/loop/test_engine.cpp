@@ -1,7 +1,7 @@
 // LlmEngine end to end on a tiny random-weight model (CPU backend): batch invariance bit for
-// bit (alone / with 15 others / chunked / prefix hit / preempted and resumed; greedy and seeded),
-// prefix sharing of a pinned system prompt, context shift over 1000 tokens, n > 1, aborts,
-// submit errors, and no leaked blocks. The cache behaviours (invariance, prefix sharing,
+// bit (alone / with 15 others, on 1 and 3 kernel threads / chunked / prefix hit / preempted and
+// resumed; greedy and seeded), prefix sharing of a pinned system prompt, context shift over 1000
+// tokens, n > 1, aborts, submit errors, and no leaked blocks. The cache behaviours (invariance, prefix sharing,
 // preemption, shift) run with an f16 and a q8_0 KV cache (Catch2 GENERATE: one run each).
 #include <catch2/catch.hpp>
 
@@ -36,8 +36,9 @@ GenerationRequest make_request(int prompt_len, int max_tokens, uint64_t seed, bo
 
 // Runs `reqs` concurrently on a fresh engine; returns their results and the final stats.
 std::vector<RequestResult> run(const EngineConfig& cfg, const std::vector<GenerationRequest>& reqs,
-                               EngineStats* stats = nullptr, const std::vector<GenerationRequest>& warmup = {}) {
-  auto model = load_model(tiny_model(), cfg.max_batch_tokens);
+                               EngineStats* stats = nullptr, const std::vector<GenerationRequest>& warmup = {},
+                               int threads = 1) {
+  auto model = load_model(tiny_model(), cfg.max_batch_tokens, threads);
   LlmEngine engine(*model, nullptr, cfg);
   for (const auto& w : warmup) collect(*submit_or_throw(engine, w));
   const auto streams = submit_all(engine, reqs);
@@ -75,6 +76,11 @@ TEST_CASE("batch invariance: alone, with 15 others, chunked, prefix hit, preempt
     {
       INFO("all 16 together");
       auto res = run(config(256), reqs);
+      for (size_t i = 0; i < reqs.size(); ++i) CHECK(res[i].choices[0] == alone[i]);
+    }
+    {
+      INFO("all 16 together on 3 kernel threads (a step's host draws run on them at once)");
+      auto res = run(config(256), reqs, nullptr, {}, 3);
       for (size_t i = 0; i < reqs.size(); ++i) CHECK(res[i].choices[0] == alone[i]);
     }
     {

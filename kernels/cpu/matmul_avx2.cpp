@@ -318,7 +318,7 @@ static_assert(kRows == 4, "tile_rows dispatches 1..4 rows");
 
 template <GgmlType T>
 void quant_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
-  // Decode-sized batches skip the tile (see matmul_rows_avx2.cpp); the results are identical.
+  // Decode-sized batches skip the tile (see matmul_rows_avx2.h); the results are identical.
   if (a.n <= kFewRowsMax) return a.packed ? matmul_packed_avx2(a, o_begin, o_end) : matmul_few_rows_avx2(a, o_begin, o_end);
   std::unique_ptr<Tile, TileDeleter> tile(static_cast<Tile*>(::operator new(sizeof(Tile), std::align_val_t(64))));
   ActTerms terms;

@@ -123,7 +123,7 @@ static inline void group_scales(const uint8_t* row, int64_t group, float* s0, fl
 // 8 or 16 rows at a time. Unpacking them one (row, sub-block) at a time with scalar code cost
 // more than the dot products themselves (decode of the 4- and 5-bit types was compute-bound);
 // instead the kernels decode the packed scales of several rows at once with SIMD shuffles and
-// turn rows into lanes (load_scales in matmul_rows_avx2.cpp, load_quad_scales in
+// turn rows into lanes (load_scales in matmul_rows_avx2.h, load_quad_scales in
 // matmul_rows_avx512.h). The integers are those of q4k_scale_min / iq4xs_scale / Q6_K's int8
 // scales, so the floats are bit-identical to block_scales'.
 

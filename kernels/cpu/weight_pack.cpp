@@ -282,7 +282,7 @@ void small_blocks_to(const TileValues& v, int l, uint8_t* row) {
 // ---- values <-> tile ----
 
 // Byte b of the kernels' transposed field registers t[m] (see transpose_fields in
-// matmul_rows_avx2.cpp): 128-bit lane b / 16 holds rows 4 (b / 16) .. + 3, dword (b % 16) / 4
+// matmul_packed_avx2.cpp): 128-bit lane b / 16 holds rows 4 (b / 16) .. + 3, dword (b % 16) / 4
 // field 4m + (b % 16) / 4, byte b % 4 the row within the lane.
 int t_row(int b) { return 4 * (b / 16) + b % 4; }
 int t_field(int m, int b) { return 4 * m + (b % 16) / 4; }

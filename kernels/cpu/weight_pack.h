@@ -1,5 +1,5 @@
 // Decode layouts: quantized weight matrices (every type of PAGODA_INT8_WEIGHT_TYPES) re-laid once
-// at load so that the AVX2 decode kernels (matmul_rows_avx2.cpp) read 8 rows' blocks from one
+// at load so that the AVX2 decode kernels (matmul_packed_avx2.cpp) read 8 rows' blocks from one
 // place and form 8 rows' block sums in the 8 int32 lanes of a register, without the per-block
 // unpacking of the GGML layout and without a cross-lane reduction per block (on AVX2 hosts those
 // made decode of these types compute-bound at 9-73% of the memory bandwidth).
@@ -62,7 +62,7 @@
 namespace pagoda::cpu {
 
 // The tile geometry of the layout above, which the packing code (weight_pack.cpp) and the kernels
-// that read it (matmul_rows_avx2.cpp) both take from here: a tile is a header of
+// that read it (matmul_packed_avx2.cpp) both take from here: a tile is a header of
 // packed_head_bytes(t) (the scales), then its 8 blocks' quants, packed_block_bytes(t) each.
 // weight_pack.cpp checks that every tile spans exactly 8 rows' GGML bytes of 256 elements.
 constexpr size_t packed_head_bytes(GgmlType t) {

@@ -56,15 +56,25 @@ void InternedStates::restart(std::vector<int32_t>& keep, size_t count) {
 
 int32_t InternedStates::step(const CompiledGrammar::Impl& g, int32_t state, uint8_t byte,
                              const StepLimits& limits) {
-  int32_t& memo = transitions_[static_cast<size_t>(state) * 256 + byte];
-  if (memo != kUnknown) return memo;
-  if (!advance_byte(g, states_[state], byte, scratch_, limits)) return memo = kOverflow;
-  if (scratch_.empty()) return memo = kDead;
-  bool left = scratch_.remove_empty();
-  int32_t id = intern(scratch_);
-  if (id < 0) return kTableFull;
-  // `memo` may dangle after intern() grew the table.
-  return transitions_[static_cast<size_t>(state) * 256 + byte] = (id << 1) | (left ? 1 : 0);
+  const size_t row = static_cast<size_t>(state) * 256;
+  if (transitions_[row + byte] != kUnknown) return transitions_[row + byte];
+  // Every byte of the cell around `byte` steps the same way: one advance fills them all.
+  uint8_t lo, hi;
+  byte_cell(g, states_[state], byte, lo, hi);
+  int32_t result;
+  if (!advance_byte(g, states_[state], byte, scratch_, limits)) {
+    result = kOverflow;
+  } else if (scratch_.empty()) {
+    result = kDead;
+  } else {
+    bool left = scratch_.remove_empty();
+    int32_t id = intern(scratch_);  // may grow transitions_
+    if (id < 0) return kTableFull;
+    result = (id << 1) | (left ? 1 : 0);
+  }
+  std::fill(transitions_.begin() + static_cast<std::ptrdiff_t>(row + lo),
+            transitions_.begin() + static_cast<std::ptrdiff_t>(row + hi + 1), result);
+  return result;
 }
 
 namespace {

@@ -118,7 +118,7 @@ std::shared_ptr<const LoopSplit> compute_split(const TokenVocabulary::Impl& v, c
       continue;
     }
     size_t end = k + 1;
-    while (end < n && v.lcp[end] >= fail + 1) ++end;  // same prefix through the leaving byte
+    while (end < n && v.lcp[end] >= fail + 1) end = v.lcp_drop[end];  // same prefix through the leaving byte
     const uint32_t p = anchor[fail];
     auto& out = leaving[p == 0 ? 0 : 1];
     for (size_t u = k; u < end; ++u) out.emplace_back(p, static_cast<uint32_t>(u));

@@ -152,7 +152,7 @@ std::shared_ptr<const MaskEntry> split_entry(const CompiledGrammar::Impl& g, con
         entry->accepted_bits[id >> 5] &= ~(1u << (id & 31));
       }
     SortedStrings group{v.unique.data() + lo, v.lcp.data() + lo, hi - lo, nullptr, v.tails.data(),
-                        v.tail_begin.data() + lo};
+                        v.tail_begin.data() + lo, v.lcp_drop.data() + lo, lo};
     walk_sorted(g, group, states, intern_again(states, start_state), local, limits,
                 [&](size_t gb, size_t ge, TokenVerdict verdict) {
                   if (verdict == TokenVerdict::Reject) return;

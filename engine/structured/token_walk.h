@@ -138,6 +138,10 @@ struct SortedStrings {
   const uint32_t* first_byte_begin = nullptr;
   const char* tails = nullptr;
   const uint32_t* tail_begin = nullptr;
+  // Optional: TokenVocabulary::Impl::lcp_drop for these strings, as indices into the vocabulary
+  // less `drop_base` (a list that is a slice of the vocabulary from unique index drop_base).
+  const uint32_t* lcp_drop = nullptr;
+  size_t drop_base = 0;
 };
 
 // Same contract as walk_tokens over a sorted string list, from interned state `start` of
@@ -198,7 +202,8 @@ void walk_sorted(const CompiledGrammar::Impl& g, const SortedStrings& list, Inte
     if (!overflow) {
       if (fail == 0 && list.first_byte_begin) end = list.first_byte_begin[static_cast<uint8_t>(bytes[0]) + 1];
       else
-        while (end < n && list.lcp[end] >= fail + 1) ++end;
+        while (end < n && list.lcp[end] >= fail + 1)
+          end = list.lcp_drop ? std::min<size_t>(n, list.lcp_drop[end] - list.drop_base) : end + 1;
     }
     on_run(k, end, verdict);
     k = end;
@@ -245,7 +250,7 @@ template <class OnRun>
 void walk_all_tokens(const CompiledGrammar::Impl& g, const TokenVocabulary::Impl& v, InternedStates& states,
                      int32_t start, bool local, const StepLimits& limits, OnRun&& on_run) {
   SortedStrings all{v.unique.data(), v.lcp.data(), v.unique.size(), v.first_byte_begin, v.tails.data(),
-                    v.tail_begin.data()};
+                    v.tail_begin.data(), v.lcp_drop.data(), 0};
   walk_sorted(g, all, states, start, local, limits, on_run);
 }
 

@@ -1,10 +1,11 @@
-// The byte step's shortcuts against the plain step: a byte cell (stack_set.h byte_cell, the
+// The mask walks' shortcuts against the plain definitions: a byte cell (stack_set.h byte_cell, the
 // bytes a state treats alike, advanced once for all of them by the mask walks) must hold only
 // bytes that advance the state exactly as the byte it was asked about, on random reachable
-// states of the mask tests' grammars.
+// states of the mask tests' grammars; the vocabulary's lcp_drop jump must match its definition.
 #include <random>
 
 #include "engine/structured/stack_set.h"
+#include "engine/structured/token_vocabulary.h"
 #include "tests/unit/structured/token_mask_check.h"
 
 using namespace structured_test;
@@ -63,4 +64,29 @@ TEST_CASE("byte cells step like the byte they were asked about", "[structured]")
   }
   CHECK(states > 1000);
   CHECK(narrow * 2 > states);
+}
+
+// The vocabulary's lcp_drop (a walk's jump over the strings sharing a failed prefix): for every
+// string, the first later one sharing fewer leading bytes with its predecessor.
+TEST_CASE("lcp_drop is the next smaller common prefix", "[structured]") {
+  std::mt19937 rng(11);
+  const std::string pieces[] = {"a", "ab", "abc", "b", "\"", "\\", "x", "xy", " ", "\xC3\xA9", "0"};
+  std::vector<std::string> bytes;
+  for (int i = 0; i < 3000; ++i) {
+    std::string t;
+    for (int k = 1 + rng() % 5; k > 0; --k) t += pieces[rng() % (sizeof(pieces) / sizeof(pieces[0]))];
+    bytes.push_back(t);
+  }
+  auto vocab = TokenVocabulary::build(bytes, std::vector<bool>(bytes.size()), std::vector<bool>(bytes.size()));
+  const TokenVocabulary::Impl& v = vocab->impl();
+  const size_t n = v.unique.size();
+  REQUIRE(v.lcp_drop.size() == n);
+  size_t jumps = 0;
+  for (size_t u = 0; u < n; ++u) {
+    size_t want = u + 1;
+    while (want < n && v.lcp[want] >= v.lcp[u]) ++want;
+    if (v.lcp_drop[u] != want) FAIL("lcp_drop[" << u << "] = " << v.lcp_drop[u] << ", want " << want);
+    jumps += want > u + 1;
+  }
+  CHECK(jumps * 4 > n);  // the check above covers real jumps, not only neighbours
 }

@@ -54,10 +54,9 @@ void InternedStates::restart(std::vector<int32_t>& keep, size_t count) {
   max_states_ = std::max(cap, count + 1);
 }
 
-int32_t InternedStates::step(const CompiledGrammar::Impl& g, int32_t state, uint8_t byte,
-                             const StepLimits& limits) {
+int32_t InternedStates::compute_step(const CompiledGrammar::Impl& g, int32_t state, uint8_t byte,
+                                     const StepLimits& limits) {
   const size_t row = static_cast<size_t>(state) * 256;
-  if (transitions_[row + byte] != kUnknown) return transitions_[row + byte];
   // Every byte of the cell around `byte` steps the same way: one advance fills them all.
   uint8_t lo, hi;
   byte_cell(g, states_[state], byte, lo, hi);
@@ -110,7 +109,8 @@ std::shared_ptr<const MaskEntry> split_entry(const CompiledGrammar::Impl& g, con
                                              bool local, const StepLimits& limits) {
   auto entry = std::make_shared<MaskEntry>();
   std::vector<uint32_t> accepted;
-  auto first_skipped = [&](uint32_t u) { return skip[static_cast<uint8_t>(v.unique[u][0])] != 0; };
+  const bool any_skipped = std::find(skip.begin(), skip.end(), 1) != skip.end();
+  auto first_skipped = [&](uint32_t u) { return any_skipped && skip[static_cast<uint8_t>(v.unique[u][0])] != 0; };
   const StackSet start_state = states.state(table.start), loop_state = states.state(table.interned[0]);
   // After a chain of counted characters, the tokens leaving after a visit of L are walked
   // whole from the start (their state at that visit need not be L).

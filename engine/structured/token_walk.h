@@ -111,7 +111,10 @@ class InternedStates {
   // The id of `s`, added when new; -1 when the table is full.
   int32_t intern(const StackSet& s);
   // Transition result: kDead, kOverflow, or (state id << 1) | (a stack emptied on the way).
-  int32_t step(const CompiledGrammar::Impl& g, int32_t state, uint8_t byte, const StepLimits& limits);
+  int32_t step(const CompiledGrammar::Impl& g, int32_t state, uint8_t byte, const StepLimits& limits) {
+    const int32_t known = transitions_[static_cast<size_t>(state) * 256 + byte];
+    return known != kUnknown ? known : compute_step(g, state, byte, limits);
+  }
   bool has_live(int32_t state) const { return states_[state].has_live(); }
   const StackSet& state(int32_t id) const { return states_[id]; }
   // Empties the table but for the states in `keep`, renumbered in place.
@@ -119,6 +122,7 @@ class InternedStates {
 
  private:
   static constexpr int32_t kUnknown = -2;
+  int32_t compute_step(const CompiledGrammar::Impl& g, int32_t state, uint8_t byte, const StepLimits& limits);
   size_t max_states_;
   std::vector<StackSet> states_;
   std::vector<uint64_t> hashes_;

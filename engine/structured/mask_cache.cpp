@@ -7,6 +7,7 @@
 
 #include "engine/structured/loop_split.h"
 #include "engine/structured/token_walk.h"
+#include "engine/structured/utf8_classes.h"
 
 namespace pagoda::structured {
 
@@ -196,13 +197,25 @@ std::shared_ptr<const MaskEntry> compute_entry(const CompiledGrammar::Impl& g,
     else
       return split_entry(g, v, *split, table, states, skip, local, limits);
   }
-  walk_all_tokens(g, v, states, s0, local, limits, [&](size_t b, size_t e, TokenVerdict verdict) {
-    if (verdict == TokenVerdict::Accept) {
-      for (size_t u = b; u < e; ++u) accepted.push_back(static_cast<uint32_t>(u));
-    } else if (verdict == TokenVerdict::Dependent) {
-      for (size_t u = b; u < e; ++u) entry->dependent.push_back(static_cast<uint32_t>(u));
-    }
-  });
+  if (g.folds_utf8 && !v.folded.s.empty()) {
+    // The grammar steps every byte of a UTF-8 class alike: walk the folded vocabulary.
+    const FoldedStrings& f = v.folded;
+    SortedStrings list{f.s.data(), f.lcp.data(), f.s.size(), nullptr, nullptr, nullptr, f.lcp_drop.data(), 0};
+    walk_sorted(g, list, states, s0, local, limits, [&](size_t b, size_t e, TokenVerdict verdict) {
+      if (verdict == TokenVerdict::Reject) return;
+      std::vector<uint32_t>& out = verdict == TokenVerdict::Accept ? accepted : entry->dependent;
+      out.insert(out.end(), f.unique.begin() + f.begin[b], f.unique.begin() + f.begin[e]);
+    });
+    std::sort(entry->dependent.begin(), entry->dependent.end());
+  } else {
+    walk_all_tokens(g, v, states, s0, local, limits, [&](size_t b, size_t e, TokenVerdict verdict) {
+      if (verdict == TokenVerdict::Accept) {
+        for (size_t u = b; u < e; ++u) accepted.push_back(static_cast<uint32_t>(u));
+      } else if (verdict == TokenVerdict::Dependent) {
+        for (size_t u = b; u < e; ++u) entry->dependent.push_back(static_cast<uint32_t>(u));
+      }
+    });
+  }
   size_t n_ids = 0;
   for (uint32_t u : accepted) n_ids += v.ids_begin[u + 1] - v.ids_begin[u];
   if (n_ids < v.words) {
@@ -318,6 +331,7 @@ std::shared_ptr<const CompiledGrammar> compile_grammar(const Grammar& grammar,
   if (rewritten.rules.size() > limits.max_rules)
     throw GrammarError("grammar too large: more than " + std::to_string(limits.max_rules) + " rules");
   std::unique_ptr<CompiledGrammar::Impl> impl = lower_grammar(rewritten, limits);
+  impl->folds_utf8 = edges_fold_utf8(*impl);
   impl->vocab = std::move(vocab);
   return std::make_shared<const CompiledGrammar>(std::move(impl));
 }

@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "engine/structured/loop_split.h"
+#include "engine/structured/utf8_classes.h"
 
 namespace pagoda::structured {
 
@@ -61,17 +62,8 @@ std::shared_ptr<const TokenVocabulary> TokenVocabulary::build(std::vector<std::s
     impl->tails.append(impl->unique[u], impl->lcp[u], std::string::npos);
   }
   impl->tail_begin.push_back(static_cast<uint32_t>(impl->tails.size()));
-  // Next smaller common prefix, by a stack of the positions still waiting for theirs.
-  const size_t count = impl->unique.size();
-  impl->lcp_drop.assign(count, static_cast<uint32_t>(count));
-  std::vector<uint32_t> waiting;
-  for (size_t k = 0; k < count; ++k) {
-    while (!waiting.empty() && impl->lcp[waiting.back()] > impl->lcp[k]) {
-      impl->lcp_drop[waiting.back()] = static_cast<uint32_t>(k);
-      waiting.pop_back();
-    }
-    waiting.push_back(static_cast<uint32_t>(k));
-  }
+  impl->lcp_drop = lcp_drops(impl->lcp);
+  fold_strings(impl->unique, impl->folded);
   impl->ascii_bytes.assign(2 * impl->unique.size(), 0);
   for (size_t k = 0; k < impl->unique.size(); ++k)
     for (unsigned char c : impl->unique[k])

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/structured/structured.h"
+#include "engine/structured/utf8_classes.h"
 
 namespace pagoda::structured {
 
@@ -26,6 +27,8 @@ struct TokenVocabulary::Impl {
   // between shares unique[u]'s first lcp[u] bytes, so a walk skipping a failed prefix's tokens
   // jumps over them instead of reading each one's lcp.
   std::vector<uint32_t> lcp_drop;
+  // The unique strings with their non-ASCII bytes folded into UTF-8 classes (utf8_classes.h).
+  FoldedStrings folded;
   // unique[u] past lcp[u] (the bytes a walk reading the strings in order has not seen yet),
   // all in one buffer: tails[tail_begin[u], tail_begin[u + 1]). Walks read these in order
   // instead of visiting 100k separately allocated strings.

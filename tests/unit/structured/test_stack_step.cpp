@@ -1,11 +1,13 @@
 // The mask walks' shortcuts against the plain definitions: a byte cell (stack_set.h byte_cell, the
 // bytes a state treats alike, advanced once for all of them by the mask walks) must hold only
 // bytes that advance the state exactly as the byte it was asked about, on random reachable
-// states of the mask tests' grammars; the vocabulary's lcp_drop jump must match its definition.
+// states of the mask tests' grammars; so must the first byte of a UTF-8 class in a grammar
+// whose edges fold (utf8_classes.h); the vocabulary's lcp_drop jump must match its definition.
 #include <random>
 
 #include "engine/structured/stack_set.h"
 #include "engine/structured/token_vocabulary.h"
+#include "engine/structured/utf8_classes.h"
 #include "tests/unit/structured/token_mask_check.h"
 
 using namespace structured_test;
@@ -37,18 +39,40 @@ std::vector<uint8_t> check_cells(const CompiledGrammar::Impl& g, const StackSet&
 
 }  // namespace
 
+namespace {
+
+// A grammar whose edges fold (edges_fold_utf8) steps every byte as the first byte of its UTF-8
+// class: the folded vocabulary's walk (mask_cache) relies on it.
+void check_fold(const CompiledGrammar::Impl& g, const StackSet& s, const StepLimits& limits) {
+  StackSet want, got;
+  for (int b = 0; b < 256; ++b) {
+    const uint8_t c = utf8_class(static_cast<uint8_t>(b));
+    if (c == b) continue;
+    const bool ok = advance_byte(g, s, static_cast<uint8_t>(b), want, limits);
+    if (advance_byte(g, s, c, got, limits) != ok || !(got == want))
+      FAIL("byte " << b << " steps unlike its class's first byte " << int(c));
+  }
+}
+
+}  // namespace
+
 TEST_CASE("byte cells step like the byte they were asked about", "[structured]") {
   std::mt19937 rng(7);
   StepLimits limits;
-  int states = 0, narrow = 0;
+  int states = 0, narrow = 0, folding = 0;
   for (const GrammarCase& c : kCases) {
     INFO(c.name);
     auto grammar = compile_gbnf(c.gbnf, nullptr);
     const CompiledGrammar::Impl& g = grammar->impl();
+    const bool folds = edges_fold_utf8(g);
+    folding += folds;
+    // JSON's string characters exclude only ASCII: the common case must fold.
+    if (std::string(c.name) == "json") REQUIRE(folds);
     for (int walk = 0; walk < 20; ++walk) {
       StackSet s = initial_stacks(g, limits), next;
       for (int step = 0; step < 40 && s.has_live(); ++step) {
         const std::vector<uint8_t> live = check_cells(g, s, limits);
+        if (folds) check_fold(g, s, limits);
         ++states;
         if (live.empty()) break;
         // Most states split the bytes into several cells; one cell for all would mean the
@@ -64,6 +88,8 @@ TEST_CASE("byte cells step like the byte they were asked about", "[structured]")
   }
   CHECK(states > 1000);
   CHECK(narrow * 2 > states);
+  CHECK(folding >= 3);
+  CHECK(folding < static_cast<int>(std::size(kCases)));  // and some do not (a class less "é")
 }
 
 // The vocabulary's lcp_drop (a walk's jump over the strings sharing a failed prefix): for every

@@ -67,6 +67,7 @@ struct CompiledGrammar::Impl {
   std::vector<LoweredRule> rules;
   std::vector<uint8_t> nullable_from;   // per element: everything from here to End can be empty
   uint32_t start_element = 0;           // a RuleRef to the start rule followed by End
+  bool folds_utf8 = false;              // edges on UTF-8 class boundaries (utf8_classes.h)
   GrammarLimits limits;
   std::shared_ptr<const TokenVocabulary> vocab;
 

@@ -118,12 +118,13 @@ std::shared_ptr<const LoopSplit> compute_split(const TokenVocabulary::Impl& v, c
       continue;
     }
     size_t end = k + 1;
-    while (end < n && v.lcp[end] >= fail + 1) ++end;  // same prefix through the leaving byte
+    while (end < n && v.lcp[end] >= fail + 1) end = v.lcp_drop[end];  // same prefix through the leaving byte
     const uint32_t p = anchor[fail];
     auto& out = leaving[p == 0 ? 0 : 1];
     for (size_t u = k; u < end; ++u) out.emplace_back(p, static_cast<uint32_t>(u));
     k = end;
   }
+  split->inside = inside.size();
   if (inside.size() * 2 < n) return split;  // a narrow loop: the plain walk prunes well enough
   split->useful = true;
   split->inside_bits.assign(v.words, 0);
@@ -164,19 +165,18 @@ std::shared_ptr<const LoopSplit> derive_split(const TokenVocabulary::Impl& v, co
   auto split = std::make_shared<LoopSplit>();
   split->inside_bits = base.inside_bits;
   const size_t n = v.unique.size();
-  size_t inside = 0;
   auto clear_ids = [&](uint32_t u) {
     for (uint32_t i = v.ids_begin[u]; i < v.ids_begin[u + 1]; ++i) {
       auto id = static_cast<uint32_t>(v.ids[i]);
       split->inside_bits[id >> 5] &= ~(1u << (id & 31));
     }
   };
+  size_t inside = base.inside;
   for (uint32_t u = 0; u < n; ++u) {
+    // The byte sets first: most tokens hold no excluded byte, and those need nothing more.
+    if (!((v.ascii_bytes[2 * u] & x[0]) | (v.ascii_bytes[2 * u + 1] & x[1]))) continue;
     if (!has_id(base.inside_bits, static_cast<uint32_t>(v.ids[v.ids_begin[u]]))) continue;
-    if (!((v.ascii_bytes[2 * u] & x[0]) | (v.ascii_bytes[2 * u + 1] & x[1]))) {
-      ++inside;
-      continue;
-    }
+    --inside;
     const std::string& s = v.unique[u];
     uint32_t q = 0;
     while (true) {
@@ -202,6 +202,7 @@ std::shared_ptr<const LoopSplit> derive_split(const TokenVocabulary::Impl& v, co
     for (uint32_t u : base.rest[r].tokens) rewalk(u);
     for (const auto& [u, p] : base.each[r]) rewalk(u);
   }
+  split->inside = inside;
   split->useful = inside * 2 >= n;
   return split;
 }

@@ -50,6 +50,7 @@ bool build_loop_table(const CompiledGrammar::Impl& g, InternedStates& states, in
 // The vocabulary as a loop table splits it.
 struct LoopSplit {
   bool useful = false;                // enough tokens stay inside for the split to pay
+  size_t inside = 0;                  // unique strings that stay inside
   std::vector<uint32_t> inside_bits;  // token-id bitmask of the tokens that stay inside
   // The others: rest[0] leave before coming back to L, walked whole from the start; rest[1]
   // are the suffixes after their last visit of L, walked from L.

@@ -7,6 +7,7 @@
 
 #include "engine/structured/loop_split.h"
 #include "engine/structured/token_walk.h"
+#include "engine/structured/utf8_classes.h"
 
 namespace pagoda::structured {
 
@@ -54,17 +55,26 @@ void InternedStates::restart(std::vector<int32_t>& keep, size_t count) {
   max_states_ = std::max(cap, count + 1);
 }
 
-int32_t InternedStates::step(const CompiledGrammar::Impl& g, int32_t state, uint8_t byte,
-                             const StepLimits& limits) {
-  int32_t& memo = transitions_[static_cast<size_t>(state) * 256 + byte];
-  if (memo != kUnknown) return memo;
-  if (!advance_byte(g, states_[state], byte, scratch_, limits)) return memo = kOverflow;
-  if (scratch_.empty()) return memo = kDead;
-  bool left = scratch_.remove_empty();
-  int32_t id = intern(scratch_);
-  if (id < 0) return kTableFull;
-  // `memo` may dangle after intern() grew the table.
-  return transitions_[static_cast<size_t>(state) * 256 + byte] = (id << 1) | (left ? 1 : 0);
+int32_t InternedStates::compute_step(const CompiledGrammar::Impl& g, int32_t state, uint8_t byte,
+                                     const StepLimits& limits) {
+  const size_t row = static_cast<size_t>(state) * 256;
+  // Every byte of the cell around `byte` steps the same way: one advance fills them all.
+  uint8_t lo, hi;
+  byte_cell(g, states_[state], byte, lo, hi);
+  int32_t result;
+  if (!advance_byte(g, states_[state], byte, scratch_, limits)) {
+    result = kOverflow;
+  } else if (scratch_.empty()) {
+    result = kDead;
+  } else {
+    bool left = scratch_.remove_empty();
+    int32_t id = intern(scratch_);  // may grow transitions_
+    if (id < 0) return kTableFull;
+    result = (id << 1) | (left ? 1 : 0);
+  }
+  std::fill(transitions_.begin() + static_cast<std::ptrdiff_t>(row + lo),
+            transitions_.begin() + static_cast<std::ptrdiff_t>(row + hi + 1), result);
+  return result;
 }
 
 namespace {
@@ -100,7 +110,8 @@ std::shared_ptr<const MaskEntry> split_entry(const CompiledGrammar::Impl& g, con
                                              bool local, const StepLimits& limits) {
   auto entry = std::make_shared<MaskEntry>();
   std::vector<uint32_t> accepted;
-  auto first_skipped = [&](uint32_t u) { return skip[static_cast<uint8_t>(v.unique[u][0])] != 0; };
+  const bool any_skipped = std::find(skip.begin(), skip.end(), 1) != skip.end();
+  auto first_skipped = [&](uint32_t u) { return any_skipped && skip[static_cast<uint8_t>(v.unique[u][0])] != 0; };
   const StackSet start_state = states.state(table.start), loop_state = states.state(table.interned[0]);
   // After a chain of counted characters, the tokens leaving after a visit of L are walked
   // whole from the start (their state at that visit need not be L).
@@ -142,7 +153,7 @@ std::shared_ptr<const MaskEntry> split_entry(const CompiledGrammar::Impl& g, con
         entry->accepted_bits[id >> 5] &= ~(1u << (id & 31));
       }
     SortedStrings group{v.unique.data() + lo, v.lcp.data() + lo, hi - lo, nullptr, v.tails.data(),
-                        v.tail_begin.data() + lo};
+                        v.tail_begin.data() + lo, v.lcp_drop.data() + lo, lo};
     walk_sorted(g, group, states, intern_again(states, start_state), local, limits,
                 [&](size_t gb, size_t ge, TokenVerdict verdict) {
                   if (verdict == TokenVerdict::Reject) return;
@@ -186,13 +197,25 @@ std::shared_ptr<const MaskEntry> compute_entry(const CompiledGrammar::Impl& g,
     else
       return split_entry(g, v, *split, table, states, skip, local, limits);
   }
-  walk_all_tokens(g, v, states, s0, local, limits, [&](size_t b, size_t e, TokenVerdict verdict) {
-    if (verdict == TokenVerdict::Accept) {
-      for (size_t u = b; u < e; ++u) accepted.push_back(static_cast<uint32_t>(u));
-    } else if (verdict == TokenVerdict::Dependent) {
-      for (size_t u = b; u < e; ++u) entry->dependent.push_back(static_cast<uint32_t>(u));
-    }
-  });
+  if (g.folds_utf8 && !v.folded.s.empty()) {
+    // The grammar steps every byte of a UTF-8 class alike: walk the folded vocabulary.
+    const FoldedStrings& f = v.folded;
+    SortedStrings list{f.s.data(), f.lcp.data(), f.s.size(), nullptr, nullptr, nullptr, f.lcp_drop.data(), 0};
+    walk_sorted(g, list, states, s0, local, limits, [&](size_t b, size_t e, TokenVerdict verdict) {
+      if (verdict == TokenVerdict::Reject) return;
+      std::vector<uint32_t>& out = verdict == TokenVerdict::Accept ? accepted : entry->dependent;
+      out.insert(out.end(), f.unique.begin() + f.begin[b], f.unique.begin() + f.begin[e]);
+    });
+    std::sort(entry->dependent.begin(), entry->dependent.end());
+  } else {
+    walk_all_tokens(g, v, states, s0, local, limits, [&](size_t b, size_t e, TokenVerdict verdict) {
+      if (verdict == TokenVerdict::Accept) {
+        for (size_t u = b; u < e; ++u) accepted.push_back(static_cast<uint32_t>(u));
+      } else if (verdict == TokenVerdict::Dependent) {
+        for (size_t u = b; u < e; ++u) entry->dependent.push_back(static_cast<uint32_t>(u));
+      }
+    });
+  }
   size_t n_ids = 0;
   for (uint32_t u : accepted) n_ids += v.ids_begin[u + 1] - v.ids_begin[u];
   if (n_ids < v.words) {
@@ -308,6 +331,7 @@ std::shared_ptr<const CompiledGrammar> compile_grammar(const Grammar& grammar,
   if (rewritten.rules.size() > limits.max_rules)
     throw GrammarError("grammar too large: more than " + std::to_string(limits.max_rules) + " rules");
   std::unique_ptr<CompiledGrammar::Impl> impl = lower_grammar(rewritten, limits);
+  impl->folds_utf8 = edges_fold_utf8(*impl);
   impl->vocab = std::move(vocab);
   return std::make_shared<const CompiledGrammar>(std::move(impl));
 }

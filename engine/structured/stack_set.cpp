@@ -154,6 +154,28 @@ bool advance_byte(const CompiledGrammar::Impl& g, const StackSet& in, uint8_t by
   return ok && out.size() <= limits.max_stacks;
 }
 
+void byte_cell(const CompiledGrammar::Impl& g, const StackSet& in, uint8_t byte, uint8_t& lo, uint8_t& hi) {
+  unsigned l = 0, h = 255;
+  for (size_t i = 0; i < in.size(); ++i) {
+    const size_t n = in.length(i);
+    if (n == 0) continue;
+    const DfaNode& node = g.nodes[in.begin(i)[n - 1]];
+    const ByteEdge* e = g.edges.data() + node.first_edge;
+    // Edges are sorted and disjoint: `byte` lies in one of them or in the gap before the next.
+    uint32_t k = 0;
+    for (; k < node.edge_count && e[k].hi < byte; ++k) l = std::max<unsigned>(l, e[k].hi + 1u);
+    if (k == node.edge_count) continue;
+    if (byte < e[k].lo) {
+      h = std::min<unsigned>(h, e[k].lo - 1u);
+    } else {
+      l = std::max<unsigned>(l, e[k].lo);
+      h = std::min<unsigned>(h, e[k].hi);
+    }
+  }
+  lo = static_cast<uint8_t>(l);
+  hi = static_cast<uint8_t>(h);
+}
+
 StackSet initial_stacks(const CompiledGrammar::Impl& g, const StepLimits& limits) {
   StackSet out;
   std::vector<uint32_t> frames{g.start_element};

@@ -63,6 +63,11 @@ bool close_stack(const CompiledGrammar::Impl& g, std::vector<uint32_t>& frames, 
 bool advance_byte(const CompiledGrammar::Impl& g, const StackSet& in, uint8_t byte, StackSet& out,
                   const StepLimits& limits);
 
+// The bytes [lo, hi] around `byte` that every stack of `in` treats as it treats `byte` (each
+// stack's top node takes them along the same edge, or none of them): advance_byte gives the
+// same result for all of them, so a caller can compute it once for the whole range.
+void byte_cell(const CompiledGrammar::Impl& g, const StackSet& in, uint8_t byte, uint8_t& lo, uint8_t& hi);
+
 // The start state of a grammar.
 StackSet initial_stacks(const CompiledGrammar::Impl& g, const StepLimits& limits);
 

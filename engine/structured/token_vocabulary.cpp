@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "engine/structured/loop_split.h"
+#include "engine/structured/utf8_classes.h"
 
 namespace pagoda::structured {
 
@@ -61,6 +62,8 @@ std::shared_ptr<const TokenVocabulary> TokenVocabulary::build(std::vector<std::s
     impl->tails.append(impl->unique[u], impl->lcp[u], std::string::npos);
   }
   impl->tail_begin.push_back(static_cast<uint32_t>(impl->tails.size()));
+  impl->lcp_drop = lcp_drops(impl->lcp);
+  fold_strings(impl->unique, impl->folded);
   impl->ascii_bytes.assign(2 * impl->unique.size(), 0);
   for (size_t k = 0; k < impl->unique.size(); ++k)
     for (unsigned char c : impl->unique[k])

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/structured/structured.h"
+#include "engine/structured/utf8_classes.h"
 
 namespace pagoda::structured {
 
@@ -22,6 +23,12 @@ struct TokenVocabulary::Impl {
   std::vector<int32_t> eog_ids;
   std::vector<std::string> unique;        // sorted distinct byte strings of eligible tokens
   std::vector<uint32_t> lcp;              // lcp[u]: common prefix length of unique[u-1], unique[u]
+  // lcp_drop[u]: the first u' > u with lcp[u'] < lcp[u] (or the count): every string in
+  // between shares unique[u]'s first lcp[u] bytes, so a walk skipping a failed prefix's tokens
+  // jumps over them instead of reading each one's lcp.
+  std::vector<uint32_t> lcp_drop;
+  // The unique strings with their non-ASCII bytes folded into UTF-8 classes (utf8_classes.h).
+  FoldedStrings folded;
   // unique[u] past lcp[u] (the bytes a walk reading the strings in order has not seen yet),
   // all in one buffer: tails[tail_begin[u], tail_begin[u + 1]). Walks read these in order
   // instead of visiting 100k separately allocated strings.

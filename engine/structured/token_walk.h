@@ -111,7 +111,10 @@ class InternedStates {
   // The id of `s`, added when new; -1 when the table is full.
   int32_t intern(const StackSet& s);
   // Transition result: kDead, kOverflow, or (state id << 1) | (a stack emptied on the way).
-  int32_t step(const CompiledGrammar::Impl& g, int32_t state, uint8_t byte, const StepLimits& limits);
+  int32_t step(const CompiledGrammar::Impl& g, int32_t state, uint8_t byte, const StepLimits& limits) {
+    const int32_t known = transitions_[static_cast<size_t>(state) * 256 + byte];
+    return known != kUnknown ? known : compute_step(g, state, byte, limits);
+  }
   bool has_live(int32_t state) const { return states_[state].has_live(); }
   const StackSet& state(int32_t id) const { return states_[id]; }
   // Empties the table but for the states in `keep`, renumbered in place.
@@ -119,6 +122,7 @@ class InternedStates {
 
  private:
   static constexpr int32_t kUnknown = -2;
+  int32_t compute_step(const CompiledGrammar::Impl& g, int32_t state, uint8_t byte, const StepLimits& limits);
   size_t max_states_;
   std::vector<StackSet> states_;
   std::vector<uint64_t> hashes_;
@@ -138,6 +142,10 @@ struct SortedStrings {
   const uint32_t* first_byte_begin = nullptr;
   const char* tails = nullptr;
   const uint32_t* tail_begin = nullptr;
+  // Optional: TokenVocabulary::Impl::lcp_drop for these strings, as indices into the vocabulary
+  // less `drop_base` (a list that is a slice of the vocabulary from unique index drop_base).
+  const uint32_t* lcp_drop = nullptr;
+  size_t drop_base = 0;
 };
 
 // Same contract as walk_tokens over a sorted string list, from interned state `start` of
@@ -198,7 +206,8 @@ void walk_sorted(const CompiledGrammar::Impl& g, const SortedStrings& list, Inte
     if (!overflow) {
       if (fail == 0 && list.first_byte_begin) end = list.first_byte_begin[static_cast<uint8_t>(bytes[0]) + 1];
       else
-        while (end < n && list.lcp[end] >= fail + 1) ++end;
+        while (end < n && list.lcp[end] >= fail + 1)
+          end = list.lcp_drop ? std::min<size_t>(n, list.lcp_drop[end] - list.drop_base) : end + 1;
     }
     on_run(k, end, verdict);
     k = end;
@@ -245,7 +254,7 @@ template <class OnRun>
 void walk_all_tokens(const CompiledGrammar::Impl& g, const TokenVocabulary::Impl& v, InternedStates& states,
                      int32_t start, bool local, const StepLimits& limits, OnRun&& on_run) {
   SortedStrings all{v.unique.data(), v.lcp.data(), v.unique.size(), v.first_byte_begin, v.tails.data(),
-                    v.tail_begin.data()};
+                    v.tail_begin.data(), v.lcp_drop.data(), 0};
   walk_sorted(g, all, states, start, local, limits, on_run);
 }
 

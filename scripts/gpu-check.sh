@@ -49,7 +49,7 @@ what=${1:-all}
 do_build() {
   nvidia-smi || echo "gpu-check: nvidia-smi failed (no driver?)" >&2
   cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DPAGODA_CUDA=ON
-  cmake --build "$build" -j"$jobs" --target pagoda test_cuda_kernels test_cuda_quant test_cuda_ops test_cuda_sampling \
+  cmake --build "$build" -j"$jobs" --target pagoda test_cuda_kernels test_cuda_quant test_cuda_ops test_cuda_sampling test_cuda_argmax \
     test_cuda_fused test_cuda_moe_route test_cuda_batch test_cuda_attention test_cuda_model test_cuda_archs test_cuda_engine \
     test_cuda_graphs test_cuda_kv_tiers test_cuda_encoder bench_cuda_decode bench_cuda_attention
 }
@@ -91,7 +91,7 @@ do_emu() {
   # The engine's KV event publisher links libzmq when the build found it.
   local zmq=""
   grep -q "^ZMQ_FOUND:INTERNAL=1" "$build/CMakeCache.txt" && zmq=-lzmq
-  for t in ${EMU_TESTS:-test_cuda_kernels test_cuda_quant test_cuda_ops test_cuda_sampling test_cuda_fused test_cuda_moe_route test_cuda_batch test_cuda_attention test_cuda_archs test_cuda_model test_cuda_engine test_cuda_graphs test_cuda_kv_tiers test_cuda_lora test_cuda_encoder}; do
+  for t in ${EMU_TESTS:-test_cuda_kernels test_cuda_quant test_cuda_ops test_cuda_sampling test_cuda_argmax test_cuda_fused test_cuda_moe_route test_cuda_batch test_cuda_attention test_cuda_archs test_cuda_model test_cuda_engine test_cuda_graphs test_cuda_kv_tiers test_cuda_lora test_cuda_encoder}; do
     g++ -std=c++20 -O1 -I. -I"$inc" -DPAGODA_HAVE_CUDA=1 "tests/gpu/$t.cpp" tests/catch_main.cpp \
       -o "$emu/$t" -Wl,--start-group "$build/libpagoda_engine.a" "$build/libpagoda_scheduler.a" "$build/libpagoda_encoder.a" \
       "$build/libpagoda_speculative.a" "$build/libpagoda_sampling.a" "$build/libpagoda_kv_events.a" "$build/libpagoda_kv.a" "$build/libpagoda_model.a" "$build/libpagoda_lora.a" \
@@ -104,7 +104,7 @@ do_emu() {
   return "$status"
 }
 
-gpu_tests="test_cuda_kernels test_cuda_quant test_cuda_ops test_cuda_sampling test_cuda_fused test_cuda_moe_route test_cuda_batch test_cuda_attention test_cuda_model test_cuda_archs test_cuda_engine test_cuda_graphs test_cuda_kv_tiers test_cuda_lora test_cuda_encoder"
+gpu_tests="test_cuda_kernels test_cuda_quant test_cuda_ops test_cuda_sampling test_cuda_argmax test_cuda_fused test_cuda_moe_route test_cuda_batch test_cuda_attention test_cuda_model test_cuda_archs test_cuda_engine test_cuda_graphs test_cuda_kv_tiers test_cuda_lora test_cuda_encoder"
 
 do_pack() {
   do_build

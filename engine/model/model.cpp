@@ -225,16 +225,23 @@ void Model::Impl::run_ops(int64_t n, int64_t n_out, int64_t n_device, const std:
   b.gather_logit_rows(x, lx);
   b.rms_norm(lx, w.output_norm, cfg.rms_eps, xn, n_out);
   if (begin_draws) begin_draws();
+  // Greedy draws may skip the logits (the backend's argmax in the LM head's epilogue) where the
+  // logits are the plain product: no adapter on the head, no final softcap (whose rounding can
+  // merge logits into ties).
+  const bool plain_head = !lora.active() && cfg.final_softcap <= 0;
   size_t next_draw = 0;
   for (int64_t first = 0; first < n_device; first += logits.rows) {
     const int64_t rows = std::min<int64_t>(logits.rows, n_device - first);
+    size_t end = next_draw;
+    while (end < draws.size() && draws[end].row < first + rows) ++end;
+    const auto first_draw = static_cast<int64_t>(next_draw), n_draws = static_cast<int64_t>(end - next_draw);
+    next_draw = end;
+    if (plain_head && b.sample_greedy_matmul(w.output, row_view(xn, first, rows), rows, first, first_draw, n_draws))
+      continue;
     b.matmul(w.output, row_view(xn, first, rows), logits, rows);
     lora.apply_head(b, row_view(xn, first, rows), logits, first, rows);
     if (cfg.final_softcap > 0) b.softcap(logits, cfg.final_softcap, rows);
-    size_t end = next_draw;
-    while (end < draws.size() && draws[end].row < first + rows) ++end;
-    b.sample(logits, first, static_cast<int64_t>(next_draw), static_cast<int64_t>(end - next_draw));
-    next_draw = end;
+    b.sample(logits, first, first_draw, n_draws);
   }
   for (int64_t first = n_device; first < n_out; first += logits.rows) {
     const int64_t rows = std::min<int64_t>(logits.rows, n_out - first);

@@ -222,6 +222,11 @@ class CudaBackend final : public Backend {
   void begin_sampling(const std::vector<SampleRequest>& draws) override;
   void sample(const Tensor& logits, int64_t row_base, int64_t first_draw, int64_t n_draws) override;
   void finish_sampling(int32_t* ids, DrawLogprobs* logprobs) override;
+  // The bf16 and int8 GEMVs with the argmax as their epilogue (kernels/cuda/gemv.cu,
+  // gemv_dp4a.cu, argmax_pick.cu) for up to kGemvMaxRows / kQuantGemvMaxRows rows; larger
+  // chunks (cuBLAS, the tensor-core GEMM) and the f32-activation GEMV keep matmul + sample.
+  bool sample_greedy_matmul(const Tensor& w, const Tensor& x, int64_t rows, int64_t row_base, int64_t first_draw,
+                            int64_t n_draws) override;
 
   // Decode-step graphs (when CudaBackendOptions::cuda_graphs): see Backend::replay_recorded.
   bool replay_recorded() override;

@@ -24,14 +24,15 @@ namespace pagoda {
 struct CudaGraphKey {
   int64_t n_tokens = 0, n_logit = 0, n_decode = 0, n_draws = 0;
   int n_splits = 0;
+  bool greedy = false;  // every draw plain greedy: the LM head may run its fused argmax
   auto operator<=>(const CudaGraphKey&) const = default;
 };
 
 // The device buffers a recorded step uses besides weights, activations and the KV cache (which
 // never move; a new KV cache drops every graph, see clear()): index arrays, GEMM input
 // scratch (bf16 and int8 activations), attention workspace, draws, and the mixture-of-experts
-// routing and gathered rows.
-using CudaGraphBuffers = std::array<const void*, 10>;
+// routing and gathered rows, the fused LM-head argmax's keys.
+using CudaGraphBuffers = std::array<const void*, 11>;
 
 struct CudaGraphStats {
   int64_t captures = 0;  // graphs captured (re-captures included)

@@ -329,6 +329,10 @@ class Backend {
   // backend may be recording them) and then calls end_recordable().
   virtual bool replay_recorded() { return false; }
   virtual void end_recordable() {}
+  // Row buckets of recorded steps (optional): the row count (>= n) a recordable decode step of n
+  // rows is padded to with inert rows (Model adds them: a reserved KV block, token 0, a greedy
+  // draw it discards), so that one recording serves every n of a bucket. Default: n (no padding).
+  virtual int64_t recorded_rows(int64_t n) const { return n; }
 
  private:
   [[noreturn]] void unsupported(const char* op) const {

@@ -145,6 +145,7 @@ class ForwardingBackend : public Backend {
   }
   bool replay_recorded() override { return in_->replay_recorded(); }
   void end_recordable() override { in_->end_recordable(); }
+  int64_t recorded_rows(int64_t n) const override { return in_->recorded_rows(n); }
 
  protected:
   // Runs one forwarded op (the default: just runs it).

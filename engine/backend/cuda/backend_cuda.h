@@ -231,6 +231,9 @@ class CudaBackend final : public Backend {
   // Decode-step graphs (when CudaBackendOptions::cuda_graphs): see Backend::replay_recorded.
   bool replay_recorded() override;
   void end_recordable() override;
+  // With graphs on, decode steps run in buckets of 1, 2, 4, ..., kGraphBucketMax rows (larger
+  // steps: their own size), so a handful of graphs serve every batch size up to the largest.
+  int64_t recorded_rows(int64_t n) const override;
   // CUDA-only: graph captures and replays so far (all zero with graphs off).
   CudaGraphStats graph_stats() const;
 

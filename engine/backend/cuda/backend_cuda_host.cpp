@@ -118,8 +118,9 @@ void CudaBackend::read(const Tensor& x, int64_t rows, float* host) {
 
 bool CudaBackend::replay_recorded() {
   Impl& m = *impl_;
-  // Decode-only steps: prefill tiles vary in number and length from step to step.
-  if (!m.graphs || m.n_tiles > 0 || m.n_decode != m.n_tokens || m.n_tokens == 0) return false;
+  // Decode-only steps: prefill tiles vary in number and length from step to step, and a token
+  // tree's index arrays (speculative verify steps) are not part of the key.
+  if (!m.graphs || m.n_tiles > 0 || m.n_decode != m.n_tokens || m.n_tokens == 0 || m.has_tree) return false;
   CudaGraphKey key;
   key.n_tokens = m.n_tokens;
   key.n_logit = m.n_logit;
@@ -132,6 +133,13 @@ bool CudaBackend::replay_recorded() {
                                     m.moe_index.ptr, m.moe_xg.ptr,  m.moe_gate.ptr, m.moe_up.ptr, m.moe_y.ptr,
                                     m.argmax_keys.ptr};
   return m.graphs->begin(key, buffers);
+}
+
+int64_t CudaBackend::recorded_rows(int64_t n) const {
+  if (!impl_->graphs || n < 1 || n > kGraphBucketMax) return n;
+  int64_t b = 1;
+  while (b < n) b *= 2;
+  return b;
 }
 
 void CudaBackend::end_recordable() {

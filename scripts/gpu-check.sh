@@ -23,8 +23,9 @@
 #          the 42 GB 70B file in about a minute of CPU, longer if the disk is slow), plus the
 #          bf16 path, the dequantize-to-scratch + cuBLAS GEMM against the default tensor-core
 #          GEMM on quantized weights (prefill of 512 and 2048 tokens, decode batches 16 and 64)
-#          and long-context decode (batch 1 at 4k, 16k and 32k contexts, batch 16 at
-#          4k and 16k: split decode attention, bytes per step over the copy rate) on the
+#          and odd decode batches (1, 3, 5, 7, 12: between the CUDA graphs' row buckets, graphs on
+#          and off; batches 1-8 take the LM head's fused greedy argmax) and long-context decode
+#          (batch 1 at 4k, 16k and 32k contexts, batch 16 at 4k and 16k: split decode attention, bytes per step over the copy rate) on the
 #          llama3-8b q4_k_m file, its prefill at 8192 tokens and with the exact f32 attention
 #          kernels (--cuda-prefill-attention exact) at 512-8192; bench_cuda_attention (the
 #          prefill attention kernels alone at 512-32768 tokens: TFLOP/s against the bf16 MMA
@@ -237,8 +238,15 @@ do_lease() {
         late "bench $name exact attention" || run_bench --model "$models/$name.gguf" --batches "" \
           --prefill 512,2048,8192 --prompt 128 --new 64 --cuda-graphs on --cuda-weights quantized \
           --cuda-prefill-attention exact
+        # Batch sizes between the graphs' row buckets (3 runs as 4, 5 and 7 as 8, 12 as 16) with
+        # graphs on and off: the padding's cost against the replay's gain; batches 1-8 also take
+        # the LM head's fused greedy argmax (int8 GEMV; bf16 at 1-4 rows in the bf16 run below).
+        for g in on off; do
+          late "bench $name odd batches graphs $g" || run_bench --model "$models/$name.gguf" --batches 1,3,5,7,12 \
+            --prefill "" --prompt 128 --new 64 --hbm-tbps "${HBM_TBPS:-4.8}" --cuda-graphs $g --cuda-weights quantized
+        done
         # The bf16 path (weights dequantized at load) on the same file, for comparison.
-        late "bench $name bf16 weights" || run_bench --model "$models/$name.gguf" --batches 1,4,64 \
+        late "bench $name bf16 weights" || run_bench --model "$models/$name.gguf" --batches 1,3,4,64 \
           --prefill 512,2048 --prompt 128 --new 64 --hbm-tbps "${HBM_TBPS:-4.8}" --cuda-graphs on --cuda-weights bf16
         # Long-context decode: the caches start full (no prefill), so each run takes seconds.
         late "bench long context" || run_bench --model "$models/$name.gguf" --batches "" --prefill "" \

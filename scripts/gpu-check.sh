@@ -23,8 +23,9 @@
 #          the 42 GB 70B file in about a minute of CPU, longer if the disk is slow), plus the
 #          bf16 path, the dequantize-to-scratch + cuBLAS GEMM against the default tensor-core
 #          GEMM on quantized weights (prefill of 512 and 2048 tokens, decode batches 16 and 64)
-#          and long-context decode (batch 1 at 4k, 16k and 32k contexts, batch 16 at
-#          4k and 16k: split decode attention, bytes per step over the copy rate) on the
+#          and odd decode batches (1, 3, 5, 7, 12: between the CUDA graphs' row buckets, graphs on
+#          and off; batches 1-8 take the LM head's fused greedy argmax) and long-context decode
+#          (batch 1 at 4k, 16k and 32k contexts, batch 16 at 4k and 16k: split decode attention, bytes per step over the copy rate) on the
 #          llama3-8b q4_k_m file, its prefill at 8192 tokens and with the exact f32 attention
 #          kernels (--cuda-prefill-attention exact) at 512-8192; bench_cuda_attention (the
 #          prefill attention kernels alone at 512-32768 tokens: TFLOP/s against the bf16 MMA
@@ -49,7 +50,7 @@ what=${1:-all}
 do_build() {
   nvidia-smi || echo "gpu-check: nvidia-smi failed (no driver?)" >&2
   cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DPAGODA_CUDA=ON
-  cmake --build "$build" -j"$jobs" --target pagoda test_cuda_kernels test_cuda_quant test_cuda_ops test_cuda_sampling \
+  cmake --build "$build" -j"$jobs" --target pagoda test_cuda_kernels test_cuda_quant test_cuda_ops test_cuda_sampling test_cuda_argmax \
     test_cuda_fused test_cuda_moe_route test_cuda_batch test_cuda_attention test_cuda_model test_cuda_archs test_cuda_engine \
     test_cuda_graphs test_cuda_kv_tiers test_cuda_encoder bench_cuda_decode bench_cuda_attention
 }
@@ -91,7 +92,7 @@ do_emu() {
   # The engine's KV event publisher links libzmq when the build found it.
   local zmq=""
   grep -q "^ZMQ_FOUND:INTERNAL=1" "$build/CMakeCache.txt" && zmq=-lzmq
-  for t in ${EMU_TESTS:-test_cuda_kernels test_cuda_quant test_cuda_ops test_cuda_sampling test_cuda_fused test_cuda_moe_route test_cuda_batch test_cuda_attention test_cuda_archs test_cuda_model test_cuda_engine test_cuda_graphs test_cuda_kv_tiers test_cuda_lora test_cuda_encoder}; do
+  for t in ${EMU_TESTS:-test_cuda_kernels test_cuda_quant test_cuda_ops test_cuda_sampling test_cuda_argmax test_cuda_fused test_cuda_moe_route test_cuda_batch test_cuda_attention test_cuda_archs test_cuda_model test_cuda_engine test_cuda_graphs test_cuda_kv_tiers test_cuda_lora test_cuda_encoder}; do
     g++ -std=c++20 -O1 -I. -I"$inc" -DPAGODA_HAVE_CUDA=1 "tests/gpu/$t.cpp" tests/catch_main.cpp \
       -o "$emu/$t" -Wl,--start-group "$build/libpagoda_engine.a" "$build/libpagoda_scheduler.a" "$build/libpagoda_encoder.a" \
       "$build/libpagoda_speculative.a" "$build/libpagoda_sampling.a" "$build/libpagoda_kv_events.a" "$build/libpagoda_kv.a" "$build/libpagoda_model.a" "$build/libpagoda_lora.a" \
@@ -104,7 +105,7 @@ do_emu() {
   return "$status"
 }
 
-gpu_tests="test_cuda_kernels test_cuda_quant test_cuda_ops test_cuda_sampling test_cuda_fused test_cuda_moe_route test_cuda_batch test_cuda_attention test_cuda_model test_cuda_archs test_cuda_engine test_cuda_graphs test_cuda_kv_tiers test_cuda_lora test_cuda_encoder"
+gpu_tests="test_cuda_kernels test_cuda_quant test_cuda_ops test_cuda_sampling test_cuda_argmax test_cuda_fused test_cuda_moe_route test_cuda_batch test_cuda_attention test_cuda_model test_cuda_archs test_cuda_engine test_cuda_graphs test_cuda_kv_tiers test_cuda_lora test_cuda_encoder"
 
 do_pack() {
   do_build
@@ -237,8 +238,15 @@ do_lease() {
         late "bench $name exact attention" || run_bench --model "$models/$name.gguf" --batches "" \
           --prefill 512,2048,8192 --prompt 128 --new 64 --cuda-graphs on --cuda-weights quantized \
           --cuda-prefill-attention exact
+        # Batch sizes between the graphs' row buckets (3 runs as 4, 5 and 7 as 8, 12 as 16) with
+        # graphs on and off: the padding's cost against the replay's gain; batches 1-8 also take
+        # the LM head's fused greedy argmax (int8 GEMV; bf16 at 1-4 rows in the bf16 run below).
+        for g in on off; do
+          late "bench $name odd batches graphs $g" || run_bench --model "$models/$name.gguf" --batches 1,3,5,7,12 \
+            --prefill "" --prompt 128 --new 64 --hbm-tbps "${HBM_TBPS:-4.8}" --cuda-graphs $g --cuda-weights quantized
+        done
         # The bf16 path (weights dequantized at load) on the same file, for comparison.
-        late "bench $name bf16 weights" || run_bench --model "$models/$name.gguf" --batches 1,4,64 \
+        late "bench $name bf16 weights" || run_bench --model "$models/$name.gguf" --batches 1,3,4,64 \
           --prefill 512,2048 --prompt 128 --new 64 --hbm-tbps "${HBM_TBPS:-4.8}" --cuda-graphs on --cuda-weights bf16
         # Long-context decode: the caches start full (no prefill), so each run takes seconds.
         late "bench long context" || run_bench --model "$models/$name.gguf" --batches "" --prefill "" \

@@ -304,6 +304,17 @@ class Backend {
   virtual void sample(const Tensor& logits, int64_t row_base, int64_t first_draw, int64_t n_draws) {
     no_sampling();
   }
+  // Greedy draws fused into the LM head (optional): when each draw of [first_draw, first_draw +
+  // n_draws) is plain greedy (temperature <= 0, no mask, edits or logprobs), a backend may make
+  // their tokens from x (its first `rows` rows, the LM head's input for places row_base ..
+  // row_base + rows - 1) and the LM head `w` without writing the logits: each draw's token is
+  // exactly the one matmul(w, x) then sample() would draw (lowest id of the row's largest logit).
+  // True: the draws are done (the caller does not call sample() for them). False (the default):
+  // the caller runs matmul and sample as usual; whatever was issued is harmless.
+  virtual bool sample_greedy_matmul(const Tensor& w, const Tensor& x, int64_t rows, int64_t row_base,
+                                    int64_t first_draw, int64_t n_draws) {
+    return false;
+  }
   // Waits for the step's draws and writes their tokens to ids[0 .. draws.size()), and the
   // logprobs of each draw with logprobs >= 0 to logprobs[i] (others untouched; logprobs may be
   // null when no draw asks for them).
@@ -329,6 +340,10 @@ class Backend {
   // backend may be recording them) and then calls end_recordable().
   virtual bool replay_recorded() { return false; }
   virtual void end_recordable() {}
+  // Row buckets of recorded steps (optional): the row count (>= n) a recordable decode step of n
+  // rows is padded to with inert rows (Model adds them: a reserved KV block, token 0, a greedy
+  // draw it discards), so that one recording serves every n of a bucket. Default: n (no padding).
+  virtual int64_t recorded_rows(int64_t n) const { return n; }
 
  private:
   [[noreturn]] void unsupported(const char* op) const {

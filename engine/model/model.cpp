@@ -33,6 +33,14 @@ struct Model::Impl {
   ModelLora lora;          // adapters and the adapted matmul
   bool kv_ready = false;
   KvTypes kv_types;  // the element types init_kv_cache asked for
+  // The KV block the inert rows of padded steps write (one past the caller's blocks), or -1
+  // when the backend pads no step (Backend::recorded_rows).
+  int pad_block = -1;
+  int block_size = 0;
+
+  // `plan` with inert rows appended up to `rows` rows (each: token 0 at position 0 of its own
+  // one-block sequence in pad_block, a logit row) and `draws` with a greedy draw of each.
+  void pad_step(StepPlan& plan, std::vector<SampleRequest>& draws, int64_t rows) const;
 
   // Activations, [max_tokens x width] each.
   Tensor x;      // residual stream
@@ -145,7 +153,13 @@ void Model::init_kv_cache(int num_blocks, int block_size) {
 
 void Model::init_kv_cache(int num_blocks, int block_size, KvTypes kv_types) {
   const ModelConfig& c = impl_->cfg;
-  impl_->be->init_kv_cache(KvCacheConfig{c.n_layers, num_blocks, block_size, c.n_kv_heads, c.head_dim, kv_types});
+  // A backend that pads some step (recorded_rows(n) > n for n = 3) gets one more block, for
+  // the inert rows' K/V; the caller's blocks stay 0..num_blocks-1.
+  const bool pads = impl_->be->recorded_rows(3) > 3;
+  impl_->pad_block = pads ? num_blocks : -1;
+  impl_->block_size = block_size;
+  impl_->be->init_kv_cache(
+      KvCacheConfig{c.n_layers, num_blocks + (pads ? 1 : 0), block_size, c.n_kv_heads, c.head_dim, kv_types});
   impl_->kv_ready = true;
   impl_->kv_types = kv_types;
 }
@@ -211,6 +225,28 @@ const Tensor* Model::Impl::ffn_block(int l, const LayerWeights& L, int64_t n, co
   return &xn;
 }
 
+void Model::Impl::pad_step(StepPlan& plan, std::vector<SampleRequest>& draws, int64_t rows) const {
+  const int64_t n_out = static_cast<int64_t>(plan.logit_rows.size());
+  for (int64_t t = plan.n_tokens(), k = 0; t < rows; ++t, ++k) {
+    SeqInStep s;
+    s.seq_id = ~uint64_t{0} - static_cast<uint64_t>(k);
+    s.first_token = static_cast<int32_t>(t);
+    s.n_tokens = 1;
+    s.block_table_offset = static_cast<int32_t>(plan.block_tables.size());
+    s.n_blocks = 1;
+    plan.block_tables.push_back(pad_block);
+    plan.tokens.push_back(0);
+    plan.positions.push_back(0);
+    plan.slots.push_back(pad_block * block_size);  // all inert rows write the same K/V there
+    plan.token_seq.push_back(static_cast<int32_t>(plan.seqs.size()));
+    plan.seqs.push_back(s);
+    plan.logit_rows.push_back(static_cast<int32_t>(t));
+    SampleRequest d;  // greedy, no logprobs: the fused LM-head argmax may take it
+    d.row = static_cast<int32_t>(n_out + k);
+    draws.push_back(d);
+  }
+}
+
 void Model::Impl::run_ops(int64_t n, int64_t n_out, int64_t n_device, const std::vector<SampleRequest>& draws,
                           float* host_logits, const std::function<void()>& begin_draws) {
   Backend& b = *be;
@@ -225,16 +261,23 @@ void Model::Impl::run_ops(int64_t n, int64_t n_out, int64_t n_device, const std:
   b.gather_logit_rows(x, lx);
   b.rms_norm(lx, w.output_norm, cfg.rms_eps, xn, n_out);
   if (begin_draws) begin_draws();
+  // Greedy draws may skip the logits (the backend's argmax in the LM head's epilogue) where the
+  // logits are the plain product: no adapter on the head, no final softcap (whose rounding can
+  // merge logits into ties).
+  const bool plain_head = !lora.active() && cfg.final_softcap <= 0;
   size_t next_draw = 0;
   for (int64_t first = 0; first < n_device; first += logits.rows) {
     const int64_t rows = std::min<int64_t>(logits.rows, n_device - first);
+    size_t end = next_draw;
+    while (end < draws.size() && draws[end].row < first + rows) ++end;
+    const auto first_draw = static_cast<int64_t>(next_draw), n_draws = static_cast<int64_t>(end - next_draw);
+    next_draw = end;
+    if (plain_head && b.sample_greedy_matmul(w.output, row_view(xn, first, rows), rows, first, first_draw, n_draws))
+      continue;
     b.matmul(w.output, row_view(xn, first, rows), logits, rows);
     lora.apply_head(b, row_view(xn, first, rows), logits, first, rows);
     if (cfg.final_softcap > 0) b.softcap(logits, cfg.final_softcap, rows);
-    size_t end = next_draw;
-    while (end < draws.size() && draws[end].row < first + rows) ++end;
-    b.sample(logits, first, static_cast<int64_t>(next_draw), static_cast<int64_t>(end - next_draw));
-    next_draw = end;
+    b.sample(logits, first, first_draw, n_draws);
   }
   for (int64_t first = n_device; first < n_out; first += logits.rows) {
     const int64_t rows = std::min<int64_t>(logits.rows, n_out - first);
@@ -285,6 +328,29 @@ void Model::forward(const StepPlan& plan, const std::vector<SampleRequest>& draw
       throw std::invalid_argument("Model::forward: hidden row " + std::to_string(r) + " is outside the step");
   Backend& b = *m.be;
   const int64_t n_out = static_cast<int64_t>(plan.logit_rows.size());
+  // Row buckets: a decode-only step whose every token is a logit row drawn on the backend (what
+  // can be recorded) runs padded to the backend's bucket, then its own rows are kept.
+  if (m.pad_block >= 0 && !draws.empty() && n_out == n && plan.hidden_rows.empty() && !plan.has_tree()) {
+    const int64_t rows = b.recorded_rows(n);
+    bool eligible = rows > n && rows <= m.max_tokens && rows <= m.logits.rows && b.can_sample();
+    for (const SeqInStep& s : plan.seqs) eligible = eligible && s.n_tokens == 1 && s.lora == 0;
+    std::vector<char> drawn(static_cast<size_t>(n_out), 0);
+    for (const SampleRequest& d : draws)
+      if (d.row >= 0 && d.row < n_out) drawn[static_cast<size_t>(d.row)] = 1;
+    eligible = eligible && std::count(drawn.begin(), drawn.end(), 1) == n_out;
+    if (m.moe)
+      for (const LayerWeights& L : m.w.layers) eligible = eligible && m.moe->on_device(L.moe, rows);
+    if (eligible) {
+      StepPlan padded = plan;
+      std::vector<SampleRequest> padded_draws = draws;
+      m.pad_step(padded, padded_draws, rows);
+      forward(padded, padded_draws, out, before_draws);
+      out.ids_.resize(draws.size());
+      out.logprobs_.resize(draws.size());
+      out.place_.resize(static_cast<size_t>(n_out));
+      return;
+    }
+  }
   if (!draws.empty() && !b.can_sample())
     throw std::logic_error("Model::forward: backend '" + b.name() + "' cannot sample");
 

@@ -76,6 +76,8 @@ class Model {
   void clear_lora(int slot);
 
   // Bytes of one KV block (all layers, K and V) and cache set-up; call init once before forward.
+  // A backend that pads recorded steps to row buckets (Backend::recorded_rows) gets one block
+  // more than num_blocks, for the inert rows; the caller's blocks are 0..num_blocks-1 as ever.
   size_t kv_block_bytes(int block_size) const;
   void init_kv_cache(int num_blocks, int block_size);
   // The same with explicit cache element types (F16, F32 or Q8_0 for each of K and V; one
@@ -100,7 +102,9 @@ class Model {
   // draws need backend().can_sample(). Internally the drawn rows go through the LM head first,
   // so the host rows form one tail that is copied back alone, and a step without host rows
   // waits for the device once. Such a step whose rows fit one LM-head chunk is offered to the
-  // backend for recording and replay (Backend::replay_recorded; CUDA graphs when enabled).
+  // backend for recording and replay (Backend::replay_recorded; CUDA graphs when enabled); a
+  // decode-only one may run padded with inert rows to the backend's row bucket
+  // (Backend::recorded_rows), whose draws are dropped: out holds the caller's rows only.
   // The final-norm hidden states of plan.hidden_rows come back too (out.hidden_row).
   // `before_draws` (optional) is called before the backend reads the draws' masks (their
   // contents may be unfinished until it returns): in a step that is not recorded, after the

@@ -10,12 +10,20 @@
 // adjacent pieces (512 contiguous bytes per warp load); x's pieces come from L1/L2 (every warp
 // reads the same x). The lane sums are added by a fixed shuffle tree: deterministic, and a row's
 // result does not depend on the other rows of the batch.
+// gemv_bf16_argmax: the same products for a matmul whose only reader is greedy draws (the LM
+// head): nothing is written to out; each warp walks rows g, g + parts, ... (grid-stride, parts
+// = argmax_parts(rows) warps in all) and keeps, per activation row, the largest ArgmaxKey
+// (kernels/argmax_key.h) of the sums it made, into keys[i * parts + g]; argmax_pick.cu then
+// reduces a row's parts to the token. A row's sum is made by the same code as gemv_bf16's, so
+// the token is the one gemv_bf16 followed by sample.cu's greedy draw picks.
 // Assumptions: cols % 8 == 0, W and x 16-byte aligned (gemv_bf16 returns false otherwise, and
 // the caller uses cuBLAS).
+// CPU reference: cpu matmul then the host sampler's argmax (tests/gpu/test_cuda_argmax.cpp).
 #include <cuda_bf16.h>
 
 #include <cstdint>
 
+#include "kernels/argmax_key.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/ops.h"
 
@@ -39,14 +47,9 @@ __device__ __forceinline__ void dot8(const uint4& w, const uint4* xs, float* acc
   }
 }
 
+// acc[i] = row r of W times x's row i, lane `lane`'s share (before the warp sum).
 template <int N>
-__global__ void __launch_bounds__(kGemvWarps * 32)
-    gemv_bf16_kernel(const uint4* w, const uint4* x, float* out, int rows, int chunks, int ld_out) {
-  const int lane = threadIdx.x & 31;
-  const int r = blockIdx.x * kGemvWarps + (threadIdx.x >> 5);
-  if (r >= rows) return;
-  const uint4* wr = w + (int64_t)r * chunks;
-  float acc[N];
+__device__ __forceinline__ void row_dot(const uint4* wr, const uint4* x, int chunks, int lane, float* acc) {
 #pragma unroll
   for (int i = 0; i < N; ++i) acc[i] = 0.0f;
   int c = lane;
@@ -68,11 +71,46 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
     for (int i = 0; i < N; ++i) xs[i] = x[(int64_t)i * chunks + c];
     dot8<N>(wr[c], xs, acc);
   }
+}
+
+template <int N>
+__global__ void __launch_bounds__(kGemvWarps * 32)
+    gemv_bf16_kernel(const uint4* w, const uint4* x, float* out, int rows, int chunks, int ld_out) {
+  const int lane = threadIdx.x & 31;
+  const int r = blockIdx.x * kGemvWarps + (threadIdx.x >> 5);
+  if (r >= rows) return;
+  float acc[N];
+  row_dot<N>(w + (int64_t)r * chunks, x, chunks, lane, acc);
 #pragma unroll
   for (int i = 0; i < N; ++i) {
     const float s = warp_sum(acc[i]);
     if (lane == 0) out[(int64_t)i * ld_out + r] = s;
   }
+}
+
+// The greedy form: warp g of the grid takes rows g, g + parts, ... (parts = the grid's warps),
+// computes each as gemv_bf16_kernel does (the same bits) and keeps the largest ArgmaxKey per
+// activation row; keys[i * parts + g] gets it (0 when the warp had no row).
+template <int N>
+__global__ void __launch_bounds__(kGemvWarps * 32)
+    gemv_bf16_argmax_kernel(const uint4* w, const uint4* x, uint64_t* keys, int rows, int chunks) {
+  const int lane = threadIdx.x & 31;
+  const int g = blockIdx.x * kGemvWarps + (threadIdx.x >> 5), parts = gridDim.x * kGemvWarps;
+  uint64_t best[N];
+#pragma unroll
+  for (int i = 0; i < N; ++i) best[i] = 0;
+  for (int r = g; r < rows; r += parts) {
+    float acc[N];
+    row_dot<N>(w + (int64_t)r * chunks, x, chunks, lane, acc);
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      const uint64_t k = argmax_key(warp_sum(acc[i]), r);
+      if (k > best[i]) best[i] = k;
+    }
+  }
+  if (lane == 0)
+#pragma unroll
+    for (int i = 0; i < N; ++i) keys[(int64_t)i * parts + g] = best[i];
 }
 
 template <int N>
@@ -87,18 +125,45 @@ void launch(const void* w, const void* x, float* out, int64_t rows, int64_t cols
   CUDA_CHECK_LAUNCH();
 }
 
+template <int N>
+void launch_argmax(const void* w, const void* x, uint64_t* keys, int64_t rows, int64_t cols, cudaStream_t st) {
+  static_assert(kGemvWarps == 4, "argmax_parts counts warps of 4-warp blocks");
+  const unsigned blocks = static_cast<unsigned>(argmax_parts(rows) / kGemvWarps);
+  gemv_bf16_argmax_kernel<N><<<blocks, kGemvWarps * 32, 0, st>>>(static_cast<const uint4*>(w),
+                                                                 static_cast<const uint4*>(x), keys,
+                                                                 static_cast<int>(rows), static_cast<int>(cols / 8));
+  CUDA_CHECK_LAUNCH();
+}
+
+bool gemv_bf16_takes(const void* w, const void* x, int64_t n, int64_t rows, int64_t cols) {
+  const bool aligned = ((reinterpret_cast<uintptr_t>(w) | reinterpret_cast<uintptr_t>(x)) & 15) == 0;
+  return n >= 1 && n <= kGemvMaxRows && cols % 8 == 0 && aligned && rows <= (int64_t(1) << 30);
+}
+
 }  // namespace
 
 bool gemv_bf16(const void* w, const void* x, float* out, int64_t n, int64_t rows, int64_t cols,
                int64_t ld_out, void* stream) {
-  const bool aligned = ((reinterpret_cast<uintptr_t>(w) | reinterpret_cast<uintptr_t>(x)) & 15) == 0;
-  if (n < 1 || n > kGemvMaxRows || cols % 8 != 0 || !aligned || rows > (int64_t(1) << 30)) return false;
+  if (!gemv_bf16_takes(w, x, n, rows, cols)) return false;
   cudaStream_t st = as_stream(stream);
   switch (n) {
     case 1: launch<1>(w, x, out, rows, cols, ld_out, st); break;
     case 2: launch<2>(w, x, out, rows, cols, ld_out, st); break;
     case 3: launch<3>(w, x, out, rows, cols, ld_out, st); break;
     default: launch<4>(w, x, out, rows, cols, ld_out, st); break;
+  }
+  return true;
+}
+
+bool gemv_bf16_argmax(const void* w, const void* x, uint64_t* keys, int64_t n, int64_t rows, int64_t cols,
+                      void* stream) {
+  if (!gemv_bf16_takes(w, x, n, rows, cols)) return false;
+  cudaStream_t st = as_stream(stream);
+  switch (n) {
+    case 1: launch_argmax<1>(w, x, keys, rows, cols, st); break;
+    case 2: launch_argmax<2>(w, x, keys, rows, cols, st); break;
+    case 3: launch_argmax<3>(w, x, keys, rows, cols, st); break;
+    default: launch_argmax<4>(w, x, keys, rows, cols, st); break;
   }
   return true;
 }

@@ -20,11 +20,16 @@
 // 2-byte aligned); a row's 32 int8 activations come as two 16-byte loads from L1/L2.
 // Numerics and batch invariance: per (row, output) a fixed chain of fmaf in piece order, then
 // warp_sum's fixed tree: the same bits whatever n and the other rows.
+// gemv_quant_dp4a_argmax: the same products for a matmul whose only reader is greedy draws (the
+// LM head), as gemv_bf16_argmax (gemv.cu) does for bf16: grid argmax_parts(rows) / kWarps
+// blocks, each warp a grid-stride walk over rows keeping the largest ArgmaxKey per activation
+// row, no output written; argmax_pick.cu picks the token. Same per-row code, so the same bits.
 // Assumptions: cols a multiple of the type's block; the activation buffer from quantize_acts_q8
 // with the same n and cols (layout Q8ActsLayout, 16-byte aligned); W 2-byte aligned.
 // Not yet run on a GPU (the emulator runs it: tests/gpu/test_cuda_gemv_dp4a.cpp).
 #include <cstdint>
 
+#include "kernels/argmax_key.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/ops.h"
 #include "kernels/cuda/gemv_quant_dispatch.cuh"
@@ -48,21 +53,10 @@ __global__ void __launch_bounds__(128)
 // groups == nullptr: one group, matrix w, activation rows 0..N-1. Else block row y is group y:
 // expert groups[2y] (its matrix at w + expert * rows * row_bytes), activation and output rows
 // groups[2y + 1] + 0..N-1; with n_groups given, block rows from *n_groups on have no group.
+// acc[i] = row wr of W times activation row first + i, lane `lane`'s share (before the warp sum).
 template <class B, int N>
-__global__ void __launch_bounds__(kWarps * 32)
-    gemv_dp4a_kernel(const uint8_t* w, const int* groups, const int* n_groups, const int8_t* q, const float* d,
-                     const int* qsum, float* out, int rows, int pieces, int64_t row_bytes, int64_t ld_out) {
-  if (n_groups && (int)blockIdx.y >= *n_groups) return;  // the whole block
-  const int lane = threadIdx.x & 31;
-  const int r = blockIdx.x * kWarps + (threadIdx.x >> 5);
-  if (r >= rows) return;  // the whole warp: the shuffles below see all 32 lanes
-  int64_t first = 0;
-  if (groups) {
-    w += (int64_t)groups[2 * blockIdx.y] * rows * row_bytes;
-    first = groups[2 * blockIdx.y + 1];
-  }
-  const uint8_t* wr = w + (int64_t)r * row_bytes;
-  float acc[N];
+__device__ __forceinline__ void row_dot(const uint8_t* wr, int64_t first, const int8_t* q, const float* d,
+                                        const int* qsum, int pieces, int lane, float* acc) {
 #pragma unroll
   for (int i = 0; i < N; ++i) acc[i] = 0.0f;
   for (int p = lane; p < pieces; p += 32) {
@@ -88,11 +82,57 @@ __global__ void __launch_bounds__(kWarps * 32)
       acc[i] = fmaf(d[blk], t, acc[i]);
     }
   }
+}
+
+// groups == nullptr: one group, matrix w, activation rows 0..N-1. Else block row y is group y:
+// expert groups[2y] (its matrix at w + expert * rows * row_bytes), activation and output rows
+// groups[2y + 1] + 0..N-1; with n_groups given, block rows from *n_groups on have no group.
+template <class B, int N>
+__global__ void __launch_bounds__(kWarps * 32)
+    gemv_dp4a_kernel(const uint8_t* w, const int* groups, const int* n_groups, const int8_t* q, const float* d,
+                     const int* qsum, float* out, int rows, int pieces, int64_t row_bytes, int64_t ld_out) {
+  if (n_groups && (int)blockIdx.y >= *n_groups) return;  // the whole block
+  const int lane = threadIdx.x & 31;
+  const int r = blockIdx.x * kWarps + (threadIdx.x >> 5);
+  if (r >= rows) return;  // the whole warp: the shuffles below see all 32 lanes
+  int64_t first = 0;
+  if (groups) {
+    w += (int64_t)groups[2 * blockIdx.y] * rows * row_bytes;
+    first = groups[2 * blockIdx.y + 1];
+  }
+  float acc[N];
+  row_dot<B, N>(w + (int64_t)r * row_bytes, first, q, d, qsum, pieces, lane, acc);
 #pragma unroll
   for (int i = 0; i < N; ++i) {
     const float s = warp_sum(acc[i]);
     if (lane == 0) out[(first + i) * ld_out + r] = s;
   }
+}
+
+// The greedy form (one matrix, activation rows 0..N-1): warp g of the grid takes rows g, g +
+// parts, ... (parts = the grid's warps), computes each as gemv_dp4a_kernel does (the same bits)
+// and keeps the largest ArgmaxKey per activation row into keys[i * parts + g] (0: no row).
+template <class B, int N>
+__global__ void __launch_bounds__(kWarps * 32)
+    gemv_dp4a_argmax_kernel(const uint8_t* w, const int8_t* q, const float* d, const int* qsum, uint64_t* keys,
+                            int rows, int pieces, int64_t row_bytes) {
+  const int lane = threadIdx.x & 31;
+  const int g = blockIdx.x * kWarps + (threadIdx.x >> 5), parts = gridDim.x * kWarps;
+  uint64_t best[N];
+#pragma unroll
+  for (int i = 0; i < N; ++i) best[i] = 0;
+  for (int r = g; r < rows; r += parts) {
+    float acc[N];
+    row_dot<B, N>(w + (int64_t)r * row_bytes, 0, q, d, qsum, pieces, lane, acc);
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      const uint64_t k = argmax_key(warp_sum(acc[i]), r);
+      if (k > best[i]) best[i] = k;
+    }
+  }
+  if (lane == 0)
+#pragma unroll
+    for (int i = 0; i < N; ++i) keys[(int64_t)i * parts + g] = best[i];
 }
 
 template <class B, int N>
@@ -105,6 +145,19 @@ void launch(const void* w, const int32_t* groups, int n_groups, const int32_t* n
       static_cast<const uint8_t*>(w), groups, n_groups_dev, reinterpret_cast<const int8_t*>(base + L.q_offset),
       reinterpret_cast<const float*>(base + L.d_offset), reinterpret_cast<const int*>(base + L.sum_offset), out,
       static_cast<int>(rows), static_cast<int>(cols / 32), cols / B::kElems * B::kBytes, ld_out);
+  CUDA_CHECK_LAUNCH();
+}
+
+template <class B, int N>
+void launch_argmax(const void* w, const Q8ActsLayout& L, const void* acts, uint64_t* keys, int64_t rows, int64_t cols,
+                   cudaStream_t st) {
+  static_assert(kWarps == 4, "argmax_parts counts warps of 4-warp blocks");
+  const auto* base = static_cast<const uint8_t*>(acts);
+  const unsigned blocks = static_cast<unsigned>(argmax_parts(rows) / kWarps);
+  gemv_dp4a_argmax_kernel<B, N><<<blocks, kWarps * 32, 0, st>>>(
+      static_cast<const uint8_t*>(w), reinterpret_cast<const int8_t*>(base + L.q_offset),
+      reinterpret_cast<const float*>(base + L.d_offset), reinterpret_cast<const int*>(base + L.sum_offset), keys,
+      static_cast<int>(rows), static_cast<int>(cols / 32), cols / B::kElems * B::kBytes);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -149,6 +202,16 @@ bool dp4a_launch(const void* w, GgmlType type, const int32_t* groups, int n_grou
 }
 
 }  // namespace
+
+bool gemv_quant_dp4a_argmax(const void* w, GgmlType type, const void* acts, uint64_t* keys, int64_t n, int64_t rows,
+                            int64_t cols, void* stream) {
+  const bool aligned = (reinterpret_cast<uintptr_t>(acts) & 15) == 0 && (reinterpret_cast<uintptr_t>(w) & 1) == 0;
+  if (!aligned) return false;
+  const Q8ActsLayout L = q8_acts_layout(n, cols);
+  return with_quant_gemv(type, n, rows, cols, [&](auto blk, auto rows_n) {
+    launch_argmax<decltype(blk), decltype(rows_n)::value>(w, L, acts, keys, rows, cols, as_stream(stream));
+  });
+}
 
 bool gemv_quant_dp4a(const void* w, GgmlType type, const void* acts, float* out, int64_t n, int64_t rows,
                      int64_t cols, int64_t ld_out, void* stream) {

@@ -169,6 +169,29 @@ bool gemv_quant_dp4a_grouped_dev(const void* w, GgmlType type, const int32_t* gr
                                  const int32_t* n_groups, const void* acts, int64_t acts_rows, float* out, int64_t n,
                                  int64_t rows, int64_t cols, int64_t ld_out, void* stream);
 
+// ---- greedy draws fused into the LM head (gemv.cu, gemv_dp4a.cu, argmax_pick.cu) ----
+// When every draw of a matmul's output rows is plain greedy (argmax, lowest id on ties), the
+// output need not be written: the *_argmax GEMVs compute the same sums as gemv_bf16 /
+// gemv_quant_dp4a (the same bits) and keep, per warp and activation row, the largest
+// ArgmaxKey (kernels/argmax_key.h) into keys [n, argmax_parts(rows)] (row-major); argmax_pick
+// reduces a row's keys to its token. Same shape rules and return values as the plain GEMVs.
+
+// Warps (keys per activation row) of a fused launch over `rows` weight rows: one per 4-row
+// group, at most kArgmaxMaxParts (each warp then walks several rows).
+constexpr int64_t kArgmaxMaxParts = 2048;
+inline int64_t argmax_parts(int64_t rows) {
+  const int64_t parts = (rows + 3) / 4 * 4;
+  return parts < kArgmaxMaxParts ? parts : kArgmaxMaxParts;
+}
+bool gemv_bf16_argmax(const void* w, const void* x, uint64_t* keys, int64_t n, int64_t rows, int64_t cols,
+                      void* stream);
+bool gemv_quant_dp4a_argmax(const void* w, GgmlType type, const void* acts, uint64_t* keys, int64_t n, int64_t rows,
+                            int64_t cols, void* stream);
+// out[i] = the token of draw i: the max of keys row rows[i] - row_base's `parts` keys, as
+// argmax_key_token reads it (0 when the row had no finite logit). rows: device array.
+void argmax_pick(const uint64_t* keys, int64_t parts, const int32_t* rows, int64_t row_base, int64_t n_draws,
+                 int32_t* out, void* stream);
+
 // The same product for more rows (prefill, large batches) on tensor cores
 // (kernels/cuda/gemm_quant_mma.cu): tiles of W decoded into shared memory as bf16, x rounded to
 // bf16, f32 sums; out[i * ld_out + r] for i < n, r < rows, no bf16 copy of the matrix. Returns

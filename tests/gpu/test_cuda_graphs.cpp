@@ -242,3 +242,75 @@ TEST_CASE("cuda graphs: mixture-of-experts decode steps replay as the eager step
   CHECK(st.replays >= 5);
   same_next_logits(eager, recorded, seqs);
 }
+
+// Row buckets: with graphs on, a decode step of n rows runs padded to the next power of two
+// (CudaBackend::recorded_rows; Model adds inert rows in a reserved KV block and drops their
+// draws), so batches of 3 and 4 share one graph and 5-8 another. Eight sequences decode in
+// batches of 1-8 rows, greedy-only and mixed draws; every step's ids equal the unpadded eager
+// model's, the captures stay at the buckets' count (plus the greedy-only variants), and the
+// final logits over the KV the padded steps wrote are bit-identical.
+TEST_CASE("cuda graphs: batches padded to row buckets replay as the eager steps run", "[gpu][cuda_device]") {
+  PAGODA_SKIP_WITHOUT_CUDA();
+  CudaBackendOptions on, off;
+  off.cuda_graphs = false;
+  auto graph_backend = std::make_unique<CudaBackend>(on);
+  CudaBackend* graphs = graph_backend.get();
+  CHECK(graphs->recorded_rows(3) == 4);
+  CHECK(graphs->recorded_rows(5) == 8);
+  CHECK(graphs->recorded_rows(8) == 8);
+  CHECK(graphs->recorded_rows(65) == 65);
+  Model eager(tiny_bf16_model(), make_cuda_backend(off), 16);
+  Model recorded(tiny_bf16_model(), std::move(graph_backend), 16);
+  const int vocab = eager.config().vocab_size;
+  for (Model* m : {&eager, &recorded}) m->init_kv_cache(32, kBlock);
+  std::vector<Seq> seqs(8);
+  for (int s = 0; s < 8; ++s) {
+    Seq& q = seqs[static_cast<size_t>(s)];
+    for (int b = 0; b < 4; ++b) q.table.push_back(b * 8 + s);
+    for (int i = 0; i < 4 + s; ++i) q.tokens.push_back((i * 11 + s * 3 + 2) % vocab);
+    StepPlan p;
+    add(p, q, static_cast<int>(q.tokens.size()) - 1);
+    std::vector<float> le, lr;
+    eager.forward(p, le);
+    recorded.forward(p, lr);
+    REQUIRE(le == lr);
+    q.n_cached = static_cast<int>(q.tokens.size()) - 1;
+  }
+  // {batch, greedy only}
+  const std::vector<std::pair<std::vector<int>, bool>> batches = {
+      {{0, 1, 2}, false},          {{3, 4, 5, 6}, false},       {{0, 2, 4}, false},    {{1, 2, 3, 4, 5}, false},
+      {{0, 1, 2, 3, 4, 5, 6, 7}, false}, {{2, 3, 4, 5, 6, 7}, false}, {{0, 1, 2, 3, 4, 5, 6}, true},
+      {{5, 6, 7}, true},           {{1, 3, 5, 7}, true},        {{0, 1, 2, 3, 4}, true}, {{6}, false},
+      {{7}, true},                 {{0, 4}, false},             {{1, 5}, false},       {{2, 3, 4, 5, 6, 7, 0}, true},
+      {{1, 2, 3}, true}};
+  for (size_t step = 0; step < batches.size(); ++step) {
+    const auto& [batch, greedy] = batches[step];
+    StepPlan p;
+    std::vector<SampleRequest> draws;
+    for (size_t r = 0; r < batch.size(); ++r) {
+      const Seq& s = seqs[static_cast<size_t>(batch[r])];
+      add(p, s, s.n_cached + 1);
+      draws.push_back(draw_for(greedy ? 0 : batch[r], static_cast<int>(r), s.tokens.size()));
+    }
+    StepLogits out_e, out_r;
+    eager.forward(p, draws, out_e);
+    recorded.forward(p, draws, out_r);
+    INFO("step " << step);
+    REQUIRE(out_r.drawn().size() == draws.size());
+    REQUIRE(out_r.drawn() == out_e.drawn());
+    for (size_t r = 0; r < batch.size(); ++r) {
+      Seq& s = seqs[static_cast<size_t>(batch[r])];
+      ++s.n_cached;
+      s.tokens.push_back(out_e.drawn()[r]);
+    }
+  }
+  const CudaGraphStats st = graphs->graph_stats();
+  INFO("captures " << st.captures << ", replays " << st.replays << ", graphs " << st.graphs);
+  // Keys (bucket, greedy only) in step order, each run eagerly at its first sight, captured at
+  // its second, replayed after: (4, no) x3, (8, no) x3, (8, yes) x3, (4, yes) x3, (1, no),
+  // (1, yes), (2, no) x2: five captures, four replays.
+  CHECK(st.captures == 5);
+  CHECK(st.graphs == 5);
+  CHECK(st.replays == 4);
+  same_next_logits(eager, recorded, seqs);
+}

@@ -134,12 +134,19 @@ class ForwardingBackend : public Backend {
   void sample(const Tensor& logits, int64_t row_base, int64_t first_draw, int64_t n_draws) override {
     around(Op::Sampling, [&] { in_->sample(logits, row_base, first_draw, n_draws); });
   }
+  bool sample_greedy_matmul(const Tensor& w, const Tensor& x, int64_t rows, int64_t row_base, int64_t first_draw,
+                            int64_t n_draws) override {
+    bool done = false;  // mostly the LM head's matmul: timed as one
+    around(Op::Matmul, [&] { done = in_->sample_greedy_matmul(w, x, rows, row_base, first_draw, n_draws); });
+    return done;
+  }
   void finish_sampling(int32_t* ids, DrawLogprobs* logprobs) override {
     around(Op::Sampling, [&] { in_->finish_sampling(ids, logprobs); });
   }
   void run_host_tasks(int64_t n, const std::function<void(int64_t)>& fn) override { in_->run_host_tasks(n, fn); }
   bool replay_recorded() override { return in_->replay_recorded(); }
   void end_recordable() override { in_->end_recordable(); }
+  int64_t recorded_rows(int64_t n) const override { return in_->recorded_rows(n); }
 
  protected:
   // Runs one forwarded op (the default: just runs it).

@@ -222,10 +222,18 @@ class CudaBackend final : public Backend {
   void begin_sampling(const std::vector<SampleRequest>& draws) override;
   void sample(const Tensor& logits, int64_t row_base, int64_t first_draw, int64_t n_draws) override;
   void finish_sampling(int32_t* ids, DrawLogprobs* logprobs) override;
+  // The bf16 and int8 GEMVs with the argmax as their epilogue (kernels/cuda/gemv.cu,
+  // gemv_dp4a.cu, argmax_pick.cu) for up to kGemvMaxRows / kQuantGemvMaxRows rows; larger
+  // chunks (cuBLAS, the tensor-core GEMM) and the f32-activation GEMV keep matmul + sample.
+  bool sample_greedy_matmul(const Tensor& w, const Tensor& x, int64_t rows, int64_t row_base, int64_t first_draw,
+                            int64_t n_draws) override;
 
   // Decode-step graphs (when CudaBackendOptions::cuda_graphs): see Backend::replay_recorded.
   bool replay_recorded() override;
   void end_recordable() override;
+  // With graphs on, decode steps run in buckets of 1, 2, 4, ..., kGraphBucketMax rows (larger
+  // steps: their own size), so a handful of graphs serve every batch size up to the largest.
+  int64_t recorded_rows(int64_t n) const override;
   // CUDA-only: graph captures and replays so far (all zero with graphs off).
   CudaGraphStats graph_stats() const;
 

@@ -118,18 +118,28 @@ void CudaBackend::read(const Tensor& x, int64_t rows, float* host) {
 
 bool CudaBackend::replay_recorded() {
   Impl& m = *impl_;
-  // Decode-only steps: prefill tiles vary in number and length from step to step.
-  if (!m.graphs || m.n_tiles > 0 || m.n_decode != m.n_tokens || m.n_tokens == 0) return false;
+  // Decode-only steps: prefill tiles vary in number and length from step to step, and a token
+  // tree's index arrays (speculative verify steps) are not part of the key.
+  if (!m.graphs || m.n_tiles > 0 || m.n_decode != m.n_tokens || m.n_tokens == 0 || m.has_tree) return false;
   CudaGraphKey key;
   key.n_tokens = m.n_tokens;
   key.n_logit = m.n_logit;
   key.n_decode = m.n_decode;
   key.n_draws = m.n_draws;
+  key.greedy = std::all_of(m.draws_greedy.begin(), m.draws_greedy.end(), [](char g) { return g != 0; });
   key.n_splits = static_cast<int>((std::max(m.max_decode_ctx, 1) + cuda::kDecodeSplitKeys - 1) /
                                   cuda::kDecodeSplitKeys);
   const CudaGraphBuffers buffers = {m.index_buf.ptr, m.bf16_x.ptr, m.q8_x.ptr,   m.attn_ws.ptr,  m.sample_io.ptr,
-                                    m.moe_index.ptr, m.moe_xg.ptr,  m.moe_gate.ptr, m.moe_up.ptr, m.moe_y.ptr};
+                                    m.moe_index.ptr, m.moe_xg.ptr,  m.moe_gate.ptr, m.moe_up.ptr, m.moe_y.ptr,
+                                    m.argmax_keys.ptr};
   return m.graphs->begin(key, buffers);
+}
+
+int64_t CudaBackend::recorded_rows(int64_t n) const {
+  if (!impl_->graphs || n < 1 || n > kGraphBucketMax) return n;
+  int64_t b = 1;
+  while (b < n) b *= 2;
+  return b;
 }
 
 void CudaBackend::end_recordable() {
@@ -170,6 +180,7 @@ void CudaBackend::begin_sampling(const std::vector<SampleRequest>& draws) {
   m.n_draws = static_cast<int64_t>(n);
   m.draws_logprobs.assign(n, 0);
   m.draws_mask_words.assign(n, 0);
+  m.draws_greedy.assign(n, 0);
   if (n == 0) return;
   auto round_up = [](size_t b) { return (b + 255) / 256 * 256; };
   m.draws_rows_at = round_up(n * sizeof(DrawParams));
@@ -207,6 +218,7 @@ void CudaBackend::begin_sampling(const std::vector<SampleRequest>& draws) {
       std::memcpy(host + edits_at[i], d.token_edits.data(), d.token_edits.size() * sizeof(TokenEdit));
     m.draws_logprobs[i] = d.logprobs >= 0;
     m.draws_mask_words[i] = d.mask ? d.mask_words : 0;
+    m.draws_greedy[i] = d.temperature <= 0.0f && !d.mask && d.token_edits.empty() && d.logprobs < 0;
   }
   // The logprobs part is written by the kernels, not uploaded: the copy skips it when the masks
   // and edits do not follow it.
@@ -228,6 +240,35 @@ void CudaBackend::sample(const Tensor& logits, int64_t row_base, int64_t first_d
   }
   cuda::sample_rows(f32(logits), static_cast<int>(logits.cols), m.d_rows() + first_draw, row_base,
                     n_draws, m.d_params() + first_draw, m.d_ids() + first_draw, m.s());
+}
+
+bool CudaBackend::sample_greedy_matmul(const Tensor& w, const Tensor& x, int64_t rows, int64_t row_base,
+                                       int64_t first_draw, int64_t n_draws) {
+  Impl& m = *impl_;
+  require(first_draw >= 0 && n_draws >= 0 && first_draw + n_draws <= m.n_draws,
+          "sample_greedy_matmul: draws outside the range given to begin_sampling");
+  require(x.cols == w.cols && rows <= x.rows, "sample_greedy_matmul: shape mismatch");
+  if (n_draws == 0 || rows <= 0) return false;
+  for (int64_t i = first_draw; i < first_draw + n_draws; ++i)
+    if (!m.draws_greedy[static_cast<size_t>(i)]) return false;
+  // The paths matmul takes for these rows, with the argmax as the GEMV's epilogue.
+  const bool bf16 = w.type == GgmlType::BF16 && rows <= cuda::kGemvMaxRows;
+  const bool int8 = cuda::is_device_quant_type(w.type) && m.weights == CudaWeights::Quantized &&
+                    rows <= cuda::kQuantGemvMaxRows;
+  if (!bf16 && !int8) return false;
+  const int64_t parts = cuda::argmax_parts(w.rows);
+  auto* keys = static_cast<uint64_t*>(m.argmax_keys.get(static_cast<size_t>(rows * parts) * sizeof(uint64_t), m.stream));
+  bool ok = false;
+  if (bf16) {
+    void* xb = m.bf16_x.get(static_cast<size_t>(rows * x.cols) * 2, m.stream);
+    cuda::convert_to_bf16(x.data, GgmlType::F32, rows * x.cols, xb, m.s());
+    ok = cuda::gemv_bf16_argmax(w.data, xb, keys, rows, w.rows, w.cols, m.s());
+  } else {
+    ok = cuda::gemv_quant_dp4a_argmax(w.data, w.type, quantize_acts(x, rows), keys, rows, w.rows, w.cols, m.s());
+  }
+  if (!ok) return false;
+  cuda::argmax_pick(keys, parts, m.d_rows() + first_draw, row_base, n_draws, m.d_ids() + first_draw, m.s());
+  return true;
 }
 
 void CudaBackend::finish_sampling(int32_t* ids, DrawLogprobs* logprobs) {

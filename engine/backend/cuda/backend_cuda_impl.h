@@ -156,6 +156,8 @@ struct CudaBackend::Impl {
   size_t draws_rows_at = 0, draws_ids_at = 0, draws_lp_at = 0;  // byte offsets in sample_io
   std::vector<char> draws_logprobs;       // per draw: it asks for logprobs
   std::vector<size_t> draws_mask_words;   // per draw: its mask's words (0: none), for sample()
+  std::vector<char> draws_greedy;         // per draw: plain greedy (sample_greedy_matmul may take it)
+  DeviceScratch argmax_keys;              // the fused LM-head argmax's per-warp keys
 
   // Mixture of experts (backend_cuda_moe.cpp): the host grouping, the uploaded index arrays and
   // the gathered activations.

@@ -7,8 +7,9 @@
 // a graph, which is instantiated and launched; from then on the graph is replayed. A graph
 // reads everything that varies between steps of one shape (tokens, positions, slots, block
 // tables, draw params) from device buffers at fixed addresses; when one of those buffers has
-// moved since the capture, the graph is captured again. Exact shapes only (no padding to a
-// batch bucket); at most `max_graphs` are kept, later shapes run eagerly.
+// moved since the capture, the graph is captured again. Model pads decode steps to row buckets
+// (Backend::recorded_rows), so the shapes seen are few; at most `max_graphs` are kept, later
+// shapes run eagerly.
 #pragma once
 
 #include <array>
@@ -24,14 +25,19 @@ namespace pagoda {
 struct CudaGraphKey {
   int64_t n_tokens = 0, n_logit = 0, n_decode = 0, n_draws = 0;
   int n_splits = 0;
+  bool greedy = false;  // every draw plain greedy: the LM head may run its fused argmax
   auto operator<=>(const CudaGraphKey&) const = default;
 };
 
 // The device buffers a recorded step uses besides weights, activations and the KV cache (which
 // never move; a new KV cache drops every graph, see clear()): index arrays, GEMM input
 // scratch (bf16 and int8 activations), attention workspace, draws, and the mixture-of-experts
-// routing and gathered rows.
-using CudaGraphBuffers = std::array<const void*, 10>;
+// routing and gathered rows, the fused LM-head argmax's keys.
+using CudaGraphBuffers = std::array<const void*, 11>;
+
+// The largest row bucket of decode-step graphs (CudaBackend::recorded_rows pads a step of n <=
+// this many rows to the next power of two).
+constexpr int64_t kGraphBucketMax = 64;
 
 struct CudaGraphStats {
   int64_t captures = 0;  // graphs captured (re-captures included)

@@ -141,7 +141,8 @@ do_lease() {
   # with its logs inside the device tool's limit. Five files come back: summary.txt (read it
   # first), tests.log (each test's last 300 lines), stories.log, bench.log, make-model.log, and
   # with LEASE_PROFILE=1 profile.txt (per-kernel GPU times of a few llama3-8b decode steps).
-  # LEASE_KV=1 adds the f16 / q8_0 KV-cache benches at 2048-token prompts on llama3-8b.
+  # LEASE_KV=1 adds the f16 / q8_0 KV-cache benches at 2048-token prompts on llama3-8b;
+  # LEASE_SERVE=0 drops the server benchmark (scripts/gpu-serve-bench.sh, serve.log) on it.
   local out=${LEASE_OUT:-${OUT:-/tmp/lease-out}} bin=.gpubin/bin models=${LEASE_MODELS_DIR:-/tmp/lease-models}
   local steps=${LEASE_STEPS:-tests stories bench} deadline=${LEASE_DEADLINE:-480}
   local benches=${LEASE_BENCH:-llama3-8b-q4_k_m llama3-70b-q4_k_m qwen3-8b-q4_k_m llama3-8b-q8_0 qwen3-8b-q8_0 llama3-8b-iq4_xs qwen3-8b-iq4_xs qwen3-30b-a3b-q4_0}
@@ -253,6 +254,14 @@ do_lease() {
           --long-ctx 4096,16384,32768 --long-batches 1 --new 32 --cuda-graphs on
         late "bench long context batch 16" || run_bench --model "$models/$name.gguf" --batches "" --prefill "" \
           --long-ctx 4096,16384 --long-batches 16 --new 32 --cuda-graphs on
+        # The server end to end under `pagoda bench` (1-256 users, then constrained against
+        # unconstrained at 64), the figure to hold against the engine's step rate above
+        # (LEASE_SERVE=0 skips it; 8 s per load point, about 2 minutes in all).
+        if [ "${LEASE_SERVE:-1}" != 0 ] && ! late "serve $name"; then
+          SERVE_POINT_S=${SERVE_POINT_S:-8} timeout 200 scripts/gpu-serve-bench.sh $bin/pagoda "$models/$name.gguf" \
+            "$out/serve" >"$out/serve.log" 2>&1 || { echo "failed: serve bench (serve.log)" >>"$out/summary.txt"; status=1; }
+          { grep -E "^(==|load|[0-9]+ users?) " "$out/serve.log" || true; } | cut -c1-200 >>"$out/summary.txt"
+        fi
         if [ -n "${LEASE_KV:-}" ]; then
           for kv in f16 q8_0; do
             late "bench $kv KV" || run_bench --model "$models/$name.gguf" --batches 1,64 --prefill "" --prompt 2048 \

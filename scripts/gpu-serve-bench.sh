@@ -26,12 +26,13 @@ url=http://127.0.0.1:$port
   --max-batch-tokens 8192 >"$out/serve.log" 2>&1 &
 server=$!
 trap 'kill $server 2>/dev/null; wait $server 2>/dev/null || true' EXIT
+healthy() { python3 -c "import urllib.request, sys; urllib.request.urlopen(sys.argv[1], timeout=2)" "$url/health" 2>/dev/null; }
 for _ in $(seq 1 240); do
-  curl -sf "$url/health" >/dev/null 2>&1 && break
+  healthy && break
   kill -0 $server 2>/dev/null || { echo "serve exited:"; tail -20 "$out/serve.log"; exit 1; }
   sleep 0.5
 done
-curl -sf "$url/health" >/dev/null || { echo "serve did not become healthy"; tail -20 "$out/serve.log"; exit 1; }
+healthy || { echo "serve did not become healthy"; tail -20 "$out/serve.log"; exit 1; }
 
 # A random-weight model's vocabulary is byte-level: 100 words of the bench's text are about 512
 # tokens (usage in the report says how many exactly).
@@ -42,7 +43,7 @@ echo "== unconstrained, users $users"
 # Constrained at 64 users: the same prompts with a JSON schema of a few fixed keys and free
 # values, then the unconstrained point again (alternating, so drift shows).
 prompts=$out/constrained.jsonl
-/usr/bin/env python3 - "$prompts" <<'EOF'
+python3 - "$prompts" <<'EOF'
 import json, sys
 schema = {"type": "object", "properties": {
     "name": {"type": "string", "maxLength": 40}, "age": {"type": "integer"},

@@ -1,70 +1,58 @@
-// JSON Schema string formats as GBNF rules over the characters inside the quotes: date, time,
-// date-time (RFC 3339), uuid, hostname, email, ipv4, uri. Each is a strict subset of what the
-// format allows (e.g. no leap seconds, no quoted e-mail local parts, URIs with an authority),
-// so whatever is generated validates.
+// JSON Schema string formats: date, time, date-time (RFC 3339), uuid, hostname, email, ipv4,
+// uri, each defined once, as a regex over the characters inside the quotes. Alone, a format is
+// written as that regex's GBNF; beside a pattern, length bounds or `not` exclusions, as its
+// code point automaton (regex_dfa.h), intersected with theirs. Each is a strict subset of what
+// the format allows (e.g. no leap seconds, no quoted e-mail local parts, URIs with an
+// authority), so whatever is generated validates.
 #include "engine/structured/json_schema_internal.h"
+#include "engine/structured/regex_dfa.h"
 
 namespace pagoda::structured::schema_detail {
 
 namespace {
 
-// Formats: GBNF over ASCII characters (none needs a JSON escape), with the length range of
-// what they generate so minLength/maxLength can be checked against it.
+// Pieces shared by several formats (no JSON escape is needed by any of their characters).
+const std::string kDate =
+    "([0-9]{4}-((01|03|05|07|08|10|12)-(0[1-9]|1[0-9]|2[0-9]|3[01])"
+    "|(04|06|09|11)-(0[1-9]|1[0-9]|2[0-9]|30)"
+    "|02-(0[1-9]|1[0-9]|2[0-8]))"
+    // Leap years: divisible by 4 and not by 100, or by 400.
+    "|([0-9][0-9](0[48]|[2468][048]|[13579][26])|([02468][048]|[13579][26])00)-02-29)";
+// RFC 3339 full-time; leap seconds (:60) left out.
+const std::string kTime =
+    "([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,9})?(Z|[+\\-]([01][0-9]|2[0-3]):[0-5][0-9])";
+const std::string kHex = "[0-9a-fA-F]";
+// Labels of at most 63 characters, at most 4 of them (total under 253).
+const std::string kLabel = "[a-zA-Z0-9]([a-zA-Z0-9\\-]{0,61}[a-zA-Z0-9])?";
+const std::string kHostname = kLabel + "(\\." + kLabel + "){0,3}";
+const std::string kAtom = "[a-zA-Z0-9!#$%&'*+/=?^_`{|}~\\-]+";
+const std::string kOctet = "(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9][0-9]|[0-9])";
+// RFC 3986 path characters (none needs an escape in JSON).
+const std::string kPchar = "([a-zA-Z0-9._~!$&'()*+,;=:@\\-]|%" + kHex + kHex + ")";
+
 struct Format {
   const char* name;
-  const char* gbnf;  // rules; the format's own rule is named `fmt-<name>`
-  uint64_t min_len;
-  std::optional<uint64_t> max_len;
+  std::string regex;  // the whole string content must match
 };
 
-const Format kFormats[] = {
-    {"date",
-     "fmt-date ::= fmt-year \"-\" ( fmt-mon31 \"-\" fmt-day31 | fmt-mon30 \"-\" fmt-day30 | \"02-\" fmt-day28 )"
-     " | fmt-leap-year \"-02-29\"\n"
-     "fmt-year ::= [0-9]{4}\n"
-     // Divisible by 4 and not by 100, or by 400.
-     "fmt-leap-year ::= [0-9] [0-9] ( \"0\" [48] | [2468] [048] | [13579] [26] ) | ( [02468] [048] | [13579] [26] ) \"00\"\n"
-     "fmt-mon31 ::= \"01\" | \"03\" | \"05\" | \"07\" | \"08\" | \"10\" | \"12\"\n"
-     "fmt-mon30 ::= \"04\" | \"06\" | \"09\" | \"11\"\n"
-     "fmt-day28 ::= \"0\" [1-9] | \"1\" [0-9] | \"2\" [0-8]\n"
-     "fmt-day30 ::= fmt-day28 | \"29\" | \"30\"\n"
-     "fmt-day31 ::= fmt-day30 | \"31\"\n",
-     10, 10},
-    // RFC 3339 full-time; leap seconds (:60) left out.
-    {"time",
-     "fmt-time ::= ( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] \":\" [0-5] [0-9] ( \".\" [0-9]{1,9} )?"
-     " ( \"Z\" | [+\\x2D] ( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] )\n",
-     9, 24},
-    {"date-time", "fmt-date-time ::= fmt-date \"T\" fmt-time\n", 20, 35},
-    {"uuid",
-     "fmt-uuid ::= fmt-hex{8} \"-\" fmt-hex{4} \"-\" fmt-hex{4} \"-\" fmt-hex{4} \"-\" fmt-hex{12}\n"
-     "fmt-hex ::= [0-9a-fA-F]\n",
-     36, 36},
-    // Labels of at most 63 characters, at most 4 of them (total under 253).
-    {"hostname",
-     "fmt-hostname ::= fmt-label ( \".\" fmt-label ){0,3}\n"
-     "fmt-label ::= [a-zA-Z0-9] ( [a-zA-Z0-9\\x2D]{0,61} [a-zA-Z0-9] )?\n",
-     1, std::nullopt},
-    {"email",
-     "fmt-email ::= fmt-atom ( \".\" fmt-atom )* \"@\" fmt-hostname\n"
-     "fmt-atom ::= [a-zA-Z0-9!#$%&'*+/=?^_`{|}~\\x2D]+\n",
-     3, std::nullopt},
-    {"ipv4",
-     "fmt-ipv4 ::= fmt-octet \".\" fmt-octet \".\" fmt-octet \".\" fmt-octet\n"
-     "fmt-octet ::= \"25\" [0-5] | \"2\" [0-4] [0-9] | \"1\" [0-9] [0-9] | [1-9] [0-9] | [0-9]\n",
-     7, 15},
-    // scheme://host[:port]/path?query#fragment with RFC 3986 characters (no escapes needed in
-    // JSON: no quote or backslash among them).
-    {"uri",
-     "fmt-uri ::= [a-zA-Z] [a-zA-Z0-9+.\\x2D]* \"://\" fmt-hostname ( \":\" [0-9]{1,5} )? ( \"/\" fmt-pchar* )*"
-     " ( \"?\" ( fmt-pchar | [/?] )* )? ( \"#\" ( fmt-pchar | [/?] )* )?\n"
-     "fmt-pchar ::= [a-zA-Z0-9._~!$&'()*+,;=:@\\x2D] | \"%\" fmt-hex fmt-hex\n"
-     "fmt-hex ::= [0-9a-fA-F]\n",
-     4, std::nullopt},
-};
+const std::vector<Format>& formats() {
+  static const std::vector<Format> list = {
+      {"date", kDate},
+      {"time", kTime},
+      {"date-time", kDate + "T" + kTime},
+      {"uuid", kHex + "{8}-" + kHex + "{4}-" + kHex + "{4}-" + kHex + "{4}-" + kHex + "{12}"},
+      {"hostname", kHostname},
+      {"email", kAtom + "(\\." + kAtom + ")*@" + kHostname},
+      {"ipv4", kOctet + "(\\." + kOctet + "){3}"},
+      // scheme://host[:port]/path?query#fragment
+      {"uri", "[a-zA-Z][a-zA-Z0-9+.\\-]*://" + kHostname + "(:[0-9]{1,5})?(/" + kPchar + "*)*(\\?(" + kPchar +
+                  "|[/?])*)?(#(" + kPchar + "|[/?])*)?"},
+  };
+  return list;
+}
 
 const Format* find_format(const std::string& name) {
-  for (const auto& f : kFormats)
+  for (const auto& f : formats())
     if (name == f.name) return &f;
   return nullptr;
 }
@@ -74,27 +62,22 @@ const Format* find_format(const std::string& name) {
 std::optional<SchemaConverter::FormatRule> SchemaConverter::format_rule(const std::string& name) {
   const Format* format = find_format(name);
   if (!format) return std::nullopt;
-  // Format rules are fixed text: each line is registered once, under its own name.
-  auto add_format = [&](const Format& fmt) {
-    std::string text = fmt.gbnf;
-    size_t start = 0;
-    while (start < text.size()) {
-      size_t end = text.find('\n', start);
-      std::string line = text.substr(start, end - start);
-      size_t eq = line.find(" ::= ");
-      std::string rule = line.substr(0, eq);
-      if (primitives_.insert(rule).second) {
-        used_names_.insert(rule);
-        rules_.emplace_back(rule, line.substr(eq + 5));
-        grammar_bytes_ += line.size() + 1;
-      }
-      start = end + 1;
-    }
-  };
-  if (name == "date-time") add_format(*find_format("date")), add_format(*find_format("time"));
-  if (name == "email" || name == "uri") add_format(*find_format("hostname"));
-  add_format(*format);
-  return FormatRule{std::string("fmt-") + name, format->min_len, format->max_len};
+  RegexNode tree = parse_regex(format->regex, options_.max_repeat, RegexClasses::Narrow);
+  auto [min_len, max_len] = regex_length_range(tree);
+  std::string rule = "fmt-" + name;
+  if (primitives_.insert(rule).second) {
+    used_names_.insert(rule);
+    std::string body = regex_tree_to_gbnf(tree, RegexTarget::JsonStringContent);
+    rules_.emplace_back(rule, body);
+    grammar_bytes_ += rule.size() + body.size() + 6;
+  }
+  return FormatRule{rule, min_len, max_len};
+}
+
+std::optional<CharDfa> SchemaConverter::format_dfa(const std::string& name, const std::string& path) {
+  const Format* format = find_format(name);
+  if (!format) return std::nullopt;
+  return checked([&] { return dfa_from_regex(parse_regex(format->regex, options_.max_repeat), false); }, path);
 }
 
 }  // namespace pagoda::structured::schema_detail

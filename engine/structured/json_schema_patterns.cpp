@@ -1,5 +1,6 @@
 // JSON Schema patterns as automata (regex_dfa.h) written as GBNF: a string `pattern` the regex
-// writer cannot say exactly (anchors inside it, or length bounds it does not imply), and the
+// writer cannot say exactly (anchors inside it, or length bounds it does not imply, or beside a
+// `format`: the format's automaton intersected with the pattern's), and the
 // key languages of `patternProperties` / `propertyNames` (names matching some patterns, none
 // of the others, and none of the listed `properties`).
 #include "engine/structured/json_schema_internal.h"
@@ -27,15 +28,25 @@ CharDfa SchemaConverter::checked(const std::function<CharDfa()>& build, const st
   }
 }
 
-// One rule per automaton state: a character (as JSON writes it inside a string) and the next
-// state, or the end where the state accepts. Returns the start rule; nullopt for no string.
-Expr SchemaConverter::dfa_rules(const CharDfa& dfa_in, const std::string& hint) {
+namespace {
+constexpr size_t kMinimizedStates = 400;
+}  // namespace
+
+CharDfa writable_dfa(const CharDfa& dfa) {
   // Lone surrogates are no text: drop them before trimming, so no edge is left empty.
-  CharDfa without = dfa_in;
+  CharDfa without = dfa;
   const CodepointSet surrogates = CodepointSet::range(0xD800, 0xDFFF);
   for (auto& state : without.states)
     for (auto& e : state.edges) e.chars = e.chars.minus(surrogates);
-  CharDfa dfa = dfa_trimmed(without);
+  // Moore refinement takes a round per length a counter distinguishes: large products (a
+  // pattern times a length counter, already close to minimal) are only pruned.
+  return without.states.size() > kMinimizedStates ? dfa_pruned(without) : dfa_trimmed(without);
+}
+
+// One rule per automaton state: a character (as JSON writes it inside a string) and the next
+// state, or the end where the state accepts. Returns the start rule; nullopt for no string.
+Expr SchemaConverter::dfa_rules(const CharDfa& dfa_in, const std::string& hint) {
+  CharDfa dfa = writable_dfa(dfa_in);
   if (dfa.empty()) return std::nullopt;
   std::vector<std::string> names;
   for (size_t s = 0; s < dfa.states.size(); ++s) names.push_back(fresh_name(hint + "-s" + std::to_string(s)));
@@ -59,8 +70,17 @@ Expr SchemaConverter::dfa_rules(const CharDfa& dfa_in, const std::string& hint) 
 
 Expr SchemaConverter::pattern_string(const Json& schema, std::optional<uint64_t> min_len,
                                      std::optional<uint64_t> max_len, const std::string& path) {
-  CharDfa dfa = schema.contains("pattern") ? pattern_dfa(schema["pattern"], path + "/pattern")
-                                            : dfa_complement(dfa_from_strings({}));
+  CharDfa dfa = dfa_complement(dfa_from_strings({}));
+  if (schema.contains("format")) {
+    const Json& f = schema["format"];
+    std::optional<CharDfa> format = f.is_string() ? format_dfa(f.get<std::string>(), path + "/format") : std::nullopt;
+    if (!format) throw SchemaError(path + "/format", "format not supported");  // build_string names them
+    dfa = std::move(*format);
+  }
+  if (schema.contains("pattern")) {
+    CharDfa p = pattern_dfa(schema["pattern"], path + "/pattern");
+    dfa = checked([&] { return dfa_intersect(dfa, p); }, path + "/pattern");
+  }
   if (schema.contains(kExcludedStrings)) {
     std::vector<std::string> excluded;
     for (const auto& s : schema[kExcludedStrings]) excluded.push_back(s.get<std::string>());
@@ -71,9 +91,7 @@ Expr SchemaConverter::pattern_string(const Json& schema, std::optional<uint64_t>
       CharDfa matching = pattern_dfa(p, path + "/not/pattern", RegexClasses::Wide);
       dfa = checked([&] { return dfa_intersect(dfa, dfa_complement(matching)); }, path + "/not/pattern");
     }
-  if (min_len || max_len)
-    dfa = checked([&] { return dfa_with_length(dfa, min_len.value_or(0), max_len); }, path + "/maxLength");
-  Expr body = dfa_rules(dfa, path + "-pattern");
+  Expr body = bounded_dfa_rules(dfa, min_len.value_or(0), max_len, path);
   if (!body) return std::nullopt;
   return add_rule(path + "-pattern", seq({"\"\\\"\"", *body, "\"\\\"\""}));
 }

@@ -1,7 +1,8 @@
 // JSON Schema string formats: date, time, date-time (RFC 3339), uuid, hostname, email, ipv4,
 // uri, each defined once, as a regex over the characters inside the quotes. Alone, a format is
 // written as that regex's GBNF; beside a pattern, length bounds or `not` exclusions, as its
-// code point automaton (regex_dfa.h), intersected with theirs. Each is a strict subset of what
+// code point automaton (regex_dfa.h), intersected with theirs (beside a maxLength too large
+// for the exact product, the format's strings within it: regex_within_length, a subset). Each is a strict subset of what
 // the format allows (e.g. no leap seconds, no quoted e-mail local parts, URIs with an
 // authority), so whatever is generated validates.
 #include "engine/structured/json_schema_internal.h"
@@ -74,10 +75,31 @@ std::optional<SchemaConverter::FormatRule> SchemaConverter::format_rule(const st
   return FormatRule{rule, min_len, max_len};
 }
 
-std::optional<CharDfa> SchemaConverter::format_dfa(const std::string& name, const std::string& path) {
+std::optional<std::string> SchemaConverter::format_within(const std::string& name, uint64_t max_len,
+                                                          uint64_t min_len) {
   const Format* format = find_format(name);
   if (!format) return std::nullopt;
-  return checked([&] { return dfa_from_regex(parse_regex(format->regex, options_.max_repeat), false); }, path);
+  std::optional<RegexNode> tree =
+      regex_within_length(parse_regex(format->regex, options_.max_repeat, RegexClasses::Narrow), max_len);
+  if (!tree || regex_length_range(*tree).first < min_len) return std::nullopt;
+  // Counted repeats: charged like any other (they are lowered as binary counters).
+  charge_repeat(max_len, "x", "/maxLength");
+  return "(" + regex_tree_to_gbnf(*tree, RegexTarget::JsonStringContent) + ")";
+}
+
+std::optional<CharDfa> SchemaConverter::format_dfa(const std::string& name, const std::string& path,
+                                                   std::optional<uint64_t> within) {
+  const Format* format = find_format(name);
+  if (!format) return std::nullopt;
+  return checked([&] {
+    RegexNode tree = parse_regex(format->regex, options_.max_repeat, RegexClasses::Narrow);
+    if (within) {
+      std::optional<RegexNode> shorter = regex_within_length(tree, *within);
+      if (!shorter) return dfa_from_strings({});
+      tree = std::move(*shorter);
+    }
+    return dfa_from_regex(tree, false);
+  }, path);
 }
 
 }  // namespace pagoda::structured::schema_detail

@@ -148,8 +148,13 @@ class SchemaConverter {
   // Registers the format's rules; nullopt for a format not supported.
   std::optional<FormatRule> format_rule(const std::string& name);
   // The format's strings as an automaton (size errors as SchemaError at `path`); nullopt for a
-  // format not supported.
-  std::optional<CharDfa> format_dfa(const std::string& name, const std::string& path);
+  // format not supported. within: only strings of at most that many code points (a subset of
+  // those, with every part of the format kept short: regex_within_length).
+  std::optional<CharDfa> format_dfa(const std::string& name, const std::string& path,
+                                    std::optional<uint64_t> within = std::nullopt);
+  // The format's strings within max_len code points (a subset, as format_dfa's `within`) as a
+  // GBNF expression; nullopt when none is that short or all are shorter than min_len.
+  std::optional<std::string> format_within(const std::string& name, uint64_t max_len, uint64_t min_len);
 
  private:
   Expr visit_ref(const Json& schema, const std::string& path);

@@ -30,6 +30,9 @@ CharDfa SchemaConverter::checked(const std::function<CharDfa()>& build, const st
 
 namespace {
 constexpr size_t kMinimizedStates = 400;
+// A format beside maxLength: the exact product is tried below this length and state count.
+constexpr uint64_t kExactFormatLength = 64;
+constexpr size_t kExactFormatStates = 1024;
 }  // namespace
 
 CharDfa writable_dfa(const CharDfa& dfa) {
@@ -70,30 +73,56 @@ Expr SchemaConverter::dfa_rules(const CharDfa& dfa_in, const std::string& hint) 
 
 Expr SchemaConverter::pattern_string(const Json& schema, std::optional<uint64_t> min_len,
                                      std::optional<uint64_t> max_len, const std::string& path) {
-  CharDfa dfa = dfa_complement(dfa_from_strings({}));
-  if (schema.contains("format")) {
-    const Json& f = schema["format"];
-    std::optional<CharDfa> format = f.is_string() ? format_dfa(f.get<std::string>(), path + "/format") : std::nullopt;
-    if (!format) throw SchemaError(path + "/format", "format not supported");  // build_string names them
-    dfa = std::move(*format);
-  }
-  if (schema.contains("pattern")) {
-    CharDfa p = pattern_dfa(schema["pattern"], path + "/pattern");
-    dfa = checked([&] { return dfa_intersect(dfa, p); }, path + "/pattern");
-  }
-  if (schema.contains(kExcludedStrings)) {
-    std::vector<std::string> excluded;
-    for (const auto& s : schema[kExcludedStrings]) excluded.push_back(s.get<std::string>());
-    dfa = checked([&] { return dfa_intersect(dfa, dfa_complement(dfa_from_strings(excluded))); }, path + "/not");
-  }
-  if (schema.contains(kExcludedPatterns))
-    for (const auto& p : schema[kExcludedPatterns]) {
-      CharDfa matching = pattern_dfa(p, path + "/not/pattern", RegexClasses::Wide);
-      dfa = checked([&] { return dfa_intersect(dfa, dfa_complement(matching)); }, path + "/not/pattern");
+  auto quoted = [&](Expr body) -> Expr {
+    if (!body) return std::nullopt;
+    return add_rule(path + "-pattern", seq({"\"\\\"\"", *body, "\"\\\"\""}));
+  };
+  // The pattern and exclusions, intersected with `base` (the format's strings, or any).
+  auto constrained = [&](CharDfa dfa) {
+    if (schema.contains("pattern")) {
+      CharDfa p = pattern_dfa(schema["pattern"], path + "/pattern");
+      dfa = checked([&] { return dfa_intersect(dfa, p); }, path + "/pattern");
     }
-  Expr body = bounded_dfa_rules(dfa, min_len.value_or(0), max_len, path);
-  if (!body) return std::nullopt;
-  return add_rule(path + "-pattern", seq({"\"\\\"\"", *body, "\"\\\"\""}));
+    if (schema.contains(kExcludedStrings)) {
+      std::vector<std::string> excluded;
+      for (const auto& s : schema[kExcludedStrings]) excluded.push_back(s.get<std::string>());
+      dfa = checked([&] { return dfa_intersect(dfa, dfa_complement(dfa_from_strings(excluded))); }, path + "/not");
+    }
+    if (schema.contains(kExcludedPatterns))
+      for (const auto& p : schema[kExcludedPatterns]) {
+        CharDfa matching = pattern_dfa(p, path + "/not/pattern", RegexClasses::Wide);
+        dfa = checked([&] { return dfa_intersect(dfa, dfa_complement(matching)); }, path + "/not/pattern");
+      }
+    return dfa;
+  };
+  std::optional<std::string> format;
+  if (schema.contains("format")) format = schema["format"].get<std::string>();  // build_string checked it
+  // The format's strings (all of them), or any string.
+  auto base = [&] { return format ? *format_dfa(*format, path + "/format") : dfa_complement(dfa_from_strings({})); };
+  if (!format || !max_len) return quoted(bounded_dfa_rules(constrained(base()), min_len.value_or(0), max_len, path));
+  // Exact where the product stays small (a format has hundreds of states: no large maximum).
+  if (*max_len < kExactFormatLength) try {
+      return quoted(dfa_rules(dfa_with_length(constrained(base()), min_len.value_or(0), max_len,
+                                              kExactFormatStates),
+                              path + "-pattern"));
+    } catch (const RegexError&) {
+    } catch (const SchemaError&) {
+    }
+  // Too large for the exact product: the format's strings within maxLength (a subset), which
+  // then bound every string. Alone, that is a regex with counted repeats; beside a pattern or
+  // exclusions, an automaton: within a smaller length again while it does not fit.
+  if (!schema.contains("pattern") && !schema.contains(kExcludedStrings) && !schema.contains(kExcludedPatterns)) {
+    if (std::optional<std::string> shorter = format_within(*format, *max_len, min_len.value_or(0)))
+      return quoted(*shorter);
+  }
+  for (uint64_t within = *max_len;; within /= 2) {
+    try {
+      CharDfa shorter = constrained(*format_dfa(*format, path + "/format", within));
+      return quoted(bounded_dfa_rules(shorter, min_len.value_or(0), std::nullopt, path));
+    } catch (const SchemaError&) {
+      if (within / 2 < min_len.value_or(1)) throw;
+    }
+  }
 }
 
 bool KeyRules::allowed(const std::string& name) const {

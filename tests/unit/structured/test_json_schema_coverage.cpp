@@ -89,6 +89,8 @@ TEST_CASE("large bounds: token masks equal brute force (deepseek-llm vocabulary)
   auto vocab = load_vocabulary(path);
   const char* schemas[] = {
       R"({"type":"object","properties":{"s":{"type":"string","minLength":40,"maxLength":65535},"t":{"type":"array","items":{"type":"string","maxLength":100},"maxItems":32767}},"required":["s","t"]})",
+      // Counted repeats after a pattern's automaton; a format shortened to a maxLength.
+      R"({"type":"object","properties":{"p":{"type":"string","pattern":"^[a-z]+@[a-z]+$","maxLength":9000},"m":{"type":"string","format":"email","maxLength":254},"d":{"type":"string","format":"date","pattern":"^20"}},"required":["p","m","d"]})",
   };
   uint32_t seed = 99;
   for (const char* s : schemas) {

@@ -31,16 +31,23 @@
 // dependentRequired / dependentSchemas / dependencies (at most 6 optional trigger names;
 // dependent names are written before their trigger), if/then/else (where `not` of `if` is
 // one of the forms above), multipleOf (a positive integer up to 1000; with bounds when at most
-// 256 multiples lie between a bound and 0; only integers are written). Patterns with anchors inside, or with length bounds they do not
-// imply, and names excluded by `not` go through a code point automaton (regex_dfa.h, at most
-// 4000 states: bounds such as maxLength 32767 beside a pattern are refused).
+// 256 multiples lie between a bound and 0; only integers are written). Patterns with anchors
+// inside, or with length bounds they do not imply, a format beside a pattern, `not` of strings
+// or length bounds it does not imply, and names excluded by `not` go through a code point
+// automaton (regex_dfa.h, at most 4000 states). Length bounds on an automaton are never
+// unrolled past that (json_schema_lengths.cpp): the exact product with a length counter where
+// it fits; exact counted repeats where only loop sinks ("anything after the match") loop; a
+// share of maxLength per self-loop, or a capped maximum for other cycles, as subsets.
 //
 // Narrower than the spec, by design (still never invalid): integers are written without a
 // fraction or exponent (1, not 1.0); bounded numbers without an exponent; non-integer numbers
 // (not of type integer) with a non-zero fraction digit and at most 15 digits; a maximum count
 // above 2^31-1 reads as 2^31-1; pattern classes \d \w \s and `.` as both ECMA-262 and
-// Python's re read them (regex.h RegexClasses); format combines with neither pattern nor minLength/maxLength; formats generate a strict subset (no
-// leap seconds, no quoted e-mail local parts, URIs with scheme://host); when two or more names
+// Python's re read them (regex.h RegexClasses); formats generate a strict subset (no
+// leap seconds, no quoted e-mail local parts, URIs with scheme://host), and beside a maxLength
+// of 64 or more they do not imply, each part of the format within its share of it
+// (regex_within_length); a pattern beside a large length bound is a subset where its automaton
+// loops before the match or through groups (above); when two or more names
 // beyond `properties` count towards minProperties, those have distinct lengths, 1, 2, 3, ...
 // code points in order (a parser keeps one of a repeated name; at most 16 such, names up to
 // 64 code points).

@@ -98,6 +98,8 @@ class SchemaConverter {
   // ---- json_schema_objects.cpp ----
   Expr build_object(const Json& schema, const std::string& path);
   Expr build_array(const Json& schema, const std::string& path);
+  Expr contains_array(const Json& schema, const Json& rest_schema, const Expr& rest, uint64_t lo,
+                      std::optional<uint64_t> hi, bool has_prefix, const std::string& path);
   // json_schema_unique.cpp: uniqueItems over a finite set of scalar item values (nullopt when
   // the items are not such a set).
   std::optional<Expr> unique_scalar_array(const Json& items, uint64_t lo, std::optional<uint64_t> hi,

@@ -81,6 +81,7 @@ const char* const kRealisticSchemas[] = {
     R"({"type":"object","properties":{"q\"uote":{"const":"a\\b\"c\n"},"emoji":{"type":"string","minLength":2,"maxLength":2}},"required":["q\"uote","emoji"]})",
     // Format beside pattern / length bounds / not, and patterns beside large length bounds.
     R"({"type":"object","properties":{"mail":{"type":"string","format":"email","maxLength":254},"short":{"type":"string","format":"email","minLength":6,"maxLength":9},"day":{"type":"string","format":"date","pattern":"^20[0-9]{2}-0[1-6]"},"id":{"type":"string","format":"uuid","pattern":"^[0-9a-f-]+$"},"site":{"type":"string","format":"uri","maxLength":40,"pattern":"^https://"},"ip":{"type":"string","format":"ipv4","not":{"const":"127.0.0.1"},"minLength":9}},"required":["mail","short","day","id","site","ip"]})",
+    R"({"type":"object","properties":{"tags":{"type":"array","items":{"type":"string","maxLength":5},"contains":{"const":"main"}},"n":{"type":"array","contains":{"type":"integer","minimum":10},"minItems":1}},"required":["tags","n"]})",
     R"({"type":"object","properties":{"a":{"type":"string","pattern":"x","maxLength":32767,"minLength":3},"b":{"type":"string","pattern":"^[a-z]+(-[a-z]+)*$","maxLength":65535},"c":{"type":"string","pattern":"^[a-z]+@[a-z]+$","maxLength":9000},"d":{"type":"string","pattern":"^ab","minLength":40,"maxLength":65535}},"required":["a","b","c","d"]})",
 };
 
@@ -293,6 +294,7 @@ Json random_schema(std::mt19937& rng, int depth) {
     else s["items"] = {{"type", chance(50) ? Json("boolean") : Json::array({"boolean", "null"})}};
   }
   if (chance(6) && s.contains("enum")) s["additionalProperties"] = false;
+  if (chance(6)) s["contains"] = chance(20) ? Json(chance(50)) : random_schema(rng, depth + 1);
   static const char* const inner_anchors[] = {"a^b|^c$", "(^a|b$)c?", "(^|x)y($|z)"};
   if (chance(6)) s["pattern"] = inner_anchors[small(0, 2)];
   for (const char* combinator : {"anyOf", "oneOf", "allOf"})

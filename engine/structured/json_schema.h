@@ -8,7 +8,7 @@
 // rejected by a validator. Annotations (title, description, examples, default, $schema, $id,
 // $comment, deprecated, readOnly, writeOnly) and words that are no keyword of any draft
 // (vendor extensions such as "x-foo"; the spec treats unknown keywords as annotations) are
-// ignored; keywords of some draft that are not enforced here (contains, unevaluated*,
+// ignored; keywords of some draft that are not enforced here (minContains, unevaluated*,
 // nullable, ...) are refused.
 //
 // Supported: type (incl. unions, "integer" vs "number"), properties, required,
@@ -25,7 +25,10 @@
 // the rest by additionalProperties; listed properties also get the schemas of the patterns
 // they match; not merged under allOf with properties/additionalProperties), propertyNames
 // (boolean, or type/pattern/minLength/maxLength/enum/const; a finite name set becomes optional
-// listed members), not (of a boolean, type, enum/const over null/boolean/string values, or
+// listed members), contains (no prefix items, uniqueItems, maxItems or minItems above 1:
+// items, one matching item, items), not (of a boolean, type, enum/const over
+// null/boolean/string/integer values (integers: the integers between them, plus non-integers
+// where no numeric bound is set), or
 // required, properties, length / count / numeric bounds, pattern, or several independent
 // keywords of those; others refused),
 // dependentRequired / dependentSchemas / dependencies (at most 6 optional trigger names;

@@ -5,6 +5,8 @@
 // for the exact product, the format's strings within it: regex_within_length, a subset). Each is a strict subset of what
 // the format allows (e.g. no leap seconds, no quoted e-mail local parts, URIs with an
 // authority), so whatever is generated validates.
+#include <string_view>
+
 #include "engine/structured/json_schema_internal.h"
 #include "engine/structured/regex_dfa.h"
 
@@ -12,24 +14,28 @@ namespace pagoda::structured::schema_detail {
 
 namespace {
 
+// Joins regex pieces (appends, rather than a chain of operator+).
+std::string cat(std::initializer_list<std::string_view> pieces) {
+  std::string out;
+  for (std::string_view p : pieces) out.append(p);
+  return out;
+}
+
 // Pieces shared by several formats (no JSON escape is needed by any of their characters).
-const std::string kDate =
+constexpr std::string_view kDate =
     "([0-9]{4}-((01|03|05|07|08|10|12)-(0[1-9]|1[0-9]|2[0-9]|3[01])"
     "|(04|06|09|11)-(0[1-9]|1[0-9]|2[0-9]|30)"
     "|02-(0[1-9]|1[0-9]|2[0-8]))"
     // Leap years: divisible by 4 and not by 100, or by 400.
     "|([0-9][0-9](0[48]|[2468][048]|[13579][26])|([02468][048]|[13579][26])00)-02-29)";
 // RFC 3339 full-time; leap seconds (:60) left out.
-const std::string kTime =
+constexpr std::string_view kTime =
     "([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,9})?(Z|[+\\-]([01][0-9]|2[0-3]):[0-5][0-9])";
-const std::string kHex = "[0-9a-fA-F]";
+constexpr std::string_view kHex = "[0-9a-fA-F]";
 // Labels of at most 63 characters, at most 4 of them (total under 253).
-const std::string kLabel = "[a-zA-Z0-9]([a-zA-Z0-9\\-]{0,61}[a-zA-Z0-9])?";
-const std::string kHostname = kLabel + "(\\." + kLabel + "){0,3}";
-const std::string kAtom = "[a-zA-Z0-9!#$%&'*+/=?^_`{|}~\\-]+";
-const std::string kOctet = "(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9][0-9]|[0-9])";
-// RFC 3986 path characters (none needs an escape in JSON).
-const std::string kPchar = "([a-zA-Z0-9._~!$&'()*+,;=:@\\-]|%" + kHex + kHex + ")";
+constexpr std::string_view kLabel = "[a-zA-Z0-9]([a-zA-Z0-9\\-]{0,61}[a-zA-Z0-9])?";
+constexpr std::string_view kAtom = "[a-zA-Z0-9!#$%&'*+/=?^_`{|}~\\-]+";
+constexpr std::string_view kOctet = "(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9][0-9]|[0-9])";
 
 struct Format {
   const char* name;
@@ -37,18 +43,23 @@ struct Format {
 };
 
 const std::vector<Format>& formats() {
-  static const std::vector<Format> list = {
-      {"date", kDate},
-      {"time", kTime},
-      {"date-time", kDate + "T" + kTime},
-      {"uuid", kHex + "{8}-" + kHex + "{4}-" + kHex + "{4}-" + kHex + "{4}-" + kHex + "{12}"},
-      {"hostname", kHostname},
-      {"email", kAtom + "(\\." + kAtom + ")*@" + kHostname},
-      {"ipv4", kOctet + "(\\." + kOctet + "){3}"},
-      // scheme://host[:port]/path?query#fragment
-      {"uri", "[a-zA-Z][a-zA-Z0-9+.\\-]*://" + kHostname + "(:[0-9]{1,5})?(/" + kPchar + "*)*(\\?(" + kPchar +
-                  "|[/?])*)?(#(" + kPchar + "|[/?])*)?"},
-  };
+  static const std::vector<Format> list = [] {
+    const std::string hostname = cat({kLabel, "(\\.", kLabel, "){0,3}"});
+    // RFC 3986 path characters (none needs an escape in JSON).
+    const std::string pchar = cat({"([a-zA-Z0-9._~!$&'()*+,;=:@\\-]|%", kHex, kHex, ")"});
+    return std::vector<Format>{
+        {"date", std::string(kDate)},
+        {"time", std::string(kTime)},
+        {"date-time", cat({kDate, "T", kTime})},
+        {"uuid", cat({kHex, "{8}-", kHex, "{4}-", kHex, "{4}-", kHex, "{4}-", kHex, "{12}"})},
+        {"hostname", hostname},
+        {"email", cat({kAtom, "(\\.", kAtom, ")*@", hostname})},
+        {"ipv4", cat({kOctet, "(\\.", kOctet, "){3}"})},
+        // scheme://host[:port]/path?query#fragment
+        {"uri", cat({"[a-zA-Z][a-zA-Z0-9+.\\-]*://", hostname, "(:[0-9]{1,5})?(/", pchar, "*)*(\\?(", pchar,
+                     "|[/?])*)?(#(", pchar, "|[/?])*)?"})},
+    };
+  }();
   return list;
 }
 
@@ -65,7 +76,7 @@ std::optional<SchemaConverter::FormatRule> SchemaConverter::format_rule(const st
   if (!format) return std::nullopt;
   RegexNode tree = parse_regex(format->regex, options_.max_repeat, RegexClasses::Narrow);
   auto [min_len, max_len] = regex_length_range(tree);
-  std::string rule = "fmt-" + name;
+  std::string rule = cat({"fmt-", name});
   if (primitives_.insert(rule).second) {
     used_names_.insert(rule);
     std::string body = regex_tree_to_gbnf(tree, RegexTarget::JsonStringContent);
@@ -84,7 +95,7 @@ std::optional<std::string> SchemaConverter::format_within(const std::string& nam
   if (!tree || regex_length_range(*tree).first < min_len) return std::nullopt;
   // Counted repeats: charged like any other (they are lowered as binary counters).
   charge_repeat(max_len, "x", "/maxLength");
-  return "(" + regex_tree_to_gbnf(*tree, RegexTarget::JsonStringContent) + ")";
+  return cat({"(", regex_tree_to_gbnf(*tree, RegexTarget::JsonStringContent), ")"});
 }
 
 std::optional<CharDfa> SchemaConverter::format_dfa(const std::string& name, const std::string& path,

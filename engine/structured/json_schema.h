@@ -48,8 +48,8 @@
 // above 2^31-1 reads as 2^31-1; pattern classes \d \w \s and `.` as both ECMA-262 and
 // Python's re read them (regex.h RegexClasses); formats generate a strict subset (no
 // leap seconds, no quoted e-mail local parts, URIs with scheme://host), and beside a maxLength
-// of 64 or more they do not imply, each part of the format within its share of it
-// (regex_within_length); a pattern beside a large length bound is a subset where its automaton
+// they do not imply (64 or more, or a product above 1024 states), each part of the format
+// within its share of it (regex_within_length); a pattern beside a large length bound is a subset where its automaton
 // loops before the match or through groups (above); when two or more names
 // beyond `properties` count towards minProperties, those have distinct lengths, 1, 2, 3, ...
 // code points in order (a parser keeps one of a repeated name; at most 16 such, names up to

@@ -15,7 +15,7 @@
 // additionalProperties (true / false / schema; absent = true as the spec says), items,
 // prefixItems, draft-7 tuple `items` + additionalItems, minItems, maxItems (any size: large
 // counts are lowered as binary counters), uniqueItems (false, true when maxItems <= 1, or
-// true over at most 8 scalar item values), enum, const (other keywords beside them decided
+// true over at most 8 item values: an enum / const, objects and arrays too, or booleans / null), enum, const (other keywords beside them decided
 // on each value, json_schema_values.cpp), anyOf, oneOf (branches that may overlap made
 // disjoint, branch i and not branch j, where not can say it), allOf (merged), $ref to local JSON pointers (#, #/$defs/..,
 // #/definitions/.., recursive too), minLength, maxLength, pattern, format (date, time,

@@ -100,9 +100,9 @@ class SchemaConverter {
   Expr build_array(const Json& schema, const std::string& path);
   Expr contains_array(const Json& schema, const Json& rest_schema, const Expr& rest, uint64_t lo,
                       std::optional<uint64_t> hi, bool has_prefix, const std::string& path);
-  // json_schema_unique.cpp: uniqueItems over a finite set of scalar item values (nullopt when
+  // json_schema_unique.cpp: uniqueItems over a finite set of item values (nullopt when
   // the items are not such a set).
-  std::optional<Expr> unique_scalar_array(const Json& items, uint64_t lo, std::optional<uint64_t> hi,
+  std::optional<Expr> unique_enum_array(const Json& items, uint64_t lo, std::optional<uint64_t> hi,
                                           const std::string& path);
   // Members whose names are none of `known`: "" when none may appear.
   // key_length: only keys of exactly this many code points (distinct lengths make distinct

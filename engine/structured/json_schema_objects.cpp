@@ -333,10 +333,10 @@ Expr SchemaConverter::build_array(const Json& schema, const std::string& path) {
     if (!u.is_boolean()) throw SchemaError(path + "/uniqueItems", "uniqueItems must be a boolean");
     if (u.get<bool>() && !(hi && *hi <= 1)) {
       if (prefix.empty() && !(schema.contains("items") && schema["items"].is_array()))
-        if (std::optional<Expr> unique = unique_scalar_array(rest_schema, lo, hi, path)) return *unique;
+        if (std::optional<Expr> unique = unique_enum_array(rest_schema, lo, hi, path)) return *unique;
       throw SchemaError(path + "/uniqueItems",
-                        "uniqueItems: true is only supported over a few scalar values (an enum / const of "
-                        "scalars, or type boolean / null), or with maxItems <= 1");
+                        "uniqueItems: true is only supported over a few values (an enum / const, or type "
+                        "boolean / null), or with maxItems <= 1");
     }
   }
   if (hi && lo > *hi) return std::nullopt;
@@ -396,8 +396,9 @@ Expr SchemaConverter::contains_array(const Json& schema, const Json& rest_schema
     throw SchemaError(at, "contains beside uniqueItems is not supported");
   Expr match = visit(KeyRules::all_of({rest_schema, schema["contains"]}), at);
   if (!match) return std::nullopt;
-  std::string before = rest ? "(" + seq({*rest, sep()}) + ")*" : "";
-  std::string after = rest ? "(" + seq({sep(), *rest}) + ")*" : "";
+  std::string before, after;
+  if (rest) before.append("(").append(seq({*rest, sep()})).append(")*");
+  if (rest) after.append("(").append(seq({sep(), *rest})).append(")*");
   return add_rule((path.empty() ? "root" : path) + "-arr", seq({"\"[\"", ws(), before, *match, after, ws(), "\"]\""}));
 }
 

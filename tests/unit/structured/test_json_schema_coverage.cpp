@@ -143,7 +143,7 @@ TEST_CASE("oneOf with overlapping branches: the overlap cut out where decidable"
   CHECK_FALSE(nested.accepts("\"x\""));
 }
 
-TEST_CASE("uniqueItems over scalar enums and booleans") {
+TEST_CASE("uniqueItems over enums (scalars, objects, arrays) and booleans") {
   Schema s = schema_of(R"({"type":"array","items":{"enum":["a","b",1,1.0,null]},"uniqueItems":true,"minItems":1})");
   CHECK(s.accepts(R"(["a"])"));
   CHECK(s.accepts(R"(["b",1,"a",null])"));
@@ -155,6 +155,13 @@ TEST_CASE("uniqueItems over scalar enums and booleans") {
   CHECK(b.accepts("[true,false]"));
   CHECK(b.accepts("[]"));
   CHECK_FALSE(b.accepts("[false,false]"));
+  // Objects and arrays compare as JSON does: keys in any order, 1 == 1.0.
+  Schema objects = schema_of(
+      R"({"type":"array","items":{"enum":[{"a":1,"b":2},{"b":2,"a":1.0},[1,{"c":null}],[1.0,{"c":null}],{"a":2}]},"uniqueItems":true})");
+  CHECK(objects.accepts(R"([{"a":1,"b":2},[1,{"c":null}],{"a":2}])"));
+  CHECK_FALSE(objects.accepts(R"([{"a":1,"b":2},{"a":1,"b":2}])"));
+  CHECK_FALSE(objects.accepts(R"([{"a":1,"b":2},{"b":2,"a":1}])"));  // one value, written once
+  CHECK_FALSE(objects.accepts(R"([[1,{"c":null}],[1,{"c":null}]])"));
   Schema two = schema_of(R"({"type":"array","items":{"enum":["x","y","z"]},"uniqueItems":true,"maxItems":2})");
   CHECK(two.accepts(R"(["z","x"])"));
   CHECK_FALSE(two.accepts(R"(["z","x","y"])"));

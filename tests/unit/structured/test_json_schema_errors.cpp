@@ -55,7 +55,7 @@ TEST_CASE("unsupported keywords are refused at their path, by name") {
       {R"j({"type":"string","nullable":true})j", "/nullable", "'nullable'"},
       {R"j({"$defs":{"a/b":{"minContains":1}},"$ref":"#/$defs/a~1b"})j", "/$defs/a~1b/minContains", "'minContains'"},
       {R"j({"type":"array","uniqueItems":true})j", "/uniqueItems", "uniqueItems"},
-      {R"j({"type":"array","items":{"type":"string"},"uniqueItems":true})j", "/uniqueItems", "scalar values"},
+      {R"j({"type":"array","items":{"type":"string"},"uniqueItems":true})j", "/uniqueItems", "a few values"},
       {R"j({"type":"string","format":"ipv6"})j", "/format", "format 'ipv6'"},
       {R"j({"type":"string","format":"date","pattern":"(x"})j", "/pattern", "pattern"},
       {R"j({"properties":{"p":{"type":"string","pattern":"a(?!b)"}}})j", "/properties/p/pattern", "lookaround"},

@@ -31,7 +31,7 @@ const std::set<std::string>& supported_keywords() {
       "allOf", "$ref", "minLength", "maxLength", "pattern", "format", "minimum", "maximum",
       "exclusiveMinimum", "exclusiveMaximum", "minProperties", "maxProperties",
       "patternProperties", "propertyNames", "not", "multipleOf", "dependencies",
-      "dependentRequired", "dependentSchemas", "if", "then", "else"};
+      "dependentRequired", "dependentSchemas", "if", "then", "else", "contains"};
   return words;
 }
 
@@ -39,7 +39,7 @@ const std::set<std::string>& supported_keywords() {
 // here: refused. Words that are no keyword at all are annotations by the spec and ignored.
 const std::set<std::string>& refused_keywords() {
   static const std::set<std::string> words = {
-      "contains", "minContains", "maxContains", "unevaluatedProperties", "unevaluatedItems", "$anchor",
+      "minContains", "maxContains", "unevaluatedProperties", "unevaluatedItems", "$anchor",
       "$dynamicRef", "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor", "$vocabulary",
       "contentMediaType", "contentEncoding", "contentSchema", "nullable", "discriminator",
       "extends", "disallow", "divisibleBy"};

@@ -8,14 +8,14 @@
 // rejected by a validator. Annotations (title, description, examples, default, $schema, $id,
 // $comment, deprecated, readOnly, writeOnly) and words that are no keyword of any draft
 // (vendor extensions such as "x-foo"; the spec treats unknown keywords as annotations) are
-// ignored; keywords of some draft that are not enforced here (contains, unevaluated*,
+// ignored; keywords of some draft that are not enforced here (minContains, unevaluated*,
 // nullable, ...) are refused.
 //
 // Supported: type (incl. unions, "integer" vs "number"), properties, required,
 // additionalProperties (true / false / schema; absent = true as the spec says), items,
 // prefixItems, draft-7 tuple `items` + additionalItems, minItems, maxItems (any size: large
 // counts are lowered as binary counters), uniqueItems (false, true when maxItems <= 1, or
-// true over at most 8 scalar item values), enum, const (other keywords beside them decided
+// true over at most 8 item values: an enum / const, objects and arrays too, or booleans / null), enum, const (other keywords beside them decided
 // on each value, json_schema_values.cpp), anyOf, oneOf (branches that may overlap made
 // disjoint, branch i and not branch j, where not can say it), allOf (merged), $ref to local JSON pointers (#, #/$defs/..,
 // #/definitions/.., recursive too), minLength, maxLength, pattern, format (date, time,
@@ -25,22 +25,32 @@
 // the rest by additionalProperties; listed properties also get the schemas of the patterns
 // they match; not merged under allOf with properties/additionalProperties), propertyNames
 // (boolean, or type/pattern/minLength/maxLength/enum/const; a finite name set becomes optional
-// listed members), not (of a boolean, type, enum/const over null/boolean/string values, or
+// listed members), contains (no prefix items, uniqueItems, maxItems or minItems above 1:
+// items, one matching item, items), not (of a boolean, type, enum/const over
+// null/boolean/string/integer values (integers: the integers between them, plus non-integers
+// where no numeric bound is set), or
 // required, properties, length / count / numeric bounds, pattern, or several independent
 // keywords of those; others refused),
 // dependentRequired / dependentSchemas / dependencies (at most 6 optional trigger names;
 // dependent names are written before their trigger), if/then/else (where `not` of `if` is
 // one of the forms above), multipleOf (a positive integer up to 1000; with bounds when at most
-// 256 multiples lie between a bound and 0; only integers are written). Patterns with anchors inside, or with length bounds they do not
-// imply, and names excluded by `not` go through a code point automaton (regex_dfa.h, at most
-// 4000 states: bounds such as maxLength 32767 beside a pattern are refused).
+// 256 multiples lie between a bound and 0; only integers are written). Patterns with anchors
+// inside, or with length bounds they do not imply, a format beside a pattern, `not` of strings
+// or length bounds it does not imply, and names excluded by `not` go through a code point
+// automaton (regex_dfa.h, at most 4000 states). Length bounds on an automaton are never
+// unrolled past that (json_schema_lengths.cpp): the exact product with a length counter where
+// it fits; exact counted repeats where only loop sinks ("anything after the match") loop; a
+// share of maxLength per self-loop, or a capped maximum for other cycles, as subsets.
 //
 // Narrower than the spec, by design (still never invalid): integers are written without a
 // fraction or exponent (1, not 1.0); bounded numbers without an exponent; non-integer numbers
 // (not of type integer) with a non-zero fraction digit and at most 15 digits; a maximum count
 // above 2^31-1 reads as 2^31-1; pattern classes \d \w \s and `.` as both ECMA-262 and
-// Python's re read them (regex.h RegexClasses); format combines with neither pattern nor minLength/maxLength; formats generate a strict subset (no
-// leap seconds, no quoted e-mail local parts, URIs with scheme://host); when two or more names
+// Python's re read them (regex.h RegexClasses); formats generate a strict subset (no
+// leap seconds, no quoted e-mail local parts, URIs with scheme://host), and beside a maxLength
+// they do not imply (64 or more, or a product above 1024 states), each part of the format
+// within its share of it (regex_within_length); a pattern beside a large length bound is a subset where its automaton
+// loops before the match or through groups (above); when two or more names
 // beyond `properties` count towards minProperties, those have distinct lengths, 1, 2, 3, ...
 // code points in order (a parser keeps one of a repeated name; at most 16 such, names up to
 // 64 code points).

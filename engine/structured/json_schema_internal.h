@@ -1,7 +1,8 @@
 // Internal to the JSON Schema converter: the SchemaConverter class shared by json_schema.cpp
 // (dispatch, enum/const, rule table), json_schema_combinators.cpp ($ref, allOf, anyOf/oneOf),
 // json_schema_objects.cpp (objects, arrays), json_schema_scalars.cpp (strings, numbers) and
-// json_schema_formats.cpp (string formats).
+// json_schema_formats.cpp (string formats), json_schema_patterns.cpp / json_schema_lengths.cpp
+// (string automata).
 #pragma once
 
 #include <functional>
@@ -31,6 +32,8 @@ std::string repeat_suffix(uint64_t min, std::optional<uint64_t> max);
 // max* count above `cap` reads as `cap` (a subset: no output gets that long); a min* count
 // above it is returned as is, for the size checks to refuse.
 std::optional<uint64_t> count_keyword(const Json& schema, const char* key, const std::string& path, uint64_t cap);
+// The automaton without lone surrogates (no text), minimal and trimmed: what can be written.
+CharDfa writable_dfa(const CharDfa& dfa);
 // JSON pointer token escaping (~ -> ~0, / -> ~1).
 std::string pointer_escape(const std::string& name);
 
@@ -95,9 +98,11 @@ class SchemaConverter {
   // ---- json_schema_objects.cpp ----
   Expr build_object(const Json& schema, const std::string& path);
   Expr build_array(const Json& schema, const std::string& path);
-  // json_schema_unique.cpp: uniqueItems over a finite set of scalar item values (nullopt when
+  Expr contains_array(const Json& schema, const Json& rest_schema, const Expr& rest, uint64_t lo,
+                      std::optional<uint64_t> hi, bool has_prefix, const std::string& path);
+  // json_schema_unique.cpp: uniqueItems over a finite set of item values (nullopt when
   // the items are not such a set).
-  std::optional<Expr> unique_scalar_array(const Json& items, uint64_t lo, std::optional<uint64_t> hi,
+  std::optional<Expr> unique_enum_array(const Json& items, uint64_t lo, std::optional<uint64_t> hi,
                                           const std::string& path);
   // Members whose names are none of `known`: "" when none may appear.
   // key_length: only keys of exactly this many code points (distinct lengths make distinct
@@ -122,10 +127,19 @@ class SchemaConverter {
   CharDfa checked(const std::function<CharDfa()>& build, const std::string& path);
   // The automaton's strings as JSON string content (no quotes): a start rule, or nullopt.
   Expr dfa_rules(const CharDfa& dfa, const std::string& hint);
-  // A string (quotes included) matching schema["pattern"] (if any) with these length bounds,
-  // none of the kExcludedStrings and none of the kExcludedPatterns.
+  // A string (quotes included) of schema["format"] (if any), matching schema["pattern"] (if
+  // any) with these length bounds, none of the kExcludedStrings and none of the
+  // kExcludedPatterns.
   Expr pattern_string(const Json& schema, std::optional<uint64_t> min_len, std::optional<uint64_t> max_len,
                       const std::string& path);
+
+  // ---- json_schema_lengths.cpp ----
+  // The automaton's strings with min..max code points, as JSON string content (no quotes): a
+  // start rule, or nullopt when there is none. Large bounds are not unrolled (see there).
+  Expr bounded_dfa_rules(const CharDfa& dfa, uint64_t min_len, std::optional<uint64_t> max_len,
+                         const std::string& path);
+  Expr counted_loops(const CharDfa& dfa, uint64_t min_len, std::optional<uint64_t> max_len,
+                     const std::string& path);
 
   // ---- json_schema_formats.cpp ----
   struct FormatRule {
@@ -135,6 +149,14 @@ class SchemaConverter {
   };
   // Registers the format's rules; nullopt for a format not supported.
   std::optional<FormatRule> format_rule(const std::string& name);
+  // The format's strings as an automaton (size errors as SchemaError at `path`); nullopt for a
+  // format not supported. within: only strings of at most that many code points (a subset of
+  // those, with every part of the format kept short: regex_within_length).
+  std::optional<CharDfa> format_dfa(const std::string& name, const std::string& path,
+                                    std::optional<uint64_t> within = std::nullopt);
+  // The format's strings within max_len code points (a subset, as format_dfa's `within`) as a
+  // GBNF expression; nullopt when none is that short or all are shorter than min_len.
+  std::optional<std::string> format_within(const std::string& name, uint64_t max_len, uint64_t min_len);
 
  private:
   Expr visit_ref(const Json& schema, const std::string& path);

@@ -1,7 +1,7 @@
 // JSON Schema `not`, where its complement is decidable: rewritten into an equivalent schema
 // without it. `not` of a boolean; of `type` (types removed); of `enum` / `const` (values
-// removed: from a sibling enum, or by type for null and booleans, or from the string language
-// by automaton); of `required` (objects with some listed name left out: the name forbidden,
+// removed: from a sibling enum, or by type for null and booleans, from the numbers as the
+// integers between them plus the non-integers, or from the string language by automaton); of `required` (objects with some listed name left out: the name forbidden,
 // one branch per name); of `properties` (objects with a listed name present and its value in
 // the complement of its schema, one branch per name); of a length / count / numeric bound
 // (the opposite bound, within the bound's type); of `pattern` (strings outside the pattern's
@@ -207,6 +207,7 @@ Expr SchemaConverter::visit_not(const Json& schema, const std::string& path) {
     std::set<std::string> types = declared_types(rest, path);
     std::set<std::string> removed;
     std::vector<std::string> strings;
+    std::vector<Json> integers;
     bool true_left = true, false_left = true;
     for (const auto& v : excluded) {
       std::string t = type_of_value(v);
@@ -215,9 +216,30 @@ Expr SchemaConverter::visit_not(const Json& schema, const std::string& path) {
       if (t == "null") removed.insert("null");
       else if (t == "boolean") (v.get<bool>() ? true_left : false_left) = false;
       else if (t == "string") strings.push_back(v.get<std::string>());
+      else if (t == "integer" && (v.is_number_integer() || v.is_number_unsigned())) integers.push_back(v);
       else throw SchemaError(at + "/" + key, "not: excluding a " + t + " value is not supported");
     }
     if (!true_left || !false_left) removed.insert("boolean");
+    // Excluded integers: the numbers between them (exclusive bounds), and where numbers are
+    // allowed, the non-integers (written with a non-zero fraction digit, so never one of them).
+    std::vector<Json> numeric;
+    if (!integers.empty()) {
+      std::sort(integers.begin(), integers.end(), [](const Json& a, const Json& b) { return a.get<double>() < b.get<double>(); });
+      Json numbers = without_types(rest, {"null", "boolean", "object", "array", "string"}, path);
+      for (size_t i = 0; i <= integers.size() && !numbers.is_boolean(); ++i) {
+        Json gap = Json::object();
+        if (i > 0) gap["exclusiveMinimum"] = integers[i - 1];
+        if (i < integers.size()) gap["exclusiveMaximum"] = integers[i];
+        numeric.push_back(Json{{"type", "integer"}, {"allOf", Json::array({numbers, gap})}});
+      }
+      bool plain = !numbers.is_boolean();
+      for (const char* k : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "enum", "const"})
+        plain = plain && !numbers.contains(k);
+      // Beside bounds, only the integers between them are written (a subset).
+      if (plain && declared_types(numbers, path).count("number"))
+        numeric.push_back(without_types(numbers, {"integer"}, path));
+      removed.insert("number");
+    }
     Json base = removed.empty() ? rest : without_types(rest, removed, path);
     if (!strings.empty() && !base.is_boolean()) {
       // The exclusion is read by the string builder: keep it away from merges and branches.
@@ -226,15 +248,17 @@ Expr SchemaConverter::visit_not(const Json& schema, const std::string& path) {
           throw SchemaError(at, std::string("not: excluding strings beside '") + k + "' is not supported");
       base[kExcludedStrings] = strings;
     }
+    Json branches = Json::array({base});
+    for (const auto& n : numeric) branches.push_back(n);
     if (true_left != false_left && types.count("boolean")) {
       // The boolean left, with every other keyword of the schema still applying to it.
       Json one = without_types(rest, {"null", "object", "array", "number", "string"}, path);
       if (!one.is_boolean()) {
         one["const"] = true_left;
-        return visit(Json{{"anyOf", Json::array({base, one})}}, path);
+        branches.push_back(one);
       }
     }
-    return visit(base, path);
+    return branches.size() == 1 ? visit(base, path) : visit(Json{{"anyOf", branches}}, path);
   }
   if (std::optional<Expr> flipped = visit_not_bound(rest, key, n[key], path)) return *flipped;
   throw SchemaError(at + "/" + pointer_escape(key),

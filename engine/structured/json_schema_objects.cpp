@@ -327,15 +327,16 @@ Expr SchemaConverter::build_array(const Json& schema, const std::string& path) {
   Expr rest = visit(rest_schema, rest_path);
   uint64_t lo = count_keyword(schema, "minItems", path, options_.max_repeat).value_or(0);
   std::optional<uint64_t> hi = count_keyword(schema, "maxItems", path, options_.max_repeat);
+  if (schema.contains("contains")) return contains_array(schema, rest_schema, rest, lo, hi, !prefix.empty(), path);
   if (schema.contains("uniqueItems")) {
     const Json& u = schema["uniqueItems"];
     if (!u.is_boolean()) throw SchemaError(path + "/uniqueItems", "uniqueItems must be a boolean");
     if (u.get<bool>() && !(hi && *hi <= 1)) {
       if (prefix.empty() && !(schema.contains("items") && schema["items"].is_array()))
-        if (std::optional<Expr> unique = unique_scalar_array(rest_schema, lo, hi, path)) return *unique;
+        if (std::optional<Expr> unique = unique_enum_array(rest_schema, lo, hi, path)) return *unique;
       throw SchemaError(path + "/uniqueItems",
-                        "uniqueItems: true is only supported over a few scalar values (an enum / const of "
-                        "scalars, or type boolean / null), or with maxItems <= 1");
+                        "uniqueItems: true is only supported over a few values (an enum / const, or type "
+                        "boolean / null), or with maxItems <= 1");
     }
   }
   if (hi && lo > *hi) return std::nullopt;
@@ -380,6 +381,25 @@ Expr SchemaConverter::build_array(const Json& schema, const std::string& path) {
   }
   if (!after) return std::nullopt;
   return add_rule((path.empty() ? "root" : path) + "-arr", seq({"\"[\"", ws(), *after, ws(), "\"]\""}));
+}
+
+// `contains`: some item matches both the items schema and `contains`. Written as items, then
+// the matching one, then items (the grammar may read an item either way; only an array with a
+// matching item gets through). Only without prefix items, uniqueItems and item counts beyond
+// "at least one".
+Expr SchemaConverter::contains_array(const Json& schema, const Json& rest_schema, const Expr& rest, uint64_t lo,
+                                     std::optional<uint64_t> hi, bool has_prefix, const std::string& path) {
+  const std::string at = path + "/contains";
+  if (has_prefix) throw SchemaError(at, "contains beside prefixItems or tuple items is not supported");
+  if (lo > 1 || hi) throw SchemaError(at, "contains beside minItems above 1 or maxItems is not supported");
+  if (schema.contains("uniqueItems") && !(schema["uniqueItems"].is_boolean() && !schema["uniqueItems"].get<bool>()))
+    throw SchemaError(at, "contains beside uniqueItems is not supported");
+  Expr match = visit(KeyRules::all_of({rest_schema, schema["contains"]}), at);
+  if (!match) return std::nullopt;
+  std::string before, after;
+  if (rest) before.append("(").append(seq({*rest, sep()})).append(")*");
+  if (rest) after.append("(").append(seq({sep(), *rest})).append(")*");
+  return add_rule((path.empty() ? "root" : path) + "-arr", seq({"\"[\"", ws(), before, *match, after, ws(), "\"]\""}));
 }
 
 }  // namespace pagoda::structured::schema_detail

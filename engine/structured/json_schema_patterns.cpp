@@ -1,5 +1,6 @@
 // JSON Schema patterns as automata (regex_dfa.h) written as GBNF: a string `pattern` the regex
-// writer cannot say exactly (anchors inside it, or length bounds it does not imply), and the
+// writer cannot say exactly (anchors inside it, or length bounds it does not imply, or beside a
+// `format`: the format's automaton intersected with the pattern's), and the
 // key languages of `patternProperties` / `propertyNames` (names matching some patterns, none
 // of the others, and none of the listed `properties`).
 #include "engine/structured/json_schema_internal.h"
@@ -27,15 +28,28 @@ CharDfa SchemaConverter::checked(const std::function<CharDfa()>& build, const st
   }
 }
 
-// One rule per automaton state: a character (as JSON writes it inside a string) and the next
-// state, or the end where the state accepts. Returns the start rule; nullopt for no string.
-Expr SchemaConverter::dfa_rules(const CharDfa& dfa_in, const std::string& hint) {
+namespace {
+constexpr size_t kMinimizedStates = 400;
+// A format beside maxLength: the exact product is tried below this length and state count.
+constexpr uint64_t kExactFormatLength = 64;
+constexpr size_t kExactFormatStates = 1024;
+}  // namespace
+
+CharDfa writable_dfa(const CharDfa& dfa) {
   // Lone surrogates are no text: drop them before trimming, so no edge is left empty.
-  CharDfa without = dfa_in;
+  CharDfa without = dfa;
   const CodepointSet surrogates = CodepointSet::range(0xD800, 0xDFFF);
   for (auto& state : without.states)
     for (auto& e : state.edges) e.chars = e.chars.minus(surrogates);
-  CharDfa dfa = dfa_trimmed(without);
+  // Moore refinement takes a round per length a counter distinguishes: large products (a
+  // pattern times a length counter, already close to minimal) are only pruned.
+  return without.states.size() > kMinimizedStates ? dfa_pruned(without) : dfa_trimmed(without);
+}
+
+// One rule per automaton state: a character (as JSON writes it inside a string) and the next
+// state, or the end where the state accepts. Returns the start rule; nullopt for no string.
+Expr SchemaConverter::dfa_rules(const CharDfa& dfa_in, const std::string& hint) {
+  CharDfa dfa = writable_dfa(dfa_in);
   if (dfa.empty()) return std::nullopt;
   std::vector<std::string> names;
   for (size_t s = 0; s < dfa.states.size(); ++s) names.push_back(fresh_name(hint + "-s" + std::to_string(s)));
@@ -59,23 +73,56 @@ Expr SchemaConverter::dfa_rules(const CharDfa& dfa_in, const std::string& hint) 
 
 Expr SchemaConverter::pattern_string(const Json& schema, std::optional<uint64_t> min_len,
                                      std::optional<uint64_t> max_len, const std::string& path) {
-  CharDfa dfa = schema.contains("pattern") ? pattern_dfa(schema["pattern"], path + "/pattern")
-                                            : dfa_complement(dfa_from_strings({}));
-  if (schema.contains(kExcludedStrings)) {
-    std::vector<std::string> excluded;
-    for (const auto& s : schema[kExcludedStrings]) excluded.push_back(s.get<std::string>());
-    dfa = checked([&] { return dfa_intersect(dfa, dfa_complement(dfa_from_strings(excluded))); }, path + "/not");
-  }
-  if (schema.contains(kExcludedPatterns))
-    for (const auto& p : schema[kExcludedPatterns]) {
-      CharDfa matching = pattern_dfa(p, path + "/not/pattern", RegexClasses::Wide);
-      dfa = checked([&] { return dfa_intersect(dfa, dfa_complement(matching)); }, path + "/not/pattern");
+  auto quoted = [&](Expr body) -> Expr {
+    if (!body) return std::nullopt;
+    return add_rule(path + "-pattern", seq({"\"\\\"\"", *body, "\"\\\"\""}));
+  };
+  // The pattern and exclusions, intersected with `base` (the format's strings, or any).
+  auto constrained = [&](CharDfa dfa) {
+    if (schema.contains("pattern")) {
+      CharDfa p = pattern_dfa(schema["pattern"], path + "/pattern");
+      dfa = checked([&] { return dfa_intersect(dfa, p); }, path + "/pattern");
     }
-  if (min_len || max_len)
-    dfa = checked([&] { return dfa_with_length(dfa, min_len.value_or(0), max_len); }, path + "/maxLength");
-  Expr body = dfa_rules(dfa, path + "-pattern");
-  if (!body) return std::nullopt;
-  return add_rule(path + "-pattern", seq({"\"\\\"\"", *body, "\"\\\"\""}));
+    if (schema.contains(kExcludedStrings)) {
+      std::vector<std::string> excluded;
+      for (const auto& s : schema[kExcludedStrings]) excluded.push_back(s.get<std::string>());
+      dfa = checked([&] { return dfa_intersect(dfa, dfa_complement(dfa_from_strings(excluded))); }, path + "/not");
+    }
+    if (schema.contains(kExcludedPatterns))
+      for (const auto& p : schema[kExcludedPatterns]) {
+        CharDfa matching = pattern_dfa(p, path + "/not/pattern", RegexClasses::Wide);
+        dfa = checked([&] { return dfa_intersect(dfa, dfa_complement(matching)); }, path + "/not/pattern");
+      }
+    return dfa;
+  };
+  std::optional<std::string> format;
+  if (schema.contains("format")) format = schema["format"].get<std::string>();  // build_string checked it
+  // The format's strings (all of them), or any string.
+  auto base = [&] { return format ? *format_dfa(*format, path + "/format") : dfa_complement(dfa_from_strings({})); };
+  if (!format || !max_len) return quoted(bounded_dfa_rules(constrained(base()), min_len.value_or(0), max_len, path));
+  // Exact where the product stays small (a format has hundreds of states: no large maximum).
+  if (*max_len < kExactFormatLength) try {
+      return quoted(dfa_rules(dfa_with_length(constrained(base()), min_len.value_or(0), max_len,
+                                              kExactFormatStates),
+                              path + "-pattern"));
+    } catch (const RegexError&) {
+    } catch (const SchemaError&) {
+    }
+  // Too large for the exact product: the format's strings within maxLength (a subset), which
+  // then bound every string. Alone, that is a regex with counted repeats; beside a pattern or
+  // exclusions, an automaton: within a smaller length again while it does not fit.
+  if (!schema.contains("pattern") && !schema.contains(kExcludedStrings) && !schema.contains(kExcludedPatterns)) {
+    if (std::optional<std::string> shorter = format_within(*format, *max_len, min_len.value_or(0)))
+      return quoted(*shorter);
+  }
+  for (uint64_t within = *max_len;; within /= 2) {
+    try {
+      CharDfa shorter = constrained(*format_dfa(*format, path + "/format", within));
+      return quoted(bounded_dfa_rules(shorter, min_len.value_or(0), std::nullopt, path));
+    } catch (const SchemaError&) {
+      if (within / 2 < min_len.value_or(1)) throw;
+    }
+  }
 }
 
 bool KeyRules::allowed(const std::string& name) const {

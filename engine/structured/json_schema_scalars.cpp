@@ -250,13 +250,6 @@ Expr SchemaConverter::build_string(const Json& schema, const std::string& path) 
   auto lengths_implied = [&](uint64_t lo, std::optional<uint64_t> hi) {
     return (!min_len || *min_len <= lo) && (!max_len || (hi && *hi <= *max_len));
   };
-  if (schema.contains(kExcludedStrings) || schema.contains(kExcludedPatterns)) {
-    if (schema.contains("format"))
-      throw SchemaError(path + "/format", "format together with not: {enum/const} is not supported");
-    return pattern_string(schema, min_len, max_len, path);
-  }
-  if (schema.contains("format") && schema.contains("pattern"))
-    throw SchemaError(path + "/format", "format together with pattern is not supported");
   if (schema.contains("format")) {
     const Json& f = schema["format"];
     if (!f.is_string()) throw SchemaError(path + "/format", "format must be a string");
@@ -265,10 +258,14 @@ Expr SchemaConverter::build_string(const Json& schema, const std::string& path) 
       throw SchemaError(path + "/format", std::string("format '") + f.get<std::string>() +
                                               "' is not supported (date, time, date-time, email, "
                                               "hostname, ipv4, uuid, uri are)");
-    if (!lengths_implied(format->min_len, format->max_len))
-      throw SchemaError(path + "/format", "minLength/maxLength together with format is not supported");
+    // Beside a pattern, exclusions or bounds it does not imply: the automata intersected.
+    if (schema.contains("pattern") || schema.contains(kExcludedStrings) || schema.contains(kExcludedPatterns) ||
+        !lengths_implied(format->min_len, format->max_len))
+      return pattern_string(schema, min_len, max_len, path);
     return add_rule(path + "-" + f.get<std::string>(), seq({quote, format->rule, quote}));
   }
+  if (schema.contains(kExcludedStrings) || schema.contains(kExcludedPatterns))
+    return pattern_string(schema, min_len, max_len, path);
   if (schema.contains("pattern")) {
     const Json& p = schema["pattern"];
     if (!p.is_string()) throw SchemaError(path + "/pattern", "pattern must be a string");

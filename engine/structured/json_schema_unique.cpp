@@ -1,5 +1,5 @@
-// JSON Schema `uniqueItems: true` where the items come from a small finite set of scalars
-// (an enum / const of strings, numbers, booleans and null, or type boolean / null): arrays of
+// JSON Schema `uniqueItems: true` where the items come from a small finite set of values
+// (an enum / const, objects and arrays too, or type boolean / null): arrays of
 // distinct values, one rule per set of values already written (at most 2^8 of them), within
 // minItems / maxItems. Items of any other kind are refused: distinctness of unbounded values
 // is not something a context-free grammar can keep.
@@ -11,8 +11,8 @@ namespace {
 
 constexpr size_t kMaxUniqueValues = 8;
 
-// The item schema's values when they form a finite set of scalars; nullopt otherwise.
-std::optional<std::vector<Json>> scalar_values(const Json& items, const std::string& path) {
+// The item schema's values when they form a finite set; nullopt otherwise.
+std::optional<std::vector<Json>> finite_values(const Json& items, const std::string& path) {
   if (!items.is_object()) return std::nullopt;
   for (const auto& [key, value] : items.items())
     if (!is_annotation(key) && key != "enum" && key != "const" && key != "type") return std::nullopt;
@@ -36,21 +36,22 @@ std::optional<std::vector<Json>> scalar_values(const Json& items, const std::str
     }
   }
   std::vector<Json> out;
+  std::vector<nlohmann::json> seen;  // values as JSON compares them: keys unordered, 1 == 1.0
   for (const auto& v : candidates) {
-    if (v.is_object() || v.is_array()) return std::nullopt;
     bool typed = false;
     for (const auto& t : types) typed |= json_type_matches(v, t);
-    // Equal values (1 and 1.0 too) count once.
-    if (typed && std::find(out.begin(), out.end(), v) == out.end()) out.push_back(v);
+    nlohmann::json plain = nlohmann::json::parse(v.dump());
+    // Equal values count once.
+    if (typed && std::find(seen.begin(), seen.end(), plain) == seen.end()) out.push_back(v), seen.push_back(plain);
   }
   return out;
 }
 
 }  // namespace
 
-std::optional<Expr> SchemaConverter::unique_scalar_array(const Json& items, uint64_t lo, std::optional<uint64_t> hi,
+std::optional<Expr> SchemaConverter::unique_enum_array(const Json& items, uint64_t lo, std::optional<uint64_t> hi,
                                                          const std::string& path) {
-  std::optional<std::vector<Json>> values = scalar_values(items, path + "/items");
+  std::optional<std::vector<Json>> values = finite_values(items, path + "/items");
   if (!values) return std::nullopt;
   if (values->size() > kMaxUniqueValues)
     throw SchemaError(path + "/uniqueItems", "uniqueItems over more than " + std::to_string(kMaxUniqueValues) +

@@ -74,6 +74,11 @@ RegexNode parse_regex(std::string_view pattern, uint32_t max_count = 10000,
 // Shortest and longest match length in code points (longest nullopt when unbounded).
 std::pair<uint64_t, std::optional<uint64_t>> regex_length_range(const RegexNode& node);
 
+// A sub-language of `node` whose strings have at most `max_length` code points (every string
+// of the result is one of `node`'s), keeping strings of every part where the budget allows
+// (regex_shorten.cpp); nullopt when no string of `node` is that short.
+std::optional<RegexNode> regex_within_length(const RegexNode& node, uint64_t max_length);
+
 // Grammar elements the tree grows to once every {m,n} is expanded (saturates at 2^40): regex
 // users must not be able to make a small pattern compile into a huge grammar.
 uint64_t regex_expanded_size(const RegexNode& node);

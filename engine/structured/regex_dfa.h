@@ -49,6 +49,10 @@ CharDfa dfa_with_length(const CharDfa& a, uint64_t min, std::optional<uint64_t> 
 // gives a single non-accepting state with no edges).
 CharDfa dfa_trimmed(const CharDfa& a);
 
+// Without dead or unreachable states, not minimized (linear time; state 0 still the start;
+// an empty language gives a single non-accepting state with no edges).
+CharDfa dfa_pruned(const CharDfa& a);
+
 // Every string of a finite language (UTF-8, sorted by bytes), or nullopt when the
 // language is infinite or has more than `max_strings` strings.
 std::optional<std::vector<std::string>> dfa_finite_strings(const CharDfa& a, size_t max_strings);

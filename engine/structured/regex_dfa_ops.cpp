@@ -1,5 +1,6 @@
 // Operations on complete code point DFAs (regex_dfa.h): product (intersection), complement,
-// product with a length counter, and Moore minimization with dead/unreachable states removed.
+// product with a length counter, and Moore minimization with dead/unreachable states removed
+// (or only the latter, in linear time, for automata too large to minimize quickly).
 #include <algorithm>
 #include <map>
 #include <set>
@@ -182,6 +183,47 @@ CharDfa dfa_trimmed(const CharDfa& a) {
     }
     out.states[k].accepting = a.states[rep[k]].accepting;
     for (auto& [t, chars] : by_target) out.states[k].edges.push_back({std::move(chars), t});
+  }
+  return out;
+}
+
+CharDfa dfa_pruned(const CharDfa& a) {
+  const size_t n = a.states.size();
+  std::vector<bool> reach(n, false), live(n, false);
+  std::vector<std::vector<int>> preds(n);
+  std::vector<int> todo = {0};
+  reach[0] = true;
+  while (!todo.empty()) {
+    int s = todo.back();
+    todo.pop_back();
+    for (const auto& e : a.states[size_t(s)].edges) {
+      preds[size_t(e.target)].push_back(s);
+      if (!reach[size_t(e.target)]) reach[size_t(e.target)] = true, todo.push_back(e.target);
+    }
+  }
+  for (size_t s = 0; s < n; ++s)
+    if (reach[s] && a.states[s].accepting) live[s] = true, todo.push_back(int(s));
+  while (!todo.empty()) {
+    int s = todo.back();
+    todo.pop_back();
+    for (int p : preds[size_t(s)])
+      if (!live[size_t(p)]) live[size_t(p)] = true, todo.push_back(p);
+  }
+  CharDfa out;
+  if (!live[0]) {
+    out.states.emplace_back();
+    return out;
+  }
+  std::vector<int> number(n, -1);
+  std::vector<size_t> kept;
+  for (size_t s = 0; s < n; ++s)
+    if (live[s]) number[s] = int(kept.size()), kept.push_back(s);
+  for (size_t s : kept) {
+    CharDfa::State state;
+    state.accepting = a.states[s].accepting;
+    for (const auto& e : a.states[s].edges)
+      if (live[size_t(e.target)] && !e.chars.empty()) state.edges.push_back({e.chars, number[size_t(e.target)]});
+    out.states.push_back(std::move(state));
   }
   return out;
 }

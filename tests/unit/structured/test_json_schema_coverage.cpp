@@ -1,12 +1,14 @@
 // JSON Schema keywords beyond the first converter: large length / item bounds (binary
-// counting, no unrolling), and the other widened keywords, each checked by walking texts
+// counting, no unrolling; beside a pattern or format too), and the other widened keywords, each checked by walking texts
 // through the grammar core's matcher at the boundaries the schema sets; where the test data
 // has a real vocabulary, token masks of the new grammars equal brute force on random states.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
+#include <random>
 
 #include "engine/structured/json_schema.h"
+#include "engine/structured/regex_dfa.h"
 #include "tests/unit/structured/token_mask_check.h"
 
 using namespace structured_test;
@@ -87,6 +89,8 @@ TEST_CASE("large bounds: token masks equal brute force (deepseek-llm vocabulary)
   auto vocab = load_vocabulary(path);
   const char* schemas[] = {
       R"({"type":"object","properties":{"s":{"type":"string","minLength":40,"maxLength":65535},"t":{"type":"array","items":{"type":"string","maxLength":100},"maxItems":32767}},"required":["s","t"]})",
+      // Counted repeats after a pattern's automaton; a format shortened to a maxLength.
+      R"({"type":"object","properties":{"p":{"type":"string","pattern":"^[a-z]+@[a-z]+$","maxLength":9000},"m":{"type":"string","format":"email","maxLength":254},"d":{"type":"string","format":"date","pattern":"^20"}},"required":["p","m","d"]})",
   };
   uint32_t seed = 99;
   for (const char* s : schemas) {
@@ -139,7 +143,7 @@ TEST_CASE("oneOf with overlapping branches: the overlap cut out where decidable"
   CHECK_FALSE(nested.accepts("\"x\""));
 }
 
-TEST_CASE("uniqueItems over scalar enums and booleans") {
+TEST_CASE("uniqueItems over enums (scalars, objects, arrays) and booleans") {
   Schema s = schema_of(R"({"type":"array","items":{"enum":["a","b",1,1.0,null]},"uniqueItems":true,"minItems":1})");
   CHECK(s.accepts(R"(["a"])"));
   CHECK(s.accepts(R"(["b",1,"a",null])"));
@@ -151,6 +155,13 @@ TEST_CASE("uniqueItems over scalar enums and booleans") {
   CHECK(b.accepts("[true,false]"));
   CHECK(b.accepts("[]"));
   CHECK_FALSE(b.accepts("[false,false]"));
+  // Objects and arrays compare as JSON does: keys in any order, 1 == 1.0.
+  Schema objects = schema_of(
+      R"({"type":"array","items":{"enum":[{"a":1,"b":2},{"b":2,"a":1.0},[1,{"c":null}],[1.0,{"c":null}],{"a":2}]},"uniqueItems":true})");
+  CHECK(objects.accepts(R"([{"a":1,"b":2},[1,{"c":null}],{"a":2}])"));
+  CHECK_FALSE(objects.accepts(R"([{"a":1,"b":2},{"a":1,"b":2}])"));
+  CHECK_FALSE(objects.accepts(R"([{"a":1,"b":2},{"b":2,"a":1}])"));  // one value, written once
+  CHECK_FALSE(objects.accepts(R"([[1,{"c":null}],[1,{"c":null}]])"));
   Schema two = schema_of(R"({"type":"array","items":{"enum":["x","y","z"]},"uniqueItems":true,"maxItems":2})");
   CHECK(two.accepts(R"(["z","x"])"));
   CHECK_FALSE(two.accepts(R"(["z","x","y"])"));
@@ -163,4 +174,81 @@ TEST_CASE("keywords beside enum / const are decided on each value") {
       R"({"enum":["a","bbb",3,5,{"x":1},{"x":"s"},{"y":2},[1,"q"],[1,2]],"maxLength":2,"minimum":4,"additionalProperties":false,"properties":{"x":{"type":"integer"}},"items":{"type":"integer"}})");
   for (const char* ok : {"\"a\"", "5", R"({"x":1})", "[1,2]"}) CHECK(mixed.accepts(ok));
   for (const char* bad : {"\"bbb\"", "3", R"({"x":"s"})", R"({"y":2})", R"([1,"q"])"}) CHECK_FALSE(mixed.accepts(bad));
+}
+
+// Pattern (or format) beside length bounds, checked against the automaton oracle: the pattern's
+// search-semantics automaton plus the length test. Exact constructions must agree both ways;
+// the capped subsets (a loop beside a large maxLength) may only reject more.
+TEST_CASE("pattern with large length bounds: exact or a subset, never wider") {
+  struct Case {
+    const char* pattern;
+    uint64_t min, max;
+    bool exact;
+  };
+  const Case cases[] = {
+      // Exact: only the final "anything" state loops.
+      {"^ab", 3, 20000, true}, {"^[0-9]{3}", 0, 12000, true}, {"^a.c", 4, 7000, true}, {"^x|^y", 0, 5000, true},
+      // Subsets: other self-loops (a search before the match) or longer cycles.
+      {"x", 0, 32767, false}, {"\\d", 2, 9000, false}, {"^ab|cd", 0, 5000, false},
+      {"^[a-z]+@[a-z]+$", 0, 9000, false}, {"^[a-z]+(-[a-z]+)*$", 0, 9000, false}, {"ab$", 1, 6000, false},
+  };
+  std::mt19937 rng(5);
+  const std::string alphabet = "abcdx-@0129";
+  for (const auto& c : cases) {
+    Json schema = {{"type", "string"}, {"pattern", c.pattern}, {"minLength", c.min}, {"maxLength", c.max}};
+    INFO(schema.dump());
+    Schema s = schema_of(schema.dump());
+    CHECK(s.text.size() < 200000);
+    CharDfa oracle = dfa_from_regex(parse_regex(c.pattern, 100000), true);
+    std::vector<uint64_t> lengths = {0, 1, 2, 3, 4, 5, 8, c.max / 2, c.max - 1, c.max, c.max + 1};
+    if (c.min > 0) lengths.insert(lengths.end(), {c.min - 1, c.min, c.min + 1});
+    int accepted = 0;
+    for (int round = 0; round < 6; ++round)
+      for (uint64_t n : lengths) {
+        // Random text; in most rounds with a piece the patterns look for at the start or end.
+        std::string text;
+        for (uint64_t i = 0; i < n; ++i) text += alphabet[std::uniform_int_distribution<size_t>(0, alphabet.size() - 1)(rng)];
+        static const char* const pieces[] = {"", "ab@", "abc", "123", "7ab", "1-c"};
+        if (n >= 3 && round >= 1 && round <= 3) text.replace(0, 3, pieces[round]);
+        if (n >= 3 && round >= 4) text.replace(n - 3, 3, pieces[round]);
+        bool want = oracle.accepts(utf8_codepoints(text)) && n >= c.min && n <= c.max;
+        bool got = s.accepts("\"" + text + "\"");
+        accepted += got;
+        if (c.exact) CHECK(got == want);
+        else CHECK((!got || want));
+      }
+    CHECK(accepted > 0);
+  }
+  // The subset keeps long strings: a share of maxLength for each loop.
+  Schema loops = schema_of(R"({"type":"string","pattern":"^[a-z]+@[a-z]+$","maxLength":9000})");
+  CHECK(loops.accepts("\"" + std::string(2000, 'a') + "@" + std::string(2000, 'b') + "\""));
+  CHECK_FALSE(loops.accepts("\"" + std::string(5000, 'a') + "@" + std::string(4000, 'b') + "\""));
+}
+
+TEST_CASE("format beside pattern, length bounds and not: the automata intersected") {
+  Schema date = schema_of(R"({"type":"string","format":"date","pattern":"^20[0-9]{2}-12"})");
+  CHECK(date.accepts("\"2024-12-31\""));
+  CHECK_FALSE(date.accepts("\"2024-11-30\""));
+  CHECK_FALSE(date.accepts("\"1999-12-31\""));
+  CHECK_FALSE(date.accepts("\"2024-12-32\""));
+  Schema email = schema_of(R"({"type":"string","format":"email","minLength":6,"maxLength":8})");
+  CHECK(email.accepts("\"ab@c.de\""));
+  CHECK(email.accepts("\"a@b.cd\""));
+  CHECK_FALSE(email.accepts("\"a@b.c\""));
+  CHECK_FALSE(email.accepts("\"abc@d.efg\""));
+  Schema long_email = schema_of(R"({"type":"string","format":"email","maxLength":254})");
+  CHECK(long_email.accepts("\"first.last@example.com\""));
+  CHECK_FALSE(long_email.accepts("\"not-an-email\""));
+  Schema uuid = schema_of(R"({"type":"string","format":"uuid","pattern":"^[0-9a-f-]+$"})");
+  CHECK(uuid.accepts("\"0123abcd-0000-1111-2222-333344445555\""));
+  CHECK_FALSE(uuid.accepts("\"0123ABCD-0000-1111-2222-333344445555\""));
+  Schema host = schema_of(R"({"type":"string","format":"hostname","not":{"enum":["localhost"]}})");
+  CHECK(host.accepts("\"example\""));
+  CHECK_FALSE(host.accepts("\"localhost\""));
+  Schema uri = schema_of(R"({"type":"string","format":"uri","maxLength":2048,"pattern":"^https://"})");
+  CHECK(uri.accepts("\"https://example.com/a?b#c\""));
+  CHECK_FALSE(uri.accepts("\"http://example.com/\""));
+  // A format and a pattern that share no string: no value.
+  CHECK_THROWS_AS(json_schema_to_gbnf(Json::parse(R"({"type":"string","format":"ipv4","pattern":"[a-z]"})")),
+                  SchemaError);
 }

@@ -79,6 +79,12 @@ const char* const kRealisticSchemas[] = {
     R"({"type":"array","items":{"type":"string","pattern":"^[A-Z]+(-[0-9]+)?$","minLength":3,"maxLength":9},"maxItems":3})",
     R"({"type":"object","properties":{"a":{"type":"string","pattern":"(^ab|cd$)z*"},"b":{"type":"string","pattern":"x^|^y$|z","maxLength":4}},"required":["a","b"]})",
     R"({"type":"object","properties":{"q\"uote":{"const":"a\\b\"c\n"},"emoji":{"type":"string","minLength":2,"maxLength":2}},"required":["q\"uote","emoji"]})",
+    // Format beside pattern / length bounds / not, and patterns beside large length bounds.
+    R"({"type":"object","properties":{"mail":{"type":"string","format":"email","maxLength":254},"short":{"type":"string","format":"email","minLength":6,"maxLength":9},"day":{"type":"string","format":"date","pattern":"^20[0-9]{2}-0[1-6]"},"id":{"type":"string","format":"uuid","pattern":"^[0-9a-f-]+$"},"site":{"type":"string","format":"uri","maxLength":40,"pattern":"^https://"},"ip":{"type":"string","format":"ipv4","not":{"const":"127.0.0.1"},"minLength":9}},"required":["mail","short","day","id","site","ip"]})",
+    R"({"type":"object","properties":{"i":{"type":["integer","string"],"not":{"enum":[0,7,"a"]},"minimum":-3,"maximum":9},"n":{"not":{"const":2}},"m":{"type":"number","not":{"enum":[-1,1]}}},"required":["i","n","m"]})",
+    R"({"type":"array","items":{"enum":[{"a":1,"b":[2]},{"b":[2],"a":1.0},[1,"x"],[1.0,"x"],{"c":null},"s"]},"uniqueItems":true,"minItems":2})",
+    R"({"type":"object","properties":{"tags":{"type":"array","items":{"type":"string","maxLength":5},"contains":{"const":"main"}},"n":{"type":"array","contains":{"type":"integer","minimum":10},"minItems":1}},"required":["tags","n"]})",
+    R"({"type":"object","properties":{"a":{"type":"string","pattern":"x","maxLength":32767,"minLength":3},"b":{"type":"string","pattern":"^[a-z]+(-[a-z]+)*$","maxLength":65535},"c":{"type":"string","pattern":"^[a-z]+@[a-z]+$","maxLength":9000},"d":{"type":"string","pattern":"^ab","minLength":40,"maxLength":65535}},"required":["a","b","c","d"]})",
 };
 
 constexpr const char* kValidatorMissing =
@@ -238,6 +244,12 @@ Json random_schema(std::mt19937& rng, int depth) {
   if (chance(12)) s["pattern"] = patterns[small(0, 7)];
   static const char* const formats[] = {"date", "email", "ipv4", "uuid", "uri"};
   if (chance(6)) s["format"] = formats[small(0, 4)];
+  // A format beside its own length bounds (and maybe a pattern from above).
+  if (chance(5)) {
+    s["format"] = formats[small(0, 4)];
+    s[chance(50) ? "minLength" : "maxLength"] = small(5, 40);
+    if (chance(30)) s["maxLength"] = 254;
+  }
   static const char* const bounds[] = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"};
   for (const char* b : bounds)
     if (chance(12)) s[b] = chance(50) ? Json(small(-20, 20)) : Json(small(-200, 200) / 10.0);
@@ -284,6 +296,7 @@ Json random_schema(std::mt19937& rng, int depth) {
     else s["items"] = {{"type", chance(50) ? Json("boolean") : Json::array({"boolean", "null"})}};
   }
   if (chance(6) && s.contains("enum")) s["additionalProperties"] = false;
+  if (chance(6)) s["contains"] = chance(20) ? Json(chance(50)) : random_schema(rng, depth + 1);
   static const char* const inner_anchors[] = {"a^b|^c$", "(^a|b$)c?", "(^|x)y($|z)"};
   if (chance(6)) s["pattern"] = inner_anchors[small(0, 2)];
   for (const char* combinator : {"anyOf", "oneOf", "allOf"})

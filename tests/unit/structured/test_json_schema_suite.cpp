@@ -198,6 +198,7 @@ struct FileStats {
 };
 
 std::string refused_keyword(const std::string& path) {
+  if (path.empty()) return "(no value)";  // the schema accepts no value at all
   size_t slash = path.find_last_of('/');
   std::string last = slash == std::string::npos ? path : path.substr(slash + 1);
   if (last.empty() || std::isdigit(static_cast<unsigned char>(last[0]))) return path;

@@ -1,5 +1,8 @@
-// The Rows16 decode layout of Q8_0 matrices (weight_pack.h): packing and its exact inverse.
-// Portable code (no ISA flags): it runs once per matrix at load, at memory speed.
+// The Rows16 decode layout (weight_pack.h) of Q8_0, Q4_K and Q6_K matrices: packing and its exact
+// inverse. Portable code (no ISA flags): it runs once per matrix at load, at memory speed.
+//
+// Each type's mover handles one row's share of one unit in both directions (`to_packed`), moving
+// the same bits, so that one routine is both the packing and its inverse.
 #include <cstdint>
 #include <cstring>
 
@@ -8,41 +11,104 @@
 
 namespace pagoda::cpu::detail {
 
-static_assert(sizeof(BlockQ8_0) == 34 && kRows16PairBytes == 2 * kRows16Rows * sizeof(BlockQ8_0),
-              "a pair of Rows16 blocks holds exactly 16 rows' two GGML blocks");
+namespace {
 
-void move_matrix_rows16(int64_t rows, int64_t cols, uint8_t* ggml, uint8_t* packed, bool to_packed, ThreadPool* pool) {
+static_assert(rows16_unit_bytes(GgmlType::Q8_0) == kRows16Rows * 2 * sizeof(BlockQ8_0) &&
+                  rows16_unit_bytes(GgmlType::Q4_K) == kRows16Rows * sizeof(BlockQ4_K) &&
+                  rows16_unit_bytes(GgmlType::Q6_K) == kRows16Rows * sizeof(BlockQ6_K),
+              "a unit holds exactly 16 rows' GGML bytes of its blocks");
+static_assert(kRows16Q6KDOffset + 2 * kRows16Rows == rows16_unit_bytes(GgmlType::Q6_K) &&
+                  kRows16Q4KHeadOffset + 4 * kRows16Rows + 3 * 64 == rows16_unit_bytes(GgmlType::Q4_K),
+              "every byte of a unit has one owner");
+
+// n bytes between `ggml` and `packed`, the way to_packed says.
+inline void move(bool to_packed, uint8_t* ggml, uint8_t* packed, size_t n) {
+  if (to_packed) std::memcpy(packed, ggml, n);
+  else std::memcpy(ggml, packed, n);
+}
+
+// The 64 quants at ggml (32 bytes of 4-element dwords) <-> dword l of the 8 registers at unit.
+inline void move_register_dwords(bool to_packed, uint8_t* ggml, uint8_t* regs, int l) {
+  for (int c = 0; c < 8; ++c) move(to_packed, ggml + 4 * c, regs + 64 * c + 4 * l, 4);
+}
+
+// Q8_0, blocks 2u and 2u + 1 of row l (`ggml` at block 2u): the quants as q + 128.
+void move_q8_0(bool to_packed, uint8_t* ggml, uint8_t* unit, int l) {
+  for (int h = 0; h < 2; ++h) {
+    auto* blk = reinterpret_cast<BlockQ8_0*>(ggml) + h;
+    uint8_t* regs = unit + 512 * h;
+    for (int c = 0; c < 8; ++c) {
+      uint32_t v;
+      std::memcpy(&v, to_packed ? static_cast<const void*>(blk->qs + 4 * c) : regs + 64 * c + 4 * l, 4);
+      v ^= 0x80808080u;
+      std::memcpy(to_packed ? static_cast<void*>(regs + 64 * c + 4 * l) : blk->qs + 4 * c, &v, 4);
+    }
+    move(to_packed, reinterpret_cast<uint8_t*>(&blk->d), unit + kRows16Q8ScaleOffset + 32 * h + 2 * l, 2);
+  }
+}
+
+// Q4_K: qs chunk p as the nibble registers of chunk p; the 12 scale bytes as the 16 six-bit
+// values of q4k_scale_min spread over P0..P2.
+void move_q4_k(bool to_packed, uint8_t* ggml, uint8_t* unit, int l) {
+  auto* blk = reinterpret_cast<BlockQ4_K*>(ggml);
+  for (int p = 0; p < 4; ++p) move_register_dwords(to_packed, blk->qs + 32 * p, unit + 512 * p, l);
+  uint8_t* head = unit + kRows16Q4KHeadOffset;
+  move(to_packed, reinterpret_cast<uint8_t*>(&blk->d), head + 2 * l, 2);
+  move(to_packed, reinterpret_cast<uint8_t*>(&blk->dmin), head + 32 + 2 * l, 2);
+  uint8_t* pk = head + 64;  // P0..P2, 64 bytes each
+  int v[16];                // sc0..7, mn0..7
+  auto at = [&](int k, int i) -> uint8_t& { return pk[64 * k + 16 * (l / 4) + 4 * i + l % 4]; };
+  if (to_packed) {
+    for (int j = 0; j < 8; ++j) q4k_scale_min(j, blk->scales, v[j], v[8 + j]);
+    for (int k = 0; k < 3; ++k)
+      for (int i = 0; i < 4; ++i) at(k, i) = static_cast<uint8_t>(v[4 * k + i] | ((v[12 + i] >> (2 * k)) & 3) << 6);
+    return;
+  }
+  for (int i = 0; i < 4; ++i) {
+    v[12 + i] = 0;
+    for (int k = 0; k < 3; ++k) v[4 * k + i] = at(k, i) & 63, v[12 + i] |= (at(k, i) >> 6) << (2 * k);
+  }
+  // q4k_scale_min's packing: sub-blocks 0-3 whole in the low 6 bits of bytes 0-7, 4-7 as low
+  // nibbles in bytes 8-11 and top 2 bits in the top bits of bytes 0-7.
+  for (int j = 0; j < 4; ++j) {
+    const int sc = v[j], mn = v[8 + j], sc4 = v[4 + j], mn4 = v[12 + j];
+    blk->scales[j] = static_cast<uint8_t>(sc | (sc4 >> 4) << 6);
+    blk->scales[j + 4] = static_cast<uint8_t>(mn | (mn4 >> 4) << 6);
+    blk->scales[j + 8] = static_cast<uint8_t>((sc4 & 15) | (mn4 & 15) << 4);
+  }
+}
+
+// Q6_K: ql chunk q and qh chunk h as registers; scales and d per row position.
+void move_q6_k(bool to_packed, uint8_t* ggml, uint8_t* unit, int l) {
+  auto* blk = reinterpret_cast<BlockQ6_K*>(ggml);
+  for (int q = 0; q < 4; ++q) move_register_dwords(to_packed, blk->ql + 32 * q, unit + 512 * q, l);
+  for (int h = 0; h < 2; ++h) move_register_dwords(to_packed, blk->qh + 32 * h, unit + kRows16Q6KQhOffset + 512 * h, l);
+  for (int s = 0; s < 16; ++s) move(to_packed, reinterpret_cast<uint8_t*>(blk->scales + s), unit + kRows16Q6KScaleOffset + 16 * s + l, 1);
+  move(to_packed, reinterpret_cast<uint8_t*>(&blk->d), unit + kRows16Q6KDOffset + 2 * l, 2);
+}
+
+}  // namespace
+
+void move_matrix_rows16(GgmlType t, int64_t rows, int64_t cols, uint8_t* ggml, uint8_t* packed, bool to_packed,
+                        ThreadPool* pool) {
   constexpr int64_t R = static_cast<int64_t>(kRows16Rows);
-  const size_t row_bytes = ggml_row_size(GgmlType::Q8_0, cols);
-  const int64_t pairs = cols / 64, groups = rows / R;
+  const size_t row_bytes = ggml_row_size(t, cols);
+  const size_t unit_bytes = rows16_unit_bytes(t), unit_row_bytes = unit_bytes / kRows16Rows;
+  const int64_t units = cols / (32 * rows16_unit_blocks(t)), groups = rows / R;
+  auto* mover = t == GgmlType::Q8_0 ? move_q8_0 : t == GgmlType::Q4_K ? move_q4_k : move_q6_k;
   auto move_groups = [&](int64_t g_begin, int64_t g_end, int) {
     for (int64_t g = g_begin; g < g_end; ++g) {
       uint8_t* group = packed + static_cast<size_t>(g * R) * row_bytes;
-      for (int64_t p = 0; p < pairs; ++p) {
-        uint8_t* pair = group + static_cast<size_t>(p) * kRows16PairBytes;
-        for (int64_t l = 0; l < R; ++l)
-          for (int h = 0; h < 2; ++h) {
-            auto* blk = reinterpret_cast<BlockQ8_0*>(ggml + static_cast<size_t>(g * R + l) * row_bytes) + 2 * p + h;
-            uint8_t* regs = pair + 512 * h;
-            uint8_t* d = pair + kRows16ScaleOffset + 32 * h + 2 * l;
-            // Quants 4c..4c+3 of the row <-> bytes 4l..4l+3 of register c, sign bits flipped.
-            for (int c = 0; c < 8; ++c) {
-              uint32_t v;
-              std::memcpy(&v, to_packed ? static_cast<const void*>(blk->qs + 4 * c) : regs + 64 * c + 4 * l, 4);
-              v ^= 0x80808080u;
-              std::memcpy(to_packed ? static_cast<void*>(regs + 64 * c + 4 * l) : blk->qs + 4 * c, &v, 4);
-            }
-            if (to_packed) std::memcpy(d, &blk->d, 2);
-            else std::memcpy(&blk->d, d, 2);
-          }
-      }
+      for (int64_t u = 0; u < units; ++u)
+        for (int l = 0; l < static_cast<int>(R); ++l)
+          mover(to_packed, ggml + static_cast<size_t>(g * R + l) * row_bytes + static_cast<size_t>(u) * unit_row_bytes,
+                group + static_cast<size_t>(u) * unit_bytes, l);
     }
   };
   if (pool != nullptr) pool->parallel_for(groups, move_groups);
   else move_groups(0, groups, 0);
   const size_t done = static_cast<size_t>(groups * R) * row_bytes, all = static_cast<size_t>(rows) * row_bytes;
-  if (to_packed) std::memcpy(packed + done, ggml + done, all - done);
-  else std::memcpy(ggml + done, packed + done, all - done);
+  move(to_packed, ggml + done, packed + done, all - done);
 }
 
 }  // namespace pagoda::cpu::detail

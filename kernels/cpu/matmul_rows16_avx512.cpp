@@ -129,7 +129,8 @@ void rows16_kernel(const MatmulArgs& a, const uint8_t* group, int64_t i0, float*
   for (int64_t u = 0; u < units; ++u) {
     const uint8_t* unit = group + u * rows16_unit_bytes(T);
     unit_scales<T>(unit, sc);
-#pragma GCC unroll 8
+    // Not unrolled: unrolled over the unit's blocks, GCC 12 kept the 16 accumulators on the stack.
+#pragma GCC unroll 1
     for (int j = 0; j < B; ++j, x += x_step) {
       for (int64_t i = 0; i < pf_per_block && pf < pf_end; ++i, pf += 64) _mm_prefetch(reinterpret_cast<const char*>(pf), _MM_HINT_T1);
       __m512i w[8];

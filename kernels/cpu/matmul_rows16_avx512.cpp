@@ -1,6 +1,6 @@
-// AVX-512 VNNI kernels for weights in the Rows16 layout (weight_pack.h: Q8_0, Q4_K, Q6_K) and few
-// activation rows (decode steps, n <= kFewRowsMax), and the unpacking of a Rows16 group into the
-// prefill tile of matmul_avx512.cpp.
+// AVX-512 VNNI kernels for weights in the Rows16 layout (weight_pack.h: Q8_0, Q4_0, IQ4_NL, Q4_K,
+// Q6_K, IQ4_XS) and few activation rows (decode steps, n <= kFewRowsMax), and the unpacking of a
+// Rows16 group into the prefill tile of matmul_avx512.cpp.
 //
 // What a call computes: out[i][o] for the activation rows i < n and the outputs o of full groups
 // of 16 in [o_begin, o_end) (matmul_few_rows_avx512 sends the rows past the last full group to
@@ -21,11 +21,15 @@
 #include <utility>
 
 #include "kernels/cpu/matmul_internal.h"
+#include "kernels/cpu/matmul_unpack_x86.h"
 #include "kernels/cpu/weight_pack.h"
 
 // GCC 12's AVX-512 intrinsic headers trip -Wuninitialized on their own placeholders.
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+// The types of the layout (rows16_type), for the dispatch switches below.
+#define PAGODA_ROWS16_TYPES(X) X(Q8_0) X(Q4_0) X(IQ4_NL) X(Q4_K) X(Q6_K) X(IQ4_XS)
 
 namespace pagoda::cpu::detail {
 
@@ -47,10 +51,35 @@ struct UnitScales {
 inline __m512 halves16(const uint8_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
 inline __m512i load64(const uint8_t* p) { return _mm512_loadu_si512(p); }
 
+// The shuffle control that takes value i of the 16 rows from a vector of per-row values
+// (weight_pack.h: row l's value i at byte 16 * (l / 4) + 4i + l % 4) to the 16 dword lanes in row
+// order, zero-extended: byte 4i + r of 128-bit lane c (row 4c + r) to dword r of that lane.
+inline __m512i value_index(int i) {
+  constexpr int z = static_cast<int>(0x80808000u);
+  return _mm512_set4_epi32(z | (4 * i + 3), z | (4 * i + 2), z | (4 * i + 1), z | (4 * i));
+}
+
 template <GgmlType T>
 inline void unit_scales(const uint8_t* unit, UnitScales<T>& sc) {
   if constexpr (T == GgmlType::Q8_0) {
     for (int j = 0; j < 2; ++j) _mm512_store_ps(sc.s0[j], halves16(unit + kRows16Q8ScaleOffset + 32 * j));
+  } else if constexpr (T == GgmlType::Q4_0 || T == GgmlType::IQ4_NL) {
+    for (int j = 0; j < 2; ++j) _mm512_store_ps(sc.s0[j], halves16(unit + kRows16Q4ScaleOffset + 32 * j));
+  } else if constexpr (T == GgmlType::IQ4_XS) {
+    const uint8_t* head = unit + kRows16IQ4XSHeadOffset;
+    const __m512 d = halves16(head);
+    const __m512i p = load64(head + 32);
+    // N's nibbles as bytes: [low nibbles | high nibbles] (bytes 0-31, 32-63 of the value vector).
+    const __m256i n = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(head + 96)), m4 = _mm256_set1_epi8(0x0F);
+    const __m512i nib = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(n, m4)),
+                                           _mm256_and_si256(_mm256_srli_epi16(n, 4), m4), 1);
+    const __m512i v[2] = {_mm512_and_si512(p, _mm512_set1_epi8(63)),
+                          _mm512_ternarylogic_epi32(_mm512_slli_epi16(nib, 2), _mm512_set1_epi8(0x3C),
+                                                    _mm512_and_si512(_mm512_srli_epi16(p, 6), _mm512_set1_epi8(0x03)), 0xEA)};
+    for (int j = 0; j < 8; ++j) {
+      const __m512i ls = _mm512_sub_epi32(_mm512_shuffle_epi8(v[j / 4], value_index(j % 4)), _mm512_set1_epi32(32));
+      _mm512_store_ps(sc.s0[j], _mm512_mul_ps(d, _mm512_cvtepi32_ps(ls)));
+    }
   } else if constexpr (T == GgmlType::Q4_K) {
     const uint8_t* head = unit + kRows16Q4KHeadOffset;
     const __m512 d = halves16(head), dmin = halves16(head + 32);
@@ -63,11 +92,7 @@ inline void unit_scales(const uint8_t* unit, UnitScales<T>& sc) {
     const __m512i v[4] = {_mm512_and_si512(p0, m6), _mm512_and_si512(p1, m6), _mm512_and_si512(p2, m6),
                           _mm512_ternarylogic_epi32(_mm512_srli_epi16(p2, 2), _mm512_set1_epi8(0x30), top, 0xEA)};
     for (int val = 0; val < 16; ++val) {
-      // Byte 4i + r of 128-bit lane c (row 4c + r) to dword r of that lane, zero-extended.
-      const int i = val % 4;
-      const __m512i idx = _mm512_set4_epi32(static_cast<int>(0x80808000u) | (4 * i + 3), static_cast<int>(0x80808000u) | (4 * i + 2),
-                                            static_cast<int>(0x80808000u) | (4 * i + 1), static_cast<int>(0x80808000u) | (4 * i));
-      const __m512 f = _mm512_cvtepi32_ps(_mm512_shuffle_epi8(v[val / 4], idx));
+      const __m512 f = _mm512_cvtepi32_ps(_mm512_shuffle_epi8(v[val / 4], value_index(val % 4)));
       if (val < 8) _mm512_store_ps(sc.s0[val], _mm512_mul_ps(d, f));
       else _mm512_store_ps(sc.m[val - 8], _mm512_mul_ps(dmin, f));
     }
@@ -87,6 +112,19 @@ inline void unit_scales(const uint8_t* unit, UnitScales<T>& sc) {
 template <GgmlType T>
 inline void unit_block(const uint8_t* unit, int j, __m512i w[8]) {
   const __m512i m4 = _mm512_set1_epi8(0x0F);
+  if constexpr (T == GgmlType::Q4_0 || T == GgmlType::IQ4_NL || T == GgmlType::IQ4_XS) {
+    // 4 nibble registers: elements 4c.. in the low nibbles, 16 + 4c.. in the high ones.
+    const uint8_t* regs = unit + 256 * j;
+    for (int c = 0; c < 4; ++c) {
+      const __m512i raw = load64(regs + 64 * c);
+      w[c] = _mm512_and_si512(raw, m4), w[c + 4] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
+      if constexpr (T != GgmlType::Q4_0) {  // level + 128 by a byte lookup
+        const __m512i table = _mm512_broadcast_i32x4(unpack_iq4_table());
+        w[c] = _mm512_shuffle_epi8(table, w[c]), w[c + 4] = _mm512_shuffle_epi8(table, w[c + 4]);
+      }
+    }
+    return;
+  }
   for (int c = 0; c < 8; ++c) {
     if constexpr (T == GgmlType::Q8_0) {
       w[c] = load64(unit + 512 * j + 64 * c);
@@ -238,18 +276,20 @@ void pack_rows16_decode_panel(GgmlType t, const QuantActs& acts, int64_t n, uint
 
 void matmul_rows16_avx512(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
   switch (a.type) {
-    case GgmlType::Q8_0: return rows16_range<GgmlType::Q8_0>(a, o_begin, o_end);
-    case GgmlType::Q4_K: return rows16_range<GgmlType::Q4_K>(a, o_begin, o_end);
-    case GgmlType::Q6_K: return rows16_range<GgmlType::Q6_K>(a, o_begin, o_end);
+#define PAGODA_CASE(T) \
+  case GgmlType::T: return rows16_range<GgmlType::T>(a, o_begin, o_end);
+    PAGODA_ROWS16_TYPES(PAGODA_CASE)
+#undef PAGODA_CASE
     default: return;
   }
 }
 
 void rows16_tile_half(GgmlType t, const uint8_t* group, int64_t b0, int nblk, const Rows16TileHalf& dst) {
   switch (t) {
-    case GgmlType::Q8_0: return tile_half<GgmlType::Q8_0>(group, b0, nblk, dst);
-    case GgmlType::Q4_K: return tile_half<GgmlType::Q4_K>(group, b0, nblk, dst);
-    case GgmlType::Q6_K: return tile_half<GgmlType::Q6_K>(group, b0, nblk, dst);
+#define PAGODA_CASE(T) \
+  case GgmlType::T: return tile_half<GgmlType::T>(group, b0, nblk, dst);
+    PAGODA_ROWS16_TYPES(PAGODA_CASE)
+#undef PAGODA_CASE
     default: return;
   }
 }

@@ -35,17 +35,21 @@
 // The AVX2 kernels read this layout (DecodeLayout::Tiles8) at every batch size: the decode kernels
 // directly, the prefill tile by unpacking whole tiles (unpack_packed_tile_avx2).
 //
-// DecodeLayout::Rows16, read by the AVX-512 kernels, for Q8_0, Q4_K and Q6_K: rows in groups of
-// 16, each group stored as one "unit" after another, a unit holding the 16 rows' GGML bytes of
-// one run of 32-element blocks whose scales decode together (two blocks for Q8_0, a 256-element
-// super-block for the K-quants). Its quants are "registers" of 64 bytes whose bytes 4l..4l+3
-// belong to row l, so one vpdpbusd against an activation dword broadcast to every lane advances
-// 16 outputs by 4 products, and after the 8 registers of a 32-element block lane l holds row l's
-// block sum: no per-block reduction (the GGML layout's few-rows kernels spent most of a
-// 16-sequence decode step on those), no per-row pointers. Per unit:
+// DecodeLayout::Rows16, read by the AVX-512 kernels, for Q8_0, Q4_0, IQ4_NL, Q4_K, Q6_K and
+// IQ4_XS: rows in groups of 16, each group stored as one "unit" after another, a unit holding the
+// 16 rows' GGML bytes of one run of 32-element blocks whose scales decode together (two blocks
+// for Q8_0, Q4_0 and IQ4_NL, a 256-element super-block for the K-quants and IQ4_XS). Its quants
+// are "registers" of 64 bytes whose bytes 4l..4l+3 belong to row l, so one vpdpbusd against an
+// activation dword broadcast to every lane advances 16 outputs by 4 products, and after the 8
+// registers of a 32-element block lane l holds row l's block sum: no per-block reduction (the
+// GGML layout's few-rows kernels spent most of a 16-sequence decode step on those), no per-row
+// pointers. Per unit:
 //   Q8_0 (1088 bytes = 16 x 2 blocks): [0, 512) block 0 as 8 registers, register c holding the
 //     quants 4c..4c+3 as q + 128 (unsigned bytes, vpdpbusd's weight operand), [512, 1024) block 1
 //     the same, [1024, 1056) block 0's 16 fp16 d in row order, [1056, 1088) block 1's.
+//   Q4_0, IQ4_NL (576 bytes = 16 x 2 blocks): [0, 256) block 0 as 4 nibble registers, register c
+//     holding the row's qs[4c .. +3], whose low nibbles are elements 4c..4c+3 and high nibbles
+//     elements 16 + 4c..; [256, 512) block 1; [512, 544) and [544, 576) the blocks' 16 fp16 d.
 //   Q4_K (2304 bytes = 16 x 144): [0, 2048) "nibble registers", 8 per 64-byte chunk p of qs:
 //     register c of chunk p holds the row's qs[32p + 4c .. +3], whose low nibbles are elements
 //     4c..4c+3 of block 2p and high nibbles those of block 2p + 1; [2048, 2080) the 16 fp16 d,
@@ -59,8 +63,13 @@
 //     nibbles block 4(q / 2) + 2 + q % 2), [2048, 3072) registers of the 2 32-byte chunks h of qh
 //     (bits 2p, 2p + 1 of each byte: the top 2 bits of block 4h + p), [3072, 3328) the 16 int8
 //     scales of each sub-block s for the 16 rows at 3072 + 16s, [3328, 3360) the 16 fp16 d.
-// Units of Q8_0 and Q4_K sit on cache lines (cols a multiple of 64 or 256); Q6_K's do when their
-// offset is (an even count of super-blocks before them), and are read with unaligned loads.
+//   IQ4_XS (2176 bytes = 16 x 136): [0, 2048) block j's nibble registers at 256j as Q4_0's;
+//     [2048, 2080) the 16 fp16 d; [2080, 2176) the 8 six-bit scales (iq4xs_scale) of each row:
+//     scale i (< 4) of row l is the low 6 bits of P's byte 16 * (l / 4) + 4i + l % 4 (64 bytes),
+//     scale 4 + i has its low 2 bits in that byte's top bits and its high 4 bits in a nibble of the
+//     32 bytes after P (byte b % 32, the high nibble for b >= 32).
+// Units of every type but Q6_K sit on cache lines; Q6_K's (3360 bytes) do when an even count of
+// units precedes them, and all are read with unaligned loads.
 // The AVX-512 prefill tile copies a group's registers (unpacked) as its half of 16 lanes.
 //
 // Levels whose layout a PackedWeight is not read `source`, the matrix in its GGML layout (see
@@ -113,17 +122,30 @@ struct PackedBytesFree {
 // Rows16's geometry (the layout above), from here for the packing code (weight_pack_rows16.cpp)
 // and the AVX-512 kernels that read it (matmul_rows16_avx512.cpp).
 constexpr size_t kRows16Rows = 16;
-constexpr bool rows16_type(GgmlType t) { return t == GgmlType::Q8_0 || t == GgmlType::Q4_K || t == GgmlType::Q6_K; }
+constexpr bool rows16_type(GgmlType t) {
+  return t == GgmlType::Q8_0 || t == GgmlType::Q4_0 || t == GgmlType::IQ4_NL || t == GgmlType::Q4_K || t == GgmlType::Q6_K ||
+         t == GgmlType::IQ4_XS;
+}
 // 32-element blocks per unit, and its bytes (16 rows' GGML bytes of those blocks).
-constexpr int rows16_unit_blocks(GgmlType t) { return t == GgmlType::Q8_0 ? 2 : 8; }
+constexpr int rows16_unit_blocks(GgmlType t) {
+  return t == GgmlType::Q8_0 || t == GgmlType::Q4_0 || t == GgmlType::IQ4_NL ? 2 : 8;
+}
 constexpr size_t rows16_unit_bytes(GgmlType t) {
-  return kRows16Rows * (t == GgmlType::Q8_0 ? 2 * 34 : t == GgmlType::Q4_K ? 144 : 210);
+  switch (t) {
+    case GgmlType::Q8_0: return kRows16Rows * 2 * 34;
+    case GgmlType::Q4_0: case GgmlType::IQ4_NL: return kRows16Rows * 2 * 18;
+    case GgmlType::Q4_K: return kRows16Rows * 144;
+    case GgmlType::Q6_K: return kRows16Rows * 210;
+    default: return kRows16Rows * 136;  // IQ4_XS
+  }
 }
 constexpr size_t kRows16Q8ScaleOffset = 1024;  // Q8_0: the blocks' d
 constexpr size_t kRows16Q4KHeadOffset = 2048;  // Q4_K: d, dmin, then the six-bit values
 constexpr size_t kRows16Q6KQhOffset = 2048;    // Q6_K: the qh registers, scales, d
 constexpr size_t kRows16Q6KScaleOffset = 3072;
 constexpr size_t kRows16Q6KDOffset = 3328;
+constexpr size_t kRows16Q4ScaleOffset = 512;     // Q4_0, IQ4_NL: the blocks' d
+constexpr size_t kRows16IQ4XSHeadOffset = 2048;  // IQ4_XS: d, then the six-bit scales
 
 // The decode layouts above, and the kernel level that reads each.
 enum class DecodeLayout : uint8_t { Tiles8, Rows16 };
@@ -141,7 +163,8 @@ struct PackedWeight {
 
 // True when t has layout `l` and the shape allows it. Tiles8: cols a multiple of 256, at least 8
 // rows (the tiles of the 32-element-block types span 256 elements too). Rows16: rows16_type(t),
-// whole units (cols a multiple of 64 for Q8_0, of 256 for the K-quants), at least 16 rows.
+// whole units (cols a multiple of 64 for Q8_0, Q4_0 and IQ4_NL, of 256 for the others), at least
+// 16 rows.
 bool decode_pack_supported(GgmlType t, int64_t rows, int64_t cols, DecodeLayout l = DecodeLayout::Tiles8);
 
 // The layout that pays at kernel level `isa` for t and this shape, if any: Tiles8 for every type

@@ -1,8 +1,9 @@
-// The Rows16 decode layout (weight_pack.h) of Q8_0, Q4_K and Q6_K matrices: packing and its exact
-// inverse. Portable code (no ISA flags): it runs once per matrix at load, at memory speed.
+// The Rows16 decode layout (weight_pack.h) of Q8_0, Q4_0, IQ4_NL, Q4_K, Q6_K and IQ4_XS matrices:
+// packing and its exact inverse. Portable code (no ISA flags): it runs once per matrix at load, at memory speed.
 //
 // Each type's mover handles one row's share of one unit in both directions (`to_packed`), moving
 // the same bits, so that one routine is both the packing and its inverse.
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 
@@ -14,11 +15,16 @@ namespace pagoda::cpu::detail {
 namespace {
 
 static_assert(rows16_unit_bytes(GgmlType::Q8_0) == kRows16Rows * 2 * sizeof(BlockQ8_0) &&
+                  rows16_unit_bytes(GgmlType::Q4_0) == kRows16Rows * 2 * sizeof(BlockQ4_0) &&
+                  rows16_unit_bytes(GgmlType::IQ4_NL) == kRows16Rows * 2 * sizeof(BlockIQ4_NL) &&
+                  rows16_unit_bytes(GgmlType::IQ4_XS) == kRows16Rows * sizeof(BlockIQ4_XS) &&
                   rows16_unit_bytes(GgmlType::Q4_K) == kRows16Rows * sizeof(BlockQ4_K) &&
                   rows16_unit_bytes(GgmlType::Q6_K) == kRows16Rows * sizeof(BlockQ6_K),
               "a unit holds exactly 16 rows' GGML bytes of its blocks");
 static_assert(kRows16Q6KDOffset + 2 * kRows16Rows == rows16_unit_bytes(GgmlType::Q6_K) &&
-                  kRows16Q4KHeadOffset + 4 * kRows16Rows + 3 * 64 == rows16_unit_bytes(GgmlType::Q4_K),
+                  kRows16Q4KHeadOffset + 4 * kRows16Rows + 3 * 64 == rows16_unit_bytes(GgmlType::Q4_K) &&
+                  kRows16Q4ScaleOffset + 4 * kRows16Rows == rows16_unit_bytes(GgmlType::Q4_0) &&
+                  kRows16IQ4XSHeadOffset + 2 * kRows16Rows + 64 + 32 == rows16_unit_bytes(GgmlType::IQ4_XS),
               "every byte of a unit has one owner");
 
 // n bytes between `ggml` and `packed`, the way to_packed says.
@@ -27,10 +33,14 @@ inline void move(bool to_packed, uint8_t* ggml, uint8_t* packed, size_t n) {
   else std::memcpy(ggml, packed, n);
 }
 
-// The 64 quants at ggml (32 bytes of 4-element dwords) <-> dword l of the 8 registers at unit.
-inline void move_register_dwords(bool to_packed, uint8_t* ggml, uint8_t* regs, int l) {
-  for (int c = 0; c < 8; ++c) move(to_packed, ggml + 4 * c, regs + 64 * c + 4 * l, 4);
+// The `count` dwords at ggml <-> dword l of the `count` registers at regs.
+inline void move_register_dwords(bool to_packed, uint8_t* ggml, uint8_t* regs, int l, int count = 8) {
+  for (int c = 0; c < count; ++c) move(to_packed, ggml + 4 * c, regs + 64 * c + 4 * l, 4);
 }
+
+// Byte i (< 4) of row l's share of a 64-byte vector of per-row values (the Q4_K and IQ4_XS
+// scales): where a byte shuffle within 128-bit lanes finds it for dword lane l.
+inline size_t value_byte(int l, int i) { return static_cast<size_t>(16 * (l / 4) + 4 * i + l % 4); }
 
 // Q8_0, blocks 2u and 2u + 1 of row l (`ggml` at block 2u): the quants as q + 128.
 void move_q8_0(bool to_packed, uint8_t* ggml, uint8_t* unit, int l) {
@@ -57,7 +67,7 @@ void move_q4_k(bool to_packed, uint8_t* ggml, uint8_t* unit, int l) {
   move(to_packed, reinterpret_cast<uint8_t*>(&blk->dmin), head + 32 + 2 * l, 2);
   uint8_t* pk = head + 64;  // P0..P2, 64 bytes each
   int v[16];                // sc0..7, mn0..7
-  auto at = [&](int k, int i) -> uint8_t& { return pk[64 * k + 16 * (l / 4) + 4 * i + l % 4]; };
+  auto at = [&](int k, int i) -> uint8_t& { return pk[64 * k + value_byte(l, i)]; };
   if (to_packed) {
     for (int j = 0; j < 8; ++j) q4k_scale_min(j, blk->scales, v[j], v[8 + j]);
     for (int k = 0; k < 3; ++k)
@@ -87,6 +97,46 @@ void move_q6_k(bool to_packed, uint8_t* ggml, uint8_t* unit, int l) {
   move(to_packed, reinterpret_cast<uint8_t*>(&blk->d), unit + kRows16Q6KDOffset + 2 * l, 2);
 }
 
+// Q4_0 and IQ4_NL (the same block shape), blocks 2u and 2u + 1 of row l: qs as 4 nibble
+// registers per block, d per row position.
+void move_q4_0(bool to_packed, uint8_t* ggml, uint8_t* unit, int l) {
+  static_assert(sizeof(BlockQ4_0) == sizeof(BlockIQ4_NL) && offsetof(BlockIQ4_NL, qs) == offsetof(BlockQ4_0, qs));
+  for (int h = 0; h < 2; ++h) {
+    auto* blk = reinterpret_cast<BlockQ4_0*>(ggml) + h;
+    move_register_dwords(to_packed, blk->qs, unit + 256 * h, l, 4);
+    move(to_packed, reinterpret_cast<uint8_t*>(&blk->d), unit + kRows16Q4ScaleOffset + 32 * h + 2 * l, 2);
+  }
+}
+
+// IQ4_XS: block j's qs as 4 nibble registers at 256j; the 8 six-bit scales of iq4xs_scale
+// spread over P (64 bytes) and N (32 bytes of nibbles).
+void move_iq4_xs(bool to_packed, uint8_t* ggml, uint8_t* unit, int l) {
+  auto* blk = reinterpret_cast<BlockIQ4_XS*>(ggml);
+  for (int j = 0; j < 8; ++j) move_register_dwords(to_packed, blk->qs + 16 * j, unit + 256 * j, l, 4);
+  uint8_t* head = unit + kRows16IQ4XSHeadOffset;
+  move(to_packed, reinterpret_cast<uint8_t*>(&blk->d), head + 2 * l, 2);
+  uint8_t* pv = head + 32;
+  uint8_t* nv = pv + 64;
+  for (int i = 0; i < 4; ++i) {
+    const size_t b = value_byte(l, i);
+    uint8_t& nib = nv[b % 32];
+    const int shift = b >= 32 ? 4 : 0;
+    if (to_packed) {
+      const int lo = iq4xs_scale(i, *blk), hi = iq4xs_scale(4 + i, *blk);
+      pv[b] = static_cast<uint8_t>(lo | (hi & 3) << 6);
+      nib = static_cast<uint8_t>((nib & ~(15 << shift)) | (hi >> 2) << shift);
+    } else {
+      const int lo = pv[b] & 63, hi = pv[b] >> 6 | ((nib >> shift) & 15) << 2;
+      for (int j : {i, 4 + i}) {  // iq4xs_scale's packing: low nibble in scales_l, top 2 bits in scales_h
+        const int v = j == i ? lo : hi;
+        uint8_t& sl = blk->scales_l[j / 2];
+        sl = static_cast<uint8_t>((sl & ~(15 << (4 * (j % 2)))) | (v & 15) << (4 * (j % 2)));
+        blk->scales_h = static_cast<uint16_t>((blk->scales_h & ~(3u << (2 * j))) | static_cast<unsigned>(v >> 4) << (2 * j));
+      }
+    }
+  }
+}
+
 }  // namespace
 
 void move_matrix_rows16(GgmlType t, int64_t rows, int64_t cols, uint8_t* ggml, uint8_t* packed, bool to_packed,
@@ -95,7 +145,11 @@ void move_matrix_rows16(GgmlType t, int64_t rows, int64_t cols, uint8_t* ggml, u
   const size_t row_bytes = ggml_row_size(t, cols);
   const size_t unit_bytes = rows16_unit_bytes(t), unit_row_bytes = unit_bytes / kRows16Rows;
   const int64_t units = cols / (32 * rows16_unit_blocks(t)), groups = rows / R;
-  auto* mover = t == GgmlType::Q8_0 ? move_q8_0 : t == GgmlType::Q4_K ? move_q4_k : move_q6_k;
+  auto* mover = t == GgmlType::Q8_0                              ? move_q8_0
+                 : t == GgmlType::Q4_0 || t == GgmlType::IQ4_NL ? move_q4_0
+                 : t == GgmlType::Q4_K                          ? move_q4_k
+                 : t == GgmlType::Q6_K                          ? move_q6_k
+                                                                : move_iq4_xs;
   auto move_groups = [&](int64_t g_begin, int64_t g_end, int) {
     for (int64_t g = g_begin; g < g_end; ++g) {
       uint8_t* group = packed + static_cast<size_t>(g * R) * row_bytes;

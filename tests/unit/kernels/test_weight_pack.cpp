@@ -26,7 +26,7 @@ const GgmlType kPackable[] = {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, Gg
                               GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_XS};
 
 // Quantized random weights: real blocks (valid scales and every bit pattern of the quants).
-const GgmlType kRows16Types[] = {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K};
+const GgmlType kRows16Types[] = {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::IQ4_NL, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::IQ4_XS};
 
 std::vector<uint8_t> random_matrix(GgmlType t, int64_t rows, int64_t cols, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -112,22 +112,24 @@ TEST_CASE("decode packing: which types and shapes") {
   CHECK(decode_pack_useful(CpuIsa::Avx2, GgmlType::IQ4_XS, 16, 256));
   const std::vector<uint8_t> w(ggml_row_size(GgmlType::F16, 256) * 16);
   CHECK_THROWS_AS(pack_for_decode(GgmlType::F16, w.data(), 16, 256), std::invalid_argument);
-  // Rows16: Q8_0, Q4_K and Q6_K, groups of 16 rows, whole units (64 elements for Q8_0, 256 for
-  // the K-quants); the AVX-512 level's layout.
+  // Rows16: Q8_0, Q4_0, IQ4_NL, Q4_K, Q6_K and IQ4_XS, groups of 16 rows, whole units (64
+  // elements for the 32-element-block types, 256 for the others); the AVX-512 level's layout.
   CHECK(decode_pack_supported(GgmlType::Q8_0, 16, 64, DecodeLayout::Rows16));
   CHECK_FALSE(decode_pack_supported(GgmlType::Q8_0, 15, 64, DecodeLayout::Rows16));
   CHECK_FALSE(decode_pack_supported(GgmlType::Q8_0, 16, 96, DecodeLayout::Rows16));
   CHECK(decode_pack_supported(GgmlType::Q4_K, 16, 256, DecodeLayout::Rows16));
   CHECK(decode_pack_supported(GgmlType::Q6_K, 16, 768, DecodeLayout::Rows16));
   CHECK_FALSE(decode_pack_supported(GgmlType::Q6_K, 15, 256, DecodeLayout::Rows16));
-  CHECK_FALSE(decode_pack_supported(GgmlType::Q4_0, 16, 256, DecodeLayout::Rows16));
+  CHECK(decode_pack_supported(GgmlType::Q4_0, 16, 64, DecodeLayout::Rows16));
+  CHECK_FALSE(decode_pack_supported(GgmlType::Q4_1, 16, 256, DecodeLayout::Rows16));
+  CHECK_FALSE(decode_pack_supported(GgmlType::IQ4_XS, 16, 64, DecodeLayout::Rows16));
   CHECK(decode_layout_for(CpuIsa::Avx512, GgmlType::Q8_0, 2048, 2048) == DecodeLayout::Rows16);
   CHECK(decode_layout_for(CpuIsa::Avx512, GgmlType::Q4_K, 2048, 2048) == DecodeLayout::Rows16);
   CHECK(decode_layout_for(CpuIsa::Avx512, GgmlType::Q6_K, 2048, 5632) == DecodeLayout::Rows16);
   CHECK(decode_layout_for(CpuIsa::Avx2, GgmlType::Q8_0, 2048, 2048) == DecodeLayout::Tiles8);
   CHECK_FALSE(decode_layout_for(CpuIsa::Avx512, GgmlType::Q5_K, 2048, 2048).has_value());
-  const std::vector<uint8_t> q(ggml_row_size(GgmlType::Q4_0, 256) * 16);
-  CHECK_THROWS_AS(pack_for_decode(GgmlType::Q4_0, q.data(), 16, 256, nullptr, DecodeLayout::Rows16), std::invalid_argument);
+  const std::vector<uint8_t> q(ggml_row_size(GgmlType::Q4_1, 256) * 16);
+  CHECK_THROWS_AS(pack_for_decode(GgmlType::Q4_1, q.data(), 16, 256, nullptr, DecodeLayout::Rows16), std::invalid_argument);
 }
 
 TEST_CASE("matmul on packed weights gives the GGML layout's bits at every level, n and split") {

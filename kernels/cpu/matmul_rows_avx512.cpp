@@ -9,6 +9,8 @@
 // integer sums for 16 outputs. Those integers are exactly the ones the tile path and
 // accumulate_block compute, and the float epilogue below is the same sequence of operations, so
 // results are bit-identical to the other paths: batch invariance holds across the switch.
+// Weights in the Rows16 decode layout (weight_pack.h) go to matmul_rows16_avx512.cpp instead,
+// all but the GGML rows past their last full group of 16.
 #include <immintrin.h>
 
 #include <algorithm>

@@ -1,7 +1,8 @@
 // The decode layout of weight_pack.h: packing is exactly reversible, and matmul on packed
 // weights gives the bits of matmul on the GGML layout (which the scalar level defines) for odd
 // row counts (a partial last group of 8 stays in the GGML layout), several super-blocks, every
-// decode batch size and thread split, and the prefill sizes that read the source instead.
+// decode batch size and thread split, and the prefill sizes that read the source instead. The
+// AVX-512 level's Rows16 layout the same for its six types, prefill tiles made from its groups.
 #include <catch2/catch.hpp>
 
 #include <cstring>

@@ -21,6 +21,7 @@
 #include <utility>
 
 #include "kernels/cpu/matmul_internal.h"
+#include "kernels/cpu/matmul_rows_avx512.h"
 #include "kernels/cpu/matmul_unpack_x86.h"
 #include "kernels/cpu/weight_pack.h"
 
@@ -36,7 +37,7 @@ namespace pagoda::cpu::detail {
 namespace {
 
 constexpr int kLanes = static_cast<int>(kRows16Rows);  // one zmm of int32/float lanes
-static_assert(kLanes == 16);
+static_assert(kLanes == kGroup);
 
 // The scales of one unit for its 16 rows, block by block, as the epilogue multiplies them (the
 // values of block_scales / decode_block32): s0, and s1 for the half-scale Q6_K, m for Q4_K.
@@ -214,15 +215,12 @@ constexpr std::array<Kernel, sizeof...(I)> kernels_for(std::index_sequence<I...>
 template <GgmlType T>
 constexpr std::array<Kernel, kRows16Pass> kKernels = kernels_for<T>(std::make_index_sequence<kRows16Pass>());
 
-inline __mmask16 lane_mask(int64_t n) {
-  return n >= 16 ? __mmask16(0xFFFF) : n <= 0 ? __mmask16(0) : static_cast<__mmask16>((1u << n) - 1);
-}
-
 template <GgmlType T>
 void rows16_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
   constexpr int64_t G = kLanes;
   for (int64_t g0 = o_begin / G * G; g0 < o_end; g0 += G) {
-    const __mmask16 store = static_cast<__mmask16>(lane_mask(std::min(o_end, g0 + G) - g0) & ~lane_mask(o_begin - g0));
+    const int hi = static_cast<int>(std::min(o_end, g0 + G) - g0), lo = static_cast<int>(std::max<int64_t>(o_begin - g0, 0));
+    const __mmask16 store = static_cast<__mmask16>(lane_mask(hi) & ~lane_mask(lo));
     const uint8_t* group = a.w + g0 * a.row_bytes;
     // The next group is the next contiguous G rows' bytes: prefetched into L2 while this one
     // computes (16 rows are one stream, which the hardware prefetchers follow, but not far enough

@@ -230,7 +230,7 @@ void run_matmul(ThreadPool& pool, CpuIsa isa, GgmlType wtype, const void* w, int
     if (decode) detail::prepare_decode_terms(wtype, a.acts, n);
     if (isa == CpuIsa::Avx512 && packed && decode) {
       panelbuf = aligned_bytes(static_cast<size_t>(detail::rows16_decode_panel_bytes(n, in_features)));
-      detail::pack_rows16_decode_panel(a.acts, n, panelbuf.get());
+      detail::pack_rows16_decode_panel(wtype, a.acts, n, panelbuf.get());
       a.decode_panel = panelbuf.get();
     }
     if (isa == CpuIsa::Avx512 && n > detail::kFewRowsMax) {

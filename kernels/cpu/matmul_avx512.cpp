@@ -202,36 +202,30 @@ void fill_tile(Tile& tile, const MatmulArgs& a, int64_t o0, int valid, int64_t b
   }
 }
 
-// fill_tile for Q8_0 weights in the Rows16 layout (weight_pack.h, a.packed): a full group of 16
-// rows is already a tile half (its registers are the tile's lanes 16h..16h+15, stored as q + 128),
-// so it is copied; rows past the last full group are GGML rows, decoded and interleaved as
-// fill_tile does; lanes past `valid` are zero. o0 is a multiple of 16 (the dispatcher splits
-// outputs by kLanes).
+// fill_tile for weights in the Rows16 layout (weight_pack.h, a.packed, rows16_type(T)): a full
+// group of 16 rows is one tile half (lanes 16h..16h+15), unpacked by rows16_tile_half; rows past
+// the last full group are GGML rows, decoded and interleaved as fill_tile does; lanes past
+// `valid` are zero. o0 is a multiple of 16 (the dispatcher splits outputs by kLanes).
+template <GgmlType T>
 void fill_tile_rows16(Tile& tile, const MatmulArgs& a, int64_t o0, int valid, int64_t b0, int nblk) {
   static_assert(kRows16Rows * 2 == kLanes, "a Rows16 group is one half of the tile");
   const int64_t full_rows = a.out_features / 16 * 16;
   for (int h = 0; h < 2; ++h) {
     const int64_t r0 = o0 + 16 * h;
     if (r0 + 16 <= full_rows) {
-      const uint8_t* group = a.w + r0 * a.row_bytes;
-      for (int b = 0; b < nblk; ++b) {
-        const int64_t blk = b0 + b;
-        const uint8_t* pair = group + (blk / 2) * kRows16PairBytes;
-        const uint8_t* regs = pair + 512 * (blk % 2);
-        for (int g = 0; g < 8; ++g)
-          _mm512_store_si512(&tile.qs[b][g][16 * h][0], _mm512_loadu_si512(regs + 64 * g));
-        _mm512_store_ps(tile.s0[b] + 16 * h,
-                        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pair + kRows16ScaleOffset + 32 * (blk % 2)))));
-      }
+      const Rows16TileHalf dst{&tile.qs[0][0][16 * h][0], sizeof(tile.qs[0]), sizeof(tile.qs[0][0]),
+                               &tile.s0[0][16 * h],      &tile.s1[0][16 * h], &tile.m[0][16 * h],
+                               kLanes};
+      rows16_tile_half(T, a.w + r0 * a.row_bytes, b0, nblk, dst);
       continue;
     }
     const int lanes = std::clamp(valid - 16 * h, 0, 16);
     for (int l = 16 * h; l < 16 * h + 16; ++l) {
       if (l - 16 * h < lanes) {
-        decode_row_chunk<GgmlType::Q8_0>(a.w + (o0 + l) * a.row_bytes, b0, nblk, tile, l);
+        decode_row_chunk<T>(a.w + (o0 + l) * a.row_bytes, b0, nblk, tile, l);
       } else {
         std::memset(tile.rows[l], 0, static_cast<size_t>(nblk) * 32);
-        for (int b = 0; b < nblk; ++b) tile.s0[b][l] = 0.f;
+        for (int b = 0; b < nblk; ++b) tile.s0[b][l] = tile.s1[b][l] = tile.m[b][l] = tile.m1[b][l] = 0.f;
       }
     }
     for (int b = 0; b < nblk; ++b)
@@ -354,8 +348,8 @@ void quant_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
         const int64_t c = b0 / kChunk;
         for (int64_t l = next_lines * c / n_chunks; l < next_lines * (c + 1) / n_chunks; ++l)
           _mm_prefetch(next + 64 * l, _MM_HINT_T1);
-        if constexpr (T == GgmlType::Q8_0) {
-          if (a.packed) fill_tile_rows16(*tile, a, o0, valid, b0, nblk);
+        if constexpr (rows16_type(T)) {
+          if (a.packed) fill_tile_rows16<T>(*tile, a, o0, valid, b0, nblk);
           else fill_tile<T>(*tile, a, o0, valid, b0, nblk);
         } else {
           fill_tile<T>(*tile, a, o0, valid, b0, nblk);

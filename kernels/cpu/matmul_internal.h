@@ -80,8 +80,8 @@ struct MatmulArgs {
   const uint8_t* panel = nullptr;
   // w is in the decode layout (weight_pack.h) of the level that runs: Tiles8 at AVX2 (the decode
   // kernels read it directly, matmul_packed_avx2, the prefill tile through
-  // unpack_packed_tile_avx2), Rows16 at AVX-512 (Q8_0: the decode kernel reads it with
-  // decode_panel, the prefill tile copies it); the rows past the last full group are GGML rows.
+  // unpack_packed_tile_avx2), Rows16 at AVX-512 (the decode kernels read it with
+  // decode_panel, the prefill tile unpacks its groups with rows16_tile_half); the rows past the last full group are GGML rows.
   bool packed = false;
   // Rows16 decode calls (AVX-512, packed, n <= kFewRowsMax): the activations as
   // pack_rows16_decode_panel lays them out.
@@ -89,12 +89,29 @@ struct MatmulArgs {
 };
 
 // The Rows16 decode panel: per 32-element block b and activation row i of n, kRows16PanelBytes at
-// (b * n + i) * kRows16PanelBytes: the row's 32 int8 quants of the block, the chain seed
-// -128 * (their sum) as int32 (Rows16 stores quants as q + 128), and the block scale d as float.
-// One pointer per block reaches every row at a fixed offset.
+// (b * n + i) * kRows16PanelBytes: the row's 32 int8 quants of the block, then as dwords the
+// chain seed -offset * (their sum) as int32 (of elements 0-15 only for the half-scale types;
+// weight t's offset), the block scale d as float, float(sum of the quants) for the min term, and
+// the seed of elements 16-31 (half-scale types). One pointer per block reaches every row at a
+// fixed offset.
 constexpr int64_t kRows16PanelBytes = 64;
 inline int64_t rows16_decode_panel_bytes(int64_t n, int64_t k) { return n * (k / 32) * kRows16PanelBytes; }
-void pack_rows16_decode_panel(const QuantActs& acts, int64_t n, uint8_t* panel);
+void pack_rows16_decode_panel(GgmlType t, const QuantActs& acts, int64_t n, uint8_t* panel);
+// Outputs [o_begin, o_end) of weights in the Rows16 layout (a.packed, a.decode_panel), within
+// its full groups of 16 rows; see matmul_rows16_avx512.cpp.
+void matmul_rows16_avx512(const MatmulArgs& a, int64_t o_begin, int64_t o_end);
+// Where the AVX-512 prefill tile holds 16 lanes' blocks: register c (elements 4c..4c+3 of the 16
+// lanes as u bytes, 64 bytes) of block b at qs + b * qs_block + c * qs_reg, block b's scales of
+// the 16 lanes (the values of block_scales: s0, s1 for the half-scale types, m for block_min)
+// at s0 / s1 / m + b * s_block.
+struct Rows16TileHalf {
+  uint8_t* qs;
+  size_t qs_block, qs_reg;
+  float *s0, *s1, *m;
+  size_t s_block;
+};
+// Blocks [b0, b0 + nblk) of the full Rows16 group of type t at `group` into dst.
+void rows16_tile_half(GgmlType t, const uint8_t* group, int64_t b0, int nblk, const Rows16TileHalf& dst);
 
 // Activation panels: rows in groups of kPanelRows; per group and 32-element block,
 // kPanelBlockBytes holding the group's int8 dwords interleaved by row, the per-type integer

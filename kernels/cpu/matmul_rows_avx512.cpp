@@ -9,6 +9,8 @@
 // integer sums for 16 outputs. Those integers are exactly the ones the tile path and
 // accumulate_block compute, and the float epilogue below is the same sequence of operations, so
 // results are bit-identical to the other paths: batch invariance holds across the switch.
+// Weights in the Rows16 decode layout (weight_pack.h) go to matmul_rows16_avx512.cpp instead,
+// all but the GGML rows past their last full group of 16.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -370,110 +372,23 @@ void few_rows_range_ggml(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
 }
 
 
-// Q8_0 in the Rows16 layout (weight_pack.h, a.packed): R activation rows x the 16 outputs of the
-// group at `group`. Lanes are outputs: per block, a chain of 8 vpdpbusd of the block's registers
-// against the activation dwords broadcast from the decode panel, seeded with -128 * (sum of x),
-// leaves each output's exact integer sum in its lane, and the float epilogue is block_epilogue's
-// for a type without half scales. No reduction, no unpacking, one pointer for all rows: the
-// arithmetic is 8 vpdpbusd + 3 operations per block and row.
-template <int R>
-void rows16_q8_0(const MatmulArgs& a, const uint8_t* group, int64_t i0, float* out, __mmask16 store,
-                 const uint8_t* prefetch, int64_t prefetch_lines) {
-  const int64_t nb = a.k / 32;
-  __m512 acc[R];
-  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
-  const uint8_t* x = a.decode_panel + i0 * kRows16PanelBytes;
-  const int64_t x_step = a.n * kRows16PanelBytes;
-  // The next group's lines, an equal share per block (without prefetch_share's divisions, which
-  // cost more than a one-row block's arithmetic).
-  const int64_t pf_per_block = (prefetch_lines + nb - 1) / nb;
-  const uint8_t* pf = prefetch;
-  const uint8_t* const pf_end = prefetch + 64 * prefetch_lines;
-  for (int64_t b = 0; b < nb; ++b, x += x_step) {
-    for (int64_t i = 0; i < pf_per_block && pf < pf_end; ++i, pf += 64) _mm_prefetch(reinterpret_cast<const char*>(pf), _MM_HINT_T1);
-    const uint8_t* pair = group + (b / 2) * kRows16PairBytes;
-    const uint8_t* regs = pair + 512 * (b % 2);
-    const __m512 d = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(pair + kRows16ScaleOffset + 32 * (b % 2))));
-    __m512i w[8];
-    for (int c = 0; c < 8; ++c) w[c] = _mm512_load_si512(regs + 64 * c);
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) {
-      const int32_t* xr = reinterpret_cast<const int32_t*>(x + r * kRows16PanelBytes);
-      __m512i isum = _mm512_set1_epi32(xr[8]);  // the seed
-#pragma GCC unroll 8
-      for (int c = 0; c < 8; ++c) isum = _mm512_dpbusd_epi32(isum, w[c], _mm512_set1_epi32(xr[c]));
-      float dx;
-      std::memcpy(&dx, xr + 9, 4);
-      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(d, _mm512_set1_ps(dx)), acc[r]);
-    }
-  }
-  for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(out + (i0 + r) * a.out_features, store, acc[r]);
-}
-
-// Activation rows per pass of rows16_q8_0: 16 accumulators and 8 weight registers fit the 32 zmm,
-// so a decode step of up to 16 sequences reads each group's weights once.
-constexpr int64_t kRows16Pass = 16;
-
-// Outputs [o_begin, o_end) of a Q8_0 matrix in the Rows16 layout: the full groups of 16 through
-// rows16_q8_0 (a group the range cuts is computed whole and stored in part), the rows past them
-// (GGML rows) through few_rows.
-void rows16_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
-  constexpr int64_t G = static_cast<int64_t>(kRows16Rows);  // = kGroup: a group fills one zmm of outputs
-  static_assert(G == kGroup);
-  const int64_t full_rows = a.out_features / G * G;
-  for (int64_t g0 = o_begin / G * G; g0 < std::min(o_end, full_rows); g0 += G) {
-    const int64_t lo = std::max(o_begin, g0), hi = std::min(o_end, g0 + G);
-    const __mmask16 store = static_cast<__mmask16>(lane_mask(static_cast<int>(hi - g0)) & ~lane_mask(static_cast<int>(lo - g0)));
-    const uint8_t* group = a.w + g0 * a.row_bytes;
-    // The next group is the next contiguous G rows' bytes (see few_rows_range).
-    const int64_t lines = g0 + G < std::min(o_end, full_rows) ? G * static_cast<int64_t>(a.row_bytes) / 64 : 0;
-    const uint8_t* next = group + G * a.row_bytes;
-    float* out = a.out + g0;
-    for (int64_t i0 = 0; i0 < a.n; i0 += kRows16Pass) {
-      const int64_t pl = i0 == 0 ? lines : 0;
-      switch (std::min<int64_t>(kRows16Pass, a.n - i0)) {
-        case 1: rows16_q8_0<1>(a, group, i0, out, store, next, pl); break;
-        case 2: rows16_q8_0<2>(a, group, i0, out, store, next, pl); break;
-        case 3: rows16_q8_0<3>(a, group, i0, out, store, next, pl); break;
-        case 4: rows16_q8_0<4>(a, group, i0, out, store, next, pl); break;
-        case 5: rows16_q8_0<5>(a, group, i0, out, store, next, pl); break;
-        case 6: rows16_q8_0<6>(a, group, i0, out, store, next, pl); break;
-        case 7: rows16_q8_0<7>(a, group, i0, out, store, next, pl); break;
-        case 8: rows16_q8_0<8>(a, group, i0, out, store, next, pl); break;
-        case 9: rows16_q8_0<9>(a, group, i0, out, store, next, pl); break;
-        case 10: rows16_q8_0<10>(a, group, i0, out, store, next, pl); break;
-        case 11: rows16_q8_0<11>(a, group, i0, out, store, next, pl); break;
-        case 12: rows16_q8_0<12>(a, group, i0, out, store, next, pl); break;
-        case 13: rows16_q8_0<13>(a, group, i0, out, store, next, pl); break;
-        case 14: rows16_q8_0<14>(a, group, i0, out, store, next, pl); break;
-        case 15: rows16_q8_0<15>(a, group, i0, out, store, next, pl); break;
-        default: rows16_q8_0<16>(a, group, i0, out, store, next, pl); break;
-      }
-    }
-  }
-  if (o_end > full_rows) few_rows_range_ggml<GgmlType::Q8_0>(a, std::max(o_begin, full_rows), o_end);
-}
-
+// Weights in the Rows16 layout (a.packed, rows16_type(T)): the full groups of 16 through
+// matmul_rows16_avx512 (a group the range cuts is computed whole and stored in part), the GGML
+// rows past them here.
 template <GgmlType T>
 void few_rows_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
-  if constexpr (T == GgmlType::Q8_0)
-    if (a.packed) return rows16_range(a, o_begin, o_end);
+  if constexpr (rows16_type(T)) {
+    if (a.packed) {
+      const int64_t full_rows = a.out_features / static_cast<int64_t>(kRows16Rows) * static_cast<int64_t>(kRows16Rows);
+      if (o_begin < full_rows) matmul_rows16_avx512(a, o_begin, std::min(o_end, full_rows));
+      if (o_end > full_rows) few_rows_range_ggml<T>(a, std::max(o_begin, full_rows), o_end);
+      return;
+    }
+  }
   few_rows_range_ggml<T>(a, o_begin, o_end);
 }
 
 }  // namespace
-
-void pack_rows16_decode_panel(const QuantActs& acts, int64_t n, uint8_t* panel) {
-  const int64_t nb = acts.k / 32;
-  for (int64_t b = 0; b < nb; ++b)
-    for (int64_t i = 0; i < n; ++i) {
-      uint8_t* p = panel + (b * n + i) * kRows16PanelBytes;
-      std::memcpy(p, acts.row_q(i) + 32 * b, 32);
-      const int32_t seed = -128 * (acts.row_s(i)[2 * b] + acts.row_s(i)[2 * b + 1]);
-      std::memcpy(p + 32, &seed, 4);
-      std::memcpy(p + 36, acts.row_d(i) + b, 4);
-    }
-}
 
 void matmul_few_rows_avx512(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
   switch (a.type) {

@@ -578,7 +578,8 @@ void move_matrix(GgmlType t, int64_t rows, int64_t cols, uint8_t* ggml, uint8_t*
 
 bool decode_pack_supported(GgmlType t, int64_t rows, int64_t cols, DecodeLayout l) {
   if (l == DecodeLayout::Rows16)
-    return t == GgmlType::Q8_0 && rows >= static_cast<int64_t>(kRows16Rows) && cols > 0 && cols % 64 == 0;
+    return rows16_type(t) && rows >= static_cast<int64_t>(kRows16Rows) && cols > 0 &&
+           cols % (32 * rows16_unit_blocks(t)) == 0;
   switch (t) {
     case GgmlType::Q4_0: case GgmlType::Q4_1: case GgmlType::Q5_0: case GgmlType::Q5_1: case GgmlType::IQ4_NL:
     case GgmlType::Q8_0: case GgmlType::Q2_K: case GgmlType::Q3_K: case GgmlType::Q4_K: case GgmlType::Q5_K:
@@ -604,14 +605,14 @@ PackedWeight pack_for_decode(GgmlType t, const void* w, int64_t rows, int64_t co
   p.bytes.reset(static_cast<uint8_t*>(::operator new[](p.size, std::align_val_t(64))));
   // The movers only read `ggml` when packing; the cast lets one routine serve both directions.
   uint8_t* ggml = static_cast<uint8_t*>(const_cast<void*>(w));
-  if (l == DecodeLayout::Rows16) detail::move_matrix_rows16(rows, cols, ggml, p.bytes.get(), true, pool);
+  if (l == DecodeLayout::Rows16) detail::move_matrix_rows16(t, rows, cols, ggml, p.bytes.get(), true, pool);
   else move_matrix(t, rows, cols, ggml, p.bytes.get(), true, pool);
   return p;
 }
 
 void unpack_from_decode(const PackedWeight& p, void* out) {
   uint8_t* ggml = static_cast<uint8_t*>(out);
-  if (p.layout == DecodeLayout::Rows16) detail::move_matrix_rows16(p.rows, p.cols, ggml, p.bytes.get(), false, nullptr);
+  if (p.layout == DecodeLayout::Rows16) detail::move_matrix_rows16(p.type, p.rows, p.cols, ggml, p.bytes.get(), false, nullptr);
   else move_matrix(p.type, p.rows, p.cols, ggml, p.bytes.get(), false, nullptr);
 }
 

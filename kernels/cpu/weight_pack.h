@@ -35,15 +35,42 @@
 // The AVX2 kernels read this layout (DecodeLayout::Tiles8) at every batch size: the decode kernels
 // directly, the prefill tile by unpacking whole tiles (unpack_packed_tile_avx2).
 //
-// DecodeLayout::Rows16, Q8_0 only, read by the AVX-512 kernels: rows in groups of 16; per pair of
-// 32-element blocks (2p, 2p + 1) 1088 bytes = 16 rows x 2 GGML blocks: [0, 512) block 2p as 8
-// "registers" of 64 bytes whose bytes 4l..4l+3 are row l's quants 4c..4c+3 (register c) stored
-// as q + 128 (unsigned bytes, vpdpbusd's weight operand), [512, 1024) block 2p + 1 the same,
-// [1024, 1056) block 2p's 16 fp16 d in row order, [1056, 1088) block 2p + 1's. One vpdpbusd
-// against an activation dword broadcast to every lane advances 16 outputs by 4 products, and
-// after 8 registers lane l holds row l's block sum: no per-block reduction (the GGML layout's
-// few-rows kernels spent most of a 16-sequence decode step on those), and the AVX-512 prefill
-// tile is two copies of it. Every register sits on a cache line (cols a multiple of 64).
+// DecodeLayout::Rows16, read by the AVX-512 kernels, for Q8_0, Q4_0, IQ4_NL, Q4_K, Q6_K and
+// IQ4_XS: rows in groups of 16, each group stored as one "unit" after another, a unit holding the
+// 16 rows' GGML bytes of one run of 32-element blocks whose scales decode together (two blocks
+// for Q8_0, Q4_0 and IQ4_NL, a 256-element super-block for the K-quants and IQ4_XS). Its quants
+// are "registers" of 64 bytes whose bytes 4l..4l+3 belong to row l, so one vpdpbusd against an
+// activation dword broadcast to every lane advances 16 outputs by 4 products, and after the 8
+// registers of a 32-element block lane l holds row l's block sum: no per-block reduction (the
+// GGML layout's few-rows kernels spent most of a 16-sequence decode step on those), no per-row
+// pointers. Per unit:
+//   Q8_0 (1088 bytes = 16 x 2 blocks): [0, 512) block 0 as 8 registers, register c holding the
+//     quants 4c..4c+3 as q + 128 (unsigned bytes, vpdpbusd's weight operand), [512, 1024) block 1
+//     the same, [1024, 1056) block 0's 16 fp16 d in row order, [1056, 1088) block 1's.
+//   Q4_0, IQ4_NL (576 bytes = 16 x 2 blocks): [0, 256) block 0 as 4 nibble registers, register c
+//     holding the row's qs[4c .. +3], whose low nibbles are elements 4c..4c+3 and high nibbles
+//     elements 16 + 4c..; [256, 512) block 1; [512, 544) and [544, 576) the blocks' 16 fp16 d.
+//   Q4_K (2304 bytes = 16 x 144): [0, 2048) "nibble registers", 8 per 64-byte chunk p of qs:
+//     register c of chunk p holds the row's qs[32p + 4c .. +3], whose low nibbles are elements
+//     4c..4c+3 of block 2p and high nibbles those of block 2p + 1; [2048, 2080) the 16 fp16 d,
+//     [2080, 2112) the 16 fp16 dmin; [2112, 2304) the 16 six-bit values (sc0..7, mn0..7 of
+//     q4k_scale_min) of every row in three 64-byte vectors P0..P2: value v = 4k + i (k < 3) of
+//     row l is the low 6 bits of Pk's byte 16 * (l / 4) + 4i + l % 4, and value 12 + i holds its
+//     bits 2k, 2k + 1 in that byte's top 2 bits (a byte shuffle within 128-bit lanes then puts a
+//     value of the 16 rows in the 16 dword lanes).
+//   Q6_K (3360 bytes = 16 x 210): [0, 2048) nibble registers of the 4 32-byte chunks q of ql
+//     (register c of chunk q: ql[32q + 4c .. +3]; low nibbles are block 4(q / 2) + q % 2, high
+//     nibbles block 4(q / 2) + 2 + q % 2), [2048, 3072) registers of the 2 32-byte chunks h of qh
+//     (bits 2p, 2p + 1 of each byte: the top 2 bits of block 4h + p), [3072, 3328) the 16 int8
+//     scales of each sub-block s for the 16 rows at 3072 + 16s, [3328, 3360) the 16 fp16 d.
+//   IQ4_XS (2176 bytes = 16 x 136): [0, 2048) block j's nibble registers at 256j as Q4_0's;
+//     [2048, 2080) the 16 fp16 d; [2080, 2176) the 8 six-bit scales (iq4xs_scale) of each row:
+//     scale i (< 4) of row l is the low 6 bits of P's byte 16 * (l / 4) + 4i + l % 4 (64 bytes),
+//     scale 4 + i has its low 2 bits in that byte's top bits and its high 4 bits in a nibble of the
+//     32 bytes after P (byte b % 32, the high nibble for b >= 32).
+// Units of every type but Q6_K sit on cache lines; Q6_K's (3360 bytes) do when an even count of
+// units precedes them, and all are read with unaligned loads.
+// The AVX-512 prefill tile copies a group's registers (unpacked) as its half of 16 lanes.
 //
 // Levels whose layout a PackedWeight is not read `source`, the matrix in its GGML layout (see
 // decode_layout_for), so on hosts whose level reads the copy the GGML pages of a packed matrix go
@@ -92,11 +119,33 @@ struct PackedBytesFree {
   void operator()(uint8_t* p) const;
 };
 
-// Rows16's geometry, from here for the packing code (weight_pack_rows16.cpp) and the AVX-512
-// kernels that read it (matmul_avx512.cpp, matmul_rows_avx512.cpp).
+// Rows16's geometry (the layout above), from here for the packing code (weight_pack_rows16.cpp)
+// and the AVX-512 kernels that read it (matmul_rows16_avx512.cpp).
 constexpr size_t kRows16Rows = 16;
-constexpr size_t kRows16PairBytes = 2 * kRows16Rows * 34;  // 2 blocks of 16 rows: 2 x 512 quants + 2 x 32 scales
-constexpr size_t kRows16ScaleOffset = 1024;                // the scales within a pair
+constexpr bool rows16_type(GgmlType t) {
+  return t == GgmlType::Q8_0 || t == GgmlType::Q4_0 || t == GgmlType::IQ4_NL || t == GgmlType::Q4_K || t == GgmlType::Q6_K ||
+         t == GgmlType::IQ4_XS;
+}
+// 32-element blocks per unit, and its bytes (16 rows' GGML bytes of those blocks).
+constexpr int rows16_unit_blocks(GgmlType t) {
+  return t == GgmlType::Q8_0 || t == GgmlType::Q4_0 || t == GgmlType::IQ4_NL ? 2 : 8;
+}
+constexpr size_t rows16_unit_bytes(GgmlType t) {
+  switch (t) {
+    case GgmlType::Q8_0: return kRows16Rows * 2 * 34;
+    case GgmlType::Q4_0: case GgmlType::IQ4_NL: return kRows16Rows * 2 * 18;
+    case GgmlType::Q4_K: return kRows16Rows * 144;
+    case GgmlType::Q6_K: return kRows16Rows * 210;
+    default: return kRows16Rows * 136;  // IQ4_XS
+  }
+}
+constexpr size_t kRows16Q8ScaleOffset = 1024;  // Q8_0: the blocks' d
+constexpr size_t kRows16Q4KHeadOffset = 2048;  // Q4_K: d, dmin, then the six-bit values
+constexpr size_t kRows16Q6KQhOffset = 2048;    // Q6_K: the qh registers, scales, d
+constexpr size_t kRows16Q6KScaleOffset = 3072;
+constexpr size_t kRows16Q6KDOffset = 3328;
+constexpr size_t kRows16Q4ScaleOffset = 512;     // Q4_0, IQ4_NL: the blocks' d
+constexpr size_t kRows16IQ4XSHeadOffset = 2048;  // IQ4_XS: d, then the six-bit scales
 
 // The decode layouts above, and the kernel level that reads each.
 enum class DecodeLayout : uint8_t { Tiles8, Rows16 };
@@ -113,13 +162,14 @@ struct PackedWeight {
 };
 
 // True when t has layout `l` and the shape allows it. Tiles8: cols a multiple of 256, at least 8
-// rows (the tiles of the 32-element-block types span 256 elements too). Rows16: Q8_0, cols a
-// multiple of 64, at least 16 rows.
+// rows (the tiles of the 32-element-block types span 256 elements too). Rows16: rows16_type(t),
+// whole units (cols a multiple of 64 for Q8_0, Q4_0 and IQ4_NL, of 256 for the others), at least
+// 16 rows.
 bool decode_pack_supported(GgmlType t, int64_t rows, int64_t cols, DecodeLayout l = DecodeLayout::Tiles8);
 
 // The layout that pays at kernel level `isa` for t and this shape, if any: Tiles8 for every type
-// at AVX2; Rows16 for Q8_0 at AVX-512 (the other types' AVX-512 few-rows kernels read the GGML
-// layout near the bandwidth at one row and have no packed path yet).
+// at AVX2; Rows16 for its types at AVX-512 (the other types' AVX-512 few-rows kernels read the
+// GGML layout, with a cross-lane reduction per block).
 std::optional<DecodeLayout> decode_layout_for(CpuIsa isa, GgmlType t, int64_t rows, int64_t cols);
 inline bool decode_pack_useful(CpuIsa isa, GgmlType t, int64_t rows, int64_t cols) {
   return decode_layout_for(isa, t, rows, cols).has_value();
@@ -132,9 +182,9 @@ PackedWeight pack_for_decode(GgmlType t, const void* w, int64_t rows, int64_t co
                              DecodeLayout l = DecodeLayout::Tiles8);
 
 namespace detail {
-// Moves the full groups of 16 rows of a Q8_0 matrix between `ggml` and the Rows16 layout in
+// Moves the full groups of 16 rows of a matrix of type t between `ggml` and the Rows16 layout in
 // `packed` (to_packed says which way) and copies the rows past them as they are.
-void move_matrix_rows16(int64_t rows, int64_t cols, uint8_t* ggml, uint8_t* packed, bool to_packed, ThreadPool* pool);
+void move_matrix_rows16(GgmlType t, int64_t rows, int64_t cols, uint8_t* ggml, uint8_t* packed, bool to_packed, ThreadPool* pool);
 }  // namespace detail
 
 // The GGML layout back from a packed matrix (p.size bytes into out): the exact inverse.

@@ -61,7 +61,8 @@ const char* kUsage =
     "                     K's or V's elements alone, overriding --kv-cache-type\n"
     "  --print-tokens     after the text, one line per generated token on stderr:\n"
     "                     'token ID LOGPROB' (the chosen token's log-probability)\n"
-    "  --cpu-decode-pack M  CPU on AVX2 hosts: decode-layout copies of the quantized matrices\n"
+    "  --cpu-decode-pack M  CPU: decode-layout copies of the quantized matrices (every type on\n"
+    "                     AVX2 hosts; Q8_0, Q4_0, IQ4_NL, Q4_K, Q6_K, IQ4_XS on AVX-512 hosts)\n"
     "                     (faster decode; they replace the mapped file's pages in memory):\n"
     "                     auto (default: while they fit half the available memory), on or off\n";
 

@@ -1,7 +1,8 @@
 // The decode layout of weight_pack.h: packing is exactly reversible, and matmul on packed
 // weights gives the bits of matmul on the GGML layout (which the scalar level defines) for odd
 // row counts (a partial last group of 8 stays in the GGML layout), several super-blocks, every
-// decode batch size and thread split, and the prefill sizes that read the source instead.
+// decode batch size and thread split, and the prefill sizes that read the source instead. The
+// AVX-512 level's Rows16 layout the same for its six types, prefill tiles made from its groups.
 #include <catch2/catch.hpp>
 
 #include <cstring>
@@ -26,6 +27,8 @@ const GgmlType kPackable[] = {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, Gg
                               GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_XS};
 
 // Quantized random weights: real blocks (valid scales and every bit pattern of the quants).
+const GgmlType kRows16Types[] = {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::IQ4_NL, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::IQ4_XS};
+
 std::vector<uint8_t> random_matrix(GgmlType t, int64_t rows, int64_t cols, uint32_t seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> nd(0.f, 1.f);
@@ -63,7 +66,7 @@ std::string name(GgmlType t, int64_t rows, int64_t cols, int64_t n) {
 std::vector<std::pair<DecodeLayout, GgmlType>> packable_layouts() {
   std::vector<std::pair<DecodeLayout, GgmlType>> v;
   for (GgmlType t : kPackable) v.emplace_back(DecodeLayout::Tiles8, t);
-  v.emplace_back(DecodeLayout::Rows16, GgmlType::Q8_0);
+  for (GgmlType t : kRows16Types) v.emplace_back(DecodeLayout::Rows16, t);
   return v;
 }
 
@@ -110,16 +113,24 @@ TEST_CASE("decode packing: which types and shapes") {
   CHECK(decode_pack_useful(CpuIsa::Avx2, GgmlType::IQ4_XS, 16, 256));
   const std::vector<uint8_t> w(ggml_row_size(GgmlType::F16, 256) * 16);
   CHECK_THROWS_AS(pack_for_decode(GgmlType::F16, w.data(), 16, 256), std::invalid_argument);
-  // Rows16: Q8_0 only, groups of 16 rows, cols a multiple of 64; the AVX-512 level's layout.
+  // Rows16: Q8_0, Q4_0, IQ4_NL, Q4_K, Q6_K and IQ4_XS, groups of 16 rows, whole units (64
+  // elements for the 32-element-block types, 256 for the others); the AVX-512 level's layout.
   CHECK(decode_pack_supported(GgmlType::Q8_0, 16, 64, DecodeLayout::Rows16));
   CHECK_FALSE(decode_pack_supported(GgmlType::Q8_0, 15, 64, DecodeLayout::Rows16));
   CHECK_FALSE(decode_pack_supported(GgmlType::Q8_0, 16, 96, DecodeLayout::Rows16));
-  CHECK_FALSE(decode_pack_supported(GgmlType::Q4_0, 16, 256, DecodeLayout::Rows16));
+  CHECK(decode_pack_supported(GgmlType::Q4_K, 16, 256, DecodeLayout::Rows16));
+  CHECK(decode_pack_supported(GgmlType::Q6_K, 16, 768, DecodeLayout::Rows16));
+  CHECK_FALSE(decode_pack_supported(GgmlType::Q6_K, 15, 256, DecodeLayout::Rows16));
+  CHECK(decode_pack_supported(GgmlType::Q4_0, 16, 64, DecodeLayout::Rows16));
+  CHECK_FALSE(decode_pack_supported(GgmlType::Q4_1, 16, 256, DecodeLayout::Rows16));
+  CHECK_FALSE(decode_pack_supported(GgmlType::IQ4_XS, 16, 64, DecodeLayout::Rows16));
   CHECK(decode_layout_for(CpuIsa::Avx512, GgmlType::Q8_0, 2048, 2048) == DecodeLayout::Rows16);
+  CHECK(decode_layout_for(CpuIsa::Avx512, GgmlType::Q4_K, 2048, 2048) == DecodeLayout::Rows16);
+  CHECK(decode_layout_for(CpuIsa::Avx512, GgmlType::Q6_K, 2048, 5632) == DecodeLayout::Rows16);
   CHECK(decode_layout_for(CpuIsa::Avx2, GgmlType::Q8_0, 2048, 2048) == DecodeLayout::Tiles8);
-  CHECK_FALSE(decode_layout_for(CpuIsa::Avx512, GgmlType::Q4_K, 2048, 2048).has_value());
-  const std::vector<uint8_t> q(ggml_row_size(GgmlType::Q4_0, 256) * 16);
-  CHECK_THROWS_AS(pack_for_decode(GgmlType::Q4_0, q.data(), 16, 256, nullptr, DecodeLayout::Rows16), std::invalid_argument);
+  CHECK_FALSE(decode_layout_for(CpuIsa::Avx512, GgmlType::Q5_K, 2048, 2048).has_value());
+  const std::vector<uint8_t> q(ggml_row_size(GgmlType::Q4_1, 256) * 16);
+  CHECK_THROWS_AS(pack_for_decode(GgmlType::Q4_1, q.data(), 16, 256, nullptr, DecodeLayout::Rows16), std::invalid_argument);
 }
 
 TEST_CASE("matmul on packed weights gives the GGML layout's bits at every level, n and split") {
@@ -209,30 +220,60 @@ TEST_CASE("packed decode kernel: output ranges that cut groups of 8 store only t
 TEST_CASE("Rows16 decode kernel: output ranges that cut groups of 16 store only their part", "[avx512]") {
   // The dispatcher splits outputs by 32 today; a range inside a group must still be right.
   if (!pagoda::testing::isa_available(CpuIsa::Avx512, cpu_supports(CpuIsa::Avx512), "AVX-512 VNNI")) return;
-  const GgmlType t = GgmlType::Q8_0;
-  const int64_t rows = 53, cols = 640;  // 3 full groups and 5 GGML rows
-  const auto w = random_matrix(t, rows, cols, 9);
-  const PackedWeight p = pack_for_decode(t, w.data(), rows, cols, nullptr, DecodeLayout::Rows16);
-  for (int64_t n : {1, 5, 12}) {
-    const auto x = random_x(n, cols, static_cast<uint32_t>(n + 1));
-    std::vector<int8_t> q(static_cast<size_t>(n * cols));
-    std::vector<float> d(static_cast<size_t>(n * cols / 32));
-    std::vector<int16_t> s(static_cast<size_t>(n * cols / 16));
-    for (int64_t i = 0; i < n; ++i)
-      detail::quantize_activation_row(x.data() + i * cols, cols, q.data() + i * cols, d.data() + i * cols / 32,
-                                      s.data() + i * cols / 16);
-    std::vector<float> got(static_cast<size_t>(n * rows), -1.f);
-    detail::MatmulArgs a{t, p.bytes.get(), ggml_row_size(t, cols), rows, cols, nullptr, {q.data(), d.data(), s.data(), cols}, n, got.data()};
-    a.packed = true;
-    std::vector<uint8_t> panel(static_cast<size_t>(detail::rows16_decode_panel_bytes(n, cols)));  // as run_matmul makes it
-    detail::pack_rows16_decode_panel(a.acts, n, panel.data());
-    a.decode_panel = panel.data();
-    for (auto [b, e] : {std::pair<int64_t, int64_t>{0, 3}, {3, 19}, {19, 20}, {20, 45}, {45, 50}, {50, 53}})
-      detail::matmul_few_rows_avx512(a, b, e);
-    std::vector<float> ref(got.size());
-    ThreadPool pool(1);
-    matmul(pool, CpuIsa::Scalar, t, w.data(), rows, cols, x.data(), n, ref.data());
-    INFO("n=" << n);
-    CHECK(std::memcmp(got.data(), ref.data(), ref.size() * sizeof(float)) == 0);
+  for (GgmlType t : kRows16Types) {
+    const int64_t rows = 53, cols = 768;  // 3 full groups and 5 GGML rows; 3 K-quant super-blocks
+    const auto w = random_matrix(t, rows, cols, 9);
+    const PackedWeight p = pack_for_decode(t, w.data(), rows, cols, nullptr, DecodeLayout::Rows16);
+    for (int64_t n : {1, 5, 12, 16}) {
+      const auto x = random_x(n, cols, static_cast<uint32_t>(n + 1));
+      std::vector<int8_t> q(static_cast<size_t>(n * cols));
+      std::vector<float> d(static_cast<size_t>(n * cols / 32));
+      std::vector<int16_t> s(static_cast<size_t>(n * cols / 16));
+      for (int64_t i = 0; i < n; ++i)
+        detail::quantize_activation_row(x.data() + i * cols, cols, q.data() + i * cols, d.data() + i * cols / 32,
+                                        s.data() + i * cols / 16);
+      std::vector<float> got(static_cast<size_t>(n * rows), -1.f);
+      detail::MatmulArgs a{t, p.bytes.get(), ggml_row_size(t, cols), rows, cols, nullptr, {q.data(), d.data(), s.data(), cols}, n, got.data()};
+      a.packed = true;
+      std::vector<float> fsum(s.size());  // the per-call terms run_matmul makes (the GGML rows' kernels read them)
+      a.acts.fsum_per_block = detail::min_sums_per_block(t);
+      if (a.acts.fsum_per_block > 0) a.acts.fsum = fsum.data();
+      detail::prepare_decode_terms(t, a.acts, n);
+      std::vector<uint8_t> panel(static_cast<size_t>(detail::rows16_decode_panel_bytes(n, cols)));
+      detail::pack_rows16_decode_panel(t, a.acts, n, panel.data());
+      a.decode_panel = panel.data();
+      for (auto [b, e] : {std::pair<int64_t, int64_t>{0, 3}, {3, 19}, {19, 20}, {20, 45}, {45, 50}, {50, 53}})
+        detail::matmul_few_rows_avx512(a, b, e);
+      std::vector<float> ref(got.size());
+      ThreadPool pool(1);
+      matmul(pool, CpuIsa::Scalar, t, w.data(), rows, cols, x.data(), n, ref.data());
+      INFO(ggml_type_info(t).name << " n=" << n);
+      CHECK(std::memcmp(got.data(), ref.data(), ref.size() * sizeof(float)) == 0);
+    }
   }
+}
+
+TEST_CASE("Rows16 matmul gives the scalar bits at every batch size 1..40 and thread split", "[avx512]") {
+  // n <= 16: the decode kernel in passes of every size; n > 16: the prefill tile made from the
+  // packed groups. Valid blocks (random_matrix) and random bytes with small fp16 scales
+  // (random_blocks: every bit pattern of quants and sub-block scales).
+  if (!pagoda::testing::isa_available(CpuIsa::Avx512, cpu_supports(CpuIsa::Avx512), "AVX-512 VNNI")) return;
+  ThreadPool pool1(1), pool2(2), pool3(3);
+  const int64_t rows = 40, cols = 512;  // 2 groups of 16 and 8 GGML rows
+  for (GgmlType t : kRows16Types)
+    for (int pattern = 0; pattern < 2; ++pattern) {
+      const auto w = pattern == 0 ? random_matrix(t, rows, cols, 21) : test::random_blocks(t, rows, cols, 22, fp32_to_fp16(0.01f));
+      const PackedWeight p = pack_for_decode(t, w.data(), rows, cols, nullptr, DecodeLayout::Rows16);
+      for (int64_t n = 1; n <= 40; ++n) {
+        const auto x = random_x(n, cols, static_cast<uint32_t>(100 + n));
+        std::vector<float> ref(static_cast<size_t>(n * rows)), got(ref.size());
+        matmul(pool1, CpuIsa::Scalar, t, w.data(), rows, cols, x.data(), n, ref.data());
+        for (ThreadPool* pool : {&pool1, &pool2, &pool3}) {
+          INFO(name(t, rows, cols, n) << (pattern ? " random bytes" : " valid blocks") << " threads " << pool->size());
+          std::fill(got.begin(), got.end(), -1.f);
+          matmul(*pool, CpuIsa::Avx512, p, x.data(), n, got.data());
+          REQUIRE(std::memcmp(got.data(), ref.data(), ref.size() * sizeof(float)) == 0);
+        }
+      }
+    }
 }

@@ -137,8 +137,9 @@ TEST_CASE("quantized MoE forward stays close to the reference on the same weight
 }
 
 TEST_CASE("MoE experts read from their decode-layout copies give the GGML layout's logits, bit for bit", "[moe]") {
-  // On AVX2 hosts each expert's rows of a packed stacked matrix serve as a packed matrix of their
-  // own (ff and dim multiples of 8); elsewhere nothing is packed and the two runs are the same.
+  // On AVX2 hosts (every type here, groups of 8) and AVX-512 hosts (Q8_0 and Q4_K here, groups of
+  // 16) each expert's rows of a packed stacked matrix serve as a packed matrix of their own (ff and
+  // dim multiples of the group); elsewhere nothing is packed and the two runs are the same.
   for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q3_K}) {
     for (const char* arch : {"llama", "qwen2moe"}) {
       INFO(ggml_type_info(t).name << " " << arch);

@@ -23,7 +23,7 @@
 
 #include <cstdint>
 
-#include "kernels/argmax_key.h"
+#include "kernels/cuda/argmax_fold.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/ops.h"
 
@@ -96,21 +96,8 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
     gemv_bf16_argmax_kernel(const uint4* w, const uint4* x, uint64_t* keys, int rows, int chunks) {
   const int lane = threadIdx.x & 31;
   const int g = blockIdx.x * kGemvWarps + (threadIdx.x >> 5), parts = gridDim.x * kGemvWarps;
-  uint64_t best[N];
-#pragma unroll
-  for (int i = 0; i < N; ++i) best[i] = 0;
-  for (int r = g; r < rows; r += parts) {
-    float acc[N];
-    row_dot<N>(w + (int64_t)r * chunks, x, chunks, lane, acc);
-#pragma unroll
-    for (int i = 0; i < N; ++i) {
-      const uint64_t k = argmax_key(warp_sum(acc[i]), r);
-      if (k > best[i]) best[i] = k;
-    }
-  }
-  if (lane == 0)
-#pragma unroll
-    for (int i = 0; i < N; ++i) keys[(int64_t)i * parts + g] = best[i];
+  warp_argmax_keys<N>(rows, g, parts, lane, keys,
+                      [&](int r, float (&acc)[N]) { row_dot<N>(w + (int64_t)r * chunks, x, chunks, lane, acc); });
 }
 
 template <int N>

@@ -29,7 +29,7 @@
 // Not yet run on a GPU (the emulator runs it: tests/gpu/test_cuda_gemv_dp4a.cpp).
 #include <cstdint>
 
-#include "kernels/argmax_key.h"
+#include "kernels/cuda/argmax_fold.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/ops.h"
 #include "kernels/cuda/gemv_quant_dispatch.cuh"
@@ -118,21 +118,9 @@ __global__ void __launch_bounds__(kWarps * 32)
                             int rows, int pieces, int64_t row_bytes) {
   const int lane = threadIdx.x & 31;
   const int g = blockIdx.x * kWarps + (threadIdx.x >> 5), parts = gridDim.x * kWarps;
-  uint64_t best[N];
-#pragma unroll
-  for (int i = 0; i < N; ++i) best[i] = 0;
-  for (int r = g; r < rows; r += parts) {
-    float acc[N];
+  warp_argmax_keys<N>(rows, g, parts, lane, keys, [&](int r, float (&acc)[N]) {
     row_dot<B, N>(w + (int64_t)r * row_bytes, 0, q, d, qsum, pieces, lane, acc);
-#pragma unroll
-    for (int i = 0; i < N; ++i) {
-      const uint64_t k = argmax_key(warp_sum(acc[i]), r);
-      if (k > best[i]) best[i] = k;
-    }
-  }
-  if (lane == 0)
-#pragma unroll
-    for (int i = 0; i < N; ++i) keys[(int64_t)i * parts + g] = best[i];
+  });
 }
 
 template <class B, int N>

@@ -60,6 +60,31 @@ std::string name(GgmlType t, int64_t rows, int64_t cols, int64_t n) {
          std::to_string(n);
 }
 
+// n activation rows quantized as run_matmul quantizes them, with the per-call decode terms of
+// type t it makes before splitting the outputs (block sums; the AVX2 corrections when asked).
+struct DecodeActs {
+  std::vector<int8_t> q;
+  std::vector<float> d;
+  std::vector<int16_t> s;
+  std::vector<float> fsum;     // at most one per half block
+  std::vector<int32_t> corr;
+  detail::QuantActs acts;
+  DecodeActs(GgmlType t, const std::vector<float>& x, int64_t n, int64_t cols, bool corrections)
+      : q(static_cast<size_t>(n * cols)), d(static_cast<size_t>(n * cols / 32)), s(static_cast<size_t>(n * cols / 16)),
+        fsum(s.size()), corr(s.size()), acts{q.data(), d.data(), s.data(), cols} {
+    for (int64_t i = 0; i < n; ++i)
+      detail::quantize_activation_row(x.data() + i * cols, cols, q.data() + i * cols, d.data() + i * cols / 32,
+                                      s.data() + i * cols / 16);
+    acts.fsum_per_block = detail::min_sums_per_block(t);
+    if (acts.fsum_per_block > 0) acts.fsum = fsum.data();
+    acts.corr_per_block = corrections ? detail::corrections_per_block(t) : 0;
+    if (acts.corr_per_block > 0) acts.corr = corr.data();
+    detail::prepare_decode_terms(t, acts, n);
+  }
+  DecodeActs(const DecodeActs&) = delete;
+  DecodeActs& operator=(const DecodeActs&) = delete;
+};
+
 }  // namespace
 
 // Every (layout, type) pair that packs, with the rows of one group.
@@ -187,23 +212,10 @@ TEST_CASE("packed decode kernel: output ranges that cut groups of 8 store only t
     const auto w = random_matrix(t, rows, cols, 5);
     const PackedWeight p = pack_for_decode(t, w.data(), rows, cols);
     const auto x = random_x(n, cols, 6);
-    std::vector<int8_t> q(static_cast<size_t>(n * cols));
-    std::vector<float> d(static_cast<size_t>(n * cols / 32));
-    std::vector<int16_t> s(static_cast<size_t>(n * cols / 16));
-    for (int64_t i = 0; i < n; ++i)
-      detail::quantize_activation_row(x.data() + i * cols, cols, q.data() + i * cols, d.data() + i * cols / 32,
-                                      s.data() + i * cols / 16);
+    const DecodeActs xa(t, x, n, cols, /*corrections=*/true);
     std::vector<float> ref(static_cast<size_t>(n * rows)), got(ref.size(), -1.f);
-    detail::MatmulArgs a{t, p.bytes.get(), ggml_row_size(t, cols), rows, cols, nullptr, {q.data(), d.data(), s.data(), cols}, n, ref.data()};
+    detail::MatmulArgs a{t, p.bytes.get(), ggml_row_size(t, cols), rows, cols, nullptr, xa.acts, n, ref.data()};
     a.packed = true;
-    // The per-call terms run_matmul makes before splitting the outputs.
-    std::vector<float> fsum(s.size());    // at most one per half
-    std::vector<int32_t> corr(s.size());
-    a.acts.fsum_per_block = detail::min_sums_per_block(t);
-    if (a.acts.fsum_per_block > 0) a.acts.fsum = fsum.data();
-    a.acts.corr_per_block = detail::corrections_per_block(t);
-    if (a.acts.corr_per_block > 0) a.acts.corr = corr.data();
-    detail::prepare_decode_terms(t, a.acts, n);
     detail::matmul_packed_avx2(a, 0, rows);
     a.out = got.data();
     for (auto [b, e] : {std::pair<int64_t, int64_t>{0, 3}, {3, 11}, {11, 12}, {12, 26}, {26, 29}}) detail::matmul_packed_avx2(a, b, e);
@@ -226,19 +238,10 @@ TEST_CASE("Rows16 decode kernel: output ranges that cut groups of 16 store only 
     const PackedWeight p = pack_for_decode(t, w.data(), rows, cols, nullptr, DecodeLayout::Rows16);
     for (int64_t n : {1, 5, 12, 16}) {
       const auto x = random_x(n, cols, static_cast<uint32_t>(n + 1));
-      std::vector<int8_t> q(static_cast<size_t>(n * cols));
-      std::vector<float> d(static_cast<size_t>(n * cols / 32));
-      std::vector<int16_t> s(static_cast<size_t>(n * cols / 16));
-      for (int64_t i = 0; i < n; ++i)
-        detail::quantize_activation_row(x.data() + i * cols, cols, q.data() + i * cols, d.data() + i * cols / 32,
-                                        s.data() + i * cols / 16);
+      const DecodeActs xa(t, x, n, cols, /*corrections=*/false);  // AVX-512 kernels read no corrections
       std::vector<float> got(static_cast<size_t>(n * rows), -1.f);
-      detail::MatmulArgs a{t, p.bytes.get(), ggml_row_size(t, cols), rows, cols, nullptr, {q.data(), d.data(), s.data(), cols}, n, got.data()};
+      detail::MatmulArgs a{t, p.bytes.get(), ggml_row_size(t, cols), rows, cols, nullptr, xa.acts, n, got.data()};
       a.packed = true;
-      std::vector<float> fsum(s.size());  // the per-call terms run_matmul makes (the GGML rows' kernels read them)
-      a.acts.fsum_per_block = detail::min_sums_per_block(t);
-      if (a.acts.fsum_per_block > 0) a.acts.fsum = fsum.data();
-      detail::prepare_decode_terms(t, a.acts, n);
       std::vector<uint8_t> panel(static_cast<size_t>(detail::rows16_decode_panel_bytes(n, cols)));
       detail::pack_rows16_decode_panel(t, a.acts, n, panel.data());
       a.decode_panel = panel.data();

@@ -6,7 +6,9 @@
 # forced tokens the run took (from /metrics). On a CPU the forced tokens cost the same model
 # work (as rows of a chunk) in far fewer steps: what they save is reading the weights once per
 # step. 2-vCPU host under other builds (load ~13), 3 alternating runs: 21.4 vs 17.0 out tok/s
-# (1.26x median, 1.15-1.44 per pair), 12-15 vs 161-179 engine steps, 2398 of 2560 forced.
+# (1.26x median, 1.15-1.44 per pair), 12-15 vs 161-179 engine steps, 2398 of 2560 forced; the
+# same host with nothing else running (after the AVX-512 Rows16 layout), twice: 358.8 vs 191.0
+# and 337.8 vs 181.4 out tok/s (1.88x, 1.86x).
 #
 #   scripts/bench_forced_tokens.sh [build-dir]    env: MODEL=path THREADS=2 USERS=16 N=160 RUNS=3
 set -euo pipefail

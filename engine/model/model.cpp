@@ -41,6 +41,9 @@ struct Model::Impl {
   // `plan` with inert rows appended up to `rows` rows (each: token 0 at position 0 of its own
   // one-block sequence in pad_block, a logit row) and `draws` with a greedy draw of each.
   void pad_step(StepPlan& plan, std::vector<SampleRequest>& draws, int64_t rows) const;
+  // True unless an MoE layer would read its router's logits back for a step of `rows` tokens
+  // (moe_ffn.h): such a step can be neither recorded nor padded.
+  bool moe_routes_on_device(int64_t rows) const;
 
   // Activations, [max_tokens x width] each.
   Tensor x;      // residual stream
@@ -225,6 +228,13 @@ const Tensor* Model::Impl::ffn_block(int l, const LayerWeights& L, int64_t n, co
   return &xn;
 }
 
+bool Model::Impl::moe_routes_on_device(int64_t rows) const {
+  if (!moe) return true;
+  for (const LayerWeights& L : w.layers)
+    if (!moe->on_device(L.moe, rows)) return false;
+  return true;
+}
+
 void Model::Impl::pad_step(StepPlan& plan, std::vector<SampleRequest>& draws, int64_t rows) const {
   const int64_t n_out = static_cast<int64_t>(plan.logit_rows.size());
   for (int64_t t = plan.n_tokens(), k = 0; t < rows; ++t, ++k) {
@@ -328,18 +338,23 @@ void Model::forward(const StepPlan& plan, const std::vector<SampleRequest>& draw
       throw std::invalid_argument("Model::forward: hidden row " + std::to_string(r) + " is outside the step");
   Backend& b = *m.be;
   const int64_t n_out = static_cast<int64_t>(plan.logit_rows.size());
+  if (!draws.empty() && !b.can_sample())
+    throw std::logic_error("Model::forward: backend '" + b.name() + "' cannot sample");
+  // The logit rows some draw reads (drawn on the backend).
+  std::vector<char> on_device(static_cast<size_t>(n_out), 0);
+  for (const SampleRequest& d : draws) {
+    if (d.row < 0 || d.row >= n_out)
+      throw std::invalid_argument("Model::forward: draw of logit row " + std::to_string(d.row) + " of " +
+                                  std::to_string(n_out));
+    on_device[static_cast<size_t>(d.row)] = 1;
+  }
+  const int64_t n_device = static_cast<int64_t>(std::count(on_device.begin(), on_device.end(), 1));
   // Row buckets: a decode-only step whose every token is a logit row drawn on the backend (what
   // can be recorded) runs padded to the backend's bucket, then its own rows are kept.
-  if (m.pad_block >= 0 && !draws.empty() && n_out == n && plan.hidden_rows.empty() && !plan.has_tree()) {
+  if (m.pad_block >= 0 && n > 0 && n_device == n && n_out == n && plan.hidden_rows.empty() && !plan.has_tree()) {
     const int64_t rows = b.recorded_rows(n);
-    bool eligible = rows > n && rows <= m.max_tokens && rows <= m.logits.rows && b.can_sample();
+    bool eligible = rows > n && rows <= m.max_tokens && rows <= m.logits.rows && m.moe_routes_on_device(rows);
     for (const SeqInStep& s : plan.seqs) eligible = eligible && s.n_tokens == 1 && s.lora == 0;
-    std::vector<char> drawn(static_cast<size_t>(n_out), 0);
-    for (const SampleRequest& d : draws)
-      if (d.row >= 0 && d.row < n_out) drawn[static_cast<size_t>(d.row)] = 1;
-    eligible = eligible && std::count(drawn.begin(), drawn.end(), 1) == n_out;
-    if (m.moe)
-      for (const LayerWeights& L : m.w.layers) eligible = eligible && m.moe->on_device(L.moe, rows);
     if (eligible) {
       StepPlan padded = plan;
       std::vector<SampleRequest> padded_draws = draws;
@@ -351,18 +366,9 @@ void Model::forward(const StepPlan& plan, const std::vector<SampleRequest>& draw
       return;
     }
   }
-  if (!draws.empty() && !b.can_sample())
-    throw std::logic_error("Model::forward: backend '" + b.name() + "' cannot sample");
 
   // The LM head's row order: rows some draw reads first, then the host rows, each in plan
   // order. pos[r] is logit row r's place in it.
-  std::vector<char> on_device(static_cast<size_t>(n_out), 0);
-  for (const SampleRequest& d : draws) {
-    if (d.row < 0 || d.row >= n_out)
-      throw std::invalid_argument("Model::forward: draw of logit row " + std::to_string(d.row) + " of " +
-                                  std::to_string(n_out));
-    on_device[static_cast<size_t>(d.row)] = 1;
-  }
   std::vector<int32_t> order;  // LM-head place -> logit row
   order.reserve(static_cast<size_t>(n_out));
   for (int pass = 1; pass >= 0; --pass)
@@ -374,7 +380,6 @@ void Model::forward(const StepPlan& plan, const std::vector<SampleRequest>& draw
     pos[static_cast<size_t>(order[k])] = static_cast<int32_t>(k);
     reordered |= order[k] != static_cast<int32_t>(k);
   }
-  const int64_t n_device = static_cast<int64_t>(std::count(on_device.begin(), on_device.end(), 1));
   StepPlan reordered_plan;
   if (reordered) {
     reordered_plan = plan;
@@ -419,10 +424,7 @@ void Model::forward(const StepPlan& plan, const std::vector<SampleRequest>& draw
   // An MoE step is recorded only where every layer routes on the backend (moe_ffn.h); else it
   // reads router logits back mid-step. A step with adapters launches per adapter group: never
   // recorded.
-  bool moe_on_device = true;
-  if (m.moe)
-    for (const LayerWeights& L : m.w.layers) moe_on_device = moe_on_device && m.moe->on_device(L.moe, n);
-  const bool recordable = moe_on_device && !adapted && n_out > 0 && n_device == n_out && n_out <= m.logits.rows &&
+  const bool recordable = m.moe_routes_on_device(n) && !adapted && n_out > 0 && n_device == n_out && n_out <= m.logits.rows &&
                           plan.hidden_rows.empty();
   // The draws go up before the layers (the upload overlaps them), or, when the caller has host
   // work to finish first and the step is not recorded, once the layers are issued.

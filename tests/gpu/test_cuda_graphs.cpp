@@ -9,6 +9,7 @@
 // Skips (CTest: Skipped) without a CUDA device.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 
@@ -28,6 +29,24 @@ using Seq = FedSeq;
 
 // Adds tokens [n_cached, end) of `s` to the plan with one logit row at the end.
 void add(StepPlan& p, const Seq& s, int end) { add_fed(p, s, end, kBlock); }
+
+// Prefills all of each sequence's tokens but the last on both models, in chunks of up to 64
+// (the logits must agree); the decode steps then feed the last one.
+void prefill_both(Model& eager, Model& recorded, std::vector<Seq>& seqs) {
+  for (auto& s : seqs) {
+    const int end = static_cast<int>(s.tokens.size()) - 1;
+    while (s.n_cached < end) {
+      const int stop = std::min(end, s.n_cached + 64);
+      StepPlan p;
+      add(p, s, stop);
+      std::vector<float> le, lr;
+      eager.forward(p, le);
+      recorded.forward(p, lr);
+      REQUIRE(le == lr);
+      s.n_cached = stop;
+    }
+  }
+}
 
 // Every sequence's next logits, eagerly on both models: equal when the KV the replayed steps
 // wrote equals the eager steps'.
@@ -81,19 +100,7 @@ TEST_CASE("cuda graphs: replayed decode steps give the eager steps' ids and KV, 
       seqs[static_cast<size_t>(s)].tokens.push_back((i * 31 + s * 7 + 5) % vocab);
   }
   // Prefill eagerly on both (64-token chunks), all but each prompt's last token.
-  for (auto& s : seqs) {
-    const int end = static_cast<int>(s.tokens.size()) - 1;
-    while (s.n_cached < end) {
-      const int stop = std::min(end, s.n_cached + 64);
-      StepPlan p;
-      add(p, s, stop);
-      std::vector<float> le, lr;
-      eager.forward(p, le);
-      recorded.forward(p, lr);
-      REQUIRE(le == lr);
-      s.n_cached = stop;
-    }
-  }
+  prefill_both(eager, recorded, seqs);
 
   const std::vector<std::vector<int>> batches = {
       {0, 1, 2}, {0, 1, 2}, {1, 2, 3}, {0, 1, 2}, {1, 2, 3}, {0, 3}, {0, 3}, {0, 1, 2}, {1, 2, 3},
@@ -206,15 +213,8 @@ TEST_CASE("cuda graphs: mixture-of-experts decode steps replay as the eager step
   for (int s = 0; s < 3; ++s) {
     for (int b = 0; b < 8; ++b) seqs[static_cast<size_t>(s)].table.push_back(b * 3 + s);
     for (int i = 0; i < 9 + s; ++i) seqs[static_cast<size_t>(s)].tokens.push_back((i * 13 + s * 5 + 3) % vocab);
-    Seq& q = seqs[static_cast<size_t>(s)];
-    StepPlan p;
-    add(p, q, static_cast<int>(q.tokens.size()) - 1);
-    std::vector<float> le, lr;
-    eager.forward(p, le);
-    recorded.forward(p, lr);
-    REQUIRE(le == lr);
-    q.n_cached = static_cast<int>(q.tokens.size()) - 1;
   }
+  prefill_both(eager, recorded, seqs);
   const std::vector<std::vector<int>> batches = {{0, 1, 2}, {0, 1, 2}, {0, 1, 2}, {1, 2}, {0, 2}, {1, 2},
                                                  {0, 1, 2}, {0, 1},    {0, 1, 2}, {1, 2}, {0, 1, 2}};
   for (size_t step = 0; step < batches.size(); ++step) {
@@ -268,14 +268,8 @@ TEST_CASE("cuda graphs: batches padded to row buckets replay as the eager steps 
     Seq& q = seqs[static_cast<size_t>(s)];
     for (int b = 0; b < 4; ++b) q.table.push_back(b * 8 + s);
     for (int i = 0; i < 4 + s; ++i) q.tokens.push_back((i * 11 + s * 3 + 2) % vocab);
-    StepPlan p;
-    add(p, q, static_cast<int>(q.tokens.size()) - 1);
-    std::vector<float> le, lr;
-    eager.forward(p, le);
-    recorded.forward(p, lr);
-    REQUIRE(le == lr);
-    q.n_cached = static_cast<int>(q.tokens.size()) - 1;
   }
+  prefill_both(eager, recorded, seqs);
   // {batch, greedy only}
   const std::vector<std::pair<std::vector<int>, bool>> batches = {
       {{0, 1, 2}, false},          {{3, 4, 5, 6}, false},       {{0, 2, 4}, false},    {{1, 2, 3, 4, 5}, false},

@@ -13,6 +13,7 @@
 # Written on a machine without a GPU: the same flow runs there with --device cpu (SERVE_DEVICE=cpu,
 # small SERVE_USERS), which is how it was checked.
 set -euo pipefail
+source "$(dirname "$0")/serve-lib.sh"
 bin=$1 model=$2 out=$3
 users=${SERVE_USERS:-1,16,64,256}
 point_s=${SERVE_POINT_S:-15}
@@ -26,13 +27,7 @@ url=http://127.0.0.1:$port
   --max-batch-tokens 8192 >"$out/serve.log" 2>&1 &
 server=$!
 trap 'kill $server 2>/dev/null; wait $server 2>/dev/null || true' EXIT
-healthy() { python3 -c "import urllib.request, sys; urllib.request.urlopen(sys.argv[1], timeout=2)" "$url/health" 2>/dev/null; }
-for _ in $(seq 1 240); do
-  healthy && break
-  kill -0 $server 2>/dev/null || { echo "serve exited:"; tail -20 "$out/serve.log"; exit 1; }
-  sleep 0.5
-done
-healthy || { echo "serve did not become healthy"; tail -20 "$out/serve.log"; exit 1; }
+wait_healthy "$url" $server "$out/serve.log"
 
 # A random-weight model's vocabulary is byte-level: 100 words of the bench's text are about 512
 # tokens (usage in the report says how many exactly).

@@ -20,13 +20,15 @@ BackendSelection select_backend(const BackendChoice& choice) {
     opts.weights = parse_cuda_weights(choice.cuda_weights, "--cuda-weights");
     opts.quant_gemm = parse_quant_gemm(choice.cuda_quant_gemm, "--cuda-quant-gemm");
     opts.prefill_attention = parse_prefill_attention(choice.cuda_prefill_attention, "--cuda-prefill-attention");
+    opts.batch_invariant = choice.cuda_batch_invariant;
     s.backend = make_cuda_backend(opts);  // throws when built without CUDA or no device
     s.description = s.backend->name() + (choice.cuda_graphs ? " (CUDA graphs)" : "") +
                     (opts.weights == CudaWeights::Bf16 ? " (bf16 weights)" : "") +
                     (opts.weights != CudaWeights::Bf16 && opts.quant_gemm == QuantGemm::DequantCublas
                          ? " (cuBLAS GEMM on dequantized weights)"
                          : "") +
-                    (opts.prefill_attention == PrefillAttention::Exact ? " (exact f32 prefill attention)" : "");
+                    (opts.prefill_attention == PrefillAttention::Exact ? " (exact f32 prefill attention)" : "") +
+                    (opts.batch_invariant ? " (batch-invariant matmuls)" : "");
     return s;
   }
   auto cpu = std::make_unique<CpuBackend>(choice.threads, parse_decode_pack(choice.cpu_decode_pack, "--cpu-decode-pack"));

@@ -16,6 +16,7 @@ struct BackendChoice {
   std::string cuda_weights = "quantized";  // CUDA: quantized | bf16 (CudaBackendOptions::weights)
   std::string cuda_quant_gemm = "mma";     // CUDA: mma | cublas (CudaBackendOptions::quant_gemm)
   std::string cuda_prefill_attention = "mma";  // CUDA: mma | exact (CudaBackendOptions::prefill_attention)
+  bool cuda_batch_invariant = false;  // CUDA: CudaBackendOptions::batch_invariant
 };
 
 struct BackendSelection {

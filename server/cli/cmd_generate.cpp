@@ -33,6 +33,7 @@ struct GenerateArgs {
   int threads = 0;    // 0 = hardware threads
   std::string device = "auto";
   std::string cpu_decode_pack = "auto";
+  bool cuda_batch_invariant = false;  // --cuda-batch-invariant (as pagoda serve's)
   int ctx = 2048;
   int batch = 512;    // prefill chunk (max tokens per forward pass)
   bool ignore_eos = false;
@@ -46,6 +47,7 @@ const char* kUsage =
     "                       [--threads T] [--device D] [--ctx C] [--batch B] [--ignore-eos]\n"
     "                       [--kv-cache-type T] [--kv-cache-type-k T] [--kv-cache-type-v T]\n"
     "                       [--print-tokens] [--cpu-decode-pack auto|on|off]\n"
+    "                       [--cuda-batch-invariant on|off]\n"
     "  -n N          new tokens to generate (default 32)\n"
     "  --temp T      sampling temperature; 0 = greedy (default 0)\n"
     "  --seed S      sampler seed (default 0)\n"
@@ -64,7 +66,9 @@ const char* kUsage =
     "  --cpu-decode-pack M  CPU: decode-layout copies of the quantized matrices (every type on\n"
     "                     AVX2 hosts; Q8_0, Q4_0, IQ4_NL, Q4_K, Q6_K, IQ4_XS on AVX-512 hosts)\n"
     "                     (faster decode; they replace the mapped file's pages in memory):\n"
-    "                     auto (default: while they fit half the available memory), on or off\n";
+    "                     auto (default: while they fit half the available memory), on or off\n"
+    "  --cuda-batch-invariant on|off  CUDA: quantized matmuls give a sequence the same bits\n"
+    "                     whatever else is in the batch (default off)\n";
 
 long parse_int(const std::string& flag, const char* v, long lo, long hi) {
   char* end = nullptr;
@@ -100,6 +104,11 @@ bool parse_args(int argc, char** argv, GenerateArgs& a) {
     else if (f == "--threads" || f == "-t") a.threads = static_cast<int>(parse_int(f, v, 0, 1024));
     else if (f == "--device") a.device = v;
     else if (f == "--cpu-decode-pack") a.cpu_decode_pack = v;
+    else if (f == "--cuda-batch-invariant") {
+      if (std::string(v) != "on" && std::string(v) != "off")
+        throw std::invalid_argument("--cuda-batch-invariant expects on or off, got '" + std::string(v) + "'");
+      a.cuda_batch_invariant = std::string(v) == "on";
+    }
     else if (f == "--kv-cache-type") both = parse_kv_type(f, v);
     else if (f == "--kv-cache-type-k" || f == "-ctk") k_only = parse_kv_type(f, v);
     else if (f == "--kv-cache-type-v" || f == "-ctv") v_only = parse_kv_type(f, v);
@@ -289,6 +298,7 @@ int generate(int argc, char** argv) {
   ModelLoad load;
   load.path = a.model;
   load.backend = BackendChoice{a.device, a.threads, false, a.cpu_decode_pack};
+  load.backend.cuda_batch_invariant = a.cuda_batch_invariant;
   load.max_batch_tokens = a.batch;
   const std::unique_ptr<LoadedEngine> loaded = load_model(load);
   if (!loaded->fallback_reason.empty())

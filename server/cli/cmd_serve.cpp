@@ -197,7 +197,7 @@ std::unique_ptr<LoadedModel> load(const server::ServerConfig& cfg) {
   ModelLoad ml;
   ml.path = cfg.model;
   ml.backend = BackendChoice{cfg.device, cfg.threads, cfg.cuda_graphs, cfg.cpu_decode_pack, cfg.cuda_weights,
-                             cfg.cuda_quant_gemm, cfg.cuda_prefill_attention};
+                             cfg.cuda_quant_gemm, cfg.cuda_prefill_attention, cfg.cuda_batch_invariant};
   ml.max_batch_tokens = cfg.max_batch_tokens;
   ml.progress = progress;
   size_t bytes = 0;

@@ -26,6 +26,7 @@ struct ServerConfig {
   std::string cuda_prefill_attention = "mma";  // CUDA: prefill chunks' attention: mma | exact
   bool cuda_graphs = true;           // CUDA: replay decode steps as CUDA graphs (off: every
                                      // step launches its kernels one by one)
+  bool cuda_batch_invariant = false; // CUDA: a sequence's logits do not depend on its batch
   int threads = 0;                   // CPU threads; 0 = all cores
   int max_seqs = 64;                 // sequences per step
   int max_batch_tokens = 2048;       // tokens per step

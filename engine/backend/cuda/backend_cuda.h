@@ -118,6 +118,7 @@ struct CudaBackendOptions {
   // of kQuantGemvMaxRows rows instead of the tensor-core GEMM, so that a row gets the same bits
   // whatever the number of rows beside it (the GEMV's per-row result does not depend on n).
   // Each chunk reads the whole matrix: prefill and large batches read the weights n / 8 times.
+  // The --cuda-batch-invariant flag (BackendChoice::cuda_batch_invariant).
   // Off by default (its cost is not yet measured on a GPU).
   bool batch_invariant = false;
 };

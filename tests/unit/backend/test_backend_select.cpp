@@ -55,6 +55,11 @@ TEST_CASE("--cuda-quant-gemm names the GEMM of quantized weights over more than 
   CHECK(CudaBackendOptions{}.quant_gemm == QuantGemm::Mma);
 }
 
+TEST_CASE("--cuda-batch-invariant is off unless asked for", "[backend_select]") {
+  CHECK_FALSE(BackendChoice{}.cuda_batch_invariant);
+  CHECK_FALSE(CudaBackendOptions{}.batch_invariant);
+}
+
 TEST_CASE("--cuda-prefill-attention names the kernel of prefill chunks' attention", "[backend_select]") {
   CHECK(parse_prefill_attention("mma", "--cuda-prefill-attention") == PrefillAttention::Mma);
   CHECK(parse_prefill_attention("exact", "--cuda-prefill-attention") == PrefillAttention::Exact);

@@ -32,6 +32,9 @@ TEST_CASE("flags override the config file", "[config]") {
   CHECK(c.timeout == 2.5);
   CHECK(c.gpu_memory_fraction == 0.9);
   CHECK(parse({"--gpu-memory-fraction", "0.5"}).gpu_memory_fraction == 0.5);
+  CHECK_FALSE(c.cuda_batch_invariant);
+  CHECK(parse({"--cuda-batch-invariant", "on"}).cuda_batch_invariant);
+  CHECK_FALSE(parse({"--cuda-batch-invariant", "off"}).cuda_batch_invariant);
   c = parse({"--port=9002", "--config", path, "--context-shift", "on"});
   CHECK(c.port == 9002);
   CHECK(c.context_shift);

@@ -200,6 +200,19 @@ void argmax_pick(const uint64_t* keys, int64_t parts, const int32_t* rows, int64
 bool gemm_quant_mma(const void* w, GgmlType type, const float* x, float* out, int64_t n, int64_t rows,
                     int64_t cols, int64_t ld_x, int64_t ld_out, void* stream);
 
+// The batch-invariant form for any number of rows (kernels/cuda/gemm_int8_mma.cu): the product
+// gemv_quant_dp4a computes, on int8 tensor cores, for n >= 1 activation rows quantized by
+// quantize_acts_q8 (n rows, cols): every output bit-identical to gemv_quant_dp4a's for that
+// row alone. Returns false, launching nothing, unless `type` is a device quant type, cols is a
+// multiple of its block, acts is 16-byte aligned, W 2-byte aligned and rows <= 65535 * 32.
+bool gemm_quant_int8(const void* w, GgmlType type, const void* acts, float* out, int64_t n, int64_t rows,
+                     int64_t cols, int64_t ld_out, void* stream);
+// Test hook for the instruction gemm_quant_int8 uses: c (16x8 int32, row-major) = A B + 1..4,
+// one warp, one mma_s8_m16n8k16 (kernels/cuda/mma.cuh), A 16x16 int8 row-major, B 16x8 int8
+// stored b[k * 8 + col]; lane 4g + t's accumulator starts at {1, 2, 3, 4} (c[g][2t] += 1,
+// c[g][2t+1] += 2, c[g+8][2t] += 3, c[g+8][2t+1] += 4).
+void mma_s8_probe(const int8_t* a, const int8_t* b, int32_t* c, void* stream);
+
 // ---- conversions for weights ----
 
 // n elements of F32 or F16 at src to bf16 at dst (round to nearest even).

@@ -4,8 +4,10 @@
 // with f32 activations against an exact reference; gemv_dp4a.cu with int8 activations against
 // the CPU's int8 matmul, its activation quantization bit for bit) and their batch invariance,
 // the tensor-core GEMM for more rows (gemm_quant_mma.cu) against the bf16-rounded products,
-// and CudaBackend's matmul and moe_ffn in every weight mode (quantized, quantized-f32, bf16;
-// tensor-core GEMM or dequantized scratch + cuBLAS above 8 rows) against the CpuBackend on the
+// the batch-invariant int8 GEMM (gemm_int8_mma.cu) against the GEMV bit for bit at 1-70 rows and
+// its s8 MMA instruction alone, and CudaBackend's matmul and moe_ffn in every weight mode
+// (quantized, quantized-f32, bf16; tensor-core GEMM, dequantized scratch + cuBLAS or with
+// batch_invariant the int8 GEMM above 8 rows) against the CpuBackend on the
 // same bits at 1-8, 16, 64 and 512 rows and odd shapes. Weights are random bytes with finite fp16 scales
 // (tests/support/quant_blocks.h), so every bit pattern of the quants and sub-block scales
 // occurs. Skips (passes with a warning) without a CUDA device.
@@ -309,21 +311,120 @@ TEST_CASE("cuda: gemm_quant_mma computes the bf16-rounded products", "[gpu][cuda
   }
 }
 
+// The s8 tensor-core instruction gemm_quant_int8 uses, alone: every lane's fragments as mma.cuh
+// places them (on a GPU this checks that reading of the PTX ISA; under the emulator, the
+// emulator's), over the whole int8 range, accumulating into the lanes' initial values.
+TEST_CASE("cuda: mma_s8_m16n8k16 multiplies 16x16 by 16x8 int8 exactly", "[gpu][cuda_device]") {
+  PAGODA_SKIP_WITHOUT_CUDA();
+  std::vector<int8_t> a(256), b(128);
+  uint32_t s = 7;
+  auto next = [&] { return s = s * 1664525u + 1013904223u, static_cast<int8_t>(s >> 24); };
+  for (auto& v : a) v = next();
+  for (auto& v : b) v = next();
+  a[0] = b[0] = -128;  // the extremes
+  a[1] = b[8] = 127;
+  auto d_a = on_device(a), d_b = on_device(b);
+  DeviceBuf d_c(128 * 4);
+  cuda::mma_s8_probe(d_a->as<int8_t>(), d_b->as<int8_t>(), d_c.as<int32_t>(), nullptr);
+  const auto c = from_device<int32_t>(d_c, 128);
+  int bad = 0;
+  for (int r = 0; r < 16; ++r)
+    for (int col = 0; col < 8; ++col) {
+      int32_t want = 1 + (col % 2) + 2 * (r >= 8);  // the accumulator's start, {1, 2, 3, 4}
+      for (int k = 0; k < 16; ++k) want += a[static_cast<size_t>(r * 16 + k)] * b[static_cast<size_t>(k * 8 + col)];
+      if (c[static_cast<size_t>(r * 8 + col)] != want) {
+        if (bad < 5) UNSCOPED_INFO("c[" << r << "][" << col << "] " << c[static_cast<size_t>(r * 8 + col)] << " want " << want);
+        ++bad;
+      }
+    }
+  CHECK(bad == 0);
+}
+
+// The batch-invariant GEMM against its oracle, the int8 GEMV (whose rows are batch-invariant:
+// the dp4a test above), bit for bit: activation rows 1..70 (every count for Q8_0, Q4_0 and
+// Q4_K, a few for the other types), on 45 weight rows of 2304 columns (72 pieces: several per
+// slot; two 32-row tiles, the second partial) with an output stride wider than the matrix, and
+// 37 rows of three blocks (fewer pieces than slots).
+TEST_CASE("cuda: gemm_quant_int8 gives every row the int8 GEMV's bits at 1-70 rows", "[gpu][cuda_device]") {
+  PAGODA_SKIP_WITHOUT_CUDA();
+  constexpr int kRows = 70;
+  for (GgmlType t : kTypes) {
+    const bool every = t == GgmlType::Q8_0 || t == GgmlType::Q4_0 || t == GgmlType::Q4_K;
+    struct Shape {
+      int64_t rows, cols, pad_out;
+    };
+    for (const Shape& sh : {Shape{45, 2304, 3}, Shape{37, 3 * block_elems(t), 0}}) {
+      const int64_t rows = sh.rows, cols = sh.cols, ld_out = rows + sh.pad_out;
+      INFO(ggml_type_info(t).name << " " << rows << "x" << cols);
+      const auto bits = test::random_blocks(t, rows, cols, 41 + static_cast<uint32_t>(t) + static_cast<uint32_t>(cols), kScale);
+      auto d_w = on_device(bits);
+      auto x = bf16_values(static_cast<size_t>(kRows * cols), 43 + static_cast<uint32_t>(cols));
+      for (int64_t k = 0; k < 32; ++k) x[static_cast<size_t>(5 * cols + k)] = 0.0f;  // an all-zero block: scale 0
+      auto d_x = on_device(x);
+      // The oracle: the GEMV over chunks of up to 8 rows, each chunk quantized on its own.
+      DeviceBuf d_want(static_cast<size_t>(kRows * ld_out) * 4);
+      for (int64_t first = 0; first < kRows; first += cuda::kQuantGemvMaxRows) {
+        const int64_t c = std::min<int64_t>(cuda::kQuantGemvMaxRows, kRows - first);
+        DeviceBuf acts(cuda::q8_acts_layout(c, cols).bytes);
+        cuda::quantize_acts_q8(d_x->as<float>() + first * cols, c, cols, cols, acts.p, nullptr);
+        REQUIRE(cuda::gemv_quant_dp4a(d_w->p, t, acts.p, d_want.as<float>() + first * ld_out, c, rows, cols, ld_out,
+                                      nullptr));
+      }
+      const auto want = from_device<float>(d_want, static_cast<size_t>(kRows * ld_out));
+      DeviceBuf d_out(static_cast<size_t>(kRows * ld_out) * 4);
+      int checked = 0;
+      for (int n = 1; n <= kRows; ++n) {
+        if (!every && n != 1 && n != 9 && n != 33 && n != kRows) continue;
+        INFO("n " << n);
+        DeviceBuf acts(cuda::q8_acts_layout(n, cols).bytes);
+        cuda::quantize_acts_q8(d_x->as<float>(), n, cols, cols, acts.p, nullptr);
+        CUDA_CHECK(cudaMemset(d_out.p, 0xff, static_cast<size_t>(kRows * ld_out) * 4));
+        REQUIRE(cuda::gemm_quant_int8(d_w->p, t, acts.p, d_out.as<float>(), n, rows, cols, ld_out, nullptr));
+        const auto got = from_device<float>(d_out, static_cast<size_t>(kRows * ld_out));
+        int bad = 0, untouched = 0;
+        for (int64_t i = 0; i < kRows; ++i)
+          for (int64_t r = 0; r < ld_out; ++r) {
+            const size_t e = static_cast<size_t>(i * ld_out + r);
+            if (i >= n || r >= rows) {
+              untouched += std::isnan(got[e]) ? 1 : 0;  // never written
+              continue;
+            }
+            if (std::memcmp(&got[e], &want[e], 4) != 0) {
+              if (bad < 5) UNSCOPED_INFO("row " << i << " output " << r << ": gemm " << got[e] << " gemv " << want[e]);
+              ++bad;
+            }
+          }
+        CHECK(bad == 0);
+        CHECK(untouched == kRows * ld_out - n * rows);
+        ++checked;
+      }
+      CHECK(checked == (every ? kRows : 4));
+    }
+  }
+}
+
 TEST_CASE("cuda: matmul of quantized weights matches the CPU backend in every weight mode", "[gpu][cuda_device]") {
   PAGODA_SKIP_WITHOUT_CUDA();
-  // More than kQuantGemvMaxRows rows: the tensor-core GEMM in both quantized modes, and the
-  // dequantized scratch for cuBLAS once.
-  const std::pair<CudaWeights, QuantGemm> modes[] = {{CudaWeights::Quantized, QuantGemm::Mma},
-                                                     {CudaWeights::Quantized, QuantGemm::DequantCublas},
-                                                     {CudaWeights::QuantizedF32, QuantGemm::Mma},
-                                                     {CudaWeights::Bf16, QuantGemm::Mma}};
-  for (const auto& [mode, gemm] : modes) {
+  // More than kQuantGemvMaxRows rows: the tensor-core GEMM in both quantized modes, the
+  // dequantized scratch for cuBLAS once, and the int8 GEMM of batch_invariant.
+  struct Mode {
+    CudaWeights weights;
+    QuantGemm gemm;
+    bool invariant;
+  };
+  const Mode modes[] = {{CudaWeights::Quantized, QuantGemm::Mma, false},
+                        {CudaWeights::Quantized, QuantGemm::DequantCublas, false},
+                        {CudaWeights::QuantizedF32, QuantGemm::Mma, false},
+                        {CudaWeights::Bf16, QuantGemm::Mma, false},
+                        {CudaWeights::Quantized, QuantGemm::Mma, true}};
+  for (const auto& [mode, gemm, invariant] : modes) {
     const bool quantized = mode != CudaWeights::Bf16;
-    INFO(cuda_weights_name(mode) << " mode, GEMM " << quant_gemm_name(gemm));
+    INFO(cuda_weights_name(mode) << " mode, GEMM " << quant_gemm_name(gemm) << (invariant ? ", batch-invariant" : ""));
     CpuBackend cpu{2};
     CudaBackendOptions opts;
     opts.weights = mode;
     opts.quant_gemm = gemm;
+    opts.batch_invariant = invariant;
     CudaBackend gpu(opts);
     Backend* both[2] = {&cpu, &gpu};
     for (Backend* b : both) b->init_kv_cache(small_cache());
@@ -357,13 +458,13 @@ TEST_CASE("cuda: matmul of quantized weights matches the CPU backend in every we
           float scale = 0;
           for (float v : res[0]) scale = std::max(scale, std::fabs(v));
           require_close(res[1], res[0], 0.03f * scale, 0.0f, "vs CPU backend");
-          // Against the exact products: up to kQuantGemvMaxRows rows, int8 activations with the
-          // CPU's integer sums (quantized) or f32 FMA (quantized-f32); otherwise bf16 weights and
-          // activations (2^-8 relative each).
+          // Against the exact products: up to kQuantGemvMaxRows rows (any count with
+          // batch_invariant), int8 activations with the CPU's integer sums (quantized) or f32 FMA
+          // (quantized-f32); otherwise bf16 weights and activations (2^-8 relative each).
           std::vector<float> want, mag;
           reference(wv, xv, n, s.rows, s.cols, want, mag);
-          const bool gemv = quantized && n <= cuda::kQuantGemvMaxRows;
-          if (gemv && mode == CudaWeights::Quantized) require_within(res[1], res[0], mag, 2e-5f, "vs CPU int8 sums");
+          const bool gemv = quantized && (n <= cuda::kQuantGemvMaxRows || invariant);  // int8 or f32 activations
+          if (gemv && mode == CudaWeights::Quantized && n <= cuda::kQuantGemvMaxRows) require_within(res[1], res[0], mag, 2e-5f, "vs CPU int8 sums");
           require_within(res[1], want, mag, !gemv ? 8e-3f : mode == CudaWeights::Quantized ? 1e-2f : 1e-5f, "vs exact");
         }
       }
@@ -486,9 +587,11 @@ TEST_CASE("cuda: matmul_same_x equals separate matmuls bit for bit", "[gpu][cuda
   const int64_t cols = 256;
   const GgmlType types[3] = {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0};
   const int64_t rows[3] = {96, 32, 32};
-  for (CudaWeights mode : {CudaWeights::Quantized, CudaWeights::QuantizedF32, CudaWeights::Bf16}) {
+  for (int config = 0; config < 4; ++config) {  // the three weight modes, then quantized + batch_invariant
+    const CudaWeights mode = config == 1 ? CudaWeights::QuantizedF32 : config == 2 ? CudaWeights::Bf16 : CudaWeights::Quantized;
     CudaBackendOptions opts;
     opts.weights = mode;
+    opts.batch_invariant = config == 3;
     CudaBackend gpu(opts);
     gpu.init_kv_cache(small_cache());
     Tensor w[4];
@@ -499,7 +602,7 @@ TEST_CASE("cuda: matmul_same_x equals separate matmuls bit for bit", "[gpu][cuda
     const auto wf = bf16_values(static_cast<size_t>(16 * cols), 84, 0.1f);
     w[3] = gpu.upload_weight_f32(wf.data(), 16, cols);
     for (int n : {1, 3, 8, 12}) {
-      INFO(cuda_weights_name(mode) << " n " << n);
+      INFO(cuda_weights_name(mode) << (opts.batch_invariant ? " batch-invariant" : "") << " n " << n);
       gpu.begin_step(linear_plan(n));
       Tensor x = activation_from(gpu, bf16_values(static_cast<size_t>(n * cols), 85 + static_cast<uint32_t>(n), 0.5f), n, cols);
       Tensor together[4], alone[4];

@@ -30,9 +30,9 @@
 //   padding.
 // - Errors become exceptions: CUDA/cuBLAS failures throw pagoda::cuda::CudaError naming the call
 //   with file:line; bad arguments throw std::invalid_argument.
-// - Batch invariance (CudaBackendOptions::batch_invariant makes quantized matmuls of any row
-//   count run the int8 GEMV in chunks, so there a row's bits never depend on the batch;
-//   test_cuda_batch): every custom kernel computes a row the same way whatever the batch (the
+// - Batch invariance (CudaBackendOptions::batch_invariant makes quantized matmuls of more than
+//   kQuantGemvMaxRows rows run gemm_quant_int8, which gives each row the int8 GEMV's bits, so
+//   there a row's bits never depend on the batch; test_cuda_batch): every custom kernel computes a row the same way whatever the batch (the
 //   decode attention's splits depend only on the row's own context; gemv_quant gives a row the
 //   same bits at any n <= kQuantGemvMaxRows), but the GEMVs hand over to a GEMM (cuBLAS, or the
 //   quantized tensor-core GEMM, whose f32 sums differ from the GEMVs') above their row limits and cuBLAS may choose a different GEMM algorithm for a different number of rows, so
@@ -114,10 +114,11 @@ struct CudaBackendOptions {
   // (cuBLAS always gets a fixed 32 MiB workspace, as capture requires, so both settings run
   // the same GEMMs.)
   bool cuda_graphs = true;
-  // Quantized mode: matmuls of more than kQuantGemvMaxRows rows run as the int8 GEMV over chunks
-  // of kQuantGemvMaxRows rows instead of the tensor-core GEMM, so that a row gets the same bits
-  // whatever the number of rows beside it (the GEMV's per-row result does not depend on n).
-  // Each chunk reads the whole matrix: prefill and large batches read the weights n / 8 times.
+  // Quantized mode: matmuls of more than kQuantGemvMaxRows rows run the int8 tensor-core GEMM
+  // (kernels/cuda/gemm_int8_mma.cu) instead of the bf16-input one, which gives every row the
+  // bits the int8 GEMV gives it alone, so that a row gets the same bits whatever the number of
+  // rows beside it (the GEMV's per-row result does not depend on n). It reads the weights once
+  // per 16 activation rows (mostly from L2) and does the GEMV's float work per value.
   // The --cuda-batch-invariant flag (BackendChoice::cuda_batch_invariant).
   // Off by default (its cost is not yet measured on a GPU).
   bool batch_invariant = false;
@@ -247,6 +248,10 @@ class CudaBackend final : public Backend {
   // Rows 0..n-1 of x (F32, x.cols % 32 == 0) as int8 blocks in q8_x (q8_acts_layout(n, x.cols)),
   // for gemv_quant_dp4a and its grouped form.
   const void* quantize_acts(const Tensor& x, int64_t n);
+  // out = x W^T from x quantized by quantize_acts (n rows): the int8 GEMV for up to
+  // kQuantGemvMaxRows rows, with batch_invariant the int8 tensor-core GEMM (gemm_int8_mma.cu,
+  // the GEMV's bits for every row) above. False, launching nothing, where neither takes it.
+  bool int8_matmul(const Tensor& w, const void* acts, Tensor& out, int64_t n);
   // out = xb W^T for a bf16 W and bf16 activations xb ([n, w.cols]): the bf16 GEMV for a few
   // rows, else cuBLAS.
   void matmul_bf16(const Tensor& w, const void* xb, Tensor& out, int64_t n);

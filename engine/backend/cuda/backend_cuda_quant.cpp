@@ -5,7 +5,9 @@
 //   quantize_acts_q8 (Quantized; the CPU backend's int8 scheme), or gemv_quant on f32 x
 //   (QuantizedF32). x is quantized once per matmul_same_x call, so a layer's q/k/v (and its
 //   gate/up) share one quantization launch;
-// - more rows (prefill, large decode batches): by default (QuantGemm::Mma) gemm_quant_mma, a
+// - more rows with batch_invariant (Quantized): gemm_quant_int8 on the same int8 activations,
+//   the GEMV's bits for every row at any n (kernels/cuda/gemm_int8_mma.cu);
+// - more rows otherwise (prefill, large decode batches): by default (QuantGemm::Mma) gemm_quant_mma, a
 //   tensor-core GEMM that decodes tiles of the blocks into shared memory as bf16 and rounds x
 //   to bf16 on the way in (the same inputs as the bf16 path): no bf16 copy of any matrix. With
 //   QuantGemm::DequantCublas (for comparison) the matrix is dequantized into wq_scratch, one
@@ -51,25 +53,23 @@ Tensor CudaBackend::upload_quantized(const void* host_data, GgmlType type, int64
 void CudaBackend::matmul_quant(const Tensor& w, const Tensor& x, Tensor& out, int64_t n) {
   Impl& m = *impl_;
   constexpr int64_t kMax = cuda::kQuantGemvMaxRows;
-  if (m.weights == CudaWeights::Quantized && (n <= kMax || m.batch_invariant)) {
-    // Chunks of up to kMax rows (one chunk unless batch_invariant): rows [first, first + c).
-    bool ok = true;
-    for (int64_t first = 0; first < n && ok; first += kMax) {
-      const int64_t c = std::min(kMax, n - first);
-      Tensor xc = x, oc = out;
-      xc.data = f32(x) + first * x.cols;
-      oc.data = f32(out) + first * out.cols;
-      const void* acts = quantize_acts(xc, c);
-      ok = cuda::gemv_quant_dp4a(w.data, w.type, acts, f32(oc), c, w.rows, w.cols, out.cols, m.s());
-    }
-    if (ok) return;  // the GEMV takes all chunks or (a type or shape it refuses) none
-  }
+  if (m.weights == CudaWeights::Quantized && (n <= kMax || m.batch_invariant) &&
+      int8_matmul(w, quantize_acts(x, n), out, n))
+    return;
   matmul_quant_rest(w, x, out, n);
+}
+
+bool CudaBackend::int8_matmul(const Tensor& w, const void* acts, Tensor& out, int64_t n) {
+  Impl& m = *impl_;
+  if (n <= cuda::kQuantGemvMaxRows)
+    return cuda::gemv_quant_dp4a(w.data, w.type, acts, f32(out), n, w.rows, w.cols, out.cols, m.s());
+  return m.batch_invariant && cuda::gemm_quant_int8(w.data, w.type, acts, f32(out), n, w.rows, w.cols, out.cols, m.s());
 }
 
 void CudaBackend::matmul_same_x(const Tensor* const* w, int count, const Tensor& x, Tensor* const* out, int64_t n) {
   Impl& m = *impl_;
-  if (n <= 0 || n > cuda::kQuantGemvMaxRows || m.weights != CudaWeights::Quantized || x.cols % 32 != 0) {
+  if (n <= 0 || (n > cuda::kQuantGemvMaxRows && !m.batch_invariant) || m.weights != CudaWeights::Quantized ||
+      x.cols % 32 != 0) {
     Backend::matmul_same_x(w, count, x, out, n);
     return;
   }
@@ -82,7 +82,7 @@ void CudaBackend::matmul_same_x(const Tensor* const* w, int count, const Tensor&
     require(x.cols == wj.cols && oj.cols == wj.rows && n <= x.rows && n <= oj.rows, "matmul: shape mismatch");
     if (cuda::is_device_quant_type(wj.type)) {
       if (!acts) acts = quantize_acts(x, n);
-      if (cuda::gemv_quant_dp4a(wj.data, wj.type, acts, f32(oj), n, wj.rows, wj.cols, oj.cols, m.s())) continue;
+      if (int8_matmul(wj, acts, oj, n)) continue;
       matmul_quant_rest(wj, x, oj, n);
     } else {
       matmul(wj, x, oj, n);

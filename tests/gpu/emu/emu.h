@@ -3,8 +3,10 @@
 // switched cooperatively on the launching OS thread: emu_runtime.cpp); blocks of a launch run
 // one after another; __syncthreads is a barrier over the block's threads that have not exited,
 // warp shuffles go through a per-thread exchange buffer and a warp barrier, as do the
-// tensor-core instructions of kernels/cuda/mma.cuh (emu_mma.cpp: mma.sync m16n8k16 bf16 / f16 and
-// ldmatrix x4, with the hardware's per-lane fragment placement); a block whose
+// tensor-core instructions of kernels/cuda/mma.cuh (emu_mma.cpp: mma.sync m16n8k16 bf16 / f16 / s8
+// and ldmatrix x4, with the hardware's per-lane fragment placement), and __syncwarp is the warp
+// barrier (a lane reading what another lane of its warp wrote to shared memory waits there for
+// the writer, as the hardware's memory ordering requires); a block whose
 // threads wait at different barriers is reported as a deadlock (an exception) instead of
 // hanging; "__shared__" variables become function statics (shared by the block's threads,
 // reused by the next block). It checks indexing, synchronisation structure, arithmetic and each launch's configuration against the hardware
@@ -67,6 +69,7 @@ uint32_t* word_slots();
 // PTX ISA's fragment placement.
 void mma_bf16_m16n8k16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]);
 void mma_f16_m16n8k16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]);
+void mma_s8_m16n8k16(int (&d)[4], const uint32_t (&a)[2], uint32_t b);
 void ldmatrix_x4(uint32_t (&r)[4], const void* row);
 struct Cfg { dim3 grid, block; size_t smem; };
 
@@ -138,6 +141,7 @@ void launch(K kernel, Cfg c, A... args) {
 #define blockDim (::emu::g_blockDim)
 #define gridDim (::emu::g_gridDim)
 #define __syncthreads() ::emu::syncthreads()
+#define __syncwarp(...) ::emu::warp_sync()
 #define __shfl_xor_sync(mask, v, off) ::emu::shfl_xor((v), (off))
 #define cudaFuncSetAttribute(kernel, attr, value) ::emu::func_set_attribute((kernel), (attr), (value))
 inline int atomicMin(int* p, int v) { std::lock_guard<std::mutex> l(emu::g_atomic_mu); int o = *p; *p = std::min(o, v); return o; }

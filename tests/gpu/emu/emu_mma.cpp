@@ -1,5 +1,5 @@
 // The emulator's tensor-core instructions (kernels/cuda/mma.cuh; see emu.h: mma.sync m16n8k16
-// on bf16 or f16 with f32 accumulators, ldmatrix x4): each is
+// on bf16 or f16 with f32 accumulators and on s8 with s32 accumulators, ldmatrix x4): each is
 // warp-collective, as on the hardware. Every lane publishes its operand registers (or its row
 // address) in its word slots, the warp meets at a barrier, and each lane then assembles its own
 // result registers from the other lanes' slots by the PTX ISA's fragment placement, and the warp
@@ -7,7 +7,8 @@
 // the wrong lane / register / half mapping gets wrong numbers here as it would on a GPU.
 // Numerics: bf16 and f16 products are exact in f32; the 16 products of an output are summed in k order
 // in f32 and then added to the accumulator (the hardware's internal order and precision are
-// unspecified; tests allow f32 rounding).
+// unspecified; tests allow f32 rounding). s8 products and their sums are exact integers (the
+// hardware's too: 16 products of at most 2^14 stay far from the s32 limits).
 #include <cstdint>
 #include <cstring>
 #include <stdexcept>
@@ -60,6 +61,35 @@ void mma_m16n8k16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2])
 }
 
 }  // namespace
+
+void mma_s8_m16n8k16(int (&d)[4], const uint32_t (&a)[2], uint32_t b) {
+  const int t = flat_tid(), lane = t % 32;
+  uint32_t* slots = word_slots();
+  uint32_t* mine = slots + t * kWordSlots;
+  mine[0] = a[0];
+  mine[1] = a[1];
+  mine[2] = b;
+  warp_sync();
+  const uint32_t* warp = slots + (t / 32) * 32 * kWordSlots;
+  // Byte `byte` of register `reg` of lane `lane_of`, as a signed integer.
+  auto elem = [&](int lane_of, int reg, int byte) {
+    return static_cast<int>(static_cast<int8_t>(warp[lane_of * kWordSlots + reg] >> (8 * byte)));
+  };
+  // A[row][k] sits in lane (row % 8) * 4 + k / 4, register row >= 8, byte k % 4; B[k][col] in
+  // lane col * 4 + k / 4, register 2, byte k % 4.
+  auto A = [&](int row, int k) { return elem((row % 8) * 4 + k / 4, row >= 8, k % 4); };
+  auto B = [&](int k, int col) { return elem(col * 4 + k / 4, 2, k % 4); };
+  const int g = lane / 4, tg = lane % 4;
+  int r[4];
+  for (int i = 0; i < 4; ++i) {
+    const int row = g + 8 * (i / 2), col = 2 * tg + i % 2;
+    int s = 0;
+    for (int k = 0; k < 16; ++k) s += A(row, k) * B(k, col);
+    r[i] = d[i] + s;
+  }
+  warp_sync();  // every lane has read the slots
+  for (int i = 0; i < 4; ++i) d[i] = r[i];
+}
 
 void mma_bf16_m16n8k16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
   mma_m16n8k16<bf16_bits_to_float>(d, a, b);

@@ -126,8 +126,9 @@ struct FedSeq {
   int n_cached = 0;
 };
 
-// Adds tokens [n_cached, end) of `s` to the plan with one logit row at the end.
-inline void add_fed(StepPlan& p, const FedSeq& s, int end, int block) {
+// Adds tokens [n_cached, end) of `s` to the plan with one logit row at the end (none when
+// `logits` is false: a prefill chunk before the prompt's last).
+inline void add_fed(StepPlan& p, const FedSeq& s, int end, int block, bool logits = true) {
   SeqInStep e;
   e.seq_id = p.seqs.size();
   e.first_token = p.n_tokens();
@@ -143,7 +144,7 @@ inline void add_fed(StepPlan& p, const FedSeq& s, int end, int block) {
     p.token_seq.push_back(static_cast<int32_t>(p.seqs.size()));
   }
   p.seqs.push_back(e);
-  p.logit_rows.push_back(p.n_tokens() - 1);
+  if (logits) p.logit_rows.push_back(p.n_tokens() - 1);
 }
 
 // Loads `values` (rows x cols, bf16-exact) into an F32 activation of `b` through embed():

@@ -1,13 +1,22 @@
-// Batch invariance on the CUDA backend: 4 prompts run alone (each prefilled in one step, then
-// decoded one row per step) and batched (one prefill step of all 4, then decode steps of 4
-// rows) must give every sequence the same logits, bit for bit, at every step. Both runs are fed
-// the same tokens (the solo run's argmax), so only the batching differs. Models: the tiny bf16
-// llama (bf16 GEMV for up to 4 rows, cuBLAS above) with default options, and the tiny llama and
-// qwen2moe in q8_0 with CudaBackendOptions::batch_invariant (without it a prompt of up to 8
-// tokens is prefilled alone by the int8 GEMV but batched by the tensor-core GEMM, whose bf16
-// inputs give other bits: the first run of this test showed exactly that). What this does not
-// cover: bf16 decode batches of 5+ rows (cuBLAS instead of the GEMV: other bits), and cuBLAS on
-// a real GPU, which may pick another algorithm for another row count (the emulation's does not).
+// Batch invariance on the CUDA backend: a sequence's logits (and drawn tokens and logprobs) must
+// be bit for bit the same whatever else shares its steps.
+// - 4 prompts alone and batched, the tiny bf16 llama (bf16 GEMV for up to 4 rows, cuBLAS above)
+//   with default options: each prefilled in one step, then decoded one row per step, against one
+//   prefill step of all 4, then decode steps of 4 rows.
+// - 16 prompts of 3-33 tokens with --cuda-batch-invariant (CudaBackendOptions::batch_invariant),
+//   the tiny llama in q8_0 and q4_0 and qwen2moe in q8_0: each sequence alone (its prompt in one
+//   step, then 4 decode steps), against three schedules of mixed steps of 1-64 rows, where
+//   sequences prefill in chunks (8, 5 or 3 tokens, the chunks before the last with no logit row)
+//   beside other sequences' decodes, under a token budget per step (decodes first), joining at
+//   once, two a step or four every step in reverse order. Each schedule is run with every logit
+//   row read back (logits compared) or drawn on the device (greedy with 3 top logprobs: tokens and
+//   logprobs compared; then decode-only steps are recorded as CUDA graphs and padded to the next
+//   power of two with inert rows). Both runs are fed the same tokens (the solo run's argmax).
+// Without batch_invariant a prompt of up to 8 tokens prefilled alone goes through the int8 GEMV
+// but batched through the bf16-input tensor-core GEMM: other bits (the first run of the 4-prompt
+// test showed exactly that). What this does not cover: bf16 decode batches of 5+ rows (cuBLAS
+// instead of the GEMV: other bits), and cuBLAS on a real GPU (the F32 MoE router's GEMM
+// included), which may pick another algorithm for another row count (the emulation's does not).
 // Skips (CTest: Skipped) without a CUDA device.
 #include <catch2/catch.hpp>
 
@@ -77,21 +86,219 @@ void check_invariant(const gguf::GgufFile& file, const CudaBackendOptions& opts)
   }
 }
 
+// ---- 16 prompts in mixed steps ----
+
+constexpr int kSeqs = 16, kDecodes = 4;  // per sequence: its prompt, then 4 fed tokens
+constexpr int kRowsPerSeq = kDecodes + 1;  // logit rows: after the prompt and after each fed token
+constexpr int kTableBlocks = 3;            // 33 + 4 tokens at most
+const int kPromptLen[kSeqs] = {5, 9, 12, 7, 17, 3, 24, 11, 30, 6, 14, 20, 8, 27, 4, 33};
+
+// A logit row's result: its logits (read back) or its drawn token and logprobs (drawn).
+struct RowResult {
+  bool seen = false;
+  std::vector<float> logits;
+  int32_t token = -1;
+  DrawLogprobs lp;
+};
+using Results = std::vector<std::vector<RowResult>>;  // [sequence][k]: k = 0 after the prompt
+
+struct Schedule {
+  const char* name;
+  int chunk;     // prefill tokens a sequence adds in a step at most
+  int budget;    // tokens a step carries at most (decodes first, then chunks in order)
+  int per_step;  // members join this many a step (member i at step i / per_step)
+  bool reversed;  // members enter each step in reverse order
+};
+
+// Runs `members` (sequence indices into seqs) by `sc` on m until each has all its logit rows,
+// into got. A sequence whose token list ends at a logit row gets that row's token appended (the
+// solo run grows its lists; the mixed runs are given full ones).
+void run(Model& m, const Schedule& sc, bool draws, std::vector<Seq> seqs, const std::vector<int>& members,
+         Results& got) {
+  const int vocab = m.config().vocab_size;
+  std::vector<int> order = members;
+  if (sc.reversed) std::reverse(order.begin(), order.end());
+  std::vector<int> k(kSeqs, 0);
+  for (int step = 0;; ++step) {
+    REQUIRE(step < 400);
+    std::vector<int> active;
+    for (int s : order) {
+      const int i = static_cast<int>(std::find(members.begin(), members.end(), s) - members.begin());
+      if (i / sc.per_step <= step && k[static_cast<size_t>(s)] < kRowsPerSeq) active.push_back(s);
+    }
+    if (active.empty()) {
+      bool done = true;
+      for (int s : members) done = done && k[static_cast<size_t>(s)] == kRowsPerSeq;
+      if (done) return;
+      continue;  // later members have yet to join
+    }
+    int left = sc.budget;
+    for (int s : active) left -= seqs[static_cast<size_t>(s)].n_cached >= kPromptLen[s] ? 1 : 0;
+    StepPlan p;
+    std::vector<SampleRequest> req;
+    std::vector<std::pair<int, int>> rows;  // (sequence, k) of each logit row
+    std::vector<std::pair<int, int>> ends;  // (sequence, tokens cached after the step)
+    for (int s : active) {
+      const Seq& q = seqs[static_cast<size_t>(s)];
+      int end = q.n_cached + 1;
+      if (q.n_cached < kPromptLen[s]) {
+        const int c = std::min(sc.chunk, kPromptLen[s] - q.n_cached);
+        if (c > left) continue;  // a chunk waits rather than shrinks: its boundaries stay the solo run's
+        left -= c;
+        end = q.n_cached + c;
+      }
+      const bool logits = end >= kPromptLen[s];
+      add_fed(p, q, end, kBlock, logits);
+      ends.emplace_back(s, end);
+      if (!logits) continue;
+      if (draws) {
+        SampleRequest d;  // greedy
+        d.row = static_cast<int32_t>(rows.size());
+        d.logprobs = 3;
+        req.push_back(d);
+      }
+      rows.emplace_back(s, k[static_cast<size_t>(s)]++);
+    }
+    std::vector<RowResult> res(rows.size());
+    if (draws) {
+      StepLogits out;
+      m.forward(p, req, out);
+      REQUIRE(out.drawn().size() == rows.size());
+      REQUIRE(out.drawn_logprobs().size() == rows.size());
+      for (size_t r = 0; r < rows.size(); ++r) {
+        res[r].token = out.drawn()[r];
+        res[r].lp = out.drawn_logprobs()[r];
+      }
+    } else {
+      std::vector<float> logits;
+      m.forward(p, logits);
+      REQUIRE(logits.size() == rows.size() * static_cast<size_t>(vocab));
+      for (size_t r = 0; r < rows.size(); ++r) {
+        res[r].logits.assign(logits.begin() + static_cast<ptrdiff_t>(r * vocab),
+                             logits.begin() + static_cast<ptrdiff_t>((r + 1) * vocab));
+        res[r].token = argmax(res[r].logits);
+      }
+    }
+    for (const auto& [s, end] : ends) seqs[static_cast<size_t>(s)].n_cached = end;
+    for (size_t r = 0; r < rows.size(); ++r) {
+      const auto [s, kk] = rows[r];
+      res[r].seen = true;
+      got[static_cast<size_t>(s)][static_cast<size_t>(kk)] = res[r];
+      Seq& q = seqs[static_cast<size_t>(s)];
+      if (q.tokens.size() == static_cast<size_t>(q.n_cached) && kk < kDecodes) q.tokens.push_back(res[r].token);
+    }
+  }
+}
+
+// Every row of `got` equals `want`'s, bit for bit; returns how many rows were compared.
+int compare(const Results& want, const Results& got, bool draws) {
+  int rows = 0;
+  for (int s = 0; s < kSeqs; ++s)
+    for (int k = 0; k < kRowsPerSeq; ++k) {
+      const RowResult& w = want[static_cast<size_t>(s)][static_cast<size_t>(k)];
+      const RowResult& g = got[static_cast<size_t>(s)][static_cast<size_t>(k)];
+      INFO("sequence " << s << " row " << k);
+      REQUIRE(w.seen);
+      REQUIRE(g.seen);
+      CHECK(g.token == w.token);
+      if (draws) {
+        CHECK(std::memcmp(&g.lp.logprob, &w.lp.logprob, sizeof(float)) == 0);
+        REQUIRE(g.lp.n_top == w.lp.n_top);
+        for (int i = 0; i < w.lp.n_top; ++i) {
+          CHECK(g.lp.top_id[i] == w.lp.top_id[i]);
+          CHECK(std::memcmp(&g.lp.top_logprob[i], &w.lp.top_logprob[i], sizeof(float)) == 0);
+        }
+      } else {
+        REQUIRE(g.logits.size() == w.logits.size());
+        CHECK(std::memcmp(g.logits.data(), w.logits.data(), w.logits.size() * sizeof(float)) == 0);
+      }
+      ++rows;
+    }
+  return rows;
+}
+
+// Each sequence alone, its prompt in chunks of `chunk`, then one row a step: read back (want_logits)
+// and drawn (want_drawn). fed[s] holds sequence s's tokens (set by the first call: its prompt, then
+// each row's argmax but the last; later calls check they get the same); `full` gets seqs with them.
+void solo(Model& m, int chunk, const std::vector<Seq>& seqs, std::vector<std::vector<int32_t>>& fed,
+          std::vector<Seq>& full, Results& want_logits, Results& want_drawn) {
+  const Schedule alone{"alone", chunk, 64, 1, false};
+  want_logits.assign(kSeqs, std::vector<RowResult>(kRowsPerSeq));
+  want_drawn = want_logits;
+  for (int s = 0; s < kSeqs; ++s) run(m, alone, false, seqs, {s}, want_logits);
+  full = seqs;
+  for (int s = 0; s < kSeqs; ++s) {
+    const auto& rows = want_logits[static_cast<size_t>(s)];
+    std::vector<int32_t> t = seqs[static_cast<size_t>(s)].tokens;
+    for (int k = 0; k < kDecodes; ++k) t.push_back(rows[static_cast<size_t>(k)].token);
+    std::vector<int32_t>& f = fed[static_cast<size_t>(s)];
+    if (f.empty()) f = t;
+    INFO("sequence " << s << " alone, chunks of " << chunk);
+    CHECK(t == f);  // so far true of these prompts whatever the chunks
+    full[static_cast<size_t>(s)].tokens = f;
+  }
+  for (int s = 0; s < kSeqs; ++s) run(m, alone, true, full, {s}, want_drawn);
+  for (int s = 0; s < kSeqs; ++s)
+    for (int k = 0; k < kRowsPerSeq; ++k)
+      CHECK(want_drawn[static_cast<size_t>(s)][static_cast<size_t>(k)].token ==
+            want_logits[static_cast<size_t>(s)][static_cast<size_t>(k)].token);
+}
+
+void check_mixed(const gguf::GgufFile& file) {
+  CudaBackendOptions opts;
+  opts.batch_invariant = true;  // graphs on (the default): decode-only drawn steps are padded
+  Model m(file, make_cuda_backend(opts), 64);
+  const int vocab = m.config().vocab_size;
+  m.init_kv_cache(kSeqs * kTableBlocks, kBlock);
+  std::vector<Seq> seqs(kSeqs);
+  for (int s = 0; s < kSeqs; ++s) {
+    for (int b = 0; b < kTableBlocks; ++b) seqs[static_cast<size_t>(s)].table.push_back(b * kSeqs + s);
+    for (int i = 0; i < kPromptLen[s]; ++i) seqs[static_cast<size_t>(s)].tokens.push_back((i * 37 + s * 13 + 3) % vocab);
+  }
+  std::vector<int> all(kSeqs);
+  for (int s = 0; s < kSeqs; ++s) all[static_cast<size_t>(s)] = s;
+  const Schedule mixes[] = {{"16 at once, chunks of 8, 64 tokens a step", 8, 64, kSeqs, false},
+                            {"two join a step, chunks of 8, 37 tokens a step", 8, 37, 2, false},
+                            {"four join a step in reverse order, chunks of 5, 64 tokens a step", 5, 64, 4, true}};
+  std::vector<std::vector<int32_t>> fed(kSeqs);
+  std::vector<Seq> full;
+  Results want_logits, want_drawn;
+  int solo_chunk = 0;
+  for (const Schedule& sc : mixes) {
+    if (sc.chunk != solo_chunk) solo(m, sc.chunk, seqs, fed, full, want_logits, want_drawn);
+    solo_chunk = sc.chunk;
+    for (bool draws : {false, true}) {
+      INFO(sc.name << (draws ? ", drawn on the device" : ", logits read back"));
+      Results got(kSeqs, std::vector<RowResult>(kRowsPerSeq));
+      run(m, sc, draws, full, all, got);
+      CHECK(compare(draws ? want_drawn : want_logits, got, draws) == kSeqs * kRowsPerSeq);
+    }
+  }
+}
+
 }  // namespace
 
-TEST_CASE("cuda: 4 prompts alone and batched give identical logits", "[gpu][cuda_device]") {
+TEST_CASE("cuda: 4 prompts alone and batched give identical logits (bf16 llama)", "[gpu][cuda_device]") {
   PAGODA_SKIP_WITHOUT_CUDA();
-  CudaBackendOptions opts;
-  SECTION("bf16 llama") { check_invariant(tiny_bf16_model(), opts); }
-  opts.batch_invariant = true;
+  check_invariant(tiny_bf16_model(), CudaBackendOptions{});
+}
+
+TEST_CASE("cuda: 16 prompts alone and in mixed steps of 1-64 rows give identical results with batch_invariant",
+          "[gpu][cuda_device]") {
+  PAGODA_SKIP_WITHOUT_CUDA();
   SECTION("q8_0 llama") {
     static const gguf::GgufFile f =
         gguf::GgufFile::from_bytes(build_model(tiny_arch_spec(Arch::Llama, GgmlType::Q8_0)).to_bytes(), "q8.gguf");
-    check_invariant(f, opts);
+    check_mixed(f);
+  }
+  SECTION("q4_0 llama") {
+    static const gguf::GgufFile f =
+        gguf::GgufFile::from_bytes(build_model(tiny_arch_spec(Arch::Llama, GgmlType::Q4_0)).to_bytes(), "q4.gguf");
+    check_mixed(f);
   }
   SECTION("q8_0 qwen2moe") {
     static const gguf::GgufFile f =
         gguf::GgufFile::from_bytes(build_model(tiny_arch_spec(Arch::Qwen2Moe, GgmlType::Q8_0)).to_bytes(), "moe.gguf");
-    check_invariant(f, opts);
+    check_mixed(f);
   }
 }

@@ -186,7 +186,10 @@ void CudaBackend::init_kv_cache(const KvCacheConfig& cfg) {
   spdlog::info("CUDA backend: the weights take {:.1f} MiB on the device ({} mode{}{})",
                static_cast<double>(m.weight_bytes) / (1024.0 * 1024.0),
                cuda_weights_name(m.weights),
-               m.weights == CudaWeights::Bf16 ? "" : m.quant_gemm == QuantGemm::Mma ? ", tensor-core GEMM" : ", cuBLAS GEMM",
+               m.weights == CudaWeights::Bf16             ? ""
+               : m.weights == CudaWeights::Quantized && m.batch_invariant ? ", batch-invariant int8 tensor-core GEMM"
+               : m.quant_gemm == QuantGemm::Mma           ? ", tensor-core GEMM"
+                                                          : ", cuBLAS GEMM",
                m.wq_scratch.bytes ? fmt::format(", plus a {:.1f} MiB bf16 scratch for one matrix",
                                                 static_cast<double>(m.wq_scratch.bytes) / (1024.0 * 1024.0))
                                   : std::string());

@@ -4,19 +4,23 @@
 //   with default options: each prefilled in one step, then decoded one row per step, against one
 //   prefill step of all 4, then decode steps of 4 rows.
 // - 16 prompts of 3-33 tokens with --cuda-batch-invariant (CudaBackendOptions::batch_invariant),
-//   the tiny llama in q8_0 and q4_0 and qwen2moe in q8_0: each sequence alone (its prompt in one
-//   step, then 4 decode steps), against three schedules of mixed steps of 1-64 rows, where
-//   sequences prefill in chunks (8, 5 or 3 tokens, the chunks before the last with no logit row)
-//   beside other sequences' decodes, under a token budget per step (decodes first), joining at
-//   once, two a step or four every step in reverse order. Each schedule is run with every logit
-//   row read back (logits compared) or drawn on the device (greedy with 3 top logprobs: tokens and
-//   logprobs compared; then decode-only steps are recorded as CUDA graphs and padded to the next
-//   power of two with inert rows). Both runs are fed the same tokens (the solo run's argmax).
+//   the tiny llama in q8_0, q4_0 and bf16 and qwen2moe in q8_0: each sequence alone (its prompt
+//   in chunks, then 4 decode steps), against three schedules of mixed steps of 1-64 rows, where
+//   sequences prefill in the same chunks (8 or 5 tokens, the chunks before the last with no logit
+//   row; a chunk the step's budget cannot hold waits for the next step) beside other sequences'
+//   chunks and decodes, under a token budget per step (decodes first), joining at once, two a
+//   step or four a step in reverse order. Each schedule is run with every logit row read back
+//   (logits compared) and drawn on the device (greedy with 3 top logprobs: tokens and logprobs
+//   compared; then decode-only steps are recorded as CUDA graphs and padded to the next power of
+//   two with inert rows). Both runs are fed the same tokens (the first solo run's argmax).
+//   A sequence alone is prefilled in the schedule's chunks because its own chunk boundaries
+//   change its bits here (not on the CPU backend): a prompt in one step and the same prompt in
+//   chunks of 8 can differ in the last bits, with either prefill attention kernel.
 // Without batch_invariant a prompt of up to 8 tokens prefilled alone goes through the int8 GEMV
-// but batched through the bf16-input tensor-core GEMM: other bits (the first run of the 4-prompt
-// test showed exactly that). What this does not cover: bf16 decode batches of 5+ rows (cuBLAS
-// instead of the GEMV: other bits), and cuBLAS on a real GPU (the F32 MoE router's GEMM
-// included), which may pick another algorithm for another row count (the emulation's does not).
+// but batched through the bf16-input tensor-core GEMM, and bf16 rows past 4 go to cuBLAS: other
+// bits (without the bf16 chunks this test fails 502 assertions). What this does not cover: cuBLAS
+// on a real GPU (the F32 MoE router's GEMM), which may pick another algorithm for another row
+// count (the emulation's does not).
 // Skips (CTest: Skipped) without a CUDA device.
 #include <catch2/catch.hpp>
 
@@ -291,6 +295,7 @@ TEST_CASE("cuda: 16 prompts alone and in mixed steps of 1-64 rows give identical
         gguf::GgufFile::from_bytes(build_model(tiny_arch_spec(Arch::Llama, GgmlType::Q8_0)).to_bytes(), "q8.gguf");
     check_mixed(f);
   }
+  SECTION("bf16 llama") { check_mixed(tiny_bf16_model()); }
   SECTION("q4_0 llama") {
     static const gguf::GgufFile f =
         gguf::GgufFile::from_bytes(build_model(tiny_arch_spec(Arch::Llama, GgmlType::Q4_0)).to_bytes(), "q4.gguf");

@@ -379,6 +379,17 @@ void CudaBackend::matmul(const Tensor& w, const Tensor& x, Tensor& out, int64_t 
 void CudaBackend::matmul_bf16(const Tensor& w, const void* xb, Tensor& out, int64_t n) {
   // A few rows (decode of a few sequences): one streaming pass over W, faster than cuBLAS there.
   if (cuda::gemv_bf16(w.data, xb, f32(out), n, w.rows, w.cols, out.cols, impl_->s())) return;
+  // batch_invariant: the GEMV over chunks of kGemvMaxRows rows (its rows' bits do not depend on
+  // n; cuBLAS's may), each chunk reading the whole matrix. The GEMV refuses all chunks or none
+  // (its rules are about W, the row length and alignment, which every chunk shares).
+  if (impl_->batch_invariant && n > cuda::kGemvMaxRows) {
+    constexpr int64_t kMax = cuda::kGemvMaxRows;
+    bool ok = true;
+    for (int64_t first = 0; first < n && ok; first += kMax)
+      ok = cuda::gemv_bf16(w.data, static_cast<const uint16_t*>(xb) + first * w.cols, f32(out) + first * out.cols,
+                           std::min(kMax, n - first), w.rows, w.cols, out.cols, impl_->s());
+    if (ok) return;
+  }
   gemm_bf16(w.data, w.rows, w.cols, xb, out, n);
 }
 

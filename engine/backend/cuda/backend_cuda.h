@@ -30,13 +30,17 @@
 //   padding.
 // - Errors become exceptions: CUDA/cuBLAS failures throw pagoda::cuda::CudaError naming the call
 //   with file:line; bad arguments throw std::invalid_argument.
-// - Batch invariance (CudaBackendOptions::batch_invariant makes quantized matmuls of more than
-//   kQuantGemvMaxRows rows run gemm_quant_int8, which gives each row the int8 GEMV's bits, so
-//   there a row's bits never depend on the batch; test_cuda_batch): every custom kernel computes a row the same way whatever the batch (the
-//   decode attention's splits depend only on the row's own context; gemv_quant gives a row the
-//   same bits at any n <= kQuantGemvMaxRows), but the GEMVs hand over to a GEMM (cuBLAS, or the
-//   quantized tensor-core GEMM, whose f32 sums differ from the GEMVs') above their row limits and cuBLAS may choose a different GEMM algorithm for a different number of rows, so
-//   logits can differ in the last bits between batch sizes. Not yet addressed.
+// - Batch invariance: every custom kernel computes a row the same way whatever the batch (the
+//   decode attention's splits depend only on the row's own context; the GEMVs give a row the
+//   same bits at any n up to their limits), but by default the GEMVs hand over to a GEMM
+//   (cuBLAS, or the quantized tensor-core GEMM, whose f32 sums differ from the GEMVs') above
+//   their row limits, and cuBLAS may choose a different algorithm for a different number of
+//   rows, so logits can differ in the last bits between batch sizes.
+//   CudaBackendOptions::batch_invariant (--cuda-batch-invariant) closes that for quantized and
+//   bf16 matrices: quantized matmuls of more than kQuantGemvMaxRows rows run gemm_quant_int8
+//   (each row the int8 GEMV's bits), bf16 ones of more than kGemvMaxRows rows the bf16 GEMV in
+//   chunks (test_cuda_batch). Left: F32 matrices (MoE routers) on cuBLAS, and a sequence's own
+//   prefill chunk boundaries, which change its bits (docs/cuda.md).
 // What has been verified where is docs/cuda.md's to say.
 #pragma once
 
@@ -119,6 +123,9 @@ struct CudaBackendOptions {
   // bits the int8 GEMV gives it alone, so that a row gets the same bits whatever the number of
   // rows beside it (the GEMV's per-row result does not depend on n). It reads the weights once
   // per 16 activation rows (mostly from L2) and does the GEMV's float work per value.
+  // bf16 matrices (CudaWeights::Bf16, BF16 / F16 files): matmuls of more than kGemvMaxRows rows
+  // run the bf16 GEMV over chunks of kGemvMaxRows rows instead of cuBLAS, each chunk reading
+  // the whole matrix (n / 4 passes). F32 matrices (MoE routers) stay on cuBLAS.
   // The --cuda-batch-invariant flag (BackendChoice::cuda_batch_invariant).
   // Off by default (its cost is not yet measured on a GPU).
   bool batch_invariant = false;

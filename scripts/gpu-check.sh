@@ -22,7 +22,8 @@
 #          q4_k_m (random weights, made there by make-model while the tests run; 16 cores make
 #          the 42 GB 70B file in about a minute of CPU, longer if the disk is slow), plus the
 #          bf16 path, the dequantize-to-scratch + cuBLAS GEMM against the default tensor-core
-#          GEMM on quantized weights (prefill of 512 and 2048 tokens, decode batches 16 and 64)
+#          GEMM on quantized weights (prefill of 512 and 2048 tokens, decode batches 16 and 64),
+#          --cuda-batch-invariant on (decode batches 16 and 64, prefill of 512)
 #          and odd decode batches (1, 3, 5, 7, 12: between the CUDA graphs' row buckets, graphs on
 #          and off; batches 1-8 take the LM head's fused greedy argmax) and long-context decode
 #          (batch 1 at 4k, 16k and 32k contexts, batch 16 at 4k and 16k: split decode attention, bytes per step over the copy rate) on the
@@ -232,6 +233,12 @@ do_lease() {
         late "bench $name cublas GEMM" || run_bench --model "$models/$name.gguf" --batches 16,64 \
           --prefill 512,2048 --prompt 128 --new 64 --hbm-tbps "${HBM_TBPS:-4.8}" --cuda-graphs on \
           --cuda-weights quantized --cuda-quant-gemm cublas
+        # --cuda-batch-invariant on: the int8 tensor-core GEMM (each row the GEMV's bits) for more
+        # than 8 rows, against the default above: the invariance's cost at batches 16 and 64 and
+        # in prefill.
+        late "bench $name batch-invariant" || run_bench --model "$models/$name.gguf" --batches 16,64 \
+          --prefill 512 --prompt 128 --new 64 --hbm-tbps "${HBM_TBPS:-4.8}" --cuda-graphs on \
+          --cuda-weights quantized --cuda-batch-invariant on
         # Whole-model prefill with the tensor-core attention (the default, in the run above at
         # 512 and 2048) at 8192 tokens, and with the exact f32 attention kernels for comparison.
         late "bench $name prefill 8192" || run_bench --model "$models/$name.gguf" --batches "" \

@@ -4,7 +4,7 @@
 //   bench_cuda_decode --model M.gguf [--batches 1,4,16,64,256] [--prefill 512,2048] [--prompt 128]
 //                     [--new 128] [--max-batch-tokens 2048] [--hbm-tbps 4.8]
 //                     [--cuda-weights quantized|quantized-f32|bf16] [--cuda-quant-gemm mma|cublas]
-//                     [--cuda-prefill-attention mma|exact]
+//                     [--cuda-prefill-attention mma|exact] [--cuda-batch-invariant on|off]
 //                     [--copy-mib 1024] [--sampling device|host]
 //                     [--cuda-graphs on|off] [--kv-cache-type T] [--kv-cache-type-k T]
 //                     [--kv-cache-type-v T] [--long-ctx 4096,16384,32768] [--long-batches 1]
@@ -168,6 +168,7 @@ int run(int argc, char** argv) {
     else if (flag == "--hbm-tbps") hbm_tbps = std::stod(v);
     else if (flag == "--sampling" && (v == "device" || v == "host")) device_sampling = v == "device";
     else if (flag == "--cuda-graphs" && (v == "on" || v == "off")) opts.cuda_graphs = v == "on";
+    else if (flag == "--cuda-batch-invariant" && (v == "on" || v == "off")) opts.batch_invariant = v == "on";
     else if (flag == "--kv-cache-type") kv_types = KvTypes(kv_type(flag, v));
     else if (flag == "--kv-cache-type-k") kv_types.k = kv_type(flag, v);
     else if (flag == "--kv-cache-type-v") kv_types.v = kv_type(flag, v);
@@ -212,11 +213,12 @@ int run(int argc, char** argv) {
     bytes_per_token += experts ? b * cfg.n_experts_used / cfg.n_experts : b;
   }
   std::printf("model %s: weights %s%s%s: %.4g GB on the GPU (the load took %.4g GB of device memory), %.4g GB read "
-              "per token; KV %s/%s; prefill attention %s; sampling on the %s, CUDA graphs %s; device copy %.3f TB/s (read + write)\n",
+              "per token; KV %s/%s; prefill attention %s; sampling on the %s, CUDA graphs %s%s; device copy %.3f TB/s (read + write)\n",
               model_path.c_str(), cuda_weights_name(opts.weights), quantized ? ", GEMM " : "",
               quantized ? quant_gemm_name(opts.quant_gemm) : "", weight_bytes / 1e9, free_before > free_after ? double(free_before - free_after) / 1e9 : 0.0,
               bytes_per_token / 1e9, ggml_type_info(kv_types.k).name, ggml_type_info(kv_types.v).name,
-              prefill_attention_name(opts.prefill_attention), device_sampling ? "device" : "host (logits copied back)", opts.cuda_graphs ? "on" : "off", copy_tbps);
+              prefill_attention_name(opts.prefill_attention), device_sampling ? "device" : "host (logits copied back)", opts.cuda_graphs ? "on" : "off",
+              opts.batch_invariant ? ", batch-invariant matmuls" : "", copy_tbps);
   std::fflush(stdout);
 
   // A cache for B sequences of `len` positions each (contiguous tables), and `new` decode steps

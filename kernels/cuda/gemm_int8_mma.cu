@@ -24,7 +24,8 @@
 // turn: per piece, lane j decodes weight row j's piece into the warp's shared rows, the warp
 // reads A fragments from there and B fragments (4 bytes each) from the activation buffer, 8 MMAs
 // (2 weight-row halves x 2 activation octets x 2 halves of the piece) and 16 outputs' epilogues a
-// lane. 29,696 bytes of static shared memory.
+// lane. 29,696 bytes of static shared memory; ptxas -v (CUDA 13, sm_90, -O3): 103-113 registers
+// for every type, no spills, no stack, so 2 CUDA blocks (16 warps) an SM.
 // Cost: the weights are read once per activation tile (ceil(n / 16) times, mostly from L2), not
 // n / 8 times from memory as by the GEMV in chunks; each piece is decoded once per tile. Not
 // tuned: each lane reads its own row (uncoalesced, as every decode of these 2-byte-aligned

@@ -13,9 +13,9 @@
 //   (logits compared) and drawn on the device (greedy with 3 top logprobs: tokens and logprobs
 //   compared; then decode-only steps are recorded as CUDA graphs and padded to the next power of
 //   two with inert rows). Both runs are fed the same tokens (the first solo run's argmax).
-//   A sequence alone is prefilled in the schedule's chunks because its own chunk boundaries
-//   change its bits here (not on the CPU backend): a prompt in one step and the same prompt in
-//   chunks of 8 can differ in the last bits, with either prefill attention kernel.
+//   A sequence alone is prefilled in the schedule's chunks because its own chunk boundaries can
+//   change its bits here (not on the CPU backend): a last chunk of one token takes the decode
+//   attention kernel, whose sums differ from the prefill kernels' (a prompt of 9 in 8 + 1).
 // Without batch_invariant a prompt of up to 8 tokens prefilled alone goes through the int8 GEMV
 // but batched through the bf16-input tensor-core GEMM, and bf16 rows past 4 go to cuBLAS: other
 // bits (without the bf16 chunks this test fails 502 assertions). What this does not cover: cuBLAS

@@ -39,8 +39,8 @@
 //   CudaBackendOptions::batch_invariant (--cuda-batch-invariant) closes that for quantized and
 //   bf16 matrices: quantized matmuls of more than kQuantGemvMaxRows rows run gemm_quant_int8
 //   (each row the int8 GEMV's bits), bf16 ones of more than kGemvMaxRows rows the bf16 GEMV in
-//   chunks (test_cuda_batch). Left: F32 matrices (MoE routers) on cuBLAS, and a sequence's own
-//   prefill chunk boundaries, which change its bits (docs/cuda.md).
+//   chunks (test_cuda_batch). Left: F32 matrices (MoE routers) on cuBLAS, and a prompt's last
+//   prefill chunk of one token, whose attention the decode kernel computes (docs/cuda.md).
 // What has been verified where is docs/cuda.md's to say.
 #pragma once
 

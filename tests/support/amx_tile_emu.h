@@ -1,6 +1,7 @@
 // A scalar emulator of the AMX tile unit (palette 1), as a tile-operations policy for
 // kernels/cpu/matmul_amx_kernel.h: the same kernel body that runs on the real tiles runs here on
 // hosts without AMX. It follows the instructions' documented semantics:
+//   * Tiles tmm0-tmm7 (a number past them does not compile, as it does not assemble).
 //   * LDTILECFG: palette 1 only, start_row 0, reserved bytes zero; tiles 0-7 at most 16 rows of
 //     at most 64 bytes, rows and colsb both zero or both non-zero; tiles 8-15 all zero.
 //   * TILEZERO zeroes the whole register; TILELOADD reads rows x colsb bytes at base + r * stride
@@ -26,6 +27,8 @@ namespace pagoda::testing {
 
 class AmxTileEmu {
  public:
+  static constexpr int kTiles = 8, kMaxRows = 16, kMaxColsb = 64;
+
   // Counts of dot-product instructions run, for tests that must see the tiles used.
   int64_t dot_products = 0;
 
@@ -45,14 +48,17 @@ class AmxTileEmu {
     std::memset(reg_, 0, sizeof(reg_));
   }
 
+  // Tile numbers are immediates: one past tmm7 does not assemble, here it does not compile.
   template <int T>
   void zero() {
+    static_assert(T >= 0 && T < kTiles, "no such tile");
     check_tile(T, "TILEZERO");
     std::memset(reg_[T], 0, sizeof(reg_[T]));
   }
 
   template <int T>
   void load(const void* base, size_t stride) {
+    static_assert(T >= 0 && T < kTiles, "no such tile");
     check_tile(T, "TILELOADD");
     std::memset(reg_[T], 0, sizeof(reg_[T]));
     const auto* p = static_cast<const uint8_t*>(base);
@@ -61,6 +67,7 @@ class AmxTileEmu {
 
   template <int T>
   void store(void* base, size_t stride) const {
+    static_assert(T >= 0 && T < kTiles, "no such tile");
     check_tile(T, "TILESTORED");
     auto* p = static_cast<uint8_t*>(base);
     for (int r = 0; r < cfg_.rows[T]; ++r) std::memcpy(p + r * stride, reg_[T][r], cfg_.colsb[T]);
@@ -84,18 +91,16 @@ class AmxTileEmu {
   bool configured() const { return configured_; }
 
  private:
-  static constexpr int kTiles = 8, kMaxRows = 16, kMaxColsb = 64;
-
   [[noreturn]] static void fault(const std::string& why) { throw std::logic_error("AMX emulator: " + why); }
 
   void check_tile(int t, const char* op) const {
     if (!configured_) fault(std::string(op) + " before LDTILECFG (or after TILERELEASE)");
-    if (t < 0 || t >= kTiles) fault(std::string(op) + ": no tile " + std::to_string(t));
     if (cfg_.rows[t] == 0) fault(std::string(op) + ": tile " + std::to_string(t) + " is not configured");
   }
 
   template <int C, int A, int B, bool ASigned, bool BSigned>
   void dot(const char* op) {
+    static_assert(C >= 0 && C < kTiles && A >= 0 && A < kTiles && B >= 0 && B < kTiles, "no such tile");
     check_tile(C, op), check_tile(A, op), check_tile(B, op);
     if (C == A || C == B || A == B) fault(std::string(op) + ": the three tiles must differ");
     const int m_rows = cfg_.rows[C], n_cols = cfg_.colsb[C] / 4, k_dw = cfg_.colsb[A] / 4;

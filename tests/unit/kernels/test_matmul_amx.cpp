@@ -4,6 +4,7 @@
 // where the host has AMX (skipped, with the reason, elsewhere).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -94,6 +95,37 @@ void check_problem(ThreadPool& pool, GgmlType t, int64_t out, int64_t in, int64_
   detail::matmul_amx_level(pool, tiles, t, w.data(), false, out, in, x.data(), n, amx.data());
   require_same_bits(ref, vnni, "avx512 vs scalar");
   require_same_bits(ref, amx, "amx vs scalar");
+}
+
+// The emulated kernel on ranges of 16 outputs: every tile is cut in half (the dispatcher's
+// ranges are whole tiles of 32 but for the last), which the kernel must handle alike.
+void emulated_in_halves(const detail::MatmulArgs& a, int64_t o_begin, int64_t o_end) {
+  for (int64_t o = o_begin; o < o_end; o += 16)
+    pagoda::testing::matmul_range_amx_emulated(a, o, std::min(o_end, o + 16));
+}
+
+// Rows16-packed weights (3 groups of 16 rows and 2 GGML rows) through the Avx512 level and the
+// AMX level with `tiles`, against the scalar level on the GGML bytes.
+void check_packed(GgmlType t, detail::RangeKernel tiles) {
+  ThreadPool pool1(1), pool2(2), pool3(3);
+  const int64_t rows = 50, cols = k_quant(t) ? 768 : 640;
+  for (int pattern = 0; pattern < 2; ++pattern) {
+    const auto w = weights(t, rows, cols, 31, pattern == 0);
+    const PackedWeight p = pack_for_decode(t, w.data(), rows, cols, nullptr, DecodeLayout::Rows16);
+    for (int64_t n : {17, 33, 40, 100}) {
+      const auto x = random_x(n, cols, static_cast<uint32_t>(n));
+      const size_t size = static_cast<size_t>(n * rows);
+      std::vector<float> ref(size, NAN), vnni(size, NAN), amx(size, NAN);
+      matmul(pool1, CpuIsa::Scalar, t, w.data(), rows, cols, x.data(), n, ref.data());
+      for (ThreadPool* pool : {&pool1, &pool2, &pool3}) {
+        INFO(name(t, rows, cols, n, static_cast<size_t>(pool->size())) << (pattern ? " random bytes" : " valid blocks"));
+        matmul(*pool, CpuIsa::Avx512, p, x.data(), n, vnni.data());
+        detail::matmul_amx_level(*pool, tiles, t, p.bytes.get(), true, rows, cols, x.data(), n, amx.data());
+        require_same_bits(ref, vnni, "avx512 packed vs scalar");
+        require_same_bits(ref, amx, "amx packed vs scalar");
+      }
+    }
+  }
 }
 
 }  // namespace
@@ -192,28 +224,19 @@ TEST_CASE("AMX prefill on the tile emulator gives the AVX-512 and scalar bits", 
 
 TEST_CASE("AMX prefill on the tile emulator reads Rows16 packed weights to the same bits", "[avx512]") {
   if (!pagoda::testing::isa_available(CpuIsa::Avx512, cpu_supports(CpuIsa::Avx512), "AVX-512 VNNI")) return;
-  ThreadPool pool1(1), pool2(2), pool3(3);
   for (GgmlType t : kRows16Types) {
-    const int64_t rows = 50, cols = k_quant(t) ? 768 : 640;  // 3 groups of 16 and 2 GGML rows
-    for (int pattern = 0; pattern < 2; ++pattern) {
-      const auto w = weights(t, rows, cols, 31, pattern == 0);
-      const PackedWeight p = pack_for_decode(t, w.data(), rows, cols, nullptr, DecodeLayout::Rows16);
-      for (int64_t n : {17, 33, 40, 100}) {
-        const auto x = random_x(n, cols, static_cast<uint32_t>(n));
-        const size_t size = static_cast<size_t>(n * rows);
-        std::vector<float> ref(size, NAN), vnni(size, NAN), amx(size, NAN);
-        matmul(pool1, CpuIsa::Scalar, t, w.data(), rows, cols, x.data(), n, ref.data());
-        for (ThreadPool* pool : {&pool1, &pool2, &pool3}) {
-          INFO(name(t, rows, cols, n, static_cast<size_t>(pool->size())) << (pattern ? " random bytes" : " valid blocks"));
-          matmul(*pool, CpuIsa::Avx512, p, x.data(), n, vnni.data());
-          detail::matmul_amx_level(*pool, pagoda::testing::matmul_range_amx_emulated, t, p.bytes.get(), true, rows, cols,
-                                   x.data(), n, amx.data());
-          require_same_bits(ref, vnni, "avx512 packed vs scalar");
-          require_same_bits(ref, amx, "amx packed vs scalar");
-        }
-      }
-    }
+    check_packed(t, pagoda::testing::matmul_range_amx_emulated);
+    check_packed(t, emulated_in_halves);
   }
+}
+
+TEST_CASE("AMX prefill on the tile emulator: output ranges that cut the 32-output tiles", "[avx512]") {
+  if (!pagoda::testing::isa_available(CpuIsa::Avx512, cpu_supports(CpuIsa::Avx512), "AVX-512 VNNI")) return;
+  ThreadPool pool1(1), pool2(2);
+  for (GgmlType t : kInt8Types)
+    for (int64_t n : {17, 40, 100})
+      for (ThreadPool* pool : {&pool1, &pool2})
+        check_problem(*pool, t, 83, k_quant(t) ? 512 : 544, n, n != 40, emulated_in_halves);
 }
 
 TEST_CASE("AMX prefill on the real tiles gives the AVX-512 and scalar bits", "[amx]") {
@@ -227,6 +250,7 @@ TEST_CASE("AMX prefill on the real tiles gives the AVX-512 and scalar bits", "[a
     for (int64_t n : {1, 16, 17, 31, 33, 64, 100, 257})
       for (ThreadPool* pool : {&pool1, &pool3}) check_problem(*pool, t, 131, k, n, n % 2 == 1, detail::matmul_range_amx);
   }
+  for (GgmlType t : kRows16Types) check_packed(t, detail::matmul_range_amx);
   // The level's public entry point takes the same path.
   const auto w = weights(GgmlType::Q8_0, 64, 512, 3, true);
   const auto x = random_x(40, 512, 4);

@@ -20,7 +20,8 @@
 //   C  tmm0-tmm3: 16 rows x 16 int32, one per (row group, output half): zeroed, then one
 //      TDPBSUD (A signed, B unsigned) per step, stored to a 32 x 32 int32 buffer for the
 //      AVX-512 epilogue. Every block has its own scales, so the sums leave the tiles per step.
-// The configuration is loaded once per call (per thread) and released at its end.
+// The configuration is loaded once per range call (each chunk of outputs a thread takes) and
+// released at its end, so no tile state outlives a call.
 //
 // Assumptions: the caller (run_matmul) pads the quantized activations to amx_padded_rows(n)
 // rows with zero rows (a tile loads 16 rows; the padded rows' results are never stored); outputs

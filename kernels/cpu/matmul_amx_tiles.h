@@ -21,8 +21,10 @@ static_assert(sizeof(TileConfig) == 64, "LDTILECFG reads 64 bytes");
 // The tile registers the kernel uses, by role.
 enum AmxTile : int { kC00 = 0, kC01 = 1, kC10 = 2, kC11 = 3, kA0 = 4, kA1 = 5, kB0 = 6, kB1 = 7 };
 
-// The configuration for K-element steps (K = 16 or 32).
-inline TileConfig amx_tile_config(int k_step) {
+// The configuration for K-element steps (K = 16 or 32). `static` like matmul_internal.h's
+// helpers: files compiled with AVX-512 and AMX flags include this too, and a shared inline copy
+// of theirs could be linked into portable code.
+static inline TileConfig amx_tile_config(int k_step) {
   TileConfig c;
   c.palette = 1;
   for (int t : {kC00, kC01, kC10, kC11}) c.rows[t] = 16, c.colsb[t] = 64;

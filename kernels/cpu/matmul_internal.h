@@ -161,7 +161,7 @@ void convert_rows_bf16_avx512(const float* x, int64_t k, int64_t k_pad, int64_t 
 // a.acts directly (no panels): its q array must hold amx_padded_rows(n) rows, those past n zero,
 // since a tile load takes 16 rows.
 constexpr int64_t kAmxRows = 16;
-constexpr int64_t amx_padded_rows(int64_t n) { return (n + kAmxRows - 1) / kAmxRows * kAmxRows; }
+static constexpr int64_t amx_padded_rows(int64_t n) { return (n + kAmxRows - 1) / kAmxRows * kAmxRows; }
 void matmul_range_amx(const MatmulArgs& a, int64_t o_begin, int64_t o_end);
 using RangeKernel = void (*)(const MatmulArgs& a, int64_t o_begin, int64_t o_end);
 // matmul at the Amx level with `tiles` as its tile kernel, on any CPU that has the Avx512 level:

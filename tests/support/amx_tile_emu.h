@@ -24,6 +24,9 @@
 #include "kernels/cpu/matmul_amx_tiles.h"
 
 namespace pagoda::testing {
+// Local to each including file (like the kernel it runs): the emulated kernel's file is compiled
+// with AVX-512 flags, and a shared inline copy of these members could reach portable code.
+namespace {
 
 class AmxTileEmu {
  public:
@@ -129,4 +132,5 @@ class AmxTileEmu {
   uint8_t reg_[kTiles][kMaxRows][kMaxColsb] = {};
 };
 
+}  // namespace
 }  // namespace pagoda::testing

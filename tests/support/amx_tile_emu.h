@@ -10,7 +10,7 @@
 //     A[m][4k + i] * B[k][4n + i], A's bytes signed for BS*/unsigned for BU*, B's signed for
 //     *SD/unsigned for *UD, summed in 32 bits with wrap-around; the shapes must agree (A.rows ==
 //     C.rows, A.colsb == 4 * B.rows, B.colsb == C.colsb, colsb multiples of 4) and the three
-//     registers differ; the rest of each row of C past colsb is zeroed.
+//     registers differ; the rest of C past its rows and colsb is zeroed.
 //   * TILERELEASE returns to the initial state (unconfigured, zero registers).
 // Anything the hardware would fault on (#UD, #GP) throws std::logic_error here, so a kernel that
 // misuses the tiles fails its test instead of passing. Each instance is one thread's tile state.
@@ -124,6 +124,7 @@ class AmxTileEmu {
       }
       std::memset(&reg_[C][m][4 * n_cols], 0, kMaxColsb - 4 * n_cols);
     }
+    for (int m = m_rows; m < kMaxRows; ++m) std::memset(reg_[C][m], 0, kMaxColsb);
     ++dot_products;
   }
 

@@ -101,9 +101,11 @@ class Model {
   // LM head is the model's own business: callers index by logit row and by draw only. Non-empty
   // draws need backend().can_sample(). Internally the drawn rows go through the LM head first,
   // so the host rows form one tail that is copied back alone, and a step without host rows
-  // waits for the device once. Such a step whose rows fit one LM-head chunk is offered to the
-  // backend for recording and replay (Backend::replay_recorded; CUDA graphs when enabled); a
-  // decode-only one may run padded with inert rows to the backend's row bucket
+  // waits for the device once. Such a step whose drawn rows fit one LM-head chunk and host rows
+  // one more (a speculative verify step's tree rows) is offered to the backend for recording
+  // and replay (Backend::replay_recorded; CUDA graphs when enabled), its host rows read back
+  // after the recorded ops; a decode-only one with every row drawn may run padded with inert
+  // rows to the backend's row bucket
   // (Backend::recorded_rows), whose draws are dropped: out holds the caller's rows only.
   // The final-norm hidden states of plan.hidden_rows come back too (out.hidden_row).
   // `before_draws` (optional) is called before the backend reads the draws' masks (their

@@ -155,15 +155,18 @@ void Model::init_kv_cache(int num_blocks, int block_size) {
   init_kv_cache(num_blocks, block_size, GgmlType::F16);
 }
 
+// A backend that pads some step (recorded_rows(n) > n for n = 3) gets one more block, for the
+// inert rows' K/V.
+int Model::kv_reserved_blocks() const { return impl_->be->recorded_rows(3) > 3 ? 1 : 0; }
+
 void Model::init_kv_cache(int num_blocks, int block_size, KvTypes kv_types) {
   const ModelConfig& c = impl_->cfg;
-  // A backend that pads some step (recorded_rows(n) > n for n = 3) gets one more block, for
-  // the inert rows' K/V; the caller's blocks stay 0..num_blocks-1.
-  const bool pads = impl_->be->recorded_rows(3) > 3;
-  impl_->pad_block = pads ? num_blocks : -1;
+  // The reserved blocks follow the caller's, which stay 0..num_blocks-1.
+  const int reserved = kv_reserved_blocks();
+  impl_->pad_block = reserved > 0 ? num_blocks : -1;
   impl_->block_size = block_size;
   impl_->be->init_kv_cache(
-      KvCacheConfig{c.n_layers, num_blocks + (pads ? 1 : 0), block_size, c.n_kv_heads, c.head_dim, kv_types});
+      KvCacheConfig{c.n_layers, num_blocks + reserved, block_size, c.n_kv_heads, c.head_dim, kv_types});
   impl_->kv_ready = true;
   impl_->kv_types = kv_types;
 }

@@ -76,8 +76,11 @@ class Model {
   void clear_lora(int slot);
 
   // Bytes of one KV block (all layers, K and V) and cache set-up; call init once before forward.
-  // A backend that pads recorded steps to row buckets (Backend::recorded_rows) gets one block
-  // more than num_blocks, for the inert rows; the caller's blocks are 0..num_blocks-1 as ever.
+  // A backend that pads recorded steps to row buckets (Backend::recorded_rows) gets
+  // kv_reserved_blocks() (one) blocks more than num_blocks, for the inert rows; the caller's
+  // blocks are 0..num_blocks-1 as ever. A caller sizing the cache from a memory budget of N
+  // blocks passes N - kv_reserved_blocks(), so the whole cache stays within it.
+  int kv_reserved_blocks() const;
   size_t kv_block_bytes(int block_size) const;
   void init_kv_cache(int num_blocks, int block_size);
   // The same with explicit cache element types (F16, F32 or Q8_0 for each of K and V; one

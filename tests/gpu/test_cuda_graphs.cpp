@@ -114,10 +114,11 @@ int32_t argmax(std::span<const float> row) {
 }
 
 // One sequence of a verify step: a token tree of these parents (node 0, the root, has -1), or,
-// with none, a plain decode row drawn on the device.
+// with none, a plain decode row drawn `draws` times on the device (0: its logits come back).
 struct VerifySeq {
   int seq = 0;
   std::vector<int> parents;
+  int draws = 1;
 };
 
 struct VerifyTally {
@@ -167,7 +168,10 @@ std::vector<SlotCopy> verify_steps(Model& eager, Model& recorded, std::vector<Se
       first_row[k] = static_cast<int>(p.logit_rows.size());
       if (parents.empty()) {
         add(p, s, s.n_cached + 1);
-        draws.push_back(draw_for(batch[k].seq == 0 ? 1 : batch[k].seq, first_row[k], s.tokens.size()));
+        for (int d = 0; d < batch[k].draws; ++d) {
+          draws.push_back(draw_for(batch[k].seq == 0 ? 1 : batch[k].seq, first_row[k], s.tokens.size()));
+          draws.back().seed += 1000 * static_cast<uint64_t>(d);
+        }
         continue;
       }
       const int32_t oracle = argmax(std::span<const float>(probe_logits).subspan(
@@ -195,8 +199,14 @@ std::vector<SlotCopy> verify_steps(Model& eager, Model& recorded, std::vector<Se
       Seq& s = seqs[static_cast<size_t>(batch[k].seq)];
       if (batch[k].parents.empty()) {
         ++s.n_cached;
-        s.tokens.push_back(out_e.drawn()[static_cast<size_t>(std::find_if(draws.begin(), draws.end(),
-            [&](const SampleRequest& d) { return d.row == first_row[k]; }) - draws.begin())]);
+        if (batch[k].draws > 0) {
+          s.tokens.push_back(out_e.drawn()[static_cast<size_t>(std::find_if(draws.begin(), draws.end(),
+              [&](const SampleRequest& d) { return d.row == first_row[k]; }) - draws.begin())]);
+        } else {
+          const auto e = out_e.host_row(first_row[k]), r = out_r.host_row(first_row[k]);
+          REQUIRE(std::memcmp(e.data(), r.data(), e.size() * sizeof(float)) == 0);
+          s.tokens.push_back(argmax(e));
+        }
         continue;
       }
       const DraftTree& t = trees[k];
@@ -472,7 +482,8 @@ TEST_CASE("cuda graphs: batches padded to row buckets replay as the eager steps 
 // logits come back after the recorded ops. Three sequences verify trees beside a decode row
 // drawn on the device, over steps whose trees change tokens and branching but keep their
 // sizes (replays), and steps of other sizes: two trees of 4 beside a decode row (as many rows
-// as 5 + 3, another key) and two trees without a device draw. Accepted drafts, on the main
+// as 5 + 3, another key), two trees without a device draw, and two shapes that differ only in
+// how many rows the draws read. Accepted drafts, on the main
 // chain and on side branches (slot copies in the next step), grow the sequences. Every step's
 // ids, tree logits and acceptance are bit-identical to the eager model's, the captures and
 // replays are exactly the keys' counts, and the final logits over the KV the replays wrote
@@ -504,19 +515,23 @@ TEST_CASE("cuda graphs: speculative verify steps replay as the eager steps run",
   const std::vector<VerifySeq> b2 = {{2, {-1, 0, 0, 0}}, {0, {-1, 0, 1, 0}}, {1, {}}};
   const std::vector<VerifySeq> c1 = {{2, {-1, 0, 1, 2, 0, 0}}, {0, {-1, 0}}};
   const std::vector<VerifySeq> c2 = {{1, {-1, 0, 0, 1, 3, 4}}, {2, {-1, 0}}};
+  // Keys D and E differ in the drawn rows alone (7 rows, two draws): a tree of 5 beside a row
+  // drawn twice and a row read back, or beside two rows drawn once each.
+  const std::vector<VerifySeq> d1 = {{0, {-1, 0, 1, 0, 1}}, {1, {}, 2}, {2, {}, 0}};
+  const std::vector<VerifySeq> e1 = {{1, {-1, 0, 0, 2, 3}}, {2, {}}, {0, {}}};
   VerifyTally tally;
-  const std::vector<SlotCopy> owed =
-      verify_steps(eager, recorded, seqs, {a1, a2, b1, a3, a1, b2, b1, c1, c2, a2, c1}, probe_block, tally);
+  const std::vector<SlotCopy> owed = verify_steps(
+      eager, recorded, seqs, {a1, a2, b1, a3, a1, b2, b1, c1, c2, a2, c1, d1, e1, d1, e1, d1}, probe_block, tally);
   INFO("accepted " << tally.accepted << ", on side branches " << tally.side_branch);
   CHECK(tally.accepted > 0);
   CHECK(tally.side_branch > 0);
   const CudaGraphStats st = graphs->graph_stats();
   INFO("captures " << st.captures << ", replays " << st.replays << ", graphs " << st.graphs);
   // Each key runs eagerly at its first sight, is captured at its second, replayed after:
-  // A at steps 0, 1, 3, 4, 9; B at 2, 5, 6; C at 7, 8, 10.
-  CHECK(st.captures == 3);
-  CHECK(st.graphs == 3);
-  CHECK(st.replays == 5);
+  // A at steps 0, 1, 3, 4, 9; B at 2, 5, 6; C at 7, 8, 10; D at 11, 13, 15; E at 12, 14.
+  CHECK(st.captures == 5);
+  CHECK(st.graphs == 5);
+  CHECK(st.replays == 6);
   same_next_logits(eager, recorded, seqs, owed);
 }
 

@@ -15,6 +15,8 @@
 #include <span>
 
 #include "engine/backend/cuda/backend_cuda.h"
+#include "engine/loop/engine.h"
+#include "engine/loop/request_stream.h"
 #include "engine/model/model.h"
 #include "engine/model/model_writer.h"
 #include "engine/speculative/speculative.h"
@@ -572,4 +574,71 @@ TEST_CASE("cuda graphs: mixture-of-experts verify steps replay as the eager step
   CHECK(st.captures == 2);
   CHECK(st.replays == 3);
   same_next_logits(eager, recorded, seqs, owed);
+}
+
+// The engine's own verify steps (n-gram drafts, trees of two branches, the root's logits and
+// its children's read back, the acceptance walk on the host): two greedy requests whose
+// prompts repeat themselves, on an engine with graphs on and one with graphs off. Steps of one
+// or two plain rows are never padded and verify steps never are, so both engines run the same
+// ops: the tokens must be equal, drafts must have been accepted, and graphs replayed.
+TEST_CASE("cuda graphs: an engine speculating gives the same tokens with graphs on and off", "[gpu][cuda_device]") {
+  PAGODA_SKIP_WITHOUT_CUDA();
+  std::vector<GenerationRequest> reqs(2);
+  for (int i = 0; i < 2; ++i) {
+    std::vector<int32_t> phrase;
+    for (int k = 0; k < 10 + 3 * i; ++k) phrase.push_back((k * 29 + i * 13 + 7) % 200);
+    GenerationRequest& r = reqs[static_cast<size_t>(i)];
+    for (int rep = 0; rep < 3; ++rep) r.prompt.insert(r.prompt.end(), phrase.begin(), phrase.end());
+    r.stop.max_tokens = 20;
+    r.stop.ignore_eos = true;
+    r.sampling.temperature = 0;
+  }
+  std::vector<std::vector<int32_t>> tokens[2];
+  EngineStats stats[2];
+  CudaGraphStats graph_stats[2];
+  for (int on = 0; on < 2; ++on) {
+    CudaBackendOptions opts;
+    opts.cuda_graphs = on == 1;
+    auto backend = std::make_unique<CudaBackend>(opts);
+    CudaBackend* be = backend.get();
+    Model model(tiny_bf16_model(), std::move(backend), 64);
+    EngineConfig cfg;
+    cfg.block_size = kBlock;
+    cfg.max_batch_tokens = 64;
+    cfg.max_seqs = 2;
+    cfg.kv_cache_memory = 24 * model.kv_block_bytes(kBlock);
+    cfg.speculative = SpeculativeMode::Ngram;
+    cfg.spec_tokens = 4;
+    cfg.spec_tree = 2;
+    cfg.spec_cost_gate = false;  // a tiny model's steps cost per token: the gate would not draft
+    LlmEngine engine(model, nullptr, cfg);
+    std::vector<std::shared_ptr<RequestStream>> streams;
+    for (const auto& r : reqs) {
+      SubmitError err;
+      streams.push_back(engine.submit(r, &err));
+      REQUIRE(streams.back());
+    }
+    for (auto& s : streams) {
+      std::vector<int32_t> got;
+      for (int polls = 0; !s->done() && polls < 6000; ++polls) {
+        auto d = s->next(std::chrono::milliseconds(100));
+        if (!d) continue;
+        REQUIRE(d->finish != FinishReason::Error);
+        got.insert(got.end(), d->tokens.begin(), d->tokens.end());
+      }
+      REQUIRE(s->done());
+      tokens[on].push_back(got);
+    }
+    stats[on] = engine.stats();
+    graph_stats[on] = be->graph_stats();
+  }
+  INFO("drafted " << stats[1].spec_drafted << ", accepted " << stats[1].spec_accepted << ", verify steps "
+                  << stats[1].spec_verifications << "; replays " << graph_stats[1].replays << ", captures "
+                  << graph_stats[1].captures);
+  REQUIRE(tokens[1][0].size() == 20);
+  CHECK(tokens[1] == tokens[0]);
+  CHECK(stats[1].spec_accepted > 0);
+  CHECK(stats[1].spec_verifications > 0);
+  CHECK(graph_stats[1].replays > 0);
+  CHECK(graph_stats[0].replays == 0);
 }

@@ -44,7 +44,7 @@ CudaBackend::CudaBackend(const CudaBackendOptions& opts) : impl_(std::make_uniqu
   spdlog::info("CUDA backend on device {} ({}, {:.1f} GiB, sm_{}{})", opts.device, prop.name,
                static_cast<double>(prop.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0), prop.major,
                prop.minor);
-  spdlog::info("CUDA backend: CUDA graphs for decode steps {}", opts.cuda_graphs ? "on" : "off (--cuda-graphs off)");
+  spdlog::info("CUDA backend: CUDA graphs for decode and verify steps {}", opts.cuda_graphs ? "on" : "off (--cuda-graphs off)");
 }
 
 CudaBackend::~CudaBackend() {

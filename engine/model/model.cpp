@@ -353,8 +353,8 @@ void Model::forward(const StepPlan& plan, const std::vector<SampleRequest>& draw
     on_device[static_cast<size_t>(d.row)] = 1;
   }
   const int64_t n_device = static_cast<int64_t>(std::count(on_device.begin(), on_device.end(), 1));
-  // Row buckets: a decode-only step whose every token is a logit row drawn on the backend (what
-  // can be recorded) runs padded to the backend's bucket, then its own rows are kept.
+  // Row buckets: a decode-only step whose every token is a logit row drawn on the backend (no
+  // token tree, no host rows) runs padded to the backend's bucket, then its own rows are kept.
   if (m.pad_block >= 0 && n > 0 && n_device == n && n_out == n && plan.hidden_rows.empty() && !plan.has_tree()) {
     const int64_t rows = b.recorded_rows(n);
     bool eligible = rows > n && rows <= m.max_tokens && rows <= m.logits.rows && m.moe_routes_on_device(rows);

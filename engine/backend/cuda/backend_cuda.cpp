@@ -212,7 +212,7 @@ void CudaBackend::begin_step(const StepPlan& plan) {
   // slots: tree_index[t] = offset in tree_slots of (n_past, slots of the path to t). Row j of a
   // tree (its path is at most j + 1 rows) gets j + 2 entries whatever the tree's branching, so
   // the list's size, and the offsets after it, follow from the trees' sizes alone (a recorded
-  // step's key, tree_slot_entries).
+  // step's key holds it: CudaGraphKey::n_tree_slots).
   std::vector<int32_t> decode_rows, tiles, tree_index, tree_slots;
   int max_decode_ctx = 0;
   if (plan.has_tree()) tree_index.assign(n, -1);
@@ -323,8 +323,9 @@ void CudaBackend::begin_step(const StepPlan& plan) {
   m.n_slot_copies = static_cast<int64_t>(plan.slot_copies.size());
   m.has_tree = plan.has_tree();
   m.n_tree_slots = static_cast<int64_t>(tree_slots.size());
-  m.n_draws = 0;  // until begin_sampling
+  m.n_draws = 0;  // until begin_sampling (a step without draws keys as one, whatever came before)
   m.n_drawn_rows = 0;
+  m.draws_greedy.clear();
   m.copies_independent = independent;
   m.max_decode_ctx = max_decode_ctx;
 }

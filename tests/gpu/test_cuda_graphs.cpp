@@ -568,6 +568,7 @@ TEST_CASE("cuda graphs: mixture-of-experts verify steps replay as the eager step
       verify_steps(eager, recorded, seqs, {a1, a2, b1, a1, b2, b1, a2}, probe_block, tally);
   INFO("accepted " << tally.accepted << ", on side branches " << tally.side_branch);
   CHECK(tally.accepted > 0);
+  CHECK(tally.side_branch > 0);
   const CudaGraphStats st = graphs->graph_stats();
   INFO("captures " << st.captures << ", replays " << st.replays << ", graphs " << st.graphs);
   // A at steps 0, 1, 3, 6; B at 2, 4, 5.

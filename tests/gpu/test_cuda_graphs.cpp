@@ -81,6 +81,14 @@ SampleRequest draw_for(int seq, int row, uint64_t counter) {
   return d;
 }
 
+// A tiny qwen2moe (4 experts, top-2, a shared expert) in q8_0, whose steps of up to
+// kMoeRouteMaxTokens rows route on the device; built once.
+const gguf::GgufFile& tiny_moe_file() {
+  static const gguf::GgufFile file =
+      gguf::GgufFile::from_bytes(build_model(tiny_arch_spec(Arch::Qwen2Moe, GgmlType::Q8_0)).to_bytes(), "tiny-moe.gguf");
+  return file;
+}
+
 int slot_of(const Seq& s, int logical) {
   return s.table[static_cast<size_t>(logical / kBlock)] * kBlock + logical % kBlock;
 }
@@ -178,7 +186,8 @@ std::vector<SlotCopy> verify_steps(Model& eager, Model& recorded, std::vector<Se
       }
       const int32_t oracle = argmax(std::span<const float>(probe_logits).subspan(
           static_cast<size_t>(probe_row[k]) * static_cast<size_t>(vocab), static_cast<size_t>(vocab)));
-      const int last_root_child = static_cast<int>(std::find(parents.rbegin(), parents.rend(), 0).base() - parents.begin()) - 1;
+      const int last_root_child =
+          static_cast<int>(std::find(parents.rbegin(), parents.rend(), 0).base() - parents.begin()) - 1;
       DraftTree& t = trees[k];
       t = DraftTree(s.tokens[static_cast<size_t>(s.n_cached)]);
       for (size_t j = 1; j < parents.size(); ++j) {
@@ -369,8 +378,7 @@ TEST_CASE("cuda graphs: block tables growing during decode do not force re-captu
 // are bit-identical.
 TEST_CASE("cuda graphs: mixture-of-experts decode steps replay as the eager steps run", "[gpu][cuda_device]") {
   PAGODA_SKIP_WITHOUT_CUDA();
-  static const gguf::GgufFile file =
-      gguf::GgufFile::from_bytes(build_model(tiny_arch_spec(Arch::Qwen2Moe, GgmlType::Q8_0)).to_bytes(), "tiny-moe.gguf");
+  const gguf::GgufFile& file = tiny_moe_file();
   CudaBackendOptions on, off;
   off.cuda_graphs = false;
   auto graph_backend = std::make_unique<CudaBackend>(on);
@@ -541,8 +549,7 @@ TEST_CASE("cuda graphs: speculative verify steps replay as the eager steps run",
 // kMoeRouteMaxTokens rows): verify steps of 8 rows, with and without a drawn decode row.
 TEST_CASE("cuda graphs: mixture-of-experts verify steps replay as the eager steps run", "[gpu][cuda_device]") {
   PAGODA_SKIP_WITHOUT_CUDA();
-  static const gguf::GgufFile file =
-      gguf::GgufFile::from_bytes(build_model(tiny_arch_spec(Arch::Qwen2Moe, GgmlType::Q8_0)).to_bytes(), "tiny-moe.gguf");
+  const gguf::GgufFile& file = tiny_moe_file();
   CudaBackendOptions on, off;
   off.cuda_graphs = false;
   auto graph_backend = std::make_unique<CudaBackend>(on);

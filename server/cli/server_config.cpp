@@ -85,7 +85,7 @@ const std::vector<Option>& options() {
       OPT(served_model_name,
           "model name(s) in the API, comma-separated aliases; others get 404 (empty: the file stem)"),
       OPT(device, "compute device", "cpu|cuda|auto"),
-      OPT(cuda_graphs, "CUDA: replay decode steps as CUDA graphs (on|off)"),
+      OPT(cuda_graphs, "CUDA: replay decode and speculative verify steps as CUDA graphs (on|off)"),
       OPT(cuda_weights,
           "CUDA: quantized weight matrices stay in their GGUF blocks on the device, decode matmuls on int8 "
           "activations (quantized) or f32 ones (quantized-f32), or are dequantized to bf16 at load (bf16: "

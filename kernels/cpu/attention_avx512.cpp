@@ -103,12 +103,18 @@ inline void load_head(GgmlType type, int head_dim, const uint8_t* src, __mmask16
 }
 
 // The head rows of one KV head for the tile's keys (slot byte offsets `offs`, nk of them) as F32
-// in `tile` (16 rows of NC*16 floats); rows past nk are zero.
+// in `tile` (16 rows of NC*16 floats); rows past nk are zero. The same head's rows of the next
+// tile (offsets `next`, n_next of them) are prefetched along the way, one row per row converted,
+// so the prefetches spread over the work instead of queueing at once.
 template <int NC>
-inline void load_tile(const KvPool& p, int64_t head_off, const int64_t* offs, int nk, __mmask16 last, float* tile) {
+inline void load_tile(const KvPool& p, int64_t head_off, const int64_t* offs, int nk, const int64_t* next, int n_next,
+                      __mmask16 last, float* tile) {
   const auto* base = static_cast<const uint8_t*>(p.data) + head_off;
+  const int64_t head_bytes = p.head_bytes();
   for (int k = 0; k < kTile; ++k) {
     float* dst = tile + k * NC * 16;
+    if (k < n_next)
+      for (int64_t b = 0; b < head_bytes; b += 64) _mm_prefetch(reinterpret_cast<const char*>(base + next[k] + b), _MM_HINT_T0);
     if (k < nk) {
       load_head<NC>(p.type, p.head_dim, base + offs[k], last, dst);
     } else {
@@ -128,17 +134,47 @@ inline void tile_slots(const AttnRows& r, const int32_t* table, int bs, int i0, 
   }
 }
 
-// Cache lines [off, off + bytes) of a pool, prefetched.
-inline void prefetch_run(const KvPool& p, int64_t off, int64_t bytes) {
-  const char* b = static_cast<const char*>(p.data) + off;
-  for (int64_t i = 0; i < bytes; i += 64) _mm_prefetch(b + i, _MM_HINT_T0);
+// Chunk c (16 values, as F32) of a head row, read straight from a pool of each element type or
+// from a converted tile (RowF32: lanes outside `last` of the final chunk read as zero). The
+// values are exactly load_head's, so a row gives the same bits read either way.
+struct RowF32 {
+  static __m512 chunk(const uint8_t* row, int c, __mmask16 m) {
+    return _mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(row) + c * 16);
+  }
+};
+struct RowF16 {
+  static __m512 chunk(const uint8_t* row, int c, __mmask16 m) {
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, reinterpret_cast<const uint16_t*>(row) + c * 16));
+  }
+};
+template <int G>  // Q8_0 in groups of G = 16 or 32 (whole chunks)
+struct RowQ8 {
+  static __m512 chunk(const uint8_t* row, int c, __mmask16) {
+    const uint8_t* g = row + (c * 16 / G) * (G + 2);
+    uint16_t dh;
+    std::memcpy(&dh, g, 2);
+    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(g + 2 + c * 16 % G));
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), _mm512_set1_ps(_cvtsh_ss(dh)));
+  }
+};
+
+// Calls f(Row{}) with the reader of a pool's head rows; false (f not called) where rows go
+// through a tile only (Q8_0 in groups of 8).
+template <class F>
+inline bool with_row_reader(GgmlType type, int head_dim, F&& f) {
+  if (type == GgmlType::F16) return f(RowF16{}), true;
+  if (type == GgmlType::F32) return f(RowF32{}), true;
+  if (kv_q8_group(head_dim) == 32) return f(RowQ8<32>{}), true;
+  if (kv_q8_group(head_dim) == 16) return f(RowQ8<16>{}), true;
+  return false;
 }
 
-// Scores of RB query heads (q rows at q[0..RB)) against the keys of the tile, scaled:
-// s[r * 16 + k] for k < 16 (keys past the tile's rows score 0). 16 / RB keys per pass, so the
+// Scores of RB query heads (q rows at q[0..RB)) against the tile's keys (head rows at
+// rows[0..16), read by Row), scaled: s[r * 16 + k] for k < nk. 16 / RB keys per pass, so the
 // RB x (16 / RB) partial sums stay in registers.
-template <int NC, int RB>
-inline void tile_scores(const float* const* q, const float* tile, __mmask16 last, int nk, float scale, float* s) {
+template <int NC, int RB, class Row>
+inline void tile_scores(const float* const* q, const uint8_t* const* rows, __mmask16 last, int nk, float scale,
+                        float* s) {
   constexpr int KB = 16 / RB;
   for (int k0 = 0; k0 < nk; k0 += KB) {
     __m512 acc[16];
@@ -146,12 +182,13 @@ inline void tile_scores(const float* const* q, const float* tile, __mmask16 last
     for (int a = 0; a < 16; ++a) acc[a] = _mm512_setzero_ps();
 #pragma GCC unroll 16
     for (int c = 0; c < NC; ++c) {
+      const __mmask16 mc = c == NC - 1 ? last : 0xFFFF;
       __m512 qc[RB];
 #pragma GCC unroll 4
-      for (int r = 0; r < RB; ++r) qc[r] = _mm512_maskz_loadu_ps(c == NC - 1 ? last : 0xFFFF, q[r] + c * 16);
+      for (int r = 0; r < RB; ++r) qc[r] = _mm512_maskz_loadu_ps(mc, q[r] + c * 16);
 #pragma GCC unroll 16
       for (int kk = 0; kk < KB; ++kk) {
-        const __m512 kv = _mm512_loadu_ps(tile + ((k0 + kk) * NC + c) * 16);
+        const __m512 kv = Row::chunk(rows[k0 + kk], c, mc);
 #pragma GCC unroll 4
         for (int r = 0; r < RB; ++r) acc[r * KB + kk] = _mm512_fmadd_ps(qc[r], kv, acc[r * KB + kk]);
       }
@@ -162,11 +199,12 @@ inline void tile_scores(const float* const* q, const float* tile, __mmask16 last
   }
 }
 
-// o[r] = o[r] * corr[r] + sum over keys k < nk of p[r * 16 + k] * V row k, in key order, for RB
-// output rows; blocks of 16 / RB chunks stay in registers.
-template <int NC, int RB>
-inline void tile_values(float* const* o, const float* p, const float* corr, const float* tile, __mmask16 last,
-                        int nk) {
+// o[r] = o[r] * corr[r] + sum over keys k < nk of p[r * 16 + k] * V row k (rows[k], read by Row),
+// in key order, for RB output rows; blocks of 16 / RB chunks stay in registers, so each chunk of
+// a V row is read once per call.
+template <int NC, int RB, class Row>
+inline void tile_values(float* const* o, const float* p, const float* corr, const uint8_t* const* rows,
+                        __mmask16 last, int nk) {
   constexpr int CB = 16 / RB < NC ? 16 / RB : NC;
 #pragma GCC unroll 16
   for (int c0 = 0; c0 < NC; c0 += CB) {
@@ -179,11 +217,10 @@ inline void tile_values(float* const* o, const float* p, const float* corr, cons
         if (c0 + c < NC) acc[r][c] = _mm512_mul_ps(_mm512_maskz_loadu_ps(c0 + c == NC - 1 ? last : 0xFFFF, o[r] + (c0 + c) * 16), cr);
     }
     for (int k = 0; k < nk; ++k) {
-      const float* vr = tile + (k * NC + c0) * 16;
 #pragma GCC unroll 16
       for (int c = 0; c < CB; ++c) {
         if (c0 + c >= NC) continue;
-        const __m512 vv = _mm512_loadu_ps(vr + c * 16);
+        const __m512 vv = Row::chunk(rows[k], c0 + c, c0 + c == NC - 1 ? last : 0xFFFF);
 #pragma GCC unroll 4
         for (int r = 0; r < RB; ++r) acc[r][c] = _mm512_fmadd_ps(_mm512_set1_ps(p[r * 16 + k]), vv, acc[r][c]);
       }
@@ -214,12 +251,47 @@ inline void softmax_step(float* s, int nv, float& m, float* l, float& corr) {
   _mm512_storeu_ps(s, pv);
 }
 
-// The rows of one token's g query heads of one KV head go in blocks of 4, 2 and 1 heads.
-template <int NC, int RB>
-inline void head_block_scores(const float* const* q, const float* tile, __mmask16 last, int nv, float scale,
-                              float* s, float* m, float* l, float* corr) {
-  tile_scores<NC, RB>(q, tile, last, nv, scale, s);
-  for (int r = 0; r < RB; ++r) softmax_step(s + r * 16, nv, m[r], l + r * 16, corr[r]);
+// One token's g query heads of one KV head go in blocks of 4, 2 and 1 heads: the scores (then
+// the softmax step) or the V sums of the block of rb heads from head j.
+template <int NC, class Row>
+inline void block_scores(int rb, const float* const* q, const uint8_t* const* rows, __mmask16 last, int nv,
+                         float scale, float* s, float* m, float* l, float* corr) {
+  if (rb == 4) tile_scores<NC, 4, Row>(q, rows, last, nv, scale, s);
+  else if (rb == 2) tile_scores<NC, 2, Row>(q, rows, last, nv, scale, s);
+  else tile_scores<NC, 1, Row>(q, rows, last, nv, scale, s);
+  for (int b = 0; b < rb; ++b) softmax_step(s + b * 16, nv, m[b], l + b * 16, corr[b]);
+}
+
+template <int NC, class Row>
+inline void block_values(int rb, float* const* o, const float* p, const float* corr, const uint8_t* const* rows,
+                         __mmask16 last, int nv) {
+  if (rb == 4) tile_values<NC, 4, Row>(o, p, corr, rows, last, nv);
+  else if (rb == 2) tile_values<NC, 2, Row>(o, p, corr, rows, last, nv);
+  else tile_values<NC, 1, Row>(o, p, corr, rows, last, nv);
+}
+
+inline int block_heads(int left) { return left >= 4 ? 4 : left >= 2 ? 2 : 1; }
+
+// The head rows of the tile's keys for one KV head: straight from the pool (`direct`, where one
+// block of query heads reads them, so each value is converted once anyway, and the type has a
+// row reader), else converted into `tile`. Calls f(Row{}, rows) with rows[0..16) (rows past nk
+// repeat row 0: their scores are never used). Prefetches the head's rows of the next tile.
+template <int NC, class F>
+inline void with_head_rows(const KvPool& p, int64_t head_off, const int64_t* offs, int nk, const int64_t* next,
+                           int n_next, bool direct, __mmask16 last, float* tile, F&& f) {
+  const uint8_t* rows[kTile];
+  const auto* base = static_cast<const uint8_t*>(p.data) + head_off;
+  const bool done = direct && with_row_reader(p.type, p.head_dim, [&](auto row) {
+    for (int k = 0; k < kTile; ++k) rows[k] = base + offs[k < nk ? k : 0];
+    const int64_t head_bytes = p.head_bytes();
+    for (int k = 0; k < n_next; ++k)
+      for (int64_t b = 0; b < head_bytes; b += 64) _mm_prefetch(reinterpret_cast<const char*>(base + next[k] + b), _MM_HINT_T0);
+    f(row, rows);
+  });
+  if (done) return;
+  load_tile<NC>(p, head_off, offs, nk, next, n_next, last, tile);
+  for (int k = 0; k < kTile; ++k) rows[k] = reinterpret_cast<const uint8_t*>(tile + k * NC * 16);
+  f(RowF32{}, rows);
 }
 
 // NC = 16-float chunks per head (head_dim <= 16 * NC), a compile-time constant so the
@@ -247,48 +319,43 @@ void attention_pass(const AttnRows& r, int g, int n_kv, int head_dim, float scal
     const int64_t* cur = slots[t];
     int64_t* next = slots[t ^ 1];
     if (nk_next > 0) tile_slots(r, table, k.block_size, i0 + kTile, nk_next, next);
-    int64_t koffs[kTile], voffs[kTile];
+    int64_t koffs[kTile], voffs[kTile], knext[kTile], vnext[kTile];
     for (int i = 0; i < nk; ++i) koffs[i] = cur[i] * krow, voffs[i] = cur[i] * vrow;
+    for (int i = 0; i < nk_next; ++i) knext[i] = next[i] * krow, vnext[i] = next[i] * vrow;
     const int q0 = std::max(0, i0 - r.n_ctx + 1);  // the first token that sees key i0
+    const bool direct = q0 == r.n_q - 1 && block_heads(g) == g;  // one block reads the tile
     for (int h = 0; h < n_kv; ++h) {
       const int64_t head = kv_head0 + h;
-      for (int i = 0; i < nk_next; ++i) {  // the next tile's rows of this head
-        prefetch_run(k, next[i] * krow + head * kh, kh);
-        prefetch_run(v, next[i] * vrow + head * vh, vh);
-      }
-      load_tile<NC>(k, head * kh, koffs, nk, last, tile);
       float* mh = m + h * rows;
       float* lh = l + static_cast<int64_t>(h) * rows * 16;
-      for (int qi = q0; qi < r.n_q; ++qi) {
-        const int nv = std::min(kTile, r.n_ctx + qi - i0);
-        const float* qrow = r.q + qi * r.q_stride + static_cast<int64_t>(h) * g * head_dim;
-        for (int j = 0; j < g;) {
-          const float* q[4];
-          const int rb = g - j >= 4 ? 4 : g - j >= 2 ? 2 : 1;
-          for (int b = 0; b < rb; ++b) q[b] = qrow + static_cast<int64_t>(j + b) * head_dim;
-          const int row = qi * g + j;
-          float *sb = s + row * 16, *cb = corr + row, *mb = mh + row, *lb = lh + row * 16;
-          if (rb == 4) head_block_scores<NC, 4>(q, tile, last, nv, scale, sb, mb, lb, cb);
-          else if (rb == 2) head_block_scores<NC, 2>(q, tile, last, nv, scale, sb, mb, lb, cb);
-          else head_block_scores<NC, 1>(q, tile, last, nv, scale, sb, mb, lb, cb);
-          j += rb;
+      with_head_rows<NC>(k, head * kh, koffs, nk, knext, nk_next, direct, last, tile, [&](auto row, const uint8_t* const* kr) {
+        using Row = decltype(row);
+        for (int qi = q0; qi < r.n_q; ++qi) {
+          const int nv = std::min(kTile, r.n_ctx + qi - i0);
+          const float* qrow = r.q + qi * r.q_stride + static_cast<int64_t>(h) * g * head_dim;
+          for (int j = 0, rb; j < g; j += rb) {
+            rb = block_heads(g - j);
+            const float* q[4];
+            for (int b = 0; b < rb; ++b) q[b] = qrow + static_cast<int64_t>(j + b) * head_dim;
+            const int row = qi * g + j;
+            block_scores<NC, Row>(rb, q, kr, last, nv, scale, s + row * 16, mh + row, lh + row * 16, corr + row);
+          }
         }
-      }
-      load_tile<NC>(v, head * vh, voffs, nk, last, tile);
-      for (int qi = q0; qi < r.n_q; ++qi) {
-        const int nv = std::min(kTile, r.n_ctx + qi - i0);
-        float* orow = r.out + qi * r.out_stride + static_cast<int64_t>(h) * g * head_dim;
-        for (int j = 0; j < g;) {
-          float* o[4];
-          const int rb = g - j >= 4 ? 4 : g - j >= 2 ? 2 : 1;
-          for (int b = 0; b < rb; ++b) o[b] = orow + static_cast<int64_t>(j + b) * head_dim;
-          const int row = qi * g + j;
-          if (rb == 4) tile_values<NC, 4>(o, s + row * 16, corr + row, tile, last, nv);
-          else if (rb == 2) tile_values<NC, 2>(o, s + row * 16, corr + row, tile, last, nv);
-          else tile_values<NC, 1>(o, s + row * 16, corr + row, tile, last, nv);
-          j += rb;
+      });
+      with_head_rows<NC>(v, head * vh, voffs, nk, vnext, nk_next, direct, last, tile, [&](auto row, const uint8_t* const* vr) {
+        using Row = decltype(row);
+        for (int qi = q0; qi < r.n_q; ++qi) {
+          const int nv = std::min(kTile, r.n_ctx + qi - i0);
+          float* orow = r.out + qi * r.out_stride + static_cast<int64_t>(h) * g * head_dim;
+          for (int j = 0, rb; j < g; j += rb) {
+            rb = block_heads(g - j);
+            float* o[4];
+            for (int b = 0; b < rb; ++b) o[b] = orow + static_cast<int64_t>(j + b) * head_dim;
+            const int row = qi * g + j;
+            block_values<NC, Row>(rb, o, s + row * 16, corr + row, vr, last, nv);
+          }
         }
-      }
+      });
     }
   }
   // o / l, l's lanes folded in a fixed order.

@@ -1,12 +1,12 @@
 // Non-matmul CPU kernels of the transformer forward: RMSNorm, element-wise ops, softmax, RoPE
 // (both GGUF conventions) and paged attention over a block table.
 //
-// Every function works on one row (or one group of tokens and one KV head) and is
+// Every function works on one row (or one group of tokens and one KV head or run of them) and is
 // single-threaded; the backend spreads rows over its thread pool. Each row is always reduced in
 // the same fixed order, so results never depend on how many rows run together or on which
 // thread (batch invariance).
-// The wide SIMD versions (kernels/cpu/ops_avx512.cpp) are picked at run time when the CPU has
-// AVX-512, and attention_group and silu_mul_row take the AVX2 kernels (kernels/cpu/ops_avx2.cpp)
+// The wide SIMD versions (kernels/cpu/ops_avx512.cpp, attention_avx512.cpp) are picked at run time
+// when the CPU has AVX-512, and attention_group and silu_mul_row take the AVX2 kernels (kernels/cpu/ops_avx2.cpp)
 // on CPUs with AVX2 + FMA + F16C but not AVX-512; they keep the same per-row order on a given
 // machine.
 #pragma once

@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/cpu/kv_quant.h"
 #include "kernels/cpu/ops_impl.h"
@@ -253,28 +254,38 @@ inline void softmax_step(float* s, int nv, float& m, float* l, float& corr) {
 
 // One token's g query heads of one KV head go in blocks of 4, 2 and 1 heads: the scores (then
 // the softmax step) or the V sums of the block of rb heads from head j.
+// Rows read straight from a pool come in blocks of 4 only (see `direct` below): the other
+// block sizes are instantiated for the F32 rows of a tile alone, which keeps this file's
+// compile time down.
 template <int NC, class Row>
 inline void block_scores(int rb, const float* const* q, const uint8_t* const* rows, __mmask16 last, int nv,
                          float scale, float* s, float* m, float* l, float* corr) {
-  if (rb == 4) tile_scores<NC, 4, Row>(q, rows, last, nv, scale, s);
-  else if (rb == 2) tile_scores<NC, 2, Row>(q, rows, last, nv, scale, s);
-  else tile_scores<NC, 1, Row>(q, rows, last, nv, scale, s);
+  if constexpr (std::is_same_v<Row, RowF32>) {
+    if (rb == 4) tile_scores<NC, 4, Row>(q, rows, last, nv, scale, s);
+    else if (rb == 2) tile_scores<NC, 2, Row>(q, rows, last, nv, scale, s);
+    else tile_scores<NC, 1, Row>(q, rows, last, nv, scale, s);
+  } else {
+    tile_scores<NC, 4, Row>(q, rows, last, nv, scale, s);
+  }
   for (int b = 0; b < rb; ++b) softmax_step(s + b * 16, nv, m[b], l + b * 16, corr[b]);
 }
 
 template <int NC, class Row>
 inline void block_values(int rb, float* const* o, const float* p, const float* corr, const uint8_t* const* rows,
                          __mmask16 last, int nv) {
-  if (rb == 4) tile_values<NC, 4, Row>(o, p, corr, rows, last, nv);
-  else if (rb == 2) tile_values<NC, 2, Row>(o, p, corr, rows, last, nv);
-  else tile_values<NC, 1, Row>(o, p, corr, rows, last, nv);
+  if constexpr (std::is_same_v<Row, RowF32>) {
+    if (rb == 4) tile_values<NC, 4, Row>(o, p, corr, rows, last, nv);
+    else if (rb == 2) tile_values<NC, 2, Row>(o, p, corr, rows, last, nv);
+    else tile_values<NC, 1, Row>(o, p, corr, rows, last, nv);
+  } else {
+    tile_values<NC, 4, Row>(o, p, corr, rows, last, nv);
+  }
 }
 
 inline int block_heads(int left) { return left >= 4 ? 4 : left >= 2 ? 2 : 1; }
 
-// The head rows of the tile's keys for one KV head: straight from the pool (`direct`, where one
-// block of query heads reads them, so each value is converted once anyway, and the type has a
-// row reader), else converted into `tile`. Calls f(Row{}, rows) with rows[0..16) (rows past nk
+// The head rows of the tile's keys for one KV head: straight from the pool (`direct`, where the
+// type has a row reader), else converted into `tile`. Calls f(Row{}, rows) with rows[0..16) (rows past nk
 // repeat row 0: their scores are never used). Prefetches the head's rows of the next tile.
 template <int NC, class F>
 inline void with_head_rows(const KvPool& p, int64_t head_off, const int64_t* offs, int nk, const int64_t* next,
@@ -323,7 +334,9 @@ void attention_pass(const AttnRows& r, int g, int n_kv, int head_dim, float scal
     for (int i = 0; i < nk; ++i) koffs[i] = cur[i] * krow, voffs[i] = cur[i] * vrow;
     for (int i = 0; i < nk_next; ++i) knext[i] = next[i] * krow, vnext[i] = next[i] * vrow;
     const int q0 = std::max(0, i0 - r.n_ctx + 1);  // the first token that sees key i0
-    const bool direct = q0 == r.n_q - 1 && block_heads(g) == g;  // one block reads the tile
+    // Rows straight from the pool where one block of 4 query heads reads the tile (decode with
+    // 4 query heads per KV head, the common GQA ratio): each value is converted once anyway.
+    const bool direct = q0 == r.n_q - 1 && g == 4;
     for (int h = 0; h < n_kv; ++h) {
       const int64_t head = kv_head0 + h;
       float* mh = m + h * rows;

@@ -6,9 +6,11 @@
 //     slots of a tile are walked once and shared by all heads, and the next tile's K/V rows of
 //     the call's heads are prefetched (each slot's heads are adjacent in the pool, so a call
 //     over several heads reads whole runs of memory instead of one head row in every slot);
-//   - per head, the tile's K rows are converted once to F32 (F16, F32 or Q8_0 pools) and dotted
-//     with up to 4 query heads of a token at a time (4 heads x 4 keys or 2 x 8 or 1 x 16 partial
-//     sums in registers, finished by reduce16's cross-lane folding);
+//   - per head, the tile's K rows are converted once to F32 (F16, F32 or Q8_0 pools; read and
+//     converted in registers instead where one block of 4 query heads uses them: decode with 4
+//     query heads per KV head) and dotted with up to 4 query heads of a token at a time (4 heads
+//     x 4 keys or 2 x 8 or 1 x 16 partial sums in registers, finished by reduce16's cross-lane
+//     folding); V rows likewise;
 //   - per query row, the tile's scores update a running max m, a 16-lane running sum l and the
 //     output o (held in the output row): when m grows, l and o are first scaled by e^(m_old -
 //     m_new), then p = e^(s - m) is added to l and p_i * V_i to o key by key, in index order;

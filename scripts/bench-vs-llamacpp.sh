@@ -2,7 +2,7 @@
 # Side-by-side CPU speed of pagoda and llama.cpp on the same GGUF file, on this machine.
 #
 #   scripts/bench-vs-llamacpp.sh LLAMA_BIN_DIR [MODEL.gguf]
-#     env: RUNS=5 THREADS="1 2" N=64 BUILD=build OUT=bench-vs-llamacpp
+#     env: RUNS=5 THREADS="1 2" N=64 PAR=16 BUILD=build OUT=bench-vs-llamacpp
 #          KB_OPTS="--cpu-time" (extra options of the kernel bench's ceilings line, on a busy host)
 #
 # LLAMA_BIN_DIR is a llama.cpp build you made yourself (this script builds nothing from it); it
@@ -15,6 +15,11 @@
 # from other processes hits both alike. Printed: the host's `lscpu` model line, the streaming-
 # read bandwidth and int8 peak the kernel bench measures at that thread count, then the median
 # tok/s of each figure and the pagoda / llama.cpp ratio of the medians. Raw runs: $OUT/runs.tsv.
+#
+# With PAR set (default 16; PAR= skips it) each round also runs PAR sequences at once: PAR
+# 128-token prompts, N tokens decoded by each, through `pagoda generate --parallel PAR` (decode
+# tok/s once every sequence has its first token) and `llama-batched-bench -npp 128 -ntg N -npl
+# PAR` (its S_TG): the figure "tgN x PAR".
 #
 # Differences that remain: llama-bench decodes from an empty context, pagoda after its 128-token
 # prompt (attention over 128-192 positions: well under 1% of a decode step's bytes at this
@@ -31,6 +36,7 @@ BUILD=${BUILD:-build}
 OUT=${OUT:-bench-vs-llamacpp}
 KB_OPTS=${KB_OPTS:-}
 PAGODA="$BUILD/pagoda"
+PAR=${PAR-16}
 KBENCH="$BUILD/tests/pagoda_bench_kernels"
 for f in "$LLAMA_BIN/llama-bench" "$PAGODA" "$KBENCH"; do
   [ -x "$f" ] || { echo "bench-vs-llamacpp: $f is missing (build pagoda and pagoda_bench_kernels first)" >&2; exit 2; }
@@ -71,11 +77,19 @@ for row in csv.DictReader(sys.stdin):
                s/^decode: .* \(([0-9.]+) tok\/s\)/$t\t$r\tpagoda\ttg\t\1/p" >>"$RAW"
     "$PAGODA" generate --model "$MODEL" --prompt "$P512" -n 1 --threads "$t" --device cpu 2>&1 >/dev/null |
       sed -nE "s/^prefill: ([0-9]+) tokens in .* \(([0-9.]+) tok\/s\)/$t\t$r\tpagoda\tpp\1\t\2/p" >>"$RAW"
+    if [ -n "$PAR" ]; then
+      "$LLAMA_BIN/llama-batched-bench" -m "$MODEL" -t "$t" -npp 128 -ntg "$N" -npl "$PAR" -c $((PAR * (128 + N) + 256)) \
+        2>/dev/null | awk -F'|' -v t="$t" -v r="$r" -v p="$PAR" \
+          'NF > 9 && $4 + 0 == p { gsub(/ /, "", $9); printf "%s\t%s\tllama.cpp\tpar\t%s\n", t, r, $9 }' >>"$RAW"
+      "$PAGODA" generate --model "$MODEL" --prompt "$P128" -n "$N" --parallel "$PAR" --threads "$t" --ignore-eos \
+        --device cpu 2>&1 >/dev/null |
+        sed -nE "s/^decode: .* \(([0-9.]+) tok\/s aggregate\)/$t\t$r\tpagoda\tpar\t\1/p" >>"$RAW"
+    fi
     echo "  round $r/$RUNS done" >&2
   done
 done
 
-/usr/bin/python3 - "$RAW" "$N" <<'PY'
+/usr/bin/python3 - "$RAW" "$N" "$PAR" <<'PY'
 import csv, statistics, sys
 rows = list(csv.DictReader(open(sys.argv[1]), delimiter="\t"))
 n = sys.argv[2]
@@ -83,8 +97,9 @@ by = {}
 for r in rows:
     by.setdefault((r["threads"], r["figure"], r["engine"]), []).append(float(r["tok_s"]))
 threads = sorted({r["threads"] for r in rows}, key=int)
-figures = sorted({r["figure"] for r in rows}, key=lambda f: (f == "tg", f))
-print(f"\n{'threads':>7} {'figure':>7} {'runs':>5} {'pagoda tok/s':>13} {'llama.cpp tok/s':>16} {'ratio':>7}")
+par = sys.argv[3]
+figures = sorted({r["figure"] for r in rows}, key=lambda f: (f == "par", f == "tg", f))
+print(f"\n{'threads':>7} {'figure':>9} {'runs':>5} {'pagoda tok/s':>13} {'llama.cpp tok/s':>16} {'ratio':>7}")
 for t in threads:
     for f in figures:
         a, b = by.get((t, f, "pagoda"), []), by.get((t, f, "llama.cpp"), [])
@@ -92,8 +107,8 @@ for t in threads:
             continue
         ma = statistics.median(a) if a else float("nan")
         mb = statistics.median(b) if b else float("nan")
-        label = f"tg{n}" if f == "tg" else f
+        label = f"tg{n}" if f == "tg" else f"tg{n}x{par}" if f == "par" else f
         ratio = f"{ma / mb:.2f}x" if a and b and mb else "-"
-        print(f"{t:>7} {label:>7} {min(len(a), len(b)):>5} {ma:>13.2f} {mb:>16.2f} {ratio:>7}")
+        print(f"{t:>7} {label:>9} {min(len(a), len(b)):>5} {ma:>13.2f} {mb:>16.2f} {ratio:>7}")
 print("\n(medians of alternating runs; ratio = pagoda / llama.cpp, higher is better)")
 PY

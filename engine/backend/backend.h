@@ -331,10 +331,13 @@ class Backend {
   }
 
   // ---- recorded steps (optional; the CUDA backend's graphs) ----
-  // Model brackets the ops of a step whose launches depend only on the step's shape (every
-  // logit row is sampled on the backend within one LM-head chunk, so nothing is read back
-  // mid-step) with these, after begin_step, apply_cache_edits and begin_sampling and before
-  // finish_sampling. replay_recorded() true: the backend launched a recording of an earlier
+  // Model brackets the ops of a step whose launches depend only on the step's shape (the logit
+  // rows sampled on the backend within one LM-head chunk, the rest within one more whose
+  // logits stay in the model's logits buffer until the model reads them after the bracket, so
+  // nothing is read back mid-step) with these, after begin_step, apply_cache_edits and
+  // begin_sampling and before finish_sampling. The key of a recording is the backend's: it must
+  // cover what fixes the launches (rows, logit rows, drawn rows, draws, token trees' sizes).
+  // replay_recorded() true: the backend launched a recording of an earlier
   // step of the same shape, whose ops read this step's indices and draws from the same device
   // buffers; the model issues none of the bracketed ops. False: the model issues them (the
   // backend may be recording them) and then calls end_recordable().

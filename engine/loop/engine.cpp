@@ -114,7 +114,9 @@ LlmEngine::LlmEngine(Model& model, const Tokenizer* tokenizer, EngineConfig cfg)
   } catch (const std::invalid_argument& e) {
     throw EngineError(e.what());
   }
-  const size_t n_blocks = budget.blocks;
+  // The model's own blocks (padded steps' inert rows) come out of the budget too.
+  const size_t reserved = static_cast<size_t>(model_.kv_reserved_blocks());
+  const size_t n_blocks = budget.blocks > reserved ? budget.blocks - reserved : 0;
   if (n_blocks < static_cast<size_t>(sys_blocks) + 2)
     throw EngineError("the KV cache budget (" + budget.basis + ") holds " + std::to_string(n_blocks) +
                       " blocks of " + std::to_string(block_bytes) + " bytes; at least " +
@@ -155,8 +157,10 @@ LlmEngine::LlmEngine(Model& model, const Tokenizer* tokenizer, EngineConfig cfg)
     sc.spec_cost_gate = cfg_.spec_cost_gate;
   }
   scheduler_ = std::make_unique<Scheduler>(sc, *kv_);
-  spdlog::info("engine: {} KV blocks of {} tokens ({} {:.1f} MiB; {}), context {} tokens, batch {} tokens, {} seqs",
-               num_blocks_, B, kv_types_name(cfg_.kv_types), num_blocks_ * static_cast<double>(block_bytes) / (1 << 20),
+  spdlog::info("engine: {} KV blocks of {} tokens{} ({} {:.1f} MiB; {}), context {} tokens, batch {} tokens, {} seqs",
+               num_blocks_, B, reserved ? fmt::format(" and {} the model reserves", reserved) : std::string(),
+               kv_types_name(cfg_.kv_types),
+               (static_cast<size_t>(num_blocks_) + reserved) * static_cast<double>(block_bytes) / (1 << 20),
                budget.basis, ctx_limit_,
                sc.max_batch_tokens, sc.max_seqs);
   {

@@ -84,7 +84,8 @@ struct Model::Impl {
   }
   // The ops of a forward pass after its uploads: the layers over n tokens, then the LM head
   // over the n_out gathered logit rows, of which the first n_device are drawn by `draws`
-  // (sorted by row) and the rest copied to host_logits.
+  // (sorted by row) and the rest copied to host_logits, or, with host_logits null (a recorded
+  // step, whose rest fits one chunk), left in `logits` for the caller to read.
   void run_ops(int64_t n, int64_t n_out, int64_t n_device, const std::vector<SampleRequest>& draws,
                float* host_logits, const std::function<void()>& begin_draws);
 };
@@ -154,15 +155,18 @@ void Model::init_kv_cache(int num_blocks, int block_size) {
   init_kv_cache(num_blocks, block_size, GgmlType::F16);
 }
 
+// A backend that pads some step (recorded_rows(n) > n for n = 3) gets one more block, for the
+// inert rows' K/V.
+int Model::kv_reserved_blocks() const { return impl_->be->recorded_rows(3) > 3 ? 1 : 0; }
+
 void Model::init_kv_cache(int num_blocks, int block_size, KvTypes kv_types) {
   const ModelConfig& c = impl_->cfg;
-  // A backend that pads some step (recorded_rows(n) > n for n = 3) gets one more block, for
-  // the inert rows' K/V; the caller's blocks stay 0..num_blocks-1.
-  const bool pads = impl_->be->recorded_rows(3) > 3;
-  impl_->pad_block = pads ? num_blocks : -1;
+  // The reserved blocks follow the caller's, which stay 0..num_blocks-1.
+  const int reserved = kv_reserved_blocks();
+  impl_->pad_block = reserved > 0 ? num_blocks : -1;
   impl_->block_size = block_size;
   impl_->be->init_kv_cache(
-      KvCacheConfig{c.n_layers, num_blocks + (pads ? 1 : 0), block_size, c.n_kv_heads, c.head_dim, kv_types});
+      KvCacheConfig{c.n_layers, num_blocks + reserved, block_size, c.n_kv_heads, c.head_dim, kv_types});
   impl_->kv_ready = true;
   impl_->kv_types = kv_types;
 }
@@ -294,7 +298,7 @@ void Model::Impl::run_ops(int64_t n, int64_t n_out, int64_t n_device, const std:
     b.matmul(w.output, row_view(xn, first, rows), logits, rows);
     lora.apply_head(b, row_view(xn, first, rows), logits, first, rows);
     if (cfg.final_softcap > 0) b.softcap(logits, cfg.final_softcap, rows);
-    b.read(logits, rows, host_logits + (first - n_device) * cfg.vocab_size);
+    if (host_logits) b.read(logits, rows, host_logits + (first - n_device) * cfg.vocab_size);
   }
 }
 
@@ -349,8 +353,8 @@ void Model::forward(const StepPlan& plan, const std::vector<SampleRequest>& draw
     on_device[static_cast<size_t>(d.row)] = 1;
   }
   const int64_t n_device = static_cast<int64_t>(std::count(on_device.begin(), on_device.end(), 1));
-  // Row buckets: a decode-only step whose every token is a logit row drawn on the backend (what
-  // can be recorded) runs padded to the backend's bucket, then its own rows are kept.
+  // Row buckets: a decode-only step whose every token is a logit row drawn on the backend (no
+  // token tree, no host rows) runs padded to the backend's bucket, then its own rows are kept.
   if (m.pad_block >= 0 && n > 0 && n_device == n && n_out == n && plan.hidden_rows.empty() && !plan.has_tree()) {
     const int64_t rows = b.recorded_rows(n);
     bool eligible = rows > n && rows <= m.max_tokens && rows <= m.logits.rows && m.moe_routes_on_device(rows);
@@ -419,13 +423,15 @@ void Model::forward(const StepPlan& plan, const std::vector<SampleRequest>& draw
   out.dim_ = m.cfg.dim;
   out.hidden_.assign(plan.hidden_rows.size() * static_cast<size_t>(m.cfg.dim), 0.0f);
   if (n == 0) return;
-  // With every row drawn in one LM-head chunk the ops depend only on the step's shape, so the
-  // backend may record them once and replay them (CUDA graphs).
+  // With the drawn rows in one LM-head chunk and the host rows (a verify step's tree rows, say)
+  // in one more, the ops depend only on the step's shape, so the backend may record them once
+  // and replay them (CUDA graphs); the host rows' logits are read back after the recorded ops.
   // An MoE step is recorded only where every layer routes on the backend (moe_ffn.h); else it
   // reads router logits back mid-step. A step with adapters launches per adapter group: never
   // recorded.
-  const bool recordable = m.moe_routes_on_device(n) && !adapted && n_out > 0 && n_device == n_out && n_out <= m.logits.rows &&
-                          plan.hidden_rows.empty();
+  const int64_t n_host = n_out - n_device;
+  const bool recordable = m.moe_routes_on_device(n) && !adapted && n_out > 0 && n_device <= m.logits.rows &&
+                          n_host <= m.logits.rows && plan.hidden_rows.empty();
   // The draws go up before the layers (the upload overlaps them), or, when the caller has host
   // work to finish first and the step is not recorded, once the layers are issued.
   const auto begin_draws = [&] {
@@ -435,9 +441,11 @@ void Model::forward(const StepPlan& plan, const std::vector<SampleRequest>& draw
   const bool late_draws = before_draws && !recordable && !sorted.empty();
   if (!sorted.empty() && !late_draws) begin_draws();
   if (!(recordable && b.replay_recorded())) {
-    m.run_ops(n, n_out, n_device, sorted, out.logits_.data(), late_draws ? std::function<void()>(begin_draws) : nullptr);
+    m.run_ops(n, n_out, n_device, sorted, recordable ? nullptr : out.logits_.data(),
+              late_draws ? std::function<void()>(begin_draws) : nullptr);
     if (recordable) b.end_recordable();
   }
+  if (recordable && n_host > 0) b.read(m.logits, n_host, out.logits_.data());
   if (!plan.hidden_rows.empty()) {
     // The final norm over the whole step (the LM head is done with xn), read back, and the
     // rows asked for picked out: a step's worth of norms is small beside its layers.

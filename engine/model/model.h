@@ -76,8 +76,11 @@ class Model {
   void clear_lora(int slot);
 
   // Bytes of one KV block (all layers, K and V) and cache set-up; call init once before forward.
-  // A backend that pads recorded steps to row buckets (Backend::recorded_rows) gets one block
-  // more than num_blocks, for the inert rows; the caller's blocks are 0..num_blocks-1 as ever.
+  // A backend that pads recorded steps to row buckets (Backend::recorded_rows) gets
+  // kv_reserved_blocks() (one) blocks more than num_blocks, for the inert rows; the caller's
+  // blocks are 0..num_blocks-1 as ever. A caller sizing the cache from a memory budget of N
+  // blocks passes N - kv_reserved_blocks(), so the whole cache stays within it.
+  int kv_reserved_blocks() const;
   size_t kv_block_bytes(int block_size) const;
   void init_kv_cache(int num_blocks, int block_size);
   // The same with explicit cache element types (F16, F32 or Q8_0 for each of K and V; one
@@ -101,9 +104,11 @@ class Model {
   // LM head is the model's own business: callers index by logit row and by draw only. Non-empty
   // draws need backend().can_sample(). Internally the drawn rows go through the LM head first,
   // so the host rows form one tail that is copied back alone, and a step without host rows
-  // waits for the device once. Such a step whose rows fit one LM-head chunk is offered to the
-  // backend for recording and replay (Backend::replay_recorded; CUDA graphs when enabled); a
-  // decode-only one may run padded with inert rows to the backend's row bucket
+  // waits for the device once. Such a step whose drawn rows fit one LM-head chunk and host rows
+  // one more (a speculative verify step's tree rows) is offered to the backend for recording
+  // and replay (Backend::replay_recorded; CUDA graphs when enabled), its host rows read back
+  // after the recorded ops; a decode-only one with every row drawn may run padded with inert
+  // rows to the backend's row bucket
   // (Backend::recorded_rows), whose draws are dropped: out holds the caller's rows only.
   // The final-norm hidden states of plan.hidden_rows come back too (out.hidden_row).
   // `before_draws` (optional) is called before the backend reads the draws' masks (their

@@ -25,9 +25,12 @@ std::vector<int32_t> top_tokens(const float* row, int vocab, int k) {
 
 DraftModelDrafter::DraftModelDrafter(Model& draft, int block_size, int max_seqs, int ctx_limit, int branches)
     : model_(draft), branches_(std::max(1, branches)), ctx_limit_(ctx_limit) {
-  // Room for every sequence's whole context, within 1 GiB (at least one whole context).
+  // Room for every sequence's whole context, within 1 GiB with the model's reserved blocks
+  // (at least one whole context).
   const int per_seq = ceil_div(ctx_limit + StepPlan::kMaxTreeTokens, block_size) + 1;
-  const size_t cap = (size_t{1} << 30) / std::max<size_t>(1, model_.kv_block_bytes(block_size));
+  const size_t reserved = static_cast<size_t>(model_.kv_reserved_blocks());
+  const size_t fit = (size_t{1} << 30) / std::max<size_t>(1, model_.kv_block_bytes(block_size));
+  const size_t cap = fit > reserved ? fit - reserved : 0;
   num_blocks_ = static_cast<int>(std::max<size_t>(per_seq, std::min<size_t>(static_cast<size_t>(max_seqs) * per_seq, cap)));
   model_.init_kv_cache(num_blocks_, block_size);
   kv_ = std::make_unique<KvCacheManager>(num_blocks_, block_size);

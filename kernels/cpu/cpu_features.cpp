@@ -7,6 +7,10 @@
 
 #include <unistd.h>
 
+#if defined(__linux__)
+#include <sys/syscall.h>
+#endif
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #define PAGODA_X86 1
@@ -22,6 +26,19 @@ uint64_t read_xcr0() {
   __asm__ volatile("xgetbv" : "=a"(eax), "=d"(edx) : "c"(0));
   return (static_cast<uint64_t>(edx) << 32) | eax;
 }
+
+// Linux keeps the AMX tile data (8 KiB of state per thread) off until a process asks for it;
+// without this a tile instruction faults. True when the permission is granted (or already was).
+// Kernels before 5.16 lack the request and never enable the state in XCR0 either.
+bool request_tile_data_permission() {
+#if defined(__linux__) && defined(SYS_arch_prctl)
+  constexpr long kArchReqXcompPerm = 0x1023;  // ARCH_REQ_XCOMP_PERM (asm/prctl.h)
+  constexpr long kXfeatureXtiledata = 18;     // XFEATURE_XTILEDATA
+  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+  return false;
+#endif
+}
 #endif
 
 CpuFeatures detect() {
@@ -32,10 +49,12 @@ CpuFeatures detect() {
   const bool osxsave = (c >> 27) & 1, avx = (c >> 28) & 1;
   f.fma = (c >> 12) & 1;
   f.f16c = (c >> 29) & 1;
+  uint64_t xcr0 = 0;
   if (osxsave && avx) {
-    const uint64_t xcr0 = read_xcr0();
+    xcr0 = read_xcr0();
     f.os_avx = (xcr0 & 0x6) == 0x6;            // SSE + AVX state
     f.os_avx512 = f.os_avx && (xcr0 & 0xE0) == 0xE0;  // opmask + zmm state
+    f.os_amx = (xcr0 & (uint64_t{3} << 17)) == (uint64_t{3} << 17);  // XTILECFG + XTILEDATA
   }
   if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
     f.avx2 = (b >> 5) & 1;
@@ -44,8 +63,12 @@ CpuFeatures detect() {
     f.avx512bw = (b >> 30) & 1;
     f.avx512vl = (b >> 31) & 1;
     f.avx512_vnni = (c >> 11) & 1;
+    f.amx_bf16 = (d >> 22) & 1;
+    f.amx_tile = (d >> 24) & 1;
+    f.amx_int8 = (d >> 25) & 1;
     if (a >= 1 && __get_cpuid_count(7, 1, &a, &b, &c, &d)) f.avx512_bf16 = (a >> 5) & 1;
   }
+  if (f.amx_tile && f.os_amx) f.amx_permitted = request_tile_data_permission();
 #endif
   return f;
 }
@@ -54,7 +77,7 @@ CpuIsa detect_best() {
   const CpuFeatures& f = cpu_features();
   const bool avx2 = f.os_avx && f.avx2 && f.fma && f.f16c;
   if (avx2 && f.os_avx512 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.avx512_vnni)
-    return CpuIsa::Avx512;
+    return f.amx_tile && f.amx_int8 && f.os_amx && f.amx_permitted ? CpuIsa::Amx : CpuIsa::Avx512;
   return avx2 ? CpuIsa::Avx2 : CpuIsa::Scalar;
 }
 
@@ -122,12 +145,13 @@ const char* cpu_isa_name(CpuIsa isa) {
     case CpuIsa::Scalar: return "scalar";
     case CpuIsa::Avx2: return "avx2";
     case CpuIsa::Avx512: return "avx512";
+    case CpuIsa::Amx: return "amx";
   }
   return "?";
 }
 
 bool parse_cpu_isa(const std::string& name, CpuIsa& out) {
-  for (CpuIsa isa : {CpuIsa::Scalar, CpuIsa::Avx2, CpuIsa::Avx512})
+  for (CpuIsa isa : {CpuIsa::Scalar, CpuIsa::Avx2, CpuIsa::Avx512, CpuIsa::Amx})
     if (name == cpu_isa_name(isa)) {
       out = isa;
       return true;
@@ -149,6 +173,11 @@ std::string cpu_features_string() {
   add(f.avx512vl, "avx512vl");
   add(f.avx512_vnni, "avx512_vnni");
   add(f.avx512_bf16, "avx512_bf16");
+  add(f.amx_tile, "amx_tile");
+  add(f.amx_int8, "amx_int8");
+  add(f.amx_bf16, "amx_bf16");
+  // The CPU has tiles but the OS does not save them or refused this process their data.
+  if (f.amx_tile && !(f.os_amx && f.amx_permitted)) s += f.os_amx ? " (amx not permitted)" : " (amx not enabled by the OS)";
   const CpuCaches& c = cpu_caches();
   return s + "; L1d " + std::to_string(c.l1d >> 10) + "K L2 " + std::to_string(c.l2 >> 10) + "K L3 " +
          std::to_string(c.l3 >> 20) + "M)";

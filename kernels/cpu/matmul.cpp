@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <new>
 #include <stdexcept>
@@ -189,15 +190,15 @@ void matmul(ThreadPool& pool, GgmlType wtype, const void* w, int64_t out_feature
 }
 
 namespace {
-// Both matmul entry points: `packed` says w is in the decode layout that level `isa` reads
-// (weight_pack.h: Tiles8 for AVX2, Rows16 for AVX-512).
-void run_matmul(ThreadPool& pool, CpuIsa isa, GgmlType wtype, const void* w, int64_t out_features,
-                int64_t in_features, const float* x, int64_t n, float* out, bool packed) {
+// Every matmul entry point, once the level is known to run here: `isa` is the vector level
+// (vector_isa), `tiles` the Amx level's tile kernel (null below Amx), which takes the quantized
+// calls of more than kFewRowsMax rows; `packed` says w is in the decode layout that level `isa`
+// reads (weight_pack.h: Tiles8 for AVX2, Rows16 for AVX-512).
+void run_matmul(ThreadPool& pool, CpuIsa isa, detail::RangeKernel tiles, GgmlType wtype, const void* w,
+                int64_t out_features, int64_t in_features, const float* x, int64_t n, float* out, bool packed) {
   if (!matmul_supports(wtype))
     throw std::invalid_argument(std::string("matmul: unsupported weight type ") +
                                 (ggml_type_info(static_cast<uint32_t>(wtype)) ? ggml_type_info(wtype).name : "?"));
-  if (!cpu_supports(isa))
-    throw std::invalid_argument(std::string("matmul: this CPU cannot run ") + cpu_isa_name(isa) + " kernels");
   const GgmlTypeInfo& info = ggml_type_info(wtype);
   if (out_features < 0 || n < 0 || in_features <= 0 || in_features % info.block_size != 0)
     throw std::invalid_argument("matmul: in_features " + std::to_string(in_features) +
@@ -209,10 +210,13 @@ void run_matmul(ThreadPool& pool, CpuIsa isa, GgmlType wtype, const void* w, int
                        in_features, x, {}, n, out};
   a.packed = packed;
   const bool quantized = detail::is_quantized(wtype);
+  const bool on_tiles = tiles != nullptr && quantized && n > detail::kFewRowsMax;
   MatmulScratch& scratch = thread_scratch();
   if (quantized) {
     // Quantize every activation row once; rows are independent, so any split gives the same bytes.
-    const size_t q_bytes = static_cast<size_t>(n * in_features);
+    // The AMX tiles load 16 rows at a time: their quants get zero rows up to a multiple of 16.
+    const int64_t q_rows = on_tiles ? detail::amx_padded_rows(n) : n;
+    const size_t q_bytes = static_cast<size_t>(q_rows * in_features);
     const size_t d_bytes = static_cast<size_t>(n * (in_features / 32)) * sizeof(float);
     const size_t s_bytes = static_cast<size_t>(n * (in_features / 16)) * sizeof(int16_t);
     auto pad64 = [](size_t bytes) { return (bytes + 63) / 64 * 64; };  // each array cache-line aligned
@@ -255,13 +259,14 @@ void run_matmul(ThreadPool& pool, CpuIsa isa, GgmlType wtype, const void* w, int
     // A few rows take a microsecond or two: not worth waking the other threads for.
     if (n * in_features <= 16384) quantize_rows(0, n, 0);
     else pool.parallel_for(n, quantize_rows);
+    std::memset(q + n * in_features, 0, static_cast<size_t>((q_rows - n) * in_features));
     if (decode) detail::prepare_decode_terms(wtype, a.acts, n);
     if (isa == CpuIsa::Avx512 && packed && decode) {
       uint8_t* panel = scratch.panel.get(static_cast<size_t>(detail::rows16_decode_panel_bytes(n, in_features)));
       detail::pack_rows16_decode_panel(wtype, a.acts, n, panel);
       a.decode_panel = panel;
     }
-    if (isa == CpuIsa::Avx512 && n > detail::kFewRowsMax) {
+    if (isa == CpuIsa::Avx512 && n > detail::kFewRowsMax && !on_tiles) {
       uint8_t* panel = scratch.panel.get(static_cast<size_t>(detail::activation_panel_bytes(n, in_features)));
       a.panel = panel;
       const int64_t groups = (n + detail::kPanelRows - 1) / detail::kPanelRows;
@@ -300,6 +305,7 @@ void run_matmul(ThreadPool& pool, CpuIsa isa, GgmlType wtype, const void* w, int
                                                    : std::max<int64_t>(1, (per_thread + 3) / 4);
   pool.parallel_for_dynamic(tasks, chunk, [&](int64_t b, int64_t e, int) {
     const int64_t o0 = b * unit, o1 = std::min(out_features, e * unit);
+    if (on_tiles) return tiles(a, o0, o1);
     switch (isa) {
       case CpuIsa::Avx512: detail::matmul_range_avx512(a, o0, o1); break;
       case CpuIsa::Avx2: detail::matmul_range_avx2(a, o0, o1); break;
@@ -308,11 +314,20 @@ void run_matmul(ThreadPool& pool, CpuIsa isa, GgmlType wtype, const void* w, int
   });
 }
 
+// Throws unless this CPU runs level `isa`.
+void require_level(CpuIsa isa, const char* what) {
+  if (!cpu_supports(isa))
+    throw std::invalid_argument(std::string(what) + ": this CPU cannot run " + cpu_isa_name(isa) + " kernels");
+}
+
+detail::RangeKernel tile_kernel(CpuIsa isa) { return isa == CpuIsa::Amx ? detail::matmul_range_amx : nullptr; }
+
 }  // namespace
 
 void matmul(ThreadPool& pool, CpuIsa isa, GgmlType wtype, const void* w, int64_t out_features,
             int64_t in_features, const float* x, int64_t n, float* out) {
-  run_matmul(pool, isa, wtype, w, out_features, in_features, x, n, out, false);
+  require_level(isa, "matmul");
+  run_matmul(pool, vector_isa(isa), tile_kernel(isa), wtype, w, out_features, in_features, x, n, out, false);
 }
 
 void matmul(ThreadPool& pool, const PackedWeight& w, const float* x, int64_t n, float* out) {
@@ -320,16 +335,28 @@ void matmul(ThreadPool& pool, const PackedWeight& w, const float* x, int64_t n, 
 }
 
 void matmul(ThreadPool& pool, CpuIsa isa, const PackedWeight& w, const float* x, int64_t n, float* out) {
-  const bool use_packed = isa == decode_layout_isa(w.layout);
-  run_matmul(pool, isa, w.type, use_packed ? w.bytes.get() : w.source, w.rows, w.cols, x, n, out, use_packed);
+  require_level(isa, "matmul");
+  const bool use_packed = vector_isa(isa) == decode_layout_isa(w.layout);
+  run_matmul(pool, vector_isa(isa), tile_kernel(isa), w.type, use_packed ? w.bytes.get() : w.source, w.rows, w.cols, x,
+             n, out, use_packed);
 }
 
 void matmul_decode_layout(ThreadPool& pool, DecodeLayout layout, GgmlType wtype, const void* w, int64_t out_features,
                           int64_t in_features, const float* x, int64_t n, float* out) {
-  const CpuIsa isa = decode_layout_isa(layout);
+  // The default level where it reads the layout (Amx reads Rows16 as Avx512 does), else the
+  // layout's own level.
+  const CpuIsa isa = vector_isa(default_cpu_isa()) == decode_layout_isa(layout) ? default_cpu_isa() : decode_layout_isa(layout);
   if (!cpu_supports(isa))
     throw std::invalid_argument(std::string("matmul_decode_layout: the layout needs the ") + cpu_isa_name(isa) + " kernels");
-  run_matmul(pool, isa, wtype, w, out_features, in_features, x, n, out, true);
+  run_matmul(pool, vector_isa(isa), tile_kernel(isa), wtype, w, out_features, in_features, x, n, out, true);
 }
+
+namespace detail {
+void matmul_amx_level(ThreadPool& pool, RangeKernel tiles, GgmlType wtype, const void* w, bool packed,
+                      int64_t out_features, int64_t in_features, const float* x, int64_t n, float* out) {
+  require_level(CpuIsa::Avx512, "matmul_amx_level");
+  run_matmul(pool, CpuIsa::Avx512, tiles, wtype, w, out_features, in_features, x, n, out, packed);
+}
+}  // namespace detail
 
 }  // namespace pagoda::cpu

@@ -14,7 +14,9 @@
 //     pair's float accumulator then takes one fused multiply-add per block (one more for an
 //     affine type's min, one per 16-element half for Q6_K/Q3_K/Q2_K, plus Q2_K's two mins), in
 //     block order (matmul_internal.h). Because the integer sums are exact, every ISA level gives
-//     bit-identical results for these types.
+//     bit-identical results for these types, the AMX tiles included: TDPBSUD sums the same
+//     integers per 32-element block (per 16-element half for Q2_K, Q3_K, Q6_K) and the float
+//     epilogue is the AVX-512 prefill's, operation for operation (matmul_amx_kernel.h).
 //   * BF16 weights with bf16_dot_products() on: x rounded to bf16 once per row, then vdpbf16ps
 //     (exact bf16 products summed in f32) in a fixed order (matmul_bf16_avx512.cpp). F16 weights
 //     always keep the f32 kernel: rounding them to bf16 would drop 3 of their 10 mantissa bits.
@@ -44,7 +46,10 @@ bool matmul_supports(GgmlType t);
 //
 // Performance shape: with n <= 16 (decode) quantized weights are streamed once straight from
 // their GGML blocks (or from a decode layout, see the PackedWeight overloads below); with more rows each thread decodes 32 outputs x 512 inputs of weights at a
-// time into an interleaved tile that every activation row reuses (prefill is compute-bound).
+// time into an interleaved tile that every activation row reuses (prefill is compute-bound). At
+// the Amx level that tile is the B operand of AMX-INT8 tile dot products (16 rows x 32 outputs
+// per step, straight from the quantized activations) with the float epilogue on AVX-512;
+// PAGODA_CPU_ISA=avx512 turns the tiles off. Their speed is not measured yet (no AMX host).
 void matmul(ThreadPool& pool, GgmlType wtype, const void* w, int64_t out_features, int64_t in_features,
             const float* x, int64_t n, float* out);
 

@@ -3,7 +3,8 @@
 //
 // Quantized weights: a thread takes tiles of 32 outputs. For each K chunk of 16 blocks (512
 // elements) it decodes the tile's 32 weight rows into unsigned bytes and interleaves them so that
-// one zmm holds 4 consecutive bytes of 16 different outputs ("lanes = outputs"). One vpdpbusd
+// one zmm holds 4 consecutive bytes of 16 different outputs ("lanes = outputs"; the tile, its
+// decoders and the loop over it are matmul_tile_avx512.h's, shared with the AMX kernel). One vpdpbusd
 // with a broadcast dword of an activation row then advances 16 outputs by 4 products, and each
 // lane ends a block holding exactly the pair's integer sum: no horizontal reductions at all, and
 // the float epilogue per block is the same sequence as accumulate_block (matmul_internal.h).
@@ -34,8 +35,8 @@
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/matmul_internal.h"
 #include "kernels/cpu/matmul_unpack_x86.h"
+#include "kernels/cpu/matmul_tile_avx512.h"
 #include "kernels/cpu/simd_avx512.h"
-#include "kernels/cpu/weight_pack.h"
 #include "kernels/cpu/matmul_float_simd.h"
 
 // GCC 12's AVX-512 intrinsic headers trip -Wuninitialized on their own _mm512_undefined_*()
@@ -45,193 +46,6 @@
 
 namespace pagoda::cpu::detail {
 namespace {
-
-constexpr int kLanes = 32;  // outputs per tile: two zmm of 16 lanes
-constexpr int kChunk = 16;  // 32-element blocks per K chunk; a multiple of 8 (K-quant super-blocks)
-
-// One tile's worth of decoded weights for one K chunk.
-struct alignas(64) Tile {
-  uint8_t qs[kChunk][8][kLanes][4];  // [block][dword group g][lane][byte]: element 4g+byte of the block
-  float s0[kChunk][kLanes];          // scale of elements 0..15 of the block (all 32 unless Q6_K)
-  float s1[kChunk][kLanes];          // scale of elements 16..31 (Q6_K)
-  float m[kChunk][kLanes];           // min term (affine types; Q2_K: of elements 0..15)
-  float m1[kChunk][kLanes];          // Q2_K's min term of elements 16..31
-  uint8_t rows[kLanes][kChunk * 32]; // decoded rows before interleaving (generic path)
-};
-
-struct TileDeleter {
-  void operator()(Tile* t) const { ::operator delete(t, std::align_val_t(64)); }
-};
-std::unique_ptr<Tile, TileDeleter> new_tile() {
-  return std::unique_ptr<Tile, TileDeleter>(static_cast<Tile*>(::operator new(sizeof(Tile), std::align_val_t(64))));
-}
-
-__mmask16 lane_mask(int n) { return n >= 16 ? __mmask16(0xFFFF) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1); }
-
-// Interleaves 16 rows of 32 bytes (row r at src + r * stride) so that the 64 bytes at
-// dst + 128 * g hold dword g of rows 0..15 in lane order; xor_mask is applied to every byte.
-// Method: pair row r with row r + 8 in one zmm, run an 8x8 dword transpose inside both 256-bit
-// halves at once (unpack 32, unpack 64), then gather the 128-bit pieces into lane order.
-inline void interleave16(const uint8_t* src, size_t stride, uint8_t* dst, __m512i xor_mask) {
-  __m512i z[8], t[8], u[8];
-  for (int i = 0; i < 8; ++i) {
-    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i * stride));
-    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + (i + 8) * stride));
-    z[i] = _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1);
-  }
-  for (int i = 0; i < 4; ++i) {
-    t[2 * i] = _mm512_unpacklo_epi32(z[2 * i], z[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_epi32(z[2 * i], z[2 * i + 1]);
-  }
-  for (int h = 0; h < 2; ++h) {  // h = 0: rows 0-3 (8-11); h = 1: rows 4-7 (12-15)
-    u[4 * h + 0] = _mm512_unpacklo_epi64(t[4 * h + 0], t[4 * h + 2]);
-    u[4 * h + 1] = _mm512_unpackhi_epi64(t[4 * h + 0], t[4 * h + 2]);
-    u[4 * h + 2] = _mm512_unpacklo_epi64(t[4 * h + 1], t[4 * h + 3]);
-    u[4 * h + 3] = _mm512_unpackhi_epi64(t[4 * h + 1], t[4 * h + 3]);
-  }
-  // u[g] (g < 4) = [rows 0-3: dword g | rows 0-3: dword g+4 | rows 8-11: g | rows 8-11: g+4],
-  // u[g + 4] the same for rows 4-7 / 12-15.
-  const __m512i lo = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13);
-  const __m512i hi = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
-  for (int g = 0; g < 4; ++g) {
-    _mm512_store_si512(dst + 128 * g, _mm512_xor_si512(_mm512_permutex2var_epi64(u[g], lo, u[g + 4]), xor_mask));
-    _mm512_store_si512(dst + 128 * (g + 4), _mm512_xor_si512(_mm512_permutex2var_epi64(u[g], hi, u[g + 4]), xor_mask));
-  }
-}
-
-// Decodes blocks [b0, b0 + nblk) of one weight row into lane l of the tile (tile.rows[l] and the
-// scales): the values of decode_block32, computed 32 bytes at a time. For K-quants b0 and nblk
-// are multiples of 8 (whole super-blocks).
-template <GgmlType T>
-void decode_row_chunk(const uint8_t* row, int64_t b0, int nblk, Tile& tile, int l) {
-  uint8_t* u = tile.rows[l];
-  const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03);
-  auto store = [&](int b, __m256i v) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(u + 32 * b), v); };
-  if constexpr (T == GgmlType::Q4_0) {
-    for (int b = 0; b < nblk; ++b) {
-      const BlockQ4_0* blk = reinterpret_cast<const BlockQ4_0*>(row) + b0 + b;
-      const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk->qs));
-      const __m128i lo = _mm_and_si128(v, _mm_set1_epi8(0x0F));
-      const __m128i hi = _mm_and_si128(_mm_srli_epi16(v, 4), _mm_set1_epi8(0x0F));
-      store(b, _mm256_set_m128i(hi, lo));
-      tile.s0[b][l] = _cvtsh_ss(blk->d);
-    }
-  } else if constexpr (T == GgmlType::Q4_K) {
-    for (int sb = 0; sb < nblk / 8; ++sb) {
-      const BlockQ4_K* blk = reinterpret_cast<const BlockQ4_K*>(row) + b0 / 8 + sb;
-      for (int c = 0; c < 4; ++c) {
-        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk->qs + 32 * c));
-        store(8 * sb + 2 * c, _mm256_and_si256(v, m4));
-        store(8 * sb + 2 * c + 1, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
-      }
-      const float d = _cvtsh_ss(blk->d), dmin = _cvtsh_ss(blk->dmin);
-      for (int j = 0; j < 8; ++j) {
-        int sc, mn;
-        q4k_scale_min(j, blk->scales, sc, mn);
-        tile.s0[8 * sb + j][l] = d * static_cast<float>(sc);
-        tile.m[8 * sb + j][l] = dmin * static_cast<float>(mn);
-      }
-    }
-  } else if constexpr (T == GgmlType::Q6_K) {
-    for (int sb = 0; sb < nblk / 8; ++sb) {
-      const BlockQ6_K* blk = reinterpret_cast<const BlockQ6_K*>(row) + b0 / 8 + sb;
-      for (int h = 0; h < 2; ++h) {
-        const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk->ql + 64 * h));
-        const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk->ql + 64 * h + 32));
-        const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk->qh + 32 * h));
-        // 16-bit shifts move bits between neighbouring bytes; the masks drop them again.
-        auto high2 = [&](int shift) { return _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, shift), m2), 4); };
-        const int b = 8 * sb + 4 * h;
-        store(b + 0, _mm256_or_si256(_mm256_and_si256(ql0, m4), high2(0)));
-        store(b + 1, _mm256_or_si256(_mm256_and_si256(ql1, m4), high2(2)));
-        store(b + 2, _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), high2(4)));
-        store(b + 3, _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4), high2(6)));
-      }
-      const float d = _cvtsh_ss(blk->d);
-      for (int j = 0; j < 8; ++j) {
-        tile.s0[8 * sb + j][l] = d * static_cast<float>(blk->scales[2 * j]);
-        tile.s1[8 * sb + j][l] = d * static_cast<float>(blk->scales[2 * j + 1]);
-      }
-    }
-  } else if constexpr (generic_unpack(T)) {
-    for (int b = 0; b < nblk; ++b) {
-      store(b, unpack_block<T>(row, b0 + b));
-      const BlockScales bs = block_scales(T, row, b0 + b);
-      tile.s0[b][l] = bs.s0, tile.s1[b][l] = bs.s1, tile.m[b][l] = bs.m0, tile.m1[b][l] = bs.m1;
-    }
-  } else {
-    for (int b = 0; b < nblk; ++b)
-      decode_block32(T, row, b0 + b, u + 32 * b, tile.s0[b][l], tile.s1[b][l], tile.m[b][l], tile.m1[b][l]);
-  }
-}
-
-// Fills the tile with blocks [b0, b0 + nblk) of outputs [o0, o0 + valid); lanes past `valid`
-// get zero weights and scales.
-template <GgmlType T>
-void fill_tile(Tile& tile, const MatmulArgs& a, int64_t o0, int valid, int64_t b0, int nblk) {
-  if (T == GgmlType::Q8_0 && valid == kLanes) {
-    // Fast path: interleave straight from the GGML blocks (qs at offset 2, stride 34), flipping
-    // the sign bit to get u = q + 128, and convert the 16-bit scales 16 at a time.
-    const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
-    const uint8_t* base = a.w + o0 * a.row_bytes;
-    for (int b = 0; b < nblk; ++b) {
-      const uint8_t* blk = base + (b0 + b) * sizeof(BlockQ8_0);
-      interleave16(blk + 2, a.row_bytes, &tile.qs[b][0][0][0], flip);
-      interleave16(blk + 2 + 16 * a.row_bytes, a.row_bytes, &tile.qs[b][0][16][0], flip);
-      alignas(64) uint16_t d[kLanes];
-      for (int l = 0; l < kLanes; ++l) std::memcpy(&d[l], blk + l * a.row_bytes, 2);
-      const __m512 d0 = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(d)));
-      const __m512 d1 = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(d + 16)));
-      _mm512_store_ps(tile.s0[b], d0);
-      _mm512_store_ps(tile.s0[b] + 16, d1);
-    }
-    return;
-  }
-  for (int l = 0; l < kLanes; ++l) {
-    if (l < valid) {
-      decode_row_chunk<T>(a.w + (o0 + l) * a.row_bytes, b0, nblk, tile, l);
-    } else {
-      std::memset(tile.rows[l], 0, static_cast<size_t>(nblk) * 32);
-      for (int b = 0; b < nblk; ++b) tile.s0[b][l] = tile.s1[b][l] = tile.m[b][l] = tile.m1[b][l] = 0.f;
-    }
-  }
-  const __m512i none = _mm512_setzero_si512();
-  for (int b = 0; b < nblk; ++b) {
-    interleave16(tile.rows[0] + 32 * b, sizeof(tile.rows[0]), &tile.qs[b][0][0][0], none);
-    interleave16(tile.rows[16] + 32 * b, sizeof(tile.rows[0]), &tile.qs[b][0][16][0], none);
-  }
-}
-
-// fill_tile for weights in the Rows16 layout (weight_pack.h, a.packed, rows16_type(T)): a full
-// group of 16 rows is one tile half (lanes 16h..16h+15), unpacked by rows16_tile_half; rows past
-// the last full group are GGML rows, decoded and interleaved as fill_tile does; lanes past
-// `valid` are zero. o0 is a multiple of 16 (the dispatcher splits outputs by kLanes).
-template <GgmlType T>
-void fill_tile_rows16(Tile& tile, const MatmulArgs& a, int64_t o0, int valid, int64_t b0, int nblk) {
-  static_assert(kRows16Rows * 2 == kLanes, "a Rows16 group is one half of the tile");
-  const int64_t full_rows = a.out_features / 16 * 16;
-  for (int h = 0; h < 2; ++h) {
-    const int64_t r0 = o0 + 16 * h;
-    if (r0 + 16 <= full_rows) {
-      const Rows16TileHalf dst{&tile.qs[0][0][16 * h][0], sizeof(tile.qs[0]), sizeof(tile.qs[0][0]),
-                               &tile.s0[0][16 * h],      &tile.s1[0][16 * h], &tile.m[0][16 * h],
-                               kLanes};
-      rows16_tile_half(T, a.w + r0 * a.row_bytes, b0, nblk, dst);
-      continue;
-    }
-    const int lanes = std::clamp(valid - 16 * h, 0, 16);
-    for (int l = 16 * h; l < 16 * h + 16; ++l) {
-      if (l - 16 * h < lanes) {
-        decode_row_chunk<T>(a.w + (o0 + l) * a.row_bytes, b0, nblk, tile, l);
-      } else {
-        std::memset(tile.rows[l], 0, static_cast<size_t>(nblk) * 32);
-        for (int b = 0; b < nblk; ++b) tile.s0[b][l] = tile.s1[b][l] = tile.m[b][l] = tile.m1[b][l] = 0.f;
-      }
-    }
-    for (int b = 0; b < nblk; ++b)
-      interleave16(tile.rows[16 * h] + 32 * b, sizeof(tile.rows[0]), &tile.qs[b][0][16 * h][0], _mm512_setzero_si512());
-  }
-}
 
 // One row group's block in the activation panel (kPanelBlockBytes; see matmul_internal.h).
 struct PanelBlock {
@@ -326,44 +140,19 @@ void quant_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
   auto tile = new_tile();
   const int64_t nb = a.k / 32;
   // Rows in blocks whose activation panels fill about half of this core's L2 (read at run
-  // time), so that every tile of the block re-reads them from L2; each block decodes the tiles
-  // again, which costs little next to the block's dot products.
+  // time), so that every tile of the block re-reads them from L2.
   const int64_t panel_row_bytes = nb * kPanelBlockBytes / kPanelRows;
   const int64_t l2_share = static_cast<int64_t>(cpu_caches().l2 / 2);
   const int64_t block_rows = std::max<int64_t>(kPanelRows, l2_share / panel_row_bytes / kPanelRows * kPanelRows);
-  for (int64_t r0 = 0; r0 < a.n; r0 += block_rows) {
-    const int64_t r1 = std::min(a.n, r0 + block_rows);
-    for (int64_t o0 = o_begin; o0 < o_end; o0 += kLanes) {
-      const int valid = static_cast<int>(std::min<int64_t>(kLanes, o_end - o0));
-      const __mmask16 m0 = lane_mask(valid), m1 = lane_mask(valid - 16);
-      // The next tile's weights are one contiguous range; prefetching a slice of it with each
-      // chunk keeps memory busy while this tile computes.
-      const char* next = reinterpret_cast<const char*>(a.w + (o0 + kLanes) * a.row_bytes);
-      const int64_t next_lines = o0 + 2 * kLanes <= o_end ? kLanes * static_cast<int64_t>(a.row_bytes) / 64
-                                 : o0 + kLanes < o_end    ? (o_end - o0 - kLanes) * static_cast<int64_t>(a.row_bytes) / 64
-                                                          : 0;
-      const int64_t n_chunks = (nb + kChunk - 1) / kChunk;
-      for (int64_t b0 = 0; b0 < nb; b0 += kChunk) {
-        const int nblk = static_cast<int>(std::min<int64_t>(kChunk, nb - b0));
-        const int64_t c = b0 / kChunk;
-        for (int64_t l = next_lines * c / n_chunks; l < next_lines * (c + 1) / n_chunks; ++l)
-          _mm_prefetch(next + 64 * l, _MM_HINT_T1);
-        if constexpr (rows16_type(T)) {
-          if (a.packed) fill_tile_rows16<T>(*tile, a, o0, valid, b0, nblk);
-          else fill_tile<T>(*tile, a, o0, valid, b0, nblk);
-        } else {
-          fill_tile<T>(*tile, a, o0, valid, b0, nblk);
-        }
-        const bool first = b0 == 0;
-        const PanelBlock* pan = reinterpret_cast<const PanelBlock*>(a.panel) + r0 / kPanelRows * nb + b0;
-        for (int64_t i = r0; i < r1; i += kPanelRows, pan += nb)
-          panel_kernel<T>(*tile, nblk, pan, static_cast<int>(std::min<int64_t>(kPanelRows, r1 - i)),
-                          a.out + i * a.out_features + o0, a.out_features, m0, m1, first);
-      }
-    }
-  }
+  for_each_tile_chunk<T>(a, o_begin, o_end, block_rows, *tile,
+                         [&](const Tile& t, int64_t o0, int valid, int64_t b0, int nblk, int64_t r0, int64_t r1) {
+    const __mmask16 m0 = lane_mask(valid), m1 = lane_mask(valid - 16);
+    const PanelBlock* pan = reinterpret_cast<const PanelBlock*>(a.panel) + r0 / kPanelRows * nb + b0;
+    for (int64_t i = r0; i < r1; i += kPanelRows, pan += nb)
+      panel_kernel<T>(t, nblk, pan, static_cast<int>(std::min<int64_t>(kPanelRows, r1 - i)),
+                      a.out + i * a.out_features + o0, a.out_features, m0, m1, b0 == 0);
+  });
 }
-
 }  // namespace
 
 void pack_activation_panels_avx512(GgmlType t, const QuantActs& acts, int64_t n, int64_t g_begin, int64_t g_end,

@@ -24,6 +24,10 @@
 #define PAGODA_INT8_WEIGHT_TYPES(X) \
   X(Q8_0) X(Q4_0) X(Q4_K) X(Q6_K) X(Q4_1) X(Q5_0) X(Q5_1) X(Q2_K) X(Q3_K) X(Q5_K) X(IQ4_NL) X(IQ4_XS)
 
+namespace pagoda::cpu {
+class ThreadPool;
+}
+
 namespace pagoda::cpu::detail {
 
 // Activations quantized per row to int8 blocks of 32: for row i and block b,
@@ -150,6 +154,20 @@ void unpack_packed_tile_avx2(GgmlType t, const uint8_t* group, int64_t super, ui
 void matmul_bf16_dot_avx512(const MatmulArgs& a, int64_t o_begin, int64_t o_end);
 // x [rows][k] -> y [rows][k_pad] in bf16 (round to nearest even, zero past k; k_pad % 32 == 0).
 void convert_rows_bf16_avx512(const float* x, int64_t k, int64_t k_pad, int64_t rows, uint16_t* y);
+
+// The AMX level's tile kernel for quantized weights with more than kFewRowsMax rows (prefill):
+// outputs [o_begin, o_end) in tiles of 32, rows in tiles of kAmxRows (matmul_amx.cpp runs the
+// body of matmul_amx_kernel.h on the real tiles). Only when cpu_supports(CpuIsa::Amx). It reads
+// a.acts directly (no panels): its q array must hold amx_padded_rows(n) rows, those past n zero,
+// since a tile load takes 16 rows.
+constexpr int64_t kAmxRows = 16;
+static constexpr int64_t amx_padded_rows(int64_t n) { return (n + kAmxRows - 1) / kAmxRows * kAmxRows; }
+void matmul_range_amx(const MatmulArgs& a, int64_t o_begin, int64_t o_end);
+using RangeKernel = void (*)(const MatmulArgs& a, int64_t o_begin, int64_t o_end);
+// matmul at the Amx level with `tiles` as its tile kernel, on any CPU that has the Avx512 level:
+// matmul_range_amx on an AMX host, the same kernel body on the tile emulator in the tests.
+void matmul_amx_level(ThreadPool& pool, RangeKernel tiles, GgmlType wtype, const void* w, bool packed,
+                      int64_t out_features, int64_t in_features, const float* x, int64_t n, float* out);
 
 // Half -> float: one instruction where the translation unit has F16C, else the portable routine.
 static inline float half_to_float(uint16_t h) {

@@ -197,11 +197,22 @@ void kv_load_rows(const KvPool& pool, int64_t slot, int64_t n_slots, float* out)
 
 void attention_group(const AttnRows& r, int g, int head_dim, float scale, const KvPool& k,
                      const KvPool& v, int kv_head, const int32_t* block_table, float* scratch) {
+  attention_heads(r, g, 1, head_dim, scale, k, v, kv_head, block_table, scratch);
+}
+
+void attention_heads(const AttnRows& r, int g, int n_kv, int head_dim, float scale, const KvPool& k,
+                     const KvPool& v, int kv_head0, const int32_t* block_table, float* scratch) {
   if (use_avx512() && head_dim <= 256)
-    return detail::attention_group_avx512(r, g, head_dim, scale, k, v, kv_head, block_table, scratch);
-  if (detail::ops_have_avx2() && head_dim <= 256)
-    return detail::attention_group_avx2(r, g, head_dim, scale, 0, 0.0f, k, v, kv_head, block_table, scratch);
-  detail::attention_group_portable(r, g, head_dim, scale, k, v, kv_head, block_table, scratch);
+    return detail::attention_heads_avx512(r, g, n_kv, head_dim, scale, k, v, kv_head0, block_table, scratch);
+  for (int h = 0; h < n_kv; ++h) {  // the two-pass kernels: one head at a time
+    AttnRows rh = r;
+    rh.q += static_cast<int64_t>(h) * g * head_dim;
+    rh.out += static_cast<int64_t>(h) * g * head_dim;
+    if (detail::ops_have_avx2() && head_dim <= 256)
+      detail::attention_group_avx2(rh, g, head_dim, scale, 0, 0.0f, k, v, kv_head0 + h, block_table, scratch);
+    else
+      detail::attention_group_portable(rh, g, head_dim, scale, k, v, kv_head0 + h, block_table, scratch);
+  }
 }
 
 void kv_rope_block(const KvPool& k, int64_t block, const RopeParams& p, const float* cos_v,

@@ -1,12 +1,12 @@
 // Non-matmul CPU kernels of the transformer forward: RMSNorm, element-wise ops, softmax, RoPE
 // (both GGUF conventions) and paged attention over a block table.
 //
-// Every function works on one row (or one group of tokens and one KV head) and is
+// Every function works on one row (or one group of tokens and one KV head or run of them) and is
 // single-threaded; the backend spreads rows over its thread pool. Each row is always reduced in
 // the same fixed order, so results never depend on how many rows run together or on which
 // thread (batch invariance).
-// The wide SIMD versions (kernels/cpu/ops_avx512.cpp) are picked at run time when the CPU has
-// AVX-512, and attention_group and silu_mul_row take the AVX2 kernels (kernels/cpu/ops_avx2.cpp)
+// The wide SIMD versions (kernels/cpu/ops_avx512.cpp, attention_avx512.cpp) are picked at run time
+// when the CPU has AVX-512, and attention_group and silu_mul_row take the AVX2 kernels (kernels/cpu/ops_avx2.cpp)
 // on CPUs with AVX2 + FMA + F16C but not AVX-512; they keep the same per-row order on a given
 // machine.
 #pragma once
@@ -100,9 +100,14 @@ inline int64_t attention_slot(const AttnRows& r, const int32_t* block_table, int
   return static_cast<int64_t>(block_table[i / block_size]) * block_size + i % block_size;
 }
 
-// Floats of scratch attention_group needs.
-inline int64_t attention_scratch_floats(int n_q, int g, int head_dim, int n_ctx) {
-  return static_cast<int64_t>(n_q) * g * (n_ctx + n_q) + 16 * ((head_dim + 15) / 16 * 16);
+// Floats of scratch attention_group (n_kv = 1) or attention_heads over n_kv KV heads needs: the
+// larger of the score rows of the two-pass kernels (portable, AVX2) and the online-softmax state
+// of the AVX-512 one (a tile, then per query row 16 scores, a max, 16 lane sums, a scale).
+inline int64_t attention_scratch_floats(int n_q, int g, int head_dim, int n_ctx, int n_kv = 1) {
+  const int64_t tile = 16 * ((head_dim + 15) / 16 * 16), rows = static_cast<int64_t>(n_q) * g;
+  const int64_t two_pass = rows * (n_ctx + n_q) + tile;
+  const int64_t online = tile + rows * 17 + rows * n_kv * 17;
+  return two_pass > online ? two_pass : online;
 }
 
 // Attention for the `g` query heads that share KV head `kv_head` (GQA) of the rows `r`.
@@ -110,8 +115,18 @@ inline int64_t attention_scratch_floats(int n_q, int g, int head_dim, int n_ctx)
 // i % block_size. Scores are scaled by `scale`, softmaxed in F32 and V is accumulated in index
 // order. K/V rows are read once for all n_q*g query heads, but each row's arithmetic is exactly
 // what it would be alone (n_q = 1): results never depend on how tokens are grouped.
+// The AVX-512 kernel (kernels/cpu/attention_avx512.cpp) softmaxes online over tiles of 16 keys,
+// the portable and AVX2 ones over the whole row first; they agree within 1e-5 (outputs in
+// [-1, 1]), each bit-identical to itself across batches.
 void attention_group(const AttnRows& r, int g, int head_dim, float scale, const KvPool& k,
                      const KvPool& v, int kv_head, const int32_t* block_table, float* scratch);
+
+// attention_group for the n_kv KV heads kv_head0.. at once: r.q / r.out point at kv_head0's first
+// query head, KV head kv_head0 + h's at + h * g * head_dim. Each head's results are bit for bit
+// attention_group's; one call reads each slot's adjacent head rows together (whole runs of
+// memory), which the AVX-512 kernel uses to read the cache at a higher rate.
+void attention_heads(const AttnRows& r, int g, int n_kv, int head_dim, float scale, const KvPool& k,
+                     const KvPool& v, int kv_head0, const int32_t* block_table, float* scratch);
 
 // Rotates the K of every slot of `block` (all KV heads) by precomputed angles (a K-shift).
 void kv_rope_block(const KvPool& k, int64_t block, const RopeParams& p, const float* cos_v,

@@ -6,8 +6,8 @@
 // pool's type) and shared by every row and head of the group; per head and tile, 8 dot products
 // finish together (reduce8). Every key sits in tile lane i % 8 whatever rows run together, each
 // row's softmax and V sum run over its own keys in index order: a row's arithmetic never depends
-// on its batch mates. The attention kernel differs in algorithm from ops_avx512.cpp's (which says
-// how), so the two stay apart.
+// on its batch mates. The attention kernel differs in algorithm from attention_avx512.cpp's (one
+// pass with an online softmax, over several KV heads per call), so the two stay apart.
 #include <immintrin.h>
 
 #include <algorithm>

@@ -29,7 +29,10 @@ void f16_to_f32_avx512(const uint16_t* x, float* y, int64_t n);
 void rms_norm_row_avx512(const float* x, const float* w, float eps, float* y, int64_t n);
 void silu_mul_row_avx512(const float* gate, const float* up, float* out, int64_t n);
 void softmax_row_avx512(float* x, int64_t n);
-// head_dim <= 256.
+// head_dim <= 256 (attention_avx512.cpp). attention_group_avx512 is attention_heads_avx512 for
+// one KV head.
+void attention_heads_avx512(const AttnRows& r, int g, int n_kv, int head_dim, float scale, const KvPool& k,
+                            const KvPool& v, int kv_head0, const int32_t* block_table, float* scratch);
 void attention_group_avx512(const AttnRows& r, int g, int head_dim, float scale, const KvPool& k,
                             const KvPool& v, int kv_head, const int32_t* block_table, float* scratch);
 

@@ -590,7 +590,7 @@ bool decode_pack_supported(GgmlType t, int64_t rows, int64_t cols, DecodeLayout 
 
 std::optional<DecodeLayout> decode_layout_for(CpuIsa isa, GgmlType t, int64_t rows, int64_t cols) {
   for (DecodeLayout l : {DecodeLayout::Tiles8, DecodeLayout::Rows16})
-    if (decode_layout_isa(l) == isa && decode_pack_supported(t, rows, cols, l)) return l;
+    if (decode_layout_isa(l) == vector_isa(isa) && decode_pack_supported(t, rows, cols, l)) return l;
   return std::nullopt;
 }
 

@@ -168,7 +168,7 @@ struct PackedWeight {
 bool decode_pack_supported(GgmlType t, int64_t rows, int64_t cols, DecodeLayout l = DecodeLayout::Tiles8);
 
 // The layout that pays at kernel level `isa` for t and this shape, if any: Tiles8 for every type
-// at AVX2; Rows16 for its types at AVX-512 (the other types' AVX-512 few-rows kernels read the
+// at AVX2; Rows16 for its types at AVX-512 and AMX (the other types' AVX-512 few-rows kernels read the
 // GGML layout, with a cross-lane reduction per block).
 std::optional<DecodeLayout> decode_layout_for(CpuIsa isa, GgmlType t, int64_t rows, int64_t cols);
 inline bool decode_pack_useful(CpuIsa isa, GgmlType t, int64_t rows, int64_t cols) {

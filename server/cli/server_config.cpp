@@ -85,7 +85,7 @@ const std::vector<Option>& options() {
       OPT(served_model_name,
           "model name(s) in the API, comma-separated aliases; others get 404 (empty: the file stem)"),
       OPT(device, "compute device", "cpu|cuda|auto"),
-      OPT(cuda_graphs, "CUDA: replay decode steps as CUDA graphs (on|off)"),
+      OPT(cuda_graphs, "CUDA: replay decode and speculative verify steps as CUDA graphs (on|off)"),
       OPT(cuda_batch_invariant,
           "CUDA: a sequence's logits get the same bits whatever else shares its step (quantized and bf16 "
           "weights; on|off)"),

@@ -115,8 +115,10 @@ double int8_peak_gops(cpu::ThreadPool& pool, const Timing& timing, std::string& 
     what = "no SIMD int8 level";
     return 0;
   }
-  const bool vnni = isa == cpu::CpuIsa::Avx512;
+  const bool vnni = cpu::vector_isa(isa) == cpu::CpuIsa::Avx512;
   what = vnni ? "AVX-512 VNNI vpdpbusd" : "AVX2 vpmaddubsw+vpmaddwd+vpaddd";
+  // The AMX tiles' own peak is not probed: AMX prefill figures may pass 100% of this one.
+  if (isa == cpu::CpuIsa::Amx) what += " (AMX prefill is measured against this VNNI peak)";
   // Multiply-adds per instruction chain step: 64 (zmm, 4 per dword lane) or 32 (ymm).
   const double macs_per_step = vnni ? 64 : 32;
   std::vector<int64_t> sink(static_cast<size_t>(pool.size()));

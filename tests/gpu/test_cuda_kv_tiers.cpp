@@ -83,7 +83,9 @@ TEST_CASE("cuda engine: the host tier brings evicted prefix blocks back by copy"
   EngineConfig cfg;
   cfg.block_size = 16;
   cfg.max_batch_tokens = 64;
-  cfg.kv_cache_memory = 12 * model.kv_block_bytes(16);  // 12 blocks: the second prompt takes all
+  // 12 blocks in the engine's pool (the second prompt takes all), plus the block the model
+  // keeps for padded steps' inert rows, which the budget covers too.
+  cfg.kv_cache_memory = static_cast<size_t>(12 + model.kv_reserved_blocks()) * model.kv_block_bytes(16);
   if (automatic) cfg.kv_host_memory_auto = true;
   else cfg.kv_host_memory = 4u << 20;
   LlmEngine engine(model, nullptr, cfg);

@@ -1,4 +1,4 @@
-// Skipping test cases of one instruction set (tagged [avx2] or [avx512]) where they cannot run:
+// Skipping test cases of one instruction set (tagged [avx2], [avx512] or [amx]) where they cannot run:
 // the CPU lacks the instructions, or PAGODA_CPU_ISA (which caps the kernels' level for tests and
 // benchmarks, kernels/cpu/cpu_features.h) sets a lower level - the way to see the skip path on a
 // host that has them. The skip is tests/support/skip.h's: CTest counts the case as skipped.

@@ -4,7 +4,7 @@
 // tests/CMakeLists.txt), after printing each reason on a "skipped: " line that scripts/test.sh
 // lists after CTest's summary. A skipped case never counts as passed.
 //
-// A case that may skip carries its requirement's tag: [testdata], [cuda_device], [avx2], [avx512],
+// A case that may skip carries its requirement's tag: [testdata], [cuda_device], [avx2], [avx512], [amx],
 // [jsonschema] or [browser] (one each). tests/CMakeLists.txt runs a file's tagged cases as their own CTest
 // entry <binary>_<tag>, so a skip never hides the passes of the file's other cases.
 #pragma once

@@ -402,32 +402,40 @@ void CpuBackend::attention(int layer, const Tensor& q, Tensor& out, int n_heads,
   const cpu::KvPool kp = k_pool(layer), vp = v_pool(layer);
   check_attention(kp, q, out, n_heads, n_kv_heads, head_dim);
   const int g = n_heads / n_kv_heads;
-  const size_t need = static_cast<size_t>(cpu::attention_scratch_floats(kAttnGroup, g, head_dim, max_ctx_));
+  // One task per (group of consecutive tokens of a sequence, run of adjacent KV heads): the
+  // group's query heads that share a KV head read each K/V row once, and a run of heads reads
+  // each slot's adjacent head rows together (whole runs of memory). Runs are as long as leaves
+  // at least 4 tasks per thread; which heads share a task never changes a head's arithmetic.
+  const int T = n_threads();
+  const int64_t n_groups = static_cast<int64_t>(attn_groups_.size());
+  int run_heads = n_kv_heads;
+  while (run_heads > 1 && n_groups * ((n_kv_heads + run_heads - 1) / run_heads) < 4 * T)
+    run_heads = (run_heads + 1) / 2;
+  const int runs = (n_kv_heads + run_heads - 1) / run_heads;
+  const size_t need =
+      static_cast<size_t>(cpu::attention_scratch_floats(kAttnGroup, g, head_dim, max_ctx_, run_heads));
   for (auto& s : scratch_)
     if (s.size() < need) s.resize(need);
-  // One task per (group of consecutive tokens of a sequence, KV head): the group's query heads
-  // that share a KV head read each K/V row once. Groups late in a prefill attend to more
-  // positions, so tasks are dealt out round-robin (thread i takes tasks i, i + T, ...).
-  const int64_t n_tasks = static_cast<int64_t>(attn_groups_.size()) * n_kv_heads;
-  const auto run = [&](int64_t first, int64_t stride, int thread) {
+  const int64_t n_tasks = n_groups * runs;
+  const auto run = [&](int64_t begin, int64_t end, int thread) {
     float* scratch = scratch_[static_cast<size_t>(thread)].data();
-    for (int64_t task = first; task < n_tasks; task += stride) {
-      const AttnGroup& grp = attn_groups_[static_cast<size_t>(task / n_kv_heads)];
-      const int kvh = static_cast<int>(task % n_kv_heads);
+    for (int64_t task = begin; task < end; ++task) {
+      const AttnGroup& grp = attn_groups_[static_cast<size_t>(task / runs)];
+      const int kvh = static_cast<int>(task % runs) * run_heads;
       const auto& seq = plan_.seqs[static_cast<size_t>(plan_.token_seq[static_cast<size_t>(grp.first)])];
       const cpu::AttnRows rows = group_rows(grp, kvh, q, out, g, head_dim);
-      cpu::attention_group(rows, g, head_dim, scale, kp, vp, kvh,
+      cpu::attention_heads(rows, g, std::min(run_heads, n_kv_heads - kvh), head_dim, scale, kp, vp, kvh,
                            plan_.block_tables.data() + seq.block_table_offset, scratch);
     }
   };
   // Multiply-adds (QK and PV) at most. One decode token over a few hundred positions is ~10 us
   // of work: cheaper inline than a pool round trip, which on a busy machine can cost far more.
+  // Tasks differ in length (contexts differ): threads take them as they free up.
   const int64_t fmas = static_cast<int64_t>(plan_.n_tokens()) * n_heads * max_ctx_ * head_dim * 2;
-  if (n_tasks == 1 || fmas < kMinParallelAttentionFmas || n_threads() == 1) {
-    run(0, 1, 0);
+  if (n_tasks == 1 || fmas < kMinParallelAttentionFmas || T == 1) {
+    run(0, n_tasks, 0);
   } else {
-    const int T = n_threads();
-    pool_->parallel_for(T, [&](int64_t begin, int64_t, int thread) { run(begin, T, thread); });
+    pool_->parallel_for_dynamic(n_tasks, 1, run);
   }
 }
 

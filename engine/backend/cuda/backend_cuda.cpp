@@ -44,7 +44,7 @@ CudaBackend::CudaBackend(const CudaBackendOptions& opts) : impl_(std::make_uniqu
   spdlog::info("CUDA backend on device {} ({}, {:.1f} GiB, sm_{}{})", opts.device, prop.name,
                static_cast<double>(prop.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0), prop.major,
                prop.minor);
-  spdlog::info("CUDA backend: CUDA graphs for decode steps {}", opts.cuda_graphs ? "on" : "off (--cuda-graphs off)");
+  spdlog::info("CUDA backend: CUDA graphs for decode and verify steps {}", opts.cuda_graphs ? "on" : "off (--cuda-graphs off)");
 }
 
 CudaBackend::~CudaBackend() {
@@ -212,7 +212,10 @@ void CudaBackend::begin_step(const StepPlan& plan) {
   // Attention work lists: single-token sequences go to the decode kernel, longer ones are cut
   // into tiles of up to kPrefillTileQ consecutive tokens for the prefill kernel.
   // Token-tree rows (speculative decoding) each go to the decode kernel with their ancestors'
-  // slots: tree_index[t] = offset in tree_slots of (n_past, slots of the path to t).
+  // slots: tree_index[t] = offset in tree_slots of (n_past, slots of the path to t). Row j of a
+  // tree (its path is at most j + 1 rows) gets j + 2 entries whatever the tree's branching, so
+  // the list's size, and the offsets after it, follow from the trees' sizes alone (a recorded
+  // step's key holds it: CudaGraphKey::n_tree_slots).
   std::vector<int32_t> decode_rows, tiles, tree_index, tree_slots;
   int max_decode_ctx = 0;
   if (plan.has_tree()) tree_index.assign(n, -1);
@@ -222,9 +225,11 @@ void CudaBackend::begin_step(const StepPlan& plan) {
       for (int32_t t = s.first_token; t < s.first_token + s.n_tokens; ++t) {
         decode_rows.push_back(t);
         max_decode_ctx = std::max(max_decode_ctx, plan.positions[static_cast<size_t>(t)] + 1);
-        tree_index[static_cast<size_t>(t)] = static_cast<int32_t>(tree_slots.size());
+        const size_t at = tree_slots.size(), entries = static_cast<size_t>(t - s.first_token) + 2;
+        tree_index[static_cast<size_t>(t)] = static_cast<int32_t>(at);
         tree_slots.push_back(s.n_past);
         for (int32_t row : tree_path(plan, t)) tree_slots.push_back(plan.slots[static_cast<size_t>(row)]);
+        tree_slots.resize(at + entries, -1);  // the unused tail of the row's entries
       }
     } else if (s.n_tokens == 1) {
       decode_rows.push_back(s.first_token);
@@ -274,12 +279,12 @@ void CudaBackend::begin_step(const StepPlan& plan) {
   m.off_logit_rows = place(plan.logit_rows.size());
   m.off_decode = place(decode_rows.size());
   m.off_tiles = place(tiles.size());
-  m.off_block_tables = place(plan.block_tables.size());
-  m.off_copies = place(2 * plan.block_copies.size());
-  m.off_shifts = place(shifts.size());
-  m.off_slot_copies = place(2 * plan.slot_copies.size());
   m.off_tree_index = place(tree_index.size());
   m.off_tree_slots = place(tree_slots.size());
+  m.off_block_tables = place(plan.block_tables.size());  // grows as sequences do
+  m.off_copies = place(2 * plan.block_copies.size());    // these three: apply_cache_edits only,
+  m.off_shifts = place(shifts.size());                   // never recorded
+  m.off_slot_copies = place(2 * plan.slot_copies.size());
   const size_t total = std::max<size_t>(off, 1);
 
   // (get() waits until the previous step's upload has left the staging buffer.)
@@ -320,6 +325,10 @@ void CudaBackend::begin_step(const StepPlan& plan) {
   m.n_shifts = static_cast<int64_t>(shifts.size() / 2);
   m.n_slot_copies = static_cast<int64_t>(plan.slot_copies.size());
   m.has_tree = plan.has_tree();
+  m.n_tree_slots = static_cast<int64_t>(tree_slots.size());
+  m.n_draws = 0;  // until begin_sampling (a step without draws keys as one, whatever came before)
+  m.n_drawn_rows = 0;
+  m.draws_greedy.clear();
   m.copies_independent = independent;
   m.max_decode_ctx = max_decode_ctx;
 }

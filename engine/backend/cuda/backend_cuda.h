@@ -22,12 +22,14 @@
 //   upload, and when a scratch buffer must grow (rare, first steps of a bigger batch).
 // - begin_step validates the plan as the CPU backend does, then copies every index array in one
 //   transfer from a pinned staging buffer.
-// - CUDA graphs (on by default, CudaBackendOptions::cuda_graphs): a step Model marks recordable (every
-//   row sampled here, one LM-head chunk) that is decode-only is captured on the second sight
-//   of its shape and replayed afterwards (cuda_graphs.h). begin_step lays out the index
-//   buffer with the fixed-size arrays first, so a shape's kernels always get the same
-//   addresses; the decode attention's split count is part of the shape. Exact batch sizes, no
-//   padding.
+// - CUDA graphs (on by default, CudaBackendOptions::cuda_graphs): a step Model marks recordable (the
+//   drawn rows in one LM-head chunk and the host rows in one more) whose every row goes to the
+//   decode kernel (plain decode rows, and the token trees of speculative verify steps) is
+//   captured on the second sight of its shape and replayed afterwards (cuda_graphs.h).
+//   begin_step lays out the index buffer with the arrays the shape sizes first (a tree row's
+//   slot list gets room for its longest possible path), so a shape's kernels always get the
+//   same addresses; the decode attention's split count is part of the shape. Model pads plain
+//   decode steps to row buckets (recorded_rows); verify steps run at their exact size.
 // - Errors become exceptions: CUDA/cuBLAS failures throw pagoda::cuda::CudaError naming the call
 //   with file:line; bad arguments throw std::invalid_argument.
 // - Batch invariance: every custom kernel computes a row the same way whatever the batch (the
@@ -113,7 +115,7 @@ struct CudaBackendOptions {
   CudaWeights weights = CudaWeights::Quantized;
   QuantGemm quant_gemm = QuantGemm::Mma;  // quantized modes, more than kQuantGemvMaxRows rows
   PrefillAttention prefill_attention = PrefillAttention::Mma;  // prefill chunks' attention
-  // Record decode-only steps as CUDA graphs and replay them (cuda_graphs.h); off: every step
+  // Record decode and verify steps as CUDA graphs and replay them (cuda_graphs.h); off: every step
   // launches its kernels one by one.
   // (cuBLAS always gets a fixed 32 MiB workspace, as capture requires, so both settings run
   // the same GEMMs.)

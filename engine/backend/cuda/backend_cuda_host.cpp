@@ -118,14 +118,19 @@ void CudaBackend::read(const Tensor& x, int64_t rows, float* host) {
 
 bool CudaBackend::replay_recorded() {
   Impl& m = *impl_;
-  // Decode-only steps: prefill tiles vary in number and length from step to step, and a token
-  // tree's index arrays (speculative verify steps) are not part of the key.
-  if (!m.graphs || m.n_tiles > 0 || m.n_decode != m.n_tokens || m.n_tokens == 0 || m.has_tree) return false;
+  // Steps whose every row goes to the decode kernel (plain decode rows and token trees,
+  // speculative verify steps): prefill tiles vary in number and length from step to step. A
+  // tree's index arrays sit in the index buffer at offsets the key fixes (begin_step), and its
+  // rows' contexts are read on the device; only the split count reaches a launch.
+  if (!m.graphs || m.n_tiles > 0 || m.n_decode != m.n_tokens || m.n_tokens == 0) return false;
   CudaGraphKey key;
   key.n_tokens = m.n_tokens;
   key.n_logit = m.n_logit;
   key.n_decode = m.n_decode;
   key.n_draws = m.n_draws;
+  key.n_drawn_rows = m.n_drawn_rows;
+  key.tree = m.has_tree;
+  key.n_tree_slots = m.n_tree_slots;
   key.greedy = std::all_of(m.draws_greedy.begin(), m.draws_greedy.end(), [](char g) { return g != 0; });
   key.n_splits = static_cast<int>((std::max(m.max_decode_ctx, 1) + cuda::kDecodeSplitKeys - 1) /
                                   cuda::kDecodeSplitKeys);
@@ -178,6 +183,8 @@ void CudaBackend::begin_sampling(const std::vector<SampleRequest>& draws) {
   }
   const size_t n = draws.size();
   m.n_draws = static_cast<int64_t>(n);
+  m.n_drawn_rows = 0;
+  for (size_t i = 0; i < n; ++i) m.n_drawn_rows += i == 0 || draws[i].row != draws[i - 1].row;
   m.draws_logprobs.assign(n, 0);
   m.draws_mask_words.assign(n, 0);
   m.draws_greedy.assign(n, 0);
@@ -288,6 +295,7 @@ void CudaBackend::finish_sampling(int32_t* ids, DrawLogprobs* logprobs) {
   for (size_t i = 0; i < got.size(); ++i)
     if (m.draws_logprobs[i]) logprobs[i] = got[i];
   m.n_draws = 0;
+  m.n_drawn_rows = 0;
 }
 
 }  // namespace pagoda

@@ -139,7 +139,7 @@ struct CudaBackend::Impl {
          off_logit_rows = 0, off_decode = 0, off_tiles = 0, off_copies = 0, off_shifts = 0;
   // Speculative decoding: slot copies and token-tree rows (AttnIndex::tree_index / tree_slots).
   size_t off_slot_copies = 0, off_tree_index = 0, off_tree_slots = 0;
-  int64_t n_slot_copies = 0;
+  int64_t n_slot_copies = 0, n_tree_slots = 0;
   bool has_tree = false;
 
   std::unique_ptr<CudaGraphCache> graphs;  // null: CUDA graphs off
@@ -153,6 +153,7 @@ struct CudaBackend::Impl {
   DeviceScratch sample_io;
   PinnedStaging sample_staging;  // the step's draw params, rows, masks and edits, on their way up
   int64_t n_draws = 0;
+  int64_t n_drawn_rows = 0;  // distinct rows the draws read (the LM head's first rows)
   size_t draws_rows_at = 0, draws_ids_at = 0, draws_lp_at = 0;  // byte offsets in sample_io
   std::vector<char> draws_logprobs;       // per draw: it asks for logprobs
   std::vector<size_t> draws_mask_words;   // per draw: its mask's words (0: none), for sample()

@@ -1,15 +1,17 @@
-// CudaGraphCache: CUDA graphs of the CUDA backend's decode steps, keyed by the step's shape
-// (CudaBackendOptions::cuda_graphs; on by default). Compiled only with PAGODA_CUDA.
+// CudaGraphCache: CUDA graphs of the CUDA backend's decode steps and speculative verify steps,
+// keyed by the step's shape (CudaBackendOptions::cuda_graphs; on by default). Compiled only
+// with PAGODA_CUDA.
 //
 // The CUDA backend asks begin() before the ops of a step that Model marks recordable (see
 // Backend::replay_recorded). A shape seen for the first time runs eagerly, which also grows
 // every scratch buffer to the size the shape needs; the second time its ops are captured into
 // a graph, which is instantiated and launched; from then on the graph is replayed. A graph
 // reads everything that varies between steps of one shape (tokens, positions, slots, block
-// tables, draw params) from device buffers at fixed addresses; when one of those buffers has
-// moved since the capture, the graph is captured again. Model pads decode steps to row buckets
-// (Backend::recorded_rows), so the shapes seen are few; at most `max_graphs` are kept, later
-// shapes run eagerly.
+// tables, token trees' slot lists, draw params) from device buffers at fixed addresses; when
+// one of those buffers has moved since the capture, the graph is captured again. Model pads
+// plain decode steps to row buckets (Backend::recorded_rows), so the shapes seen are few;
+// verify steps are keyed on their exact shape (rows, trees' sizes). At most `max_graphs` are
+// kept, later shapes run eagerly.
 #pragma once
 
 #include <array>
@@ -21,10 +23,16 @@
 
 namespace pagoda {
 
-// What decides a decode step's launches: its sizes and the decode attention's split count.
+// What decides a decode step's launches and the offsets its kernels read the index buffer
+// at: its sizes and the decode attention's split count. n_drawn_rows: the logit rows drawn on
+// the device (the LM head's first rows; the rest stay in the logits buffer for the model to
+// read back after the step). A speculative verify step adds its token trees: `tree` (the
+// attention reads tree index arrays) and n_tree_slots (the trees' slot lists, sized by the
+// trees' row counts alone, whatever their branching).
 struct CudaGraphKey {
-  int64_t n_tokens = 0, n_logit = 0, n_decode = 0, n_draws = 0;
+  int64_t n_tokens = 0, n_logit = 0, n_decode = 0, n_draws = 0, n_drawn_rows = 0, n_tree_slots = 0;
   int n_splits = 0;
+  bool tree = false;
   bool greedy = false;  // every draw plain greedy: the LM head may run its fused argmax
   auto operator<=>(const CudaGraphKey&) const = default;
 };

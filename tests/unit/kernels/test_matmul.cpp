@@ -29,7 +29,7 @@ bool quantized(GgmlType t) { return ggml_type_info(t).block_size > 1; }
 
 std::vector<CpuIsa> isas() {
   std::vector<CpuIsa> v;
-  for (CpuIsa i : {CpuIsa::Scalar, CpuIsa::Avx2, CpuIsa::Avx512})
+  for (CpuIsa i : {CpuIsa::Scalar, CpuIsa::Avx2, CpuIsa::Avx512, CpuIsa::Amx})
     if (cpu_supports(i)) v.push_back(i);
   return v;
 }
@@ -75,7 +75,9 @@ std::vector<float> run(ThreadPool& pool, CpuIsa isa, const Problem& p, int64_t n
 //    comfortably for these k (the chains are at most k long; horizontal sums add log2 steps).
 //  * BF16 weights on the vdpbf16ps path (bf16_dot): x is rounded to bf16 (relative error at most
 //    2^-9 per element, the products are then exact), so the result can move by 2^-9 * sum|w x|.
-bool bf16_dot(GgmlType t, CpuIsa isa) { return t == GgmlType::BF16 && isa == CpuIsa::Avx512 && bf16_dot_products(); }
+bool bf16_dot(GgmlType t, CpuIsa isa) {
+  return t == GgmlType::BF16 && vector_isa(isa) == CpuIsa::Avx512 && bf16_dot_products();
+}
 
 void check_against_reference(const Problem& p, const std::vector<float>& out, const std::string& what,
                              bool x_in_bf16 = false) {
@@ -317,7 +319,7 @@ TEST_CASE("bad arguments are refused") {
 }
 
 TEST_CASE("ISA levels: names round-trip, the scalar level always runs") {
-  for (CpuIsa isa : {CpuIsa::Scalar, CpuIsa::Avx2, CpuIsa::Avx512}) {
+  for (CpuIsa isa : {CpuIsa::Scalar, CpuIsa::Avx2, CpuIsa::Avx512, CpuIsa::Amx}) {
     CpuIsa parsed = CpuIsa::Scalar;
     REQUIRE(parse_cpu_isa(cpu_isa_name(isa), parsed));
     CHECK(parsed == isa);
@@ -328,6 +330,16 @@ TEST_CASE("ISA levels: names round-trip, the scalar level always runs") {
   CHECK(cpu_supports(CpuIsa::Scalar));
   CHECK(cpu_supports(default_cpu_isa()));
   CHECK(static_cast<int>(default_cpu_isa()) <= static_cast<int>(best_cpu_isa()));
+  // Amx is the Avx512 level plus tiles: reached only with every piece of AMX, its vector kernels
+  // are Avx512's.
+  const CpuFeatures& f = cpu_features();
+  const bool tiles = f.amx_tile && f.amx_int8 && f.os_amx && f.amx_permitted;
+  CHECK(cpu_supports(CpuIsa::Amx) == (cpu_supports(CpuIsa::Avx512) && tiles));
+  CHECK(vector_isa(CpuIsa::Amx) == CpuIsa::Avx512);
+  CHECK(vector_isa(CpuIsa::Avx512) == CpuIsa::Avx512);
+  CHECK(vector_isa(CpuIsa::Avx2) == CpuIsa::Avx2);
+  // The OS's permission is only asked for where the CPU and the OS have the tile state.
+  if (!(f.amx_tile && f.os_amx)) CHECK_FALSE(f.amx_permitted);
 }
 
 TEST_CASE("SIMD activation quantization is bit-identical to the scalar definition") {

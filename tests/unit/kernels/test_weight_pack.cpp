@@ -153,6 +153,7 @@ TEST_CASE("decode packing: which types and shapes") {
   CHECK(decode_layout_for(CpuIsa::Avx512, GgmlType::Q4_K, 2048, 2048) == DecodeLayout::Rows16);
   CHECK(decode_layout_for(CpuIsa::Avx512, GgmlType::Q6_K, 2048, 5632) == DecodeLayout::Rows16);
   CHECK(decode_layout_for(CpuIsa::Avx2, GgmlType::Q8_0, 2048, 2048) == DecodeLayout::Tiles8);
+  CHECK(decode_layout_for(CpuIsa::Amx, GgmlType::Q8_0, 2048, 2048) == DecodeLayout::Rows16);  // Amx reads AVX-512's layout
   CHECK_FALSE(decode_layout_for(CpuIsa::Avx512, GgmlType::Q5_K, 2048, 2048).has_value());
   const std::vector<uint8_t> q(ggml_row_size(GgmlType::Q4_1, 256) * 16);
   CHECK_THROWS_AS(pack_for_decode(GgmlType::Q4_1, q.data(), 16, 256, nullptr, DecodeLayout::Rows16), std::invalid_argument);
@@ -161,7 +162,7 @@ TEST_CASE("decode packing: which types and shapes") {
 TEST_CASE("matmul on packed weights gives the GGML layout's bits at every level, n and split") {
   ThreadPool pool1(1), pool2(2), pool3(3);
   std::vector<CpuIsa> isas;
-  for (CpuIsa i : {CpuIsa::Scalar, CpuIsa::Avx2, CpuIsa::Avx512})
+  for (CpuIsa i : {CpuIsa::Scalar, CpuIsa::Avx2, CpuIsa::Avx512, CpuIsa::Amx})
     if (cpu_supports(i)) isas.push_back(i);
   for (auto [layout, t] : packable_layouts())
     for (int64_t rows : {16, 21, 40, 69})

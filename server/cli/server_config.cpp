@@ -105,7 +105,8 @@ const std::vector<Option>& options() {
           "mma|exact"),
       alias(OPT(threads, "CPU threads (0 = all cores)"), "-t"),
       OPT(cpu_decode_pack,
-          "CPU (AVX2 hosts): hold the quantized matrices in a decode layout, 1.2-8x faster decode; the copy "
+          "CPU: hold the quantized matrices (AVX2 hosts: all; AVX-512 hosts: Q8_0, Q4_0, IQ4_NL, Q4_K, Q6_K, IQ4_XS) "
+          "in a decode layout, 1.2-8x faster decode; the copy "
           "replaces the mapped file's pages in memory; auto: while the copies fit half of the available memory",
           "auto|on|off"),
       alias(OPT(max_seqs, "max sequences per step"), "--max-num-seqs|--parallel|-np"),

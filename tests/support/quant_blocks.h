@@ -45,4 +45,19 @@ inline std::vector<uint8_t> random_blocks(GgmlType t, int64_t rows, int64_t cols
   return w;
 }
 
+// rows x cols of quantized type t made by quantize_row from normal values, row o scaled by
+// 1 + o % 5: valid blocks of real-looking weights.
+inline std::vector<uint8_t> quantized_normal_rows(GgmlType t, int64_t rows, int64_t cols, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  const size_t row_bytes = ggml_row_size(t, cols);
+  std::vector<uint8_t> w(row_bytes * static_cast<size_t>(rows));
+  std::vector<float> tmp(static_cast<size_t>(cols));
+  for (int64_t o = 0; o < rows; ++o) {
+    for (auto& v : tmp) v = nd(rng) * (1.f + static_cast<float>(o % 5));
+    cpu::quantize_row(t, tmp.data(), w.data() + o * row_bytes, cols);
+  }
+  return w;
+}
+
 }  // namespace pagoda::test

@@ -40,17 +40,8 @@ bool k_quant(GgmlType t) { return ggml_type_info(t).block_size == 256; }
 // Weights: every bit pattern of the quants and sub-block scales with small f16 scales
 // (random_blocks), or quantized normal rows (valid blocks).
 std::vector<uint8_t> weights(GgmlType t, int64_t rows, int64_t cols, uint32_t seed, bool valid_blocks) {
-  if (!valid_blocks) return test::random_blocks(t, rows, cols, seed, fp32_to_fp16(0.01f));
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> nd(0.f, 1.f);
-  const size_t row_bytes = ggml_row_size(t, cols);
-  std::vector<uint8_t> w(row_bytes * static_cast<size_t>(rows));
-  std::vector<float> tmp(static_cast<size_t>(cols));
-  for (int64_t o = 0; o < rows; ++o) {
-    for (auto& v : tmp) v = nd(rng) * (1.f + static_cast<float>(o % 5));
-    quantize_row(t, tmp.data(), w.data() + o * row_bytes, cols);
-  }
-  return w;
+  return valid_blocks ? test::quantized_normal_rows(t, rows, cols, seed)
+                      : test::random_blocks(t, rows, cols, seed, fp32_to_fp16(0.01f));
 }
 
 std::vector<float> random_x(int64_t n, int64_t k, uint32_t seed) {

@@ -30,20 +30,14 @@ const GgmlType kPackable[] = {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, Gg
 const GgmlType kRows16Types[] = {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::IQ4_NL, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::IQ4_XS};
 
 std::vector<uint8_t> random_matrix(GgmlType t, int64_t rows, int64_t cols, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> nd(0.f, 1.f);
+  std::vector<uint8_t> w = test::quantized_normal_rows(t, rows, cols, seed);
   const size_t row_bytes = ggml_row_size(t, cols);
-  std::vector<uint8_t> w(row_bytes * static_cast<size_t>(rows));
-  std::vector<float> tmp(static_cast<size_t>(cols));
-  for (int64_t o = 0; o < rows; ++o) {
-    for (auto& v : tmp) v = nd(rng) * (1.f + static_cast<float>(o % 5));
-    quantize_row(t, tmp.data(), w.data() + o * row_bytes, cols);
-    // Q8_0 quantizes to [-127, 127], but a file may hold -128: one per block, the kernels' edge
-    // (|q| = 128 must be read unsigned).
-    if (t == GgmlType::Q8_0)
+  // Q8_0 quantizes to [-127, 127], but a file may hold -128: one per block, the kernels' edge
+  // (|q| = 128 must be read unsigned).
+  if (t == GgmlType::Q8_0)
+    for (int64_t o = 0; o < rows; ++o)
       for (int64_t b = 0; b < cols / 32; ++b)
         reinterpret_cast<BlockQ8_0*>(w.data() + o * row_bytes)[b].qs[(o + b) % 32] = -128;
-  }
   return w;
 }
 

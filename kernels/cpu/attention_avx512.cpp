@@ -254,34 +254,34 @@ inline void softmax_step(float* s, int nv, float& m, float* l, float& corr) {
   _mm512_storeu_ps(s, pv);
 }
 
-// One token's g query heads of one KV head go in blocks of 4, 2 and 1 heads: the scores (then
-// the softmax step) or the V sums of the block of rb heads from head j.
-// Rows read straight from a pool come in blocks of 4 only (see `direct` below): the other
-// block sizes are instantiated for the F32 rows of a tile alone, which keeps this file's
-// compile time down.
+// One token's g query heads of one KV head go in blocks of 4, 2 and 1 heads. with_block_heads
+// calls f(std::integral_constant<int, RB>{}) for the block of rb heads, RB = rb. Rows read
+// straight from a pool come in blocks of 4 only (see `direct` below): the other block sizes are
+// instantiated for the F32 rows of a tile alone, which keeps this file's compile time down.
+template <class Row, class F>
+inline void with_block_heads(int rb, F&& f) {
+  if constexpr (std::is_same_v<Row, RowF32>) {
+    if (rb == 4) f(std::integral_constant<int, 4>{});
+    else if (rb == 2) f(std::integral_constant<int, 2>{});
+    else f(std::integral_constant<int, 1>{});
+  } else {
+    f(std::integral_constant<int, 4>{});
+  }
+}
+
+// The scores (then the softmax step) of the block of rb heads from head j.
 template <int NC, class Row>
 inline void block_scores(int rb, const float* const* q, const uint8_t* const* rows, __mmask16 last, int nv,
                          float scale, float* s, float* m, float* l, float* corr) {
-  if constexpr (std::is_same_v<Row, RowF32>) {
-    if (rb == 4) tile_scores<NC, 4, Row>(q, rows, last, nv, scale, s);
-    else if (rb == 2) tile_scores<NC, 2, Row>(q, rows, last, nv, scale, s);
-    else tile_scores<NC, 1, Row>(q, rows, last, nv, scale, s);
-  } else {
-    tile_scores<NC, 4, Row>(q, rows, last, nv, scale, s);
-  }
+  with_block_heads<Row>(rb, [&](auto RB) { tile_scores<NC, decltype(RB)::value, Row>(q, rows, last, nv, scale, s); });
   for (int b = 0; b < rb; ++b) softmax_step(s + b * 16, nv, m[b], l + b * 16, corr[b]);
 }
 
+// The V sums of the block of rb heads from head j.
 template <int NC, class Row>
 inline void block_values(int rb, float* const* o, const float* p, const float* corr, const uint8_t* const* rows,
                          __mmask16 last, int nv) {
-  if constexpr (std::is_same_v<Row, RowF32>) {
-    if (rb == 4) tile_values<NC, 4, Row>(o, p, corr, rows, last, nv);
-    else if (rb == 2) tile_values<NC, 2, Row>(o, p, corr, rows, last, nv);
-    else tile_values<NC, 1, Row>(o, p, corr, rows, last, nv);
-  } else {
-    tile_values<NC, 4, Row>(o, p, corr, rows, last, nv);
-  }
+  with_block_heads<Row>(rb, [&](auto RB) { tile_values<NC, decltype(RB)::value, Row>(o, p, corr, rows, last, nv); });
 }
 
 inline int block_heads(int left) { return left >= 4 ? 4 : left >= 2 ? 2 : 1; }

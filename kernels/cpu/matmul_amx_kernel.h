@@ -62,7 +62,9 @@ void amx_quant_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
   Ops ops;
   ops.config(amx_tile_config(K));
   for_each_tile_chunk<T>(a, o_begin, o_end, block_rows, *tile,
-                         [&](const Tile& t, int64_t o0, int valid, int64_t b0, int nblk, int64_t r0, int64_t r1) {
+                         [&](const Tile& t, int64_t o0, int valid, int64_t b0, int nblk, int64_t r0, int64_t r1,
+                             const LinePrefetch& pf) {
+    pf.all();
     const __mmask16 m0 = lane_mask(valid), m1 = lane_mask(valid - 16);
     for (int64_t i = r0; i < r1; i += kGroupRows) {
       const int rows = static_cast<int>(std::min<int64_t>(kGroupRows, r1 - i));

@@ -145,12 +145,17 @@ void quant_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
   const int64_t l2_share = static_cast<int64_t>(cpu_caches().l2 / 2);
   const int64_t block_rows = std::max<int64_t>(kPanelRows, l2_share / panel_row_bytes / kPanelRows * kPanelRows);
   for_each_tile_chunk<T>(a, o_begin, o_end, block_rows, *tile,
-                         [&](const Tile& t, int64_t o0, int valid, int64_t b0, int nblk, int64_t r0, int64_t r1) {
+                         [&](const Tile& t, int64_t o0, int valid, int64_t b0, int nblk, int64_t r0, int64_t r1,
+                             const LinePrefetch& pf) {
     const __mmask16 m0 = lane_mask(valid), m1 = lane_mask(valid - 16);
     const PanelBlock* pan = reinterpret_cast<const PanelBlock*>(a.panel) + r0 / kPanelRows * nb + b0;
-    for (int64_t i = r0; i < r1; i += kPanelRows, pan += nb)
+    const int64_t groups = (r1 - r0 + kPanelRows - 1) / kPanelRows;
+    for (int64_t g = 0; g < groups; ++g, pan += nb) {
+      pf.part(g, groups);  // spread over the row groups' work
+      const int64_t i = r0 + g * kPanelRows;
       panel_kernel<T>(t, nblk, pan, static_cast<int>(std::min<int64_t>(kPanelRows, r1 - i)),
                       a.out + i * a.out_features + o0, a.out_features, m0, m1, b0 == 0);
+    }
   });
 }
 }  // namespace

@@ -220,39 +220,53 @@ void fill_tile_rows16(Tile& tile, const MatmulArgs& a, int64_t o0, int valid, in
   }
 }
 
+// A range of cache lines to prefetch into L2 while a tile computes, issued in parts so that no
+// burst of prefetches fills the core's miss queues at once (a burst of a whole quarter tile per
+// K chunk stalled the prefetching loop itself, and the tile's decode then still waited on loads).
+struct LinePrefetch {
+  const char* base = nullptr;
+  int64_t lines = 0;
+  // Part i of `parts` (about lines / parts lines).
+  void part(int64_t i, int64_t parts) const {
+    for (int64_t l = lines * i / parts; l < lines * (i + 1) / parts; ++l) _mm_prefetch(base + 64 * l, _MM_HINT_T1);
+  }
+  void all() const { part(0, 1); }
+};
+
 // The loop both prefill kernels run for outputs [o_begin, o_end) (o_begin a multiple of 16):
 // rows in blocks of block_rows; per block, tiles of kLanes outputs; per tile, K chunks of kChunk
-// blocks: prefetch a slice of the next tile's weights, decode the chunk into `tile`, then
-// compute(tile, o0, valid, b0, nblk, r0, r1) runs rows [r0, r1) against it (valid: outputs of
-// the tile that exist; b0 == 0 is the first chunk). Each row block decodes the tiles again,
-// which costs little next to its dot products.
+// blocks: decode the chunk into `tile`, then compute(tile, o0, valid, b0, nblk, r0, r1, pf) runs
+// rows [r0, r1) against it (valid: outputs of the tile that exist; b0 == 0 is the first chunk)
+// and issues pf, this chunk's share of the weights of the tile this thread decodes next (the
+// next tile of the range; after the last, the first tile again for the next row block, or the
+// tile past o_end, which a thread's next task usually starts with). Each row block decodes the
+// tiles again, which costs little next to its dot products.
 template <GgmlType T, class Compute>
 void for_each_tile_chunk(const MatmulArgs& a, int64_t o_begin, int64_t o_end, int64_t block_rows, Tile& tile,
                          Compute&& compute) {
   const int64_t nb = a.k / 32;
+  const int64_t n_chunks = (nb + kChunk - 1) / kChunk;
   for (int64_t r0 = 0; r0 < a.n; r0 += block_rows) {
     const int64_t r1 = std::min(a.n, r0 + block_rows);
     for (int64_t o0 = o_begin; o0 < o_end; o0 += kLanes) {
       const int valid = static_cast<int>(std::min<int64_t>(kLanes, o_end - o0));
-      // The next tile's weights are one contiguous range; prefetching a slice of it with each
-      // chunk keeps memory busy while this tile computes.
-      const char* next = reinterpret_cast<const char*>(a.w + (o0 + kLanes) * a.row_bytes);
-      const int64_t next_lines = o0 + 2 * kLanes <= o_end ? kLanes * static_cast<int64_t>(a.row_bytes) / 64
-                                 : o0 + kLanes < o_end    ? (o_end - o0 - kLanes) * static_cast<int64_t>(a.row_bytes) / 64
-                                                          : 0;
-      const int64_t n_chunks = (nb + kChunk - 1) / kChunk;
+      // The next tile's weights are one contiguous range, in either layout.
+      const int64_t next = o0 + kLanes < o_end ? o0 + kLanes : r1 < a.n ? o_begin : o_end;
+      const int64_t next_rows = std::clamp<int64_t>(
+          std::min(next + kLanes, next < o_end ? o_end : a.out_features) - next, 0, kLanes);
+      const char* next_w = reinterpret_cast<const char*>(a.w + next * a.row_bytes);
+      const int64_t next_lines = next_rows * static_cast<int64_t>(a.row_bytes) / 64;
       for (int64_t b0 = 0; b0 < nb; b0 += kChunk) {
         const int nblk = static_cast<int>(std::min<int64_t>(kChunk, nb - b0));
         const int64_t c = b0 / kChunk;
-        for (int64_t l = next_lines * c / n_chunks; l < next_lines * (c + 1) / n_chunks; ++l)
-          _mm_prefetch(next + 64 * l, _MM_HINT_T1);
+        const int64_t l0 = next_lines * c / n_chunks, l1 = next_lines * (c + 1) / n_chunks;
         if constexpr (rows16_type(T)) {
           if (a.packed) fill_tile_rows16<T>(tile, a, o0, valid, b0, nblk);
           else fill_tile<T>(tile, a, o0, valid, b0, nblk);
         } else {
           fill_tile<T>(tile, a, o0, valid, b0, nblk);
         }
-        compute(static_cast<const Tile&>(tile), o0, valid, b0, nblk, r0, r1);
+        compute(static_cast<const Tile&>(tile), o0, valid, b0, nblk, r0, r1, LinePrefetch{next_w + 64 * l0, l1 - l0});
       }
     }
   }

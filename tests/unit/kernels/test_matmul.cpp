@@ -209,16 +209,17 @@ TEST_CASE("batch and thread invariance: a row's result is bit-identical whatever
   }
 }
 
-TEST_CASE("prefill rows split into L2-sized blocks give the decode path's bits") {
-  // in = 8192: the AVX-512 prefill kernel takes its rows in blocks of fewer than 130 on any L2
-  // up to 4 MiB, so blocks and a partial last row group are crossed.
+TEST_CASE("prefill rows split into cache-sized blocks give the decode path's bits") {
+  // in = 8192, 301 rows: the AVX-512 prefill kernel's row blocks hold at most 4 MiB of activation
+  // panels (16 KiB a row here), the AVX2 one's fit in half of L2 (on any L2 up to 4 MiB), so
+  // both cross blocks, and a partial last row group.
   ThreadPool pool(2);
   for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K}) {
-    const Problem p = make_problem(t, 40, 8192, 130, 11);
+    const Problem p = make_problem(t, 40, 8192, 301, 11);
     for (CpuIsa isa : isas()) {
       INFO(name(t, isa, p.out, p.in, p.n));
       const auto all = run(pool, isa, p, p.n, p.x.data());
-      for (int64_t i : {0, 63, 64, 100, 129}) {
+      for (int64_t i : {0, 63, 64, 100, 129, 150, 151, 152, 300}) {
         const auto one = run(pool, isa, p, 1, p.x.data() + i * p.in);
         REQUIRE(std::memcmp(one.data(), all.data() + i * p.out, p.out * 4) == 0);
       }

@@ -171,19 +171,39 @@ void quant_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
 
 void pack_activation_panels_avx512(GgmlType t, const QuantActs& acts, int64_t n, int64_t g_begin, int64_t g_end,
                                    uint8_t* panel) {
+  static_assert(kPanelRows == 4, "one zmm holds dwords 0-3 (4-7) of the group's 4 rows");
   const int64_t nb = acts.k / 32;
   const int off = weight_offset(t);
   const bool halves = half_scales(t), min_halves = half_mins(t);
   PanelBlock* out = reinterpret_cast<PanelBlock*>(panel);
+  // Rows 0-1 of a block in one zmm (dword 8r + d: dword d of row r), rows 2-3 in another; these
+  // pick dword d of row r into lane 4d + r (d < 4), and d + 4 likewise.
+  const __m512i lo = _mm512_setr_epi32(0, 8, 16, 24, 1, 9, 17, 25, 2, 10, 18, 26, 3, 11, 19, 27);
+  const __m512i hi = _mm512_add_epi32(lo, _mm512_set1_epi32(4));
   for (int64_t g = g_begin; g < g_end; ++g) {
+    const int64_t i0 = g * kPanelRows;
+    const int rows = static_cast<int>(std::min<int64_t>(kPanelRows, n - i0));
+    const __mmask8 first = rows >= 2 ? 0xFF : 0x0F, second = rows >= 4 ? 0xFF : rows == 3 ? 0x0F : 0x00;
+    // Rows past n read as the last row (any bytes would do: their lanes are masked off below).
+    const int8_t* q[kPanelRows];
+    for (int r = 0; r < kPanelRows; ++r) q[r] = acts.row_q(i0 + std::min(r, rows - 1));
     for (int64_t b = 0; b < nb; ++b) {
       PanelBlock& p = out[g * nb + b];
-      std::memset(&p, 0, sizeof(p));
+      auto pair = [&](int r, __mmask8 m) {
+        const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q[r] + 32 * b));
+        const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q[r + 1] + 32 * b));
+        return _mm512_maskz_mov_epi64(m, _mm512_inserti64x4(_mm512_castsi256_si512(a), c, 1));
+      };
+      const __m512i r01 = pair(0, first), r23 = pair(2, second);
+      _mm512_storeu_si512(&p.q[0][0], _mm512_permutex2var_epi32(r01, lo, r23));
+      _mm512_storeu_si512(&p.q[4][0], _mm512_permutex2var_epi32(r01, hi, r23));
       for (int r = 0; r < kPanelRows; ++r) {
-        const int64_t i = g * kPanelRows + r;
-        if (i >= n) break;
-        const int8_t* q = acts.row_q(i) + 32 * b;
-        for (int d = 0; d < 8; ++d) std::memcpy(&p.q[d][r], q + 4 * d, 4);
+        if (r >= rows) {
+          p.seed[0][r] = p.seed[1][r] = 0;
+          p.dx[r] = p.xsum[0][r] = p.xsum[1][r] = 0.f;
+          continue;
+        }
+        const int64_t i = i0 + r;
         const int xs0 = acts.row_s(i)[2 * b], xs1 = acts.row_s(i)[2 * b + 1];
         p.seed[0][r] = halves ? -off * xs0 : -off * (xs0 + xs1);
         p.seed[1][r] = halves ? -off * xs1 : 0;

@@ -256,9 +256,15 @@ void run_matmul(ThreadPool& pool, CpuIsa isa, detail::RangeKernel tiles, GgmlTyp
         quantize_row(x + i * in_features, in_features, q + i * in_features, d + i * (in_features / 32),
                      s + i * (in_features / 16));
     };
-    // A few rows take a microsecond or two: not worth waking the other threads for.
-    if (n * in_features <= 16384) quantize_rows(0, n, 0);
-    else pool.parallel_for(n, quantize_rows);
+    // The AVX-512 prefill kernel reads only the activation panels: each group of rows is
+    // quantized straight into its panel (quantize_activation_panels_avx512), one pass over the
+    // rows instead of two with a pool barrier between them.
+    const bool panels = isa == CpuIsa::Avx512 && n > detail::kFewRowsMax && !on_tiles;
+    if (!panels) {
+      // A few rows take a microsecond or two: not worth waking the other threads for.
+      if (n * in_features <= 16384) quantize_rows(0, n, 0);
+      else pool.parallel_for(n, quantize_rows);
+    }
     std::memset(q + n * in_features, 0, static_cast<size_t>((q_rows - n) * in_features));
     if (decode) detail::prepare_decode_terms(wtype, a.acts, n);
     if (isa == CpuIsa::Avx512 && packed && decode) {
@@ -266,12 +272,12 @@ void run_matmul(ThreadPool& pool, CpuIsa isa, detail::RangeKernel tiles, GgmlTyp
       detail::pack_rows16_decode_panel(wtype, a.acts, n, panel);
       a.decode_panel = panel;
     }
-    if (isa == CpuIsa::Avx512 && n > detail::kFewRowsMax && !on_tiles) {
+    if (panels) {
       uint8_t* panel = scratch.panel.get(static_cast<size_t>(detail::activation_panel_bytes(n, in_features)));
       a.panel = panel;
       const int64_t groups = (n + detail::kPanelRows - 1) / detail::kPanelRows;
       pool.parallel_for(groups, [&](int64_t b, int64_t e, int) {
-        detail::pack_activation_panels_avx512(wtype, a.acts, n, b, e, panel);
+        detail::quantize_activation_panels_avx512(wtype, x, in_features, n, b, e, panel);
       });
     }
   }

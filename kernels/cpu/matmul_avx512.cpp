@@ -169,52 +169,6 @@ void quant_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
 }
 }  // namespace
 
-void pack_activation_panels_avx512(GgmlType t, const QuantActs& acts, int64_t n, int64_t g_begin, int64_t g_end,
-                                   uint8_t* panel) {
-  static_assert(kPanelRows == 4, "one zmm holds dwords 0-3 (4-7) of the group's 4 rows");
-  const int64_t nb = acts.k / 32;
-  const int off = weight_offset(t);
-  const bool halves = half_scales(t), min_halves = half_mins(t);
-  PanelBlock* out = reinterpret_cast<PanelBlock*>(panel);
-  // Rows 0-1 of a block in one zmm (dword 8r + d: dword d of row r), rows 2-3 in another; these
-  // pick dword d of row r into lane 4d + r (d < 4), and d + 4 likewise.
-  const __m512i lo = _mm512_setr_epi32(0, 8, 16, 24, 1, 9, 17, 25, 2, 10, 18, 26, 3, 11, 19, 27);
-  const __m512i hi = _mm512_add_epi32(lo, _mm512_set1_epi32(4));
-  for (int64_t g = g_begin; g < g_end; ++g) {
-    const int64_t i0 = g * kPanelRows;
-    const int rows = static_cast<int>(std::min<int64_t>(kPanelRows, n - i0));
-    const __mmask8 first = rows >= 2 ? 0xFF : 0x0F, second = rows >= 4 ? 0xFF : rows == 3 ? 0x0F : 0x00;
-    // Rows past n read as the last row (any bytes would do: their lanes are masked off below).
-    const int8_t* q[kPanelRows];
-    for (int r = 0; r < kPanelRows; ++r) q[r] = acts.row_q(i0 + std::min(r, rows - 1));
-    for (int64_t b = 0; b < nb; ++b) {
-      PanelBlock& p = out[g * nb + b];
-      auto pair = [&](int r, __mmask8 m) {
-        const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q[r] + 32 * b));
-        const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q[r + 1] + 32 * b));
-        return _mm512_maskz_mov_epi64(m, _mm512_inserti64x4(_mm512_castsi256_si512(a), c, 1));
-      };
-      const __m512i r01 = pair(0, first), r23 = pair(2, second);
-      _mm512_storeu_si512(&p.q[0][0], _mm512_permutex2var_epi32(r01, lo, r23));
-      _mm512_storeu_si512(&p.q[4][0], _mm512_permutex2var_epi32(r01, hi, r23));
-      for (int r = 0; r < kPanelRows; ++r) {
-        if (r >= rows) {
-          p.seed[0][r] = p.seed[1][r] = 0;
-          p.dx[r] = p.xsum[0][r] = p.xsum[1][r] = 0.f;
-          continue;
-        }
-        const int64_t i = i0 + r;
-        const int xs0 = acts.row_s(i)[2 * b], xs1 = acts.row_s(i)[2 * b + 1];
-        p.seed[0][r] = halves ? -off * xs0 : -off * (xs0 + xs1);
-        p.seed[1][r] = halves ? -off * xs1 : 0;
-        p.dx[r] = acts.row_d(i)[b];
-        p.xsum[0][r] = static_cast<float>(min_halves ? xs0 : xs0 + xs1);
-        p.xsum[1][r] = static_cast<float>(min_halves ? xs1 : 0);
-      }
-    }
-  }
-}
-
 // Same results as quantize_activation_row, bit for bit: the block max is exact, the scale and
 // its inverse are the same single IEEE operations, vcvtps2dq rounds to nearest even like
 // nearbyint, and the sums are exact integers.
@@ -233,6 +187,75 @@ void quantize_activation_row_avx512(const float* x, int64_t k, int8_t* q, float*
     _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 32 * b + 16), _mm512_cvtepi32_epi8(q1));
     s[2 * b] = static_cast<int16_t>(_mm512_reduce_add_epi32(q0));
     s[2 * b + 1] = static_cast<int16_t>(_mm512_reduce_add_epi32(q1));
+  }
+}
+
+namespace {
+// Packs rows [i0, i0 + rows) of acts (rows <= kPanelRows; the group's lanes past `rows` get
+// zeros) into the group's nb panel blocks at out.
+void pack_group(GgmlType t, const QuantActs& acts, int64_t i0, int rows, PanelBlock* out) {
+  static_assert(kPanelRows == 4, "one zmm holds dwords 0-3 (4-7) of the group's 4 rows");
+  const int64_t nb = acts.k / 32;
+  const int off = weight_offset(t);
+  const bool halves = half_scales(t), min_halves = half_mins(t);
+  // Rows 0-1 of a block in one zmm (dword 8r + d: dword d of row r), rows 2-3 in another; these
+  // pick dword d of row r into lane 4d + r (d < 4), and d + 4 likewise.
+  const __m512i lo = _mm512_setr_epi32(0, 8, 16, 24, 1, 9, 17, 25, 2, 10, 18, 26, 3, 11, 19, 27);
+  const __m512i hi = _mm512_add_epi32(lo, _mm512_set1_epi32(4));
+  const __mmask8 first = rows >= 2 ? 0xFF : 0x0F, second = rows >= 4 ? 0xFF : rows == 3 ? 0x0F : 0x00;
+  // Rows past `rows` read as the last row (any bytes would do: their lanes are masked off).
+  const int8_t* q[kPanelRows];
+  for (int r = 0; r < kPanelRows; ++r) q[r] = acts.row_q(i0 + std::min(r, rows - 1));
+  for (int64_t b = 0; b < nb; ++b) {
+    PanelBlock& p = out[b];
+    auto pair = [&](int r, __mmask8 m) {
+      const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q[r] + 32 * b));
+      const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q[r + 1] + 32 * b));
+      return _mm512_maskz_mov_epi64(m, _mm512_inserti64x4(_mm512_castsi256_si512(a), c, 1));
+    };
+    const __m512i r01 = pair(0, first), r23 = pair(2, second);
+    _mm512_storeu_si512(&p.q[0][0], _mm512_permutex2var_epi32(r01, lo, r23));
+    _mm512_storeu_si512(&p.q[4][0], _mm512_permutex2var_epi32(r01, hi, r23));
+    // The per-row terms of the 4 rows at once: (xs0, xs1) as one dword per row.
+    int32_t pairs[kPanelRows];
+    float dx[kPanelRows];
+    for (int r = 0; r < kPanelRows; ++r) {
+      std::memcpy(&pairs[r], acts.row_s(i0 + std::min(r, rows - 1)) + 2 * b, 4);
+      dx[r] = acts.row_d(i0 + std::min(r, rows - 1))[b];
+    }
+    const __mmask8 valid = static_cast<__mmask8>((1u << rows) - 1);
+    const __m128i xs = _mm_loadu_si128(reinterpret_cast<const __m128i*>(pairs));
+    const __m128i xs0 = _mm_srai_epi32(_mm_slli_epi32(xs, 16), 16), xs1 = _mm_srai_epi32(xs, 16);
+    const __m128i sum = _mm_add_epi32(xs0, xs1), neg_off = _mm_set1_epi32(-off), zero = _mm_setzero_si128();
+    const __m128i seed0 = _mm_mullo_epi32(neg_off, halves ? xs0 : sum), seed1 = halves ? _mm_mullo_epi32(neg_off, xs1) : zero;
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p.seed[0]), _mm_maskz_mov_epi32(valid, seed0));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p.seed[1]), _mm_maskz_mov_epi32(valid, seed1));
+    _mm_storeu_ps(p.dx, _mm_maskz_mov_ps(valid, _mm_loadu_ps(dx)));
+    _mm_storeu_ps(p.xsum[0], _mm_maskz_mov_ps(valid, _mm_cvtepi32_ps(min_halves ? xs0 : sum)));
+    _mm_storeu_ps(p.xsum[1], _mm_maskz_mov_ps(valid, min_halves ? _mm_cvtepi32_ps(xs1) : _mm_setzero_ps()));
+  }
+}
+}  // namespace
+
+void quantize_activation_panels_avx512(GgmlType t, const float* x, int64_t k, int64_t n, int64_t g_begin,
+                                       int64_t g_end, uint8_t* panel) {
+  // One group's rows quantized at a time, into a buffer that stays in L1/L2 until packed.
+  const int64_t nb = k / 32;
+  std::unique_ptr<uint8_t[]> buf(new uint8_t[static_cast<size_t>(kPanelRows * (k + nb * 4 + nb * 4))]);
+  QuantActs acts;
+  acts.q = reinterpret_cast<int8_t*>(buf.get());
+  acts.d = reinterpret_cast<float*>(buf.get() + kPanelRows * k);
+  acts.s = reinterpret_cast<int16_t*>(buf.get() + kPanelRows * (k + nb * 4));
+  acts.k = k;
+  auto* q = const_cast<int8_t*>(acts.q);
+  auto* d = const_cast<float*>(acts.d);
+  auto* s = const_cast<int16_t*>(acts.s);
+  PanelBlock* out = reinterpret_cast<PanelBlock*>(panel);
+  for (int64_t g = g_begin; g < g_end; ++g) {
+    const int rows = static_cast<int>(std::min<int64_t>(kPanelRows, n - g * kPanelRows));
+    for (int r = 0; r < rows; ++r)
+      quantize_activation_row_avx512(x + (g * kPanelRows + r) * k, k, q + r * k, d + r * nb, s + r * 2 * nb);
+    pack_group(t, acts, 0, rows, out + g * nb);
   }
 }
 

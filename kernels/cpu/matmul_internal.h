@@ -80,7 +80,7 @@ struct MatmulArgs {
   const uint16_t* xb = nullptr;
   int64_t xb_k = 0;
   // Quantized activations re-laid for the AVX-512 prefill micro-kernel (n > kFewRowsMax):
-  // see pack_activation_panels_avx512.
+  // see quantize_activation_panels_avx512.
   const uint8_t* panel = nullptr;
   // w is in the decode layout (weight_pack.h) of the level that runs: Tiles8 at AVX2 (the decode
   // kernels read it directly, matmul_packed_avx2, the prefill tile through
@@ -126,9 +126,10 @@ constexpr int64_t kPanelBlockBytes = 256;
 inline int64_t activation_panel_bytes(int64_t n, int64_t k) {
   return (n + kPanelRows - 1) / kPanelRows * (k / 32) * kPanelBlockBytes;
 }
-// Packs row groups [g_begin, g_end) of acts (n rows) for weight type t.
-void pack_activation_panels_avx512(GgmlType t, const QuantActs& acts, int64_t n, int64_t g_begin, int64_t g_end,
-                                   uint8_t* panel);
+// Quantizes the rows of row groups [g_begin, g_end) of x (n rows of k) as
+// quantize_activation_row_avx512 does and packs them for weight type t.
+void quantize_activation_panels_avx512(GgmlType t, const float* x, int64_t k, int64_t n, int64_t g_begin,
+                                       int64_t g_end, uint8_t* panel);
 
 void matmul_range_scalar(const MatmulArgs& a, int64_t o_begin, int64_t o_end);
 void matmul_range_avx2(const MatmulArgs& a, int64_t o_begin, int64_t o_end);

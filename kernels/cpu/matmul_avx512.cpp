@@ -9,8 +9,9 @@
 // lane ends a block holding exactly the pair's integer sum: no horizontal reductions at all, and
 // the float epilogue per block is the same sequence as accumulate_block (matmul_internal.h).
 // The decoded tile is reused by every activation row (4 rows per micro-kernel call, read from
-// panels packed once per call, see PanelBlock), which is what makes prefill compute-bound
-// instead of memory-bound; rows go in blocks sized from the L2 read at run time. Batches of at most kFewRowsMax rows
+// panels that each group of rows is quantized into once per call, see PanelBlock), which is
+// what makes prefill compute-bound instead of memory-bound; rows go in blocks sized from the
+// caches read at run time (quant_range says why from L3). Batches of at most kFewRowsMax rows
 // (decode) go to matmul_rows_avx512.cpp instead, which streams the GGML blocks directly.
 //
 // Float weights (F32/F16/BF16) use matmul_float_simd.h's kernel at 16 lanes, except BF16 on CPUs

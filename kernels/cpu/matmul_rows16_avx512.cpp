@@ -108,13 +108,23 @@ inline void unit_scales(const uint8_t* unit, UnitScales<T>& sc) {
   }
 }
 
-// Q6_K: register c of block 4h + p (p < 4) from register c of ql chunk 2h + p % 2 and of qh chunk
-// h: the low nibbles (p < 2) or high nibbles of ql as bits 0-3, bits 2p, 2p + 1 of qh as bits 4-5.
-inline __m512i q6k_register(__m512i ql, __m512i qh, int p) {
-  const __m512i lo = p >> 1 ? _mm512_srli_epi16(ql, 4) : ql;
-  const __m512i hi = p < 2 ? _mm512_slli_epi16(qh, 4 - 2 * p) : p == 2 ? qh : _mm512_srli_epi16(qh, 2);
-  // (lo & 15) | (hi & 0x30); the 16-bit shifts' bits from the neighbouring byte are masked off.
-  return _mm512_ternarylogic_epi32(lo, _mm512_set1_epi8(0x0F), _mm512_and_si512(hi, _mm512_set1_epi8(0x30)), 0xEA);
+// Q6_K: register c of block 4h + p from the triple (h, c) at abc (weight_pack.h). The 16-bit
+// shifts bring in bits of the neighbouring byte where the masks drop them.
+template <int P>
+inline __m512i q6k_register(const uint8_t* abc) {
+  const auto bytes = [](int v) { return _mm512_set1_epi8(static_cast<char>(v)); };
+  if constexpr (P == 0) return _mm512_and_si512(load64(abc), bytes(0x3F));  // A & 63
+  if constexpr (P == 1)                                                       // (B & 15) | (A >> 6) << 4
+    return _mm512_ternarylogic_epi32(load64(abc + 64), bytes(0x0F), _mm512_and_si512(_mm512_srli_epi16(load64(abc), 2), bytes(0x30)), 0xEA);
+  if constexpr (P == 2) return _mm512_and_si512(_mm512_srli_epi16(load64(abc + 128), 2), bytes(0x3F));  // C >> 2
+  if constexpr (P == 3)                                                                                  // (C & 3) | (B >> 4) << 2
+    return _mm512_ternarylogic_epi32(load64(abc + 128), bytes(0x03), _mm512_and_si512(_mm512_srli_epi16(load64(abc + 64), 2), bytes(0x3C)), 0xEA);
+}
+
+// Q6_K: block 4h + P's 8 registers.
+template <int P>
+inline void q6k_block(const uint8_t* unit, int h, __m512i w[8]) {
+  for (int c = 0; c < 8; ++c) w[c] = q6k_register<P>(unit + kRows16Q6KTripleBytes * (8 * h + c));
 }
 
 // Block j of a unit as 8 registers of unsigned bytes (decode_block32's u): register c holds
@@ -135,15 +145,20 @@ inline void unit_block(const uint8_t* unit, int j, __m512i w[8]) {
     }
     return;
   }
+  if constexpr (T == GgmlType::Q6_K) {
+    switch (j % 4) {
+      case 0: return q6k_block<0>(unit, j / 4, w);
+      case 1: return q6k_block<1>(unit, j / 4, w);
+      case 2: return q6k_block<2>(unit, j / 4, w);
+      default: return q6k_block<3>(unit, j / 4, w);
+    }
+  }
   for (int c = 0; c < 8; ++c) {
     if constexpr (T == GgmlType::Q8_0) {
       w[c] = load64(unit + 512 * j + 64 * c);
     } else if constexpr (T == GgmlType::Q4_K) {
       const __m512i raw = load64(unit + 512 * (j / 2) + 64 * c);
       w[c] = _mm512_and_si512(j % 2 ? _mm512_srli_epi16(raw, 4) : raw, m4);
-    } else {
-      const int h = j / 4, p = j % 4;
-      w[c] = q6k_register(load64(unit + 512 * (2 * h + (p & 1)) + 64 * c), load64(unit + kRows16Q6KQhOffset + 512 * h + 64 * c), p);
     }
   }
 }
@@ -175,29 +190,23 @@ inline __m512 block_epilogue(__m512 acc, __m512i isum, __m512i isum1, const Unit
 // the 4 blocks' 2 x R integer chains and their registers then still fit the 32 zmm.
 constexpr int kQ6KQuadRows = 2;
 
-// The integer sums of Q6_K blocks 4h..4h+3 of a unit for R activation rows (x: block 4h's panel
-// rows, x_step from one block to the next): each register of the ql chunks 2h, 2h + 1 and the qh
-// chunk h is loaded once for the 4 blocks it holds bits of (block by block, each ql register was
-// loaded twice and each qh register four times, and the loads bounded the kernel), and unpacked
-// by q6k_register. sums[p][r][0] and [1]: block 4h + p's elements 0..15 and 16..31 for row r.
+// The integer sums of Q6_K blocks 4h..4h+3 of a unit for all R activation rows of the panel (x:
+// block 4h's rows), the triples (h, c) read once for the 4 blocks. sums[p][r][0] and [1]: block
+// 4h + p's elements 0..15 and 16..31 for row r.
 template <int R>
-inline void q6k_quad_sums(const uint8_t* unit, int h, const uint8_t* x, int64_t x_step, __m512i (&sums)[4][R][2]) {
+inline void q6k_quad_sums(const uint8_t* unit, int h, const uint8_t* x, __m512i (&sums)[4][R][2]) {
   const int32_t* xr[4][R];
   for (int p = 0; p < 4; ++p)
     for (int r = 0; r < R; ++r) {
-      xr[p][r] = reinterpret_cast<const int32_t*>(x + p * x_step + r * kRows16PanelBytes);
+      xr[p][r] = reinterpret_cast<const int32_t*>(x + (p * R + r) * kRows16PanelBytes);
       sums[p][r][0] = seed(xr[p][r], kSeed0), sums[p][r][1] = seed(xr[p][r], kSeed1);
     }
-  const uint8_t* ql = unit + 512 * (2 * h);
-  const uint8_t* qh = unit + kRows16Q6KQhOffset + 512 * h;
 #pragma GCC unroll 8
   for (int c = 0; c < 8; ++c) {
-    const __m512i l0 = load64(ql + 64 * c), l1 = load64(ql + 512 + 64 * c), hb = load64(qh + 64 * c);
-#pragma GCC unroll 4
-    for (int p = 0; p < 4; ++p) {
-      const __m512i w = q6k_register(p & 1 ? l1 : l0, hb, p);
-      for (int r = 0; r < R; ++r) sums[p][r][c / 4] = _mm512_dpbusd_epi32(sums[p][r][c / 4], w, _mm512_set1_epi32(xr[p][r][c]));
-    }
+    const uint8_t* abc = unit + kRows16Q6KTripleBytes * (8 * h + c);
+    const __m512i w[4] = {q6k_register<0>(abc), q6k_register<1>(abc), q6k_register<2>(abc), q6k_register<3>(abc)};
+    for (int p = 0; p < 4; ++p)
+      for (int r = 0; r < R; ++r) sums[p][r][c / 4] = _mm512_dpbusd_epi32(sums[p][r][c / 4], w[p], _mm512_set1_epi32(xr[p][r][c]));
   }
 }
 
@@ -226,17 +235,19 @@ void rows16_kernel(const MatmulArgs& a, const uint8_t* group, int64_t i0, float*
     const uint8_t* unit = group + u * rows16_unit_bytes(T);
     unit_scales<T>(unit, sc);
     if constexpr (T == GgmlType::Q6_K && R <= kQ6KQuadRows) {
+      if (a.n == R) {  // the panel's rows are these R (always, for the n <= kRows16Pass sent here)
 #pragma GCC unroll 1
-      for (int h = 0; h < 2; ++h, x += 4 * x_step) {
-        prefetch_blocks(4);
-        __m512i sums[4][R][2];
-        q6k_quad_sums<R>(unit, h, x, x_step, sums);
-        for (int p = 0; p < 4; ++p)
-          for (int r = 0; r < R; ++r)
-            acc[r] = block_epilogue<T>(acc[r], sums[p][r][0], sums[p][r][1], sc, 4 * h + p,
-                                       reinterpret_cast<const int32_t*>(x + p * x_step + r * kRows16PanelBytes));
+        for (int h = 0; h < 2; ++h, x += 4 * R * kRows16PanelBytes) {
+          prefetch_blocks(4);
+          __m512i sums[4][R][2];
+          q6k_quad_sums<R>(unit, h, x, sums);
+          for (int p = 0; p < 4; ++p)
+            for (int r = 0; r < R; ++r)
+              acc[r] = block_epilogue<T>(acc[r], sums[p][r][0], sums[p][r][1], sc, 4 * h + p,
+                                         reinterpret_cast<const int32_t*>(x + (p * R + r) * kRows16PanelBytes));
+        }
+        continue;
       }
-      continue;
     }
     // Not unrolled: unrolled over the unit's blocks, GCC 12 kept the 16 accumulators on the stack.
 #pragma GCC unroll 1

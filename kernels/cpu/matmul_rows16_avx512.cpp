@@ -9,7 +9,8 @@
 // 8 registers (unpacked by shifts and masks for the 4- and 6-bit types) go through vpdpbusd
 // against the activation dwords broadcast from the decode panel (pack_rows16_decode_panel), each
 // chain seeded with -offset * (sum of x) over its span, so lane l ends the block with row l's
-// exact integer sum: no reduction, no per-row pointers. The float epilogue is accumulate_block's
+// exact integer sum: no reduction, no per-row pointers (Q6_K at 1-2 rows takes the 4 blocks of a
+// register triple together, reading each weight byte once). The float epilogue is accumulate_block's
 // (matmul_internal.h) in the same order, with the scales of block_scales decoded once per unit
 // for the 16 rows, so results are bit-identical to the scalar reference and the other paths.
 // Assumes a.packed, a.decode_panel made for a.n rows, and a.k a multiple of the type's unit.

@@ -9,7 +9,8 @@
 // 8 registers (unpacked by shifts and masks for the 4- and 6-bit types) go through vpdpbusd
 // against the activation dwords broadcast from the decode panel (pack_rows16_decode_panel), each
 // chain seeded with -offset * (sum of x) over its span, so lane l ends the block with row l's
-// exact integer sum: no reduction, no per-row pointers. The float epilogue is accumulate_block's
+// exact integer sum: no reduction, no per-row pointers (Q6_K at 1-2 rows takes the 4 blocks of a
+// register triple together, reading each weight byte once). The float epilogue is accumulate_block's
 // (matmul_internal.h) in the same order, with the scales of block_scales decoded once per unit
 // for the 16 rows, so results are bit-identical to the scalar reference and the other paths.
 // Assumes a.packed, a.decode_panel made for a.n rows, and a.k a multiple of the type's unit.
@@ -108,6 +109,25 @@ inline void unit_scales(const uint8_t* unit, UnitScales<T>& sc) {
   }
 }
 
+// Q6_K: register c of block 4h + p from the triple (h, c) at abc (weight_pack.h). The 16-bit
+// shifts bring in bits of the neighbouring byte where the masks drop them.
+template <int P>
+inline __m512i q6k_register(const uint8_t* abc) {
+  const auto bytes = [](int v) { return _mm512_set1_epi8(static_cast<char>(v)); };
+  if constexpr (P == 0) return _mm512_and_si512(load64(abc), bytes(0x3F));  // A & 63
+  if constexpr (P == 1)                                                       // (B & 15) | (A >> 6) << 4
+    return _mm512_ternarylogic_epi32(load64(abc + 64), bytes(0x0F), _mm512_and_si512(_mm512_srli_epi16(load64(abc), 2), bytes(0x30)), 0xEA);
+  if constexpr (P == 2) return _mm512_and_si512(_mm512_srli_epi16(load64(abc + 128), 2), bytes(0x3F));  // C >> 2
+  if constexpr (P == 3)                                                                                  // (C & 3) | (B >> 4) << 2
+    return _mm512_ternarylogic_epi32(load64(abc + 128), bytes(0x03), _mm512_and_si512(_mm512_srli_epi16(load64(abc + 64), 2), bytes(0x3C)), 0xEA);
+}
+
+// Q6_K: block 4h + P's 8 registers.
+template <int P>
+inline void q6k_block(const uint8_t* unit, int h, __m512i w[8]) {
+  for (int c = 0; c < 8; ++c) w[c] = q6k_register<P>(unit + kRows16Q6KTripleBytes * (8 * h + c));
+}
+
 // Block j of a unit as 8 registers of unsigned bytes (decode_block32's u): register c holds
 // elements 4c..4c+3 of the 16 rows.
 template <GgmlType T>
@@ -126,26 +146,70 @@ inline void unit_block(const uint8_t* unit, int j, __m512i w[8]) {
     }
     return;
   }
+  if constexpr (T == GgmlType::Q6_K) {
+    switch (j % 4) {
+      case 0: return q6k_block<0>(unit, j / 4, w);
+      case 1: return q6k_block<1>(unit, j / 4, w);
+      case 2: return q6k_block<2>(unit, j / 4, w);
+      default: return q6k_block<3>(unit, j / 4, w);
+    }
+  }
   for (int c = 0; c < 8; ++c) {
     if constexpr (T == GgmlType::Q8_0) {
       w[c] = load64(unit + 512 * j + 64 * c);
     } else if constexpr (T == GgmlType::Q4_K) {
       const __m512i raw = load64(unit + 512 * (j / 2) + 64 * c);
       w[c] = _mm512_and_si512(j % 2 ? _mm512_srli_epi16(raw, 4) : raw, m4);
-    } else {
-      const int h = j / 4, p = j % 4;
-      const __m512i ql = load64(unit + 512 * (2 * h + (p & 1)) + 64 * c);
-      const __m512i qh = load64(unit + kRows16Q6KQhOffset + 512 * h + 64 * c);
-      const __m512i lo = p >> 1 ? _mm512_srli_epi16(ql, 4) : ql;
-      // Bits 2p, 2p + 1 of qh to bits 4-5 of the same byte.
-      const __m512i hi = p < 2 ? _mm512_slli_epi16(qh, 4 - 2 * p) : p == 2 ? qh : _mm512_srli_epi16(qh, 2);
-      w[c] = _mm512_ternarylogic_epi32(lo, m4, _mm512_and_si512(hi, _mm512_set1_epi8(0x30)), 0xEA);  // (lo & 15) | hi
     }
   }
 }
 
 // The decode panel's fields after a row's 32 quants (see kRows16PanelBytes), as dwords.
 constexpr int kSeed0 = 8, kDx = 9, kXsum = 10, kSeed1 = 11;
+
+// Row r's integer sums of block j start from its seeds (-offset * sum of x over each chain's span).
+inline __m512i seed(const int32_t* xr, int field) { return _mm512_set1_epi32(xr[field]); }
+
+// The float epilogue of one block for one activation row (accumulate_block's order): isum, and
+// isum1 for the half-scale Q6_K (its elements 16..31), are the block's integer sums.
+template <GgmlType T>
+inline __m512 block_epilogue(__m512 acc, __m512i isum, __m512i isum1, const UnitScales<T>& sc, int j, const int32_t* xr) {
+  float dxf;
+  std::memcpy(&dxf, xr + kDx, 4);
+  const __m512 dx = _mm512_set1_ps(dxf);
+  acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(_mm512_load_ps(sc.s0[j]), dx), acc);
+  if constexpr (half_scales(T)) acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum1), _mm512_mul_ps(_mm512_load_ps(sc.s1[j]), dx), acc);
+  if constexpr (block_min(T)) {
+    float xsum;
+    std::memcpy(&xsum, xr + kXsum, 4);
+    acc = _mm512_fnmadd_ps(_mm512_set1_ps(xsum), _mm512_mul_ps(_mm512_load_ps(sc.m[j]), dx), acc);
+  }
+  return acc;
+}
+
+// Q6_K at up to this many activation rows takes a unit's blocks four at a time (q6k_quad_sums):
+// the 4 blocks' 2 x R integer chains and their registers then still fit the 32 zmm.
+constexpr int kQ6KQuadRows = 2;
+
+// The integer sums of Q6_K blocks 4h..4h+3 of a unit for all R activation rows of the panel (x:
+// block 4h's rows), the triples (h, c) read once for the 4 blocks. sums[p][r][0] and [1]: block
+// 4h + p's elements 0..15 and 16..31 for row r.
+template <int R>
+inline void q6k_quad_sums(const uint8_t* unit, int h, const uint8_t* x, __m512i (&sums)[4][R][2]) {
+  const int32_t* xr[4][R];
+  for (int p = 0; p < 4; ++p)
+    for (int r = 0; r < R; ++r) {
+      xr[p][r] = reinterpret_cast<const int32_t*>(x + (p * R + r) * kRows16PanelBytes);
+      sums[p][r][0] = seed(xr[p][r], kSeed0), sums[p][r][1] = seed(xr[p][r], kSeed1);
+    }
+#pragma GCC unroll 8
+  for (int c = 0; c < 8; ++c) {
+    const uint8_t* abc = unit + kRows16Q6KTripleBytes * (8 * h + c);
+    const __m512i w[4] = {q6k_register<0>(abc), q6k_register<1>(abc), q6k_register<2>(abc), q6k_register<3>(abc)};
+    for (int p = 0; p < 4; ++p)
+      for (int r = 0; r < R; ++r) sums[p][r][c / 4] = _mm512_dpbusd_epi32(sums[p][r][c / 4], w[p], _mm512_set1_epi32(xr[p][r][c]));
+  }
+}
 
 // R activation rows (i0..i0+R-1) x the 16 outputs of the group at `group`, over all of k; the
 // lanes in `store` are written to out[(i0 + r) * out_features + lane].
@@ -164,38 +228,46 @@ void rows16_kernel(const MatmulArgs& a, const uint8_t* group, int64_t i0, float*
   const int64_t pf_per_block = (prefetch_lines + nb - 1) / nb;
   const uint8_t* pf = prefetch;
   const uint8_t* const pf_end = prefetch + 64 * prefetch_lines;
+  auto prefetch_blocks = [&](int blocks) {
+    for (int64_t i = 0; i < blocks * pf_per_block && pf < pf_end; ++i, pf += 64) _mm_prefetch(reinterpret_cast<const char*>(pf), _MM_HINT_T1);
+  };
   UnitScales<T> sc;
   for (int64_t u = 0; u < units; ++u) {
     const uint8_t* unit = group + u * rows16_unit_bytes(T);
     unit_scales<T>(unit, sc);
+    if constexpr (T == GgmlType::Q6_K && R <= kQ6KQuadRows) {
+      if (a.n == R) {  // the panel's rows are these R (always, for the n <= kRows16Pass sent here)
+#pragma GCC unroll 1
+        for (int h = 0; h < 2; ++h, x += 4 * R * kRows16PanelBytes) {
+          prefetch_blocks(4);
+          __m512i sums[4][R][2];
+          q6k_quad_sums<R>(unit, h, x, sums);
+          for (int p = 0; p < 4; ++p)
+            for (int r = 0; r < R; ++r)
+              acc[r] = block_epilogue<T>(acc[r], sums[p][r][0], sums[p][r][1], sc, 4 * h + p,
+                                         reinterpret_cast<const int32_t*>(x + (p * R + r) * kRows16PanelBytes));
+        }
+        continue;
+      }
+    }
     // Not unrolled: unrolled over the unit's blocks, GCC 12 kept the 16 accumulators on the stack.
 #pragma GCC unroll 1
     for (int j = 0; j < B; ++j, x += x_step) {
-      for (int64_t i = 0; i < pf_per_block && pf < pf_end; ++i, pf += 64) _mm_prefetch(reinterpret_cast<const char*>(pf), _MM_HINT_T1);
+      prefetch_blocks(1);
       __m512i w[8];
       unit_block<T>(unit, j, w);
 #pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
         const int32_t* xr = reinterpret_cast<const int32_t*>(x + r * kRows16PanelBytes);
-        float dxf;
-        std::memcpy(&dxf, xr + kDx, 4);
-        const __m512 dx = _mm512_set1_ps(dxf);
+        __m512i isum = off != 0 ? seed(xr, kSeed0) : _mm512_setzero_si512(), isum1 = _mm512_setzero_si512();
         if constexpr (half_scales(T)) {
-          __m512i h0 = _mm512_set1_epi32(xr[kSeed0]), h1 = _mm512_set1_epi32(xr[kSeed1]);
-          for (int c = 0; c < 4; ++c) h0 = _mm512_dpbusd_epi32(h0, w[c], _mm512_set1_epi32(xr[c]));
-          for (int c = 4; c < 8; ++c) h1 = _mm512_dpbusd_epi32(h1, w[c], _mm512_set1_epi32(xr[c]));
-          acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(h0), _mm512_mul_ps(_mm512_load_ps(sc.s0[j]), dx), acc[r]);
-          acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(h1), _mm512_mul_ps(_mm512_load_ps(sc.s1[j]), dx), acc[r]);
+          isum1 = seed(xr, kSeed1);
+          for (int c = 0; c < 4; ++c) isum = _mm512_dpbusd_epi32(isum, w[c], _mm512_set1_epi32(xr[c]));
+          for (int c = 4; c < 8; ++c) isum1 = _mm512_dpbusd_epi32(isum1, w[c], _mm512_set1_epi32(xr[c]));
         } else {
-          __m512i isum = off != 0 ? _mm512_set1_epi32(xr[kSeed0]) : _mm512_setzero_si512();
           for (int c = 0; c < 8; ++c) isum = _mm512_dpbusd_epi32(isum, w[c], _mm512_set1_epi32(xr[c]));
-          acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(_mm512_load_ps(sc.s0[j]), dx), acc[r]);
-          if constexpr (block_min(T)) {
-            float xsum;
-            std::memcpy(&xsum, xr + kXsum, 4);
-            acc[r] = _mm512_fnmadd_ps(_mm512_set1_ps(xsum), _mm512_mul_ps(_mm512_load_ps(sc.m[j]), dx), acc[r]);
-          }
         }
+        acc[r] = block_epilogue<T>(acc[r], isum, isum1, sc, j, xr);
       }
     }
   }

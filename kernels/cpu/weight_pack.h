@@ -58,11 +58,14 @@
 //     row l is the low 6 bits of Pk's byte 16 * (l / 4) + 4i + l % 4, and value 12 + i holds its
 //     bits 2k, 2k + 1 in that byte's top 2 bits (a byte shuffle within 128-bit lanes then puts a
 //     value of the 16 rows in the 16 dword lanes).
-//   Q6_K (3360 bytes = 16 x 210): [0, 2048) nibble registers of the 4 32-byte chunks q of ql
-//     (register c of chunk q: ql[32q + 4c .. +3]; low nibbles are block 4(q / 2) + q % 2, high
-//     nibbles block 4(q / 2) + 2 + q % 2), [2048, 3072) registers of the 2 32-byte chunks h of qh
-//     (bits 2p, 2p + 1 of each byte: the top 2 bits of block 4h + p), [3072, 3328) the 16 int8
-//     scales of each sub-block s for the 16 rows at 3072 + 16s, [3328, 3360) the 16 fp16 d.
+//   Q6_K (3360 bytes = 16 x 210): [0, 3072) 16 "triples" of registers A, B, C (192 bytes), triple
+//     (h, c) at 192 (8h + c) holding register c of the 4 blocks 4h..4h+3 (the blocks whose bits
+//     GGML interleaves in ql[64h ..] and qh[32h ..]): with v0..v3 the 6-bit values of one byte
+//     position, A = v0 | (v1 >> 4) << 6, B = (v1 & 15) | (v3 >> 2) << 4, C = (v3 & 3) | v2 << 2,
+//     so that each value is one or two shifts and masks away and every byte is read once
+//     (weight_pack_rows16.cpp moves the bits, matmul_rows16_avx512.cpp unpacks them);
+//     [3072, 3328) the 16 int8 scales of each sub-block s for the 16 rows at 3072 + 16s,
+//     [3328, 3360) the 16 fp16 d.
 //   IQ4_XS (2176 bytes = 16 x 136): [0, 2048) block j's nibble registers at 256j as Q4_0's;
 //     [2048, 2080) the 16 fp16 d; [2080, 2176) the 8 six-bit scales (iq4xs_scale) of each row:
 //     scale i (< 4) of row l is the low 6 bits of P's byte 16 * (l / 4) + 4i + l % 4 (64 bytes),
@@ -141,8 +144,8 @@ constexpr size_t rows16_unit_bytes(GgmlType t) {
 }
 constexpr size_t kRows16Q8ScaleOffset = 1024;  // Q8_0: the blocks' d
 constexpr size_t kRows16Q4KHeadOffset = 2048;  // Q4_K: d, dmin, then the six-bit values
-constexpr size_t kRows16Q6KQhOffset = 2048;    // Q6_K: the qh registers, scales, d
-constexpr size_t kRows16Q6KScaleOffset = 3072;
+constexpr size_t kRows16Q6KTripleBytes = 192;  // Q6_K: the register triples, scales, d
+constexpr size_t kRows16Q6KScaleOffset = 16 * kRows16Q6KTripleBytes;
 constexpr size_t kRows16Q6KDOffset = 3328;
 constexpr size_t kRows16Q4ScaleOffset = 512;     // Q4_0, IQ4_NL: the blocks' d
 constexpr size_t kRows16IQ4XSHeadOffset = 2048;  // IQ4_XS: d, then the six-bit scales

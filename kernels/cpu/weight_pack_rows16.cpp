@@ -88,11 +88,30 @@ void move_q4_k(bool to_packed, uint8_t* ggml, uint8_t* unit, int l) {
   }
 }
 
-// Q6_K: ql chunk q and qh chunk h as registers; scales and d per row position.
+// Q6_K: the 6-bit values v0..v3 of blocks 4h..4h+3 at element e = 4c + i as the bytes A, B, C at
+// row l's byte 4l + i of the triple (h, c) (weight_pack.h); scales and d per row position.
 void move_q6_k(bool to_packed, uint8_t* ggml, uint8_t* unit, int l) {
   auto* blk = reinterpret_cast<BlockQ6_K*>(ggml);
-  for (int q = 0; q < 4; ++q) move_register_dwords(to_packed, blk->ql + 32 * q, unit + 512 * q, l);
-  for (int h = 0; h < 2; ++h) move_register_dwords(to_packed, blk->qh + 32 * h, unit + kRows16Q6KQhOffset + 512 * h, l);
+  for (int h = 0; h < 2; ++h)
+    for (int e = 0; e < 32; ++e) {
+      uint8_t* abc = unit + kRows16Q6KTripleBytes * (8 * h + e / 4) + 4 * l + e % 4;
+      uint8_t &a = abc[0], &b = abc[64], &c = abc[128];
+      uint8_t &ql0 = blk->ql[64 * h + e], &ql1 = blk->ql[64 * h + 32 + e], &qh = blk->qh[32 * h + e];
+      int v[4];
+      if (to_packed) {
+        // GGML's Q6_K: block 4h + p's element e has its low 4 bits in the low (p < 2) or high
+        // nibble of ql[64h + 32(p % 2) + e] and its top 2 bits at bits 2p of qh[32h + e].
+        for (int p = 0; p < 4; ++p) v[p] = ((p & 1 ? ql1 : ql0) >> (4 * (p >> 1)) & 15) | ((qh >> (2 * p)) & 3) << 4;
+        a = static_cast<uint8_t>(v[0] | (v[1] >> 4) << 6);
+        b = static_cast<uint8_t>((v[1] & 15) | (v[3] >> 2) << 4);
+        c = static_cast<uint8_t>((v[3] & 3) | v[2] << 2);
+      } else {
+        v[0] = a & 63, v[1] = (b & 15) | (a >> 6) << 4, v[2] = c >> 2, v[3] = (c & 3) | (b >> 4) << 2;
+        ql0 = static_cast<uint8_t>((v[0] & 15) | (v[2] & 15) << 4);
+        ql1 = static_cast<uint8_t>((v[1] & 15) | (v[3] & 15) << 4);
+        qh = static_cast<uint8_t>((v[0] >> 4) | (v[1] >> 4) << 2 | (v[2] >> 4) << 4 | (v[3] >> 4) << 6);
+      }
+    }
   for (int s = 0; s < 16; ++s) move(to_packed, reinterpret_cast<uint8_t*>(blk->scales + s), unit + kRows16Q6KScaleOffset + 16 * s + l, 1);
   move(to_packed, reinterpret_cast<uint8_t*>(&blk->d), unit + kRows16Q6KDOffset + 2 * l, 2);
 }

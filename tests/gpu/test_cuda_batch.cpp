@@ -13,9 +13,9 @@
 //   device (greedy with 3 top logprobs: tokens and logprobs compared; then decode-only steps are
 //   recorded as CUDA graphs and padded to the next power of two with inert rows). Both runs are
 //   fed the same tokens (the solo run's argmax). Two more schedules cut prompts into one-token
-//   chunks (every second chunk, so one-token chunks in the middle and last, beside decodes and
-//   other chunks, and steps of one-token drawn rows a prompt's last token shares with decodes:
-//   a decode step's shape); the test checks that they made each. The chunks are marked as
+//   chunks (every prompt's last token alone, and every second chunk before it, beside decodes
+//   and other chunks, and steps of one-token drawn rows a prompt's last token shares with
+//   decodes: a decode step's shape); the test checks that they made each. The chunks are marked as
 //   prompt chunks (SeqInStep::prefill), as the scheduler marks them: with batch_invariant the
 //   backend gives a one-token prompt chunk the prefill attention kernel (the decode kernel sums
 //   in another order: without that routing the one-token schedules fail).
@@ -115,9 +115,9 @@ struct Schedule {
   int budget;    // tokens a step carries at most (decodes first, then chunks in order)
   int per_step;  // members join this many a step (member i at step i / per_step)
   bool reversed;  // members enter each step in reverse order
-  // One-token chunks: every second chunk of a prompt is one token, and a last chunk of one token
-  // is kept. Without: a chunk one short of the prompt's end stops one token earlier (the budget
-  // may still cut a one-token chunk before the last).
+  // One-token chunks: a prompt's last token is a chunk of its own, and every second chunk before
+  // it is one token. Without: a chunk one short of the prompt's end stops one token earlier (the
+  // budget may still cut a one-token chunk before the last).
   bool ones = false;
 };
 
@@ -126,9 +126,9 @@ struct Schedule {
 struct OneTokenChunks {
   int last = 0;    // a prompt's last token alone in its chunk
   int middle = 0;  // a one-token chunk neither first nor last
-  // Steps of one-token rows drawn on the device, a prompt's last token beside others: a decode
-  // step's shape (the model pads it to a CUDA graph bucket; the backend, given a prefill tile,
-  // must run it unrecorded).
+  // Steps of one-token logit rows, a prompt's last token beside others: a decode step's shape
+  // (drawn on the device, the model pads it to a CUDA graph bucket; the backend, given a
+  // prefill tile, must run it unrecorded).
   int decode_shaped_steps = 0;
 };
 
@@ -173,6 +173,7 @@ OneTokenChunks run(Model& m, const Schedule& sc, bool draws, std::vector<Seq> se
         int& n_chunks = chunks[static_cast<size_t>(s)];
         int c = std::min({sc.ones && n_chunks % 2 == 1 ? 1 : sc.chunk, rest, left});
         if (!sc.ones && rest - c == 1) --c;
+        if (sc.ones && c == rest && rest > 1) --c;
         if (c <= 0) continue;
         ++n_chunks;
         left -= c;
@@ -193,7 +194,7 @@ OneTokenChunks run(Model& m, const Schedule& sc, bool draws, std::vector<Seq> se
       }
       rows.emplace_back(s, k[static_cast<size_t>(s)]++);
     }
-    if (one_token_rows && last_alone && draws && rows.size() > 1) ++ones.decode_shaped_steps;
+    if (one_token_rows && last_alone && rows.size() > 1) ++ones.decode_shaped_steps;
     std::vector<RowResult> res(rows.size());
     if (draws) {
       StepLogits out;
@@ -293,7 +294,6 @@ void check_mixed(const gguf::GgufFile& file) {
   std::vector<Seq> full;
   Results want_logits, want_drawn;
   solo(m, seqs, full, want_logits, want_drawn);
-  OneTokenChunks ones;
   for (const Schedule& sc : mixes) {
     for (bool draws : {false, true}) {
       INFO(sc.name << (draws ? ", drawn on the device" : ", logits read back"));
@@ -305,12 +305,11 @@ void check_mixed(const gguf::GgufFile& file) {
         continue;
       }
       // The schedule makes what it is there for.
-      CHECK(o.last > 0);
+      CHECK(o.last == kSeqs);
       CHECK(o.middle > 0);
-      ones.decode_shaped_steps += o.decode_shaped_steps;
+      CHECK(o.decode_shaped_steps > 0);
     }
   }
-  CHECK(ones.decode_shaped_steps > 0);
 }
 
 }  // namespace

@@ -10,6 +10,8 @@
 // - a greedy JSON-schema request with a penalty, a bias and logprobs (mask, edits and logprobs
 //   all on the GPU) gives the CPU engine's tokens, its logprobs within 2e-2 (the GPU rounds
 //   activations to bf16, which moves the logits by up to ~2%: 6e-3 under the emulation).
+// - with batch_invariant, a request's tokens and logprobs are bit-identical however the
+//   scheduler chunks its prompt (one-token chunks too) and whatever shares its steps.
 // Skips (CTest: Skipped) without a CUDA device. Kept tiny for the CPU emulation
 // (scripts/gpu-check.sh emu), where every CUDA thread is an OS thread.
 #include <catch2/catch.hpp>
@@ -202,11 +204,12 @@ TEST_CASE("cuda engine: seeded GPU sampling is reproducible and independent of b
   CHECK(run(*gpu, {b1})[0][0] == mixed[2][0]);
 }
 
-// With batch_invariant the scheduler's chunking of a prompt changes no bit: a greedy request
-// with 3 top logprobs and a 33-token prompt alone under a 64-token budget (the prompt in one
-// step), alone under 32 (32 + a one-token last chunk), first beside two requests under 32 (its
-// last token beside their prompts) and after a 31-token one under 32 (1 + 31 + 1 tokens, the
-// last beside its decode) gives the same tokens and logprobs, bit for bit.
+// With batch_invariant the scheduler's chunking of a prompt changes no bit: greedy requests
+// with 3 top logprobs and 33-token prompts (three of them, one at a time: a given prompt may
+// happen to get the same bits from the decode kernel) alone under a 64-token budget (the prompt
+// in one step), alone under 32 (32 + a one-token last chunk), first beside two requests under
+// 32 (its last token beside their prompts) and after a 31-token one under 32 (1 + 31 + 1
+// tokens, the last beside its decode) give the same tokens and logprobs, bit for bit.
 TEST_CASE("cuda engine: with batch_invariant a prompt's chunking, one-token chunks too, changes no bit",
           "[gpu][cuda_device]") {
   PAGODA_SKIP_WITHOUT_CUDA();
@@ -216,34 +219,36 @@ TEST_CASE("cuda engine: with batch_invariant a prompt's chunking, one-token chun
   opts.batch_invariant = true;
   auto gpu = make_model(true, file, opts);
   const int vocab = gpu->config().vocab_size;
-  GenerationRequest x = greedy(33, 9, vocab, 6);
-  x.sampling.logprobs = 3;
-  struct Mix {
-    const char* name;
-    std::vector<GenerationRequest> reqs;
-    size_t at;  // x's index
-    int budget;
-  };
-  const Mix mixes[] = {{"alone, 32 tokens a step", {x}, 0, 32},
-                       {"first of three, 32 tokens a step", {x, greedy(20, 1, vocab, 6), greedy(9, 2, vocab, 6)}, 0, 32},
-                       {"after a 31-token prompt, 32 tokens a step", {greedy(31, 3, vocab, 6), x}, 1, 32}};
-  std::vector<std::vector<TokenLogprob>> want;
-  const auto alone = run(*gpu, {x}, 64, &want);
-  REQUIRE(want[0].size() == 6);
-  for (const Mix& mix : mixes) {
-    INFO(mix.name);
-    std::vector<std::vector<TokenLogprob>> got;
-    const auto out = run(*gpu, mix.reqs, mix.budget, &got);
-    CHECK(out[mix.at][0] == alone[0][0]);
-    REQUIRE(got[mix.at].size() == want[0].size());
-    for (size_t k = 0; k < want[0].size(); ++k) {
-      const TokenLogprob &g = got[mix.at][k], &w = want[0][k];
-      INFO("token " << k);
-      CHECK(std::memcmp(&g.logprob, &w.logprob, sizeof(float)) == 0);
-      REQUIRE(g.top.size() == w.top.size());
-      for (size_t i = 0; i < w.top.size(); ++i) {
-        CHECK(g.top[i].token == w.top[i].token);
-        CHECK(std::memcmp(&g.top[i].logprob, &w.top[i].logprob, sizeof(float)) == 0);
+  for (int salt : {9, 4, 7}) {
+    GenerationRequest x = greedy(33, salt, vocab, 6);
+    x.sampling.logprobs = 3;
+    struct Mix {
+      const char* name;
+      std::vector<GenerationRequest> reqs;
+      size_t at;  // x's index
+      int budget;
+    };
+    const Mix mixes[] = {{"alone, 32 tokens a step", {x}, 0, 32},
+                         {"first of three, 32 tokens a step", {x, greedy(20, 1, vocab, 6), greedy(9, 2, vocab, 6)}, 0, 32},
+                         {"after a 31-token prompt, 32 tokens a step", {greedy(31, 3, vocab, 6), x}, 1, 32}};
+    std::vector<std::vector<TokenLogprob>> want;
+    const auto alone = run(*gpu, {x}, 64, &want);
+    REQUIRE(want[0].size() == 6);
+    for (const Mix& mix : mixes) {
+      INFO("prompt " << salt << ", " << mix.name);
+      std::vector<std::vector<TokenLogprob>> got;
+      const auto out = run(*gpu, mix.reqs, mix.budget, &got);
+      CHECK(out[mix.at][0] == alone[0][0]);
+      REQUIRE(got[mix.at].size() == want[0].size());
+      for (size_t k = 0; k < want[0].size(); ++k) {
+        const TokenLogprob &g = got[mix.at][k], &w = want[0][k];
+        INFO("token " << k);
+        CHECK(std::memcmp(&g.logprob, &w.logprob, sizeof(float)) == 0);
+        REQUIRE(g.top.size() == w.top.size());
+        for (size_t i = 0; i < w.top.size(); ++i) {
+          CHECK(g.top[i].token == w.top[i].token);
+          CHECK(std::memcmp(&g.top[i].logprob, &w.top[i].logprob, sizeof(float)) == 0);
+        }
       }
     }
   }

@@ -43,6 +43,11 @@ struct SeqInStep {
   // The LoRA adapter its rows are computed under: a slot of the model (Model::set_lora), 0 for
   // the base model.
   int32_t lora = 0;
+  // True for a chunk of a prompt (or of a preempted sequence's recomputed tokens), false for a
+  // decode step's tokens. Backends may route a one-token chunk by it: CUDA with batch_invariant
+  // gives a prompt's one-token chunk the prefill attention its longer chunks get, so a prompt's
+  // bits do not depend on how the scheduler cut it.
+  bool prefill = false;
 };
 
 struct StepPlan {

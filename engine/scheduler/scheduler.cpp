@@ -149,6 +149,7 @@ void Scheduler::emit(StepPlan& plan, const std::shared_ptr<Sequence>& seq, int n
   const int B = kv_.block_size();
   const auto& table = kv_.block_table(seq->id);
   SeqInStep s = open_seq_in_step(plan, *seq, n);
+  s.prefill = prefill;
   const int seq_index = static_cast<int>(plan.seqs.size());
   const size_t rows_before = plan.logit_rows.size();
   for (int i = 0; i < n; ++i) {

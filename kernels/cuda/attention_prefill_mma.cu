@@ -26,8 +26,8 @@
 // read exactly, P (in [0, 1]) and q8_0 / f32 values to 11 significant bits (relative error
 // <= 2^-11; f16 rather than bf16 for that: 4x closer to the f32 CPU reference); the tests bound
 // the difference. q values beyond the f16 range (|q| > 65504, not seen in practice) are clamped
-// to it. The order of the sums depends only on the row's own tile and context,
-// never on the batch (batch invariance).
+// to it. The order of the sums depends only on the row's own context (K/V tiles at multiples of
+// TK keys), never on the batch or the other rows of its tile (batch and chunking invariance).
 // Assumptions: head_dim one of the built ones (the host function returns false otherwise);
 // n_heads a multiple of n_kv_heads; a tile's rows belong to one sequence (one block table) and
 // are causal rows (token-tree rows go to attention_decode); every row's position >= 0; blocks
@@ -105,6 +105,11 @@ __global__ void __launch_bounds__(Shape<HD>::kMaxWarps * 32)
     kv_end = max(kv_end, ctx);
     kv_begin = min(kv_begin, window > 0 ? max(0, ctx - window) : 0);
   }
+  // K/V tiles start at multiples of TK whatever the tile's first row, so a row's online softmax
+  // meets its keys in the same groups in any tile (a window's start would otherwise move the
+  // groups with the tile's rows, and a prompt's bits with its chunking). Keys before a row's
+  // window are masked as any other; at most one more K/V tile.
+  kv_begin -= kv_begin % TK;
 
   // This lane's rows of the D fragments: gr and gr + 8 (the tile's token order); padding rows
   // (past nq) mask every key (pos -1).

@@ -67,8 +67,9 @@ const char* kUsage =
     "                     AVX2 hosts; Q8_0, Q4_0, IQ4_NL, Q4_K, Q6_K, IQ4_XS on AVX-512 hosts)\n"
     "                     (faster decode; they replace the mapped file's pages in memory):\n"
     "                     auto (default: while they fit half the available memory), on or off\n"
-    "  --cuda-batch-invariant on|off  CUDA: matmuls give a sequence the same bits whatever\n"
-    "                     else is in the batch (quantized and bf16 weights; default off)\n";
+    "  --cuda-batch-invariant on|off  CUDA: matmuls and attention give a sequence the same\n"
+    "                     bits whatever else is in the batch and however its prompt is chunked\n"
+    "                     (quantized and bf16 weights; default off)\n";
 
 long parse_int(const std::string& flag, const char* v, long lo, long hi) {
   char* end = nullptr;

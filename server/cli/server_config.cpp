@@ -87,8 +87,8 @@ const std::vector<Option>& options() {
       OPT(device, "compute device", "cpu|cuda|auto"),
       OPT(cuda_graphs, "CUDA: replay decode and speculative verify steps as CUDA graphs (on|off)"),
       OPT(cuda_batch_invariant,
-          "CUDA: a sequence's logits get the same bits whatever else shares its step (quantized and bf16 "
-          "weights; on|off)"),
+          "CUDA: a sequence's logits get the same bits whatever else shares its step and however its prompt "
+          "is chunked (quantized and bf16 weights; on|off)"),
       OPT(cuda_weights,
           "CUDA: quantized weight matrices stay in their GGUF blocks on the device, decode matmuls on int8 "
           "activations (quantized) or f32 ones (quantized-f32), or are dequantized to bf16 at load (bf16: "

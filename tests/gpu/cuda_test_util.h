@@ -127,10 +127,12 @@ struct FedSeq {
 };
 
 // Adds tokens [n_cached, end) of `s` to the plan with one logit row at the end (none when
-// `logits` is false: a prefill chunk before the prompt's last).
-inline void add_fed(StepPlan& p, const FedSeq& s, int end, int block, bool logits = true) {
+// `logits` is false: a prefill chunk before the prompt's last); `prefill`: a chunk of the
+// prompt (SeqInStep::prefill), not a decode.
+inline void add_fed(StepPlan& p, const FedSeq& s, int end, int block, bool logits = true, bool prefill = false) {
   SeqInStep e;
   e.seq_id = p.seqs.size();
+  e.prefill = prefill;
   e.first_token = p.n_tokens();
   e.n_tokens = end - s.n_cached;
   e.n_past = s.n_cached;

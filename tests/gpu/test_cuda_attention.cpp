@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <numeric>
@@ -148,7 +149,84 @@ std::function<void(StepPlan&)> tree_edit(const std::vector<int>& parent, int n_p
   };
 }
 
+// The attention rows of one prompt prefilled in chunks of the given sizes on b (each step the
+// chunk alone, marked a prompt chunk: SeqInStep::prefill), its block table `blocks`: a token's q,
+// K and V depend only on its position and the seed. Returns [positions][n_heads * hd].
+std::vector<float> prefill_in_chunks(Backend& b, const std::vector<int>& chunks, int n_heads, int n_kv, int hd,
+                                     int bs, const std::vector<int32_t>& blocks, uint32_t seed,
+                                     const AttentionExtras* extras) {
+  const int len = std::accumulate(chunks.begin(), chunks.end(), 0), q_cols = n_heads * hd, kv_cols = n_kv * hd;
+  const auto qs = bf16_values(static_cast<size_t>(len * q_cols), seed + 7);
+  const auto ks = bf16_values(static_cast<size_t>(len * kv_cols), seed + 8);
+  const auto vs = bf16_values(static_cast<size_t>(len * kv_cols), seed + 9);
+  std::vector<float> out;
+  int at = 0;
+  for (int c : chunks) {
+    const TestSeq seq{std::vector<int32_t>(blocks.begin(), blocks.begin() + (at + c + bs - 1) / bs), at, c};
+    StepPlan plan = make_plan({seq}, bs);
+    plan.seqs[0].prefill = true;
+    b.begin_step(plan);
+    auto rows = [&](const std::vector<float>& all, int cols) {
+      return std::vector<float>(all.begin() + static_cast<ptrdiff_t>(at) * cols,
+                                all.begin() + static_cast<ptrdiff_t>(at + c) * cols);
+    };
+    Tensor q = activation_from(b, rows(qs, q_cols), c, q_cols);
+    Tensor k = activation_from(b, rows(ks, kv_cols), c, kv_cols);
+    Tensor v = activation_from(b, rows(vs, kv_cols), c, kv_cols);
+    Tensor o = b.alloc(c, q_cols);
+    b.store_kv(kLayer, k, v);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    if (extras) b.attention_ext(kLayer, q, o, n_heads, n_kv, hd, scale, *extras);
+    else b.attention(kLayer, q, o, n_heads, n_kv, hd, scale);
+    const auto r = read_all(b, o, c);
+    out.insert(out.end(), r.begin(), r.end());
+    at += c;
+  }
+  return out;
+}
+
 }  // namespace
+
+TEST_CASE("cuda: with batch_invariant a prompt's attention rows do not depend on its chunks, one-token ones too",
+          "[gpu][cuda_device]") {
+  PAGODA_SKIP_WITHOUT_CUDA();
+  // A prompt of 70 tokens in one chunk, then cut as a scheduler may cut it: a last chunk of one
+  // token, one-token chunks in the middle, chunks across tile (16) and block (16) edges. Its
+  // one-token chunks take a prefill kernel as its longer ones (the decode kernel would sum in
+  // another order): every row bit-identical, with either prefill kernel, plain and windowed.
+  const int n_heads = 8, n_kv = 2, hd = 128, bs = 16, len = 70;
+  const std::vector<std::vector<int>> cuts = {{69, 1}, {16, 1, 20, 1, 31, 1}, {1, 1, 3, 1, 40, 23, 1}, {33, 37}};
+  for (PrefillAttention kernel : {PrefillAttention::Exact, PrefillAttention::Mma})
+    for (int window : {0, 24}) {
+      CudaBackendOptions opts = prefill_with(kernel);
+      opts.batch_invariant = true;
+      const auto gpu = make_cuda_backend(opts);
+      KvCacheConfig c;
+      c.n_layers = 2;
+      c.block_size = bs;
+      c.n_kv_heads = n_kv;
+      c.head_dim = hd;
+      c.num_blocks = 8;
+      gpu->init_kv_cache(c);
+      const std::vector<int32_t> blocks = {6, 2, 7, 0, 4};  // 80 slots, scattered
+      const AttentionExtras e{window, 0.0f};
+      const AttentionExtras* extras = window > 0 ? &e : nullptr;
+      const uint32_t seed = 900 + window;
+      const auto whole = prefill_in_chunks(*gpu, {len}, n_heads, n_kv, hd, bs, blocks, seed, extras);
+      for (const auto& cut : cuts) {
+        INFO((kernel == PrefillAttention::Mma ? "tensor-core" : "exact") << " kernel, window " << window
+                                                                        << ", chunks starting " << cut[0] << ", "
+                                                                        << cut[1] << " (" << cut.size() << ")");
+        const auto got = prefill_in_chunks(*gpu, cut, n_heads, n_kv, hd, bs, blocks, seed, extras);
+        REQUIRE(got.size() == whole.size());
+        for (int t = 0; t < len; ++t) {
+          INFO("position " << t);
+          CHECK(std::memcmp(got.data() + static_cast<size_t>(t) * n_heads * hd,
+                            whole.data() + static_cast<size_t>(t) * n_heads * hd, sizeof(float) * n_heads * hd) == 0);
+        }
+      }
+    }
+}
 
 TEST_CASE("cuda: decode attention matches the CPU across split boundaries and GQA", "[gpu][cuda_device]") {
   PAGODA_SKIP_WITHOUT_CUDA();

@@ -12,9 +12,13 @@
 //   Each schedule is run with every logit row read back (logits compared) and drawn on the
 //   device (greedy with 3 top logprobs: tokens and logprobs compared; then decode-only steps are
 //   recorded as CUDA graphs and padded to the next power of two with inert rows). Both runs are
-//   fed the same tokens (the solo run's argmax). A last chunk of one token is never made: that
-//   token's attention would run in the decode kernel, whose sums differ from the prefill
-//   kernels' (a prompt of 20 in 19 + 1 differs from one step; the CPU backend's does not).
+//   fed the same tokens (the solo run's argmax). Two more schedules cut prompts into one-token
+//   chunks (every prompt's last token alone, and every second chunk before it, beside decodes
+//   and other chunks, and steps of one-token drawn rows a prompt's last token shares with
+//   decodes: a decode step's shape); the test checks that they made each. The chunks are marked as
+//   prompt chunks (SeqInStep::prefill), as the scheduler marks them: with batch_invariant the
+//   backend gives a one-token prompt chunk the prefill attention kernel (the decode kernel sums
+//   in another order: without that routing the one-token schedules fail).
 // Without batch_invariant a prompt of up to 8 tokens prefilled alone goes through the int8 GEMV
 // but batched through the bf16-input tensor-core GEMM, and bf16 rows past 4 go to cuBLAS: other
 // bits (without the bf16 chunks this test fails 502 assertions). What this does not cover: cuBLAS
@@ -111,17 +115,34 @@ struct Schedule {
   int budget;    // tokens a step carries at most (decodes first, then chunks in order)
   int per_step;  // members join this many a step (member i at step i / per_step)
   bool reversed;  // members enter each step in reverse order
+  // One-token chunks: a prompt's last token is a chunk of its own, and every second chunk before
+  // it is one token. Without: a chunk one short of the prompt's end stops one token earlier (the
+  // budget may still cut a one-token chunk before the last).
+  bool ones = false;
+};
+
+// The one-token prompt chunks a run made: the batch-invariant backend must give them the bits
+// the prompt's solo run (one chunk) gives those tokens.
+struct OneTokenChunks {
+  int last = 0;    // a prompt's last token alone in its chunk
+  int middle = 0;  // a one-token chunk neither first nor last
+  // Steps of one-token logit rows, a prompt's last token beside others: a decode step's shape
+  // (drawn on the device, the model pads it to a CUDA graph bucket; the backend, given a
+  // prefill tile, must run it unrecorded).
+  int decode_shaped_steps = 0;
 };
 
 // Runs `members` (sequence indices into seqs) by `sc` on m until each has all its logit rows,
 // into got. A sequence whose token list ends at a logit row gets that row's token appended (the
-// solo run grows its lists; the mixed runs are given full ones).
-void run(Model& m, const Schedule& sc, bool draws, std::vector<Seq> seqs, const std::vector<int>& members,
-         Results& got) {
+// solo run grows its lists; the mixed runs are given full ones). Returns the one-token prompt
+// chunks it made.
+OneTokenChunks run(Model& m, const Schedule& sc, bool draws, std::vector<Seq> seqs, const std::vector<int>& members,
+                   Results& got) {
   const int vocab = m.config().vocab_size;
   std::vector<int> order = members;
   if (sc.reversed) std::reverse(order.begin(), order.end());
-  std::vector<int> k(kSeqs, 0);
+  std::vector<int> k(kSeqs, 0), chunks(kSeqs, 0);
+  OneTokenChunks ones;
   for (int step = 0;; ++step) {
     REQUIRE(step < 400);
     std::vector<int> active;
@@ -132,7 +153,7 @@ void run(Model& m, const Schedule& sc, bool draws, std::vector<Seq> seqs, const 
     if (active.empty()) {
       bool done = true;
       for (int s : members) done = done && k[static_cast<size_t>(s)] == kRowsPerSeq;
-      if (done) return;
+      if (done) return ones;
       continue;  // later members have yet to join
     }
     int left = sc.budget;
@@ -141,20 +162,28 @@ void run(Model& m, const Schedule& sc, bool draws, std::vector<Seq> seqs, const 
     std::vector<SampleRequest> req;
     std::vector<std::pair<int, int>> rows;  // (sequence, k) of each logit row
     std::vector<std::pair<int, int>> ends;  // (sequence, tokens cached after the step)
+    bool one_token_rows = true, last_alone = false;
     for (int s : active) {
       const Seq& q = seqs[static_cast<size_t>(s)];
       int end = q.n_cached + 1;
-      if (q.n_cached < kPromptLen[s]) {
-        // As the scheduler: as long a chunk as the budget leaves, but never a last chunk of one
-        // token after others (that token's attention would run in the decode kernel).
-        int c = std::min({sc.chunk, kPromptLen[s] - q.n_cached, left});
-        if (kPromptLen[s] - q.n_cached - c == 1) --c;
+      const bool prefill = q.n_cached < kPromptLen[s];
+      if (prefill) {
+        // As the scheduler: as long a chunk as the budget leaves.
+        const int rest = kPromptLen[s] - q.n_cached;
+        int& n_chunks = chunks[static_cast<size_t>(s)];
+        int c = std::min({sc.ones && n_chunks % 2 == 1 ? 1 : sc.chunk, rest, left});
+        if (!sc.ones && rest - c == 1) --c;
+        if (sc.ones && c == rest && rest > 1) --c;
         if (c <= 0) continue;
+        ++n_chunks;
         left -= c;
         end = q.n_cached + c;
+        if (c == 1 && c == rest) ++ones.last, last_alone = true;
+        if (c == 1 && c < rest && q.n_cached > 0) ++ones.middle;
       }
       const bool logits = end >= kPromptLen[s];
-      add_fed(p, q, end, kBlock, logits);
+      one_token_rows = one_token_rows && end == q.n_cached + 1 && logits;
+      add_fed(p, q, end, kBlock, logits, prefill);
       ends.emplace_back(s, end);
       if (!logits) continue;
       if (draws) {
@@ -165,6 +194,7 @@ void run(Model& m, const Schedule& sc, bool draws, std::vector<Seq> seqs, const 
       }
       rows.emplace_back(s, k[static_cast<size_t>(s)]++);
     }
+    if (one_token_rows && last_alone && rows.size() > 1) ++ones.decode_shaped_steps;
     std::vector<RowResult> res(rows.size());
     if (draws) {
       StepLogits out;
@@ -257,7 +287,10 @@ void check_mixed(const gguf::GgufFile& file) {
   for (int s = 0; s < kSeqs; ++s) all[static_cast<size_t>(s)] = s;
   const Schedule mixes[] = {{"16 at once, chunks of 8, 64 tokens a step", 8, 64, kSeqs, false},
                             {"two join a step, chunks of 5, 37 tokens a step", 5, 37, 2, false},
-                            {"four join a step in reverse order, chunks of 3, 64 tokens a step", 3, 64, 4, true}};
+                            {"four join a step in reverse order, chunks of 3, 64 tokens a step", 3, 64, 4, true},
+                            {"16 at once, chunks alternately of 6 and 1 token, 64 tokens a step", 6, 64, kSeqs, false, true},
+                            {"three join a step in reverse order, chunks alternately of 8 and 1 token, 23 tokens a step",
+                             8, 23, 3, true, true}};
   std::vector<Seq> full;
   Results want_logits, want_drawn;
   solo(m, seqs, full, want_logits, want_drawn);
@@ -265,8 +298,16 @@ void check_mixed(const gguf::GgufFile& file) {
     for (bool draws : {false, true}) {
       INFO(sc.name << (draws ? ", drawn on the device" : ", logits read back"));
       Results got(kSeqs, std::vector<RowResult>(kRowsPerSeq));
-      run(m, sc, draws, full, all, got);
+      const OneTokenChunks o = run(m, sc, draws, full, all, got);
       CHECK(compare(draws ? want_drawn : want_logits, got, draws) == kSeqs * kRowsPerSeq);
+      if (!sc.ones) {
+        CHECK(o.last == 0);
+        continue;
+      }
+      // The schedule makes what it is there for.
+      CHECK(o.last == kSeqs);
+      CHECK(o.middle > 0);
+      CHECK(o.decode_shaped_steps > 0);
     }
   }
 }

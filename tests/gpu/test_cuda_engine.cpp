@@ -10,12 +10,15 @@
 // - a greedy JSON-schema request with a penalty, a bias and logprobs (mask, edits and logprobs
 //   all on the GPU) gives the CPU engine's tokens, its logprobs within 2e-2 (the GPU rounds
 //   activations to bf16, which moves the logits by up to ~2%: 6e-3 under the emulation).
+// - with batch_invariant, a request's tokens and logprobs are bit-identical however the
+//   scheduler chunks its prompt (one-token chunks too) and whatever shares its steps.
 // Skips (CTest: Skipped) without a CUDA device. Kept tiny for the CPU emulation
 // (scripts/gpu-check.sh emu), where every CUDA thread is an OS thread.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <set>
 
@@ -35,8 +38,9 @@ namespace {
 
 constexpr int kBlock = 16;
 
-std::unique_ptr<Model> make_model(bool gpu, const gguf::GgufFile& file = gputest::tiny_bf16_model()) {
-  if (gpu) return std::make_unique<Model>(file, make_cuda_backend(), 64);
+std::unique_ptr<Model> make_model(bool gpu, const gguf::GgufFile& file = gputest::tiny_bf16_model(),
+                                  const CudaBackendOptions& opts = {}) {
+  if (gpu) return std::make_unique<Model>(file, make_cuda_backend(opts), 64);
   return std::make_unique<Model>(file, std::make_unique<CpuBackend>(1), 64);
 }
 
@@ -63,9 +67,11 @@ GenerationRequest seeded(int prompt_len, int salt, int vocab, int max_tokens) {
   return r;
 }
 
-// The tokens of every choice of every request, run concurrently on a fresh engine.
+// The tokens of every choice of every request, run concurrently on a fresh engine; `logprobs`
+// (optional) gets each request's first choice's token logprobs.
 std::vector<std::vector<std::vector<int32_t>>> run(Model& model, const std::vector<GenerationRequest>& reqs,
-                                                    int max_batch_tokens = 64) {
+                                                    int max_batch_tokens = 64,
+                                                    std::vector<std::vector<TokenLogprob>>* logprobs = nullptr) {
   EngineConfig cfg;
   cfg.block_size = kBlock;
   cfg.max_batch_tokens = max_batch_tokens;
@@ -79,6 +85,7 @@ std::vector<std::vector<std::vector<int32_t>>> run(Model& model, const std::vect
     REQUIRE(streams.back());
   }
   std::vector<std::vector<std::vector<int32_t>>> out;
+  if (logprobs) logprobs->assign(streams.size(), {});
   for (size_t i = 0; i < streams.size(); ++i) {
     std::vector<std::vector<int32_t>> choices(static_cast<size_t>(reqs[i].n));
     while (!streams[i]->done()) {
@@ -86,6 +93,7 @@ std::vector<std::vector<std::vector<int32_t>>> run(Model& model, const std::vect
       if (!d) continue;
       auto& c = choices.at(static_cast<size_t>(d->index));
       c.insert(c.end(), d->tokens.begin(), d->tokens.end());
+      if (logprobs && d->index == 0) (*logprobs)[i].insert((*logprobs)[i].end(), d->logprobs.begin(), d->logprobs.end());
       REQUIRE(d->finish != FinishReason::Error);
     }
     out.push_back(choices);
@@ -194,6 +202,56 @@ TEST_CASE("cuda engine: seeded GPU sampling is reproducible and independent of b
   GenerationRequest b1 = b;
   b1.n = 1;
   CHECK(run(*gpu, {b1})[0][0] == mixed[2][0]);
+}
+
+// With batch_invariant the scheduler's chunking of a prompt changes no bit: greedy requests
+// with 3 top logprobs and 33-token prompts (three of them, one at a time: a given prompt may
+// happen to get the same bits from the decode kernel) alone under a 64-token budget (the prompt
+// in one step), alone under 32 (32 + a one-token last chunk), first beside two requests under
+// 32 (its last token beside their prompts) and after a 31-token one under 32 (1 + 31 + 1
+// tokens, the last beside its decode) give the same tokens and logprobs, bit for bit.
+TEST_CASE("cuda engine: with batch_invariant a prompt's chunking, one-token chunks too, changes no bit",
+          "[gpu][cuda_device]") {
+  PAGODA_SKIP_WITHOUT_CUDA();
+  static const gguf::GgufFile file = gguf::GgufFile::from_bytes(
+      build_model(gputest::tiny_arch_spec(Arch::Llama, GgmlType::Q8_0)).to_bytes(), "q8.gguf");
+  CudaBackendOptions opts;
+  opts.batch_invariant = true;
+  auto gpu = make_model(true, file, opts);
+  const int vocab = gpu->config().vocab_size;
+  for (int salt : {9, 4, 7}) {
+    GenerationRequest x = greedy(33, salt, vocab, 6);
+    x.sampling.logprobs = 3;
+    struct Mix {
+      const char* name;
+      std::vector<GenerationRequest> reqs;
+      size_t at;  // x's index
+      int budget;
+    };
+    const Mix mixes[] = {{"alone, 32 tokens a step", {x}, 0, 32},
+                         {"first of three, 32 tokens a step", {x, greedy(20, 1, vocab, 6), greedy(9, 2, vocab, 6)}, 0, 32},
+                         {"after a 31-token prompt, 32 tokens a step", {greedy(31, 3, vocab, 6), x}, 1, 32}};
+    std::vector<std::vector<TokenLogprob>> want;
+    const auto alone = run(*gpu, {x}, 64, &want);
+    REQUIRE(want[0].size() == 6);
+    for (const Mix& mix : mixes) {
+      INFO("prompt " << salt << ", " << mix.name);
+      std::vector<std::vector<TokenLogprob>> got;
+      const auto out = run(*gpu, mix.reqs, mix.budget, &got);
+      CHECK(out[mix.at][0] == alone[0][0]);
+      REQUIRE(got[mix.at].size() == want[0].size());
+      for (size_t k = 0; k < want[0].size(); ++k) {
+        const TokenLogprob &g = got[mix.at][k], &w = want[0][k];
+        INFO("token " << k);
+        CHECK(std::memcmp(&g.logprob, &w.logprob, sizeof(float)) == 0);
+        REQUIRE(g.top.size() == w.top.size());
+        for (size_t i = 0; i < w.top.size(); ++i) {
+          CHECK(g.top[i].token == w.top[i].token);
+          CHECK(std::memcmp(&g.top[i].logprob, &w.top[i].logprob, sizeof(float)) == 0);
+        }
+      }
+    }
+  }
 }
 
 // Structured output, penalties and logprobs sampled on the GPU: the grammar's mask goes up with

@@ -487,6 +487,64 @@ TEST_CASE("cuda graphs: batches padded to row buckets replay as the eager steps 
   same_next_logits(eager, recorded, seqs);
 }
 
+// With batch_invariant a prompt's one-token chunk takes a prefill tile (SeqInStep::prefill), so
+// a step of one-token rows holding one has a decode step's shape (the model pads it to the row
+// bucket) but is no decode step: it must run unrecorded, and the decode steps around it replay.
+// Three rows a step (padded to 4): decodes three times (eager, capture, replay), two decodes
+// beside a prompt's last token, then decodes again (a replay); ids as the eager model's.
+TEST_CASE("cuda graphs: with batch_invariant a step holding a prompt's one-token chunk runs unrecorded",
+          "[gpu][cuda_device]") {
+  PAGODA_SKIP_WITHOUT_CUDA();
+  CudaBackendOptions on, off;
+  on.batch_invariant = off.batch_invariant = true;
+  off.cuda_graphs = false;
+  auto graph_backend = std::make_unique<CudaBackend>(on);
+  CudaBackend* graphs = graph_backend.get();
+  Model eager(tiny_bf16_model(), make_cuda_backend(off), 16);
+  Model recorded(tiny_bf16_model(), std::move(graph_backend), 16);
+  const int vocab = eager.config().vocab_size;
+  for (Model* m : {&eager, &recorded}) m->init_kv_cache(16, kBlock);
+  std::vector<Seq> seqs(4);  // 0-2 decode; 3 is the prompt
+  for (int s = 0; s < 4; ++s) {
+    Seq& q = seqs[static_cast<size_t>(s)];
+    for (int b = 0; b < 4; ++b) q.table.push_back(b * 4 + s);
+    for (int i = 0; i < 5 + 3 * s; ++i) q.tokens.push_back((i * 13 + s * 5 + 1) % vocab);
+  }
+  prefill_both(eager, recorded, seqs);  // all but each sequence's last token
+  const std::vector<std::vector<int>> batches = {{0, 1, 2}, {0, 1, 2}, {0, 1, 2}, {0, 1, 3}, {0, 1, 2}};
+  for (size_t step = 0; step < batches.size(); ++step) {
+    StepPlan p;
+    std::vector<SampleRequest> draws;
+    for (size_t r = 0; r < batches[step].size(); ++r) {
+      const int s = batches[step][r];
+      const Seq& q = seqs[static_cast<size_t>(s)];
+      add_fed(p, q, q.n_cached + 1, kBlock, true, s == 3);
+      draws.push_back(draw_for(0, static_cast<int>(r), q.tokens.size()));
+    }
+    const CudaGraphStats before = graphs->graph_stats();
+    StepLogits out_e, out_r;
+    eager.forward(p, draws, out_e);
+    recorded.forward(p, draws, out_r);
+    INFO("step " << step);
+    REQUIRE(out_r.drawn() == out_e.drawn());
+    const CudaGraphStats after = graphs->graph_stats();
+    if (step == 3) {
+      CHECK(after.captures == before.captures);
+      CHECK(after.replays == before.replays);
+    }
+    for (size_t r = 0; r < batches[step].size(); ++r) {
+      Seq& q = seqs[static_cast<size_t>(batches[step][r])];
+      ++q.n_cached;
+      q.tokens.push_back(out_e.drawn()[r]);
+    }
+  }
+  const CudaGraphStats st = graphs->graph_stats();
+  INFO("captures " << st.captures << ", replays " << st.replays);
+  CHECK(st.captures == 1);
+  CHECK(st.replays == 2);
+  same_next_logits(eager, recorded, seqs);
+}
+
 // Speculative verify steps are recorded too: their token trees' index arrays sit in the index
 // buffer at offsets the key fixes (the trees' sizes, not their branching), the tree rows'
 // logits come back after the recorded ops. Three sequences verify trees beside a decode row

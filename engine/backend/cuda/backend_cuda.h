@@ -41,8 +41,9 @@
 //   CudaBackendOptions::batch_invariant (--cuda-batch-invariant) closes that for quantized and
 //   bf16 matrices: quantized matmuls of more than kQuantGemvMaxRows rows run gemm_quant_int8
 //   (each row the int8 GEMV's bits), bf16 ones of more than kGemvMaxRows rows the bf16 GEMV in
-//   chunks (test_cuda_batch). Left: F32 matrices (MoE routers) on cuBLAS, and a prompt's last
-//   prefill chunk of one token, whose attention the decode kernel computes (docs/cuda.md).
+//   chunks (test_cuda_batch), and a prompt's one-token chunk (SeqInStep::prefill) takes a
+//   one-row prefill tile instead of the decode kernel, so a prompt's bits do not depend on how
+//   it was chunked. Left: F32 matrices (MoE routers) on cuBLAS (docs/cuda.md).
 // What has been verified where is docs/cuda.md's to say.
 #pragma once
 
@@ -128,6 +129,8 @@ struct CudaBackendOptions {
   // bf16 matrices (CudaWeights::Bf16, BF16 / F16 files): matmuls of more than kGemvMaxRows rows
   // run the bf16 GEMV over chunks of kGemvMaxRows rows instead of cuBLAS, each chunk reading
   // the whole matrix (n / 4 passes). F32 matrices (MoE routers) stay on cuBLAS.
+  // Attention: a prompt's one-token chunk takes the prefill kernel its longer chunks take (one
+  // row in a tile) instead of the decode kernel, which sums in another order.
   // The --cuda-batch-invariant flag (BackendChoice::cuda_batch_invariant).
   // Off by default (its cost is not yet measured on a GPU).
   bool batch_invariant = false;

@@ -107,6 +107,57 @@ TEST_CASE("budget, chunked prefill and decode-first ordering") {
   CHECK(c->num_computed == 6);
 }
 
+TEST_CASE("prompt chunks are marked prefill, one-token ones too; decodes are not") {
+  KvCacheManager kv(64, 4);
+  SECTION("a prompt's last token alone, scheduled with the decodes") {
+    Scheduler s(config(8, 4), kv);
+    auto a = make_seq(9, 5);
+    s.add(a);
+    StepPlan plan = s.schedule();
+    REQUIRE(plan.seqs.size() == 1);
+    CHECK(plan.seqs[0].n_tokens == 8);
+    CHECK(plan.seqs[0].prefill);
+    s.update({});
+    auto b = make_seq(15, 5, 100);
+    s.add(b);
+    plan = s.schedule();
+    REQUIRE(plan.seqs.size() == 2);
+    CHECK(plan.seqs[0].seq_id == a->id);
+    CHECK(plan.seqs[0].n_tokens == 1);
+    CHECK(plan.seqs[0].prefill);
+    CHECK(plan.seqs[1].n_tokens == 7);
+    CHECK(plan.seqs[1].prefill);
+    s.update({11});
+    plan = s.schedule();
+    REQUIRE(plan.seqs.size() == 2);
+    CHECK(plan.seqs[0].seq_id == a->id);
+    CHECK(plan.seqs[0].n_tokens == 1);
+    CHECK_FALSE(plan.seqs[0].prefill);
+    CHECK(plan.seqs[1].n_tokens == 7);
+    CHECK(plan.seqs[1].prefill);
+  }
+  SECTION("a one-token chunk the budget leaves in the middle of a prompt") {
+    Scheduler s(config(3, 4), kv);
+    auto a = make_seq(1, 5), b = make_seq(1, 5, 50), c = make_seq(10, 5, 100);
+    for (const auto& q : {a, b, c}) s.add(q);
+    StepPlan plan = s.schedule();
+    REQUIRE(plan.seqs.size() == 3);
+    for (const SeqInStep& q : plan.seqs) {
+      CHECK(q.n_tokens == 1);
+      CHECK(q.prefill);
+    }
+    s.update({11, 12});
+    plan = s.schedule();
+    REQUIRE(plan.seqs.size() == 3);
+    CHECK_FALSE(plan.seqs[0].prefill);
+    CHECK_FALSE(plan.seqs[1].prefill);
+    CHECK(plan.seqs[2].seq_id == c->id);
+    CHECK(plan.seqs[2].n_past == 1);
+    CHECK(plan.seqs[2].n_tokens == 1);
+    CHECK(plan.seqs[2].prefill);
+  }
+}
+
 TEST_CASE("max_seqs caps running sequences; the queue is FCFS") {
   KvCacheManager kv(64, 4);
   Scheduler s(config(64, 2), kv);

@@ -120,21 +120,18 @@ TEST_CASE("prompt chunks are marked prefill, one-token ones too; decodes are not
     s.update({});
     auto b = make_seq(15, 5, 100);
     s.add(b);
-    plan = s.schedule();
-    REQUIRE(plan.seqs.size() == 2);
-    CHECK(plan.seqs[0].seq_id == a->id);
-    CHECK(plan.seqs[0].n_tokens == 1);
-    CHECK(plan.seqs[0].prefill);
-    CHECK(plan.seqs[1].n_tokens == 7);
-    CHECK(plan.seqs[1].prefill);
+    // a's one token beside b's 7-token chunk: a prompt token the first time, a decode after.
+    auto check_a_then_b = [&](const StepPlan& p, bool a_prefill) {
+      REQUIRE(p.seqs.size() == 2);
+      CHECK(p.seqs[0].seq_id == a->id);
+      CHECK(p.seqs[0].n_tokens == 1);
+      CHECK(p.seqs[0].prefill == a_prefill);
+      CHECK(p.seqs[1].n_tokens == 7);
+      CHECK(p.seqs[1].prefill);
+    };
+    check_a_then_b(s.schedule(), true);
     s.update({11});
-    plan = s.schedule();
-    REQUIRE(plan.seqs.size() == 2);
-    CHECK(plan.seqs[0].seq_id == a->id);
-    CHECK(plan.seqs[0].n_tokens == 1);
-    CHECK_FALSE(plan.seqs[0].prefill);
-    CHECK(plan.seqs[1].n_tokens == 7);
-    CHECK(plan.seqs[1].prefill);
+    check_a_then_b(s.schedule(), false);
   }
   SECTION("a one-token chunk the budget leaves in the middle of a prompt") {
     Scheduler s(config(3, 4), kv);

@@ -192,9 +192,9 @@ void quantize_activation_row_avx512(const float* x, int64_t k, int8_t* q, float*
 }
 
 namespace {
-// Packs rows [i0, i0 + rows) of acts (rows <= kPanelRows; the group's lanes past `rows` get
-// zeros) into the group's nb panel blocks at out.
-void pack_group(GgmlType t, const QuantActs& acts, int64_t i0, int rows, PanelBlock* out) {
+// Packs rows [0, rows) of acts (rows <= kPanelRows; the group's lanes past `rows` get zeros)
+// into the group's nb panel blocks at out.
+void pack_group(GgmlType t, const QuantActs& acts, int rows, PanelBlock* out) {
   static_assert(kPanelRows == 4, "one zmm holds dwords 0-3 (4-7) of the group's 4 rows");
   const int64_t nb = acts.k / 32;
   const int off = weight_offset(t);
@@ -206,7 +206,7 @@ void pack_group(GgmlType t, const QuantActs& acts, int64_t i0, int rows, PanelBl
   const __mmask8 first = rows >= 2 ? 0xFF : 0x0F, second = rows >= 4 ? 0xFF : rows == 3 ? 0x0F : 0x00;
   // Rows past `rows` read as the last row (any bytes would do: their lanes are masked off).
   const int8_t* q[kPanelRows];
-  for (int r = 0; r < kPanelRows; ++r) q[r] = acts.row_q(i0 + std::min(r, rows - 1));
+  for (int r = 0; r < kPanelRows; ++r) q[r] = acts.row_q(std::min(r, rows - 1));
   for (int64_t b = 0; b < nb; ++b) {
     PanelBlock& p = out[b];
     auto pair = [&](int r, __mmask8 m) {
@@ -221,8 +221,8 @@ void pack_group(GgmlType t, const QuantActs& acts, int64_t i0, int rows, PanelBl
     int32_t pairs[kPanelRows];
     float dx[kPanelRows];
     for (int r = 0; r < kPanelRows; ++r) {
-      std::memcpy(&pairs[r], acts.row_s(i0 + std::min(r, rows - 1)) + 2 * b, 4);
-      dx[r] = acts.row_d(i0 + std::min(r, rows - 1))[b];
+      std::memcpy(&pairs[r], acts.row_s(std::min(r, rows - 1)) + 2 * b, 4);
+      dx[r] = acts.row_d(std::min(r, rows - 1))[b];
     }
     const __mmask8 valid = static_cast<__mmask8>((1u << rows) - 1);
     const __m128i xs = _mm_loadu_si128(reinterpret_cast<const __m128i*>(pairs));
@@ -243,20 +243,17 @@ void quantize_activation_panels_avx512(GgmlType t, const float* x, int64_t k, in
   // One group's rows quantized at a time, into a buffer that stays in L1/L2 until packed.
   const int64_t nb = k / 32;
   std::unique_ptr<uint8_t[]> buf(new uint8_t[static_cast<size_t>(kPanelRows * (k + nb * 4 + nb * 4))]);
+  auto* q = reinterpret_cast<int8_t*>(buf.get());
+  auto* d = reinterpret_cast<float*>(buf.get() + kPanelRows * k);
+  auto* s = reinterpret_cast<int16_t*>(buf.get() + kPanelRows * (k + nb * 4));
   QuantActs acts;
-  acts.q = reinterpret_cast<int8_t*>(buf.get());
-  acts.d = reinterpret_cast<float*>(buf.get() + kPanelRows * k);
-  acts.s = reinterpret_cast<int16_t*>(buf.get() + kPanelRows * (k + nb * 4));
-  acts.k = k;
-  auto* q = const_cast<int8_t*>(acts.q);
-  auto* d = const_cast<float*>(acts.d);
-  auto* s = const_cast<int16_t*>(acts.s);
+  acts.q = q, acts.d = d, acts.s = s, acts.k = k;
   PanelBlock* out = reinterpret_cast<PanelBlock*>(panel);
   for (int64_t g = g_begin; g < g_end; ++g) {
     const int rows = static_cast<int>(std::min<int64_t>(kPanelRows, n - g * kPanelRows));
     for (int r = 0; r < rows; ++r)
       quantize_activation_row_avx512(x + (g * kPanelRows + r) * k, k, q + r * k, d + r * nb, s + r * 2 * nb);
-    pack_group(t, acts, 0, rows, out + g * nb);
+    pack_group(t, acts, rows, out + g * nb);
   }
 }
 

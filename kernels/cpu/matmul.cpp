@@ -12,6 +12,7 @@
 #include <new>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "kernels/cpu/matmul_internal.h"
 #include "kernels/cpu/quants.h"
@@ -146,7 +147,7 @@ class ReusedBuffer {
 // k = 5632 is 180 KiB) came back as new pages each time, and the call paid their page faults
 // (Q4_K 2048x5632, 16 rows: 1.77 ms against 0.81 ms with the threshold raised).
 struct MatmulScratch {
-  ReusedBuffer acts, panel, xb;
+  ReusedBuffer acts, panel, panel_work, xb;
 };
 MatmulScratch& thread_scratch() {
   thread_local MatmulScratch s;
@@ -190,24 +191,37 @@ void matmul(ThreadPool& pool, GgmlType wtype, const void* w, int64_t out_feature
 }
 
 namespace {
+// One matrix of a run_matmul call and where its outputs go.
+struct Target {
+  const void* w;
+  int64_t out_features;
+  float* out;
+};
+
 // Every matmul entry point, once the level is known to run here: `isa` is the vector level
 // (vector_isa), `tiles` the Amx level's tile kernel (null below Amx), which takes the quantized
-// calls of more than kFewRowsMax rows; `packed` says w is in the decode layout that level `isa`
-// reads (weight_pack.h: Tiles8 for AVX2, Rows16 for AVX-512).
-void run_matmul(ThreadPool& pool, CpuIsa isa, detail::RangeKernel tiles, GgmlType wtype, const void* w,
-                int64_t out_features, int64_t in_features, const float* x, int64_t n, float* out, bool packed) {
+// calls of more than kFewRowsMax rows; `packed` says the weights are in the decode layout that
+// level `isa` reads (weight_pack.h: Tiles8 for AVX2, Rows16 for AVX-512). The `count` targets
+// share x, the type and in_features: x is prepared once and their outputs are one pool job.
+void run_matmul(ThreadPool& pool, CpuIsa isa, detail::RangeKernel tiles, GgmlType wtype, const Target* targets,
+                int count, int64_t in_features, const float* x, int64_t n, bool packed) {
   if (!matmul_supports(wtype))
     throw std::invalid_argument(std::string("matmul: unsupported weight type ") +
                                 (ggml_type_info(static_cast<uint32_t>(wtype)) ? ggml_type_info(wtype).name : "?"));
   const GgmlTypeInfo& info = ggml_type_info(wtype);
-  if (out_features < 0 || n < 0 || in_features <= 0 || in_features % info.block_size != 0)
+  int64_t all_outputs = 0;
+  for (int j = 0; j < count; ++j) {
+    if (targets[j].out_features < 0) throw std::invalid_argument("matmul: out_features must not be negative");
+    all_outputs += targets[j].out_features;
+  }
+  if (n < 0 || in_features <= 0 || in_features % info.block_size != 0)
     throw std::invalid_argument("matmul: in_features " + std::to_string(in_features) +
                                 " must be a positive multiple of " + info.name + "'s block size " +
                                 std::to_string(info.block_size));
-  if (n == 0 || out_features == 0) return;
+  if (n == 0 || all_outputs == 0) return;
 
-  detail::MatmulArgs a{wtype, static_cast<const uint8_t*>(w), ggml_row_size(wtype, in_features), out_features,
-                       in_features, x, {}, n, out};
+  detail::MatmulArgs a{wtype, static_cast<const uint8_t*>(targets[0].w), ggml_row_size(wtype, in_features),
+                       targets[0].out_features, in_features, x, {}, n, targets[0].out};
   a.packed = packed;
   const bool quantized = detail::is_quantized(wtype);
   const bool on_tiles = tiles != nullptr && quantized && n > detail::kFewRowsMax;
@@ -276,8 +290,11 @@ void run_matmul(ThreadPool& pool, CpuIsa isa, detail::RangeKernel tiles, GgmlTyp
       uint8_t* panel = scratch.panel.get(static_cast<size_t>(detail::activation_panel_bytes(n, in_features)));
       a.panel = panel;
       const int64_t groups = (n + detail::kPanelRows - 1) / detail::kPanelRows;
-      pool.parallel_for(groups, [&](int64_t b, int64_t e, int) {
-        detail::quantize_activation_panels_avx512(wtype, x, in_features, n, b, e, panel);
+      const size_t work_bytes = (detail::panel_group_bytes(in_features) + 63) / 64 * 64;
+      uint8_t* work = scratch.panel_work.get(work_bytes * static_cast<size_t>(pool.size()));
+      pool.parallel_for(groups, [&](int64_t b, int64_t e, int thread) {
+        detail::quantize_activation_panels_avx512(wtype, x, in_features, n, b, e, panel,
+                                                  work + work_bytes * static_cast<size_t>(thread));
       });
     }
   }
@@ -295,7 +312,10 @@ void run_matmul(ThreadPool& pool, CpuIsa isa, detail::RangeKernel tiles, GgmlTyp
   }
 
   const int64_t unit = outputs_per_task(isa, quantized);
-  const int64_t tasks = (out_features + unit - 1) / unit;
+  // The targets' tasks in a row: target j's are [first[j], first[j + 1]).
+  std::vector<int64_t> first(static_cast<size_t>(count) + 1, 0);
+  for (int j = 0; j < count; ++j) first[j + 1] = first[j] + (targets[j].out_features + unit - 1) / unit;
+  const int64_t tasks = first[static_cast<size_t>(count)];
   // Outputs go to the threads in chunks, each thread running its own share in order and then
   // taking chunks left in the others' (ThreadPool::parallel_for_dynamic; results do not depend
   // on the split): with a static half each, the call waited for the slower thread, and on a
@@ -310,12 +330,26 @@ void run_matmul(ThreadPool& pool, CpuIsa isa, detail::RangeKernel tiles, GgmlTyp
                         : n <= detail::kFewRowsMax ? std::clamp<int64_t>(decode_chunk, 1, per_thread)
                                                    : std::max<int64_t>(1, (per_thread + 3) / 4);
   pool.parallel_for_dynamic(tasks, chunk, [&](int64_t b, int64_t e, int) {
-    const int64_t o0 = b * unit, o1 = std::min(out_features, e * unit);
-    if (on_tiles) return tiles(a, o0, o1);
-    switch (isa) {
-      case CpuIsa::Avx512: detail::matmul_range_avx512(a, o0, o1); break;
-      case CpuIsa::Avx2: detail::matmul_range_avx2(a, o0, o1); break;
-      default: detail::matmul_range_scalar(a, o0, o1); break;
+    // A chunk may span targets: each piece runs against its own matrix.
+    for (int j = static_cast<int>(std::upper_bound(first.begin(), first.end(), b) - first.begin()) - 1; b < e; ++j) {
+      const int64_t piece_end = std::min(e, first[static_cast<size_t>(j) + 1]);
+      if (piece_end <= b) continue;  // a target without outputs
+      detail::MatmulArgs t = a;
+      t.w = static_cast<const uint8_t*>(targets[j].w);
+      t.out_features = targets[j].out_features;
+      t.out = targets[j].out;
+      const int64_t o0 = (b - first[static_cast<size_t>(j)]) * unit;
+      const int64_t o1 = std::min(t.out_features, (piece_end - first[static_cast<size_t>(j)]) * unit);
+      b = piece_end;
+      if (on_tiles) {
+        tiles(t, o0, o1);
+        continue;
+      }
+      switch (isa) {
+        case CpuIsa::Avx512: detail::matmul_range_avx512(t, o0, o1); break;
+        case CpuIsa::Avx2: detail::matmul_range_avx2(t, o0, o1); break;
+        default: detail::matmul_range_scalar(t, o0, o1); break;
+      }
     }
   });
 }
@@ -333,7 +367,8 @@ detail::RangeKernel tile_kernel(CpuIsa isa) { return isa == CpuIsa::Amx ? detail
 void matmul(ThreadPool& pool, CpuIsa isa, GgmlType wtype, const void* w, int64_t out_features,
             int64_t in_features, const float* x, int64_t n, float* out) {
   require_level(isa, "matmul");
-  run_matmul(pool, vector_isa(isa), tile_kernel(isa), wtype, w, out_features, in_features, x, n, out, false);
+  const Target t{w, out_features, out};
+  run_matmul(pool, vector_isa(isa), tile_kernel(isa), wtype, &t, 1, in_features, x, n, false);
 }
 
 void matmul(ThreadPool& pool, const PackedWeight& w, const float* x, int64_t n, float* out) {
@@ -341,10 +376,30 @@ void matmul(ThreadPool& pool, const PackedWeight& w, const float* x, int64_t n, 
 }
 
 void matmul(ThreadPool& pool, CpuIsa isa, const PackedWeight& w, const float* x, int64_t n, float* out) {
+  const PackedWeight* one = &w;
+  matmul_same_x(pool, isa, &one, &out, 1, x, n);
+}
+
+void matmul_same_x(ThreadPool& pool, CpuIsa isa, GgmlType wtype, const SameXMatrix* m, int count, int64_t in_features,
+                   const float* x, int64_t n) {
   require_level(isa, "matmul");
-  const bool use_packed = vector_isa(isa) == decode_layout_isa(w.layout);
-  run_matmul(pool, vector_isa(isa), tile_kernel(isa), w.type, use_packed ? w.bytes.get() : w.source, w.rows, w.cols, x,
-             n, out, use_packed);
+  std::vector<Target> t;
+  for (int j = 0; j < count; ++j) t.push_back({m[j].w, m[j].out_features, m[j].out});
+  run_matmul(pool, vector_isa(isa), tile_kernel(isa), wtype, t.data(), count, in_features, x, n, false);
+}
+
+void matmul_same_x(ThreadPool& pool, CpuIsa isa, const PackedWeight* const* w, float* const* out, int count,
+                   const float* x, int64_t n) {
+  require_level(isa, "matmul");
+  if (count <= 0) return;
+  const bool use_packed = vector_isa(isa) == decode_layout_isa(w[0]->layout);
+  std::vector<Target> t;
+  for (int j = 0; j < count; ++j) {
+    if (w[j]->type != w[0]->type || w[j]->cols != w[0]->cols || w[j]->layout != w[0]->layout)
+      throw std::invalid_argument("matmul_same_x: the matrices differ in type, width or layout");
+    t.push_back({use_packed ? w[j]->bytes.get() : w[j]->source, w[j]->rows, out[j]});
+  }
+  run_matmul(pool, vector_isa(isa), tile_kernel(isa), w[0]->type, t.data(), count, w[0]->cols, x, n, use_packed);
 }
 
 void matmul_decode_layout(ThreadPool& pool, DecodeLayout layout, GgmlType wtype, const void* w, int64_t out_features,
@@ -354,14 +409,16 @@ void matmul_decode_layout(ThreadPool& pool, DecodeLayout layout, GgmlType wtype,
   const CpuIsa isa = vector_isa(default_cpu_isa()) == decode_layout_isa(layout) ? default_cpu_isa() : decode_layout_isa(layout);
   if (!cpu_supports(isa))
     throw std::invalid_argument(std::string("matmul_decode_layout: the layout needs the ") + cpu_isa_name(isa) + " kernels");
-  run_matmul(pool, vector_isa(isa), tile_kernel(isa), wtype, w, out_features, in_features, x, n, out, true);
+  const Target t{w, out_features, out};
+  run_matmul(pool, vector_isa(isa), tile_kernel(isa), wtype, &t, 1, in_features, x, n, true);
 }
 
 namespace detail {
 void matmul_amx_level(ThreadPool& pool, RangeKernel tiles, GgmlType wtype, const void* w, bool packed,
                       int64_t out_features, int64_t in_features, const float* x, int64_t n, float* out) {
   require_level(CpuIsa::Avx512, "matmul_amx_level");
-  run_matmul(pool, CpuIsa::Avx512, tiles, wtype, w, out_features, in_features, x, n, out, packed);
+  const Target t{w, out_features, out};
+  run_matmul(pool, CpuIsa::Avx512, tiles, wtype, &t, 1, in_features, x, n, packed);
 }
 }  // namespace detail
 

@@ -73,6 +73,20 @@ void matmul(ThreadPool& pool, CpuIsa isa, GgmlType wtype, const void* w, int64_t
 // other ISA levels read w.source; the results are bit-identical to matmul on w.source.
 void matmul(ThreadPool& pool, const PackedWeight& w, const float* x, int64_t n, float* out);
 void matmul(ThreadPool& pool, CpuIsa isa, const PackedWeight& w, const float* x, int64_t n, float* out);
+// out[j] = x * w[j]^T for j < count: matrices of one type and width that read the same x (a
+// layer's q/k/v, its gate/up). x is quantized once and all their outputs are split over the
+// threads as one job, so a small matrix pays no pool round trip of its own; bit-identical to
+// count matmul calls. The packed form needs one type, width and layout (std::invalid_argument
+// otherwise).
+struct SameXMatrix {
+  const void* w;  // GGML layout
+  int64_t out_features;
+  float* out;
+};
+void matmul_same_x(ThreadPool& pool, CpuIsa isa, GgmlType wtype, const SameXMatrix* m, int count, int64_t in_features,
+                   const float* x, int64_t n);
+void matmul_same_x(ThreadPool& pool, CpuIsa isa, const PackedWeight* const* w, float* const* out, int count,
+                   const float* x, int64_t n);
 // Weights in decode layout `layout` given by their bytes alone: a PackedWeight's, or rows
 // [g * R, g * R + out_features) of them with out_features a multiple of R =
 // decode_layout_rows(layout) (one expert's slice of stacked experts: a slice of whole groups is a

@@ -29,8 +29,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <memory>
-#include <new>
 #include <type_traits>
 
 #include "kernels/cpu/cpu_features.h"
@@ -239,13 +237,12 @@ void pack_group(GgmlType t, const QuantActs& acts, int rows, PanelBlock* out) {
 }  // namespace
 
 void quantize_activation_panels_avx512(GgmlType t, const float* x, int64_t k, int64_t n, int64_t g_begin,
-                                       int64_t g_end, uint8_t* panel) {
-  // One group's rows quantized at a time, into a buffer that stays in L1/L2 until packed.
+                                       int64_t g_end, uint8_t* panel, uint8_t* work) {
+  // One group's rows quantized at a time into `work` (panel_group_bytes), then packed.
   const int64_t nb = k / 32;
-  std::unique_ptr<uint8_t[]> buf(new uint8_t[static_cast<size_t>(kPanelRows * (k + nb * 4 + nb * 4))]);
-  auto* q = reinterpret_cast<int8_t*>(buf.get());
-  auto* d = reinterpret_cast<float*>(buf.get() + kPanelRows * k);
-  auto* s = reinterpret_cast<int16_t*>(buf.get() + kPanelRows * (k + nb * 4));
+  auto* q = reinterpret_cast<int8_t*>(work);
+  auto* d = reinterpret_cast<float*>(work + kPanelRows * k);
+  auto* s = reinterpret_cast<int16_t*>(work + kPanelRows * (k + nb * 4));
   QuantActs acts;
   acts.q = q, acts.d = d, acts.s = s, acts.k = k;
   PanelBlock* out = reinterpret_cast<PanelBlock*>(panel);

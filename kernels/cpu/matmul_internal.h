@@ -126,10 +126,13 @@ constexpr int64_t kPanelBlockBytes = 256;
 inline int64_t activation_panel_bytes(int64_t n, int64_t k) {
   return (n + kPanelRows - 1) / kPanelRows * (k / 32) * kPanelBlockBytes;
 }
+// Work space of quantize_activation_panels_avx512: one row group's quants and terms.
+inline size_t panel_group_bytes(int64_t k) { return static_cast<size_t>(kPanelRows * (k + (k / 32) * 8)); }
 // Quantizes the rows of row groups [g_begin, g_end) of x (n rows of k) as
-// quantize_activation_row_avx512 does and packs them for weight type t.
+// quantize_activation_row_avx512 does and packs them for weight type t; `work` holds
+// panel_group_bytes(k) bytes that stay in L1/L2 while a group is packed (one per thread).
 void quantize_activation_panels_avx512(GgmlType t, const float* x, int64_t k, int64_t n, int64_t g_begin,
-                                       int64_t g_end, uint8_t* panel);
+                                       int64_t g_end, uint8_t* panel, uint8_t* work);
 
 void matmul_range_scalar(const MatmulArgs& a, int64_t o_begin, int64_t o_end);
 void matmul_range_avx2(const MatmulArgs& a, int64_t o_begin, int64_t o_end);

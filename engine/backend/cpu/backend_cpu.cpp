@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -22,8 +23,8 @@ namespace {
 // Below this many element-operations an op runs on the calling thread: waking the pool costs
 // more than the work (decode steps are full of such small ops).
 constexpr int64_t kMinParallelWork = 32 * 1024;
-// The same threshold for attention, in multiply-adds (about 16 us on one AVX-512 core).
-constexpr int64_t kMinParallelAttentionFmas = 1 << 20;
+// The same threshold for attention, in multiply-adds (a few microseconds on one AVX-512 core).
+constexpr int64_t kMinParallelAttentionFmas = 1 << 17;
 
 float* f32(const Tensor& t) { return static_cast<float*>(t.data); }
 
@@ -327,6 +328,31 @@ void CpuBackend::matmul(const Tensor& w, const Tensor& x, Tensor& out, int64_t n
     cpu::matmul(*pool_, w.type, w.data, w.rows, w.cols, f32(x), n, f32(out));
 }
 
+void CpuBackend::matmul_same_x(const Tensor* const* w, int count, const Tensor& x, Tensor* const* out, int64_t n) {
+  // Together when every matrix has the first one's type and the same kind of copy: all in the
+  // GGML layout, or all packed in one layout.
+  std::vector<const cpu::PackedWeight*> packed(static_cast<size_t>(std::max(count, 0)));
+  bool together = count > 1;
+  for (int j = 0; j < count; ++j) {
+    require(x.cols == w[j]->cols && out[j]->cols == w[j]->rows, "matmul: shapes do not match");
+    require_rows(*out[j], n, "matmul: n exceeds the output's rows");
+    packed[j] = packed_copy(*w[j]);
+    together = together && w[j]->type == w[0]->type && (packed[j] == nullptr) == (packed[0] == nullptr) &&
+               (packed[j] == nullptr || packed[j]->layout == packed[0]->layout);
+  }
+  if (!together) return Backend::matmul_same_x(w, count, x, out, n);
+  require_rows(x, n, "matmul: n exceeds the input's rows");
+  if (packed[0] != nullptr) {
+    std::vector<float*> outs;
+    for (int j = 0; j < count; ++j) outs.push_back(f32(*out[j]));
+    cpu::matmul_same_x(*pool_, cpu::default_cpu_isa(), packed.data(), outs.data(), count, f32(x), n);
+  } else {
+    std::vector<cpu::SameXMatrix> m;
+    for (int j = 0; j < count; ++j) m.push_back({w[j]->data, w[j]->rows, f32(*out[j])});
+    cpu::matmul_same_x(*pool_, cpu::default_cpu_isa(), w[0]->type, m.data(), count, x.cols, f32(x), n);
+  }
+}
+
 void CpuBackend::add_bias(Tensor& x, const Tensor& bias, int64_t n) {
   require(bias.type == GgmlType::F32 && bias.cols == x.cols, "add_bias: the bias must be f32, as wide as x");
   require_rows(x, n, "add_bias: n exceeds the rows");
@@ -428,9 +454,13 @@ void CpuBackend::attention(int layer, const Tensor& q, Tensor& out, int n_heads,
                            plan_.block_tables.data() + seq.block_table_offset, scratch);
     }
   };
-  // Multiply-adds (QK and PV) at most. One decode token over a few hundred positions is ~10 us
-  // of work: cheaper inline than a pool round trip, which on a busy machine can cost far more.
-  // Tasks differ in length (contexts differ): threads take them as they free up.
+  // Multiply-adds (QK and PV) at most. Only tiny steps run inline: attention follows the QKV
+  // matmul, whose workers still spin (a round trip of about a microsecond), and a decode token
+  // over 128-256 positions (~1M multiply-adds) run inline left the other threads idle, which in
+  // a memory-bound decode step also idles their share of the memory bandwidth (TinyLlama Q4_K,
+  // 2 threads: the worker's idle share of the samples fell from 5.6% to 3.3% when it took half).
+  // A late worker costs nothing extra: the caller takes its tasks. Tasks differ in length
+  // (contexts differ): threads take them as they free up.
   const int64_t fmas = static_cast<int64_t>(plan_.n_tokens()) * n_heads * max_ctx_ * head_dim * 2;
   if (n_tasks == 1 || fmas < kMinParallelAttentionFmas || T == 1) {
     run(0, n_tasks, 0);

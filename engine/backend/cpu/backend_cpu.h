@@ -58,6 +58,9 @@ class CpuBackend final : public Backend {
   void embed(const Tensor& table, Tensor& out) override;
   void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out, int64_t n) override;
   void matmul(const Tensor& w, const Tensor& x, Tensor& out, int64_t n) override;
+  // One activation quantization and one pool job for all count matrices when they share a type
+  // and a layout (cpu::matmul_same_x); else the matmuls one by one.
+  void matmul_same_x(const Tensor* const* w, int count, const Tensor& x, Tensor* const* out, int64_t n) override;
   // Encoder ops (backend_cpu_encoder.cpp): kernels/cpu/encoder_ops.h.
   void write(Tensor& x, const float* host, int64_t n) override;
   void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps, Tensor& out,

@@ -243,6 +243,39 @@ TEST_CASE("matmul on uploaded quantized weights (decode layout on AVX2 hosts) gi
   }
 }
 
+TEST_CASE("matmul_same_x gives each matmul's GGML bits, together or one by one", "[cpu_ops]") {
+  // q/k/v-like matrices of one type go through one job (decode-layout copies or not); a set with
+  // two types falls back to separate matmuls. Each output equals the scalar kernel's on its bytes.
+  const DecodePack mode = GENERATE(DecodePack::On, DecodePack::Off);
+  CpuBackend be(2, mode);
+  const int64_t cols = 512, rows[] = {80, 16, 48};
+  for (const auto& types : std::vector<std::vector<GgmlType>>{{GgmlType::Q8_0, GgmlType::Q8_0, GgmlType::Q8_0},
+                                                            {GgmlType::Q4_K, GgmlType::Q4_K, GgmlType::Q4_K},
+                                                            {GgmlType::Q6_K, GgmlType::Q6_K, GgmlType::Q6_K},
+                                                            {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q4_K}}) {
+    std::vector<std::vector<uint8_t>> q;
+    std::vector<Tensor> w;
+    for (int j = 0; j < 3; ++j) q.push_back(random_quantized(types[j], rows[j], cols, 50 + j));
+    for (int j = 0; j < 3; ++j) w.push_back(be.upload_weight(q[j].data(), types[j], rows[j], cols));
+    for (int64_t n : {1, 4, 20}) {
+      const auto xv = randoms(static_cast<size_t>(n * cols), 60 + n);
+      Tensor x = filled(be, n, cols, xv);
+      std::vector<Tensor> out;
+      for (int j = 0; j < 3; ++j) out.push_back(be.alloc(n, rows[j]));
+      const Tensor* wp[] = {&w[0], &w[1], &w[2]};
+      Tensor* op[] = {&out[0], &out[1], &out[2]};
+      be.matmul_same_x(wp, 3, x, op, n);
+      cpu::ThreadPool pool(2);
+      for (int j = 0; j < 3; ++j) {
+        std::vector<float> want(static_cast<size_t>(n * rows[j]));
+        cpu::matmul(pool, cpu::CpuIsa::Scalar, types[j], q[j].data(), rows[j], cols, xv.data(), n, want.data());
+        INFO(ggml_type_info(types[j]).name << " matrix " << j << " n=" << n);
+        CHECK(std::memcmp(host(be, out[j], n).data(), want.data(), want.size() * sizeof(float)) == 0);
+      }
+    }
+  }
+}
+
 namespace {
 // Resident bytes of this process's mapping that contains p (/proc/self/smaps), or -1.
 long resident_bytes_of_mapping(const void* p) {

@@ -13,6 +13,7 @@
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/matmul_internal.h"
 #include "kernels/cpu/quants.h"
+#include "kernels/cpu/weight_pack.h"
 #include "tests/support/quant_blocks.h"
 #include "tests/support/isa.h"
 
@@ -207,6 +208,73 @@ TEST_CASE("batch and thread invariance: a row's result is bit-identical whatever
       CHECK(std::memcmp(mid.data(), all.data() + 5 * p.out, 6 * p.out * 4) == 0);
     }
   }
+}
+
+TEST_CASE("matmul_same_x: one job over several matrices gives each matmul's bits") {
+  // Matrices of 75, 0, 16 and 300 outputs: with 2 threads a decode job's chunks span matrices
+  // (7 tasks a chunk of 14 at Q8_0), and the empty one sits between two others.
+  ThreadPool pool1(1), pool2(2), pool3(3);
+  const int64_t outs[] = {75, 0, 16, 300};
+  for (GgmlType t : {GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::IQ4_XS}) {
+    const int64_t in = ggml_type_info(t).block_size == 256 ? 768 : 576;
+    std::vector<Problem> ps;
+    for (int j = 0; j < 4; ++j) ps.push_back(make_problem(t, outs[j], in, 40, 7 + j));
+    const std::vector<float>& x = ps[0].x;
+    for (CpuIsa isa : isas())
+      for (ThreadPool* pool : {&pool1, &pool2, &pool3})
+        for (int64_t n : {1, 5, 17, 40}) {
+          INFO(name(t, isa, 0, in, n) << " threads=" << pool->size());
+          std::vector<std::vector<float>> got(4);
+          std::vector<SameXMatrix> m;
+          for (int j = 0; j < 4; ++j) {
+            got[j].assign(static_cast<size_t>(n * outs[j]), NAN);
+            m.push_back({ps[j].w.data(), outs[j], got[j].data()});
+          }
+          matmul_same_x(*pool, isa, t, m.data(), 4, in, x.data(), n);
+          for (int j = 0; j < 4; ++j) {
+            CHECK(std::memcmp(got[j].data(), run(*pool, isa, ps[j], n, x.data()).data(), got[j].size() * 4) == 0);
+          }
+        }
+  }
+}
+
+TEST_CASE("matmul_same_x on decode-layout copies gives each matmul's bits; mixed copies are refused") {
+  ThreadPool pool(2);
+  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K}) {
+    const int64_t in = 768;
+    const int64_t outs[] = {48, 16, 304};
+    for (CpuIsa isa : isas()) {
+      const auto layout = decode_layout_for(isa, t, 16, in);
+      if (!layout) continue;
+      std::vector<Problem> ps;
+      std::vector<PackedWeight> packed;
+      for (int j = 0; j < 3; ++j) {
+        ps.push_back(make_problem(t, outs[j], in, 20, 31 + j));
+        packed.push_back(pack_for_decode(t, ps[j].w.data(), outs[j], in, nullptr, *layout));
+      }
+      const PackedWeight* w[] = {&packed[0], &packed[1], &packed[2]};
+      for (int64_t n : {1, 3, 16, 20}) {
+        INFO(name(t, isa, 0, in, n));
+        std::vector<std::vector<float>> got(3), want(3);
+        float* out[3];
+        for (int j = 0; j < 3; ++j) {
+          got[j].assign(static_cast<size_t>(n * outs[j]), NAN);
+          want[j].assign(static_cast<size_t>(n * outs[j]), NAN);
+          out[j] = got[j].data();
+          matmul(pool, isa, packed[j], ps[0].x.data(), n, want[j].data());
+        }
+        matmul_same_x(pool, isa, w, out, 3, ps[0].x.data(), n);
+        for (int j = 0; j < 3; ++j) CHECK(std::memcmp(got[j].data(), want[j].data(), got[j].size() * 4) == 0);
+      }
+    }
+  }
+  const Problem a = make_problem(GgmlType::Q8_0, 16, 256, 1, 1), b = make_problem(GgmlType::Q4_0, 16, 256, 1, 2);
+  const PackedWeight pa = pack_for_decode(a.type, a.w.data(), 16, 256, nullptr, DecodeLayout::Tiles8);
+  const PackedWeight pb = pack_for_decode(b.type, b.w.data(), 16, 256, nullptr, DecodeLayout::Tiles8);
+  const PackedWeight* w[] = {&pa, &pb};
+  std::vector<float> o0(16), o1(16);
+  float* out[] = {o0.data(), o1.data()};
+  CHECK_THROWS_AS(matmul_same_x(pool, CpuIsa::Scalar, w, out, 2, a.x.data(), 1), std::invalid_argument);
 }
 
 TEST_CASE("prefill rows split into cache-sized blocks give the decode path's bits") {

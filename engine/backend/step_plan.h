@@ -43,10 +43,12 @@ struct SeqInStep {
   // The LoRA adapter its rows are computed under: a slot of the model (Model::set_lora), 0 for
   // the base model.
   int32_t lora = 0;
-  // True for a chunk of a prompt (or of a preempted sequence's recomputed tokens), false for a
-  // decode step's tokens. Backends may route a one-token chunk by it: CUDA with batch_invariant
-  // gives a prompt's one-token chunk the prefill attention its longer chunks get, so a prompt's
-  // bits do not depend on how the scheduler cut it.
+  // True for a chunk of prompt tokens (a preempted sequence's recompute of them too), false for
+  // drawn tokens: a decode, a grammar's forced tail, a preempted sequence's recompute of its
+  // output. The scheduler never mixes the two in one chunk (Sequence::output_begin). Backends may
+  // route rows by it: CUDA with batch_invariant gives prompt tokens the prefill attention and
+  // drawn tokens the decode attention whatever the chunk's length, so a token's bits do not
+  // depend on how the scheduler cut (or recomputed) its sequence.
   bool prefill = false;
 };
 

@@ -63,8 +63,10 @@ bool device_samplable(const SamplingParams& p) { return p.logprobs <= kMaxDrawTo
 
 // Target `seq`'s draw on the backend (see engine.h): the request's knobs, its bias and
 // penalties as token edits, the choice's seed, and counter = the tokens it generated so far.
+// `drawn_before`: the tokens a token tree's path drew above this row's node (speculative.h),
+// which count as generated for the counter and the penalties.
 // (A constrained sequence's mask is added once the step's masks are ready.)
-SampleRequest device_draw(const Sequence& seq, int logit_row, int vocab) {
+SampleRequest device_draw(const Sequence& seq, int logit_row, int vocab, const std::vector<int32_t>& drawn_before = {}) {
   const SamplingParams& sp = seq.request->sampling;
   SampleRequest d;
   d.row = logit_row;
@@ -73,13 +75,32 @@ SampleRequest device_draw(const Sequence& seq, int logit_row, int vocab) {
   d.top_p = sp.top_p;
   d.min_p = sp.min_p;
   d.seed = seq.seed;
-  d.counter = seq.output.size();
+  d.counter = seq.output.size() + drawn_before.size();
   d.repetition_penalty = sp.repetition_penalty;
   d.presence_penalty = sp.presence_penalty;
   d.frequency_penalty = sp.frequency_penalty;
   d.logprobs = sp.logprobs;
-  d.token_edits = token_edits(sp, vocab, seq.request->prompt, seq.output);
+  if (drawn_before.empty()) {
+    d.token_edits = token_edits(sp, vocab, seq.request->prompt, seq.output);
+  } else {
+    std::vector<int32_t> history = seq.output;
+    history.insert(history.end(), drawn_before.begin(), drawn_before.end());
+    d.token_edits = token_edits(sp, vocab, seq.request->prompt, history);
+  }
   return d;
+}
+
+// One draw per node of a verified token tree: node j's row with the path's drafted tokens
+// above it (each an earlier draw of the walk, when the walk gets there).
+void append_tree_draws(const Sequence& seq, const SampleTarget& target, int vocab, std::vector<SampleRequest>& draws) {
+  const DraftTree& tree = *target.tree;
+  for (int node = 0; node < tree.size(); ++node) {
+    std::vector<int32_t> path;
+    for (int j = node; tree.parent[static_cast<size_t>(j)] >= 0; j = tree.parent[static_cast<size_t>(j)])
+      path.push_back(tree.tokens[static_cast<size_t>(j)]);
+    std::reverse(path.begin(), path.end());
+    draws.push_back(device_draw(seq, target.logit_row + node, vocab, path));
+  }
 }
 
 double now_unix_s() {
@@ -400,11 +421,10 @@ bool LlmEngine::take_inbox() {
     const bool starts_with_sys = sys_len > 0 && static_cast<int>(req.prompt.size()) > sys_len &&
                                  std::equal(cfg_.system_prompt.begin(), cfg_.system_prompt.end(), req.prompt.begin());
     const int n_keep = req.n_keep >= 0 ? req.n_keep : cfg_.n_keep >= 0 ? cfg_.n_keep : starts_with_sys ? sys_len : 0;
-    // Speculating sequences draw on the host (the acceptance walk reads every node's logits);
-    // every other one on the backend when it can sample.
+    // On the backend when it can sample; a speculating sequence too (a draw per tree node).
     const bool speculate = cfg_.speculative != SpeculativeMode::None && req.speculative && !req.embed &&
                            !req.sampling.grammar;
-    const bool on_device = model_.backend().can_sample() && device_samplable(req.sampling) && !speculate;
+    const bool on_device = model_.backend().can_sample() && device_samplable(req.sampling);
     a->choices.resize(req.n);
     for (int i = 0; i < req.n; ++i) {
       auto seq = std::make_shared<Sequence>();
@@ -477,7 +497,8 @@ void LlmEngine::step() {
       const Sequence& seq = *targets[j].seq;
       if (!seq.device_sampling) continue;
       draw_of[j] = static_cast<int>(draws_.size());
-      draws_.push_back(device_draw(seq, targets[j].logit_row, vocab_));
+      if (targets[j].tree) append_tree_draws(seq, targets[j], vocab_, draws_);
+      else draws_.push_back(device_draw(seq, targets[j].logit_row, vocab_));
     }
     // Structured output: the constrained rows' token masks are computed while the model runs.
     // A device-drawn row's mask goes up with the step's draws: the draw points at it now, and
@@ -537,7 +558,7 @@ void LlmEngine::step() {
     for (size_t j = 0; j < targets.size(); ++j) {
       Sequence& seq = *targets[j].seq;
       if (targets[j].tree) {
-        results[j] = verify_tree(targets[j]);
+        results[j] = verify_tree(targets[j], draw_of[j]);
         for (const SampleResult& r : results[j]) sampled[j].push_back(r.token);
         continue;
       }
@@ -545,13 +566,7 @@ void LlmEngine::step() {
       if (grammar_dead[j]) {
         result.token = tokenizer_ && tokenizer_->eos_id() >= 0 ? tokenizer_->eos_id() : 0;  // a placeholder
       } else if (draw_of[j] >= 0) {
-        const size_t d = static_cast<size_t>(draw_of[j]);
-        result.token = logits_.drawn()[d];
-        if (seq.request->sampling.logprobs >= 0) {
-          const DrawLogprobs& lp = logits_.drawn_logprobs()[d];
-          result.logprob = lp.logprob;
-          for (int k = 0; k < lp.n_top; ++k) result.top.push_back({lp.top_id[k], lp.top_logprob[k]});
-        }
+        result = drawn_result(static_cast<size_t>(draw_of[j]), seq);
       }
       sampled[j] = {result.token};
       if (cfg_.forced_tokens && seq.grammar && !grammar_dead[j] && tokenizer_) append_forced(seq, sampled[j], results[j]);

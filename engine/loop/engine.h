@@ -8,8 +8,10 @@
 // Each step's time feeds the StepCostModel the scheduler cuts prefill chunks by.
 //
 // Where tokens are sampled (decided per request at admission, so never by its batch mates):
-// - On the backend, when model.backend().can_sample() (the CUDA backend) and the request is not
-//   speculated (speculation's acceptance walk reads logits on the host). Every sampling knob runs
+// - On the backend, when model.backend().can_sample() (the CUDA backend). A speculated request
+//   gets one draw per node of its token tree (the node's counter and penalties count the
+//   drafted tokens above it as generated), and the acceptance walk follows the drawn ids: the
+//   tokens it keeps are those the request would draw without speculation. Every sampling knob runs
 //   there: grammar masks, logit_bias, repetition / presence / frequency penalties, top_k /
 //   top_p / min_p, logprobs with up to kMaxDrawTopLogprobs alternatives. The host builds each
 //   draw's token edits (token_edits in sampling.h: the host sampler's semantics) and mask, and
@@ -231,7 +233,11 @@ class LlmEngine final : public EngineApi {
   std::function<DraftTree(const Sequence&, int)> make_drafter();
   // At the end of the engine thread: drafted / accepted totals, one log line.
   void log_spec_summary() const;
-  std::vector<SampleResult> verify_tree(const SampleTarget& target);
+  // first_draw >= 0: the tree's nodes were drawn on the backend (draws first_draw + node), else
+  // the walk samples their logits rows on the host.
+  std::vector<SampleResult> verify_tree(const SampleTarget& target, int first_draw);
+  // Draw `draw` of the step as the sampler's result (token, and logprobs when seq asks).
+  SampleResult drawn_result(size_t draw, const Sequence& seq) const;
   void forget_draft(uint64_t seq_id);  // a finished sequence's draft-model cache
   // engine_lora.cpp: frees the model slots of adapters whose last user ended (engine thread).
   void reclaim_lora_slots();

@@ -26,8 +26,21 @@ std::function<DraftTree(const Sequence&, int)> LlmEngine::make_drafter() {
   };
 }
 
-std::vector<SampleResult> LlmEngine::verify_tree(const SampleTarget& target) {
+SampleResult LlmEngine::drawn_result(size_t draw, const Sequence& seq) const {
+  SampleResult r;
+  r.token = logits_.drawn()[draw];
+  if (seq.request->sampling.logprobs >= 0) {
+    const DrawLogprobs& lp = logits_.drawn_logprobs()[draw];
+    r.logprob = lp.logprob;
+    for (int k = 0; k < lp.n_top; ++k) r.top.push_back({lp.top_id[k], lp.top_logprob[k]});
+  }
+  return r;
+}
+
+std::vector<SampleResult> LlmEngine::verify_tree(const SampleTarget& target, int first_draw) {
   Sequence& seq = *target.seq;
+  if (first_draw >= 0)  // drawn on the backend, node j by draw first_draw + j
+    return walk_tree(*target.tree, [&](int node) { return drawn_result(static_cast<size_t>(first_draw + node), seq); });
   std::vector<int32_t> history = seq.output;  // the penalties see the tokens drawn before
   return walk_tree(*target.tree, [&](int node) {
     const std::span<const float> row = logits_.host_row(target.logit_row + node);

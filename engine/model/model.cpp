@@ -423,7 +423,7 @@ void Model::forward(const StepPlan& plan, const std::vector<SampleRequest>& draw
   out.dim_ = m.cfg.dim;
   out.hidden_.assign(plan.hidden_rows.size() * static_cast<size_t>(m.cfg.dim), 0.0f);
   if (n == 0) return;
-  // With the drawn rows in one LM-head chunk and the host rows (a verify step's tree rows, say)
+  // With the drawn rows in one LM-head chunk and the host rows (prompt logprob rows, say)
   // in one more, the ops depend only on the step's shape, so the backend may record them once
   // and replay them (CUDA graphs); the host rows' logits are read back after the recorded ops.
   // An MoE step is recorded only where every layer routes on the backend (moe_ffn.h); else it

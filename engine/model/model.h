@@ -105,7 +105,7 @@ class Model {
   // draws need backend().can_sample(). Internally the drawn rows go through the LM head first,
   // so the host rows form one tail that is copied back alone, and a step without host rows
   // waits for the device once. Such a step whose drawn rows fit one LM-head chunk and host rows
-  // one more (a speculative verify step's tree rows) is offered to the backend for recording
+  // one more (a host-sampled verify step's tree rows) is offered to the backend for recording
   // and replay (Backend::replay_recorded; CUDA graphs when enabled), its host rows read back
   // after the recorded ops; a decode-only one with every row drawn may run padded with inert
   // rows to the backend's row bucket

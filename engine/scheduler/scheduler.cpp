@@ -149,7 +149,9 @@ void Scheduler::emit(StepPlan& plan, const std::shared_ptr<Sequence>& seq, int n
   const int B = kv_.block_size();
   const auto& table = kv_.block_table(seq->id);
   SeqInStep s = open_seq_in_step(plan, *seq, n);
-  s.prefill = prefill;
+  // The rows' kind follows the tokens (chunk_room keeps a chunk on one side of output_begin),
+  // not the work's: a recompute's generated tokens are decode rows, as they were at first.
+  s.prefill = seq->num_computed < seq->output_begin();
   const int seq_index = static_cast<int>(plan.seqs.size());
   const size_t rows_before = plan.logit_rows.size();
   for (int i = 0; i < n; ++i) {
@@ -210,6 +212,11 @@ double Scheduler::prefill_target_ms() const {
   return cfg_.auto_step_factor * cost->predict_ms(step_features_);
 }
 
+int Scheduler::chunk_room(const Sequence& seq) {
+  const int end = seq.num_computed < seq.output_begin() ? seq.output_begin() : seq.num_tokens();
+  return end - seq.num_computed;
+}
+
 int Scheduler::fit_prefill(const Sequence& seq, int n) const {
   if (target_ms_ < 0 || n <= 0) return n;
   auto fits = [&](int k) {
@@ -251,7 +258,7 @@ bool Scheduler::try_admit(StepPlan& plan, int& budget) {
     match_limit = std::min(match_limit, pool.lo);
   const int matched = kv_.match_prefix(seq->id, seq->tokens, match_limit, seq->lora_key);
   seq->num_computed = matched;
-  const int n = fit_prefill(*seq, std::min(seq->num_tokens() - matched, budget));
+  const int n = fit_prefill(*seq, std::min(chunk_room(*seq), budget));
   if (n == 0 || !kv_.allocate(seq->id, matched, n)) {
     kv_.free(seq->id);
     seq->num_computed = 0;
@@ -307,7 +314,7 @@ StepPlan Scheduler::schedule() {
       // A sampled token with the tokens the grammar forced after it is a decode too.
       const bool decode = remaining == 1 || (seq->forced_tail > 0 && remaining == seq->forced_tail + 1);
       if (decode != (pass == 0)) continue;
-      int n = std::min(remaining, budget);
+      int n = std::min(chunk_room(*seq), budget);
       if (seq->num_computed + n > cfg_.ctx_limit) {
         if (decode) {
           if (!shift_context(seq)) continue;

@@ -191,7 +191,12 @@ class Scheduler {
   // A SeqInStep for the next n tokens of `seq` (from its num_computed on), its block-table
   // slice appended to the plan; the caller adds the tokens and pushes it.
   SeqInStep open_seq_in_step(StepPlan& plan, const Sequence& seq, int n) const;
+  // `prefill`: the chunk counts as prefill work (counters, prompt logprob rows, the slow start),
+  // a recompute's generated tokens too; SeqInStep::prefill is the rows' kind (output_begin).
   void emit(StepPlan& plan, const std::shared_ptr<Sequence>& seq, int n, bool prefill);
+  // Tokens seq's next chunk may take at most: up to its output_begin while it computes prompt
+  // tokens, to its end after that. A chunk never holds both kinds of rows.
+  static int chunk_room(const Sequence& seq);
   // Speculative decoding (scheduler_spec.cpp): the draft tree of a decoding sequence (root only
   // when it does not speculate this step), and its rows in the plan.
   DraftTree draft_for(Sequence& seq, int budget);

@@ -3,6 +3,7 @@
 // until its prompt is computed, then fork from it and share its blocks.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -73,6 +74,14 @@ struct Sequence {
 
   int32_t num_tokens() const { return static_cast<int32_t>(tokens.size()); }
   int32_t prompt_len() const { return static_cast<int32_t>(request->prompt.size()); }
+  // The index in `tokens` of the first generated token: the prompt's length, or after context
+  // shifts what is left of it (0 once every prompt token past n_keep is gone). Tokens before it
+  // are prompt tokens, computed in prompt chunks; tokens from it on were drawn, and are computed
+  // as decode rows (SeqInStep::prefill), a preempted sequence's recompute included.
+  int32_t output_begin() const {
+    if (n_shifts == 0) return std::min(prompt_len(), num_tokens());
+    return std::max(0, num_tokens() - static_cast<int32_t>(output.size()));
+  }
   bool finished() const { return status == SeqStatus::Finished; }
 };
 

@@ -10,8 +10,11 @@
 // - a greedy JSON-schema request with a penalty, a bias and logprobs (mask, edits and logprobs
 //   all on the GPU) gives the CPU engine's tokens, its logprobs within 2e-2 (the GPU rounds
 //   activations to bf16, which moves the logits by up to ~2%: 6e-3 under the emulation).
+// - a speculating request draws on the GPU the tokens (and logprobs) it draws without
+//   speculation.
 // - with batch_invariant, a request's tokens and logprobs are bit-identical however the
-//   scheduler chunks its prompt (one-token chunks too) and whatever shares its steps.
+//   scheduler chunks its prompt (one-token chunks too), whatever shares its steps, and when it
+//   is preempted and recomputed.
 // Skips (CTest: Skipped) without a CUDA device. Kept tiny for the CPU emulation
 // (scripts/gpu-check.sh emu), where every CUDA thread is an OS thread.
 #include <catch2/catch.hpp>
@@ -21,6 +24,7 @@
 #include <cstring>
 #include <memory>
 #include <set>
+#include <thread>
 
 #include "engine/backend/cpu/backend_cpu.h"
 #include "engine/backend/cuda/backend_cuda.h"
@@ -69,14 +73,25 @@ GenerationRequest seeded(int prompt_len, int salt, int vocab, int max_tokens) {
 
 // The tokens of every choice of every request, run concurrently on a fresh engine; `logprobs`
 // (optional) gets each request's first choice's token logprobs.
+// `kv_blocks` sizes the cache; `stats` (optional) gets the engine's counters once it is idle;
+// `speculate`: n-gram drafts of up to 4 tokens in trees of 2 branches, drafted every step.
 std::vector<std::vector<std::vector<int32_t>>> run(Model& model, const std::vector<GenerationRequest>& reqs,
                                                     int max_batch_tokens = 64,
-                                                    std::vector<std::vector<TokenLogprob>>* logprobs = nullptr) {
+                                                    std::vector<std::vector<TokenLogprob>>* logprobs = nullptr,
+                                                    int kv_blocks = 32, EngineStats* stats = nullptr,
+                                                    bool speculate = false) {
   EngineConfig cfg;
   cfg.block_size = kBlock;
   cfg.max_batch_tokens = max_batch_tokens;
   cfg.max_seqs = 8;
-  cfg.kv_cache_memory = 32 * model.kv_block_bytes(kBlock);
+  cfg.max_step_ms = -1;  // chunks cut by the token budget alone, never by timing
+  cfg.kv_cache_memory = static_cast<size_t>(kv_blocks) * model.kv_block_bytes(kBlock);
+  if (speculate) {
+    cfg.speculative = SpeculativeMode::Ngram;
+    cfg.spec_tokens = 4;
+    cfg.spec_tree = 2;
+    cfg.spec_cost_gate = false;  // a tiny model's steps cost per token: the gate would not draft
+  }
   LlmEngine engine(model, nullptr, cfg);
   std::vector<std::shared_ptr<RequestStream>> streams;
   for (const auto& r : reqs) {
@@ -98,7 +113,29 @@ std::vector<std::vector<std::vector<int32_t>>> run(Model& model, const std::vect
     }
     out.push_back(choices);
   }
+  if (stats) {
+    *stats = engine.stats();
+    for (int i = 0; i < 200 && (stats->running != 0 || stats->waiting != 0); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      *stats = engine.stats();
+    }
+  }
   return out;
+}
+
+// Each token logprob (and its top alternatives) of `got` bit for bit equal to `want`'s.
+void check_same_logprobs(const std::vector<TokenLogprob>& got, const std::vector<TokenLogprob>& want) {
+  REQUIRE(got.size() == want.size());
+  for (size_t k = 0; k < want.size(); ++k) {
+    const TokenLogprob &g = got[k], &w = want[k];
+    INFO("token " << k);
+    CHECK(std::memcmp(&g.logprob, &w.logprob, sizeof(float)) == 0);
+    REQUIRE(g.top.size() == w.top.size());
+    for (size_t i = 0; i < w.top.size(); ++i) {
+      CHECK(g.top[i].token == w.top[i].token);
+      CHECK(std::memcmp(&g.top[i].logprob, &w.top[i].logprob, sizeof(float)) == 0);
+    }
+  }
 }
 
 // The CPU model's logits for the next token after `tokens` (one prefill of them all).
@@ -239,18 +276,89 @@ TEST_CASE("cuda engine: with batch_invariant a prompt's chunking, one-token chun
       std::vector<std::vector<TokenLogprob>> got;
       const auto out = run(*gpu, mix.reqs, mix.budget, &got);
       CHECK(out[mix.at][0] == alone[0][0]);
-      REQUIRE(got[mix.at].size() == want[0].size());
-      for (size_t k = 0; k < want[0].size(); ++k) {
-        const TokenLogprob &g = got[mix.at][k], &w = want[0][k];
-        INFO("token " << k);
-        CHECK(std::memcmp(&g.logprob, &w.logprob, sizeof(float)) == 0);
-        REQUIRE(g.top.size() == w.top.size());
-        for (size_t i = 0; i < w.top.size(); ++i) {
-          CHECK(g.top[i].token == w.top[i].token);
-          CHECK(std::memcmp(&g.top[i].logprob, &w.top[i].logprob, sizeof(float)) == 0);
-        }
-      }
+      check_same_logprobs(got[mix.at], want[0]);
     }
+  }
+}
+
+// With batch_invariant a preempted request's recompute changes no bit either: four greedy
+// requests with 3 top logprobs (20-token prompts, 28 tokens out: 3 blocks each) in a 7-block
+// cache preempt one another, and each gives the tokens and logprobs it gives alone. The
+// scheduler recomputes a preempted sequence's prompt as prompt chunks and its generated tokens
+// as decode rows (SeqInStep::prefill), as they were computed the first time.
+TEST_CASE("cuda engine: with batch_invariant a preempted and recomputed request changes no bit",
+          "[gpu][cuda_device]") {
+  PAGODA_SKIP_WITHOUT_CUDA();
+  static const gguf::GgufFile file = gguf::GgufFile::from_bytes(
+      build_model(gputest::tiny_arch_spec(Arch::Llama, GgmlType::Q8_0)).to_bytes(), "q8.gguf");
+  CudaBackendOptions opts;
+  opts.batch_invariant = true;
+  auto gpu = make_model(true, file, opts);
+  const int vocab = gpu->config().vocab_size;
+  std::vector<GenerationRequest> reqs;
+  for (int salt : {3, 5, 8, 13}) {
+    reqs.push_back(greedy(20, salt, vocab, 28));
+    reqs.back().sampling.logprobs = 3;
+  }
+  std::vector<std::vector<int32_t>> alone_tokens;
+  std::vector<std::vector<TokenLogprob>> alone_logprobs;
+  for (const auto& r : reqs) {
+    std::vector<std::vector<TokenLogprob>> lp;
+    alone_tokens.push_back(run(*gpu, {r}, 64, &lp)[0][0]);
+    alone_logprobs.push_back(lp[0]);
+  }
+  EngineStats st;
+  std::vector<std::vector<TokenLogprob>> got;
+  const auto out = run(*gpu, reqs, 64, &got, 7, &st);
+  CHECK(st.preemptions > 0);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    INFO("request " << i);
+    CHECK(out[i][0] == alone_tokens[i]);
+    check_same_logprobs(got[i], alone_logprobs[i]);
+  }
+}
+
+// A speculating request draws on the GPU too: one draw per node of its token tree, whose counter
+// and penalties count the drafted tokens above the node as generated, so the walk keeps the
+// tokens the request draws without speculation. Two seeded requests (temperature 0.2, 2 top
+// logprobs; the second with a repetition penalty) whose prompts repeat a phrase (the n-gram
+// drafter proposes continuations from the prompt and the output) give the same tokens and
+// logprobs, bit for bit, with speculation on and off (batch_invariant, q8_0 weights: a row's
+// bits do not depend on the rows beside it), and drafts were accepted.
+TEST_CASE("cuda engine: a speculating request draws on the GPU the tokens it draws without speculation",
+          "[gpu][cuda_device]") {
+  PAGODA_SKIP_WITHOUT_CUDA();
+  static const gguf::GgufFile file = gguf::GgufFile::from_bytes(
+      build_model(gputest::tiny_arch_spec(Arch::Llama, GgmlType::Q8_0)).to_bytes(), "q8.gguf");
+  CudaBackendOptions opts;
+  opts.batch_invariant = true;
+  auto gpu = make_model(true, file, opts);
+  const int vocab = gpu->config().vocab_size;
+  std::vector<GenerationRequest> reqs(2);
+  for (int i = 0; i < 2; ++i) {
+    GenerationRequest& r = reqs[static_cast<size_t>(i)];
+    const std::vector<int32_t> phrase = prompt(10 + 3 * i, i + 1, vocab);
+    for (int rep = 0; rep < 3; ++rep) r.prompt.insert(r.prompt.end(), phrase.begin(), phrase.end());
+    r.stop.max_tokens = 24;
+    r.stop.ignore_eos = true;
+    r.sampling.temperature = 0.2f;
+    if (i == 1) r.sampling.repetition_penalty = 1.05f;
+    r.sampling.seed = 4100 + static_cast<uint64_t>(i);
+    r.sampling.logprobs = 2;
+  }
+  std::vector<std::vector<TokenLogprob>> plain_lp, spec_lp;
+  EngineStats plain_st, spec_st;
+  const auto plain = run(*gpu, reqs, 64, &plain_lp, 32, &plain_st);
+  const auto spec = run(*gpu, reqs, 64, &spec_lp, 32, &spec_st, true);
+  INFO("drafted " << spec_st.spec_drafted << ", accepted " << spec_st.spec_accepted << ", verify steps "
+                  << spec_st.spec_verifications);
+  CHECK(plain_st.spec_verifications == 0);
+  CHECK(spec_st.spec_accepted > 0);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    INFO("request " << i);
+    REQUIRE(plain[i][0].size() == 24);
+    CHECK(spec[i][0] == plain[i][0]);
+    check_same_logprobs(spec_lp[i], plain_lp[i]);
   }
 }
 

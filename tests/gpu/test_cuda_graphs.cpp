@@ -642,8 +642,8 @@ TEST_CASE("cuda graphs: mixture-of-experts verify steps replay as the eager step
   same_next_logits(eager, recorded, seqs, owed);
 }
 
-// The engine's own verify steps (n-gram drafts, trees of two branches, the root's logits and
-// its children's read back, the acceptance walk on the host): two greedy requests whose
+// The engine's own verify steps (n-gram drafts, trees of two branches, every node drawn on the
+// GPU, the acceptance walk following the drawn ids): two greedy requests whose
 // prompts repeat themselves, on an engine with graphs on and one with graphs off. Steps of one
 // or two plain rows are never padded and verify steps never are, so both engines run the same
 // ops: the tokens must be equal, drafts must have been accepted, and graphs replayed.

@@ -211,10 +211,12 @@ void CudaBackend::begin_step(const StepPlan& plan) {
 
   // Attention work lists: single-token sequences go to the decode kernel, longer ones are cut
   // into tiles of up to kPrefillTileQ consecutive tokens for the prefill kernel. With
-  // batch_invariant a prompt's one-token chunk is a one-row tile too: the decode kernel sums in
-  // another order (and in f32 where the tensor-core kernel rounds to f16), and a token's bits
-  // in a tile do not depend on the tile's other rows, so a prompt gets the same bits however
-  // the scheduler cut it. (Decode rows stay decode rows whatever the batch.)
+  // batch_invariant the kind of row follows SeqInStep::prefill instead of the chunk's length:
+  // a prompt's one-token chunk is a one-row tile (the decode kernel sums in another order, and
+  // in f32 where the tensor-core kernel rounds to f16; a token's bits in a tile do not depend
+  // on the tile's other rows), and every token of a chunk of drawn tokens (a grammar's forced
+  // tail, a preempted sequence's recomputed output) is a decode row of its own position, as it
+  // was when drawn. So a token gets the same bits however the scheduler cut or recomputed it.
   // Token-tree rows (speculative decoding) each go to the decode kernel with their ancestors'
   // slots: tree_index[t] = offset in tree_slots of (n_past, slots of the path to t). Row j of a
   // tree (its path is at most j + 1 rows) gets j + 2 entries whatever the tree's branching, so
@@ -235,10 +237,11 @@ void CudaBackend::begin_step(const StepPlan& plan) {
         for (int32_t row : tree_path(plan, t)) tree_slots.push_back(plan.slots[static_cast<size_t>(row)]);
         tree_slots.resize(at + entries, -1);  // the unused tail of the row's entries
       }
-    } else if (s.n_tokens == 1 && !(m.batch_invariant && s.prefill)) {
-      decode_rows.push_back(s.first_token);
-      max_decode_ctx =
-          std::max(max_decode_ctx, plan.positions[static_cast<size_t>(s.first_token)] + 1);
+    } else if (m.batch_invariant ? !s.prefill : s.n_tokens == 1) {
+      for (int32_t t = s.first_token; t < s.first_token + s.n_tokens; ++t) {
+        decode_rows.push_back(t);
+        max_decode_ctx = std::max(max_decode_ctx, plan.positions[static_cast<size_t>(t)] + 1);
+      }
     } else {
       for (int32_t t = 0; t < s.n_tokens; t += cuda::kPrefillTileQ) {
         tiles.push_back(s.first_token + t);

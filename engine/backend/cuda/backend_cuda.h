@@ -41,9 +41,11 @@
 //   CudaBackendOptions::batch_invariant (--cuda-batch-invariant) closes that for quantized and
 //   bf16 matrices: quantized matmuls of more than kQuantGemvMaxRows rows run gemm_quant_int8
 //   (each row the int8 GEMV's bits), bf16 ones of more than kGemvMaxRows rows the bf16 GEMV in
-//   chunks (test_cuda_batch), and a prompt's one-token chunk (SeqInStep::prefill) takes a
-//   one-row prefill tile instead of the decode kernel, so a prompt's bits do not depend on how
-//   it was chunked. Left: F32 matrices (MoE routers) on cuBLAS (docs/cuda.md).
+//   chunks (test_cuda_batch), and attention follows SeqInStep::prefill rather than a chunk's
+//   length (a prompt's one-token chunk takes a one-row prefill tile, each drawn token of a
+//   longer chunk, a recompute after preemption say, the decode kernel), so a token's bits do not
+//   depend on how its sequence was chunked or recomputed. Left: F32 matrices (MoE routers) on
+//   cuBLAS (docs/cuda.md).
 // What has been verified where is docs/cuda.md's to say.
 #pragma once
 

@@ -31,6 +31,23 @@ float f16_bits_to_float(uint32_t h) {
   return __half2float(__half(r));
 }
 
+// The m16n8k16 output fragment of lane `lane`: d[i] += sum over k of A(row, k) * B(k, col) in k
+// order, for row g + 8 (i / 2) and column 2 tg + i % 2 (g = lane / 4, tg = lane % 4), read from
+// the warp's slots; the slots are free again when it returns.
+template <typename T, typename FA, typename FB>
+void accumulate_fragment(T (&d)[4], int lane, FA A, FB B) {
+  const int g = lane / 4, tg = lane % 4;
+  T r[4];
+  for (int i = 0; i < 4; ++i) {
+    const int row = g + 8 * (i / 2), col = 2 * tg + i % 2;
+    T s = 0;
+    for (int k = 0; k < 16; ++k) s += A(row, k) * B(k, col);
+    r[i] = d[i] + s;
+  }
+  warp_sync();  // every lane has read the slots
+  for (int i = 0; i < 4; ++i) d[i] = r[i];
+}
+
 // m16n8k16 with f32 accumulators on 16-bit elements that `to_float` decodes (bf16 or f16).
 template <float (*to_float)(uint32_t)>
 void mma_m16n8k16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
@@ -48,16 +65,7 @@ void mma_m16n8k16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2])
   // half k % 2; B[k][col] in lane col * 4 + (k % 8) / 2, register 4 + (k >= 8), half k % 2.
   auto A = [&](int row, int k) { return elem((row % 8) * 4 + (k % 8) / 2, (row >= 8) + 2 * (k >= 8), k % 2); };
   auto B = [&](int k, int col) { return elem(col * 4 + (k % 8) / 2, 4 + (k >= 8), k % 2); };
-  const int g = lane / 4, tg = lane % 4;
-  float r[4];
-  for (int i = 0; i < 4; ++i) {
-    const int row = g + 8 * (i / 2), col = 2 * tg + i % 2;
-    float s = 0.0f;
-    for (int k = 0; k < 16; ++k) s += A(row, k) * B(k, col);
-    r[i] = d[i] + s;
-  }
-  warp_sync();  // every lane has read the slots
-  for (int i = 0; i < 4; ++i) d[i] = r[i];
+  accumulate_fragment(d, lane, A, B);
 }
 
 }  // namespace
@@ -79,16 +87,7 @@ void mma_s8_m16n8k16(int (&d)[4], const uint32_t (&a)[2], uint32_t b) {
   // lane col * 4 + k / 4, register 2, byte k % 4.
   auto A = [&](int row, int k) { return elem((row % 8) * 4 + k / 4, row >= 8, k % 4); };
   auto B = [&](int k, int col) { return elem(col * 4 + k / 4, 2, k % 4); };
-  const int g = lane / 4, tg = lane % 4;
-  int r[4];
-  for (int i = 0; i < 4; ++i) {
-    const int row = g + 8 * (i / 2), col = 2 * tg + i % 2;
-    int s = 0;
-    for (int k = 0; k < 16; ++k) s += A(row, k) * B(k, col);
-    r[i] = d[i] + s;
-  }
-  warp_sync();  // every lane has read the slots
-  for (int i = 0; i < 4; ++i) d[i] = r[i];
+  accumulate_fragment(d, lane, A, B);
 }
 
 void mma_bf16_m16n8k16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {

@@ -384,26 +384,56 @@ TEST_CASE("engine: in a mixed batch every request gets what it gets alone (greed
   CHECK(together[3].choices[0] == host[0].choices[0]);
 }
 
-TEST_CASE("engine: speculated requests are sampled on the host, the others on the backend") {
-  std::vector<GenerationRequest> reqs = {request(20, 31), seeded(18, 32)};
-  GenerationRequest opted_out = request(22, 33);
-  opted_out.speculative = false;  // drawn on the backend
-  reqs.push_back(opted_out);
-  auto run_spec = [&](Model& model) {
+// Speculated requests are drawn on the backend too: one draw per node of each verified tree,
+// the node's counter and penalties counting the drafted tokens above it as drawn, so the
+// acceptance walk keeps the tokens a request draws without speculation. Requests whose prompts
+// repeat a phrase (the n-gram drafter proposes its continuation): greedy, seeded (temperature
+// 0.2), greedy with frequency and presence penalties and 2 top logprobs (its logprobs change
+// when a node's penalties miss the drafted tokens above it), and one opted out of speculation.
+TEST_CASE("engine: speculated requests are drawn on the backend, the tokens they draw without speculation") {
+  auto phrased = [](GenerationRequest r, uint64_t seed) {
+    const std::vector<int32_t> phrase = random_tokens(7, seed);
+    r.prompt.clear();
+    for (int rep = 0; rep < 3; ++rep) r.prompt.insert(r.prompt.end(), phrase.begin(), phrase.end());
+    r.stop.max_tokens = 24;
+    return r;
+  };
+  GenerationRequest penalised = phrased(request(0, 33), 33);
+  penalised.sampling.frequency_penalty = 0.3f;
+  penalised.sampling.presence_penalty = 0.2f;
+  penalised.sampling.logprobs = 2;
+  GenerationRequest cool = phrased(seeded(0, 32), 32);
+  cool.sampling.temperature = 0.2f;
+  GenerationRequest opted_out = phrased(request(0, 34), 34);
+  opted_out.speculative = false;
+  const std::vector<GenerationRequest> reqs = {phrased(request(0, 31), 31), cool, penalised, opted_out};
+  auto run_with = [&](Model& model, SpeculativeMode mode, EngineStats* stats) {
     EngineConfig cfg = tiny_engine_config(128, 256);
-    cfg.speculative = SpeculativeMode::Ngram;
+    cfg.speculative = mode;
+    cfg.spec_cost_gate = false;  // the tiny model's steps cost per token: the gate would not draft
     LlmEngine engine(model, nullptr, cfg);
     const auto streams = submit_all(engine, reqs);
     std::vector<RequestResult> out;
     for (size_t i = 0; i < streams.size(); ++i) out.push_back(collect(*streams[i], reqs[i].n));
+    *stats = wait_idle(engine);
     return out;
   };
-  auto counters = std::make_shared<DrawCounters>();
-  auto model = make_model(counters, 2);
-  const auto dev = run_spec(*model);
-  CHECK(counters->draws == 10);  // the opted-out request's tokens only
-  auto plain = make_model(nullptr);
-  const auto host = run_spec(*plain);
-  for (size_t i = 0; i < 2; ++i) CHECK(dev[i].choices[0] == host[i].choices[0]);
-  CHECK(dev[2].choices[0].tokens == host[2].choices[0].tokens);  // greedy: the same argmax
+  auto spec_counters = std::make_shared<DrawCounters>(), plain_counters = std::make_shared<DrawCounters>();
+  auto spec_model = make_model(spec_counters, 2), plain_model = make_model(plain_counters, 2);
+  EngineStats spec_st, plain_st, host_st;
+  const auto spec = run_with(*spec_model, SpeculativeMode::Ngram, &spec_st);
+  const auto plain = run_with(*plain_model, SpeculativeMode::None, &plain_st);
+  INFO("drafted " << spec_st.spec_drafted << ", accepted " << spec_st.spec_accepted << ", draws "
+                  << spec_counters->draws << " against " << plain_counters->draws);
+  CHECK(spec_st.spec_accepted >= 4);
+  CHECK(plain_counters->draws == 4 * 24);
+  CHECK(spec_counters->draws > plain_counters->draws);  // every node of a tree is drawn
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    INFO("request " << i);
+    CHECK(spec[i].choices[0] == plain[i].choices[0]);
+  }
+  // Greedy: the plain CPU engine's tokens and logprobs, speculating on the host.
+  auto host_model = make_model(nullptr);
+  const auto host = run_with(*host_model, SpeculativeMode::Ngram, &host_st);
+  CHECK(spec[0].choices[0] == host[0].choices[0]);
 }

@@ -216,6 +216,43 @@ TEST_CASE("preemption: a sequence that cannot get a block yields and resumes by 
   CHECK(kv.pool().stats().used == 0);
 }
 
+TEST_CASE("a recompute after preemption: prompt tokens in prompt chunks, drawn ones as decode rows") {
+  // Recomputed tokens keep the kind of row they had the first time (SeqInStep::prefill), and no
+  // chunk holds both kinds: a backend that computes the two differently (CUDA with
+  // batch_invariant) gives them the same bits again. B (prompt 6) is preempted at 8 computed
+  // tokens; A's growth takes B's cached second block, so B recomputes positions 4-5 of its
+  // prompt, then its drawn tokens 6-8 in one chunk.
+  KvCacheManager kv(5, 4);
+  Scheduler s(config(64, 4), kv);
+  auto a = make_seq(6, 10, 0);
+  auto b = make_seq(6, 5, 100);
+  s.add(a);
+  s.add(b);
+  bool preempted = false, recomputed_output = false;
+  for (int i = 0; i < 64 && !b->finished(); ++i) {
+    StepPlan plan;
+    step(s, &plan);
+    for (const SeqInStep& q : plan.seqs) {
+      if (q.seq_id != b->id) continue;
+      const int end = q.n_past + q.n_tokens;
+      INFO("step " << i << ": B's positions " << q.n_past << " to " << end - 1);
+      if (q.n_past < 6) {
+        CHECK(end <= 6);
+        CHECK(q.prefill);
+      } else {
+        CHECK_FALSE(q.prefill);
+      }
+      if (preempted && q.n_past >= 6 && q.n_tokens > 1) recomputed_output = true;
+    }
+    preempted = preempted || s.counters().preemptions > 0;
+  }
+  CHECK(b->finished());
+  CHECK(b->output.size() == 5);
+  CHECK(preempted);
+  CHECK(recomputed_output);
+  CHECK(kv.pool().stats().used == 0);
+}
+
 TEST_CASE("a prompt that cannot fit the cache is rejected with an error") {
   KvCacheManager kv(2, 4);
   Scheduler s(config(64, 4), kv);
@@ -381,12 +418,18 @@ TEST_CASE("a sequence preempted at the context limit resumes with the same cut, 
       CHECK(plan.empty());
       continue;
     }
-    // 16 cached tokens, keep 4, drop (12 / 2) rounded down to a block = 4.
-    REQUIRE(plan.n_tokens() == 13);
-    CHECK(plan.positions.back() == 12);
+    // 16 cached tokens, keep 4, drop (12 / 2) rounded down to a block = 4: 13 left, the 6 of
+    // the prompt in one chunk, then the 7 drawn ones in the next (Sequence::output_begin).
+    REQUIRE(plan.n_tokens() == 6);
+    CHECK(plan.seqs[0].prefill);
     CHECK(a->n_shifts == 1);
     CHECK(a->tokens[3] == 3);
     CHECK(a->tokens[4] == 8);
+    CHECK(s.update({}).empty());
+    step(s, &plan);
+    REQUIRE(plan.n_tokens() == 7);
+    CHECK_FALSE(plan.seqs[0].prefill);
+    CHECK(plan.positions.back() == 12);
     s.finish(a, FinishReason::Abort);
     CHECK(kv.pool().stats().used == 0);
   }

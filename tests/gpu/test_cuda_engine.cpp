@@ -138,6 +138,16 @@ void check_same_logprobs(const std::vector<TokenLogprob>& got, const std::vector
   }
 }
 
+// A tiny q8_0 llama on a CUDA backend with batch_invariant: a row's bits do not depend on the
+// rows beside it.
+std::unique_ptr<Model> invariant_q8_model() {
+  static const gguf::GgufFile file = gguf::GgufFile::from_bytes(
+      build_model(gputest::tiny_arch_spec(Arch::Llama, GgmlType::Q8_0)).to_bytes(), "q8.gguf");
+  CudaBackendOptions opts;
+  opts.batch_invariant = true;
+  return make_model(true, file, opts);
+}
+
 // The CPU model's logits for the next token after `tokens` (one prefill of them all).
 std::vector<float> cpu_next_logits(const std::vector<int32_t>& tokens, const gguf::GgufFile& file) {
   auto model = make_model(false, file);
@@ -250,11 +260,7 @@ TEST_CASE("cuda engine: seeded GPU sampling is reproducible and independent of b
 TEST_CASE("cuda engine: with batch_invariant a prompt's chunking, one-token chunks too, changes no bit",
           "[gpu][cuda_device]") {
   PAGODA_SKIP_WITHOUT_CUDA();
-  static const gguf::GgufFile file = gguf::GgufFile::from_bytes(
-      build_model(gputest::tiny_arch_spec(Arch::Llama, GgmlType::Q8_0)).to_bytes(), "q8.gguf");
-  CudaBackendOptions opts;
-  opts.batch_invariant = true;
-  auto gpu = make_model(true, file, opts);
+  auto gpu = invariant_q8_model();
   const int vocab = gpu->config().vocab_size;
   for (int salt : {9, 4, 7}) {
     GenerationRequest x = greedy(33, salt, vocab, 6);
@@ -289,11 +295,7 @@ TEST_CASE("cuda engine: with batch_invariant a prompt's chunking, one-token chun
 TEST_CASE("cuda engine: with batch_invariant a preempted and recomputed request changes no bit",
           "[gpu][cuda_device]") {
   PAGODA_SKIP_WITHOUT_CUDA();
-  static const gguf::GgufFile file = gguf::GgufFile::from_bytes(
-      build_model(gputest::tiny_arch_spec(Arch::Llama, GgmlType::Q8_0)).to_bytes(), "q8.gguf");
-  CudaBackendOptions opts;
-  opts.batch_invariant = true;
-  auto gpu = make_model(true, file, opts);
+  auto gpu = invariant_q8_model();
   const int vocab = gpu->config().vocab_size;
   std::vector<GenerationRequest> reqs;
   for (int salt : {3, 5, 8, 13}) {
@@ -328,11 +330,7 @@ TEST_CASE("cuda engine: with batch_invariant a preempted and recomputed request 
 TEST_CASE("cuda engine: a speculating request draws on the GPU the tokens it draws without speculation",
           "[gpu][cuda_device]") {
   PAGODA_SKIP_WITHOUT_CUDA();
-  static const gguf::GgufFile file = gguf::GgufFile::from_bytes(
-      build_model(gputest::tiny_arch_spec(Arch::Llama, GgmlType::Q8_0)).to_bytes(), "q8.gguf");
-  CudaBackendOptions opts;
-  opts.batch_invariant = true;
-  auto gpu = make_model(true, file, opts);
+  auto gpu = invariant_q8_model();
   const int vocab = gpu->config().vocab_size;
   std::vector<GenerationRequest> reqs(2);
   for (int i = 0; i < 2; ++i) {

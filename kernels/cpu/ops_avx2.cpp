@@ -85,15 +85,22 @@ inline void load_head(GgmlType type, int head_dim, const uint8_t* src, float* ds
 }
 
 // Converts the rows of keys [i0, i0 + 8) of one KV head to F32 in `tile` (8 rows of NC*8
-// floats); rows outside [lo, hi) are zero (never read into a result).
+// floats); rows outside [lo, hi) are zero (never read into a result). The next tile's rows are
+// prefetched into L2 along the way, one per row converted (a head row is a short piece of each
+// slot, a stride the hardware prefetchers follow late).
 template <int NC>
 inline void load_tile(const AttnRows& r, const KvPool& p, int kv_head, const int32_t* block_table, int i0, int lo,
                       int hi, float* tile) {
   const int bs = p.block_size;
   const int64_t head_off = static_cast<int64_t>(kv_head) * p.head_bytes(), row = p.row_bytes();
+  const auto* base = static_cast<const uint8_t*>(p.data) + head_off;
   for (int k = 0; k < 8; ++k) {
     float* dst = tile + k * NC * 8;
     const int i = i0 + k;
+    if (i + 8 < hi) {
+      const uint8_t* ahead = base + attention_slot(r, block_table, bs, i + 8) * row;
+      for (int64_t b = 0; b < p.head_bytes(); b += 64) _mm_prefetch(reinterpret_cast<const char*>(ahead + b), _MM_HINT_T1);
+    }
     if (i < lo || i >= hi) {
       for (int c = 0; c < NC; ++c) _mm256_storeu_ps(dst + c * 8, _mm256_setzero_ps());
       continue;

@@ -1,4 +1,4 @@
-// Benchmark (not a test) of structured output over the json-schema-test-suite, as issue 11 asks:
+// Benchmark (not a test) of structured output over the json-schema-test-suite:
 // every draft-7 schema the converter accepts is compiled (JSON Schema -> GBNF -> automaton, over
 // deepseek-llm's 100k-token vocabulary), and every valid instance it accepts is tokenized with
 // that vocabulary and walked through the matcher, timing the token mask at each step. Each

@@ -1,4 +1,4 @@
-// End-to-end tests of structured output (issue 11, "Checked by"): the real `pagoda serve` on a
+// End-to-end tests of structured output: the real `pagoda serve` on a
 // random-weight model with Phi-3's vocabulary, driven over loopback HTTP the way the OpenAI API
 // documents it. Owns: response_format json_schema over the schemas in
 // tests/e2e/data/structured_schemas.json (every output that finishes with "stop" must validate,
@@ -286,8 +286,8 @@ ServerProcess& server() {
   return *s;
 }
 
-// The keys of an object output follow `properties` order (issue 11: "Property order: as
-// written in properties"). Returns "" or what is out of order.
+// The keys of an object output follow `properties` order, as written in the schema (clients
+// and the OpenAI docs rely on it). Returns "" or what is out of order.
 std::string property_order_problem(const ojson& schema, const std::string& text) {
   if (!schema.is_object() || !schema.contains("properties")) return "";
   ojson v = ojson::parse(text, nullptr, false);
@@ -854,8 +854,8 @@ TEST_CASE("structured e2e: 16 concurrent requests with different schemas do not 
 TEST_CASE("structured e2e: constrained requests survive preemption and recompute", "[e2e][structured][jsonschema]") {
   SKIP_WITHOUT_VALIDATOR();
   // 64 KV blocks (1024 tokens) for 16 requests of ~150 tokens each: the scheduler preempts
-  // and recomputes; the grammar state must follow (issue 11: "preemption + recompute keep
-  // working"), and with the same seeds the outputs equal those of the roomy shared server.
+  // and recomputes; the grammar state must survive that, and with the same seeds the outputs
+  // equal those of the roomy shared server.
   auto tight = start_server({"--kv-cache-memory", "256KiB", "--max-seqs", "16", "--max-step-ms", "off"});
   const ojson schema = {{"type", "array"},
                         {"items", {{"type", "string"}, {"minLength", 8}, {"maxLength", 8}}},

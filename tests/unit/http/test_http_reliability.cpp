@@ -1,4 +1,4 @@
-// The HTTP layer under hostile and busy clients (issue 15), in process on loopback against the
+// The HTTP layer under hostile and busy clients, in process on loopback against the
 // FakeEngine: slowloris headers and bodies, thousands of idle sockets, a keep-alive pool flood
 // beyond the admission bound, the connection bound, body memory, HTTP hygiene on raw sockets,
 // pipelining, auth, and /health during a drain. Counts and times are bounded; timeouts are

@@ -1,4 +1,4 @@
-// No control-token injection (issue 15): control-token text a client puts in chat messages is
+// No control-token injection: control-token text a client puts in chat messages is
 // tokenized as text, only the template's markup makes control tokens; the completions prompt
 // still parses them; chat_special_tokens restores the old behaviour. Also max_tokens above the
 // cap is a 400 "must be at most N". ChatLiterals exactly, then over in-process HTTP with a

@@ -75,9 +75,11 @@ struct Sequence {
   int32_t num_tokens() const { return static_cast<int32_t>(tokens.size()); }
   int32_t prompt_len() const { return static_cast<int32_t>(request->prompt.size()); }
   // The index in `tokens` of the first generated token: the prompt's length, or after context
-  // shifts what is left of it (0 once every prompt token past n_keep is gone). Tokens before it
-  // are prompt tokens, computed in prompt chunks; tokens from it on were drawn, and are computed
-  // as decode rows (SeqInStep::prefill), a preempted sequence's recompute included.
+  // shifts the tokens not in `output` (exact while the shifts dropped prompt tokens only; once
+  // they drop generated ones, kept prompt tokens may count as drawn: a shifted sequence's bits
+  // differ anyway, its keys were re-roped). Tokens before it are prompt tokens, computed in
+  // prompt chunks; tokens from it on were drawn, and are computed as decode rows
+  // (SeqInStep::prefill), a preempted sequence's recompute included.
   int32_t output_begin() const {
     if (n_shifts == 0) return std::min(prompt_len(), num_tokens());
     return std::max(0, num_tokens() - static_cast<int32_t>(output.size()));

@@ -253,18 +253,35 @@ std::vector<SlotCopy> verify_steps(Model& eager, Model& recorded, std::vector<Se
   return owed;
 }
 
+// The same model twice: `eager` launches every op of every step (graphs off), `recorded`
+// records steps and replays them (graphs on; `graphs` is its backend, for the counters). The
+// rest of `opts` applies to both.
+struct GraphPair {
+  GraphPair(const gguf::GgufFile& file, int max_tokens, CudaBackendOptions opts = {})
+      : owned_(std::make_unique<CudaBackend>(with_graphs(opts, true))),
+        graphs(owned_.get()),
+        eager(file, make_cuda_backend(with_graphs(opts, false)), max_tokens),
+        recorded(file, std::move(owned_), max_tokens) {}
+
+ private:
+  static CudaBackendOptions with_graphs(CudaBackendOptions o, bool on) {
+    o.cuda_graphs = on;
+    return o;
+  }
+  std::unique_ptr<CudaBackend> owned_;  // recorded's backend until recorded takes it
+
+ public:
+  CudaBackend* graphs;
+  Model eager, recorded;
+};
+
 }  // namespace
 
 TEST_CASE("cuda graphs: replayed decode steps give the eager steps' ids and KV, bit for bit", "[gpu][cuda_device]") {
   PAGODA_SKIP_WITHOUT_CUDA();
-  CudaBackendOptions on;
-  on.cuda_graphs = true;
-  auto graph_backend = std::make_unique<CudaBackend>(on);
-  CudaBackend* graphs = graph_backend.get();
-  CudaBackendOptions off;
-  off.cuda_graphs = false;  // every step launched op by op (graphs are on by default)
-  Model eager(tiny_bf16_model(), make_cuda_backend(off), 64);
-  Model recorded(tiny_bf16_model(), std::move(graph_backend), 64);
+  GraphPair models(tiny_bf16_model(), 64);
+  Model &eager = models.eager, &recorded = models.recorded;
+  CudaBackend* graphs = models.graphs;
   const int vocab = eager.config().vocab_size;
   const int n_blocks = 144;  // 36 per sequence, interleaved
   for (Model* m : {&eager, &recorded}) m->init_kv_cache(n_blocks, kBlock);
@@ -379,12 +396,9 @@ TEST_CASE("cuda graphs: block tables growing during decode do not force re-captu
 TEST_CASE("cuda graphs: mixture-of-experts decode steps replay as the eager steps run", "[gpu][cuda_device]") {
   PAGODA_SKIP_WITHOUT_CUDA();
   const gguf::GgufFile& file = tiny_moe_file();
-  CudaBackendOptions on, off;
-  off.cuda_graphs = false;
-  auto graph_backend = std::make_unique<CudaBackend>(on);
-  CudaBackend* graphs = graph_backend.get();
-  Model eager(file, make_cuda_backend(off), 32);
-  Model recorded(file, std::move(graph_backend), 32);
+  GraphPair models(file, 32);
+  Model &eager = models.eager, &recorded = models.recorded;
+  CudaBackend* graphs = models.graphs;
   const int vocab = eager.config().vocab_size;
   for (Model* m : {&eager, &recorded}) m->init_kv_cache(24, kBlock);
   std::vector<Seq> seqs(3);
@@ -429,16 +443,13 @@ TEST_CASE("cuda graphs: mixture-of-experts decode steps replay as the eager step
 // final logits over the KV the padded steps wrote are bit-identical.
 TEST_CASE("cuda graphs: batches padded to row buckets replay as the eager steps run", "[gpu][cuda_device]") {
   PAGODA_SKIP_WITHOUT_CUDA();
-  CudaBackendOptions on, off;
-  off.cuda_graphs = false;
-  auto graph_backend = std::make_unique<CudaBackend>(on);
-  CudaBackend* graphs = graph_backend.get();
+  GraphPair models(tiny_bf16_model(), 16);
+  Model &eager = models.eager, &recorded = models.recorded;
+  CudaBackend* graphs = models.graphs;
   CHECK(graphs->recorded_rows(3) == 4);
   CHECK(graphs->recorded_rows(5) == 8);
   CHECK(graphs->recorded_rows(8) == 8);
   CHECK(graphs->recorded_rows(65) == 65);
-  Model eager(tiny_bf16_model(), make_cuda_backend(off), 16);
-  Model recorded(tiny_bf16_model(), std::move(graph_backend), 16);
   const int vocab = eager.config().vocab_size;
   for (Model* m : {&eager, &recorded}) m->init_kv_cache(32, kBlock);
   std::vector<Seq> seqs(8);
@@ -495,13 +506,11 @@ TEST_CASE("cuda graphs: batches padded to row buckets replay as the eager steps 
 TEST_CASE("cuda graphs: with batch_invariant a step holding a prompt's one-token chunk runs unrecorded",
           "[gpu][cuda_device]") {
   PAGODA_SKIP_WITHOUT_CUDA();
-  CudaBackendOptions on, off;
-  on.batch_invariant = off.batch_invariant = true;
-  off.cuda_graphs = false;
-  auto graph_backend = std::make_unique<CudaBackend>(on);
-  CudaBackend* graphs = graph_backend.get();
-  Model eager(tiny_bf16_model(), make_cuda_backend(off), 16);
-  Model recorded(tiny_bf16_model(), std::move(graph_backend), 16);
+  CudaBackendOptions invariant;
+  invariant.batch_invariant = true;
+  GraphPair models(tiny_bf16_model(), 16, invariant);
+  Model &eager = models.eager, &recorded = models.recorded;
+  CudaBackend* graphs = models.graphs;
   const int vocab = eager.config().vocab_size;
   for (Model* m : {&eager, &recorded}) m->init_kv_cache(16, kBlock);
   std::vector<Seq> seqs(4);  // 0-2 decode; 3 is the prompt
@@ -558,12 +567,9 @@ TEST_CASE("cuda graphs: with batch_invariant a step holding a prompt's one-token
 // are bit-identical.
 TEST_CASE("cuda graphs: speculative verify steps replay as the eager steps run", "[gpu][cuda_device]") {
   PAGODA_SKIP_WITHOUT_CUDA();
-  CudaBackendOptions on, off;
-  off.cuda_graphs = false;
-  auto graph_backend = std::make_unique<CudaBackend>(on);
-  CudaBackend* graphs = graph_backend.get();
-  Model eager(tiny_bf16_model(), make_cuda_backend(off), 64);
-  Model recorded(tiny_bf16_model(), std::move(graph_backend), 64);
+  GraphPair models(tiny_bf16_model(), 64);
+  Model &eager = models.eager, &recorded = models.recorded;
+  CudaBackend* graphs = models.graphs;
   const int vocab = eager.config().vocab_size;
   const int probe_block = 24;  // the oracle's scratch block, in no sequence's table
   for (Model* m : {&eager, &recorded}) m->init_kv_cache(probe_block + 1, kBlock);
@@ -608,12 +614,9 @@ TEST_CASE("cuda graphs: speculative verify steps replay as the eager steps run",
 TEST_CASE("cuda graphs: mixture-of-experts verify steps replay as the eager steps run", "[gpu][cuda_device]") {
   PAGODA_SKIP_WITHOUT_CUDA();
   const gguf::GgufFile& file = tiny_moe_file();
-  CudaBackendOptions on, off;
-  off.cuda_graphs = false;
-  auto graph_backend = std::make_unique<CudaBackend>(on);
-  CudaBackend* graphs = graph_backend.get();
-  Model eager(file, make_cuda_backend(off), 32);
-  Model recorded(file, std::move(graph_backend), 32);
+  GraphPair models(file, 32);
+  Model &eager = models.eager, &recorded = models.recorded;
+  CudaBackend* graphs = models.graphs;
   const int vocab = eager.config().vocab_size;
   const int probe_block = 24;
   for (Model* m : {&eager, &recorded}) m->init_kv_cache(probe_block + 1, kBlock);

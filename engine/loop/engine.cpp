@@ -62,11 +62,11 @@ int all_layers_window(const ModelConfig& c) {
 bool device_samplable(const SamplingParams& p) { return p.logprobs <= kMaxDrawTopLogprobs; }
 
 // Target `seq`'s draw on the backend (see engine.h): the request's knobs, its bias and
-// penalties as token edits, the choice's seed, and counter = the tokens it generated so far.
-// `drawn_before`: the tokens a token tree's path drew above this row's node (speculative.h),
-// which count as generated for the counter and the penalties.
+// penalties as `edits` (token_edits of its output), the choice's seed, and counter = the tokens
+// it generated so far, plus `depth`: the drafted tokens above a token tree's node
+// (speculative.h), which count as generated (their edits are in `edits` too).
 // (A constrained sequence's mask is added once the step's masks are ready.)
-SampleRequest device_draw(const Sequence& seq, int logit_row, int vocab, const std::vector<int32_t>& drawn_before = {}) {
+SampleRequest device_draw(const Sequence& seq, int logit_row, std::vector<TokenEdit> edits, size_t depth = 0) {
   const SamplingParams& sp = seq.request->sampling;
   SampleRequest d;
   d.row = logit_row;
@@ -75,31 +75,34 @@ SampleRequest device_draw(const Sequence& seq, int logit_row, int vocab, const s
   d.top_p = sp.top_p;
   d.min_p = sp.min_p;
   d.seed = seq.seed;
-  d.counter = seq.output.size() + drawn_before.size();
+  d.counter = seq.output.size() + depth;
   d.repetition_penalty = sp.repetition_penalty;
   d.presence_penalty = sp.presence_penalty;
   d.frequency_penalty = sp.frequency_penalty;
   d.logprobs = sp.logprobs;
-  if (drawn_before.empty()) {
-    d.token_edits = token_edits(sp, vocab, seq.request->prompt, seq.output);
-  } else {
-    std::vector<int32_t> history = seq.output;
-    history.insert(history.end(), drawn_before.begin(), drawn_before.end());
-    d.token_edits = token_edits(sp, vocab, seq.request->prompt, history);
-  }
+  d.token_edits = std::move(edits);
   return d;
 }
 
+// token_edits of seq's output: its request's bias and penalties so far.
+std::vector<TokenEdit> output_edits(const Sequence& seq, int vocab) {
+  return token_edits(seq.request->sampling, vocab, seq.request->prompt, seq.output);
+}
+
 // One draw per node of a verified token tree: node j's row with the path's drafted tokens
-// above it (each an earlier draw of the walk, when the walk gets there).
+// above it (each an earlier draw of the walk, when the walk gets there). The output's edits are
+// computed once; each node adds its path's few tokens.
 void append_tree_draws(const Sequence& seq, const SampleTarget& target, int vocab, std::vector<SampleRequest>& draws) {
   const DraftTree& tree = *target.tree;
+  const std::vector<TokenEdit> base = output_edits(seq, vocab);
   for (int node = 0; node < tree.size(); ++node) {
     std::vector<int32_t> path;
     for (int j = node; tree.parent[static_cast<size_t>(j)] >= 0; j = tree.parent[static_cast<size_t>(j)])
       path.push_back(tree.tokens[static_cast<size_t>(j)]);
     std::reverse(path.begin(), path.end());
-    draws.push_back(device_draw(seq, target.logit_row + node, vocab, path));
+    std::vector<TokenEdit> edits = base;
+    add_output_tokens(edits, seq.request->sampling, vocab, path);
+    draws.push_back(device_draw(seq, target.logit_row + node, std::move(edits), path.size()));
   }
 }
 
@@ -498,7 +501,7 @@ void LlmEngine::step() {
       if (!seq.device_sampling) continue;
       draw_of[j] = static_cast<int>(draws_.size());
       if (targets[j].tree) append_tree_draws(seq, targets[j], vocab_, draws_);
-      else draws_.push_back(device_draw(seq, targets[j].logit_row, vocab_));
+      else draws_.push_back(device_draw(seq, targets[j].logit_row, output_edits(seq, vocab_)));
     }
     // Structured output: the constrained rows' token masks are computed while the model runs.
     // A device-drawn row's mask goes up with the step's draws: the draw points at it now, and

@@ -40,33 +40,62 @@ double Rng::uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
 
 // ---- logit processing -----------------------------------------------------------------------
 
-std::vector<TokenEdit> token_edits(const SamplingParams& params, int vocab, const std::vector<int32_t>& prompt,
-                                   const std::vector<int32_t>& output) {
+namespace {
+
+// What one output token contributes to its edit (none when no penalty reads the output).
+struct OutputEdit {
+  bool any;
+  uint32_t flags;
+  int32_t count;
+};
+OutputEdit output_edit(const SamplingParams& params) {
   const bool repetition = repetition_on(params.repetition_penalty);
   const bool counted = params.presence_penalty != 0.0f || params.frequency_penalty != 0.0f;
+  return {repetition || counted, repetition ? kEditSeen : 0u, counted ? 1 : 0};
+}
+
+// Folds e into m, an edit of the same token.
+void merge_edit(TokenEdit& m, const TokenEdit& e) {
+  if (e.flags & kEditBias) m.bias = e.bias;
+  m.flags |= e.flags;
+  m.count += e.count;
+}
+
+}  // namespace
+
+std::vector<TokenEdit> token_edits(const SamplingParams& params, int vocab, const std::vector<int32_t>& prompt,
+                                   const std::vector<int32_t>& output) {
+  const OutputEdit oe = output_edit(params);
   // Every (token, what applies) pair, then one entry per token: sort and merge.
   std::vector<TokenEdit> raw;
   auto add = [&](int32_t tok, uint32_t flags, float bias, int32_t count) {
     if (tok >= 0 && tok < vocab) raw.push_back({tok, flags, bias, count});
   };
   for (const auto& [tok, bias] : params.logit_bias) add(tok, kEditBias, bias, 0);
-  if (repetition)
+  if (repetition_on(params.repetition_penalty))
     for (int32_t tok : prompt) add(tok, kEditSeen, 0.0f, 0);
-  if (repetition || counted)
-    for (int32_t tok : output) add(tok, repetition ? kEditSeen : 0u, 0.0f, counted ? 1 : 0);
+  if (oe.any)
+    for (int32_t tok : output) add(tok, oe.flags, 0.0f, oe.count);
   std::sort(raw.begin(), raw.end(), [](const TokenEdit& a, const TokenEdit& b) { return a.token < b.token; });
   std::vector<TokenEdit> out;
   for (const TokenEdit& e : raw) {
-    if (out.empty() || out.back().token != e.token) {
-      out.push_back(e);
-      continue;
-    }
-    TokenEdit& m = out.back();
-    if (e.flags & kEditBias) m.bias = e.bias;
-    m.flags |= e.flags;
-    m.count += e.count;
+    if (out.empty() || out.back().token != e.token) out.push_back(e);
+    else merge_edit(out.back(), e);
   }
   return out;
+}
+
+void add_output_tokens(std::vector<TokenEdit>& edits, const SamplingParams& params, int vocab,
+                       const std::vector<int32_t>& more) {
+  const OutputEdit oe = output_edit(params);
+  if (!oe.any) return;
+  for (int32_t tok : more) {
+    if (tok < 0 || tok >= vocab) continue;
+    const TokenEdit e{tok, oe.flags, 0.0f, oe.count};
+    auto it = std::lower_bound(edits.begin(), edits.end(), tok, [](const TokenEdit& a, int32_t t) { return a.token < t; });
+    if (it != edits.end() && it->token == tok) merge_edit(*it, e);
+    else edits.insert(it, e);
+  }
 }
 
 void apply_penalties(float* logits, int vocab, const SamplingParams& params,

@@ -57,6 +57,11 @@ struct SampleResult {
 // request has no bias and no active penalty.
 std::vector<TokenEdit> token_edits(const SamplingParams& params, int vocab, const std::vector<int32_t>& prompt,
                                    const std::vector<int32_t>& output);
+// `edits` (token_edits' list for some output) as token_edits would give it for that output with
+// `more` appended: a token tree's node drawn after the drafted tokens above it, from the list
+// of the sequence's output computed once. Meant for a few tokens (each may insert into the list).
+void add_output_tokens(std::vector<TokenEdit>& edits, const SamplingParams& params, int vocab,
+                       const std::vector<int32_t>& more);
 
 // Steps 1-3 in place on `logits` (vocab entries): token_edits applied. `prompt` and `output`
 // are the request's prompt and the sequence's generated tokens so far.

@@ -93,6 +93,43 @@ TEST_CASE("penalties and logit_bias change exactly the right logits") {
   CHECK(m == std::vector<float>{1, -4, 2, -4, 2});
 }
 
+TEST_CASE("add_output_tokens gives token_edits of the output with the tokens appended") {
+  // Every mix of the penalties that read the output, with a bias (also on a token of `more`)
+  // and ids outside the vocabulary, over random prompts, outputs and appended tokens.
+  std::mt19937 rng(17);
+  std::uniform_int_distribution<int32_t> tok(-2, 21);  // vocab 20: -2, -1, 20 and 21 are outside
+  int checked = 0;
+  for (float rep : {1.0f, 1.3f})
+    for (float presence : {0.0f, 0.5f})
+      for (float frequency : {0.0f, 0.25f})
+        for (int round = 0; round < 20; ++round) {
+          SamplingParams sp;
+          sp.repetition_penalty = rep;
+          sp.presence_penalty = presence;
+          sp.frequency_penalty = frequency;
+          sp.logit_bias = {{3, 2.0f}, {tok(rng), -1.0f}};
+          std::vector<int32_t> prompt(static_cast<size_t>(round % 7)), output(static_cast<size_t>(round % 5)),
+              more(static_cast<size_t>(1 + round % 4));
+          for (auto* v : {&prompt, &output, &more})
+            for (int32_t& t : *v) t = tok(rng);
+          std::vector<TokenEdit> got = token_edits(sp, 20, prompt, output);
+          add_output_tokens(got, sp, 20, more);
+          std::vector<int32_t> all = output;
+          all.insert(all.end(), more.begin(), more.end());
+          const std::vector<TokenEdit> want = token_edits(sp, 20, prompt, all);
+          INFO("repetition " << rep << ", presence " << presence << ", frequency " << frequency << ", round " << round);
+          REQUIRE(got.size() == want.size());
+          for (size_t i = 0; i < want.size(); ++i) {
+            CHECK(got[i].token == want[i].token);
+            CHECK(got[i].flags == want[i].flags);
+            CHECK(got[i].bias == want[i].bias);
+            CHECK(got[i].count == want[i].count);
+          }
+          ++checked;
+        }
+  CHECK(checked == 160);
+}
+
 TEST_CASE("seeded sampling is reproducible and matches the distribution") {
   const auto l = from_probs({0.1, 0.6, 0.05, 0.25});
   SamplingParams sp;

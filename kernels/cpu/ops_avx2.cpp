@@ -105,8 +105,7 @@ inline void load_tile(const AttnRows& r, const KvPool& p, int kv_head, const int
       for (int c = 0; c < NC; ++c) _mm256_storeu_ps(dst + c * 8, _mm256_setzero_ps());
       continue;
     }
-    const int64_t off = attention_slot(r, block_table, bs, i) * row + head_off;
-    load_head<NC>(p.type, p.head_dim, static_cast<const uint8_t*>(p.data) + off, dst);
+    load_head<NC>(p.type, p.head_dim, base + attention_slot(r, block_table, bs, i) * row, dst);
   }
 }
 
